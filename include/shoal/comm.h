@@ -1,0 +1,144 @@
+/* shoal communicators and collectives.
+ *
+ * A communicator is a set of ranks that exchange messages over TCP (and, from
+ * a later release, shared memory on one host). Every call is blocking, has a
+ * deadline (SHOAL_TIMEOUT), and returns 0 or a negative shoal_status_t; on
+ * error shoal_comm_errmsg() names the rank, the peer, its host:port, the
+ * operation and the sequence number. After an error the communicator is
+ * aborted: later calls return SHOAL_ERR_ABORTED at once.
+ *
+ * Thread safety: one thread at a time per communicator. Different
+ * communicators (e.g. from shoal_comm_split) may be used from different
+ * threads only if they share no rank pair; collectives on one communicator
+ * must be called in the same order by all its ranks.
+ */
+#ifndef SHOAL_COMM_H
+#define SHOAL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct shoal_comm shoal_comm_t;
+
+typedef enum shoal_dtype {
+  SHOAL_FLOAT32 = 0,
+  SHOAL_FLOAT64 = 1,
+  SHOAL_INT32 = 2,
+  SHOAL_INT64 = 3,
+  SHOAL_BFLOAT16 = 4, /* stored as 16 bits, reduced in float32 */
+  SHOAL_FLOAT16 = 5,  /* IEEE half, stored as 16 bits, reduced in float32 */
+  SHOAL_UINT8 = 6,    /* bytes: for send/recv/broadcast/allgather of raw data; reductions unsupported */
+  SHOAL_DTYPE__COUNT
+} shoal_dtype_t;
+
+typedef enum shoal_redop {
+  SHOAL_SUM = 0,
+  SHOAL_AVG = 1, /* sum divided by the communicator size (integer types: truncated) */
+  SHOAL_MIN = 2,
+  SHOAL_MAX = 3,
+  SHOAL_PROD = 4,
+  SHOAL_REDOP__COUNT
+} shoal_redop_t;
+
+typedef enum shoal_algo {
+  SHOAL_ALGO_AUTO = 0, /* cost model picks (or SHOAL_ALGO forces) */
+  SHOAL_ALGO_RING = 1, /* pipelined chunked ring: reduce-scatter + allgather */
+  SHOAL_ALGO_RHD = 2,  /* recursive halving-doubling (Rabenseifner), any rank count */
+  SHOAL_ALGO_RD = 3,   /* recursive doubling: small messages */
+  SHOAL_ALGO__COUNT
+} shoal_algo_t;
+
+/* Pass as the send buffer of a collective to operate in place on recvbuf. */
+#define SHOAL_IN_PLACE ((const void *)1)
+/* Color for shoal_comm_split: this rank joins no new communicator. */
+#define SHOAL_UNDEFINED (-32766)
+
+size_t      shoal_dtype_size(shoal_dtype_t dtype);
+const char *shoal_dtype_name(shoal_dtype_t dtype);  /* "float32", ... */
+const char *shoal_redop_name(shoal_redop_t op);     /* "sum", ... */
+const char *shoal_algo_name(shoal_algo_t algo);     /* "ring", ... */
+/* Parse "float32"/"float"/"f32", "sum", "ring" ...; 0 or SHOAL_ERR_INVALID. */
+int shoal_dtype_parse(const char *s, shoal_dtype_t *out);
+int shoal_redop_parse(const char *s, shoal_redop_t *out);
+int shoal_algo_parse(const char *s, shoal_algo_t *out);
+
+/* Explicit parameters. Fields left at their init value are taken from the
+ * environment (SHOAL_*, then the launchers' variables; see README). */
+typedef struct shoal_comm_params {
+  int rank;                   /* -1: from the environment */
+  int world_size;             /* -1: from the environment */
+  const char *master_addr;    /* NULL: SHOAL_MASTER_ADDR, MASTER_ADDR, 127.0.0.1 */
+  int master_port;            /* -1: SHOAL_MASTER_PORT, MASTER_PORT, 29500. 0: rank 0 picks */
+  const char *token;          /* NULL: SHOAL_TOKEN */
+  const char *ifname;         /* NULL: SHOAL_SOCKET_IFNAME */
+  const char *hostname;       /* NULL: SHOAL_HOSTNAME, else gethostname() */
+  double timeout_s;           /* <= 0: SHOAL_TIMEOUT (default 300 s) */
+  double connect_timeout_s;   /* <= 0: SHOAL_CONNECT_TIMEOUT (default 120 s) */
+  /* When master_port is 0, rank 0 writes the port it bound here (for launchers). */
+  void (*on_store_port)(int port, void *arg);
+  void *on_store_port_arg;
+} shoal_comm_params_t;
+
+void shoal_comm_params_init(shoal_comm_params_t *p);
+
+/* Join the world communicator. On failure *out is untouched and
+ * shoal_last_error() holds the message. */
+int  shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out);
+/* Same, everything from the environment. */
+int  shoal_comm_init_env(shoal_comm_t **out);
+/* Like MPI_Comm_split: ranks with the same color form a new communicator,
+ * ordered by (key, old rank). Collective over c. Reuses c's connections, so
+ * it is cheap (one small allgather). color == SHOAL_UNDEFINED: *out = NULL. */
+int  shoal_comm_split(shoal_comm_t *c, int color, int key, shoal_comm_t **out);
+void shoal_comm_destroy(shoal_comm_t *c);
+
+int  shoal_comm_rank(const shoal_comm_t *c);
+int  shoal_comm_size(const shoal_comm_t *c);
+/* The rank of this process in the world communicator c was split from. */
+int  shoal_comm_world_rank(const shoal_comm_t *c);
+/* Detailed message of the last error on c ("" if none). */
+const char *shoal_comm_errmsg(const shoal_comm_t *c);
+/* Per-communicator deadline of each blocking call, in seconds. */
+int  shoal_comm_set_timeout(shoal_comm_t *c, double seconds);
+
+/* Collectives. sendbuf may be SHOAL_IN_PLACE (or equal to recvbuf). */
+int shoal_allreduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                    shoal_dtype_t dtype, shoal_redop_t op);
+/* Same with an explicit algorithm (SHOAL_ALGO_AUTO: as shoal_allreduce). */
+int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                         shoal_dtype_t dtype, shoal_redop_t op, shoal_algo_t algo);
+int shoal_broadcast(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int root);
+/* recvbuf is significant at root only (may be NULL elsewhere). */
+int shoal_reduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count,
+                 shoal_dtype_t dtype, shoal_redop_t op, int root);
+/* sendbuf holds size*recvcount elements; rank r receives block r. In place:
+ * sendbuf = SHOAL_IN_PLACE and recvbuf holds the whole input (size*recvcount),
+ * the result is left in block r of recvbuf. */
+int shoal_reduce_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount,
+                         shoal_dtype_t dtype, shoal_redop_t op);
+/* recvbuf holds size*sendcount elements. In place: sendbuf = SHOAL_IN_PLACE
+ * and this rank's block is already at recvbuf + rank*sendcount. */
+int shoal_allgather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount,
+                    shoal_dtype_t dtype);
+int shoal_barrier(shoal_comm_t *c);
+/* Point to point. Messages between a pair are delivered in order; the tag
+ * must match (a mismatch is an error, not a reordering). */
+int shoal_send(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag);
+int shoal_recv(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag);
+/* Send to one peer and receive from another at once (no deadlock in rings). */
+int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int dst,
+                   void *recvbuf, size_t recvcount, int src, shoal_dtype_t dtype, int tag);
+
+/* The algorithm the cost model picks for an allreduce of `bytes` on c. */
+shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

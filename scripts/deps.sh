@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian packages shoal needs, or print the exact command when not root.
+#   deps.sh test   what building and testing need
+#   deps.sh bench  plus the anchors benchmarks run against (Open MPI, PyTorch/Gloo)
+set -euo pipefail
+what=${1:-test}
+pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps)
+if [ "$what" = bench ]; then
+  pkgs+=(openmpi-bin libopenmpi-dev python3-torch gnuplot-nox linux-perf)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "shoal: missing Debian packages: ${missing[*]}" >&2
+  echo "shoal: run as root:  apt-get update && $cmd" >&2
+  exit 1
+fi
+echo "shoal: installing missing Debian packages: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2 || true
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

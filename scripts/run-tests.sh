@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run every layer's test binary and print one closing line for the whole suite.
+# usage: run-tests.sh BUILD_DIR TIMEOUT_S [test-runner args...]
+set -uo pipefail
+build=$1; timeout=$2; shift 2
+export SHOAL_BIN="$build/shoal"
+pass=0; fail=0; skip=0
+for layer in core comm train sched sim; do
+  bin="$build/tests/test_$layer"
+  [ -x "$bin" ] || { echo "missing test binary $bin" >&2; fail=$((fail+1)); continue; }
+  out=$(mktemp)
+  "$bin" -t "$timeout" "$@" 2>&1 | tee "$out"
+  line=$(grep -E '^[a-z_]+: [0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+  rm -f "$out"
+  if [ -z "$line" ]; then echo "test binary $bin printed no summary" >&2; fail=$((fail+1)); continue; fi
+  p=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  s=$(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line"); s=${s:-0}
+  pass=$((pass+p)); fail=$((fail+f)); skip=$((skip+s))
+done
+echo "suite: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

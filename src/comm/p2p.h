@@ -1,0 +1,87 @@
+/* Internal point-to-point layer used by the collectives (coll_*.c).
+ * Implemented by the transport (tcp.c, later shm.c) behind comm.c.
+ *
+ * Every message carries a header {magic, comm id, op, seq, dtype, redop,
+ * tag, count of the collective, payload bytes}. The receiver checks that op,
+ * seq, dtype and count match what it expects and that the payload is the
+ * size it posted; otherwise the op fails with SHOAL_ERR_MISMATCH and a
+ * message naming both ranks, both ops and the sequence number. Payloads go
+ * straight from/to the user's buffer (no staging copy) on TCP. */
+#ifndef SHOAL_COMM_P2P_H
+#define SHOAL_COMM_P2P_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/comm.h"
+
+/* Operation codes carried in the wire header. */
+enum shoal__opcode {
+  SHOAL__OP_NONE = 0,
+  SHOAL__OP_ALLREDUCE = 1,
+  SHOAL__OP_BROADCAST = 2,
+  SHOAL__OP_REDUCE = 3,
+  SHOAL__OP_REDUCE_SCATTER = 4,
+  SHOAL__OP_ALLGATHER = 5,
+  SHOAL__OP_BARRIER = 6,
+  SHOAL__OP_SEND = 7, /* send/recv/sendrecv from the user */
+  SHOAL__OP_SPLIT = 8,
+  SHOAL__OP_INTERNAL = 9, /* bootstrap, tuning, ... */
+  SHOAL__OP__COUNT
+};
+const char *shoal__opcode_name(int op);
+
+/* One collective call in flight. shoal__op_begin fills seq and the deadline. */
+typedef struct shoal__op {
+  uint8_t  opcode;
+  uint8_t  dtype;
+  uint8_t  redop;
+  uint8_t  algo;
+  int32_t  root;
+  int32_t  tag;
+  uint64_t count;        /* the element count the user passed */
+  uint32_t seq;          /* per-communicator sequence number */
+  uint64_t deadline_ns;  /* absolute CLOCK_MONOTONIC */
+} shoal__op_t;
+
+/* Start an op on c: fails fast with SHOAL_ERR_ABORTED if c was aborted,
+ * assigns the next sequence number and the deadline. */
+int  shoal__op_begin(shoal_comm_t *c, shoal__op_t *op);
+/* Finish: on error, aborts c (all later calls fail fast). Returns status. */
+int  shoal__op_end(shoal_comm_t *c, shoal__op_t *op, int status);
+
+/* Nonblocking requests, progressed by shoal__wait. A request is a plain
+ * struct owned by the caller (no allocation on the data path). Requests to
+ * the same peer in the same direction complete in the order they were posted. */
+typedef struct shoal__req {
+  int      kind;        /* 0 unused, 1 send, 2 recv */
+  int      peer;        /* rank in c */
+  void    *buf;
+  size_t   bytes;
+  size_t   done;        /* payload bytes transferred so far */
+  int      hdr_done;    /* header bytes transferred so far */
+  int      state;       /* transport-private */
+  unsigned char hdr[48];/* wire header (transport-private layout) */
+} shoal__req_t;
+
+int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes,
+                 shoal__req_t *req);
+int shoal__irecv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, size_t bytes,
+                 shoal__req_t *req);
+/* Progress until all n requests are complete or op's deadline passes. */
+int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n);
+/* Progress without blocking: *ndone = number of the n requests complete. */
+int shoal__test(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, int *ndone);
+
+/* Send to dst and receive from src concurrently; dst or src may be -1. */
+int shoal__sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *sbuf, size_t sbytes,
+                    int src, void *rbuf, size_t rbytes);
+
+/* Accessors the collectives need from the communicator. */
+int  shoal__comm_rank(const shoal_comm_t *c);
+int  shoal__comm_size(const shoal_comm_t *c);
+/* Record an error on c ("rank 2 <- peer 3 (host:port) allreduce seq 17: ..."). */
+int  shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#endif

@@ -1,0 +1,41 @@
+/* The SHOAL_* configuration variables: one table (config_table.c) documents
+ * them all, `shoal config` prints it, and these readers parse values with
+ * errors that name the variable and the value. An optional file of VAR=value
+ * lines (SHOAL_CONF_FILE, default ~/.shoal.conf) supplies defaults; the real
+ * environment always wins. */
+#ifndef SHOAL_CORE_CONFIG_H
+#define SHOAL_CORE_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct shoal__config_var {
+  const char *name;    /* "SHOAL_TIMEOUT" */
+  const char *def;     /* default as text, "" if none */
+  const char *area;    /* "comm", "sched", ... */
+  const char *help;    /* one line */
+} shoal__config_var_t;
+
+extern const shoal__config_var_t shoal__config_vars[];
+extern const size_t shoal__config_nvars;
+
+/* The raw value: environment, then the config file; NULL when unset. */
+const char *shoal__config_raw(const char *name);
+
+/* Parsers. On a malformed value they return SHOAL_ERR_CONFIG with a message
+ * like "SHOAL_TIMEOUT='abc': not a number" and leave *out untouched. When the
+ * variable is unset, *out = def and 0 is returned. */
+int shoal__config_long(const char *name, long def, long min, long max, long *out);
+int shoal__config_double(const char *name, double def, double min, double max, double *out);
+int shoal__config_bool(const char *name, int def, int *out);
+const char *shoal__config_str(const char *name, const char *def);
+
+/* Parse one value of any kind from a string (used for launcher variables too). */
+int shoal__parse_long(const char *what, const char *s, long min, long max, long *out);
+int shoal__parse_double(const char *what, const char *s, double min, double max, double *out);
+
+/* Print the table: name, current value, default, help. markdown != 0 prints
+ * a Markdown table (the README's table is checked against it by a test). */
+void shoal__config_print(FILE *f, int markdown);
+
+#endif

@@ -1,0 +1,34 @@
+/* THE table of shoal's configuration variables. Every SHOAL_* variable read
+ * anywhere in the code must have a row here (a test greps the sources), and
+ * the README's table must list every row (another test). Keep rows grouped by
+ * area; one line of help each. */
+#include "core/config.h"
+
+const shoal__config_var_t shoal__config_vars[] = {
+  /* core */
+  {"SHOAL_DEBUG", "WARN", "core", "log level: ERROR, WARN, INFO, DEBUG or TRACE"},
+  {"SHOAL_DEBUG_SUBSYS", "", "core", "log only these subsystems (INIT,NET,COLL,TUNING,SIM,TRAIN); ^ excludes"},
+  {"SHOAL_CONF_FILE", "~/.shoal.conf", "core", "file of VAR=value defaults; the environment wins"},
+  /* comm: bootstrap */
+  {"SHOAL_RANK", "", "comm", "this process's rank (else RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"},
+  {"SHOAL_WORLD_SIZE", "", "comm", "number of ranks (else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS)"},
+  {"SHOAL_MASTER_ADDR", "127.0.0.1", "comm", "host of rank 0's rendezvous store (else MASTER_ADDR)"},
+  {"SHOAL_MASTER_PORT", "29500", "comm", "port of the store (else MASTER_PORT); 0 lets rank 0 pick and the launcher pass it on"},
+  {"SHOAL_SOCKET_IFNAME", "", "comm", "interface to advertise: prefix match, =exact, ^exclude, comma list"},
+  {"SHOAL_TOKEN", "", "comm", "shared secret checked by the store and by peers"},
+  {"SHOAL_TIMEOUT", "300", "comm", "deadline in seconds of every blocking communication call"},
+  {"SHOAL_CONNECT_TIMEOUT", "120", "comm", "deadline in seconds for rendezvous and connection setup"},
+  {"SHOAL_HOSTNAME", "", "comm", "override the host name used for locality detection (emulate hosts)"},
+  /* comm: collectives */
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), auto"},
+  {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
+  {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
+  {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},
+  {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
+  {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},
+  {"SHOAL_EMU_DELAY_US", "0", "comm", "emulated one-way latency added to every outgoing message (testing)"},
+  /* bench */
+  {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
+};
+
+const size_t shoal__config_nvars = sizeof shoal__config_vars / sizeof shoal__config_vars[0];

@@ -1,0 +1,82 @@
+/* Logging to stderr with a "[shoal host:pid rN] LEVEL SUBSYS" prefix. The level
+ * is read lazily from SHOAL_DEBUG so that logging works before any init call. */
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+int shoal__log_level_cur = SHOAL_LOG_TRACE; /* until configured: first call configures */
+static int log_rank = -1;
+static char log_subsys[256];
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+
+static void log_configure(void) {
+  const char *lv = getenv("SHOAL_DEBUG");
+  int level = SHOAL_LOG_WARN;
+  if (lv && *lv) {
+    for (int i = 0; i < 5; i++)
+      if (strcasecmp(lv, level_names[i]) == 0) level = i;
+    if (strcasecmp(lv, "VERSION") == 0) level = SHOAL_LOG_INFO;
+  }
+  const char *ss = getenv("SHOAL_DEBUG_SUBSYS");
+  if (ss) snprintf(log_subsys, sizeof log_subsys, "%s", ss);
+  shoal__log_level_cur = level;
+}
+
+void shoal__log_set_rank(int rank) { log_rank = rank; }
+
+/* SHOAL_DEBUG_SUBSYS: "INIT,NET" enables those, "^COLL" everything but COLL. */
+static int subsys_match(const char *subsys) {
+  if (!log_subsys[0] || !subsys) return 1;
+  int exclude = log_subsys[0] == '^';
+  const char *list = log_subsys + exclude;
+  size_t n = strlen(subsys);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if ((len == n && strncasecmp(p, subsys, n) == 0) || (len == 3 && strncasecmp(p, "ALL", 3) == 0))
+      return !exclude;
+    if (!e) break;
+    p = e + 1;
+  }
+  return exclude;
+}
+
+int shoal__log_enabled(int level, const char *subsys) {
+  pthread_once(&log_once, log_configure);
+  return level <= shoal__log_level_cur && (level <= SHOAL_LOG_WARN || subsys_match(subsys));
+}
+
+void shoal__log_write(int level, const char *subsys, const char *fmt, ...) {
+  char host[64] = "?";
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = '\0';
+  char *dot = strchr(host, '.');
+  if (dot) *dot = '\0';
+  char line[2048];
+  int off;
+  if (log_rank >= 0)
+    off = snprintf(line, sizeof line, "[shoal %s:%d r%d] %s %s: ", host, (int)getpid(), log_rank,
+                   level_names[level], subsys ? subsys : "");
+  else
+    off = snprintf(line, sizeof line, "[shoal %s:%d] %s %s: ", host, (int)getpid(),
+                   level_names[level], subsys ? subsys : "");
+  if (off < 0 || off >= (int)sizeof line) off = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line + off, sizeof line - (size_t)off - 1, fmt, ap);
+  va_end(ap);
+  size_t len = strlen(line);
+  line[len] = '\n';
+  /* one write() per line so that lines of concurrent ranks do not interleave */
+  ssize_t w = write(STDERR_FILENO, line, len + 1);
+  (void)w;
+}

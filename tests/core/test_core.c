@@ -1,0 +1,150 @@
+/* Core layer: status strings, configuration parsing, RNG, the config table. */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+TEST(status_strings_distinct) {
+  for (int s = 0; s > SHOAL_ERR__LAST; s--) {
+    CHECK(strcmp(shoal_status_string(s), "unknown status") != 0);
+    for (int t = s - 1; t > SHOAL_ERR__LAST; t--) CHECK(strcmp(shoal_status_string(s), shoal_status_string(t)) != 0);
+  }
+  CHECK(!strcmp(shoal_status_string(12345), "unknown status"));
+}
+
+TEST(config_parse_errors_name_variable) {
+  long v = 7;
+  setenv("SHOAL_TEST_X", "12abc", 1);
+  CHECK_EQ(shoal__config_long("SHOAL_TEST_X", 1, 0, 100, &v), SHOAL_ERR_CONFIG);
+  CHECK_EQ(v, 7); /* untouched on error */
+  CHECK_CONTAINS(shoal_last_error(), "SHOAL_TEST_X='12abc'");
+  setenv("SHOAL_TEST_X", "1000", 1);
+  CHECK_EQ(shoal__config_long("SHOAL_TEST_X", 1, 0, 100, &v), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "out of range");
+  setenv("SHOAL_TEST_X", "42", 1);
+  CHECK_OK(shoal__config_long("SHOAL_TEST_X", 1, 0, 100, &v));
+  CHECK_EQ(v, 42);
+  unsetenv("SHOAL_TEST_X");
+  CHECK_OK(shoal__config_long("SHOAL_TEST_X", 5, 0, 100, &v));
+  CHECK_EQ(v, 5);
+  double d = 0;
+  setenv("SHOAL_TEST_D", "nan", 1);
+  CHECK_EQ(shoal__config_double("SHOAL_TEST_D", 1, 0, 10, &d), SHOAL_ERR_CONFIG);
+  setenv("SHOAL_TEST_D", "2.5", 1);
+  CHECK_OK(shoal__config_double("SHOAL_TEST_D", 1, 0, 10, &d));
+  CHECK_NEAR(d, 2.5, 0);
+  int b = 0;
+  setenv("SHOAL_TEST_B", "maybe", 1);
+  CHECK_EQ(shoal__config_bool("SHOAL_TEST_B", 0, &b), SHOAL_ERR_CONFIG);
+  setenv("SHOAL_TEST_B", "yes", 1);
+  CHECK_OK(shoal__config_bool("SHOAL_TEST_B", 0, &b));
+  CHECK_EQ(b, 1);
+}
+
+TEST(config_file_defaults_env_wins) {
+  char path[] = "/tmp/shoal-conf-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fprintf(f, "# comment\nSHOAL_TEST_F1=11\nSHOAL_TEST_F2=22\nnot a line\n");
+  fclose(f);
+  setenv("SHOAL_CONF_FILE", path, 1);
+  setenv("SHOAL_TEST_F2", "33", 1);
+  long v;
+  CHECK_OK(shoal__config_long("SHOAL_TEST_F1", 0, 0, 100, &v));
+  CHECK_EQ(v, 11);
+  CHECK_OK(shoal__config_long("SHOAL_TEST_F2", 0, 0, 100, &v));
+  CHECK_EQ(v, 33);
+  unlink(path);
+}
+
+TEST(rng_deterministic_and_uniform) {
+  shoal_rng_t a, b;
+  shoal_rng_seed(&a, 42);
+  shoal_rng_seed(&b, 42);
+  for (int i = 0; i < 1000; i++) CHECK(shoal_rng_u64(&a) == shoal_rng_u64(&b));
+  shoal_rng_seed2(&b, 42, 1);
+  CHECK(shoal_rng_u64(&a) != shoal_rng_u64(&b));
+  /* chi-square on 10 bins, 100k draws: 99.9% critical value for 9 dof is 27.9 */
+  int bins[10] = {0};
+  for (int i = 0; i < 100000; i++) bins[shoal_rng_below(&a, 10)]++;
+  double chi = 0;
+  for (int i = 0; i < 10; i++) chi += (bins[i] - 10000.0) * (bins[i] - 10000.0) / 10000.0;
+  CHECK_MSG(chi < 27.9, "chi2 %.2f", chi);
+  double s = 0, s2 = 0;
+  for (int i = 0; i < 100000; i++) {
+    double x = shoal_rng_normal(&a);
+    s += x;
+    s2 += x * x;
+  }
+  CHECK_NEAR(s / 100000, 0.0, 0.02);
+  CHECK_NEAR(s2 / 100000, 1.0, 0.03);
+  double e = 0;
+  for (int i = 0; i < 100000; i++) e += shoal_rng_exponential(&a, 2.0);
+  CHECK_NEAR(e / 100000, 0.5, 0.01);
+  uint32_t p[100];
+  for (uint32_t i = 0; i < 100; i++) p[i] = i;
+  shoal_rng_shuffle_u32(&a, p, 100);
+  int seen[100] = {0};
+  for (int i = 0; i < 100; i++) seen[p[i]]++;
+  for (int i = 0; i < 100; i++) CHECK_EQ(seen[i], 1);
+}
+
+TEST(deadline_counts_down) {
+  shoal__deadline_t d = shoal__deadline_in(0.05);
+  CHECK(!shoal__deadline_passed(d));
+  CHECK(shoal__deadline_ms_left(d) <= 50);
+  shoal__sleep_s(0.06);
+  CHECK(shoal__deadline_passed(d));
+  CHECK_EQ(shoal__deadline_ms_left(d), 0);
+  shoal__deadline_t none = {0};
+  CHECK_EQ(shoal__deadline_ms_left(none), -1);
+}
+
+static int in_table(const char *name) {
+  for (size_t i = 0; i < shoal__config_nvars; i++)
+    if (!strcmp(shoal__config_vars[i].name, name)) return 1;
+  return 0;
+}
+
+/* Every SHOAL_* name quoted in the sources is in the one table, and the
+ * README documents every row of the table. */
+TEST(config_table_complete) {
+  char out[65536];
+  int st = shoal_test_run_cmd("grep -rhoE '\"SHOAL_[A-Z0-9_]+\"' src tools | sort -u", out, sizeof out, 20);
+  if (st != 0) shoal_test_skip("source tree not available");
+  for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    char name[128];
+    if (sscanf(line, "\"%127[A-Z0-9_]\"", name) != 1) continue;
+    if (!strncmp(name, "SHOAL_TEST", 10)) continue;
+    CHECK_MSG(in_table(name), "%s is read in src/ but missing from src/core/config_table.c", name);
+  }
+  FILE *f = fopen("README.md", "r");
+  CHECK_MSG(f != NULL, "README.md not found (run from the repository root)");
+  static char readme[1 << 20];
+  size_t n = fread(readme, 1, sizeof readme - 1, f);
+  readme[n] = '\0';
+  fclose(f);
+  for (size_t i = 0; i < shoal__config_nvars; i++) {
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "`%s`", shoal__config_vars[i].name);
+    CHECK_MSG(strstr(readme, quoted) != NULL, "README.md does not document %s", shoal__config_vars[i].name);
+  }
+}
+
+TEST(cli_config_prints_table) {
+  char out[65536], cmd[512];
+  snprintf(cmd, sizeof cmd, "%s config", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_CONTAINS(out, "SHOAL_TIMEOUT");
+  snprintf(cmd, sizeof cmd, "%s nosuchcommand", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, "unknown command 'nosuchcommand'");
+}

@@ -1,0 +1,56 @@
+/* The shoal CLI: one binary, one subcommand per area (tools/cmd_*.c). A
+ * subcommand whose file is not in this build is reported as such. */
+#include <stdio.h>
+#include <string.h>
+
+#include "shoal/shoal.h"
+
+typedef int (*cmd_fn)(int argc, char **argv);
+/* Weak so that the dispatcher links whatever subcommands exist. */
+#define DECL(n) int shoal_cmd_##n(int argc, char **argv) __attribute__((weak));
+DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest)
+#undef DECL
+
+static const struct {
+  const char *name;
+  cmd_fn fn;
+  const char *help;
+} cmds[] = {
+  {"launch", shoal_cmd_launch, "start N ranks of a program (like torchrun/mpirun)"},
+  {"bench", shoal_cmd_bench, "collective benchmarks with nccl-tests columns"},
+  {"tune", shoal_cmd_tune, "measure links and fit the cost model"},
+  {"train", shoal_cmd_train, "data-parallel training on Fashion-MNIST"},
+  {"sim", shoal_cmd_sim, "trace-driven cluster scheduling simulator"},
+  {"sched", shoal_cmd_sched, "online worker/parameter-server scheduling experiments"},
+  {"selftest", shoal_cmd_selftest, "run every collective once with a correctness check"},
+  {"config", shoal_cmd_config, "print every SHOAL_* variable with its value and default"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: shoal COMMAND [options]   (shoal COMMAND --help for details)\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    fprintf(f, "  %-9s %s%s\n", cmds[i].name, cmds[i].help, cmds[i].fn ? "" : " (not in this build)");
+  fprintf(f, "\nshoal %s\n", SHOAL_VERSION_STRING);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+    printf("shoal %s\n", SHOAL_VERSION_STRING);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    if (strcmp(argv[1], cmds[i].name)) continue;
+    if (!cmds[i].fn) {
+      fprintf(stderr, "shoal: '%s' is not in this build\n", argv[1]);
+      return 2;
+    }
+    return cmds[i].fn(argc - 1, argv + 1);
+  }
+  fprintf(stderr, "shoal: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
