@@ -131,6 +131,9 @@ int shoal_barrier(shoal_comm_t *c);
  * must match (a mismatch is an error, not a reordering). */
 int shoal_send(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag);
 int shoal_recv(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag);
+/* Receive the next message with this tag from whichever peer sends first
+ * (parameter servers). *src receives the sender's rank. */
+int shoal_recv_any(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int tag, int *src);
 /* Send to one peer and receive from another at once (no deadlock in rings). */
 int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int dst,
                    void *recvbuf, size_t recvcount, int src, shoal_dtype_t dtype, int tag);
