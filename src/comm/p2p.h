@@ -72,6 +72,14 @@ int shoal__irecv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, siz
 int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n);
 /* Progress without blocking: *ndone = number of the n requests complete. */
 int shoal__test(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, int *ndone);
+/* Progress contract the collectives rely on (added by the collectives helper):
+ * shoal__waitall and shoal__test progress EVERY request posted on c (all
+ * peers, both directions), not only the n listed, and return as soon as the
+ * listed ones are complete. The pipelined ring waits for one chunk's receive
+ * while dozens of earlier isends still drain to the other neighbour; if only
+ * the listed requests progressed, every rank would sit on its left
+ * neighbour's data while its own writes to the right stalled: a deadlock.
+ * A completed request struct may be reused for a new isend/irecv. */
 
 /* Send to dst and receive from src concurrently; dst or src may be -1. */
 int shoal__sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *sbuf, size_t sbytes,
