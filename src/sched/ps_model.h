@@ -42,7 +42,6 @@ typedef struct {
   double *cap;   /* H * NRES */
   int nslots;
   double *res;   /* nslots * H * NRES */
-  double *used_scale; /* unused: reserved */
 } shoal__ps_cluster_t;
 
 int  shoal__ps_cluster_init(shoal__ps_cluster_t *c, int H, const double *cap /* H*NRES */);

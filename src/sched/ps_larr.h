@@ -1,0 +1,42 @@
+/* larr: per-arrival LP relaxation + randomized rounding with scale factor,
+ * repair (packing, then covering), trim, best of R trials (spec §4). */
+#ifndef SHOAL_SCHED_PS_LARR_H
+#define SHOAL_SCHED_PS_LARR_H
+
+#include <stdint.h>
+
+#include "sched/ps_model.h"
+
+typedef struct {
+  double theta;     /* price base (16) */
+  int trials;       /* R (20) */
+  double beta;      /* rounding scale factor (1) */
+  int sigma;        /* slack over the greedy end, slots (0) */
+  int k_lp;         /* machines in the LP besides the greedy's (32) */
+  double lp_tm_lim_s; /* per-solve time limit (1 s) */
+  int hmax;         /* slots searched by the greedy */
+  uint64_t seed;
+} shoal__ps_larr_params_t;
+
+void shoal__ps_larr_defaults(shoal__ps_larr_params_t *p);
+
+typedef struct {
+  long lp_solves, lp_fail, trials, trials_ok, trials_cover_repair, chose_rounded, greedy_fallback;
+  long e_g_sum, e_lp_sum; /* for the oracle relation LP end <= greedy end */
+  int last_e_g, last_e_lp, last_end;
+} shoal__ps_larr_stats_t;
+
+/* Schedule job j from slot s against c (not modified). SHOAL_ERR_INFEASIBLE:
+ * not coverable within hmax slots (defer). */
+int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, const shoal__ps_larr_params_t *p,
+                   shoal__ps_sched_t *out, shoal__ps_larr_stats_t *st);
+
+/* The rounding + repair + trim of one trial on an already solved LP, exposed
+ * for the rounding tests: returns 0 with a covering, capacity-feasible
+ * schedule, or SHOAL_ERR_INFEASIBLE if repair could not cover by e_max. */
+struct shoal__ps_lp;
+int shoal__ps_larr_round(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_star, int e_max,
+                         const struct shoal__ps_lp *lp, const int *mach, int nm, double beta, double theta,
+                         uint64_t seed, shoal__ps_sched_t *out, int *cover_repairs);
+
+#endif
