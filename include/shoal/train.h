@@ -1,0 +1,178 @@
+/* shoal data-parallel training runtime: Fashion-MNIST (or any IDX image set),
+ * float32 models on OpenBLAS, SGD with momentum, and four synchronization
+ * strategies over a shoal communicator (docs/training.md).
+ *
+ * Every function returns 0 or a negative shoal_status_t; the detailed
+ * message is in shoal_last_error(). Output parameters are written only on
+ * success. */
+#ifndef SHOAL_TRAIN_H
+#define SHOAL_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/comm.h"
+#include "shoal/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- data ---------------------------------------------------------------- */
+
+/* An image classification set: n images of rows*cols pixels scaled to [0,1]
+ * and normalized with (x - 0.2860) / 0.3530 (Fashion-MNIST's mean/std), and
+ * labels in 0..nclass-1 (nclass = largest label + 1, at least 2). */
+typedef struct shoal_dataset {
+  size_t n;
+  int rows, cols;
+  int nclass;
+  float *x;      /* n * rows * cols */
+  uint8_t *y;    /* n */
+} shoal_dataset_t;
+
+/* Read an IDX image file and label file (gzip or plain, via zlib). Errors name
+ * the file: bad magic, truncated data, mismatched counts. */
+int  shoal_dataset_load_idx(const char *images_path, const char *labels_path, shoal_dataset_t **out);
+/* dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. split: "train" or "t10k". */
+int  shoal_dataset_load_dir(const char *dir, const char *split, shoal_dataset_t **out);
+void shoal_dataset_destroy(shoal_dataset_t *d);
+/* The Debian package dataset-fashion-mnist's directory. */
+#define SHOAL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* ---- models -------------------------------------------------------------- */
+
+typedef enum shoal_model_kind {
+  SHOAL_MODEL_SOFTMAX = 0, /* 784-10 softmax regression */
+  SHOAL_MODEL_MLP = 1,     /* 784-512-256-10, ReLU */
+  SHOAL_MODEL_CNN = 2,     /* conv3x3/2 (1->8) ReLU, conv3x3/2 (8->16) ReLU, fc 784-10 */
+  SHOAL_MODEL__COUNT
+} shoal_model_kind_t;
+
+const char *shoal_model_kind_name(shoal_model_kind_t k);
+int shoal_model_kind_parse(const char *s, shoal_model_kind_t *out);
+
+typedef struct shoal_model shoal_model_t;
+
+/* A model for rows x cols inputs and nclass outputs with workspace for
+ * batches of up to max_batch; parameters initialized from seed (Kaiming
+ * uniform, as PyTorch's defaults). All parameters live in one contiguous
+ * array (layer by layer, weights then bias), and so do their gradients. */
+int    shoal_model_create(shoal_model_kind_t kind, int rows, int cols, int nclass, int max_batch,
+                          uint64_t seed, shoal_model_t **out);
+void   shoal_model_destroy(shoal_model_t *m);
+size_t shoal_model_nparams(const shoal_model_t *m);
+float *shoal_model_params(shoal_model_t *m);
+float *shoal_model_grads(shoal_model_t *m);
+/* Forward + backward on a batch: grads = d(mean cross-entropy)/d(params);
+ * *loss = the mean loss. No allocation. */
+int    shoal_model_train_step(shoal_model_t *m, const float *x, const uint8_t *y, int batch, double *loss);
+/* Forward only: number of correct predictions and summed loss. */
+int    shoal_model_evaluate(shoal_model_t *m, const float *x, const uint8_t *y, size_t n,
+                            size_t *correct, double *loss_sum);
+
+/* ---- training ------------------------------------------------------------ */
+
+typedef enum shoal_sync_kind {
+  SHOAL_SYNC_BSP = 0,      /* bucketed gradient allreduce every iteration */
+  SHOAL_SYNC_DSSYNC = 1,   /* divide-and-shuffle group parameter averaging */
+  SHOAL_SYNC_PS = 2,       /* sharded parameter servers (last S ranks) */
+  SHOAL_SYNC_LOCALSGD = 3, /* average parameters every H iterations */
+  SHOAL_SYNC__COUNT
+} shoal_sync_kind_t;
+
+typedef enum shoal_ds_pattern {
+  SHOAL_DS_RANDOM = 0,    /* random partition into groups of k */
+  SHOAL_DS_BUTTERFLY = 1, /* hypercube digits, mixed radix <= k */
+  SHOAL_DS_TOPO = 2,      /* racks: local butterfly + bridging every h rounds */
+  SHOAL_DS_FIXED = 3,     /* fixed groups (negative control) */
+  SHOAL_DS__COUNT
+} shoal_ds_pattern_t;
+
+typedef enum shoal_ps_mode {
+  SHOAL_PS_SYNC = 0,  /* servers average all workers' gradients each iteration */
+  SHOAL_PS_ASYNC = 1, /* apply each gradient as it arrives */
+  SHOAL_PS_SSP = 2,   /* async, but no worker more than `staleness` clocks ahead */
+  SHOAL_PS__COUNT
+} shoal_ps_mode_t;
+
+const char *shoal_sync_kind_name(shoal_sync_kind_t k);
+int shoal_sync_kind_parse(const char *s, shoal_sync_kind_t *out);
+const char *shoal_ds_pattern_name(shoal_ds_pattern_t p);
+int shoal_ds_pattern_parse(const char *s, shoal_ds_pattern_t *out);
+const char *shoal_ps_mode_name(shoal_ps_mode_t m);
+int shoal_ps_mode_parse(const char *s, shoal_ps_mode_t *out);
+
+typedef struct shoal_train_opts {
+  shoal_model_kind_t model;
+  shoal_sync_kind_t sync;
+  const char *data_dir;        /* NULL: SHOAL_FASHION_MNIST_DIR */
+  const shoal_dataset_t *train_data, *test_data; /* preloaded (tests); NULL: load from data_dir */
+  size_t train_subset;         /* 0: all; else the first n training images */
+  size_t test_subset;          /* 0: all */
+  int epochs;
+  int batch;                   /* per worker */
+  double lr;                   /* for the global batch (workers * batch) */
+  double momentum;
+  double weight_decay;
+  int warmup_iters;            /* linear warm-up from lr/warmup_iters to lr */
+  int decay_epochs[8];         /* lr *= decay_gamma at the start of these epochs (0-terminated) */
+  double decay_gamma;
+  uint64_t seed;
+  int max_iters;               /* > 0: stop after this many iterations in total (tests) */
+  /* bsp */
+  size_t bucket_bytes;         /* bucket size; 0: one bucket per layer */
+  int overlap;                 /* allreduce buckets on a thread during backward */
+  /* dssync */
+  shoal_ds_pattern_t ds_pattern;
+  int ds_k;                    /* group size (random), max radix (butterfly) */
+  int ds_global_every;         /* P > 0: global average every P iterations */
+  int ds_bridge_period;        /* topo: h (0: ceil(log_k m) + 1) */
+  int ds_bridge_width;         /* topo: b (0: 1) */
+  const char *racks;           /* topo: "0,0,1,1" rack of each worker; NULL: by host name */
+  int consensus_every;         /* > 0: measure the consensus distance every n iterations */
+  /* ps */
+  int servers;
+  shoal_ps_mode_t ps_mode;
+  int staleness;
+  double ps_slow_worker_ms;    /* tests: worker 0 sleeps this long per iteration */
+  /* localsgd */
+  int local_h;
+  /* output */
+  const char *csv_path;        /* per-epoch log (rank 0); NULL: none */
+  const char *ckpt_path;       /* save at the end of every epoch (rank 0); NULL: none */
+  const char *resume_path;     /* resume from this checkpoint; NULL: start fresh */
+  const char *params_out;      /* write final parameters (raw float32) here; NULL: none */
+  const char *label;           /* run name in the CSV (for plots) */
+  int quiet;                   /* no per-epoch lines on stdout */
+  int blas_threads;            /* OpenBLAS threads (default 1) */
+} shoal_train_opts_t;
+
+void shoal_train_opts_init(shoal_train_opts_t *o);
+
+typedef struct shoal_train_result {
+  int epochs_done;
+  long iters_done;
+  double final_test_acc;    /* of the final (globally averaged) model */
+  double final_train_loss;  /* mean over the last epoch */
+  double samples_per_s;     /* global training samples per second, last epoch */
+  double train_s;           /* total training time, evaluation excluded */
+  double compute_s, comm_s; /* this rank's split of train_s */
+  double consensus;         /* last measured consensus distance (dssync/localsgd/ps async), else 0 */
+  int max_staleness;        /* ps: largest staleness applied by this server rank (servers only) */
+  int is_server;
+} shoal_train_result_t;
+
+/* Train on `world` (NULL: single process). All ranks call it with the same
+ * options. For ps, the last `servers` ranks are servers. */
+int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res);
+
+/* ---- plots --------------------------------------------------------------- */
+
+/* One SVG with test accuracy against wall time, one line per CSV log. */
+int shoal_train_plot_svg(const char *svg_path, const char *const *csv_paths, int ncsv, const char *title);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

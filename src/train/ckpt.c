@@ -1,0 +1,97 @@
+/* Checkpoint file: "SHOALCK1", meta (little-endian host layout, fixed-width
+ * fields), params, momentum, CRC-32 of everything before it. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "core/error.h"
+#include "train/ckpt.h"
+
+static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '1'};
+
+static int write_all(FILE *f, const void *p, size_t n, uLong *crc) {
+  *crc = crc32(*crc, p, (uInt)n);
+  return fwrite(p, 1, n, f) == n ? 0 : -1;
+}
+
+static int write_floats(FILE *f, const float *p, size_t n, uLong *crc) {
+  const size_t chunk = (size_t)1 << 26;
+  for (size_t i = 0; i < n; i += chunk / sizeof(float)) {
+    size_t m = n - i < chunk / sizeof(float) ? n - i : chunk / sizeof(float);
+    if (write_all(f, p + i, m * sizeof(float), crc)) return -1;
+  }
+  return 0;
+}
+
+int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const float *params, const float *momentum) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
+  uLong crc = crc32(0L, Z_NULL, 0);
+  int bad = write_all(f, MAGIC, sizeof MAGIC, &crc) || write_all(f, meta, sizeof *meta, &crc) ||
+            write_floats(f, params, meta->nparams, &crc) || write_floats(f, momentum, meta->nparams, &crc);
+  uint32_t c32 = (uint32_t)crc;
+  bad = bad || fwrite(&c32, 1, 4, f) != 4;
+  if (fclose(f)) bad = 1;
+  if (bad) {
+    remove(tmp);
+    return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: write failed: %s", tmp, strerror(errno));
+  }
+  if (rename(tmp, path)) {
+    remove(tmp);
+    return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: rename from %s failed: %s", path, tmp, strerror(errno));
+  }
+  return 0;
+}
+
+static int read_all(FILE *f, void *p, size_t n, uLong *crc) {
+  if (fread(p, 1, n, f) != n) return -1;
+  *crc = crc32(*crc, p, (uInt)n);
+  return 0;
+}
+
+int shoal__ckpt_load(const char *path, shoal__ckpt_meta_t *meta, float *params, float *momentum, size_t nparams) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "checkpoint %s: cannot open: %s", path, strerror(errno));
+  int rc;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  char magic[8];
+  shoal__ckpt_meta_t m;
+  if (read_all(f, magic, 8, &crc) || memcmp(magic, MAGIC, 8)) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: bad magic (not a shoal checkpoint)", path);
+    goto out_close;
+  }
+  if (read_all(f, &m, sizeof m, &crc)) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: truncated header", path);
+    goto out_close;
+  }
+  if (m.nparams != nparams) {
+    rc = shoal__seterr(SHOAL_ERR_MISMATCH, "checkpoint %s: %llu parameters, the model has %zu (other --model?)", path,
+                       (unsigned long long)m.nparams, nparams);
+    goto out_close;
+  }
+  /* Read in chunks: crc32 takes a uInt length. */
+  for (int part = 0; part < 2; part++) {
+    float *dst = part ? momentum : params;
+    const size_t chunk = (size_t)1 << 24;
+    for (size_t i = 0; i < nparams; i += chunk) {
+      size_t n = nparams - i < chunk ? nparams - i : chunk;
+      if (read_all(f, dst + i, n * sizeof(float), &crc)) {
+        rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: truncated data", path);
+        goto out_close;
+      }
+    }
+  }
+  uint32_t c32;
+  if (fread(&c32, 1, 4, f) != 4 || c32 != (uint32_t)crc) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: CRC mismatch (corrupt or truncated)", path);
+    goto out_close;
+  }
+  *meta = m;
+  rc = 0;
+out_close:
+  fclose(f);
+  return rc;
+}

@@ -1,0 +1,289 @@
+/* DS-Sync patterns (ds-sync.md §3.2) and group averaging. A pattern is a pure
+ * function of (kind, seed, t): every rank computes the same partition without
+ * communication. Each distinct partition gets sub-communicators from one
+ * shoal_comm_split over the world (collective: all ranks see the same
+ * sequence of partitions, so they agree on every cache miss); afterwards the
+ * groups of a round run their allreduces concurrently, each on its own
+ * communicator. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "train/sync.h"
+
+#define CACHE_MAX 64
+#define MAX_DIGITS 32
+
+struct shoal__ds {
+  shoal__ds_params_t p;
+  shoal_comm_t *world;
+  /* butterfly over all workers */
+  int ndigits, radix[MAX_DIGITS];
+  /* topo: racks (members sorted by rank) and each rack's own digits */
+  int nracks;
+  int *rack_start, *rack_members; /* members of rack j: rack_members[rack_start[j] .. rack_start[j+1]) */
+  int (*rack_radix)[MAX_DIGITS];
+  int *rack_ndigits;
+  int h, b;
+  /* partition -> this rank's sub-communicator */
+  int ncache, next_evict;
+  struct {
+    int *group_of;
+    shoal_comm_t *sub; /* NULL: singleton group */
+  } cache[CACHE_MAX];
+  int *scratch;
+};
+
+double shoal__ds_random_rho(int n, int k) { return n <= 1 ? 0.0 : (double)(n - k) / ((double)k * (n - 1)); }
+
+/* Factor n into digits <= kmax, largest first; 0 if a prime factor exceeds kmax. */
+static int factor(int n, int kmax, int *radix) {
+  int nd = 0;
+  for (int d = kmax; d >= 2 && n > 1; d--)
+    while (n % d == 0 && nd < MAX_DIGITS) {
+      radix[nd++] = d;
+      n /= d;
+    }
+  return n == 1 ? nd : 0;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/* Random partition of members[0..m) into blocks of k (leftovers dealt round
+ * robin, so sizes differ by at most one and no singleton appears); writes a
+ * block label (base + block) per member. */
+static int random_partition(const int *members, int m, int k, uint64_t seed, uint64_t t, int *label, int base,
+                            int *perm) {
+  uint64_t st = seed ^ (t * 0x9E3779B97F4A7C15ULL);
+  for (int i = 0; i < m; i++) perm[i] = members[i];
+  for (int i = m - 1; i > 0; i--) {
+    int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
+    int tmp = perm[i];
+    perm[i] = perm[j];
+    perm[j] = tmp;
+  }
+  int nblocks = m / k > 0 ? m / k : 1;
+  for (int i = 0; i < m; i++) {
+    int blk = i < nblocks * k ? i / k : (i - nblocks * k) % nblocks;
+    label[perm[i]] = base + blk;
+  }
+  return nblocks;
+}
+
+/* Butterfly digit d among members[0..m) (member index in mixed radix): the
+ * label is the member index with digit d zeroed. */
+static void butterfly_round(const int *members, int m, const int *radix, int nd, int d, int *label, int base) {
+  for (int i = 0; i < m; i++) {
+    int rest = i, place = 1, key = 0;
+    for (int e = 0; e < nd; e++) {
+      int dig = rest % radix[e];
+      rest /= radix[e];
+      if (e != d) key += dig * place;
+      place *= radix[e];
+    }
+    label[members[i]] = base + key;
+  }
+}
+
+/* Relabel so group ids are 0..G-1 in order of smallest member. */
+static int canonical(int n, int *label, int *map) {
+  for (int i = 0; i < n; i++) map[i] = -1;
+  int g = 0;
+  for (int i = 0; i < n; i++) {
+    int l = label[i];
+    if (map[l] < 0) map[l] = g++;
+    label[i] = map[l];
+  }
+  return g;
+}
+
+int shoal__ds_groups(const shoal__ds_t *ds, uint64_t t, int *group_of, int *ngroups) {
+  int n = ds->p.n;
+  int *tmp = ds->scratch; /* 2n ints */
+  int *all = tmp + n;
+  for (int i = 0; i < n; i++) all[i] = i;
+  switch (ds->p.kind) {
+  case SHOAL_DS_FIXED:
+    t = 0;
+    /* fall through */
+  case SHOAL_DS_RANDOM:
+    random_partition(all, n, ds->p.k, ds->p.seed, t, group_of, 0, tmp);
+    break;
+  case SHOAL_DS_BUTTERFLY:
+    if (ds->ndigits == 0)
+      random_partition(all, n, ds->p.k, ds->p.seed, t, group_of, 0, tmp);
+    else
+      butterfly_round(all, n, ds->radix, ds->ndigits, (int)(t % (uint64_t)ds->ndigits), group_of, 0);
+    break;
+  case SHOAL_DS_TOPO: {
+    uint64_t h = (uint64_t)ds->h;
+    if (t % h == h - 1) { /* bridging round: b groups of one member per rack */
+      uint64_t c = t / h;
+      for (int i = 0; i < n; i++) group_of[i] = ds->b + i; /* singletons */
+      for (int j = 0; j < ds->nracks; j++) {
+        int m = ds->rack_start[j + 1] - ds->rack_start[j];
+        for (int q = 0; q < ds->b; q++)
+          group_of[ds->rack_members[ds->rack_start[j] + (int)((c * (uint64_t)ds->b + (uint64_t)q) % (uint64_t)m)]] = q;
+      }
+    } else {
+      uint64_t local = t - t / h;
+      int base = 0;
+      for (int j = 0; j < ds->nracks; j++) {
+        const int *mem = ds->rack_members + ds->rack_start[j];
+        int m = ds->rack_start[j + 1] - ds->rack_start[j];
+        if (m == 1) {
+          group_of[mem[0]] = base++;
+        } else if (ds->rack_ndigits[j] == 0) {
+          base += random_partition(mem, m, ds->p.k, ds->p.seed + (uint64_t)j, local, group_of, base, tmp);
+        } else {
+          butterfly_round(mem, m, ds->rack_radix[j], ds->rack_ndigits[j],
+                          (int)(local % (uint64_t)ds->rack_ndigits[j]), group_of, base);
+          base += m;
+        }
+      }
+    }
+    break;
+  }
+  default:
+    return shoal__seterr(SHOAL_ERR_INVALID, "dssync: unknown pattern %d", ds->p.kind);
+  }
+  /* labels are < 2n in every branch */
+  int *map = malloc(2 * (size_t)n * sizeof *map);
+  if (!map) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+  int g = canonical(n, group_of, map);
+  free(map);
+  *ngroups = g;
+  return 0;
+}
+
+int shoal__ds_rounds_exact(const shoal__ds_t *ds) {
+  return ds->p.kind == SHOAL_DS_BUTTERFLY ? ds->ndigits : 0;
+}
+
+static void free_racks(shoal__ds_t *ds) {
+  free(ds->rack_start);
+  free(ds->rack_members);
+  free(ds->rack_radix);
+  free(ds->rack_ndigits);
+}
+
+int shoal__ds_create(shoal_comm_t *world, const shoal__ds_params_t *p, shoal__ds_t **out) {
+  if (p->n < 1) return shoal__seterr(SHOAL_ERR_INVALID, "dssync: %d workers", p->n);
+  if (p->k < 2) return shoal__seterr(SHOAL_ERR_INVALID, "--ds-k %d: the group size must be at least 2", p->k);
+  if ((unsigned)p->kind >= SHOAL_DS__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "dssync: pattern %d", p->kind);
+  if (p->kind == SHOAL_DS_TOPO && !p->rack_of)
+    return shoal__seterr(SHOAL_ERR_INVALID, "--ds-pattern topo needs a rack map (--racks)");
+  shoal__ds_t *ds = calloc(1, sizeof *ds);
+  if (!ds) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+  ds->p = *p;
+  ds->p.rack_of = NULL;
+  ds->world = world;
+  ds->scratch = malloc(2 * (size_t)p->n * sizeof(int));
+  if (!ds->scratch) goto err_nomem;
+  ds->ndigits = factor(p->n, p->k, ds->radix);
+  if (p->kind == SHOAL_DS_TOPO) {
+    int n = p->n;
+    int *ids = malloc((size_t)n * sizeof *ids); /* distinct rack ids in order of appearance */
+    ds->rack_start = calloc((size_t)n + 1, sizeof(int));
+    ds->rack_members = malloc((size_t)n * sizeof(int));
+    ds->rack_radix = calloc((size_t)n, sizeof *ds->rack_radix);
+    ds->rack_ndigits = calloc((size_t)n, sizeof(int));
+    if (!ids || !ds->rack_start || !ds->rack_members || !ds->rack_radix || !ds->rack_ndigits) {
+      free(ids);
+      goto err_nomem;
+    }
+    for (int i = 0; i < n; i++) {
+      int j = 0;
+      while (j < ds->nracks && ids[j] != p->rack_of[i]) j++;
+      if (j == ds->nracks) ids[ds->nracks++] = p->rack_of[i];
+    }
+    int pos = 0, mmin = n, mmax = 0;
+    for (int j = 0; j < ds->nracks; j++) {
+      ds->rack_start[j] = pos;
+      for (int i = 0; i < n; i++)
+        if (p->rack_of[i] == ids[j]) ds->rack_members[pos++] = i;
+      int m = pos - ds->rack_start[j];
+      ds->rack_ndigits[j] = factor(m, p->k, ds->rack_radix[j]);
+      if (m < mmin) mmin = m;
+      if (m > mmax) mmax = m;
+    }
+    ds->rack_start[ds->nracks] = pos;
+    free(ids);
+    /* ds-sync.md §3.2(c) defaults: h = ceil(log_k m) + 1 (a full rack average between bridges), b = 1. */
+    int lk = 0;
+    for (long v = 1; v < mmax; v *= p->k) lk++;
+    ds->h = p->h > 0 ? p->h : lk + 1;
+    if (ds->h < 2) ds->h = 2;
+    ds->b = p->b > 0 ? p->b : 1;
+    if (ds->b > mmin) ds->b = mmin;
+  }
+  *out = ds;
+  return 0;
+err_nomem:
+  free_racks(ds);
+  free(ds->scratch);
+  free(ds);
+  return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+}
+
+void shoal__ds_destroy(shoal__ds_t *ds) {
+  if (!ds) return;
+  for (int i = 0; i < ds->ncache; i++) {
+    free(ds->cache[i].group_of);
+    if (ds->cache[i].sub) shoal_comm_destroy(ds->cache[i].sub);
+  }
+  free_racks(ds);
+  free(ds->scratch);
+  free(ds);
+}
+
+int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *group_size) {
+  int N = ds->p.n, ng;
+  int *g = malloc((size_t)N * sizeof *g);
+  if (!g) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+  int rc = shoal__ds_groups(ds, t, g, &ng);
+  if (rc) goto out_free;
+  int me = shoal_comm_rank(ds->world);
+  int size = 0;
+  for (int i = 0; i < N; i++) size += g[i] == g[me];
+  int slot = -1;
+  for (int i = 0; i < ds->ncache && slot < 0; i++)
+    if (!memcmp(ds->cache[i].group_of, g, (size_t)N * sizeof *g)) slot = i;
+  if (slot < 0) {
+    /* Every rank misses on the same t: the cache is a function of the pattern's history. */
+    shoal_comm_t *sub = NULL;
+    rc = shoal_comm_split(ds->world, size > 1 ? g[me] : SHOAL_UNDEFINED, me, &sub);
+    if (rc) {
+      rc = shoal__seterr(rc, "dssync round %llu: split into %d groups: %s", (unsigned long long)t, ng,
+                         shoal_comm_errmsg(ds->world));
+      goto out_free;
+    }
+    if (ds->ncache < CACHE_MAX) {
+      slot = ds->ncache++;
+    } else {
+      slot = ds->next_evict;
+      ds->next_evict = (ds->next_evict + 1) % CACHE_MAX;
+      free(ds->cache[slot].group_of);
+      if (ds->cache[slot].sub) shoal_comm_destroy(ds->cache[slot].sub);
+    }
+    ds->cache[slot].group_of = g;
+    ds->cache[slot].sub = sub;
+    g = NULL;
+  }
+  shoal_comm_t *sub = ds->cache[slot].sub;
+  if (sub) {
+    rc = shoal_allreduce(sub, SHOAL_IN_PLACE, params, n, SHOAL_FLOAT32, SHOAL_AVG);
+    if (rc) rc = shoal__seterr(rc, "dssync round %llu: group allreduce (%d members): %s", (unsigned long long)t,
+                               size, shoal_comm_errmsg(sub));
+  }
+  if (!rc && group_size) *group_size = size;
+out_free:
+  free(g);
+  return rc;
+}

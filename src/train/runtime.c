@@ -1,0 +1,447 @@
+/* The training loop behind `shoal train`: data sharding, the per-iteration
+ * step of every sync strategy, per-epoch evaluation, CSV log, checkpoints.
+ *
+ * Data order: epoch e uses a permutation of the training set seeded by
+ * (seed, e); global iteration i takes the W*b consecutive indices
+ * perm[i*W*b ..] and worker w the w-th slice of b. BSP on W workers with
+ * batch b therefore sees exactly the samples of one worker with batch W*b.
+ * Timing: compute = forward, backward and optimizer; comm = time blocked in
+ * communication (with BSP overlap only the exposed part). Evaluation,
+ * logging and checkpoints are excluded from both. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "train/ckpt.h"
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/sync.h"
+
+typedef struct run {
+  const shoal_train_opts_t *o;
+  shoal_comm_t *world, *wcomm; /* wcomm: the workers (world minus PS servers) */
+  int W, wrank;
+  const shoal_dataset_t *train, *test;
+  size_t ntrain, ntest;
+  shoal_model_t *m;
+  float *mom;                  /* momentum */
+  float *xb;
+  uint8_t *yb;
+  uint32_t *perm;
+  float *save;                 /* evaluation of the average model */
+  FILE *csv;
+} run_t;
+
+static int comm_fail(shoal_comm_t *c, int rc, const char *what) {
+  return shoal__seterr(rc, "train: %s: %s", what, c ? shoal_comm_errmsg(c) : "");
+}
+
+static int check_opts(const shoal_train_opts_t *o, int wsize) {
+  if (o->epochs < 1 || o->epochs > 100000) return shoal__seterr(SHOAL_ERR_INVALID, "--epochs %d: expected 1..100000", o->epochs);
+  if (o->batch < 1 || o->batch > 65536) return shoal__seterr(SHOAL_ERR_INVALID, "--batch %d: expected 1..65536", o->batch);
+  if (!(o->lr > 0) || !(o->lr < 100)) return shoal__seterr(SHOAL_ERR_INVALID, "--lr %g: expected (0, 100)", o->lr);
+  if (!(o->momentum >= 0 && o->momentum < 1))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--momentum %g: expected [0, 1)", o->momentum);
+  if (!(o->weight_decay >= 0 && o->weight_decay < 1))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--wd %g: expected [0, 1)", o->weight_decay);
+  if ((unsigned)o->sync >= SHOAL_SYNC__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
+  if (o->sync == SHOAL_SYNC_PS) {
+    if (o->servers < 1 || o->servers >= wsize)
+      return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
+                           o->servers, wsize - 1, wsize);
+    if (o->ckpt_path || o->resume_path)
+      return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "--checkpoint/--resume are not supported with --sync ps");
+    if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
+  }
+  if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "--local-h %d: expected >= 1", o->local_h);
+  return 0;
+}
+
+static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **own_test) {
+  const shoal_train_opts_t *o = r->o;
+  const char *dir = o->data_dir ? o->data_dir : SHOAL_FASHION_MNIST_DIR;
+  int rc;
+  r->train = o->train_data;
+  r->test = o->test_data;
+  if (!r->train) {
+    if ((rc = shoal_dataset_load_dir(dir, "train", own_train))) return rc;
+    r->train = *own_train;
+  }
+  if (!r->test) {
+    if ((rc = shoal_dataset_load_dir(dir, "t10k", own_test))) return rc;
+    r->test = *own_test;
+  }
+  if (r->train->rows != r->test->rows || r->train->cols != r->test->cols)
+    return shoal__seterr(SHOAL_ERR_MISMATCH, "%s: train images are %dx%d, test images %dx%d", dir, r->train->rows,
+                         r->train->cols, r->test->rows, r->test->cols);
+  r->ntrain = o->train_subset && o->train_subset < r->train->n ? o->train_subset : r->train->n;
+  r->ntest = o->test_subset && o->test_subset < r->test->n ? o->test_subset : r->test->n;
+  if (r->ntrain < (size_t)r->W * (size_t)o->batch)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%zu training images are fewer than one global batch (%d workers x %d)",
+                         r->ntrain, r->W, o->batch);
+  return 0;
+}
+
+/* Rack of each worker for the topo pattern: --racks list, else by host name. */
+static int rack_map(run_t *r, int **out) {
+  int W = r->W;
+  int *rack = malloc((size_t)W * sizeof *rack);
+  if (!rack) return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+  if (r->o->racks) {
+    const char *s = r->o->racks;
+    for (int i = 0; i < W; i++) {
+      char *end;
+      long v = strtol(s, &end, 10);
+      if (end == s || v < 0 || v > 1000000 || (i < W - 1 && *end != ',') || (i == W - 1 && *end != '\0')) {
+        free(rack);
+        return shoal__seterr(SHOAL_ERR_INVALID, "--racks '%s': expected %d comma-separated rack ids (one per worker)",
+                             r->o->racks, W);
+      }
+      rack[i] = (int)v;
+      s = end + 1;
+    }
+  } else {
+    /* The launcher's host names (SHOAL_HOSTNAME emulates hosts): one rack per host. */
+    char host[256] = "";
+    const char *env = shoal__config_str("SHOAL_HOSTNAME", NULL);
+    if (env && *env)
+      snprintf(host, sizeof host, "%s", env);
+    else
+      gethostname(host, sizeof host - 1);
+    int64_t *h = malloc((size_t)W * sizeof *h);
+    if (!h) {
+      free(rack);
+      return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+    }
+    uint64_t x = 1469598103934665603ULL;
+    for (const char *p = host; *p; p++) x = (x ^ (unsigned char)*p) * 1099511628211ULL;
+    h[r->wrank] = (int64_t)(x >> 1);
+    int rc = shoal_allgather(r->wcomm, SHOAL_IN_PLACE, h, 1, SHOAL_INT64);
+    if (rc) {
+      free(h);
+      free(rack);
+      return comm_fail(r->wcomm, rc, "allgather of host names for the rack map");
+    }
+    for (int i = 0; i < W; i++) {
+      int j = 0;
+      while (h[j] != h[i]) j++;
+      rack[i] = j;
+    }
+    free(h);
+  }
+  *out = rack;
+  return 0;
+}
+
+/* Evaluate the current parameters on this worker's shard of the test set. */
+static void eval_shard(run_t *r, double *stats /* [correct, loss_sum] */) {
+  size_t lo = r->ntest * (size_t)r->wrank / (size_t)r->W, hi = r->ntest * (size_t)(r->wrank + 1) / (size_t)r->W;
+  size_t correct = 0;
+  double lsum = 0;
+  size_t in_dim = (size_t)r->test->rows * r->test->cols;
+  if (hi > lo) shoal_model_evaluate(r->m, r->test->x + lo * in_dim, r->test->y + lo, hi - lo, &correct, &lsum);
+  stats[0] = (double)correct;
+  stats[1] = lsum;
+}
+
+/* Consensus distance (1/W) sum ||x_i - xbar||^2, and leave xbar in r->save. */
+static int average_model(run_t *r, double *consensus) {
+  size_t n = r->m->nparams;
+  const float *x = r->m->params;
+  double sq = 0;
+  for (size_t i = 0; i < n; i++) sq += (double)x[i] * x[i];
+  memcpy(r->save, x, n * sizeof(float));
+  int rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, r->save, n, SHOAL_FLOAT32, SHOAL_AVG);
+  if (!rc) rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, &sq, 1, SHOAL_FLOAT64, SHOAL_AVG);
+  if (rc) return comm_fail(r->wcomm, rc, "average of the workers' models");
+  double sqbar = 0;
+  for (size_t i = 0; i < n; i++) sqbar += (double)r->save[i] * r->save[i];
+  *consensus = sq - sqbar > 0 ? sq - sqbar : 0;
+  return 0;
+}
+
+static void swap_params(run_t *r) {
+  float *t = r->m->params;
+  r->m->params = r->save;
+  r->save = t;
+}
+
+static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t cap) {
+  if (r->o->sync == SHOAL_SYNC_BSP || r->wrank == 0) return path;
+  snprintf(buf, cap, "%s.rank%d", path, r->wrank);
+  return buf;
+}
+
+int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
+  int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
+  int rc = check_opts(o, wsize);
+  if (rc) return rc;
+  openblas_set_num_threads(o->blas_threads > 0 ? o->blas_threads : 1);
+  run_t r = {.o = o, .world = world};
+  int S = o->sync == SHOAL_SYNC_PS ? o->servers : 0;
+  r.W = wsize - S;
+  int is_server = rank >= r.W;
+  r.wrank = is_server ? -1 : rank;
+  shoal_dataset_t *own_train = NULL, *own_test = NULL;
+  shoal__bsp_t *bsp = NULL;
+  shoal__ds_t *ds = NULL;
+  shoal__ps_worker_t *psw = NULL;
+  shoal_comm_t *split = NULL;
+  int *racks = NULL;
+  shoal_train_result_t out = {0};
+  if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
+  int max_batch = o->batch > 256 ? o->batch : 256;
+  if ((rc = shoal_model_create(o->model, r.train->rows, r.train->cols,
+                               r.train->nclass > r.test->nclass ? r.train->nclass : r.test->nclass, max_batch, o->seed,
+                               &r.m)))
+    goto out_free;
+  r.wcomm = world;
+  if (S > 0) {
+    if ((rc = shoal_comm_split(world, is_server, rank, &split))) {
+      rc = comm_fail(world, rc, "split workers from servers");
+      goto out_free;
+    }
+    r.wcomm = split;
+  }
+  if (is_server) {
+    out.is_server = 1;
+    if ((rc = shoal__ps_server(world, o, r.W, r.m, &out))) goto out_free;
+    if (res) *res = out;
+    goto out_free;
+  }
+  size_t n = r.m->nparams, in_dim = (size_t)r.train->rows * r.train->cols;
+  r.mom = calloc(n, sizeof(float));
+  r.save = malloc(n * sizeof(float));
+  r.xb = malloc((size_t)o->batch * in_dim * sizeof(float));
+  r.yb = malloc((size_t)o->batch);
+  r.perm = malloc(r.ntrain * sizeof(uint32_t));
+  if (!r.mom || !r.save || !r.xb || !r.yb || !r.perm) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+    goto out_free;
+  }
+  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
+  int start_epoch = 0;
+  long iter = 0;
+  if (o->resume_path) {
+    char buf[4096];
+    const char *path = ckpt_name(&r, o->resume_path, buf, sizeof buf);
+    shoal__ckpt_meta_t meta;
+    if ((rc = shoal__ckpt_load(path, &meta, r.m->params, r.mom, n))) goto out_free;
+    if (meta.model_kind != (uint32_t)o->model || meta.sync_kind != (uint32_t)o->sync || meta.workers != (uint32_t)r.W ||
+        meta.seed != o->seed) {
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
+                         "checkpoint %s: written by --model %s --sync %s with %u workers and seed %llu; this run "
+                         "differs (resume needs the same)",
+                         path, shoal_model_kind_name((shoal_model_kind_t)meta.model_kind),
+                         shoal_sync_kind_name((shoal_sync_kind_t)meta.sync_kind), meta.workers,
+                         (unsigned long long)meta.seed);
+      goto out_free;
+    }
+    start_epoch = (int)meta.epochs_done;
+    iter = (long)meta.iters_done;
+  }
+  if (multi && o->sync == SHOAL_SYNC_BSP &&
+      (rc = shoal__bsp_create(r.wcomm, r.m, o->bucket_bytes, o->overlap, &bsp)))
+    goto out_free;
+  if (multi && o->sync == SHOAL_SYNC_DSSYNC) {
+    if (o->ds_pattern == SHOAL_DS_TOPO && (rc = rack_map(&r, &racks))) goto out_free;
+    shoal__ds_params_t dp = {.kind = o->ds_pattern, .n = r.W, .k = o->ds_k, .h = o->ds_bridge_period,
+                             .b = o->ds_bridge_width, .seed = o->seed, .rack_of = racks};
+    if ((rc = shoal__ds_create(r.wcomm, &dp, &ds))) goto out_free;
+  }
+  if (S > 0 && (rc = shoal__ps_worker_create(world, o, r.W, n, &psw))) goto out_free;
+  if (o->csv_path && r.wrank == 0) {
+    int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
+    r.csv = fopen(o->csv_path, exists ? "a" : "w");
+    if (!r.csv) {
+      rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing", o->csv_path);
+      goto out_free;
+    }
+    if (!exists)
+      fprintf(r.csv, "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,samples_per_s,compute_s,comm_s,"
+                     "consensus,lr\n");
+  }
+  if (r.wrank == 0 && !o->quiet)
+    printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
+           "test images\n",
+           shoal_model_kind_name(o->model), n, shoal_sync_kind_name(o->sync), r.W, r.W > 1 ? "s" : "",
+           S ? " + servers" : "", o->batch, r.ntrain, r.ntest);
+  size_t gb = (size_t)r.W * o->batch;
+  long ipe = (long)(r.ntrain / gb);
+  double total_train = 0, consensus = 0;
+  int stopped = 0;
+  for (int e = start_epoch; e < o->epochs && !stopped; e++) {
+    if (o->max_iters > 0 && iter >= o->max_iters) break;
+    shoal_rng_t rng;
+    shoal_rng_seed2(&rng, o->seed, 1000 + (uint64_t)e);
+    for (size_t i = 0; i < r.ntrain; i++) r.perm[i] = (uint32_t)i;
+    shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
+    double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
+    long its = 0;
+    for (long i = 0; i < ipe; i++) {
+      if (o->max_iters > 0 && iter >= o->max_iters) {
+        stopped = 1;
+        break;
+      }
+      const uint32_t *idx = r.perm + (size_t)i * gb + (size_t)r.wrank * o->batch;
+      for (int j = 0; j < o->batch; j++) {
+        memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
+        r.yb[j] = r.train->y[idx[j]];
+      }
+      lr = shoal__lr_at(o, iter, e);
+      shoal__model_forward(r.m, r.xb, o->batch);
+      loss_sum += shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
+      shoal__model_backward(r.m, r.xb, o->batch, bsp && o->overlap ? shoal__bsp_layer_ready : NULL, bsp);
+      double tc = shoal__now_s(), wait = 0;
+      switch (multi ? o->sync : SHOAL_SYNC_BSP) {
+      case SHOAL_SYNC_BSP:
+        if (bsp && (rc = shoal__bsp_finish(bsp, &wait))) goto out_free;
+        comm_s += wait;
+        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+        break;
+      case SHOAL_SYNC_DSSYNC:
+        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+        tc = shoal__now_s();
+        if ((rc = shoal__ds_sync(ds, (uint64_t)iter, r.m->params, n, NULL))) goto out_free;
+        if (o->ds_global_every > 0 && (iter + 1) % o->ds_global_every == 0 &&
+            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
+          rc = comm_fail(r.wcomm, rc, "dssync periodic global average");
+          goto out_free;
+        }
+        comm_s += shoal__now_s() - tc;
+        break;
+      case SHOAL_SYNC_LOCALSGD:
+        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+        tc = shoal__now_s();
+        if ((iter + 1) % o->local_h == 0 &&
+            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
+          rc = comm_fail(r.wcomm, rc, "localsgd average");
+          goto out_free;
+        }
+        comm_s += shoal__now_s() - tc;
+        break;
+      case SHOAL_SYNC_PS:
+        if ((rc = shoal__ps_push_pull(psw, r.m->grads, r.m->params, lr))) goto out_free;
+        comm_s += shoal__now_s() - tc;
+        break;
+      default:
+        break;
+      }
+      iter++;
+      its++;
+      if (o->consensus_every > 0 && multi && iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP) {
+        double t0 = shoal__now_s();
+        if ((rc = average_model(&r, &consensus))) goto out_free;
+        t_epoch += shoal__now_s() - t0; /* diagnostic: excluded from timing */
+        SHOAL_INFO("TRAIN", "iteration %ld: consensus distance %.6g", iter, consensus);
+      }
+    }
+    double epoch_s = shoal__now_s() - t_epoch;
+    total_train += epoch_s;
+    /* Evaluation (not timed): BSP and sync PS hold one model; otherwise evaluate the workers' average. */
+    double ev[2];
+    int avg = multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD ||
+                        (o->sync == SHOAL_SYNC_PS && o->ps_mode != SHOAL_PS_SYNC));
+    if (avg) {
+      if ((rc = average_model(&r, &consensus))) goto out_free;
+      swap_params(&r);
+    }
+    eval_shard(&r, ev);
+    if (avg) swap_params(&r);
+    double st[6] = {loss_sum, (double)its, ev[0], ev[1], epoch_s - comm_s, comm_s};
+    double tmax = epoch_s;
+    if (multi && ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, st, 6, SHOAL_FLOAT64, SHOAL_SUM)) ||
+                  (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX)))) {
+      rc = comm_fail(r.wcomm, rc, "epoch statistics");
+      goto out_free;
+    }
+    double loss = st[1] > 0 ? st[0] / st[1] : 0, acc = st[2] / (double)r.ntest;
+    double sps = tmax > 0 ? (double)gb * (double)its / tmax : 0;
+    out.epochs_done = e + 1;
+    out.iters_done = iter;
+    out.final_test_acc = acc;
+    out.final_train_loss = loss;
+    out.samples_per_s = sps;
+    out.train_s = total_train;
+    out.compute_s += st[4] / r.W;
+    out.comm_s += st[5] / r.W;
+    out.consensus = consensus;
+    if (r.wrank == 0 && !o->quiet) {
+      printf("epoch %3d/%d  loss %.4f  test acc %6.2f%%  %8.0f samples/s  compute %6.2f s  comm %6.2f s", e + 1,
+             o->epochs, loss, 100 * acc, sps, st[4] / r.W, st[5] / r.W);
+      if (avg) printf("  consensus %.3g", consensus);
+      printf("\n");
+      fflush(stdout);
+    }
+    if (r.csv) {
+      fprintf(r.csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g\n", o->label ? o->label : "run",
+              shoal_model_kind_name(o->model), shoal_sync_kind_name(o->sync), r.W, e + 1, iter, total_train, loss, acc,
+              sps, out.compute_s, out.comm_s, consensus, lr);
+      fflush(r.csv);
+    }
+    if (o->ckpt_path && !stopped && (o->sync != SHOAL_SYNC_BSP || r.wrank == 0)) {
+      char buf[4096];
+      shoal__ckpt_meta_t meta = {.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
+                                 .workers = (uint32_t)r.W, .epochs_done = (uint32_t)(e + 1),
+                                 .iters_done = (uint64_t)iter, .seed = o->seed, .nparams = n};
+      if ((rc = shoal__ckpt_save(ckpt_name(&r, o->ckpt_path, buf, sizeof buf), &meta, r.m->params, r.mom)))
+        goto out_free;
+    }
+  }
+  /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
+  if (multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD)) {
+    if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
+      rc = comm_fail(r.wcomm, rc, "final global average");
+      goto out_free;
+    }
+  }
+  if (psw && (rc = shoal__ps_finish(psw, r.m->params))) goto out_free;
+  if (multi && o->sync != SHOAL_SYNC_BSP && !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
+    double ev[2];
+    eval_shard(&r, ev);
+    if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, ev, 2, SHOAL_FLOAT64, SHOAL_SUM))) {
+      rc = comm_fail(r.wcomm, rc, "final evaluation");
+      goto out_free;
+    }
+    out.final_test_acc = ev[0] / (double)r.ntest;
+    if (r.wrank == 0 && !o->quiet) printf("final model (global average): test acc %.2f%%\n", 100 * out.final_test_acc);
+  }
+  if (o->params_out && r.wrank == 0) {
+    FILE *f = fopen(o->params_out, "wb");
+    if (!f || fwrite(r.m->params, sizeof(float), n, f) != n) {
+      if (f) fclose(f);
+      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", o->params_out);
+      goto out_free;
+    }
+    if (fclose(f)) {
+      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", o->params_out);
+      goto out_free;
+    }
+  }
+  if (res) *res = out;
+out_free:
+  if (r.csv) fclose(r.csv);
+  shoal__bsp_destroy(bsp);
+  shoal__ds_destroy(ds);
+  shoal__ps_worker_destroy(psw);
+  if (split) shoal_comm_destroy(split);
+  free(racks);
+  free(r.mom);
+  free(r.save);
+  free(r.xb);
+  free(r.yb);
+  free(r.perm);
+  shoal_model_destroy(r.m);
+  shoal_dataset_destroy(own_train);
+  shoal_dataset_destroy(own_test);
+  return rc;
+}

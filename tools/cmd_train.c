@@ -1,0 +1,190 @@
+/* `shoal train`: data-parallel training on Fashion-MNIST (docs/training.md).
+ * Under `shoal launch -n N`, mpirun or srun the ranks find each other through
+ * the environment (shoal_comm_init_env); without a launcher it trains in one
+ * process. `shoal train --plot OUT.svg A.csv B.csv ...` draws test accuracy
+ * against time for several runs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "shoal/comm.h"
+#include "shoal/train.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: shoal train [options]            (run under `shoal launch -n N` for N ranks)\n"
+          "       shoal train --plot OUT.svg [--title T] RUN.csv...\n\n"
+          "model and data:\n"
+          "  --model softmax|mlp|cnn   (mlp: 784-512-256-10 ReLU)            [mlp]\n"
+          "  --data DIR                IDX files (train-/t10k-*-ubyte[.gz])  [" SHOAL_FASHION_MNIST_DIR "]\n"
+          "  --train-subset N, --test-subset N   use the first N images      [all]\n"
+          "optimizer (lr is for the global batch):\n"
+          "  --epochs N [10]  --batch B per worker [64]  --lr X [0.05]  --momentum X [0.9]  --wd X [5e-4]\n"
+          "  --warmup ITERS [0]  --decay-epochs E1,E2,... [none]  --decay-gamma X [0.1]  --seed S [1]\n"
+          "  --max-iters N         stop after N iterations in total\n"
+          "synchronization:\n"
+          "  --sync bsp|dssync|ps|localsgd                                   [bsp]\n"
+          "  bsp:      --bucket-kb K [256] (0: one bucket per layer)  --no-overlap\n"
+          "  dssync:   --ds-pattern random|butterfly|topo|fixed [butterfly]  --ds-k K [2]\n"
+          "            --ds-global-every P [0: off]  --bridge-period H  --bridge-width B\n"
+          "            --racks 0,0,1,1 (rack of each worker; default: by host name)\n"
+          "            --consensus-every N   log the consensus distance every N iterations\n"
+          "  ps:       --servers S [1] (the last S ranks)  --ps-mode sync|async|ssp [sync]  --staleness s [2]\n"
+          "  localsgd: --local-h H [8]\n"
+          "output:\n"
+          "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
+          "  --threads N   OpenBLAS threads per rank [1]\n");
+}
+
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
+  if (!v) {
+    fprintf(stderr, "shoal train: %s needs a value\n", opt);
+    return -1;
+  }
+  if (shoal__parse_double(opt, v, lo, hi, out)) {
+    fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static int plot_main(int argc, char **argv) {
+  const char *title = NULL, *out = NULL;
+  const char **csv = calloc((size_t)argc, sizeof *csv);
+  int n = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--plot") && i + 1 < argc)
+      out = argv[++i];
+    else if (!strcmp(argv[i], "--title") && i + 1 < argc)
+      title = argv[++i];
+    else
+      csv[n++] = argv[i];
+  }
+  int rc = out && n ? shoal_train_plot_svg(out, csv, n, title) : -1;
+  if (rc) fprintf(stderr, "shoal train --plot: %s\n", out && n ? shoal_last_error() : "needs OUT.svg and CSV files");
+  else printf("wrote %s (%d runs)\n", out, n);
+  free(csv);
+  return rc ? 1 : 0;
+}
+
+static int launched(void) {
+  static const char *vars[] = {"SHOAL_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (getenv(vars[i])) return 1;
+  return 0;
+}
+
+int shoal_cmd_train(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--plot")) return plot_main(argc, argv);
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      usage(stdout);
+      return 0;
+    }
+  }
+  shoal_train_opts_t o;
+  shoal_train_opts_init(&o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    double d;
+#define NUM(name, lo, hi, dst)                                  \
+  if (!strcmp(a, name)) {                                       \
+    if (parse_num(a, v, lo, hi, &d)) return 2;                  \
+    dst = d;                                                    \
+    i++;                                                        \
+    continue;                                                   \
+  }
+#define STR(name, dst)                                          \
+  if (!strcmp(a, name)) {                                       \
+    if (!v) {                                                   \
+      fprintf(stderr, "shoal train: %s needs a value\n", a);    \
+      return 2;                                                 \
+    }                                                           \
+    dst = v;                                                    \
+    i++;                                                        \
+    continue;                                                   \
+  }
+    NUM("--epochs", 1, 100000, o.epochs)
+    NUM("--batch", 1, 65536, o.batch)
+    NUM("--lr", 1e-9, 100, o.lr)
+    NUM("--momentum", 0, 0.999999, o.momentum)
+    NUM("--wd", 0, 0.999999, o.weight_decay)
+    NUM("--warmup", 0, 1e9, o.warmup_iters)
+    NUM("--decay-gamma", 0, 1, o.decay_gamma)
+    NUM("--seed", 0, 9e15, o.seed)
+    NUM("--max-iters", 0, 1e12, o.max_iters)
+    NUM("--train-subset", 0, 1e12, o.train_subset)
+    NUM("--test-subset", 0, 1e12, o.test_subset)
+    NUM("--ds-k", 2, 1 << 20, o.ds_k)
+    NUM("--ds-global-every", 0, 1e9, o.ds_global_every)
+    NUM("--bridge-period", 0, 1e6, o.ds_bridge_period)
+    NUM("--bridge-width", 0, 1e6, o.ds_bridge_width)
+    NUM("--consensus-every", 0, 1e9, o.consensus_every)
+    NUM("--servers", 1, 4096, o.servers)
+    NUM("--staleness", 0, 1e6, o.staleness)
+    NUM("--slow-worker-ms", 0, 1e5, o.ps_slow_worker_ms)
+    NUM("--local-h", 1, 1e9, o.local_h)
+    NUM("--threads", 1, 256, o.blas_threads)
+    STR("--data", o.data_dir)
+    STR("--racks", o.racks)
+    STR("--csv", o.csv_path)
+    STR("--label", o.label)
+    STR("--checkpoint", o.ckpt_path)
+    STR("--resume", o.resume_path)
+    STR("--params-out", o.params_out)
+#undef NUM
+#undef STR
+    if (!strcmp(a, "--bucket-kb")) {
+      if (parse_num(a, v, 0, 1 << 22, &d)) return 2;
+      o.bucket_bytes = (size_t)(d * 1024);
+      i++;
+    } else if (!strcmp(a, "--no-overlap")) {
+      o.overlap = 0;
+    } else if (!strcmp(a, "--quiet")) {
+      o.quiet = 1;
+    } else if (!strcmp(a, "--decay-epochs") && v) {
+      char *s = (char *)v, *end;
+      for (int k = 0; k < 7 && *s; k++) {
+        long e = strtol(s, &end, 10);
+        if (end == s || e < 1 || (*end && *end != ',')) {
+          fprintf(stderr, "shoal train: --decay-epochs '%s': expected a comma list of epochs >= 1\n", v);
+          return 2;
+        }
+        o.decay_epochs[k] = (int)e;
+        s = *end ? end + 1 : end;
+      }
+      i++;
+    } else if ((!strcmp(a, "--model") || !strcmp(a, "--sync") || !strcmp(a, "--ds-pattern") ||
+                !strcmp(a, "--ps-mode")) && v) {
+      int rc = !strcmp(a, "--model")        ? shoal_model_kind_parse(v, &o.model)
+               : !strcmp(a, "--sync")       ? shoal_sync_kind_parse(v, &o.sync)
+               : !strcmp(a, "--ds-pattern") ? shoal_ds_pattern_parse(v, &o.ds_pattern)
+                                            : shoal_ps_mode_parse(v, &o.ps_mode);
+      if (rc) {
+        fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+        return 2;
+      }
+      i++;
+    } else {
+      fprintf(stderr, "shoal train: unknown option '%s' (see shoal train --help)\n", a);
+      return 2;
+    }
+  }
+  shoal_comm_t *world = NULL;
+  if (launched()) {
+    int rc = shoal_comm_init_env(&world);
+    if (rc) {
+      fprintf(stderr, "shoal train: joining the ranks failed: %s\n", shoal_last_error());
+      return 1;
+    }
+  }
+  shoal_train_result_t res;
+  int rc = shoal_train_run(&o, world, &res);
+  int rank = world ? shoal_comm_rank(world) : 0;
+  if (rc) fprintf(stderr, "shoal train: rank %d: %s\n", rank, shoal_last_error());
+  else if (res.is_server && o.ps_mode != SHOAL_PS_SYNC && !o.quiet)
+    printf("server rank %d: largest staleness applied %d\n", rank, res.max_staleness);
+  if (world) shoal_comm_destroy(world);
+  return rc ? 1 : 0;
+}
