@@ -60,8 +60,12 @@ typedef struct shoal__req {
   size_t   bytes;
   size_t   done;        /* payload bytes transferred so far */
   int      hdr_done;    /* header bytes transferred so far */
-  int      state;       /* transport-private */
-  unsigned char hdr[48];/* wire header (transport-private layout) */
+  int      state;       /* transport-private: 0 posted, 1 complete, < 0 failed (status) */
+  unsigned char hdr[48];/* wire header (transport-private layout, docs/comm.md) */
+  /* transport-private: queue link, owner and a copy of the op (for header checks) */
+  struct shoal__req *next;
+  shoal_comm_t *comm;
+  shoal__op_t op;
 } shoal__req_t;
 
 int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes,

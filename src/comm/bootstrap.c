@@ -1,0 +1,211 @@
+/* Configuration of a joining rank. Precedence (docs/comm.md):
+ *   rank/size: params > SHOAL_RANK/SHOAL_WORLD_SIZE > RANK/WORLD_SIZE (torchrun)
+ *              > OMPI_COMM_WORLD_RANK/SIZE > PMI_RANK/PMI_SIZE > SLURM_PROCID/SLURM_NTASKS
+ *              > a world of one;
+ *   store:     params > SHOAL_MASTER_ADDR/PORT > MASTER_ADDR/PORT > 127.0.0.1:29500. */
+#include "comm/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+static const char *const rank_vars[][2] = {
+    {"SHOAL_RANK", "SHOAL_WORLD_SIZE"}, {"RANK", "WORLD_SIZE"},  {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},           {"SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+/* SHOAL_* may come from the config file too; launcher variables only from the environment. */
+static const char *var(const char *name) {
+  return strncmp(name, "SHOAL_", 6) ? getenv(name) : shoal__config_raw(name);
+}
+
+static int parse_int_var(const char *name, const char *s, long min, long max, int *out) {
+  long v;
+  int rc = shoal__parse_long(name, s, min, max, &v);
+  if (rc) return shoal__seterr(SHOAL_ERR_CONFIG, "%s", shoal_last_error());
+  *out = (int)v;
+  return 0;
+}
+
+static int resolve_rank(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
+  int rank = p->rank, size = p->world_size;
+  const char *src = "params";
+  const char *rname = "params.rank", *sname = "params.world_size";
+  if (rank < 0 || size < 0) {
+    size_t n = sizeof rank_vars / sizeof rank_vars[0];
+    size_t i;
+    for (i = 0; i < n; i++)
+      if ((rank < 0 && var(rank_vars[i][0])) || (size < 0 && var(rank_vars[i][1]))) break;
+    if (i == n) {
+      if (rank < 0) rank = 0;
+      if (size < 0) size = 1;
+      src = "defaults (no rank variable set: a world of one)";
+    } else {
+      src = rank_vars[i][0];
+      if (rank < 0) {
+        const char *s = var(rank_vars[i][0]);
+        if (!s)
+          return shoal__seterr(SHOAL_ERR_CONFIG, "%s is set but %s is not", rank_vars[i][1], rank_vars[i][0]);
+        if (parse_int_var(rank_vars[i][0], s, 0, 1 << 24, &rank)) return SHOAL_ERR_CONFIG;
+        rname = rank_vars[i][0];
+      }
+      if (size < 0) {
+        const char *s = var(rank_vars[i][1]);
+        if (!s)
+          return shoal__seterr(SHOAL_ERR_CONFIG, "%s is set but %s is not", rank_vars[i][0], rank_vars[i][1]);
+        if (parse_int_var(rank_vars[i][1], s, 1, 1 << 24, &size)) return SHOAL_ERR_CONFIG;
+        sname = rank_vars[i][1];
+      }
+    }
+  }
+  if (size < 1) return shoal__seterr(SHOAL_ERR_CONFIG, "%s=%d: the world size must be at least 1", sname, size);
+  if (rank >= size)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s=%d is not below %s=%d (ranks are 0 .. size-1)", rname, rank, sname, size);
+  cfg->rank = rank;
+  cfg->size = size;
+  cfg->rank_src = src;
+  return 0;
+}
+
+static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
+  const char *addr = p->master_addr, *asrc = "params";
+  if (!addr && (addr = var("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR";
+  if (!addr && (addr = getenv("MASTER_ADDR"))) asrc = "MASTER_ADDR";
+  if (!addr) addr = "127.0.0.1", asrc = "default";
+  if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
+  snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", addr);
+  int port = p->master_port;
+  const char *psrc = "params";
+  if (port < 0) {
+    const char *s = var("SHOAL_MASTER_PORT");
+    psrc = "SHOAL_MASTER_PORT";
+    if (!s) s = getenv("MASTER_PORT"), psrc = "MASTER_PORT";
+    if (!s) s = "29500", psrc = "default";
+    if (parse_int_var(psrc, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
+  } else if (port > 65535) {
+    return shoal__seterr(SHOAL_ERR_CONFIG, "params.master_port=%d: not a port (0..65535)", port);
+  }
+  cfg->master_port = port;
+  cfg->addr_src = asrc;
+  cfg->port_src = psrc;
+  return 0;
+}
+
+static void read_boot_id(char *out, size_t cap) {
+  snprintf(out, cap, "unknown");
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (fgets(out, (int)cap, f)) out[strcspn(out, "\n")] = '\0';
+  fclose(f);
+}
+
+int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
+  shoal__boot_cfg_t c;
+  memset(&c, 0, sizeof c);
+  int rc;
+  if ((rc = resolve_rank(p, &c)) || (rc = resolve_store(p, &c))) return rc;
+  const char *tok = p->token ? p->token : shoal__config_str("SHOAL_TOKEN", "");
+  if (strlen(tok) >= sizeof c.token) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TOKEN: longer than 511 bytes");
+  snprintf(c.token, sizeof c.token, "%s", tok);
+  const char *ifn = p->ifname ? p->ifname : shoal__config_str("SHOAL_SOCKET_IFNAME", "");
+  snprintf(c.ifname, sizeof c.ifname, "%s", ifn);
+  const char *hn = p->hostname ? p->hostname : shoal__config_str("SHOAL_HOSTNAME", "");
+  if (*hn)
+    snprintf(c.hostname, sizeof c.hostname, "%s", hn);
+  else if (gethostname(c.hostname, sizeof c.hostname) != 0)
+    snprintf(c.hostname, sizeof c.hostname, "unknown");
+  c.hostname[sizeof c.hostname - 1] = '\0';
+  read_boot_id(c.boot_id, sizeof c.boot_id);
+  double d;
+  if (p->timeout_s > 0)
+    c.timeout_s = p->timeout_s;
+  else if ((rc = shoal__config_double("SHOAL_TIMEOUT", 300, 0.001, 1e7, &d)))
+    return rc;
+  else
+    c.timeout_s = d;
+  if (p->connect_timeout_s > 0)
+    c.connect_timeout_s = p->connect_timeout_s;
+  else if ((rc = shoal__config_double("SHOAL_CONNECT_TIMEOUT", 120, 0.001, 1e7, &d)))
+    return rc;
+  else
+    c.connect_timeout_s = d;
+  if ((rc = shoal__config_long("SHOAL_SOCKET_BUFFER", 4194304, 0, 1L << 30, &c.sockbuf))) return rc;
+  long fd;
+  if ((rc = shoal__config_long("SHOAL_STORE_FD", -1, -1, 1 << 20, &fd))) return rc;
+  c.store_fd = (int)fd;
+  *cfg = c;
+  return 0;
+}
+
+static int item_match(const char *item, size_t len, const char *name) {
+  if (len && item[0] == '=') return strlen(name) == len - 1 && !strncmp(name, item + 1, len - 1);
+  return len && !strncmp(name, item, len);
+}
+
+static int spec_match(const char *spec, const char *name) {
+  const char *s = spec;
+  while (*s) {
+    const char *e = strchr(s, ',');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    if (item_match(s, len, name)) return 1;
+    if (!e) break;
+    s = e + 1;
+  }
+  return 0;
+}
+
+int shoal__boot_pick_addr(const char *spec, struct in_addr route, struct in_addr *out, char *desc, size_t cap) {
+  if (!spec || !*spec) {
+    *out = route;
+    snprintf(desc, cap, "the route to the store (set SHOAL_SOCKET_IFNAME to choose)");
+    return 0;
+  }
+  int exclude = spec[0] == '^';
+  const char *list = exclude ? spec + 1 : spec;
+  struct ifaddrs *ifs = NULL;
+  if (getifaddrs(&ifs) != 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "getifaddrs failed");
+  char seen[512] = "";
+  size_t used = 0;
+  int found = 0, found_lo = 0;
+  struct in_addr lo_addr = {0};
+  char lo_name[IF_NAMESIZE + 1] = "";
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, ip, sizeof ip);
+    if (used < sizeof seen - 40)
+      used += (size_t)snprintf(seen + used, sizeof seen - used, "%s%s %s", used ? ", " : "", i->ifa_name, ip);
+    int m = spec_match(list, i->ifa_name);
+    if (exclude ? m : !m) continue;
+    if (exclude && (i->ifa_flags & IFF_LOOPBACK)) { /* ^docker: prefer a real interface over lo */
+      if (!found_lo) lo_addr = a, snprintf(lo_name, sizeof lo_name, "%s", i->ifa_name), found_lo = 1;
+      continue;
+    }
+    if (!found) {
+      *out = a;
+      snprintf(desc, cap, "interface %s (SHOAL_SOCKET_IFNAME=%s)", i->ifa_name, spec);
+      found = 1;
+    }
+  }
+  freeifaddrs(ifs);
+  if (!found && found_lo) {
+    *out = lo_addr;
+    snprintf(desc, cap, "interface %s (SHOAL_SOCKET_IFNAME=%s)", lo_name, spec);
+    found = 1;
+  }
+  if (!found)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_SOCKET_IFNAME='%s' matches no interface with an IPv4 address "
+                         "(interfaces: %s; syntax: prefix, =exact, ^exclude, comma list)", spec, seen);
+  return 0;
+}

@@ -1,0 +1,31 @@
+/* Where a rank's settings come from (params > SHOAL_* > launcher variables >
+ * defaults) and which address it advertises. */
+#ifndef SHOAL_COMM_BOOTSTRAP_H
+#define SHOAL_COMM_BOOTSTRAP_H
+
+#include <netinet/in.h>
+
+#include "shoal/comm.h"
+
+typedef struct shoal__boot_cfg {
+  int rank, size;
+  const char *rank_src; /* "params", "SHOAL_RANK", "RANK", ... */
+  char master_addr[256];
+  int master_port;
+  const char *addr_src, *port_src;
+  char token[512];
+  char ifname[256];
+  char hostname[64];
+  char boot_id[40];
+  double timeout_s, connect_timeout_s;
+  long sockbuf;
+  int store_fd; /* SHOAL_STORE_FD: listening socket handed over by `shoal launch` (rank 0), or -1 */
+} shoal__boot_cfg_t;
+
+int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg);
+/* Address to advertise: from the SHOAL_SOCKET_IFNAME spec when set, else
+ * `route` (the local address of the connection to the store). desc gets
+ * "interface eth0" or "route to the store". */
+int shoal__boot_pick_addr(const char *spec, struct in_addr route, struct in_addr *out, char *desc, size_t cap);
+
+#endif

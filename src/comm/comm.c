@@ -1,0 +1,355 @@
+/* Communicator lifecycle: shoal_comm_init (rendezvous through rank 0's
+ * store, full TCP mesh), split, destroy and accessors. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/auth.h"
+#include "comm/bootstrap.h"
+#include "comm/comm_impl.h"
+#include "comm/mesh.h"
+#include "comm/sock.h"
+#include "comm/store.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/siphash.h"
+
+void shoal_comm_params_init(shoal_comm_params_t *p) {
+  memset(p, 0, sizeof *p);
+  p->rank = -1;
+  p->world_size = -1;
+  p->master_port = -1;
+}
+
+static shoal__world_t *world_new(int rank, int size) {
+  shoal__world_t *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  w->rank = rank;
+  w->size = size;
+  w->conns = calloc((size_t)size, sizeof *w->conns);
+  w->peers = calloc((size_t)size, sizeof *w->peers);
+  w->pfd = calloc((size_t)size, sizeof *w->pfd);
+  w->pfd_conn = calloc((size_t)size, sizeof *w->pfd_conn);
+  if (!w->conns || !w->peers || !w->pfd || !w->pfd_conn) {
+    free(w->conns);
+    free(w->peers);
+    free(w->pfd);
+    free(w->pfd_conn);
+    free(w);
+    return NULL;
+  }
+  for (int i = 0; i < size; i++) {
+    w->conns[i].fd = -1;
+    w->conns[i].peer = i;
+    w->conns[i].tp = &shoal__tcp_transport;
+  }
+  return w;
+}
+
+static void world_free(shoal__world_t *w) {
+  shoal__world_goodbye(w);
+  for (int i = 0; i < w->size; i++)
+    if (w->conns[i].fd >= 0) close(w->conns[i].fd);
+  free(w->conns);
+  free(w->peers);
+  free(w->pfd);
+  free(w->pfd_conn);
+  free(w);
+}
+
+static shoal_comm_t *comm_new(shoal__world_t *w, uint64_t id, int rank, int size, double timeout_s) {
+  shoal_comm_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->wranks = malloc((size_t)size * sizeof *c->wranks);
+  if (!c->wranks) {
+    free(c);
+    return NULL;
+  }
+  c->w = w;
+  c->id = id;
+  c->rank = rank;
+  c->size = size;
+  c->timeout_s = timeout_s;
+  w->refs++;
+  return c;
+}
+
+/* Fetch every rank's registration; on a timeout name the ranks that never came. */
+static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoal__boot_cfg_t *cfg,
+                        const shoal__authkey_t *key, shoal__deadline_t dl) {
+  char k[32], val[256];
+  for (int j = 0; j < w->size; j++) {
+    snprintf(k, sizeof k, "rank/%d", j);
+    size_t len;
+    int rc = shoal__store_get(sc, k, 1, val, sizeof val, &len, dl);
+    if (rc == SHOAL_ERR_TIMEOUT) {
+      /* the pending GET poisons this connection: ask on a fresh one which ranks are missing */
+      char missing[256] = "";
+      size_t used = 0;
+      int nmiss = 0;
+      shoal__store_client_t probe;
+      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, shoal__deadline_in(2.0), &probe) == 0) {
+        for (int m = j; m < w->size; m++) {
+          char km[32], tmp[8];
+          snprintf(km, sizeof km, "rank/%d", m);
+          if (shoal__store_get(&probe, km, 0, tmp, sizeof tmp, NULL, shoal__deadline_in(2.0)) == SHOAL_ERR_NOT_FOUND &&
+              used < sizeof missing - 16) {
+            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", m);
+            nmiss++;
+          }
+        }
+        shoal__store_close(&probe);
+      }
+      if (!nmiss) snprintf(missing, sizeof missing, "%d", j);
+      return shoal__seterr(SHOAL_ERR_TIMEOUT,
+                           "rank %d: rendezvous at the store %s:%d: rank%s %s did not arrive within %.1f s "
+                           "(SHOAL_CONNECT_TIMEOUT); were they started with the same master address, port and token?",
+                           w->rank, cfg->master_addr, cfg->master_port, nmiss > 1 ? "s" : "", missing,
+                           cfg->connect_timeout_s);
+    }
+    if (rc == SHOAL_ERR_PEER_CLOSED)
+      return shoal__seterr(rc, "rank %d: the rendezvous store %s:%d (rank 0) closed the connection: rank 0 failed "
+                           "or gave up (%s)", w->rank, cfg->master_addr, cfg->master_port, shoal_last_error());
+    if (rc) return rc;
+    shoal__peer_info_t *p = &w->peers[j];
+    if (sscanf(val, "%63s %63s %39s", p->addr, p->host, p->boot_id) != 3)
+      return shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: malformed registration of rank %d: '%s'", w->rank, j, val);
+  }
+  return 0;
+}
+
+static int store_listen(const shoal__boot_cfg_t *cfg, int *fd, int *port) {
+  if (cfg->store_fd >= 0) { /* handed over by `shoal launch` */
+    int acc = 0;
+    socklen_t l = sizeof acc;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    if (getsockopt(cfg->store_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc ||
+        getsockname(cfg->store_fd, (struct sockaddr *)&a, &al) != 0 || a.sin_family != AF_INET)
+      return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_STORE_FD=%d: not a listening IPv4 socket", cfg->store_fd);
+    *fd = cfg->store_fd;
+    *port = ntohs(a.sin_port);
+    return 0;
+  }
+  struct in_addr ip;
+  int rc = shoal__sock_resolve(cfg->master_addr, &ip);
+  if (rc) return rc;
+  /* A loopback master binds loopback only; otherwise every interface. */
+  if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
+  return shoal__sock_listen(ip, cfg->master_port, fd, port);
+}
+
+static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t *cfg, shoal__world_t *w) {
+  shoal__authkey_t key;
+  shoal__auth_key(cfg->token, &key);
+  shoal__deadline_t dl = shoal__deadline_in(cfg->connect_timeout_s);
+  shoal__store_server_t *server = NULL;
+  shoal__store_client_t sc = {.fd = -1};
+  int listen_fd = -1, rc = 0;
+  int store_port = cfg->master_port;
+  shoal__boot_cfg_t c2 = *cfg;
+  if (w->rank == 0) {
+    int sfd;
+    if ((rc = store_listen(cfg, &sfd, &store_port))) return rc;
+    if ((rc = shoal__store_server_start(sfd, &key, &server))) {
+      close(sfd);
+      return rc;
+    }
+    SHOAL_INFO("INIT", "rendezvous store listening on port %d", store_port);
+    if (cfg->master_port == 0 && params && params->on_store_port) params->on_store_port(store_port, params->on_store_port_arg);
+    c2.master_port = store_port;
+  } else if (cfg->master_port == 0) {
+    return shoal__seterr(SHOAL_ERR_CONFIG, "rank %d: master port 0 only works for rank 0 (the launcher must pass "
+                         "the real port to the other ranks)", w->rank);
+  }
+  if ((rc = shoal__store_connect(c2.master_addr, store_port, &key, dl, &sc))) {
+    rc = shoal__seterr(rc, "rank %d: %s", w->rank, shoal_last_error());
+    goto stop_server;
+  }
+  struct sockaddr_in local;
+  socklen_t ll = sizeof local;
+  getsockname(sc.fd, (struct sockaddr *)&local, &ll);
+  struct in_addr adv;
+  char how[160];
+  if ((rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &adv, how, sizeof how))) goto close_client;
+  int lport;
+  if ((rc = shoal__sock_listen(adv, 0, &listen_fd, &lport))) goto close_client;
+  shoal__sock_tune(listen_fd, cfg->sockbuf);
+  char ip[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &adv, ip, sizeof ip);
+  SHOAL_DEBUG("NET", "rank %d listens on %s:%d, chosen from %s", w->rank, ip, lport, how);
+  if ((ntohl(adv.s_addr) >> 24) == 127 && w->size > 1 && strcmp(cfg->master_addr, "127.0.0.1") &&
+      strcmp(cfg->master_addr, "localhost"))
+    SHOAL_WARN("NET", "rank %d advertises loopback address %s although the store is at %s: ranks on other hosts "
+               "cannot reach it (set SHOAL_SOCKET_IFNAME)", w->rank, ip, cfg->master_addr);
+  if (w->rank == 0) {
+    unsigned char idb[8];
+    shoal__put_u64(idb, shoal__auth_random_u64() | 1);
+    if ((rc = shoal__store_set(&sc, "world", idb, 8, dl))) goto close_listen;
+  }
+  char key_s[32], val[256];
+  snprintf(key_s, sizeof key_s, "rank/%d", w->rank);
+  snprintf(val, sizeof val, "%s:%d %s %s", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
+           cfg->boot_id[0] ? cfg->boot_id : "unknown");
+  if ((rc = shoal__store_set(&sc, key_s, val, strlen(val), dl))) goto close_listen;
+  unsigned char idb[16];
+  size_t idl;
+  if ((rc = shoal__store_get(&sc, "world", 1, idb, sizeof idb, &idl, dl))) goto close_listen;
+  if (idl != 8) {
+    rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: bad world id in the store", w->rank);
+    goto close_listen;
+  }
+  w->id = shoal__get_u64(idb);
+  if ((rc = gather_peers(w, &sc, &c2, &key, dl))) goto close_listen;
+  shoal__store_close(&sc);
+  if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, dl))) goto close_listen;
+  close(listen_fd);
+  shoal__store_server_stop(server); /* every peer has connected to rank 0, so all are done with the store */
+  SHOAL_INFO("INIT", "rank %d of %d connected to all peers (world %016llx)", w->rank, w->size, (unsigned long long)w->id);
+  return 0;
+close_listen:
+  close(listen_fd);
+close_client:
+  shoal__store_close(&sc);
+stop_server:
+  shoal__store_server_stop(server);
+  return rc;
+}
+
+int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
+  shoal_comm_params_t defaults;
+  if (!params) {
+    shoal_comm_params_init(&defaults);
+    params = &defaults;
+  }
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_init: out is NULL");
+  shoal__boot_cfg_t cfg;
+  int rc = shoal__boot_resolve(params, &cfg);
+  if (rc) return rc;
+  shoal__log_set_rank(cfg.rank);
+  SHOAL_INFO("INIT", "rank %d of %d (from %s); store %s:%d (address from %s, port from %s); timeout %.0f s, "
+             "connect timeout %.0f s", cfg.rank, cfg.size, cfg.rank_src, cfg.master_addr, cfg.master_port,
+             cfg.addr_src, cfg.port_src, cfg.timeout_s, cfg.connect_timeout_s);
+  shoal__world_t *w = world_new(cfg.rank, cfg.size);
+  if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
+  shoal__peer_info_t *me = &w->peers[cfg.rank];
+  snprintf(me->host, sizeof me->host, "%s", cfg.hostname);
+  snprintf(me->boot_id, sizeof me->boot_id, "%s", cfg.boot_id);
+  snprintf(me->addr, sizeof me->addr, "self");
+  if (cfg.size > 1) {
+    if ((rc = init_world(params, &cfg, w))) {
+      world_free(w);
+      return rc;
+    }
+  } else {
+    w->id = shoal__auth_random_u64() | 1;
+  }
+  shoal_comm_t *c = comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
+  if (!c) {
+    world_free(w);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
+  }
+  for (int i = 0; i < cfg.size; i++) c->wranks[i] = i;
+  *out = c;
+  return 0;
+}
+
+int shoal_comm_init_env(shoal_comm_t **out) { return shoal_comm_init(NULL, out); }
+
+void shoal_comm_destroy(shoal_comm_t *c) {
+  if (!c) return;
+  shoal__world_t *w = c->w;
+  free(c->wranks);
+  free(c);
+  if (--w->refs == 0) world_free(w);
+}
+
+int shoal_comm_rank(const shoal_comm_t *c) { return c ? c->rank : -1; }
+int shoal_comm_size(const shoal_comm_t *c) { return c ? c->size : -1; }
+int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
+const char *shoal_comm_errmsg(const shoal_comm_t *c) { return c ? c->errmsg : ""; }
+
+int shoal_comm_set_timeout(shoal_comm_t *c, double seconds) {
+  if (!c || !(seconds > 0) || seconds > 1e7)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: %g s is not in (0, 1e7]", seconds);
+  c->timeout_s = seconds;
+  return 0;
+}
+
+/* ---- split ---- */
+
+typedef struct { int key, rank; } member_t;
+
+static int member_cmp(const void *a, const void *b) {
+  const member_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+int shoal_comm_split(shoal_comm_t *c, int color, int key, shoal_comm_t **out) {
+  if (!c || !out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: NULL argument");
+  if (color < 0 && color != SHOAL_UNDEFINED)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: color %d must be >= 0 or SHOAL_UNDEFINED", color);
+  shoal__op_t op = {.opcode = SHOAL__OP_SPLIT, .dtype = SHOAL_INT32, .count = 2};
+  int rc = shoal__op_begin(c, &op);
+  if (rc) return rc;
+  int n = c->size;
+  int32_t stack_all[2 * 64];
+  shoal__req_t stack_reqs[2 * 64];
+  int32_t *all = n <= 64 ? stack_all : malloc((size_t)n * 2 * sizeof *all);
+  shoal__req_t *reqs = n <= 64 ? stack_reqs : malloc((size_t)n * 2 * sizeof *reqs);
+  member_t *mem = malloc((size_t)n * sizeof *mem);
+  if (!all || !reqs || !mem) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_split: out of memory");
+    goto free_bufs;
+  }
+  all[2 * c->rank] = color;
+  all[2 * c->rank + 1] = key;
+  /* One round, every rank to every rank: 8 bytes each, latency-bound, so
+   * direct beats a ring or doubling for the sizes shoal targets. */
+  int nr = 0;
+  for (int p = 0; p < n && !rc; p++)
+    if (p != c->rank) {
+      reqs[nr].kind = 0;
+      rc = shoal__irecv(c, &op, p, &all[2 * p], 8, &reqs[nr++]);
+    }
+  for (int p = 0; p < n && !rc; p++)
+    if (p != c->rank) {
+      reqs[nr].kind = 0;
+      rc = shoal__isend(c, &op, p, &all[2 * c->rank], 8, &reqs[nr++]);
+    }
+  if (!rc) rc = shoal__waitall(c, &op, reqs, nr);
+  rc = shoal__op_end(c, &op, rc);
+  uint32_t split_no = c->nsplit++;
+  if (rc) goto free_bufs;
+  if (color == SHOAL_UNDEFINED) {
+    *out = NULL;
+    goto free_bufs;
+  }
+  int m = 0;
+  for (int p = 0; p < n; p++)
+    if (all[2 * p] == color) mem[m++] = (member_t){all[2 * p + 1], p};
+  qsort(mem, (size_t)m, sizeof *mem, member_cmp);
+  int myrank = -1;
+  for (int i = 0; i < m; i++)
+    if (mem[i].rank == c->rank) myrank = i;
+  uint64_t ctx[3] = {c->id, split_no, (uint64_t)(uint32_t)color};
+  static const uint8_t k[16] = "shoal-comm-split";
+  uint64_t id = shoal__siphash24(k, ctx, sizeof ctx) | 1;
+  shoal_comm_t *nc = comm_new(c->w, id, myrank, m, c->timeout_s);
+  if (!nc) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_split: out of memory");
+    goto free_bufs;
+  }
+  for (int i = 0; i < m; i++) nc->wranks[i] = c->wranks[mem[i].rank];
+  *out = nc;
+free_bufs:
+  if (all != stack_all) free(all);
+  if (reqs != stack_reqs) free(reqs);
+  free(mem);
+  return rc;
+}

@@ -1,0 +1,176 @@
+/* Peer handshake. Acceptor A sends {magic, nonce_a}; connector C answers
+ * {magic, from, to, world id, nonce_c, MAC_C}; A replies {status, MAC_A}.
+ * Both MACs bind the two nonces, both ranks and the world id, so a stale
+ * rank of another job, a stray client or a wrong token is refused (and
+ * logged) without the token ever being sent. */
+#include "comm/mesh.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/sock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define PEER_MAGIC 0x50484853u /* "SHHP" */
+enum { HS_OK = 0, HS_BAD_TOKEN = 1, HS_WRONG_WORLD = 2, HS_WRONG_RANK = 3 };
+#define HELLO_BYTES (4 + SHOAL__NONCE_BYTES)
+#define ANSWER_BYTES (4 + 4 + 4 + 8 + SHOAL__NONCE_BYTES + 8)
+#define VERDICT_BYTES (4 + 8)
+
+static void ctx_pack(unsigned char *ctx, int from, int to, uint64_t world) {
+  shoal__put_u32(ctx, (uint32_t)from);
+  shoal__put_u32(ctx + 4, (uint32_t)to);
+  shoal__put_u64(ctx + 8, world);
+}
+
+static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, shoal__deadline_t dl) {
+  char host[64];
+  snprintf(host, sizeof host, "%s", w->peers[j].addr);
+  char *colon = strrchr(host, ':');
+  if (!colon) return shoal__seterr(SHOAL_ERR_PROTOCOL, "peer %d published a bad address '%s'", j, host);
+  *colon = '\0';
+  int port = atoi(colon + 1);
+  struct in_addr ip;
+  if (inet_pton(AF_INET, host, &ip) != 1)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "peer %d published a bad address '%s'", j, w->peers[j].addr);
+  char what[96], ctxw[160];
+  snprintf(what, sizeof what, "peer %d", j);
+  snprintf(ctxw, sizeof ctxw, "rank %d -> peer %d (%s): handshake", w->rank, j, w->peers[j].addr);
+  int fd, rc = shoal__sock_connect(ip, port, dl, what, &fd);
+  if (rc) return shoal__seterr(rc, "rank %d: %s", w->rank, shoal_last_error());
+  unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
+  if ((rc = shoal__sock_read_all(fd, hello, sizeof hello, dl, ctxw))) goto close_fd;
+  if (shoal__get_u32(hello) != PEER_MAGIC) {
+    rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: %s is not a shoal rank (bad greeting)", ctxw, w->peers[j].addr);
+    goto close_fd;
+  }
+  uint8_t nc[SHOAL__NONCE_BYTES];
+  shoal__auth_random(nc, sizeof nc);
+  ctx_pack(ctx, w->rank, j, w->id);
+  shoal__put_u32(ans, PEER_MAGIC);
+  shoal__put_u32(ans + 4, (uint32_t)w->rank);
+  shoal__put_u32(ans + 8, (uint32_t)j);
+  shoal__put_u64(ans + 12, w->id);
+  memcpy(ans + 20, nc, sizeof nc);
+  shoal__put_u64(ans + 20 + SHOAL__NONCE_BYTES, shoal__auth_mac(key, 'C', hello + 4, nc, ctx, sizeof ctx));
+  if ((rc = shoal__sock_write_all(fd, ans, sizeof ans, dl, ctxw))) goto close_fd;
+  rc = shoal__sock_read_all(fd, verdict, sizeof verdict, dl, ctxw);
+  if (rc == SHOAL_ERR_PEER_CLOSED) {
+    rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: the peer closed the connection during authentication", ctxw);
+    goto close_fd;
+  }
+  if (rc) goto close_fd;
+  uint32_t st = shoal__get_u32(verdict);
+  if (st == HS_BAD_TOKEN) {
+    rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: refused: wrong SHOAL_TOKEN (this rank's token differs from the peer's)",
+                       ctxw);
+    goto close_fd;
+  }
+  if (st != HS_OK) {
+    rc = shoal__seterr(SHOAL_ERR_CONNECT, "%s: refused: %s", ctxw,
+                       st == HS_WRONG_WORLD ? "the peer belongs to another job (different world id)"
+                                            : "the peer does not expect this rank (duplicate rank numbers?)");
+    goto close_fd;
+  }
+  if (shoal__get_u64(verdict + 4) != shoal__auth_mac(key, 'A', nc, hello + 4, ctx, sizeof ctx)) {
+    rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: the peer failed to prove it knows SHOAL_TOKEN", ctxw);
+    goto close_fd;
+  }
+  w->conns[j].fd = fd;
+  return 0;
+close_fd:
+  close(fd);
+  return rc;
+}
+
+/* Handshake one accepted connection; on success the peer's rank, else a
+ * reason (logged by the caller; the connection is closed). */
+static int accept_one(shoal__world_t *w, int fd, const shoal__authkey_t *key, shoal__deadline_t dl, int *peer_out,
+                      char *why, size_t cap) {
+  unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
+  uint8_t na[SHOAL__NONCE_BYTES];
+  shoal__auth_random(na, sizeof na);
+  shoal__put_u32(hello, PEER_MAGIC);
+  memcpy(hello + 4, na, sizeof na);
+  /* a stray client may never answer: bound each handshake well inside the deadline */
+  shoal__deadline_t hd = shoal__deadline_in(5.0);
+  if (hd.at_ns > dl.at_ns) hd = dl;
+  if (shoal__sock_write_all(fd, hello, sizeof hello, hd, "handshake") ||
+      shoal__sock_read_all(fd, ans, sizeof ans, hd, "handshake")) {
+    snprintf(why, cap, "no valid answer to the greeting: %s", shoal_last_error());
+    return -1;
+  }
+  if (shoal__get_u32(ans) != PEER_MAGIC) {
+    snprintf(why, cap, "bad magic in the answer: not a shoal rank");
+    return -1;
+  }
+  int from = (int)shoal__get_u32(ans + 4), to = (int)shoal__get_u32(ans + 8);
+  uint64_t world = shoal__get_u64(ans + 12);
+  ctx_pack(ctx, from, to, world);
+  uint32_t st = HS_OK;
+  if (shoal__get_u64(ans + 20 + SHOAL__NONCE_BYTES) != shoal__auth_mac(key, 'C', na, ans + 20, ctx, sizeof ctx)) {
+    st = HS_BAD_TOKEN;
+    snprintf(why, cap, "wrong SHOAL_TOKEN (claims to be rank %d)", from);
+  } else if (world != w->id) {
+    st = HS_WRONG_WORLD;
+    snprintf(why, cap, "rank %d of another job (world id %016llx, ours %016llx)", from, (unsigned long long)world,
+             (unsigned long long)w->id);
+  } else if (to != w->rank || from <= w->rank || from >= w->size || w->conns[from].fd >= 0) {
+    st = HS_WRONG_RANK;
+    snprintf(why, cap, "unexpected rank pair %d -> %d", from, to);
+  }
+  shoal__put_u32(verdict, st);
+  shoal__put_u64(verdict + 4, st == HS_OK ? shoal__auth_mac(key, 'A', ans + 20, na, ctx, sizeof ctx) : 0);
+  int wrc = shoal__sock_write_all(fd, verdict, sizeof verdict, hd, "handshake");
+  if (st != HS_OK) return -1;
+  if (wrc) {
+    snprintf(why, cap, "rank %d vanished during the handshake", from);
+    return -1;
+  }
+  *peer_out = from;
+  return 0;
+}
+
+int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
+                        shoal__deadline_t dl) {
+  int rc;
+  for (int j = 0; j < w->rank; j++)
+    if ((rc = connect_peer(w, j, key, dl))) return rc;
+  int need = w->size - 1 - w->rank;
+  while (need > 0) {
+    int fd;
+    struct sockaddr_in from;
+    rc = shoal__sock_accept(listen_fd, dl, &fd, &from);
+    if (rc == SHOAL_ERR_TIMEOUT) {
+      char missing[256] = "";
+      size_t used = 0;
+      for (int j = w->rank + 1; j < w->size && used < sizeof missing - 16; j++)
+        if (w->conns[j].fd < 0) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", j);
+      return shoal__seterr(SHOAL_ERR_TIMEOUT,
+                           "rank %d: ranks %s did not connect within SHOAL_CONNECT_TIMEOUT (they registered with the "
+                           "store but could not reach %s: firewall, or a wrong SHOAL_SOCKET_IFNAME?)",
+                           w->rank, missing, w->peers[w->rank].addr);
+    }
+    if (rc) return rc;
+    char src[64], why[256];
+    shoal__sock_addr_str(&from, src, sizeof src);
+    int peer;
+    if (accept_one(w, fd, key, dl, &peer, why, sizeof why)) {
+      SHOAL_WARN("NET", "rank %d: refused connection from %s: %s", w->rank, src, why);
+      close(fd);
+      continue;
+    }
+    w->conns[peer].fd = fd;
+    need--;
+  }
+  for (int j = 0; j < w->size; j++) {
+    if (j == w->rank) continue;
+    shoal__sock_set_nonblock(w->conns[j].fd);
+    shoal__sock_tune(w->conns[j].fd, sockbuf);
+  }
+  return 0;
+}

@@ -1,0 +1,13 @@
+/* Full-mesh connection setup with the peer handshake (docs/comm.md):
+ * rank r connects to every rank below it and accepts from every rank above. */
+#ifndef SHOAL_COMM_MESH_H
+#define SHOAL_COMM_MESH_H
+
+#include "comm/auth.h"
+#include "comm/comm_impl.h"
+#include "core/clock.h"
+
+int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
+                        shoal__deadline_t dl);
+
+#endif

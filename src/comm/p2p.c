@@ -1,0 +1,562 @@
+/* The point-to-point engine behind p2p.h: per-connection FIFO queues of
+ * caller-owned requests, driven by one poll() loop over every connection of
+ * the world, with header checks, deadlines and abort propagation. */
+#include "comm/p2p.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "comm/comm_impl.h"
+#include "comm/sock.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+static const char *const opnames[SHOAL__OP__COUNT] = {"none",      "allreduce", "broadcast", "reduce",
+                                                       "reduce_scatter", "allgather", "barrier",   "send/recv",
+                                                       "split",     "internal"};
+
+const char *shoal__opcode_name(int op) {
+  if (op >= 0 && op < SHOAL__OP__COUNT) return opnames[op];
+  if (op == SHOAL__WOP_ABORT) return "abort-notice";
+  if (op == SHOAL__WOP_GOODBYE) return "goodbye";
+  return "unknown-op";
+}
+
+const char *shoal__dtype_label(int dtype) {
+  static const char *const names[] = {"float32", "float64", "int32", "int64", "bfloat16", "float16", "uint8"};
+  return dtype >= 0 && dtype < (int)(sizeof names / sizeof names[0]) ? names[dtype] : "unknown-dtype";
+}
+
+size_t shoal__dtype_bytes(int dtype) {
+  static const size_t sz[] = {4, 8, 4, 8, 2, 2, 1};
+  return dtype >= 0 && dtype < (int)(sizeof sz / sizeof sz[0]) ? sz[dtype] : 0;
+}
+
+void shoal__hdr_pack(unsigned char *h, int opcode, int dtype, int redop, uint64_t comm_id, uint32_t seq, int32_t tag,
+                     uint64_t count, uint64_t bytes) {
+  shoal__put_u32(h, SHOAL__WIRE_MAGIC);
+  h[4] = (unsigned char)opcode;
+  h[5] = (unsigned char)dtype;
+  h[6] = (unsigned char)redop;
+  h[7] = 0;
+  shoal__put_u64(h + 8, comm_id);
+  shoal__put_u32(h + 16, seq);
+  shoal__put_u32(h + 20, (uint32_t)tag);
+  shoal__put_u64(h + 24, count);
+  shoal__put_u64(h + 32, bytes);
+}
+
+/* ---- error messages ---- */
+
+int shoal__comm_rank(const shoal_comm_t *c) { return c->rank; }
+int shoal__comm_size(const shoal_comm_t *c) { return c->size; }
+
+static int comm_rank_of(const shoal_comm_t *c, int wrank) {
+  for (int i = 0; i < c->size; i++)
+    if (c->wranks[i] == wrank) return i;
+  return -1;
+}
+
+static void rank_desc(const shoal_comm_t *c, char *out, size_t cap) {
+  if (c->w->size != c->size || c->id != c->w->id)
+    snprintf(out, cap, "rank %d (world rank %d)", c->rank, c->w->rank);
+  else
+    snprintf(out, cap, "rank %d", c->rank);
+}
+
+static void peer_desc(const shoal_comm_t *c, int peer, char *out, size_t cap) {
+  int wr = c->wranks[peer];
+  if (c->w->size != c->size || c->id != c->w->id)
+    snprintf(out, cap, "peer %d (world rank %d, %s)", peer, wr, c->w->peers[wr].addr);
+  else
+    snprintf(out, cap, "peer %d (%s)", peer, c->w->peers[wr].addr);
+}
+
+/* dir: '<' receiving from peer, '>' sending to peer, 0 neither. */
+static int vfail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, int dir, const char *fmt, va_list ap) {
+  if (!c->errmsg[0] && !c->w->aborted) {
+    char me[64], who[128] = "", opd[96] = "", body[640];
+    rank_desc(c, me, sizeof me);
+    if (peer >= 0 && peer < c->size) {
+      char pd[112];
+      peer_desc(c, peer, pd, sizeof pd);
+      snprintf(who, sizeof who, " %s %s", dir == '<' ? "<-" : dir == '>' ? "->" : "<->", pd);
+    }
+    if (op && op->opcode != SHOAL__OP_NONE) {
+      if (op->opcode == SHOAL__OP_SEND)
+        snprintf(opd, sizeof opd, "%s tag %d: ", shoal__opcode_name(op->opcode), op->tag);
+      else
+        snprintf(opd, sizeof opd, "%s seq %u: ", shoal__opcode_name(op->opcode), op->seq);
+    }
+    vsnprintf(body, sizeof body, fmt, ap);
+    snprintf(c->errmsg, sizeof c->errmsg, "%s%s: %s%s", me, who, opd, body);
+  } else if (!c->errmsg[0]) {
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", c->w->abort_msg);
+  }
+  c->aborted = 1;
+  shoal__seterr(status, "%s", c->errmsg);
+  if (!c->w->aborted) {
+    SHOAL_WARN("NET", "%s", c->errmsg);
+    shoal__world_abort(c->w, status, c->errmsg);
+  }
+  return status;
+}
+
+static int fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, int dir, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, int dir, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = vfail(c, status, op, peer, dir, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = vfail(c, status, op, peer, 0, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* ---- ops ---- */
+
+int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
+  if (c->aborted || c->w->aborted) {
+    char me[64];
+    rank_desc(c, me, sizeof me);
+    return shoal__seterr(SHOAL_ERR_ABORTED, "%s: communicator aborted after an earlier error: %s", me,
+                         c->errmsg[0] ? c->errmsg : c->w->abort_msg);
+  }
+  /* send/recv do not consume the collective sequence: ranks may make
+   * different numbers of them without desynchronizing later collectives. */
+  op->seq = op->opcode == SHOAL__OP_SEND ? 0 : ++c->seq;
+  op->deadline_ns = shoal__now_ns() + (uint64_t)(c->timeout_s * 1e9);
+  return 0;
+}
+
+int shoal__op_end(shoal_comm_t *c, shoal__op_t *op, int status) {
+  if (status == 0) return 0;
+  if (!c->errmsg[0]) {
+    if (c->w->aborted)
+      snprintf(c->errmsg, sizeof c->errmsg, "%s", c->w->abort_msg);
+    else
+      fail(c, status, op, -1, 0, "%s (%s)", shoal_last_error()[0] ? shoal_last_error() : "failed",
+           shoal_status_string(status));
+  }
+  c->aborted = 1;
+  if (!c->w->aborted) shoal__world_abort(c->w, status, c->errmsg);
+  shoal__seterr(status, "%s", c->errmsg);
+  return status;
+}
+
+/* ---- queues ---- */
+
+static void q_push(shoal__req_t **head, shoal__req_t **tail, shoal__req_t *r) {
+  r->next = NULL;
+  if (*tail)
+    (*tail)->next = r;
+  else
+    *head = r;
+  *tail = r;
+}
+
+static shoal__req_t *q_pop(shoal__req_t **head, shoal__req_t **tail) {
+  shoal__req_t *r = *head;
+  if (r) {
+    *head = r->next;
+    if (!*head) *tail = NULL;
+    r->next = NULL;
+  }
+  return r;
+}
+
+static void q_fail_all(shoal__req_t **head, shoal__req_t **tail, int status) {
+  shoal__req_t *r;
+  while ((r = q_pop(head, tail)))
+    if (r->state == 0) r->state = status;
+}
+
+void shoal__world_abort(shoal__world_t *w, int status, const char *msg) {
+  if (w->aborted) return;
+  w->aborted = 1;
+  w->abort_status = status;
+  snprintf(w->abort_msg, sizeof w->abort_msg, "%s", msg);
+  for (int i = 0; i < w->size; i++) {
+    shoal__conn_t *cn = &w->conns[i];
+    if (i == w->rank) continue;
+    if (cn->fd >= 0) cn->tp->shutdown(w, cn, SHOAL__WOP_ABORT, msg);
+    q_fail_all(&cn->sq_head, &cn->sq_tail, SHOAL_ERR_ABORTED);
+    q_fail_all(&cn->rq_head, &cn->rq_tail, SHOAL_ERR_ABORTED);
+  }
+  q_fail_all(&w->self_sq_head, &w->self_sq_tail, SHOAL_ERR_ABORTED);
+  q_fail_all(&w->self_rq_head, &w->self_rq_tail, SHOAL_ERR_ABORTED);
+}
+
+void shoal__world_goodbye(shoal__world_t *w) {
+  for (int i = 0; i < w->size; i++) {
+    shoal__conn_t *cn = &w->conns[i];
+    if (i != w->rank && cn->fd >= 0) cn->tp->shutdown(w, cn, w->aborted ? 0 : SHOAL__WOP_GOODBYE, NULL);
+  }
+}
+
+/* ---- header checks ---- */
+
+static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t count, int dtype, int redop, int tag,
+                      uint64_t bytes, int show_redop, int show_tag, int show_bytes) {
+  int n = 0;
+  if (opcode == SHOAL__OP_SEND)
+    n = snprintf(out, cap, "%s count %llu %s", shoal__opcode_name(opcode), (unsigned long long)count,
+                 shoal__dtype_label(dtype));
+  else
+    n = snprintf(out, cap, "%s seq %u count %llu %s", shoal__opcode_name(opcode), seq, (unsigned long long)count,
+                 shoal__dtype_label(dtype));
+  if (show_redop && n < (int)cap) n += snprintf(out + n, cap - (size_t)n, " redop %d", redop);
+  if (show_tag && n < (int)cap) n += snprintf(out + n, cap - (size_t)n, " tag %d", tag);
+  if (show_bytes && n < (int)cap) snprintf(out + n, cap - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
+}
+
+/* Read an abort notice's text: the part readv already put in the user's buffer, then the rest. */
+static void abort_text(shoal__conn_t *conn, shoal__req_t *req, uint64_t len, char *out, size_t cap) {
+  if (len >= cap) len = cap - 1;
+  size_t have = req->done < len ? req->done : (size_t)len;
+  if (have) memcpy(out, req->buf, have);
+  while (have < len && conn->fd >= 0) {
+    struct pollfd p = {conn->fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) break;
+    ssize_t k = recv(conn->fd, out + have, len - have, MSG_DONTWAIT);
+    if (k <= 0) break;
+    have += (size_t)k;
+  }
+  out[have] = '\0';
+}
+
+int shoal__recv_header(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
+  const unsigned char *h = req->hdr;
+  shoal_comm_t *c = req->comm;
+  const shoal__op_t *op = &req->op;
+  if (shoal__get_u32(h) != SHOAL__WIRE_MAGIC)
+    return req->state = fail(c, SHOAL_ERR_PROTOCOL, op, req->peer, '<',
+                             "garbage on the connection (magic 0x%08x): stream out of sync", shoal__get_u32(h));
+  int opcode = h[4], dtype = h[5], redop = h[6];
+  uint64_t cid = shoal__get_u64(h + 8), count = shoal__get_u64(h + 24), bytes = shoal__get_u64(h + 32);
+  uint32_t seq = shoal__get_u32(h + 16);
+  int32_t tag = (int32_t)shoal__get_u32(h + 20);
+  if (opcode == SHOAL__WOP_ABORT) {
+    char text[SHOAL__ABORT_TEXT_MAX + 1];
+    abort_text(conn, req, bytes, text, sizeof text);
+    return req->state = fail(c, SHOAL_ERR_PEER_CLOSED, op, req->peer, '<', "peer aborted: %s", text);
+  }
+  if (opcode == SHOAL__WOP_GOODBYE)
+    return req->state = fail(c, SHOAL_ERR_PEER_CLOSED, op, req->peer, '<',
+                             "the peer left (destroyed its communicator) while this rank expected %s from it",
+                             shoal__opcode_name(op->opcode));
+  if (cid != c->id)
+    return req->state = fail(c, SHOAL_ERR_MISMATCH, op, req->peer, '<',
+                             "expected a message of communicator %016llx, got one of communicator %016llx "
+                             "(%s seq %u): the ranks use communicators in different orders",
+                             (unsigned long long)c->id, (unsigned long long)cid, shoal__opcode_name(opcode), seq);
+  int seq_ok = op->opcode == SHOAL__OP_SEND || seq == op->seq;
+  int redop_bad = redop != op->redop, tag_bad = tag != op->tag, bytes_bad = bytes != req->bytes;
+  if (opcode != op->opcode || !seq_ok || dtype != op->dtype || count != op->count || redop_bad || tag_bad ||
+      bytes_bad) {
+    char want[160], got[160];
+    side_desc(want, sizeof want, op->opcode, op->seq, op->count, op->dtype, op->redop, op->tag, req->bytes, redop_bad,
+              tag_bad, bytes_bad);
+    side_desc(got, sizeof got, opcode, seq, count, dtype, redop, tag, bytes, redop_bad, tag_bad, bytes_bad);
+    char me[64], pd[112];
+    rank_desc(c, me, sizeof me);
+    peer_desc(c, req->peer, pd, sizeof pd);
+    /* The spec'd format: "rank 1 <- peer 0 (addr): expected ..., got ..." (no op prefix: both ops are named). */
+    if (!c->errmsg[0] && !w->aborted)
+      snprintf(c->errmsg, sizeof c->errmsg, "%s <- %s: expected %s, got %s", me, pd, want, got);
+    return req->state = fail(c, SHOAL_ERR_MISMATCH, op, req->peer, '<', "mismatch");
+  }
+  return 0;
+}
+
+int shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req, int status, const char *why) {
+  shoal_comm_t *c = req->comm;
+  int recv = req->kind == 2;
+  size_t hdr_part = (size_t)req->hdr_done;
+  if (status == SHOAL_ERR_PEER_CLOSED && !why) {
+    if (conn->state == SHOAL__CONN_LEFT)
+      why = "the peer left (destroyed its communicator) before sending it";
+    else
+      why = "connection closed by the peer: it died or was killed";
+  }
+  conn->state = SHOAL__CONN_CLOSED;
+  return req->state = fail(c, status, &req->op, req->peer, recv ? '<' : '>', "%s (%zu of %zu bytes %s%s)", why,
+                           req->done, req->bytes, recv ? "received" : "sent",
+                           hdr_part < SHOAL__HDR_BYTES ? ", header incomplete" : "");
+}
+
+/* A connection with no request posted became readable or hung up. */
+int shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *conn, short revents) {
+  shoal__world_t *w = c->w;
+  int peer = comm_rank_of(c, conn->peer);
+  char pd[128];
+  snprintf(pd, sizeof pd, "world rank %d (%s)", conn->peer, w->peers[conn->peer].addr);
+  unsigned char h[SHOAL__HDR_BYTES];
+  ssize_t k = recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (k < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    conn->state = SHOAL__CONN_CLOSED;
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s: connection reset: it died or was killed", pd);
+  }
+  if (k == 0) {
+    if (conn->state == SHOAL__CONN_LEFT) {
+      conn->idle_quiet = 1; /* it said goodbye: only an error if we need it again */
+      return 0;
+    }
+    conn->state = SHOAL__CONN_CLOSED;
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0,
+                "%s closed its connection without shutting down: it died or was killed", pd);
+  }
+  if (k < SHOAL__HDR_BYTES) {
+    if (revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      conn->state = SHOAL__CONN_CLOSED;
+      return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s closed its connection mid-message: it died", pd);
+    }
+    return 0;
+  }
+  if (shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_ABORT) {
+    uint64_t len = shoal__get_u64(h + 32);
+    char text[SHOAL__ABORT_TEXT_MAX + 1];
+    shoal__req_t tmp = {0};
+    recv(conn->fd, h, sizeof h, MSG_DONTWAIT);
+    abort_text(conn, &tmp, len, text, sizeof text);
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s aborted: %s", pd, text);
+  }
+  if (shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_GOODBYE) {
+    recv(conn->fd, h, sizeof h, MSG_DONTWAIT);
+    conn->state = SHOAL__CONN_LEFT;
+    return 0;
+  }
+  conn->idle_quiet = 1; /* an early message for a receive not posted yet */
+  return 0;
+}
+
+/* ---- progress ---- */
+
+static int drive(shoal__world_t *w, shoal__conn_t *cn) {
+  while (cn->sq_head) {
+    int rc = cn->tp->send_progress(w, cn, cn->sq_head);
+    if (rc < 0) return rc;
+    if (rc == 0) break;
+    shoal__req_t *r = q_pop(&cn->sq_head, &cn->sq_tail);
+    r->state = 1;
+  }
+  while (cn->rq_head) {
+    int rc = cn->tp->recv_progress(w, cn, cn->rq_head);
+    if (rc < 0) return rc;
+    if (rc == 0) break;
+    shoal__req_t *r = q_pop(&cn->rq_head, &cn->rq_tail);
+    r->state = 1;
+  }
+  return 0;
+}
+
+static int self_match(shoal__world_t *w) {
+  while (w->self_sq_head && w->self_rq_head) {
+    shoal__req_t *s = q_pop(&w->self_sq_head, &w->self_sq_tail);
+    shoal__req_t *r = q_pop(&w->self_rq_head, &w->self_rq_tail);
+    memcpy(r->hdr, s->hdr, SHOAL__HDR_BYTES);
+    r->hdr_done = SHOAL__HDR_BYTES;
+    size_t n = s->bytes < r->bytes ? s->bytes : r->bytes;
+    if (n && r->buf != s->buf) memmove(r->buf, s->buf, n);
+    r->done = n;
+    s->done = s->bytes;
+    s->hdr_done = SHOAL__HDR_BYTES;
+    s->state = 1;
+    int rc = shoal__recv_header(w, NULL, r);
+    if (rc < 0) return rc;
+    r->state = 1;
+  }
+  return 0;
+}
+
+int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
+  shoal__world_t *w = c->w;
+  if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
+  if (wait_ms == 0) {
+    for (int i = 0; i < w->size; i++) {
+      shoal__conn_t *cn = &w->conns[i];
+      if ((cn->sq_head || cn->rq_head) && cn->fd >= 0) {
+        int rc = drive(w, cn);
+        if (rc < 0) return rc;
+      }
+    }
+    return 0;
+  }
+  int np = 0;
+  for (int i = 0; i < w->size; i++) {
+    shoal__conn_t *cn = &w->conns[i];
+    if (i == w->rank || cn->fd < 0) continue;
+    short ev = 0;
+    if (cn->sq_head) ev |= POLLOUT;
+    if (cn->rq_head) ev |= POLLIN;
+    if (!cn->rq_head && !cn->idle_quiet) ev |= POLLRDHUP;
+    if (!ev) continue;
+    w->pfd[np] = (struct pollfd){cn->fd, ev, 0};
+    w->pfd_conn[np++] = i;
+  }
+  int pr = poll(w->pfd, (nfds_t)np, wait_ms);
+  if (pr < 0) return errno == EINTR ? 0 : fail(c, SHOAL_ERR_SYSTEM, op, -1, 0, "poll: %s", strerror(errno));
+  for (int j = 0; j < np && pr > 0; j++) {
+    if (!w->pfd[j].revents) continue;
+    pr--;
+    shoal__conn_t *cn = &w->conns[w->pfd_conn[j]];
+    if (cn->fd < 0) continue;
+    int rc;
+    if (cn->sq_head || cn->rq_head)
+      rc = drive(w, cn);
+    else
+      rc = shoal__conn_idle_event(c, op, cn, w->pfd[j].revents);
+    if (rc < 0) return rc;
+    if (w->aborted) return w->abort_status;
+  }
+  return 0;
+}
+
+static int post_check(shoal_comm_t *c, const shoal__op_t *op, int peer, const char *what) {
+  if (c->w->aborted || c->aborted)
+    return shoal__seterr(SHOAL_ERR_ABORTED, "communicator aborted after an earlier error: %s",
+                         c->errmsg[0] ? c->errmsg : c->w->abort_msg);
+  if (peer < 0 || peer >= c->size)
+    return fail(c, SHOAL_ERR_INVALID, op, -1, 0, "%s: peer %d out of range [0, %d)", what, peer, c->size);
+  return 0;
+}
+
+static void req_init(shoal_comm_t *c, const shoal__op_t *op, int kind, int peer, void *buf, size_t bytes,
+                     shoal__req_t *req) {
+  memset(req, 0, offsetof(shoal__req_t, hdr));
+  req->kind = kind;
+  req->peer = peer;
+  req->buf = buf;
+  req->bytes = bytes;
+  req->next = NULL;
+  req->comm = c;
+  req->op = *op;
+}
+
+int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes, shoal__req_t *req) {
+  int rc = post_check(c, op, dst, "send");
+  if (rc) return rc;
+  shoal__world_t *w = c->w;
+  req_init(c, op, 1, dst, (void *)buf, bytes, req);
+  shoal__hdr_pack(req->hdr, op->opcode, op->dtype, op->redop, c->id, op->seq, op->tag, op->count, bytes);
+  int wd = c->wranks[dst];
+  if (wd == w->rank) {
+    q_push(&w->self_sq_head, &w->self_sq_tail, req);
+    return self_match(w);
+  }
+  shoal__conn_t *cn = &w->conns[wd];
+  if (cn->fd < 0) return req->state = fail(c, SHOAL_ERR_PEER_CLOSED, op, dst, '>', "the connection is closed");
+  int was_empty = cn->sq_head == NULL;
+  q_push(&cn->sq_head, &cn->sq_tail, req);
+  if (was_empty) { /* eager: most small messages leave right here */
+    rc = cn->tp->send_progress(w, cn, req);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+      q_pop(&cn->sq_head, &cn->sq_tail);
+      req->state = 1;
+    }
+  }
+  return 0;
+}
+
+int shoal__irecv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, size_t bytes, shoal__req_t *req) {
+  int rc = post_check(c, op, src, "receive");
+  if (rc) return rc;
+  shoal__world_t *w = c->w;
+  req_init(c, op, 2, src, buf, bytes, req);
+  int ws = c->wranks[src];
+  if (ws == w->rank) {
+    q_push(&w->self_rq_head, &w->self_rq_tail, req);
+    return self_match(w);
+  }
+  shoal__conn_t *cn = &w->conns[ws];
+  if (cn->fd < 0) return req->state = fail(c, SHOAL_ERR_PEER_CLOSED, op, src, '<', "the connection is closed");
+  cn->idle_quiet = 0;
+  q_push(&cn->rq_head, &cn->rq_tail, req);
+  return 0;
+}
+
+static int reqs_status(shoal__world_t *w, shoal__req_t *reqs, int n, int *ndone) {
+  int done = 0;
+  for (int i = 0; i < n; i++) {
+    if (reqs[i].kind == 0 || reqs[i].state == 1) {
+      done++;
+      continue;
+    }
+    if (reqs[i].state < 0) return w->aborted && w->abort_status ? w->abort_status : reqs[i].state;
+  }
+  *ndone = done;
+  return 0;
+}
+
+static int timed_out(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, double waited) {
+  char list[256] = "";
+  size_t used = 0;
+  shoal__req_t *first = NULL;
+  for (int i = 0; i < n; i++) {
+    if (reqs[i].kind == 0 || reqs[i].state != 0) continue;
+    if (!first) first = &reqs[i];
+    if (used < sizeof list - 16)
+      used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %d", used ? ", " : "",
+                               reqs[i].kind == 1 ? "send to" : "receive from", reqs[i].peer);
+  }
+  if (!first) return 0;
+  int recv = first->kind == 2;
+  return fail(c, SHOAL_ERR_TIMEOUT, op, first->peer, recv ? '<' : '>',
+              "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done); pending: %s",
+              waited, recv ? "receive from" : "send to", first->done, first->bytes, list);
+}
+
+int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n) {
+  shoal__world_t *w = c->w;
+  uint64_t t0 = shoal__now_ns();
+  uint64_t deadline = op->deadline_ns ? op->deadline_ns : t0 + (uint64_t)(c->timeout_s * 1e9);
+  int ndone = 0;
+  int rc = reqs_status(w, reqs, n, &ndone);
+  if (rc) return rc;
+  if (ndone == n) return 0;
+  rc = shoal__progress(c, op, 0);
+  for (;;) {
+    if (rc < 0) return w->aborted && w->abort_status ? w->abort_status : rc;
+    rc = reqs_status(w, reqs, n, &ndone);
+    if (rc) return rc;
+    if (ndone == n) return 0;
+    uint64_t now = shoal__now_ns();
+    if (now >= deadline) return timed_out(c, op, reqs, n, (double)(now - t0) * 1e-9);
+    uint64_t left_ms = (deadline - now + 999999) / 1000000;
+    rc = shoal__progress(c, op, left_ms > 1000000 ? 1000000 : (int)left_ms);
+  }
+}
+
+int shoal__test(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, int *ndone) {
+  int rc = shoal__progress(c, op, 0);
+  if (rc < 0) return rc;
+  int d = 0;
+  rc = reqs_status(c->w, reqs, n, &d);
+  if (rc) return rc;
+  *ndone = d;
+  return 0;
+}
+
+int shoal__sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *sbuf, size_t sbytes, int src,
+                    void *rbuf, size_t rbytes) {
+  shoal__req_t r[2];
+  r[0].kind = r[1].kind = 0;
+  int rc;
+  if (src >= 0 && (rc = shoal__irecv(c, op, src, rbuf, rbytes, &r[1]))) return rc;
+  if (dst >= 0 && (rc = shoal__isend(c, op, dst, sbuf, sbytes, &r[0]))) return rc;
+  return shoal__waitall(c, op, r, 2);
+}

@@ -1,0 +1,52 @@
+/* Socket helpers for the bootstrap (store, handshakes): IPv4 TCP, every
+ * blocking step bounded by a deadline. The data path (tcp.c) does its own
+ * nonblocking I/O. */
+#ifndef SHOAL_COMM_SOCK_H
+#define SHOAL_COMM_SOCK_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+
+#include "core/clock.h"
+
+/* "a.b.c.d:port" of a socket address. */
+void shoal__sock_addr_str(const struct sockaddr_in *a, char *out, size_t cap);
+/* Resolve host (name or dotted quad) to an IPv4 address. SHOAL_ERR_NOT_FOUND names the host. */
+int  shoal__sock_resolve(const char *host, struct in_addr *out);
+int  shoal__sock_set_nonblock(int fd);
+/* TCP_NODELAY and SO_SNDBUF/SO_RCVBUF = bufsize (0: leave the kernel's). */
+void shoal__sock_tune(int fd, long bufsize);
+/* Bind and listen on ip:port (port 0: ephemeral). *port_out gets the real
+ * port. EADDRINUSE becomes SHOAL_ERR_ADDR_IN_USE naming ip:port. */
+int  shoal__sock_listen(struct in_addr ip, int port, int *fd_out, int *port_out);
+/* Connect to ip:port, retrying refused/unreachable with exponential backoff
+ * (10 ms doubling to 1 s) until the deadline. `what` names the target in the
+ * error ("the store (rank 0)", "peer 3"). */
+int  shoal__sock_connect(struct in_addr ip, int port, shoal__deadline_t dl, const char *what, int *fd_out);
+/* Accept one connection, waiting up to the deadline (fd nonblocking or not). */
+int  shoal__sock_accept(int lfd, shoal__deadline_t dl, int *fd_out, struct sockaddr_in *peer);
+/* Full blocking read/write with a deadline on a nonblocking socket.
+ * Errors: SHOAL_ERR_TIMEOUT, SHOAL_ERR_PEER_CLOSED, SHOAL_ERR_IO (message set,
+ * prefixed by `what`). */
+int  shoal__sock_write_all(int fd, const void *buf, size_t n, shoal__deadline_t dl, const char *what);
+int  shoal__sock_read_all(int fd, void *buf, size_t n, shoal__deadline_t dl, const char *what);
+
+/* Little-endian encoding of wire integers. */
+static inline void shoal__put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void shoal__put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t shoal__get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t shoal__get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+#endif
