@@ -1,0 +1,63 @@
+/* Helpers shared by the collectives: scratch buffers, argument checks, and
+ * posting helpers that skip empty messages. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "comm/coll.h"
+#include "core/error.h"
+
+static _Thread_local struct {
+  void *ptr;
+  size_t cap;
+} scratch[SHOAL__SCRATCH_SLOTS];
+
+void *shoal__coll_scratch(int slot, size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes > scratch[slot].cap) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes)) return NULL;
+    free(scratch[slot].ptr);
+    scratch[slot].ptr = p;
+    scratch[slot].cap = bytes;
+  }
+  return scratch[slot].ptr;
+}
+
+int shoal__coll_check(const shoal_comm_t *c, const char *what, shoal_dtype_t dtype, size_t count, size_t nblocks,
+                      const void *buf, size_t *bytes_out) {
+  if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "%s: communicator is NULL", what);
+  size_t es = shoal_dtype_size(dtype);
+  if (es == 0) return shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid dtype %d", what, (int)dtype);
+  if (nblocks == 0) nblocks = 1;
+  if (count > SIZE_MAX / es / nblocks)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: count %zu x %zu ranks of %s overflows", what, count, nblocks,
+                         shoal_dtype_name(dtype));
+  if (count > 0 && !buf) return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, count);
+  *bytes_out = count * es;
+  return 0;
+}
+
+int shoal__post_recv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, size_t bytes, shoal__req_t *req,
+                     char *posted) {
+  *posted = 0;
+  if (bytes == 0) return 0;
+  int rc = shoal__irecv(c, op, src, buf, bytes, req);
+  if (rc == 0) *posted = 1;
+  return rc;
+}
+
+int shoal__post_send(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes,
+                     shoal__req_t *req, char *posted) {
+  *posted = 0;
+  if (bytes == 0) return 0;
+  int rc = shoal__isend(c, op, dst, buf, bytes, req);
+  if (rc == 0) *posted = 1;
+  return rc;
+}
+
+int shoal__wait_posted(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *req, char *posted) {
+  if (!*posted) return 0;
+  int rc = shoal__waitall(c, op, req, 1);
+  if (rc == 0) *posted = 0;
+  return rc;
+}

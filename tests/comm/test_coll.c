@@ -1,0 +1,363 @@
+/* Collectives against serial references computed here: every collective x
+ * algorithm x dtype x op x world sizes 1..8 x counts 0, 1, 1009 (prime) and
+ * 3 MiB worth, in place and not. Inputs are small integers, so every
+ * summation order gives the exact same value in every dtype (bf16 holds
+ * integers up to 256 exactly, and |sums| <= 64, |products| <= 256 here);
+ * results are compared bit for bit. One forked group per world size runs
+ * the whole matrix inside (fast); 3 MiB counts cover a subset of
+ * dtype/op pairs unless SHOAL_TEST_FULL=1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "comm/reduce.h"
+#include "shoal/comm.h"
+
+#define BIG_BYTES (3u << 20)
+#define PRIME 1009
+
+typedef struct group {
+  int n, port, full;
+  char dir[64];
+} group_t;
+
+static int g_fail_budget = 8; /* per rank: print the first few failures only */
+static int g_rank;
+
+#define FAILF(...)                                                              \
+  do {                                                                          \
+    if (g_fail_budget-- > 0) {                                                  \
+      char m_[512];                                                             \
+      snprintf(m_, sizeof m_, __VA_ARGS__);                                     \
+      fprintf(stderr, "rank %d: %s\n", g_rank, m_);                             \
+    }                                                                           \
+    fails++;                                                                    \
+  } while (0)
+
+/* --- values and references --- */
+static double val(int rank, size_t i, shoal_redop_t op, int salt) {
+  switch (op) {
+  case SHOAL_MIN: case SHOAL_MAX: return (double)((int)((i * 31 + (size_t)rank * 17 + (size_t)salt) % 201) - 100);
+  case SHOAL_PROD: {
+    static const double m[4] = {1, -1, 2, -2};
+    return m[(i + (size_t)rank * 3 + (size_t)salt) % 4];
+  }
+  default: return (double)((int)((i * 7 + (size_t)rank * 13 + (size_t)salt) % 17) - 8);
+  }
+}
+
+static void put(void *buf, size_t i, shoal_dtype_t dt, double v) {
+  switch (dt) {
+  case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+  case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
+  case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+  case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+  case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_bf16((float)v); break;
+  case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_f16((float)v); break;
+  case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+  default: break;
+  }
+}
+
+/* The reduced value of element i over ranks 0..n-1, in dt's representation. */
+static void expect_elem(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, size_t gi, int salt) {
+  double acc = val(0, gi, op, salt);
+  for (int r = 1; r < n; r++) {
+    double v = val(r, gi, op, salt);
+    switch (op) {
+    case SHOAL_PROD: acc *= v; break;
+    case SHOAL_MIN: acc = v < acc ? v : acc; break;
+    case SHOAL_MAX: acc = v > acc ? v : acc; break;
+    default: acc += v; break;
+    }
+  }
+  if (op != SHOAL_AVG) {
+    put(out, i, dt, acc);
+    return;
+  }
+  /* AVG: the exact sum divided by n in the dtype's own arithmetic */
+  switch (dt) {
+  case SHOAL_FLOAT32: ((float *)out)[i] = (float)acc / (float)n; break;
+  case SHOAL_FLOAT64: ((double *)out)[i] = acc / n; break;
+  case SHOAL_INT32: ((int32_t *)out)[i] = (int32_t)acc / n; break;
+  case SHOAL_INT64: ((int64_t *)out)[i] = (int64_t)acc / n; break;
+  case SHOAL_BFLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_bf16((float)acc / (float)n); break;
+  case SHOAL_FLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_f16((float)acc / (float)n); break;
+  default: break;
+  }
+}
+
+/* Index of the first element that differs, or -1. */
+static long first_diff(const void *a, const void *b, size_t count, size_t es) {
+  if (!memcmp(a, b, count * es)) return -1;
+  for (size_t i = 0; i < count; i++)
+    if (memcmp((const char *)a + i * es, (const char *)b + i * es, es)) return (long)i;
+  return -1;
+}
+
+static void *xalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) abort();
+  memset(p, 0x5a, bytes ? bytes : 1); /* garbage the collective must overwrite */
+  return p;
+}
+
+static const char *mode_name(int mode) { return mode == 0 ? "out-of-place" : mode == 1 ? "IN_PLACE" : "send==recv"; }
+
+/* --- one call of each collective, checked --- */
+static int t_allreduce(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, shoal_redop_t op, size_t count,
+                       int mode) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = (int)count % 5;
+  size_t es = shoal_dtype_size(dt);
+  char *send = xalloc(count * es), *recv = xalloc(count * es), *want = xalloc(count * es);
+  for (size_t i = 0; i < count; i++) {
+    put(send, i, dt, val(r, i, op, salt));
+    expect_elem(want, i, dt, op, n, i, salt);
+  }
+  const void *sb = send;
+  if (mode) {
+    memcpy(recv, send, count * es);
+    sb = mode == 1 ? SHOAL_IN_PLACE : recv;
+  }
+  int rc = shoal_allreduce_algo(c, sb, recv, count, dt, op, algo);
+  long d;
+  if (rc)
+    FAILF("allreduce %s %s %s n=%zu %s: rc %d: %s", shoal_algo_name(algo), shoal_dtype_name(dt),
+          shoal_redop_name(op), count, mode_name(mode), rc, shoal_comm_errmsg(c));
+  else if ((d = first_diff(recv, want, count, es)) >= 0)
+    FAILF("allreduce %s %s %s n=%zu %s: wrong element %ld", shoal_algo_name(algo), shoal_dtype_name(dt),
+          shoal_redop_name(op), count, mode_name(mode), d);
+  if (!mode) { /* the input is left alone */
+    for (size_t i = 0; i < count; i++) put(want, i, dt, val(r, i, op, salt));
+    if ((d = first_diff(send, want, count, es)) >= 0)
+      FAILF("allreduce %s %s out-of-place modified sendbuf at %ld", shoal_algo_name(algo), shoal_dtype_name(dt), d);
+  }
+  free(send), free(recv), free(want);
+  return fails;
+}
+
+static int t_broadcast(shoal_comm_t *c, shoal_dtype_t dt, size_t count, int root) {
+  int fails = 0, r = shoal_comm_rank(c), salt = 3;
+  size_t es = shoal_dtype_size(dt);
+  char *buf = xalloc(count * es), *want = xalloc(count * es);
+  for (size_t i = 0; i < count; i++) put(want, i, dt, val(root, i, SHOAL_SUM, salt));
+  if (r == root) memcpy(buf, want, count * es);
+  int rc = shoal_broadcast(c, buf, count, dt, root);
+  long d;
+  if (rc) FAILF("broadcast %s n=%zu root %d: rc %d: %s", shoal_dtype_name(dt), count, root, rc, shoal_comm_errmsg(c));
+  else if ((d = first_diff(buf, want, count, es)) >= 0)
+    FAILF("broadcast %s n=%zu root %d: wrong element %ld", shoal_dtype_name(dt), count, root, d);
+  free(buf), free(want);
+  return fails;
+}
+
+static int t_reduce(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op, size_t count, int root, int inplace) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 1;
+  size_t es = shoal_dtype_size(dt);
+  char *send = xalloc(count * es), *recv = r == root ? xalloc(count * es) : NULL, *want = xalloc(count * es);
+  for (size_t i = 0; i < count; i++) {
+    put(send, i, dt, val(r, i, op, salt));
+    expect_elem(want, i, dt, op, n, i, salt);
+  }
+  const void *sb = send;
+  if (inplace && r == root) {
+    memcpy(recv, send, count * es);
+    sb = SHOAL_IN_PLACE;
+  }
+  int rc = shoal_reduce(c, sb, recv, count, dt, op, root);
+  long d;
+  if (rc)
+    FAILF("reduce %s %s n=%zu root %d: rc %d: %s", shoal_dtype_name(dt), shoal_redop_name(op), count, root, rc,
+          shoal_comm_errmsg(c));
+  else if (r == root && (d = first_diff(recv, want, count, es)) >= 0)
+    FAILF("reduce %s %s n=%zu root %d %s: wrong element %ld", shoal_dtype_name(dt), shoal_redop_name(op), count, root,
+          inplace ? "in place" : "out of place", d);
+  free(send), free(recv), free(want);
+  return fails;
+}
+
+static int t_reduce_scatter(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op, size_t recvcount, int inplace) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 2;
+  size_t es = shoal_dtype_size(dt), total = recvcount * (size_t)n;
+  char *send = xalloc(total * es), *recv = xalloc((inplace ? total : recvcount) * es), *want = xalloc(recvcount * es);
+  for (size_t i = 0; i < total; i++) put(send, i, dt, val(r, i, op, salt));
+  for (size_t i = 0; i < recvcount; i++) expect_elem(want, i, dt, op, n, (size_t)r * recvcount + i, salt);
+  const void *sb = send;
+  if (inplace) {
+    memcpy(recv, send, total * es);
+    sb = SHOAL_IN_PLACE;
+  }
+  int rc = shoal_reduce_scatter(c, sb, recv, recvcount, dt, op);
+  const char *got = inplace ? recv + (size_t)r * recvcount * es : recv;
+  long d;
+  if (rc)
+    FAILF("reduce_scatter %s %s n=%zu: rc %d: %s", shoal_dtype_name(dt), shoal_redop_name(op), recvcount, rc,
+          shoal_comm_errmsg(c));
+  else if ((d = first_diff(got, want, recvcount, es)) >= 0)
+    FAILF("reduce_scatter %s %s recvcount=%zu %s: wrong element %ld", shoal_dtype_name(dt), shoal_redop_name(op),
+          recvcount, inplace ? "in place" : "out of place", d);
+  free(send), free(recv), free(want);
+  return fails;
+}
+
+static int t_allgather(shoal_comm_t *c, shoal_dtype_t dt, size_t sendcount, int inplace) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 4;
+  size_t es = shoal_dtype_size(dt), total = sendcount * (size_t)n;
+  char *send = xalloc(sendcount * es), *recv = xalloc(total * es), *want = xalloc(total * es);
+  for (size_t i = 0; i < sendcount; i++) put(send, i, dt, val(r, i, SHOAL_SUM, salt));
+  for (int q = 0; q < n; q++)
+    for (size_t i = 0; i < sendcount; i++) put(want, (size_t)q * sendcount + i, dt, val(q, i, SHOAL_SUM, salt));
+  const void *sb = send;
+  if (inplace) {
+    memcpy(recv + (size_t)r * sendcount * es, send, sendcount * es);
+    sb = SHOAL_IN_PLACE;
+  }
+  int rc = shoal_allgather(c, sb, recv, sendcount, dt);
+  long d;
+  if (rc) FAILF("allgather %s n=%zu: rc %d: %s", shoal_dtype_name(dt), sendcount, rc, shoal_comm_errmsg(c));
+  else if ((d = first_diff(recv, want, total, es)) >= 0)
+    FAILF("allgather %s sendcount=%zu %s: wrong element %ld", shoal_dtype_name(dt), sendcount,
+          inplace ? "in place" : "out of place", d);
+  free(send), free(recv), free(want);
+  return fails;
+}
+
+/* Barrier: every rank leaves a file before it and checks after it that all
+ * the others' files exist (a real ordering check, no timing). */
+static int t_barrier(shoal_comm_t *c, const char *dir, int round) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c);
+  char path[128];
+  if (r == n - 1) usleep(20000); /* make the last rank late */
+  snprintf(path, sizeof path, "%s/b%d.%d", dir, round, r);
+  FILE *f = fopen(path, "w");
+  if (f) fclose(f);
+  int rc = shoal_barrier(c);
+  if (rc) FAILF("barrier: rc %d: %s", rc, shoal_comm_errmsg(c));
+  for (int q = 0; q < n && !rc; q++) {
+    snprintf(path, sizeof path, "%s/b%d.%d", dir, round, q);
+    if (access(path, F_OK)) FAILF("barrier round %d: rank %d left before rank %d arrived", round, r, q);
+  }
+  return fails;
+}
+
+static const shoal_dtype_t red_dtypes[] = {SHOAL_FLOAT32, SHOAL_FLOAT64, SHOAL_INT32,
+                                           SHOAL_INT64,   SHOAL_BFLOAT16, SHOAL_FLOAT16};
+#define NRED 6
+static const shoal_algo_t algos[] = {SHOAL_ALGO_RING, SHOAL_ALGO_RHD, SHOAL_ALGO_RD, SHOAL_ALGO_AUTO};
+
+/* The big (3 MiB) cases run for these pairs, or for all with SHOAL_TEST_FULL=1. */
+static int big_pair(const group_t *g, shoal_dtype_t dt, shoal_redop_t op) {
+  if (g->full) return 1;
+  return (dt == SHOAL_FLOAT32 && op == SHOAL_SUM) || (dt == SHOAL_FLOAT16 && op == SHOAL_AVG) ||
+         (dt == SHOAL_INT64 && op == SHOAL_MIN) || (dt == SHOAL_BFLOAT16 && op == SHOAL_PROD);
+}
+
+static int matrix(shoal_comm_t *c, const group_t *g) {
+  int fails = 0, n = g->n;
+  const size_t small[] = {0, 1, PRIME};
+  for (int a = 0; a < 4; a++)
+    for (int di = 0; di < NRED; di++)
+      for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
+        for (int k = 0; k < 3; k++)
+          for (int mode = 0; mode < 3; mode++)
+            if (algos[a] != SHOAL_ALGO_AUTO || mode == 0) fails += t_allreduce(c, algos[a], red_dtypes[di], op, small[k], mode);
+        if (algos[a] != SHOAL_ALGO_AUTO && big_pair(g, red_dtypes[di], op))
+          for (int mode = 0; mode < 2; mode++)
+            fails += t_allreduce(c, algos[a], red_dtypes[di], op, BIG_BYTES / shoal_dtype_size(red_dtypes[di]), mode);
+      }
+  /* many small chunks: uneven chunking, the receive window, the allgather hazard wait */
+  setenv("SHOAL_CHUNK_BYTES", "64", 1);
+  for (int mode = 0; mode < 2; mode++) {
+    fails += t_allreduce(c, SHOAL_ALGO_RING, SHOAL_FLOAT32, SHOAL_SUM, PRIME, mode);
+    fails += t_allreduce(c, SHOAL_ALGO_RING, SHOAL_FLOAT16, SHOAL_AVG, PRIME * 3, mode);
+    fails += t_reduce_scatter(c, SHOAL_INT32, SHOAL_MAX, PRIME, mode);
+    fails += t_allgather(c, SHOAL_FLOAT64, PRIME, mode);
+  }
+  unsetenv("SHOAL_CHUNK_BYTES");
+  int roots[2] = {0, n - 1};
+  for (int d = 0; d < SHOAL_DTYPE__COUNT; d++)
+    for (int k = 0; k < 3; k++)
+      for (int ri = 0; ri < (n > 1 ? 2 : 1); ri++) fails += t_broadcast(c, (shoal_dtype_t)d, small[k], roots[ri]);
+  for (int ri = 0; ri < (n > 1 ? 2 : 1); ri++) {
+    fails += t_broadcast(c, SHOAL_FLOAT32, BIG_BYTES / 4, roots[ri]);
+    fails += t_broadcast(c, SHOAL_UINT8, BIG_BYTES + 7, roots[ri]);
+  }
+  for (int di = 0; di < NRED; di++)
+    for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
+      shoal_dtype_t dt = red_dtypes[di];
+      for (int k = 0; k < 3; k++) {
+        for (int ri = 0; ri < (n > 1 ? 2 : 1); ri++) fails += t_reduce(c, dt, op, small[k], roots[ri], (di + op + ri) % 2);
+        for (int mode = 0; mode < 2; mode++) fails += t_reduce_scatter(c, dt, op, small[k], mode);
+      }
+      if (big_pair(g, dt, op))
+        for (int mode = 0; mode < 2; mode++) {
+          fails += t_reduce(c, dt, op, BIG_BYTES / shoal_dtype_size(dt), roots[mode % (n > 1 ? 2 : 1)], mode);
+          fails += t_reduce_scatter(c, dt, op, BIG_BYTES / shoal_dtype_size(dt) / (size_t)n + 1, mode);
+        }
+    }
+  for (int d = 0; d < SHOAL_DTYPE__COUNT; d++)
+    for (int mode = 0; mode < 2; mode++) {
+      for (int k = 0; k < 3; k++) fails += t_allgather(c, (shoal_dtype_t)d, small[k], mode);
+      if (d == SHOAL_FLOAT32 || d == SHOAL_UINT8 || g->full)
+        fails += t_allgather(c, (shoal_dtype_t)d, BIG_BYTES / shoal_dtype_size(d) / (size_t)n + 3, mode);
+    }
+  for (int round = 0; round < 3; round++) fails += t_barrier(c, g->dir, round);
+  return fails;
+}
+
+static int join(const group_t *g, int rank, shoal_comm_t **c) {
+  shoal_comm_params_t pp;
+  shoal_comm_params_init(&pp);
+  pp.rank = rank;
+  pp.world_size = g->n;
+  pp.master_addr = "127.0.0.1";
+  pp.master_port = g->port;
+  pp.timeout_s = 60;
+  pp.connect_timeout_s = 30;
+  int rc = shoal_comm_init(&pp, c);
+  if (rc) fprintf(stderr, "rank %d: shoal_comm_init: %s\n", rank, shoal_last_error());
+  return rc;
+}
+
+static int matrix_rank(int rank, void *arg) {
+  const group_t *g = arg;
+  g_rank = rank;
+  shoal_comm_t *c;
+  if (join(g, rank, &c)) return 2;
+  int fails = matrix(c, g);
+  shoal_comm_destroy(c);
+  if (fails) fprintf(stderr, "rank %d: %d failures\n", rank, fails);
+  return fails ? 1 : 0;
+}
+
+static void run_world(int n) {
+  group_t g = {.n = n, .port = shoal_test_free_port()};
+  const char *full = getenv("SHOAL_TEST_FULL");
+  g.full = full && !strcmp(full, "1");
+  snprintf(g.dir, sizeof g.dir, "/tmp/shoal-coll-XXXXXX");
+  CHECK(mkdtemp(g.dir) != NULL);
+  int st[8];
+  int ok = shoal_test_fork_ranks(n, matrix_rank, &g, g.full ? 1500 : 200, st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g.dir);
+  if (system(cmd)) { /* best effort */
+  }
+  for (int r = 0; r < n; r++)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "world %d: rank %d %s (status 0x%x)", n, r,
+              st[r] == -1 ? "timed out" : "failed", st[r]);
+  CHECK_EQ(ok, n);
+}
+
+TEST_T(coll_world_1, 240) { run_world(1); }
+TEST_T(coll_world_2, 240) { run_world(2); }
+TEST_T(coll_world_3, 240) { run_world(3); }
+TEST_T(coll_world_4, 240) { run_world(4); }
+TEST_T(coll_world_5, 240) { run_world(5); }
+TEST_T(coll_world_6, 240) { run_world(6); }
+TEST_T(coll_world_7, 240) { run_world(7); }
+TEST_T(coll_world_8, 240) { run_world(8); }
