@@ -1,0 +1,112 @@
+/* Collective-level errors: ranks calling different collectives or sizes get
+ * a clear error naming both ranks, the operations and the sequence number
+ * (never a hang), plus argument and configuration checks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "shoal/comm.h"
+
+typedef struct mm {
+  int port, kind, n;
+} mm_t;
+
+static int join(int port, int n, int rank, shoal_comm_t **c) {
+  shoal_comm_params_t pp;
+  shoal_comm_params_init(&pp);
+  pp.rank = rank;
+  pp.world_size = n;
+  pp.master_addr = "127.0.0.1";
+  pp.master_port = port;
+  pp.timeout_s = 20;
+  pp.connect_timeout_s = 20;
+  return shoal_comm_init(&pp, c);
+}
+
+/* kind 0: allreduce count 100 vs 200; kind 1: allreduce vs broadcast.
+ * A barrier first, so the failing collective has seq > 1 on both ranks. */
+static int mismatch_rank(int rank, void *arg) {
+  const mm_t *m = arg;
+  shoal_comm_t *c;
+  if (join(m->port, 2, rank, &c)) return 2;
+  float buf[200] = {0};
+  CHECK_OK(shoal_barrier(c));
+  int rc;
+  if (m->kind == 0) rc = shoal_allreduce(c, SHOAL_IN_PLACE, buf, rank == 0 ? 100 : 200, SHOAL_FLOAT32, SHOAL_SUM);
+  else if (rank == 0) rc = shoal_allreduce(c, SHOAL_IN_PLACE, buf, 100, SHOAL_FLOAT32, SHOAL_SUM);
+  else rc = shoal_broadcast(c, buf, 100, SHOAL_FLOAT32, 0);
+  const char *msg = shoal_comm_errmsg(c);
+  fprintf(stderr, "rank %d: rc %d (%s): %s\n", rank, rc, shoal_status_string(rc), msg);
+  CHECK(rc == SHOAL_ERR_MISMATCH || rc == SHOAL_ERR_PEER_CLOSED);
+  /* both ranks: whichever detected it, the text names both ranks and ops */
+  CHECK_CONTAINS(msg, "rank ");
+  CHECK_CONTAINS(msg, "peer ");
+  CHECK_CONTAINS(msg, "seq 2"); /* init uses no sequence numbers; the barrier was seq 1 */
+  CHECK_CONTAINS(msg, "allreduce");
+  if (m->kind == 0) {
+    CHECK_CONTAINS(msg, "100");
+    CHECK_CONTAINS(msg, "200");
+  } else {
+    CHECK_CONTAINS(msg, "broadcast");
+  }
+  /* the communicator is aborted: later calls fail fast */
+  CHECK_EQ(shoal_barrier(c), SHOAL_ERR_ABORTED);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+static void run_mismatch(int kind) {
+  mm_t m = {.port = shoal_test_free_port(), .kind = kind, .n = 2};
+  int st[2];
+  int ok = shoal_test_fork_ranks(2, mismatch_rank, &m, 60, st);
+  for (int r = 0; r < 2; r++)
+    CHECK_MSG(st[r] != -1, "rank %d hung (killed at the test's deadline)", r);
+  CHECK_EQ(ok, 2);
+}
+
+TEST_T(coll_mismatch_allreduce_count, 90) { run_mismatch(0); }
+TEST_T(coll_mismatch_allreduce_vs_broadcast, 90) { run_mismatch(1); }
+
+static int args_rank(int rank, void *arg) {
+  const mm_t *m = arg;
+  shoal_comm_t *c;
+  if (join(m->port, 2, rank, &c)) return 2;
+  float f[4] = {1, 2, 3, 4};
+  unsigned char u[4] = {0};
+  /* rejected before any message: same on both ranks, communicator stays usable */
+  CHECK_EQ(shoal_allreduce(NULL, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_allreduce(c, u, u, 4, SHOAL_UINT8, SHOAL_SUM), SHOAL_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(shoal_last_error(), "uint8");
+  CHECK_EQ(shoal_allreduce(c, f, f, 4, (shoal_dtype_t)77, SHOAL_SUM), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_allreduce(c, NULL, NULL, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, (shoal_algo_t)9), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_broadcast(c, f, 4, SHOAL_FLOAT32, 2), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "root 2");
+  CHECK_EQ(shoal_reduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, -1), SHOAL_ERR_INVALID);
+  setenv("SHOAL_ALGO", "tree", 1);
+  CHECK_EQ(shoal_allreduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "SHOAL_ALGO='tree'");
+  setenv("SHOAL_ALGO", "rhd", 1);
+  CHECK_EQ(shoal_allreduce_choose(c, 8), SHOAL_ALGO_RHD);
+  unsetenv("SHOAL_ALGO");
+  setenv("SHOAL_ALPHA_US", "fast", 1);
+  CHECK_EQ(shoal_allreduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "SHOAL_ALPHA_US");
+  unsetenv("SHOAL_ALPHA_US");
+  /* the model: latency-bound small messages, bandwidth-bound large ones */
+  CHECK_EQ(shoal_allreduce_choose(c, 8), SHOAL_ALGO_RD);
+  CHECK_EQ(shoal_allreduce_choose(c, 64u << 20), SHOAL_ALGO_RING);
+  /* still usable after all of that */
+  CHECK_OK(shoal_allreduce(c, SHOAL_IN_PLACE, f, 4, SHOAL_FLOAT32, SHOAL_SUM));
+  CHECK(f[0] == 2 && f[3] == 8);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(coll_bad_arguments_and_config, 60) {
+  mm_t m = {.port = shoal_test_free_port(), .n = 2};
+  CHECK_EQ(shoal_test_fork_ranks(2, args_rank, &m, 40, NULL), 2);
+}
