@@ -142,7 +142,7 @@ typedef struct shoal_train_opts {
   const char *csv_path;        /* per-epoch log (rank 0); NULL: none */
   const char *ckpt_path;       /* save at the end of every epoch (rank 0); NULL: none */
   const char *resume_path;     /* resume from this checkpoint; NULL: start fresh */
-  const char *params_out;      /* write final parameters (raw float32) here; NULL: none */
+  const char *params_out;      /* final parameters (raw float32), worker r > 0 to PATH.rankR; NULL: none */
   const char *label;           /* run name in the CSV (for plots) */
   int quiet;                   /* no per-epoch lines on stdout */
   int blas_threads;            /* OpenBLAS threads (default 1) */

@@ -91,9 +91,9 @@ static void butterfly_round(const int *members, int m, const int *radix, int nd,
   }
 }
 
-/* Relabel so group ids are 0..G-1 in order of smallest member. */
+/* Relabel so group ids are 0..G-1 in order of smallest member (labels < 2n). */
 static int canonical(int n, int *label, int *map) {
-  for (int i = 0; i < n; i++) map[i] = -1;
+  for (int i = 0; i < 2 * n; i++) map[i] = -1;
   int g = 0;
   for (int i = 0; i < n; i++) {
     int l = label[i];

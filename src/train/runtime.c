@@ -415,15 +415,21 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     out.final_test_acc = ev[0] / (double)r.ntest;
     if (r.wrank == 0 && !o->quiet) printf("final model (global average): test acc %.2f%%\n", 100 * out.final_test_acc);
   }
-  if (o->params_out && r.wrank == 0) {
-    FILE *f = fopen(o->params_out, "wb");
+  if (o->params_out) {
+    char buf[4096];
+    const char *path = o->params_out;
+    if (r.wrank > 0) {
+      snprintf(buf, sizeof buf, "%s.rank%d", o->params_out, r.wrank);
+      path = buf;
+    }
+    FILE *f = fopen(path, "wb");
     if (!f || fwrite(r.m->params, sizeof(float), n, f) != n) {
       if (f) fclose(f);
-      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", o->params_out);
+      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", path);
       goto out_free;
     }
     if (fclose(f)) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", o->params_out);
+      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", path);
       goto out_free;
     }
   }

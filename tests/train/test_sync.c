@@ -1,0 +1,406 @@
+/* Training runtime across real ranks (forked processes over loopback TCP):
+ * BSP equals one worker with the global batch, DS-Sync group averaging over
+ * sub-communicators, synchronous PS equals BSP, SSP's staleness bound, and
+ * short distributed runs that must learn. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "core/rng.h"
+#include "shoal/comm.h"
+#include "shoal/train.h"
+#include "train/sync.h"
+
+static shoal_dataset_t *g_train, *g_test;
+static int g_port;
+
+static void load_fmnist(void) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK))
+    shoal_test_skip("dataset-fashion-mnist is not installed");
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", &g_train));
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", &g_test));
+}
+
+/* In a forked child: join a world of n ranks on g_port. */
+static shoal_comm_t *join(int rank, int n) {
+  char v[32];
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("SHOAL_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", n);
+  setenv("SHOAL_WORLD_SIZE", v, 1);
+  snprintf(v, sizeof v, "%d", g_port);
+  setenv("SHOAL_MASTER_PORT", v, 1);
+  setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
+  setenv("SHOAL_TIMEOUT", "60", 1);
+  shoal_comm_t *c = NULL;
+  if (shoal_comm_init_env(&c)) {
+    fprintf(stderr, "rank %d: init: %s\n", rank, shoal_last_error());
+    return NULL;
+  }
+  return c;
+}
+
+typedef struct job {
+  int n;
+  shoal_train_opts_t o;
+  int want_max_stale_le, want_max_stale_ge; /* servers' checks (-1: none) */
+} job_t;
+
+static int train_rank(int rank, void *arg) {
+  job_t *j = arg;
+  shoal_comm_t *c = join(rank, j->n);
+  if (!c) return 10;
+  shoal_train_result_t r;
+  int rc = shoal_train_run(&j->o, c, &r);
+  if (rc) fprintf(stderr, "rank %d: train: %s\n", rank, shoal_last_error());
+  shoal_comm_destroy(c);
+  if (rc) return 11;
+  if (r.is_server && j->want_max_stale_le >= 0 && r.max_staleness > j->want_max_stale_le) {
+    fprintf(stderr, "server %d: staleness %d > %d\n", rank, r.max_staleness, j->want_max_stale_le);
+    return 12;
+  }
+  if (r.is_server && j->want_max_stale_ge >= 0 && r.max_staleness < j->want_max_stale_ge) {
+    fprintf(stderr, "server %d: staleness %d < %d (no asynchrony happened)\n", rank, r.max_staleness,
+            j->want_max_stale_ge);
+    return 13;
+  }
+  return 0;
+}
+
+static void run_ranks(job_t *j, double timeout) {
+  g_port = shoal_test_free_port();
+  int st[16];
+  int ok = shoal_test_fork_ranks(j->n, train_rank, j, timeout, st);
+  for (int i = 0; i < j->n; i++)
+    CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "rank %d: status %d", i, st[i]);
+  CHECK_EQ(ok, j->n);
+}
+
+static void base_opts(shoal_train_opts_t *o, const char *out) {
+  shoal_train_opts_init(o);
+  o->train_data = g_train;
+  o->test_data = g_test;
+  o->train_subset = 4096;
+  o->test_subset = 1000;
+  o->quiet = 1;
+  o->params_out = out;
+  o->warmup_iters = 3;
+}
+
+static size_t mlp_n(void) { return 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10; }
+
+static float *read_params(const char *path) {
+  size_t n = mlp_n();
+  float *p = malloc(n * sizeof(float));
+  FILE *f = fopen(path, "rb");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  CHECK_EQ(fread(p, sizeof(float), n, f), n);
+  fclose(f);
+  return p;
+}
+
+static double max_diff(const float *a, const float *b) {
+  double m = 0;
+  for (size_t i = 0; i < mlp_n(); i++) m = fmax(m, fabs((double)a[i] - b[i]));
+  return m;
+}
+
+static void tmpname(char *buf, const char *tag) {
+  snprintf(buf, 256, "/tmp/shoal-train-%s-%d", tag, (int)getpid());
+}
+
+static void unlink_all(const char *path, int n) {
+  char b[300];
+  unlink(path);
+  for (int r = 1; r < n; r++) {
+    snprintf(b, sizeof b, "%s.rank%d", path, r);
+    unlink(b);
+  }
+}
+
+/* BSP on 4 workers with batch b gives one worker's parameters with batch 4b. */
+TEST_T(bsp_equals_single_worker_with_global_batch, 120) {
+  load_fmnist();
+  char single[256], multi[256], other[256], b[300];
+  tmpname(single, "single");
+  tmpname(multi, "bsp");
+  tmpname(other, "other");
+  shoal_train_opts_t o;
+  base_opts(&o, single);
+  o.batch = 64;
+  o.max_iters = 8;
+  CHECK_OK(shoal_train_run(&o, NULL, NULL));
+  o.batch = 32; /* control: a different batch gives different parameters */
+  o.params_out = other;
+  CHECK_OK(shoal_train_run(&o, NULL, NULL));
+  float *ps = read_params(single), *po = read_params(other);
+  for (int variant = 0; variant < 2; variant++) {
+    job_t j = {.n = 4, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+    base_opts(&j.o, multi);
+    j.o.batch = 16;
+    j.o.max_iters = 8;
+    j.o.overlap = variant == 0;               /* overlapped per-layer buckets ... */
+    j.o.bucket_bytes = variant == 0 ? 0 : (size_t)64 << 20; /* ... or one fused bucket */
+    run_ranks(&j, 100);
+    float *pm = read_params(multi);
+    double d = max_diff(ps, pm);
+    CHECK_MSG(d < 2e-5, "variant %d: BSP differs from the single worker by %g", variant, d);
+    CHECK_MSG(max_diff(po, pm) > 1e-3, "control run too close: the test could not fail");
+    for (int r = 1; r < 4; r++) { /* every rank holds the same bytes */
+      snprintf(b, sizeof b, "%s.rank%d", multi, r);
+      float *pr = read_params(b);
+      CHECK(!memcmp(pr, pm, mlp_n() * sizeof(float)));
+      free(pr);
+    }
+    free(pm);
+    unlink_all(multi, 4);
+  }
+  free(ps);
+  free(po);
+  unlink(single);
+  unlink(other);
+}
+
+/* Synchronous PS (2 workers, 2 servers) equals BSP on 2 workers. */
+TEST_T(ps_sync_equals_bsp, 120) {
+  load_fmnist();
+  char bsp[256], ps[256];
+  tmpname(bsp, "psbsp");
+  tmpname(ps, "ps");
+  job_t j = {.n = 2, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, bsp);
+  j.o.batch = 32;
+  j.o.max_iters = 8;
+  run_ranks(&j, 100);
+  job_t k = {.n = 4, .want_max_stale_le = 0, .want_max_stale_ge = -1};
+  base_opts(&k.o, ps);
+  k.o.batch = 32;
+  k.o.max_iters = 8;
+  k.o.sync = SHOAL_SYNC_PS;
+  k.o.servers = 2;
+  run_ranks(&k, 100);
+  float *a = read_params(bsp), *b = read_params(ps);
+  double d = max_diff(a, b);
+  CHECK_MSG(d < 2e-5, "sync PS differs from BSP by %g", d);
+  free(a);
+  free(b);
+  unlink_all(bsp, 2);
+  unlink_all(ps, 2);
+}
+
+/* SSP with a straggler: the servers refuse (error) any gradient staler than s,
+ * and staleness does occur (so the bound is exercised). Async without a bound
+ * goes beyond it, which shows the measurement can fail. */
+TEST_T(ssp_never_applies_gradients_older_than_bound, 120) {
+  load_fmnist();
+  job_t j = {.n = 4, .want_max_stale_le = 1, .want_max_stale_ge = 1};
+  base_opts(&j.o, NULL);
+  j.o.batch = 16;
+  j.o.max_iters = 24;
+  j.o.sync = SHOAL_SYNC_PS;
+  j.o.servers = 1;
+  j.o.ps_mode = SHOAL_PS_SSP;
+  j.o.staleness = 1;
+  j.o.ps_slow_worker_ms = 15;
+  run_ranks(&j, 100);
+  j.o.ps_mode = SHOAL_PS_ASYNC;
+  j.want_max_stale_le = -1;
+  j.want_max_stale_ge = 2;
+  run_ranks(&j, 100);
+}
+
+/* ---- DS-Sync group averaging over real sub-communicators ---- */
+
+typedef struct ds_job {
+  shoal_ds_pattern_t kind;
+  int n, k, rounds, d;
+} ds_job_t;
+
+static void initial(int rank, int d, float *x) {
+  shoal_rng_t r;
+  shoal_rng_seed2(&r, 42, (uint64_t)rank);
+  for (int i = 0; i < d; i++) x[i] = (float)shoal_rng_normal(&r);
+}
+
+static int ds_rank(int rank, void *arg) {
+  ds_job_t *j = arg;
+  shoal_comm_t *c = join(rank, j->n);
+  if (!c) return 10;
+  int rc = 0;
+  shoal__ds_params_t p = {.kind = j->kind, .n = j->n, .k = j->k, .seed = 5};
+  shoal__ds_t *ds = NULL, *sim = NULL;
+  float *x = malloc(sizeof(float) * j->d), *all = malloc(sizeof(float) * j->d * j->n);
+  if (shoal__ds_create(c, &p, &ds) || shoal__ds_create(NULL, &p, &sim)) return 11;
+  initial(rank, j->d, x);
+  for (int r = 0; r < j->n; r++) initial(r, j->d, all + (size_t)r * j->d); /* the reference simulation */
+  double *mean = calloc((size_t)j->d, sizeof(double));
+  for (int r = 0; r < j->n; r++)
+    for (int i = 0; i < j->d; i++) mean[i] += all[(size_t)r * j->d + i] / j->n;
+  int L = shoal__ds_rounds_exact(ds);
+  for (int t = 0; t < j->rounds && !rc; t++) {
+    int gsize;
+    if (shoal__ds_sync(ds, (uint64_t)t, x, (size_t)j->d, &gsize)) {
+      fprintf(stderr, "rank %d round %d: %s\n", rank, t, shoal_last_error());
+      rc = 12;
+      break;
+    }
+    /* simulate the same round in double */
+    int g[64], ng;
+    shoal__ds_groups(sim, (uint64_t)t, g, &ng);
+    for (int gi = 0; gi < ng; gi++)
+      for (int i = 0; i < j->d; i++) {
+        double s = 0;
+        int cnt = 0;
+        for (int r = 0; r < j->n; r++)
+          if (g[r] == gi) s += all[(size_t)r * j->d + i], cnt++;
+        for (int r = 0; r < j->n; r++)
+          if (g[r] == gi) all[(size_t)r * j->d + i] = (float)(s / cnt);
+      }
+    for (int i = 0; i < j->d; i++)
+      if (fabsf(x[i] - all[(size_t)rank * j->d + i]) > 1e-5f) {
+        fprintf(stderr, "rank %d round %d: x[%d] %g, simulation %g\n", rank, t, i, x[i], all[(size_t)rank * j->d + i]);
+        rc = 13;
+        break;
+      }
+  }
+  if (!rc && L > 0) {
+    /* butterfly: after L rounds every rank holds the same bytes, the global mean */
+    float *ga = malloc(sizeof(float) * j->d * j->n);
+    if (shoal_allgather(c, x, ga, (size_t)j->d, SHOAL_FLOAT32)) rc = 14;
+    for (int r = 1; r < j->n && !rc; r++)
+      if (memcmp(ga, ga + (size_t)r * j->d, sizeof(float) * j->d)) {
+        fprintf(stderr, "rank %d differs from rank 0 after %d rounds\n", r, j->rounds);
+        rc = 15;
+      }
+    for (int i = 0; i < j->d && !rc; i++)
+      if (fabs(x[i] - mean[i]) > 1e-5) rc = 16;
+    free(ga);
+  }
+  shoal__ds_destroy(ds);
+  shoal__ds_destroy(sim);
+  shoal_comm_destroy(c);
+  free(x);
+  free(all);
+  free(mean);
+  return rc;
+}
+
+static void run_ds(ds_job_t *j) {
+  g_port = shoal_test_free_port();
+  int st[16];
+  int ok = shoal_test_fork_ranks(j->n, ds_rank, j, 60, st);
+  for (int i = 0; i < j->n; i++)
+    CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "rank %d: status %d", i, st[i]);
+  CHECK_EQ(ok, j->n);
+}
+
+TEST_T(ds_butterfly_consensus_over_comm, 90) {
+  ds_job_t j = {.kind = SHOAL_DS_BUTTERFLY, .n = 8, .k = 2, .rounds = 3, .d = 1000}; /* log2(8) = 3 rounds */
+  run_ds(&j);
+  ds_job_t j4 = {.kind = SHOAL_DS_BUTTERFLY, .n = 4, .k = 4, .rounds = 1, .d = 100}; /* log4(4) = 1 */
+  run_ds(&j4);
+}
+
+TEST_T(ds_random_partition_over_comm_matches_pattern, 90) {
+  ds_job_t j = {.kind = SHOAL_DS_RANDOM, .n = 6, .k = 2, .rounds = 12, .d = 200};
+  run_ds(&j);
+}
+
+/* Short distributed runs must learn (a broken sync step fails here). */
+TEST_T(distributed_runs_learn, 150) {
+  load_fmnist();
+  shoal_sync_kind_t kinds[] = {SHOAL_SYNC_DSSYNC, SHOAL_SYNC_LOCALSGD, SHOAL_SYNC_BSP};
+  for (int i = 0; i < 3; i++) {
+    char path[256];
+    tmpname(path, "learn");
+    job_t j = {.n = 4, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+    base_opts(&j.o, NULL);
+    j.o.sync = kinds[i];
+    j.o.ds_pattern = SHOAL_DS_RANDOM;
+    j.o.local_h = 4;
+    j.o.train_subset = 8192;
+    j.o.test_subset = 2000;
+    j.o.epochs = 2;
+    j.o.batch = 16;
+    j.o.csv_path = path;
+    run_ranks(&j, 120);
+    FILE *f = fopen(path, "r");
+    CHECK(f);
+    char line[512], last[512] = "";
+    while (fgets(line, sizeof line, f)) memcpy(last, line, sizeof line);
+    fclose(f);
+    /* label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,... */
+    char *p = last;
+    for (int c = 0; c < 8 && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    CHECK(p);
+    double acc = atof(p);
+    CHECK_MSG(acc >= 0.76, "%s: test accuracy %.4f", shoal_sync_kind_name(kinds[i]), acc);
+    unlink(path);
+  }
+}
+
+/* The CLI on 2 ranks started by hand with the launcher-neutral variables
+ * (RANK/WORLD_SIZE/MASTER_PORT, as torchrun-style launchers and srun wrappers
+ * set them), its CSV and the SVG plot; then under `shoal launch` if built. */
+TEST_T(cli_train_two_ranks_and_plot, 120) {
+  load_fmnist();
+  char out[8192], cmd[4096], csv[256], svg[256];
+  tmpname(csv, "cli.csv");
+  tmpname(svg, "cli.svg");
+  int port = shoal_test_free_port();
+  const char *args = "train --model mlp --sync bsp --train-subset 2048 --test-subset 1000 --epochs 1 --batch 32";
+  snprintf(cmd, sizeof cmd,
+           "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s %s --quiet & "
+           "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s %s --csv %s --label bsp2; r=$?; wait $! || r=1; "
+           "exit $r",
+           port, shoal_test_cli(), args, port, shoal_test_cli(), args, csv);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 100);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "2 workers");
+  CHECK_CONTAINS(out, "epoch   1/1");
+  CHECK_CONTAINS(out, "samples/s");
+  snprintf(cmd, sizeof cmd, "%s train --plot %s --title test %s", shoal_test_cli(), svg, csv);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  FILE *f = fopen(svg, "r");
+  CHECK(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  fclose(f);
+  CHECK_CONTAINS(out, "<svg");
+  CHECK_CONTAINS(out, "bsp2");
+  CHECK_CONTAINS(out, "<polyline");
+  /* Bad options are named. */
+  snprintf(cmd, sizeof cmd, "%s train --sync bogus", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, "--sync 'bogus'");
+  snprintf(cmd, sizeof cmd, "%s train --data /nonexistent", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, "/nonexistent/train-images-idx3-ubyte.gz");
+  snprintf(cmd, sizeof cmd, "%s train --plot %s %s.missing", shoal_test_cli(), svg, csv);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, ".missing");
+  unlink(csv);
+  unlink(svg);
+}
+
+TEST_T(cli_train_under_shoal_launch, 120) {
+  load_fmnist();
+  char out[8192], cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s launch --help", shoal_test_cli());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 30) != 0) shoal_test_skip("shoal launch is not in this build");
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 3 %s train --sync ps --servers 1 --ps-mode ssp --staleness 1 --train-subset 2048 "
+           "--test-subset 1000 --epochs 1 --batch 32",
+           shoal_test_cli(), shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 100);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "epoch   1/1");
+  CHECK_CONTAINS(out, "largest staleness applied");
+}
