@@ -31,7 +31,7 @@ static const char *var(const char *name) {
 static int parse_int_var(const char *name, const char *s, long min, long max, int *out) {
   long v;
   int rc = shoal__parse_long(name, s, min, max, &v);
-  if (rc) return shoal__seterr(SHOAL_ERR_CONFIG, "%s", shoal_last_error());
+  if (rc) return rc; /* already SHOAL_ERR_CONFIG naming the variable */
   *out = (int)v;
   return 0;
 }

@@ -44,6 +44,7 @@ static shoal__world_t *world_new(int rank, int size) {
   }
   for (int i = 0; i < size; i++) {
     w->conns[i].fd = -1;
+    w->conns[i].zombie_fd = -1;
     w->conns[i].peer = i;
     w->conns[i].tp = &shoal__tcp_transport;
   }
@@ -52,8 +53,10 @@ static shoal__world_t *world_new(int rank, int size) {
 
 static void world_free(shoal__world_t *w) {
   shoal__world_goodbye(w);
-  for (int i = 0; i < w->size; i++)
+  for (int i = 0; i < w->size; i++) {
     if (w->conns[i].fd >= 0) close(w->conns[i].fd);
+    if (w->conns[i].zombie_fd >= 0) close(w->conns[i].zombie_fd);
+  }
   free(w->conns);
   free(w->peers);
   free(w->pfd);
@@ -112,8 +115,8 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
                            cfg->connect_timeout_s);
     }
     if (rc == SHOAL_ERR_PEER_CLOSED)
-      return shoal__seterr(rc, "rank %d: the rendezvous store %s:%d (rank 0) closed the connection: rank 0 failed "
-                           "or gave up (%s)", w->rank, cfg->master_addr, cfg->master_port, shoal_last_error());
+      return shoal__err_prefix(rc, "rank %d: the rendezvous store %s:%d (rank 0) closed the connection: rank 0 "
+                               "failed or gave up: ", w->rank, cfg->master_addr, cfg->master_port);
     if (rc) return rc;
     shoal__peer_info_t *p = &w->peers[j];
     if (sscanf(val, "%63s %63s %39s", p->addr, p->host, p->boot_id) != 3)
@@ -167,7 +170,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
                          "the real port to the other ranks)", w->rank);
   }
   if ((rc = shoal__store_connect(c2.master_addr, store_port, &key, dl, &sc))) {
-    rc = shoal__seterr(rc, "rank %d: %s", w->rank, shoal_last_error());
+    rc = shoal__err_prefix(rc, "rank %d: ", w->rank);
     goto stop_server;
   }
   struct sockaddr_in local;

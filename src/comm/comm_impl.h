@@ -42,6 +42,7 @@ enum { SHOAL__CONN_OPEN = 0, SHOAL__CONN_LEFT = 1, SHOAL__CONN_CLOSED = 2 };
 struct shoal__conn {
   const shoal__transport_t *tp;
   int fd;
+  int zombie_fd; /* after an abort: shut down for writing, kept open (no RST) until destroy */
   int peer; /* world rank */
   int state;
   int idle_quiet; /* a message is waiting with no receive posted: do not watch until one is */

@@ -41,7 +41,7 @@ static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, s
   snprintf(what, sizeof what, "peer %d", j);
   snprintf(ctxw, sizeof ctxw, "rank %d -> peer %d (%s): handshake", w->rank, j, w->peers[j].addr);
   int fd, rc = shoal__sock_connect(ip, port, dl, what, &fd);
-  if (rc) return shoal__seterr(rc, "rank %d: %s", w->rank, shoal_last_error());
+  if (rc) return shoal__err_prefix(rc, "rank %d: ", w->rank);
   unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
   if ((rc = shoal__sock_read_all(fd, hello, sizeof hello, dl, ctxw))) goto close_fd;
   if (shoal__get_u32(hello) != PEER_MAGIC) {

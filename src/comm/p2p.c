@@ -302,13 +302,16 @@ int shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t
   shoal__world_t *w = c->w;
   int peer = comm_rank_of(c, conn->peer);
   char pd[128];
-  snprintf(pd, sizeof pd, "world rank %d (%s)", conn->peer, w->peers[conn->peer].addr);
+  if (peer >= 0)
+    peer_desc(c, peer, pd, sizeof pd);
+  else
+    snprintf(pd, sizeof pd, "world rank %d (%s)", conn->peer, w->peers[conn->peer].addr);
   unsigned char h[SHOAL__HDR_BYTES];
   ssize_t k = recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
   if (k < 0) {
     if (errno == EAGAIN || errno == EINTR) return 0;
     conn->state = SHOAL__CONN_CLOSED;
-    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s: connection reset: it died or was killed", pd);
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, -1, 0, "%s: connection reset: it died or was killed", pd);
   }
   if (k == 0) {
     if (conn->state == SHOAL__CONN_LEFT) {
@@ -316,13 +319,13 @@ int shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t
       return 0;
     }
     conn->state = SHOAL__CONN_CLOSED;
-    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0,
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, -1, 0,
                 "%s closed its connection without shutting down: it died or was killed", pd);
   }
   if (k < SHOAL__HDR_BYTES) {
     if (revents & (POLLRDHUP | POLLHUP | POLLERR)) {
       conn->state = SHOAL__CONN_CLOSED;
-      return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s closed its connection mid-message: it died", pd);
+      return fail(c, SHOAL_ERR_PEER_CLOSED, op, -1, 0, "%s closed its connection mid-message: it died", pd);
     }
     return 0;
   }
@@ -332,7 +335,7 @@ int shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t
     shoal__req_t tmp = {0};
     recv(conn->fd, h, sizeof h, MSG_DONTWAIT);
     abort_text(conn, &tmp, len, text, sizeof text);
-    return fail(c, SHOAL_ERR_PEER_CLOSED, op, peer, 0, "%s aborted: %s", pd, text);
+    return fail(c, SHOAL_ERR_PEER_CLOSED, op, -1, 0, "%s aborted: %s", pd, text);
   }
   if (shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_GOODBYE) {
     recv(conn->fd, h, sizeof h, MSG_DONTWAIT);
@@ -414,11 +417,17 @@ int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
     pr--;
     shoal__conn_t *cn = &w->conns[w->pfd_conn[j]];
     if (cn->fd < 0) continue;
-    int rc;
-    if (cn->sq_head || cn->rq_head)
-      rc = drive(w, cn);
-    else
-      rc = shoal__conn_idle_event(c, op, cn, w->pfd[j].revents);
+    int rc = 0;
+    short re = w->pfd[j].revents;
+    if (!cn->rq_head && (re & (POLLRDHUP | POLLERR | POLLHUP))) {
+      /* hang-up with no receive posted: an abort notice, a goodbye, or death */
+      rc = shoal__conn_idle_event(c, op, cn, re);
+      if (rc < 0) return rc;
+      if (cn->state == SHOAL__CONN_LEFT && cn->sq_head)
+        return shoal__conn_broken(w, cn, cn->sq_head, SHOAL_ERR_PEER_CLOSED,
+                                  "the peer left (destroyed its communicator) while this rank was sending to it");
+    }
+    if (cn->fd >= 0 && (cn->sq_head || cn->rq_head)) rc = drive(w, cn);
     if (rc < 0) return rc;
     if (w->aborted) return w->abort_status;
   }

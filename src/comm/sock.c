@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +19,16 @@ void shoal__sock_addr_str(const struct sockaddr_in *a, char *out, size_t cap) {
   char ip[INET_ADDRSTRLEN] = "?";
   inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
   snprintf(out, cap, "%s:%d", ip, ntohs(a->sin_port));
+}
+
+int shoal__err_prefix(int status, const char *fmt, ...) {
+  char prev[1024], pre[512];
+  snprintf(prev, sizeof prev, "%s", shoal_last_error());
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  return shoal__seterr(status, "%s%s", pre, prev);
 }
 
 int shoal__sock_resolve(const char *host, struct in_addr *out) {

@@ -31,6 +31,10 @@ int  shoal__sock_accept(int lfd, shoal__deadline_t dl, int *fd_out, struct socka
 int  shoal__sock_write_all(int fd, const void *buf, size_t n, shoal__deadline_t dl, const char *what);
 int  shoal__sock_read_all(int fd, void *buf, size_t n, shoal__deadline_t dl, const char *what);
 
+/* Prefix the thread's last error message (copied first: seterr must not
+ * format its own buffer into itself). Returns status. */
+int  shoal__err_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Little-endian encoding of wire integers. */
 static inline void shoal__put_u32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));

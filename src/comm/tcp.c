@@ -92,6 +92,15 @@ static void tcp_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const 
     (void)k;
   }
   shutdown(conn->fd, SHUT_WR);
+  if (wop == SHOAL__WOP_ABORT) {
+    /* Keep the socket open until destroy: closing it with unread data would
+     * send an RST, which can destroy the notice before the peer reads it.
+     * Our FIN after the notice is what wakes peers blocked sending to us. */
+    conn->zombie_fd = conn->fd;
+    conn->fd = -1;
+    conn->state = SHOAL__CONN_CLOSED;
+    return;
+  }
   /* Drain what the peer already sent so close() sends FIN, not RST (an RST
    * could destroy our notice before the peer reads it). Bounded. */
   char sink[4096];
