@@ -283,8 +283,24 @@ int shoal__recv_header(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
 
 int shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req, int status, const char *why) {
   shoal_comm_t *c = req->comm;
-  int recv = req->kind == 2;
+  int is_recv = req->kind == 2;
   size_t hdr_part = (size_t)req->hdr_done;
+  if (!is_recv && status == SHOAL_ERR_PEER_CLOSED && conn->fd >= 0 && !conn->rq_head) {
+    /* A send hit a reset: the peer may have aborted and exited; its notice
+     * can still be queued on our read side (readable after an RST). */
+    unsigned char h[SHOAL__HDR_BYTES];
+    if (recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof h &&
+        shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_ABORT) {
+      char text[SHOAL__ABORT_TEXT_MAX + 1];
+      shoal__req_t tmp = {0};
+      if (recv(conn->fd, h, sizeof h, MSG_DONTWAIT) == (ssize_t)sizeof h)
+        abort_text(conn, &tmp, shoal__get_u64(h + 32), text, sizeof text);
+      else
+        snprintf(text, sizeof text, "(reason lost)");
+      conn->state = SHOAL__CONN_CLOSED;
+      return req->state = fail(c, status, &req->op, req->peer, '>', "peer aborted: %s", text);
+    }
+  }
   if (status == SHOAL_ERR_PEER_CLOSED && !why) {
     if (conn->state == SHOAL__CONN_LEFT)
       why = "the peer left (destroyed its communicator) before sending it";
@@ -292,8 +308,8 @@ int shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
       why = "connection closed by the peer: it died or was killed";
   }
   conn->state = SHOAL__CONN_CLOSED;
-  return req->state = fail(c, status, &req->op, req->peer, recv ? '<' : '>', "%s (%zu of %zu bytes %s%s)", why,
-                           req->done, req->bytes, recv ? "received" : "sent",
+  return req->state = fail(c, status, &req->op, req->peer, is_recv ? '<' : '>', "%s (%zu of %zu bytes %s%s)", why,
+                           req->done, req->bytes, is_recv ? "received" : "sent",
                            hdr_part < SHOAL__HDR_BYTES ? ", header incomplete" : "");
 }
 
