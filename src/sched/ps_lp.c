@@ -163,7 +163,7 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
       int b = cx(lp, k, tt);
       if ((rc = trip_add(&M, rP2, b + 0, 1)) || (rc = trip_add(&M, rP2, b + 2, 1)) || (rc = trip_add(&M, rL1b, b + 2, 1)) ||
           (rc = trip_add(&M, rM, b + 1, 1)) || (rc = trip_add(&M, rC2, b + 3, 1)) ||
-          (rc = trip_add(&M, rC2, b + 0, -j->kappa)) || (rc = trip_add(&M, rC2, b + 2, -j->kappa)) ||
+          (rc = trip_add(&M, rC2, b + 0, -fmin(j->kappa, 1.0))) || (rc = trip_add(&M, rC2, b + 2, -fmin(j->kappa, 1.0))) ||
           (rc = trip_add(&M, rP3, b + 3, 1)) || (rc = trip_add(&M, rP3, b + 0, -1)) || (rc = trip_add(&M, rP3, b + 2, -1)))
         goto fail;
     }
@@ -323,12 +323,12 @@ int shoal__ps_mip_opt(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs,
       if ((rc = trip_add(&M, r0 + 1, CD(i, t), -j->wmax)) || (rc = trip_add(&M, r0 + 2, CD(i, t), 1)) ||
           (rc = trip_add(&M, r0 + 2, CV(i, t), -1)))
         goto out;
-      if (t + 1 < T && ((rc = trip_add(&M, r0 + 5, CV(i, t + 1), 1)) || (rc = trip_add(&M, r0 + 5, CV(i, t), -1)))) goto out;
+      if (t + 1 < T && t >= j->arrival && ((rc = trip_add(&M, r0 + 5, CV(i, t + 1), 1)) || (rc = trip_add(&M, r0 + 5, CV(i, t), -1)))) goto out;
       for (int h = 0; h < H; h++) {
         int b = CXH(i, h, t);
         if ((rc = trip_add(&M, r0 + 0, b, 1)) || (rc = trip_add(&M, r0 + 0, b + 2, 1)) || (rc = trip_add(&M, r0 + 1, b + 2, 1)) ||
             (rc = trip_add(&M, r0 + 2, b + 1, 1)) || (rc = trip_add(&M, r0 + 3, b + 3, 1)) ||
-            (rc = trip_add(&M, r0 + 3, b, -j->kappa)) || (rc = trip_add(&M, r0 + 3, b + 2, -j->kappa)) ||
+            (rc = trip_add(&M, r0 + 3, b, -fmin(j->kappa, 1.0))) || (rc = trip_add(&M, r0 + 3, b + 2, -fmin(j->kappa, 1.0))) ||
             (rc = trip_add(&M, r0 + 4, b + 3, 1)) || (rc = trip_add(&M, r0 + 4, b, -1)) || (rc = trip_add(&M, r0 + 4, b + 2, -1)))
           goto out;
         int r1 = glp_add_rows(P, 2); /* L1a, L2 */

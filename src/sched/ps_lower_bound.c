@@ -1,0 +1,132 @@
+/* Offline lower bound on total flow time (spec §7.3): LB_pool with LB_solo
+ * folded in, solved with GLPK's simplex. */
+#include <glpk.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "sched/ps_greedy.h"
+#include "sched/ps_lp.h"
+#include "sched/ps_online.h"
+
+int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
+                          double *lb, double *lb_solo) {
+  int rc = 0;
+  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  shoal__ps_cluster_t empty;
+  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
+  if ((rc = shoal__ps_cluster_init(&empty, c->H, c->cap))) {
+    free(esolo);
+    return rc;
+  }
+  double solo = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    shoal__ps_sched_t S;
+    if ((rc = shoal__ps_greedy(&empty, &jobs[i], jobs[i].arrival, T + 1, 16, &S))) break;
+    esolo[i] = shoal__ps_sched_end(&S);
+    solo += esolo[i] - jobs[i].arrival + 1;
+    shoal__ps_sched_free(&S);
+  }
+  shoal__ps_cluster_free(&empty);
+  if (rc) {
+    free(esolo);
+    return rc;
+  }
+  double tot[SHOAL_PS_NRES] = {0};
+  for (int h = 0; h < c->H; h++)
+    for (int r = 0; r < SHOAL_PS_NRES; r++) tot[r] += shoal__ps_cap(c, h)[r];
+  shoal__ps_glpk_quiet();
+  glp_prob *P = glp_create_prob();
+  glp_set_obj_dir(P, GLP_MIN);
+  /* columns: per job, per slot t in [a, T): n, cum, v */
+  int *base = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  int ncol = 0;
+  for (int i = 0; i < n; i++) {
+    base[i] = ncol + 1;
+    if (jobs[i].arrival < T) ncol += 3 * (T - jobs[i].arrival);
+  }
+  size_t cap_nz = (size_t)ncol * 3 + 16;
+  int *ia = malloc(sizeof(int) * cap_nz), *ja = malloc(sizeof(int) * cap_nz);
+  double *ar = malloc(sizeof(double) * cap_nz);
+  int nz = 0;
+  if (!base || !ia || !ja || !ar) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "lower bound LP (%d columns)", ncol);
+    goto out;
+  }
+  for (int i = 0; i < n; i++)
+    if (jobs[i].arrival >= T) {
+      rc = shoal__seterr(SHOAL_ERR_INVALID, "lower bound: job %d arrives at slot %d >= horizon %d", jobs[i].id, jobs[i].arrival, T);
+      goto out;
+    }
+  glp_add_cols(P, ncol);
+#define ADD(i_, j_, v_) (nz++, ia[nz] = (i_), ja[nz] = (j_), ar[nz] = (v_))
+  int rcap = glp_add_rows(P, T * SHOAL_PS_NRES);
+  for (int t = 0; t < T; t++)
+    for (int r = 0; r < SHOAL_PS_NRES; r++) glp_set_row_bnds(P, rcap + t * SHOAL_PS_NRES + r, GLP_UP, 0, tot[r]);
+  for (int i = 0; i < n; i++) {
+    const shoal__ps_job_t *j = &jobs[i];
+    int a = j->arrival;
+    for (int t = a; t < T; t++) {
+      int cn = base[i] + 3 * (t - a), cc = cn + 1, cv = cn + 2;
+      glp_set_col_bnds(P, cn, GLP_DB, 0, j->wmax);
+      glp_set_col_bnds(P, cc, GLP_LO, 0, 0);
+      if (t < esolo[i] || t == a) glp_set_col_bnds(P, cv, GLP_FX, 1, 1);
+      else glp_set_col_bnds(P, cv, GLP_DB, 0, 1);
+      glp_set_obj_coef(P, cv, 1);
+      for (int r = 0; r < SHOAL_PS_NRES; r++) {
+        double u = j->dw[r] + fmin(j->kappa, 1.0) * j->dp[r];
+        if (u > 0 && tot[r] > 0) ADD(rcap + t * SHOAL_PS_NRES + r, cn, u);
+      }
+      int row = glp_add_rows(P, 1); /* cum_t - cum_{t-1} - rho/Q n_t = 0 */
+      glp_set_row_bnds(P, row, GLP_FX, 0, 0);
+      ADD(row, cc, 1);
+      ADD(row, cn, -j->rho_in / j->work);
+      if (t > a) {
+        ADD(row, cc - 3, -1);
+        row = glp_add_rows(P, 1); /* v_t + cum_{t-1} >= 1 */
+        glp_set_row_bnds(P, row, GLP_LO, 1, 0);
+        ADD(row, cv, 1);
+        ADD(row, cc - 3, 1);
+      }
+      if (nz + 8 >= (int)cap_nz) {
+        cap_nz *= 2;
+        int *ia2 = realloc(ia, sizeof(int) * cap_nz), *ja2 = realloc(ja, sizeof(int) * cap_nz);
+        double *ar2 = realloc(ar, sizeof(double) * cap_nz);
+        if (ia2) ia = ia2;
+        if (ja2) ja = ja2;
+        if (ar2) ar = ar2;
+        if (!ia2 || !ja2 || !ar2) {
+          rc = shoal__seterr(SHOAL_ERR_NOMEM, "lower bound LP");
+          goto out;
+        }
+      }
+    }
+    int row = glp_add_rows(P, 1); /* done by T */
+    glp_set_row_bnds(P, row, GLP_LO, 1, 0);
+    ADD(row, base[i] + 3 * (T - 1 - a) + 1, 1);
+  }
+#undef ADD
+  glp_load_matrix(P, nz, ia, ja, ar);
+  glp_smcp sp;
+  glp_init_smcp(&sp);
+  sp.msg_lev = GLP_MSG_OFF;
+  sp.presolve = GLP_ON;
+  sp.tm_lim = (int)fmax(1, tm_lim_s * 1000);
+  int ret = glp_simplex(P, &sp);
+  if (ret == GLP_ENOPFS) rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "lower bound LP: %d jobs cannot finish within %d slots", n, T);
+  else if (ret) rc = shoal__seterr(SHOAL_ERR_SOLVER, "lower bound LP (%d jobs, %d slots): glp_simplex failed (code %d)", n, T, ret);
+  else if (glp_get_status(P) != GLP_OPT) rc = shoal__seterr(SHOAL_ERR_SOLVER, "lower bound LP: status %d", glp_get_status(P));
+  else {
+    double v = glp_get_obj_val(P);
+    *lb = v > solo ? v : solo;
+    *lb_solo = solo;
+  }
+out:
+  glp_delete_prob(P);
+  free(base);
+  free(ia);
+  free(ja);
+  free(ar);
+  free(esolo);
+  return rc;
+}

@@ -1,0 +1,57 @@
+/* Shared helpers of the PS scheduling tests (tiny random instances). */
+#ifndef SHOAL_TESTS_PS_TESTUTIL_H
+#define SHOAL_TESTS_PS_TESTUTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/rng.h"
+#include "sched/ps_model.h"
+
+/* Tiny cluster: H machines with 4 GPUs, 16 CPUs, 64 GB, 20 Gb/s. */
+static inline int ps_tiny_cluster(int H, shoal__ps_cluster_t *c) {
+  double cap[8 * SHOAL_PS_NRES];
+  for (int h = 0; h < H; h++) {
+    cap[h * 4 + 0] = 4;
+    cap[h * 4 + 1] = 16;
+    cap[h * 4 + 2] = 64;
+    cap[h * 4 + 3] = 20;
+  }
+  return shoal__ps_cluster_init(c, H, cap);
+}
+
+/* Tiny job: 1-4 workers, 1-3 slots standalone, arrival in [0, amax]. */
+static inline void ps_tiny_job(shoal_rng_t *g, int id, int amax, shoal__ps_job_t *j) {
+  j->id = id;
+  j->arrival = amax ? (int)shoal_rng_below(g, (uint64_t)amax + 1) : 0;
+  j->wmax = 1 + (int)shoal_rng_below(g, 4);
+  j->dw[0] = 1;
+  j->dw[1] = 1 + (int)shoal_rng_below(g, 6);
+  j->dw[2] = 4 + (int)shoal_rng_below(g, 20);
+  j->dw[3] = 0.5 + 4 * shoal_rng_uniform(g);
+  j->dp[0] = 0;
+  j->dp[1] = 1 + (int)shoal_rng_below(g, 6);
+  j->dp[2] = 4 + (int)shoal_rng_below(g, 20);
+  j->dp[3] = 4 + 10 * shoal_rng_uniform(g);
+  j->kappa = j->dw[3] / j->dp[3];
+  j->rho_ex = 1 + 2 * shoal_rng_uniform(g);
+  j->rho_in = j->rho_ex * (1 + 3 * shoal_rng_uniform(g));
+  j->work = (1 + 2 * shoal_rng_uniform(g)) * j->wmax * j->rho_ex;
+}
+
+/* Sum of every schedule's usage never exceeds capacity; each is feasible
+ * and covering on its own. Returns 0 or the first violation. */
+static inline int ps_check_all(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n,
+                               const shoal__ps_sched_t *S) {
+  shoal__ps_cluster_t cc;
+  int rc = shoal__ps_cluster_init(&cc, c->H, c->cap);
+  if (rc) return rc;
+  for (int i = 0; i < n && !rc; i++) {
+    rc = shoal__ps_sched_check(&cc, &jobs[i], &S[i], 1);
+    if (!rc) rc = shoal__ps_commit(&cc, &jobs[i], &S[i]);
+  }
+  shoal__ps_cluster_free(&cc);
+  return rc;
+}
+
+#endif

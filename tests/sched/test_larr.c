@@ -1,0 +1,197 @@
+/* larr (spec §4): tiny instances against GLPK's exact MIP, rounding+repair on
+ * thousands of random instances, determinism, and the lower bound. */
+#include "../runner.h"
+#include "ps_testutil.h"
+#include "sched/ps_greedy.h"
+#include "sched/ps_larr.h"
+#include "sched/ps_lp.h"
+#include "sched/ps_online.h"
+#include "sched/ps_workload.h"
+
+/* Preload a cluster with random committed usage in slots [0, T). */
+static void preload(shoal_rng_t *g, shoal__ps_cluster_t *c, int T) {
+  shoal__ps_cluster_ensure(c, T);
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < c->H; h++) {
+      double f = shoal_rng_uniform(g) < 0.3 ? 0 : shoal_rng_uniform(g);
+      double *res = c->res + ((size_t)t * c->H + h) * SHOAL_PS_NRES;
+      for (int r = 0; r < SHOAL_PS_NRES; r++) res[r] = floor(res[r] * (1 - f * shoal_rng_uniform(g)));
+    }
+}
+
+TEST_T(larr_tiny_instances_vs_mip, 110) {
+  shoal_rng_t g;
+  shoal_rng_seed(&g, 2026);
+  shoal__ps_run_params_t rp;
+  shoal__ps_run_defaults(&rp);
+  rp.larr.hmax = 30;
+  rp.oasis.T = 30;
+  rp.oasis.hmax = 30;
+  const int T = 10;
+  double ratio[SHOAL_PS_POL__N] = {0}, worst[SHOAL_PS_POL__N] = {0}, lbratio = 0;
+  int solved = 0, relations = 0;
+  for (int inst = 0; inst < 30; inst++) {
+    shoal__ps_cluster_t c;
+    int H = 2 + (int)shoal_rng_below(&g, 2), n = 2 + (int)shoal_rng_below(&g, 3);
+    CHECK_OK(ps_tiny_cluster(H, &c));
+    shoal__ps_job_t jobs[4];
+    for (int i = 0; i < n; i++) ps_tiny_job(&g, i, 2, &jobs[i]);
+    double opt;
+    int rc = shoal__ps_mip_opt(&c, jobs, n, T, 4, &opt, NULL);
+    if (rc == SHOAL_ERR_SOLVER) {
+      shoal__ps_cluster_free(&c);
+      continue; /* MIP hit its time limit: no verdict for this instance */
+    }
+    CHECK_OK(rc);
+    solved++;
+    /* lower bound <= optimum */
+    double lb, lbs;
+    CHECK_OK(shoal__ps_lower_bound(&c, jobs, n, T, 10, &lb, &lbs));
+    CHECK_MSG(lb <= opt + 1e-6, "instance %d: lower bound %g > optimum %g", inst, lb, opt);
+    lbratio += opt / lb;
+    for (int p = 0; p < SHOAL_PS_POL__N; p++) {
+      shoal__ps_run_result_t r;
+      shoal__ps_sched_t S[4];
+      CHECK_OK(shoal__ps_run(&c, jobs, n, (shoal__ps_pol_t)p, &rp, &r, p <= SHOAL_PS_POL_OASIS ? S : NULL));
+      if (p <= SHOAL_PS_POL_OASIS) {
+        CHECK_OK(ps_check_all(&c, jobs, n, S));
+        for (int i = 0; i < n; i++) shoal__ps_sched_free(&S[i]);
+      }
+      CHECK_MSG(r.total_flow >= opt - 1e-6 || r.makespan > T, "instance %d: %s flow %g < optimum %g", inst,
+                shoal__ps_pol_name((shoal__ps_pol_t)p), r.total_flow, opt);
+      ratio[p] += r.total_flow / opt;
+      if (r.total_flow / opt > worst[p]) worst[p] = r.total_flow / opt;
+      free(r.end);
+    }
+    /* oracle relations job by job: E_lp <= E_g <= end(larr) <= E_g + sigma */
+    for (int sigma = 0; sigma <= 1; sigma++) {
+      shoal__ps_cluster_t cc;
+      CHECK_OK(shoal__ps_cluster_copy(&cc, &c));
+      shoal__ps_larr_params_t lp = rp.larr;
+      lp.sigma = sigma;
+      for (int i = 0; i < n; i++) { /* ids are in arrival order only by chance: use arrival order */
+        int k = -1;
+        for (int q = 0; q < n; q++)
+          if (jobs[q].arrival >= 0 && (k < 0 || jobs[q].arrival < jobs[k].arrival)) k = q;
+        shoal__ps_job_t *j = &jobs[k];
+        shoal__ps_sched_t G, L;
+        shoal__ps_larr_stats_t st = {0};
+        CHECK_OK(shoal__ps_greedy(&cc, j, j->arrival, lp.hmax, lp.theta, &G));
+        CHECK_OK(shoal__ps_larr(&cc, j, j->arrival, &lp, &L, &st));
+        int eg = shoal__ps_sched_end(&G), el = shoal__ps_sched_end(&L);
+        CHECK_EQ(st.last_e_g, eg);
+        CHECK(st.last_e_lp <= eg);
+        CHECK(eg <= el);
+        CHECK(el <= eg + sigma);
+        CHECK_OK(shoal__ps_sched_check(&cc, j, &L, 1));
+        CHECK_OK(shoal__ps_commit(&cc, j, &L));
+        relations++;
+        shoal__ps_sched_free(&G);
+        shoal__ps_sched_free(&L);
+        j->arrival = -j->arrival - 1; /* mark done */
+      }
+      for (int i = 0; i < n; i++) jobs[i].arrival = -jobs[i].arrival - 1;
+      shoal__ps_cluster_free(&cc);
+    }
+    shoal__ps_cluster_free(&c);
+  }
+  CHECK(solved >= 20);
+  printf("tiny instances vs MIP optimum (%d solved, %d larr oracle checks): mean (worst) total-flow ratio\n", solved, relations);
+  for (int p = 0; p < SHOAL_PS_POL__N; p++)
+    printf("  %-7s %.3f (%.3f)\n", shoal__ps_pol_name((shoal__ps_pol_t)p), ratio[p] / solved, worst[p]);
+  printf("  optimum / lower bound: %.3f\n", lbratio / solved);
+}
+
+TEST_T(larr_rounding_covers_and_packs, 110) {
+  shoal_rng_t g;
+  shoal_rng_seed(&g, 77);
+  int rounds = 0, repaired = 0, lp_ok = 0;
+  const double betas[] = {0.3, 0.7, 1.0, 1.5, 3.0};
+  for (int inst = 0; inst < 800; inst++) {
+    shoal__ps_cluster_t c;
+    int H = 2 + (int)shoal_rng_below(&g, 5);
+    double cap[6 * SHOAL_PS_NRES];
+    for (int h = 0; h < H; h++)
+      cap[h * 4] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * 4 + 1] = 32, cap[h * 4 + 2] = 128, cap[h * 4 + 3] = 40;
+    CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
+    preload(&g, &c, 30);
+    shoal__ps_job_t j;
+    ps_tiny_job(&g, inst, 0, &j);
+    j.wmax = 1 + (int)shoal_rng_below(&g, 12);
+    j.work = (1 + 4 * shoal_rng_uniform(&g)) * j.wmax * j.rho_ex;
+    shoal__ps_sched_t G;
+    int rc = shoal__ps_greedy(&c, &j, 0, 60, 16, &G);
+    if (rc == SHOAL_ERR_INFEASIBLE) {
+      shoal__ps_cluster_free(&c);
+      continue;
+    }
+    CHECK_OK(rc);
+    int eg = shoal__ps_sched_end(&G), mach[6], e;
+    for (int h = 0; h < H; h++) mach[h] = h;
+    shoal__ps_lp_t *lp;
+    CHECK_OK(shoal__ps_lp_build(&c, &j, 0, eg, mach, H, 16, 5, &lp));
+    CHECK_OK(shoal__ps_lp_horizon(lp, 0, eg, &e, NULL));
+    lp_ok++;
+    for (int b = 0; b < 5; b++) {
+      shoal__ps_sched_t S;
+      int heavy = 0;
+      CHECK_OK(shoal__ps_larr_round(&c, &j, 0, e, eg, lp, mach, H, betas[b], 16, (uint64_t)inst * 7 + b, &S, &heavy));
+      CHECK_OK(shoal__ps_sched_check(&c, &j, &S, 1)); /* capacities, ratios, coverage */
+      CHECK(shoal__ps_sched_end(&S) <= eg);
+      rounds++;
+      repaired += heavy;
+      shoal__ps_sched_free(&S);
+    }
+    shoal__ps_lp_free(lp);
+    shoal__ps_sched_free(&G);
+    shoal__ps_cluster_free(&c);
+  }
+  CHECK(rounds >= 3000);
+  printf("rounding: %d rounded schedules on %d LPs, all covering and within capacity; %d (%.1f%%) needed covering repair\n",
+         rounds, lp_ok, repaired, 100.0 * repaired / rounds);
+}
+
+TEST_T(larr_online_workload_feasible_and_deterministic, 110) {
+  shoal__ps_workload_params_t wp;
+  shoal__ps_workload_defaults(&wp);
+  wp.machines = 8;
+  wp.njobs = 40;
+  wp.window = 15;
+  shoal__ps_cluster_t c;
+  shoal__ps_job_t *jobs;
+  CHECK_OK(shoal__ps_workload_cluster(&wp, &c));
+  CHECK_OK(shoal__ps_workload_synth(&wp, &jobs));
+  shoal__ps_run_params_t rp;
+  shoal__ps_run_defaults(&rp);
+  double lb, lbs, flow[SHOAL_PS_POL__N];
+  for (int p = 0; p < SHOAL_PS_POL__N; p++) {
+    shoal__ps_run_result_t r;
+    shoal__ps_sched_t *S = calloc(wp.njobs, sizeof *S);
+    CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, (shoal__ps_pol_t)p, &rp, &r, p <= SHOAL_PS_POL_OASIS ? S : NULL));
+    if (p <= SHOAL_PS_POL_OASIS) {
+      CHECK_OK(ps_check_all(&c, jobs, wp.njobs, S));
+      for (int i = 0; i < wp.njobs; i++) shoal__ps_sched_free(&S[i]);
+    }
+    flow[p] = r.total_flow;
+    if (p == SHOAL_PS_POL_LARR) { /* same seed, same schedule */
+      shoal__ps_run_result_t r2;
+      CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, SHOAL_PS_POL_LARR, &rp, &r2, NULL));
+      CHECK_NEAR(r2.total_flow, r.total_flow, 0);
+      for (int i = 0; i < wp.njobs; i++) CHECK_EQ(r2.end[i], r.end[i]);
+      free(r2.end);
+    }
+    free(r.end);
+    free(S);
+  }
+  int T = 0;
+  for (int p = 0; p < SHOAL_PS_POL__N; p++) T = T; /* horizon: generous */
+  T = wp.window + 400;
+  CHECK_OK(shoal__ps_lower_bound(&c, jobs, wp.njobs, T, 30, &lb, &lbs));
+  for (int p = 0; p < SHOAL_PS_POL__N; p++) {
+    CHECK_MSG(flow[p] >= lb - 1e-6, "%s flow %g below the lower bound %g", shoal__ps_pol_name((shoal__ps_pol_t)p), flow[p], lb);
+    printf("  %-7s total flow %6.0f  ratio to LB %.3f\n", shoal__ps_pol_name((shoal__ps_pol_t)p), flow[p], flow[p] / lb);
+  }
+  printf("  LB %.1f (LB_solo %.1f)\n", lb, lbs);
+  free(jobs);
+  shoal__ps_cluster_free(&c);
+}
