@@ -1,0 +1,422 @@
+/* shoal bench allreduce|allgather|reducescatter|broadcast: a size sweep with
+ * nccl-tests columns, run as every rank under `shoal launch`:
+ *   shoal launch -n 4 -- shoal bench allreduce -b 8 -e 256M -f 2
+ * Per size and mode (out-of-place, then in-place): warm-up, then rank 0 picks
+ * the iteration count from its warm-up median and broadcasts it so all ranks
+ * agree; each iteration starts after a barrier and its time is the maximum
+ * over ranks (IMB's slowest-rank view); p50/p99/max over iterations. algbw =
+ * S / p50 and busbw = algbw x factor as nccl-tests (GB = 1e9 B):
+ * allreduce 2(n-1)/n, reducescatter and allgather (n-1)/n with S the whole
+ * array, broadcast 1. SHOAL_BENCH_MIN_BW fails the run when the average
+ * busbw is below it. --explain prints the cost model's decision per size. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_check.h"
+#include "comm/coll.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+
+enum { B_ALLREDUCE, B_ALLGATHER, B_REDUCESCATTER, B_BROADCAST };
+static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+
+typedef struct bopts {
+  int coll;
+  size_t minb, maxb;
+  double factor;
+  long iters, warmup;
+  shoal_dtype_t dtype;
+  shoal_redop_t op;
+  shoal_algo_t algo;
+  int root, check, explain, explain_ranks;
+  double target_s;
+} bopts_t;
+
+static int parse_size(const char *opt, const char *s, size_t *out) {
+  char *end;
+  double v = strtod(s, &end);
+  double mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1024, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (end == s || *end || v < 0 || v * mul > 64.0 * 1024 * 1024 * 1024) {
+    fprintf(stderr, "shoal bench: %s '%s': expected a size like 8, 64K, 256M\n", opt, s);
+    return 2;
+  }
+  *out = (size_t)(v * mul);
+  return 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: shoal launch -n N -- shoal bench allreduce|allgather|reducescatter|broadcast [options]\n"
+             "  -b SIZE     smallest message in bytes (8)         -e SIZE   largest (256M)\n"
+             "  -f FACTOR   size multiplier (2)                   -n ITERS  iterations (auto from warm-up)\n"
+             "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
+             "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce: auto|ring|rhd|rd (auto)\n"
+             "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
+             "  --check     count wrong elements (#wrong)         --explain print the cost model's choice per size\n"
+             "  -p RANKS    with --explain: rank count, without launching\n");
+}
+
+static int parse_opts(int argc, char **argv, bopts_t *o) {
+  *o = (bopts_t){.coll = -1, .minb = 8, .maxb = 256u << 20, .factor = 2, .iters = 0, .warmup = 5,
+                 .dtype = SHOAL_FLOAT32, .op = SHOAL_SUM, .algo = SHOAL_ALGO_AUTO, .target_s = 0.2};
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 1;
+  }
+  for (int c = 0; c < 4; c++)
+    if (!strcmp(argv[1], coll_names[c])) o->coll = c;
+  if (!strcmp(argv[1], "reduce_scatter")) o->coll = B_REDUCESCATTER;
+  if (o->coll < 0) {
+    fprintf(stderr, "shoal bench: unknown collective '%s' (allreduce, allgather, reducescatter, broadcast)\n", argv[1]);
+    return 2;
+  }
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long l;
+    int need = 1, rc = 0;
+    if (!strcmp(a, "--check")) o->check = 1, need = 0;
+    else if (!strcmp(a, "--explain")) o->explain = 1, need = 0;
+    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 1;
+    } else if (!v) {
+      fprintf(stderr, "shoal bench: option %s needs a value\n", a);
+      return 2;
+    } else if (!strcmp(a, "-b")) rc = parse_size("-b", v, &o->minb);
+    else if (!strcmp(a, "-e")) rc = parse_size("-e", v, &o->maxb);
+    else if (!strcmp(a, "-f")) rc = shoal__parse_double("-f", v, 1.01, 1024, &o->factor);
+    else if (!strcmp(a, "-n")) rc = shoal__parse_long("-n", v, 1, 10000000, &o->iters);
+    else if (!strcmp(a, "-w")) rc = shoal__parse_long("-w", v, 0, 1000000, &o->warmup);
+    else if (!strcmp(a, "-T")) rc = shoal__parse_double("-T", v, 0.001, 3600, &o->target_s);
+    else if (!strcmp(a, "-d")) rc = shoal_dtype_parse(v, &o->dtype);
+    else if (!strcmp(a, "-o")) rc = shoal_redop_parse(v, &o->op);
+    else if (!strcmp(a, "-a")) rc = shoal_algo_parse(v, &o->algo);
+    else if (!strcmp(a, "-r") && !(rc = shoal__parse_long("-r", v, 0, 1 << 20, &l))) o->root = (int)l;
+    else if (!strcmp(a, "-p") && !(rc = shoal__parse_long("-p", v, 1, 1 << 20, &l))) o->explain_ranks = (int)l;
+    else if (strcmp(a, "-r") && strcmp(a, "-p")) {
+      fprintf(stderr, "shoal bench: unknown option '%s' (try --help)\n", a);
+      return 2;
+    }
+    if (rc) {
+      if (rc != 2) fprintf(stderr, "shoal bench: %s: %s\n", a, shoal_last_error());
+      return 2;
+    }
+    i += need;
+  }
+  if (o->minb > o->maxb) {
+    fprintf(stderr, "shoal bench: -b %zu is larger than -e %zu\n", o->minb, o->maxb);
+    return 2;
+  }
+  if (o->coll != B_BROADCAST && o->coll != B_ALLGATHER && shoal__reduce_check(o->dtype, o->op)) {
+    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    return 2;
+  }
+  return 0;
+}
+
+static size_t next_size(size_t b, double f) {
+  size_t n = (size_t)((double)b * f);
+  return n > b ? n : b + 1;
+}
+
+static int explain(const bopts_t *o, int p) {
+  shoal__cost_t m;
+  if (shoal__cost_params(&m)) {
+    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    return 1;
+  }
+  printf("# allreduce cost model on %d ranks: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
+         "(SHOAL_ALPHA_US, SHOAL_BETA_GBPS, SHOAL_GAMMA_GBPS)\n",
+         p, m.alpha_s * 1e6, 1e-9 / m.beta_s, 1e-9 / m.gamma_s);
+  printf("# %12s %12s %12s %12s  %-6s %-26s %10s\n", "size(B)", "ring(us)", "rhd(us)", "rd(us)", "choice", "why",
+         "chunk(B)");
+  for (size_t b = o->minb; b <= o->maxb; b = next_size(b, o->factor)) {
+    double t[SHOAL_ALGO__COUNT];
+    shoal__cost_pick(p, b, &m, t);
+    shoal_algo_t a;
+    char why[192];
+    if (shoal__allreduce_resolve(p, b, o->algo, &a, why, sizeof why)) {
+      fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+      return 1;
+    }
+    size_t chunk = 0;
+    if (shoal__ring_chunk_bytes(p, b, &m, &chunk)) {
+      fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+      return 1;
+    }
+    printf("  %12zu %12.1f %12.1f %12.1f  %-6s %-26s %10zu\n", b, t[SHOAL_ALGO_RING] * 1e6, t[SHOAL_ALGO_RHD] * 1e6,
+           t[SHOAL_ALGO_RD] * 1e6, shoal_algo_name(a),
+           strncmp(why, "cost model", 10) ? why : "cost model (cheapest)", chunk);
+  }
+  return 0;
+}
+
+typedef struct run {
+  shoal_comm_t *c;
+  const bopts_t *o;
+  int rank, size;
+  char *send, *recv, *want;
+  size_t es;
+} run_t;
+
+/* Element count per call for a sweep size, and the S that algbw uses. */
+static size_t call_count(const run_t *R, size_t bytes, double *S) {
+  size_t count = bytes / R->es;
+  if (R->o->coll == B_ALLGATHER || R->o->coll == B_REDUCESCATTER) count /= (size_t)R->size;
+  size_t total = count * (R->o->coll == B_ALLGATHER || R->o->coll == B_REDUCESCATTER ? (size_t)R->size : 1);
+  *S = (double)(total * R->es);
+  return count;
+}
+
+static double bus_factor(int coll, int n) {
+  if (coll == B_ALLREDUCE) return 2.0 * (n - 1) / n;
+  if (coll == B_BROADCAST) return 1.0;
+  return (double)(n - 1) / n;
+}
+
+static void fill_inputs(run_t *R, size_t count, int inplace) {
+  const bopts_t *o = R->o;
+  int n = R->size, r = R->rank;
+  shoal_redop_t op = o->coll == B_ALLREDUCE || o->coll == B_REDUCESCATTER ? o->op : SHOAL_SUM;
+  switch (o->coll) {
+  case B_ALLREDUCE: shoal_tool_fill(inplace ? R->recv : R->send, count, o->dtype, r, op, 0); break;
+  case B_REDUCESCATTER: shoal_tool_fill(inplace ? R->recv : R->send, count * (size_t)n, o->dtype, r, op, 0); break;
+  case B_ALLGATHER:
+    shoal_tool_fill(inplace ? R->recv + (size_t)r * count * R->es : R->send, count, o->dtype, r, op, 0);
+    break;
+  default:
+    if (r == o->root) shoal_tool_fill(R->recv, count, o->dtype, r, op, 0);
+    break;
+  }
+}
+
+static int call(run_t *R, size_t count, int inplace) {
+  const bopts_t *o = R->o;
+  const void *sb = inplace ? SHOAL_IN_PLACE : R->send;
+  switch (o->coll) {
+  case B_ALLREDUCE: return shoal_allreduce_algo(R->c, sb, R->recv, count, o->dtype, o->op, o->algo);
+  case B_REDUCESCATTER: return shoal_reduce_scatter(R->c, sb, R->recv, count, o->dtype, o->op);
+  case B_ALLGATHER: return shoal_allgather(R->c, sb, R->recv, count, o->dtype);
+  default: return shoal_broadcast(R->c, R->recv, count, o->dtype, o->root);
+  }
+}
+
+/* Wrong elements on this rank after one checked call. */
+static long check_once(run_t *R, size_t count, int inplace, int *rc) {
+  const bopts_t *o = R->o;
+  int n = R->size, r = R->rank;
+  fill_inputs(R, count, inplace);
+  if ((*rc = call(R, count, inplace))) return 0;
+  switch (o->coll) {
+  case B_ALLREDUCE:
+    shoal_tool_expect(R->want, count, o->dtype, o->op, n, 0);
+    return (long)shoal_tool_count_wrong(R->recv, R->want, count, R->es);
+  case B_REDUCESCATTER:
+    shoal_tool_expect(R->want, count, o->dtype, o->op, n, (size_t)r * count);
+    return (long)shoal_tool_count_wrong(inplace ? R->recv + (size_t)r * count * R->es : R->recv, R->want, count, R->es);
+  case B_ALLGATHER: {
+    long wrong = 0;
+    for (int q = 0; q < n; q++) {
+      shoal_tool_fill(R->want, count, o->dtype, q, SHOAL_SUM, 0);
+      wrong += (long)shoal_tool_count_wrong(R->recv + (size_t)q * count * R->es, R->want, count, R->es);
+    }
+    return wrong;
+  }
+  default:
+    shoal_tool_fill(R->want, count, o->dtype, o->root, SHOAL_SUM, 0);
+    return (long)shoal_tool_count_wrong(R->recv, R->want, count, R->es);
+  }
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct result {
+  double p50, p99, max, algbw, busbw;
+  long wrong; /* -1: not checked */
+} result_t;
+
+static int measure(run_t *R, size_t count, double S, int inplace, result_t *res) {
+  const bopts_t *o = R->o;
+  int rc;
+  fill_inputs(R, count, inplace);
+  double *warm = calloc((size_t)o->warmup + 1, sizeof *warm);
+  if (!warm) return SHOAL_ERR_NOMEM;
+  for (long i = 0; i < o->warmup; i++) {
+    uint64_t t0 = shoal__now_ns();
+    if ((rc = call(R, count, inplace))) {
+      free(warm);
+      return rc;
+    }
+    warm[i] = (double)(shoal__now_ns() - t0) * 1e-9;
+  }
+  int64_t iters = o->iters;
+  if (iters <= 0) { /* rank 0 decides, everyone follows */
+    double med = 1e-3;
+    if (o->warmup > 0) {
+      qsort(warm, (size_t)o->warmup, sizeof *warm, cmp_double);
+      med = warm[o->warmup / 2];
+    }
+    iters = (int64_t)(o->target_s / (med > 1e-7 ? med : 1e-7));
+    if (iters < 5) iters = 5;
+    if (iters > 2000) iters = 2000;
+    if ((rc = shoal_broadcast(R->c, &iters, 1, SHOAL_INT64, 0))) {
+      free(warm);
+      return rc;
+    }
+  }
+  free(warm);
+  double *t = calloc((size_t)iters, sizeof *t);
+  if (!t) return SHOAL_ERR_NOMEM;
+  for (int64_t i = 0; i < iters; i++) {
+    if ((rc = shoal_barrier(R->c))) goto out_free;
+    uint64_t t0 = shoal__now_ns();
+    if ((rc = call(R, count, inplace))) goto out_free;
+    t[i] = (double)(shoal__now_ns() - t0) * 1e-9;
+  }
+  /* per-iteration time = the slowest rank's */
+  if ((rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, t, (size_t)iters, SHOAL_FLOAT64, SHOAL_MAX))) goto out_free;
+  qsort(t, (size_t)iters, sizeof *t, cmp_double);
+  res->p50 = t[iters / 2];
+  res->p99 = t[(size_t)((double)(iters - 1) * 0.99)];
+  res->max = t[iters - 1];
+  res->algbw = S / res->p50 * 1e-9;
+  res->busbw = res->algbw * bus_factor(o->coll, R->size);
+  res->wrong = -1;
+  if (o->check) {
+    int64_t w = check_once(R, count, inplace, &rc);
+    if (rc || (rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, &w, 1, SHOAL_INT64, SHOAL_SUM))) goto out_free;
+    res->wrong = (long)w;
+  }
+out_free:
+  free(t);
+  return rc;
+}
+
+static void print_group(const result_t *r) {
+  char w[24];
+  if (r->wrong < 0) snprintf(w, sizeof w, "n/a");
+  else snprintf(w, sizeof w, "%ld", r->wrong);
+  printf(" | %9.1f %9.1f %9.1f %7.3f %7.3f %6s", r->p50 * 1e6, r->p99 * 1e6, r->max * 1e6, r->algbw, r->busbw, w);
+}
+
+static const char *algo_label(const run_t *R, size_t S) {
+  switch (R->o->coll) {
+  case B_ALLREDUCE:
+    return shoal_algo_name(R->o->algo != SHOAL_ALGO_AUTO ? R->o->algo : shoal_allreduce_choose(R->c, S));
+  case B_BROADCAST: return S <= (32u << 10) || R->size <= 2 ? "tree" : "chain";
+  default: return "ring";
+  }
+}
+
+int shoal_cmd_bench(int argc, char **argv) {
+  bopts_t o;
+  int prc = parse_opts(argc, argv, &o);
+  if (prc) return prc == 1 ? 0 : prc;
+  if (o.explain && o.explain_ranks > 0) return explain(&o, o.explain_ranks);
+  run_t R = {.o = &o, .es = shoal_dtype_size(o.dtype)};
+  if (shoal_comm_init_env(&R.c)) {
+    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    return 1;
+  }
+  R.rank = shoal_comm_rank(R.c);
+  R.size = shoal_comm_size(R.c);
+  int status = 0;
+  if (o.explain) {
+    if (R.rank == 0) status = explain(&o, R.size);
+    goto out_comm;
+  }
+  if (o.root >= R.size) {
+    fprintf(stderr, "shoal bench: -r %d: only %d ranks\n", o.root, R.size);
+    status = 2;
+    goto out_comm;
+  }
+  size_t cap = o.maxb + R.es * (size_t)R.size; /* counts round down, so this always fits */
+  R.send = malloc(cap);
+  R.recv = malloc(cap);
+  R.want = o.check ? malloc(cap) : NULL;
+  if (!R.send || !R.recv || (o.check && !R.want)) {
+    fprintf(stderr, "shoal bench: rank %d: no memory for %zu B buffers\n", R.rank, cap);
+    status = 1;
+    goto out_bufs;
+  }
+  memset(R.send, 0, cap); /* fault the pages in before timing */
+  memset(R.recv, 0, cap);
+  if (R.rank == 0) {
+    printf("# shoal bench %s: %d ranks, %s %s, algo %s, warm-up %ld, iterations %s, check %s\n",
+           coll_names[o.coll], R.size, shoal_dtype_name(o.dtype), shoal_redop_name(o.op), shoal_algo_name(o.algo),
+           o.warmup, o.iters > 0 ? "fixed" : "auto (rank 0 picks from warm-up, broadcast)", o.check ? "on" : "off");
+    printf("# time = slowest rank per iteration; p50/p99/max over iterations; algbw = S/p50, GB = 1e9 B; "
+           "busbw factor %s\n",
+           o.coll == B_ALLREDUCE ? "2(n-1)/n" : o.coll == B_BROADCAST ? "1" : "(n-1)/n");
+    printf("#%51s %-52s %s\n", "", "out-of-place", "in-place");
+    printf("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s\n", "size(B)", "count", "type",
+           "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong", "p50(us)", "p99(us)",
+           "max(us)", "algbw", "busbw", "#wrong");
+    fflush(stdout);
+  }
+  double bw_sum = 0;
+  int bw_n = 0;
+  long wrong_total = 0;
+  for (size_t b = o.minb; b <= o.maxb; b = next_size(b, o.factor)) {
+    double S;
+    size_t count = call_count(&R, b, &S);
+    if (count == 0) continue;
+    result_t res[2];
+    for (int inplace = 0; inplace < 2; inplace++) {
+      if (o.coll == B_BROADCAST && !inplace) { /* broadcast is in place by API */
+        res[0] = (result_t){.wrong = -2};
+        continue;
+      }
+      int rc = measure(&R, count, S, inplace, &res[inplace]);
+      if (rc) {
+        fprintf(stderr, "shoal bench: rank %d: %s %zu B: %s\n", R.rank, coll_names[o.coll], (size_t)S,
+                shoal_comm_errmsg(R.c)[0] ? shoal_comm_errmsg(R.c) : shoal_status_string(rc));
+        status = 1;
+        goto out_bufs;
+      }
+      bw_sum += res[inplace].busbw;
+      bw_n++;
+      if (res[inplace].wrong > 0) wrong_total += res[inplace].wrong;
+    }
+    if (R.rank == 0) {
+      printf("  %10zu %11zu %8s %5s %5s", (size_t)S, count, shoal_dtype_name(o.dtype),
+             o.coll == B_ALLREDUCE || o.coll == B_REDUCESCATTER ? shoal_redop_name(o.op) : "-", algo_label(&R, (size_t)S));
+      if (res[0].wrong == -2) printf(" | %9s %9s %9s %7s %7s %6s", "-", "-", "-", "-", "-", "-");
+      else print_group(&res[0]);
+      print_group(&res[1]);
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  double avg = bw_n ? bw_sum / bw_n : 0;
+  if (R.rank == 0) {
+    if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %.4f GB/s\n", avg);
+  }
+  if (wrong_total) status = 1;
+  double min_bw;
+  if (shoal__config_double("SHOAL_BENCH_MIN_BW", 0, 0, 1e9, &min_bw)) {
+    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    status = 2;
+  } else if (min_bw > 0 && avg < min_bw) {
+    if (R.rank == 0) printf("# FAILED: average busbw %.4f GB/s < SHOAL_BENCH_MIN_BW=%g\n", avg, min_bw);
+    status = 1;
+  }
+out_bufs:
+  free(R.send);
+  free(R.recv);
+  free(R.want);
+out_comm:
+  shoal_comm_destroy(R.c);
+  return status;
+}
