@@ -34,7 +34,9 @@ int shoal__place_spread(const shoal_cluster_t *c, const shoal_job_t *j, int work
  * machines with the most free CPU. 0 if it does not fit. */
 int shoal__place_ps_job(const shoal_cluster_t *c, const shoal_job_t *j, int workers, int ps, shoal_place_t *out, int cap);
 
-/* 1 if placements a and b are the same multiset of (machine, workers, ps). */
+/* Sort by machine, merge repeated machines, drop empty entries; returns the new count. */
+int shoal__place_normalize(shoal_place_t *p, int n);
+/* 1 if two normalized placements are equal. */
 int shoal__place_equal(const shoal_place_t *a, int na, const shoal_place_t *b, int nb);
 
 #endif

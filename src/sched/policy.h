@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shoal/status.h"
 #include "sched/cluster.h"
 #include "sched/job.h"
 #include "sched/speed.h"

@@ -1,0 +1,203 @@
+/* Cluster description files: INI or JSON (docs/simulator.md, "Cluster file").
+ *
+ *   INI                                JSON
+ *   [cluster]                          {"machines": 256, "gpus_per_machine": 8,
+ *   machines = 256                      "racks": 16, "oversub": 2,
+ *   gpus_per_machine = 8                "groups": [{"machines": 4, ...}]}
+ *   racks = 16
+ *   [group]        (repeatable: a group of machines of another kind; when any
+ *   machines = 4    group is given, the [cluster] machine keys are ignored)
+ *
+ * Machine keys: machines, racks, gpus_per_machine, cpus_per_machine,
+ * mem_gb_per_machine, nic_gbps. Network keys ([cluster] only): intra_gbps,
+ * alpha_intra_us, alpha_inter_us, oversub. Errors name file:line and key. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "sched/cluster.h"
+#include "sched/json.h"
+
+static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, int net_ok,
+                   const char *key, const char *val) {
+  char *e;
+  errno = 0;
+  double v = strtod(val, &e);
+  while (*e == ' ' || *e == '\t') e++;
+  if (e == val || *e || errno || !isfinite(v))
+    return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = '%s': not a number", file, line, key, val);
+  int is_int = v == floor(v);
+  struct { const char *k; int integer; double lo, hi; } lim[] = {
+      {"machines", 1, 1, 1e6},        {"racks", 1, 1, 1e6},          {"gpus_per_machine", 1, 0, SHOAL_MAX_GPUS_PER_MACHINE},
+      {"cpus_per_machine", 0, 1e-3, 1e6}, {"mem_gb_per_machine", 0, 1e-3, 1e9}, {"nic_gbps", 0, 1e-6, 1e9},
+      {"intra_gbps", 0, 1e-6, 1e9},    {"alpha_intra_us", 0, 0, 1e9}, {"alpha_inter_us", 0, 0, 1e9},
+      {"oversub", 0, 1, 1e6}};
+  int found = -1;
+  for (int i = 0; i < (int)(sizeof lim / sizeof lim[0]); i++)
+    if (!strcmp(key, lim[i].k)) found = i;
+  if (found < 0)
+    return shoal__seterr(SHOAL_ERR_PARSE,
+                         "%s:%d: unknown key '%s' (machines, racks, gpus_per_machine, cpus_per_machine, mem_gb_per_machine, "
+                         "nic_gbps, intra_gbps, alpha_intra_us, alpha_inter_us, oversub)",
+                         file, line, key);
+  if (found >= 6 && !net_ok)
+    return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: '%s' belongs to [cluster], not to a [group]", file, line, key);
+  if ((lim[found].integer && !is_int) || v < lim[found].lo || v > lim[found].hi)
+    return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = %s: expected %s in [%g, %g]", file, line, key, val,
+                         lim[found].integer ? "an integer" : "a number", lim[found].lo, lim[found].hi);
+  switch (found) {
+  case 0: g->machines = (int)v; break;
+  case 1: g->racks = (int)v; break;
+  case 2: g->per_machine.gpus = (int)v; break;
+  case 3: g->per_machine.cpus = v; break;
+  case 4: g->per_machine.mem_gb = v; break;
+  case 5: g->nic_gbps = v; break;
+  case 6: sp->net.intra_gbps = v; break;
+  case 7: sp->net.alpha_intra_s = v * 1e-6; break;
+  case 8: sp->net.alpha_inter_s = v * 1e-6; break;
+  case 9: sp->net.oversub = v; break;
+  }
+  return 0;
+}
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+  return s;
+}
+
+static int finish(const char *file, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *base, int ngroups,
+                  shoal_cluster_spec_t *spec) {
+  if (ngroups == 0) {
+    tmp->ngroups = 1;
+    tmp->group[0] = *base;
+  } else tmp->ngroups = ngroups;
+  int rc = shoal__cluster_spec_validate(tmp);
+  if (rc) return shoal__seterr(rc, "%s: %s", file, shoal_last_error());
+  *spec = *tmp;
+  return 0;
+}
+
+static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
+  shoal_cluster_spec_t tmp = *spec;
+  shoal_cluster_group_t base = spec->group[0];
+  shoal_cluster_group_t *cur = &base;
+  int ngroups = 0, in_cluster = 1, line = 0;
+  char *save = NULL;
+  for (char *ln = text; ln; ln = save) {
+    save = strchr(ln, '\n');
+    if (save) *save++ = 0;
+    line++;
+    char *hash = strpbrk(ln, "#;");
+    if (hash) *hash = 0;
+    char *s = trim(ln);
+    if (!*s) continue;
+    if (*s == '[') {
+      char *end = strchr(s, ']');
+      if (!end || trim(end + 1)[0]) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: malformed section header", file, line);
+      *end = 0;
+      char *name = trim(s + 1);
+      if (!strcmp(name, "cluster")) {
+        in_cluster = 1;
+        cur = &base;
+      } else if (!strcmp(name, "group")) {
+        if (ngroups == 8) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: more than 8 [group] sections", file, line);
+        tmp.group[ngroups] = base; /* a group inherits the [cluster] machine keys given so far */
+        cur = &tmp.group[ngroups++];
+        in_cluster = 0;
+      } else
+        return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: unknown section [%s] (expected [cluster] or [group])", file, line, name);
+      continue;
+    }
+    char *eq = strchr(s, '=');
+    if (!eq) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: expected key = value", file, line);
+    *eq = 0;
+    char *key = trim(s), *val = trim(eq + 1);
+    if (!*val) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s: missing value", file, line, key);
+    int rc = set_key(file, line, &tmp, cur, in_cluster, key, val);
+    if (rc) return rc;
+  }
+  return finish(file, &tmp, &base, ngroups, spec);
+}
+
+static int json_keys(const char *file, const shoal_json_t *o, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *g, int net_ok) {
+  for (int i = 0; i < o->n; i++) {
+    const shoal_json_t *k = o->kids[i];
+    if (net_ok && !strcmp(k->key, "groups")) continue;
+    if (k->type != SHOAL_JSON_NUM)
+      return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s: expected a number", file, k->line, k->key);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.17g", k->num);
+    int rc = set_key(file, k->line, tmp, g, net_ok, k->key, buf);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int load_json(const char *file, const char *text, size_t len, shoal_cluster_spec_t *spec) {
+  shoal_json_t *j = NULL;
+  int rc = shoal__json_parse(file, text, len, &j);
+  if (rc) return rc;
+  shoal_cluster_spec_t tmp = *spec;
+  shoal_cluster_group_t base = spec->group[0];
+  int ngroups = 0;
+  if (j->type != SHOAL_JSON_OBJ) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: expected an object", file, j->line);
+    goto done;
+  }
+  if ((rc = json_keys(file, j, &tmp, &base, 1))) goto done;
+  const shoal_json_t *gs = shoal__json_get(j, "groups");
+  if (gs) {
+    if (gs->type != SHOAL_JSON_ARR || gs->n > 8) {
+      rc = shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: groups: expected an array of at most 8 objects", file, gs->line);
+      goto done;
+    }
+    for (int i = 0; i < gs->n; i++) {
+      if (gs->kids[i]->type != SHOAL_JSON_OBJ) {
+        rc = shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: groups[%d]: expected an object", file, gs->kids[i]->line, i);
+        goto done;
+      }
+      tmp.group[i] = base;
+      if ((rc = json_keys(file, gs->kids[i], &tmp, &tmp.group[i], 0))) goto done;
+    }
+    ngroups = gs->n;
+  }
+  rc = finish(file, &tmp, &base, ngroups, spec);
+done:
+  shoal__json_free(j);
+  return rc;
+}
+
+int shoal__cluster_spec_load(const char *path, shoal_cluster_spec_t *spec) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
+  char *text = malloc(1 << 20);
+  if (!text) {
+    fclose(f);
+    return SHOAL_ERR_NOMEM;
+  }
+  size_t n = fread(text, 1, (1 << 20) - 1, f);
+  int big = !feof(f);
+  fclose(f);
+  int rc;
+  if (big) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 1 MiB, not a cluster file", path);
+    goto done;
+  }
+  text[n] = 0;
+  if (memchr(text, 0, n)) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: contains NUL bytes, not a text file", path);
+    goto done;
+  }
+  size_t i = 0;
+  while (i < n && isspace((unsigned char)text[i])) i++;
+  rc = (i < n && text[i] == '{') ? load_json(path, text, n, spec) : load_ini(path, text, spec);
+done:
+  free(text);
+  return rc;
+}

@@ -1,0 +1,581 @@
+/* The event-driven engine (spec cluster-simulation.md §4; docs/simulator.md).
+ *
+ * Time only jumps to the next event: a completion (exact: rates are constant
+ * between events), the end of a restart, an arrival (from the sorted job
+ * array, never stored in the heap) or a policy timer. Events live in a binary
+ * min-heap ordered by (time, kind, sequence number); each carries the job's
+ * version and stale ones are dropped on pop. After all events of one instant
+ * the policy decides once; only jobs whose allocation changed are touched. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "sched/place.h"
+#include "sim/sim.h"
+
+enum { EV_FINISH = 0, EV_RESTART_DONE = 1, EV_TIMER = 2 };
+
+typedef struct {
+  double t;
+  uint64_t seq;     /* kind in the top 2 bits, then a global counter: deterministic order */
+  int32_t job;      /* or -1 for timers */
+  uint32_t version;
+  int64_t tag;
+} event_t;
+
+typedef struct {
+  event_t *a;
+  size_t n, cap;
+} heap_t;
+
+static inline int ev_less(const event_t *x, const event_t *y) {
+  if (x->t != y->t) return x->t < y->t;
+  return x->seq < y->seq;
+}
+
+static int heap_push(heap_t *h, event_t e) {
+  if (h->n == h->cap) {
+    size_t nc = h->cap ? h->cap * 2 : 1024;
+    event_t *a = realloc(h->a, nc * sizeof *a);
+    if (!a) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory for %zu events", nc);
+    h->a = a;
+    h->cap = nc;
+  }
+  size_t i = h->n++;
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!ev_less(&e, &h->a[p])) break;
+    h->a[i] = h->a[p];
+    i = p;
+  }
+  h->a[i] = e;
+  return 0;
+}
+
+static event_t heap_pop(heap_t *h) {
+  event_t top = h->a[0], last = h->a[--h->n];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    const event_t *best = &last;
+    if (l < h->n && ev_less(&h->a[l], best)) {
+      m = l;
+      best = &h->a[l];
+    }
+    if (r < h->n && ev_less(&h->a[r], best)) m = r;
+    if (m == i) break;
+    h->a[i] = h->a[m];
+    i = m;
+  }
+  if (h->n) h->a[i] = last;
+  return top;
+}
+
+/* distinct requested sizes, for the Themis integrals */
+#define MAX_SIZES 64
+
+typedef struct engine {
+  shoal_workload_t *w;
+  shoal_cluster_t *c;
+  const shoal_speed_t *speed;
+  const shoal_sim_config_t *cfg;
+  shoal_sched_t s;
+  const shoal_policy_ops_t *ops;
+  void *pstate;
+  heap_t heap;
+  uint64_t seq;
+  /* per job (engine-private) */
+  double *sref;         /* steps/s at the requested size, consolidated */
+  double *phi_at;       /* Themis integral value at t_last */
+  uint8_t *size_idx;
+  /* touched jobs of the current decision and their previous allocations */
+  shoal_job_t **touched;
+  shoal_alloc_t *prev;
+  int ntouched, touched_cap;
+  /* Themis: phi[k] = integral of max(1, N(t)*size_k/G) dt */
+  int nsizes;
+  int sizes[MAX_SIZES];
+  double phi[MAX_SIZES];
+  /* metrics */
+  double t_prev;
+  double eff_sum;       /* sum over running jobs of gpus*rate/sref */
+  int running;
+  shoal_sim_result_t *res;
+  int tl_cap;
+  double tl_dt;
+} engine_t;
+
+static int push(engine_t *e, int kind, double t, int32_t job, uint32_t version, int64_t tag) {
+  event_t ev = {t, ((uint64_t)kind << 62) | e->seq++, job, version, tag};
+  return heap_push(&e->heap, ev);
+}
+
+static void hook_touch(void *arg, shoal_job_t *j) {
+  engine_t *e = arg;
+  if (j->touched) return;
+  if (e->ntouched == e->touched_cap) {
+    int nc = e->touched_cap ? e->touched_cap * 2 : 256;
+    shoal_job_t **t = realloc(e->touched, (size_t)nc * sizeof *t);
+    shoal_alloc_t *p = realloc(e->prev, (size_t)nc * sizeof *p);
+    if (t) e->touched = t;
+    if (p) e->prev = p;
+    if (!t || !p) abort(); /* cannot continue consistently; out of memory */
+    e->touched_cap = nc;
+  }
+  shoal_alloc_t *pv = &e->prev[e->ntouched];
+  *pv = j->alloc;
+  pv->p = NULL;
+  if (j->alloc.n) {
+    pv->p = malloc((size_t)j->alloc.n * sizeof *pv->p);
+    if (!pv->p) abort();
+    memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
+  }
+  e->touched[e->ntouched++] = j;
+  j->touched = e->ntouched;
+}
+
+static int hook_timer(void *arg, double at, int64_t tag) {
+  engine_t *e = arg;
+  return push(e, EV_TIMER, at, -1, 0, tag);
+}
+
+/* Bring j's counters to time t (rates constant since t_last). */
+static void advance_job(engine_t *e, shoal_job_t *j, double t) {
+  double dt = t - j->t_last;
+  if (dt > 0) {
+    int k = e->size_idx[j->id];
+    if (j->state == SHOAL_JOB_RUN) {
+      double dw = j->rate * dt;
+      j->work_done += dw;
+      j->run_s += dt;
+      j->gpu_s += dt * j->alloc.workers;
+      /* Themis: iso_time += dwork / S_iso; S_iso = min(1, G/(N n)) sref over the interval */
+      if (e->sref[j->id] > 0) j->iso_time += j->rate / e->sref[j->id] * (e->phi[k] - e->phi_at[j->id]);
+    } else if (j->state == SHOAL_JOB_RESTART) {
+      j->restart_s += dt;
+      j->gpu_s += dt * j->alloc.workers;
+      e->res->restart_gpu_s += dt * j->alloc.workers;
+    }
+  }
+  j->t_last = t;
+  e->phi_at[j->id] = e->phi[e->size_idx[j->id]];
+}
+
+static void set_rate(engine_t *e, shoal_job_t *j, double rate) {
+  double sr = e->sref[j->id];
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->alloc.workers * j->rate / sr;
+  j->rate = rate;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->alloc.workers * j->rate / sr;
+}
+
+static double alloc_rate(engine_t *e, const shoal_job_t *j) {
+  shoal_shape_t sh = shoal__shape_of(e->c, &j->alloc);
+  return e->speed->rate(e->speed, e->c, j, &sh);
+}
+
+static int schedule_finish(engine_t *e, shoal_job_t *j, double t) {
+  if (j->rate <= 0) return 0; /* holds resources without progress: no completion until changed */
+  double rem = j->work - j->work_done;
+  if (rem < 0) rem = 0;
+  return push(e, EV_FINISH, t + rem / j->rate, j->id, j->version, 0);
+}
+
+static void set_state(engine_t *e, shoal_job_t *j, int st) {
+  int was_run = j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART;
+  int is_run = st == SHOAL_JOB_RUN || st == SHOAL_JOB_RESTART;
+  double sr = e->sref[j->id];
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->alloc.workers * j->rate / sr;
+  j->state = (int8_t)st;
+  if (st != SHOAL_JOB_RUN) j->rate = 0;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->alloc.workers * j->rate / sr;
+  e->running += is_run - was_run;
+}
+
+/* Apply the allocation changes of one decision. */
+static int apply_changes(engine_t *e, double t) {
+  int rc = 0;
+  for (int i = 0; i < e->ntouched; i++) {
+    shoal_job_t *j = e->touched[i];
+    shoal_alloc_t *old = &e->prev[i];
+    j->touched = 0;
+    int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
+    if (!changed) goto next;
+    /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
+    double old_rate = j->rate;
+    {
+      shoal_alloc_t now = j->alloc;
+      j->alloc = *old;
+      advance_job(e, j, t);
+      set_state(e, j, SHOAL_JOB_WAIT); /* detach from the metrics with the old allocation */
+      j->alloc = now;
+    }
+    int was_holding = old->n > 0;
+    j->version++;
+    if (j->alloc.n == 0) {
+      if (was_holding) {
+        j->n_preempt++;
+        e->res->preemptions++;
+        if (e->cfg->checkpoint_s > 0) {
+          /* lose the work since the last checkpoint: run time since the last
+           * multiple of c seconds, at the rate the job had (approximation
+           * when its rate changed within that span) */
+          double lost = fmod(j->run_s, e->cfg->checkpoint_s) * old_rate;
+          j->work_done = lost < j->work_done ? j->work_done - lost : 0;
+        }
+      }
+      goto next;
+    }
+    if (j->alloc.n > j->max_machines) j->max_machines = j->alloc.n;
+    double delay;
+    if (j->first_start < 0) {
+      j->first_start = t;
+      delay = e->cfg->start_cost;
+    } else {
+      delay = e->cfg->restart_cost; /* resume, resize or migration */
+      j->n_realloc++;
+      e->res->reallocations++;
+    }
+    double r = alloc_rate(e, j);
+    if (delay > 0) {
+      set_state(e, j, SHOAL_JOB_RESTART);
+      j->restart_until = t + delay;
+      rc = push(e, EV_RESTART_DONE, t + delay, j->id, j->version, 0);
+    } else {
+      set_state(e, j, SHOAL_JOB_RUN);
+      set_rate(e, j, r);
+      rc = schedule_finish(e, j, t);
+    }
+    if (rc) break;
+  next:
+    free(old->p);
+    old->p = NULL;
+  }
+  e->ntouched = 0;
+  return rc;
+}
+
+/* Independent check of the bookkeeping (SHOAL_SIM_CHECK=1, tests). */
+static int check_invariants(engine_t *e, double t) {
+  shoal_cluster_t *c = e->c;
+  int nm = c->nmachines;
+  shoal_res_t *used = calloc((size_t)nm, sizeof *used);
+  if (!used) return shoal__seterr(SHOAL_ERR_NOMEM, "sim check: out of memory");
+  int rc = 0, running = 0;
+  for (int i = 0; i < e->s.nactive; i++) {
+    const shoal_job_t *j = e->s.active[i];
+    if (j->state == SHOAL_JOB_DONE || j->state == SHOAL_JOB_FUTURE) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d in the active set has state %d", t, j->id, j->state);
+      goto done;
+    }
+    if ((j->alloc.n > 0) != (j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART)) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d state %d with %d machines", t, j->id, j->state, j->alloc.n);
+      goto done;
+    }
+    running += j->alloc.n > 0;
+    for (int k = 0; k < j->alloc.n; k++) {
+      shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
+      shoal_res_t *u = &used[j->alloc.p[k].machine];
+      u->gpus += d.gpus;
+      u->cpus += d.cpus;
+      u->mem_gb += d.mem_gb;
+    }
+    if (j->work_done > j->work * (1 + 1e-9) + 1e-9) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d did %.17g of %.17g steps", t, j->id, j->work_done, j->work);
+      goto done;
+    }
+  }
+  int free_total = 0;
+  for (int m = 0; m < nm; m++) {
+    const shoal_machine_t *mm = &c->m[m];
+    if (used[m].gpus > mm->cap.gpus || used[m].cpus > mm->cap.cpus + 1e-6 || used[m].mem_gb > mm->cap.mem_gb + 1e-6) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d over capacity (%d GPUs of %d)", t, m, used[m].gpus,
+                         mm->cap.gpus);
+      goto done;
+    }
+    if (mm->free.gpus != mm->cap.gpus - used[m].gpus || fabs(mm->free.cpus - (mm->cap.cpus - used[m].cpus)) > 1e-6) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d free-resource bookkeeping drifted", t, m);
+      goto done;
+    }
+    if (shoal__cluster_next_with_free(c, mm->free.gpus, m) != m) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d missing from its free bucket", t, m);
+      goto done;
+    }
+    free_total += mm->free.gpus;
+  }
+  if (free_total != c->gpus_free) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cluster free GPUs drifted", t);
+  if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
+done:
+  free(used);
+  return rc;
+}
+
+static void timeline_add(engine_t *e, double t, int force) {
+  shoal_sim_result_t *r = e->res;
+  if (!force && r->ntimeline > 0 && t - r->timeline[r->ntimeline - 1].t < e->tl_dt) return;
+  if (r->ntimeline == e->tl_cap) {
+    /* keep memory bounded: drop every other point, double the resolution */
+    int k = 0;
+    for (int i = 0; i < r->ntimeline; i += 2) r->timeline[k++] = r->timeline[i];
+    r->ntimeline = k;
+    e->tl_dt *= 2;
+  }
+  shoal_timeline_pt_t *p = &r->timeline[r->ntimeline++];
+  p->t = t;
+  p->busy = e->c->gpus_total - e->c->gpus_free;
+  p->running = e->running;
+  p->waiting = e->s.nactive - e->running;
+}
+
+/* Integrate the metrics and Themis integrals over [t_prev, t]. */
+static void advance_time(engine_t *e, double t) {
+  double dt = t - e->t_prev;
+  if (dt <= 0) return;
+  int busy = e->c->gpus_total - e->c->gpus_free;
+  e->res->busy_gpu_s += busy * dt;
+  e->res->eff_gpu_s += e->eff_sum * dt;
+  double N = e->s.nactive, G = e->c->gpus_total;
+  for (int k = 0; k < e->nsizes; k++) {
+    double f = N * e->sizes[k] / G;
+    e->phi[k] += dt * (f > 1 ? f : 1);
+  }
+  e->t_prev = t;
+}
+
+static int finish_job(engine_t *e, shoal_job_t *j, double t) {
+  advance_job(e, j, t);
+  if (e->cfg->check && fabs(j->work_done - j->work) > 1e-6 * j->work + 1e-9)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d finished with %.17g of %.17g steps", j->id, j->work_done, j->work);
+  j->work_done = j->work;
+  set_state(e, j, SHOAL_JOB_DONE);
+  for (int k = 0; k < j->alloc.n; k++) {
+    shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
+    shoal__cluster_give(e->c, j->alloc.p[k].machine, &d);
+  }
+  free(j->alloc.p);
+  memset(&j->alloc, 0, sizeof j->alloc);
+  j->finish = t;
+  j->version++;
+  shoal__sched_remove_active(&e->s, j);
+  e->res->finished++;
+  if (t > e->res->t_last) e->res->t_last = t;
+  if (e->ops->finish) e->ops->finish(e->pstate, &e->s, j);
+  return 0;
+}
+
+void shoal__sim_config_default(shoal_sim_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->restart_cost = 30;
+  c->start_cost = 0;
+  c->sample_s = 600;
+  c->seed = 1;
+}
+
+void shoal__sim_result_free(shoal_sim_result_t *r) {
+  free(r->timeline);
+  memset(r, 0, sizeof *r);
+}
+
+static int engine_setup(engine_t *e) {
+  shoal_workload_t *w = e->w;
+  size_t n = (size_t)w->njobs;
+  e->sref = calloc(n ? n : 1, sizeof *e->sref);
+  e->phi_at = calloc(n ? n : 1, sizeof *e->phi_at);
+  e->size_idx = calloc(n ? n : 1, 1);
+  e->tl_cap = 8192;
+  e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
+  e->res->timeline = malloc((size_t)e->tl_cap * sizeof *e->res->timeline);
+  if (!e->sref || !e->phi_at || !e->size_idx || !e->res->timeline) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  for (size_t i = 0; i < n; i++) {
+    shoal_job_t *j = &w->jobs[i];
+    int k;
+    for (k = 0; k < e->nsizes; k++)
+      if (e->sizes[k] == j->gpus) break;
+    if (k == e->nsizes) {
+      if (e->nsizes == MAX_SIZES) k = MAX_SIZES - 1; /* more distinct sizes than slots: share the last (metric only) */
+      else e->sizes[e->nsizes++] = j->gpus;
+    }
+    e->size_idx[i] = (uint8_t)k;
+    shoal_shape_t sh = shoal__shape_consolidated(e->c, j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
+    e->sref[i] = e->speed->rate(e->speed, e->c, j, &sh);
+  }
+  return 0;
+}
+
+int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const shoal_speed_t *speed,
+                   const shoal_policy_ops_t *ops, const char *params, const shoal_sim_config_t *cfg,
+                   shoal_sim_result_t *res) {
+  engine_t e;
+  memset(&e, 0, sizeof e);
+  shoal_sim_result_t r;
+  memset(&r, 0, sizeof r);
+  e.w = w;
+  e.speed = speed;
+  e.cfg = cfg;
+  e.ops = ops;
+  e.res = &r;
+  double wall0 = shoal__now_s();
+  int rc = shoal__cluster_create(cs, &e.c);
+  if (rc) return rc;
+  int check = cfg->check;
+  if (!check) {
+    int env = 0;
+    if ((rc = shoal__config_bool("SHOAL_SIM_CHECK", 0, &env))) goto fail_cluster;
+    check = env;
+  }
+  shoal_sim_config_t cfg2 = *cfg;
+  cfg2.check = check;
+  e.cfg = &cfg2;
+  shoal__workload_reset(w);
+  if ((rc = shoal__sched_init(&e.s, e.c, speed, 1024))) goto fail_cluster;
+  e.s.hooks.touch = hook_touch;
+  e.s.hooks.timer = hook_timer;
+  e.s.engine = &e;
+  e.s.nvcs = w->nvcs;
+  e.s.seed = cfg->seed;
+  e.s.restart_cost = cfg->restart_cost;
+  r.njobs = w->njobs;
+  r.gpus = e.c->gpus_total;
+  if ((rc = engine_setup(&e))) goto fail_sched;
+  if ((rc = ops->create(&e.s, params, &e.pstate))) goto fail_sched;
+
+  long next = 0;
+  double t = w->njobs ? w->jobs[0].arrival : 0;
+  r.t_first = t;
+  e.t_prev = t;
+  e.s.events = SHOAL_EV_START;
+  long progress_step = w->njobs / 200 + 1, progress_next = progress_step;
+  for (;;) {
+    /* next instant */
+    int have_heap = e.heap.n > 0, have_arr = next < w->njobs;
+    if (!have_heap && !have_arr) break;
+    double tn = have_heap ? e.heap.a[0].t : INFINITY;
+    if (have_arr && w->jobs[next].arrival < tn) tn = w->jobs[next].arrival;
+    if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) break;
+    if (tn < t) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim: time went back from %.17g to %.17g", t, tn);
+      goto fail_policy;
+    }
+    t = tn;
+    advance_time(&e, t);
+    e.s.now = t;
+    /* completions and restart ends first: they free or activate resources */
+    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) < EV_TIMER) {
+      event_t ev = heap_pop(&e.heap);
+      r.events++;
+      shoal_job_t *j = &w->jobs[ev.job];
+      if (ev.version != j->version) continue; /* stale */
+      if ((ev.seq >> 62) == EV_FINISH) {
+        if (j->state != SHOAL_JOB_RUN) continue;
+        if ((rc = finish_job(&e, j, t))) goto fail_policy;
+        e.s.events |= SHOAL_EV_FINISH;
+      } else {
+        if (j->state != SHOAL_JOB_RESTART) continue;
+        advance_job(&e, j, t);
+        set_state(&e, j, SHOAL_JOB_RUN);
+        set_rate(&e, j, alloc_rate(&e, j));
+        j->version++;
+        if ((rc = schedule_finish(&e, j, t))) goto fail_policy;
+        e.s.events |= SHOAL_EV_RESTART_DONE;
+      }
+    }
+    while (next < w->njobs && w->jobs[next].arrival == t) {
+      shoal_job_t *j = &w->jobs[next++];
+      r.events++;
+      j->state = SHOAL_JOB_WAIT;
+      j->t_last = t;
+      e.phi_at[j->id] = e.phi[e.size_idx[j->id]];
+      if ((rc = shoal__sched_add_active(&e.s, j))) goto fail_policy;
+      if (e.ops->arrive) e.ops->arrive(e.pstate, &e.s, j);
+      e.s.events |= SHOAL_EV_ARRIVAL;
+    }
+    if (e.s.nactive > r.peak_active) r.peak_active = e.s.nactive;
+    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) == EV_TIMER) {
+      event_t ev = heap_pop(&e.heap);
+      r.events++;
+      if (e.ops->timer) e.ops->timer(e.pstate, &e.s, ev.tag);
+      e.s.events |= SHOAL_EV_TIMER;
+    }
+    if (e.s.events) {
+      r.decisions++;
+      if ((rc = ops->schedule(e.pstate, &e.s))) goto fail_policy;
+      e.s.events = 0;
+    }
+    if ((rc = apply_changes(&e, t))) goto fail_policy;
+    if (check && (rc = check_invariants(&e, t))) goto fail_policy;
+    timeline_add(&e, t, 0);
+    if (cfg->progress && r.finished >= progress_next) {
+      cfg->progress(cfg->progress_arg, r.finished, w->njobs);
+      progress_next = r.finished + progress_step;
+    }
+  }
+  timeline_add(&e, t, 1);
+  /* jobs still active at the end: counted, never silently dropped */
+  for (int i = 0; i < e.s.nactive; i++) advance_job(&e, e.s.active[i], t);
+  r.unfinished = w->njobs - r.finished;
+  if (check) {
+    long done = 0;
+    for (long i = 0; i < w->njobs; i++) done += w->jobs[i].state == SHOAL_JOB_DONE;
+    if (done != r.finished) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs DONE but %ld completions processed", done, r.finished);
+      goto fail_policy;
+    }
+    if (cfg->horizon_s <= 0 && r.unfinished) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs never finished (policy %s left them waiting)", r.unfinished,
+                         ops->name);
+      goto fail_policy;
+    }
+    for (long i = 0; i < w->njobs; i++) {
+      const shoal_job_t *j = &w->jobs[i];
+      double max_restart = j->n_realloc * cfg->restart_cost + cfg->start_cost;
+      if (j->restart_s > max_restart + 1e-6) {
+        rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d spent %.3f s restarting, more than %d restarts allow", j->id,
+                           j->restart_s, j->n_realloc);
+        goto fail_policy;
+      }
+    }
+  }
+  if (r.unfinished)
+    SHOAL_WARN("SIM", "policy %s: %ld of %ld jobs unfinished at t=%.0f s", ops->name, r.unfinished, r.njobs, t);
+  r.wall_s = shoal__now_s() - wall0;
+  ops->destroy(e.pstate);
+  /* release what unfinished jobs hold */
+  for (long i = 0; i < w->njobs; i++) {
+    free(w->jobs[i].alloc.p);
+    w->jobs[i].alloc.p = NULL;
+    w->jobs[i].alloc.n = 0;
+  }
+  shoal__sched_fini(&e.s);
+  shoal__cluster_destroy(e.c);
+  free(e.heap.a);
+  free(e.sref);
+  free(e.phi_at);
+  free(e.size_idx);
+  free(e.touched);
+  free(e.prev);
+  *res = r;
+  return 0;
+fail_policy:
+  ops->destroy(e.pstate);
+fail_sched:
+  for (long i = 0; i < w->njobs; i++) {
+    free(w->jobs[i].alloc.p);
+    w->jobs[i].alloc.p = NULL;
+    w->jobs[i].alloc.n = 0;
+  }
+  for (int i = 0; i < e.ntouched; i++) free(e.prev[i].p);
+  shoal__sched_fini(&e.s);
+  free(e.heap.a);
+  free(e.sref);
+  free(e.phi_at);
+  free(e.size_idx);
+  free(e.touched);
+  free(e.prev);
+  free(r.timeline);
+fail_cluster:
+  shoal__cluster_destroy(e.c);
+  return rc;
+}

@@ -1,0 +1,446 @@
+/* shoal sim: run scheduling policies over a trace or a synthetic workload on
+ * a simulated cluster and compare them (docs/simulator.md). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "shoal/shoal.h"
+#include "sched/policy.h"
+#include "sim/sim.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: shoal sim [--trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
+          "                 [--policy P1,P2,...] [--out DIR] [--seed S] [options]\n"
+          "\nworkload:\n"
+          "  --trace FILE          Philly-derived CSV (timestamp,duration,num_gpus,gpu_time,cluster) or shoal job CSV\n"
+          "  --synthetic N         N Philly-like synthetic jobs (default when no trace: 1000)\n"
+          "  --load L              synthetic offered load, fraction of the cluster's GPUs (default 0.8)\n"
+          "  --seed S              seed of the generator, model assignment and policies (default 1)\n"
+          "  --ps-fraction F       share of jobs made parameter-server jobs (default 0)\n"
+          "  --ps-ratio K          PSs per worker of PS jobs, ceil(K*W) (default 0.5)\n"
+          "  --pollux-filter       Philly: keep duration >= 60 s and gpu_time < 1000 GPU-h\n"
+          "  --window A:B          Philly: keep jobs submitted in [A, B) seconds after the first\n"
+          "  --sample N            keep a seeded sample of N jobs\n"
+          "  --write-trace FILE    write the workload as a shoal job CSV and continue\n"
+          "\ncluster (default 256 machines x 8 GPUs, 16 racks):\n"
+          "  --cluster FILE        INI or JSON cluster file (docs/simulator.md)\n"
+          "  --machines N --gpus-per-machine G --racks R --oversub O --cpus-per-machine C\n"
+          "  --mem-gb-per-machine M --nic-gbps B --intra-gbps B\n"
+          "\nmodel and engine:\n"
+          "  --speed analytic|table   speed model (default analytic)\n"
+          "  --throughputs FILE    Gavel throughputs.json for --speed table (default ../shared/data/gavel/throughputs.json)\n"
+          "  --gpu TYPE            GPU type of the table: v100, p100, k80 (default v100)\n"
+          "  --raw-spread          table: keep spread/consolidated ratios > 1 (default: clamp to 1)\n"
+          "  --restart-cost S      seconds lost on resume, resize, migration (default 30)\n"
+          "  --start-cost S        seconds lost on the first start (default 0)\n"
+          "  --checkpoint S        preempted jobs lose work since the last multiple of S s of run time (default 0: none)\n"
+          "  --horizon S           stop after S simulated seconds (unfinished jobs are counted)\n"
+          "  --check               verify invariants at every step (also SHOAL_SIM_CHECK=1)\n"
+          "\noutput:\n"
+          "  --policy LIST         comma list; parameters as name:key=value:key=value (default all)\n"
+          "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, utilization.svg\n"
+          "  --no-progress         no progress bar (it is drawn only on a terminal anyway)\n"
+          "\npolicies:\n");
+  for (int i = 0; shoal__policy_at(i); i++)
+    fprintf(f, "  %-9s %s\n            params: %s\n", shoal__policy_at(i)->name, shoal__policy_at(i)->summary,
+            shoal__policy_at(i)->params);
+}
+
+typedef struct {
+  char name[128];
+  char params[256];
+  const shoal_policy_ops_t *ops;
+  shoal_metrics_t m;
+  shoal_sim_result_t r;
+  double *jct;
+  long njct;
+  double rss_mb;
+} run_t;
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double peak_rss_mb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+static int mkdir_p(const char *dir) {
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", dir);
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(tmp, 0777);
+      *p = '/';
+    }
+  if (mkdir(tmp, 0777) && errno != EEXIST) return shoal__seterr(SHOAL_ERR_IO, "--out %s: %s", dir, strerror(errno));
+  return 0;
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+    else if ((unsigned char)*s < 32) fprintf(f, "\\u%04x", *s);
+    else fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+  if (isfinite(v)) fprintf(f, "%.10g", v);
+  else fprintf(f, "null");
+}
+
+static int write_summary(const char *dir, const char *workload, const char *cluster, const char *speed,
+                         const shoal_sim_config_t *cfg, uint64_t seed, run_t *runs, int nruns) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/summary.json", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
+  fprintf(f, "{\n  \"version\": \"%s\",\n  \"seed\": %llu,\n  \"workload\": ", SHOAL_VERSION_STRING, (unsigned long long)seed);
+  json_str(f, workload);
+  fprintf(f, ",\n  \"cluster\": ");
+  json_str(f, cluster);
+  fprintf(f, ",\n  \"speed_model\": ");
+  json_str(f, speed);
+  fprintf(f, ",\n  \"mapping\": ");
+  json_str(f, "trace duration -> work = duration x speed(model, requested GPUs, consolidated); model = types[splitmix64(seed, row) mod |types that exist for the size|]; see docs/simulator.md");
+  fprintf(f, ",\n  \"restart_cost_s\": ");
+  json_num(f, cfg->restart_cost);
+  fprintf(f, ",\n  \"policies\": [\n");
+  for (int i = 0; i < nruns; i++) {
+    run_t *r = &runs[i];
+    const shoal_metrics_t *m = &r->m;
+    fprintf(f, "    {\"policy\": ");
+    json_str(f, r->name);
+    fprintf(f, ", \"jobs\": %ld, \"unfinished\": %ld", m->jobs, m->unfinished);
+#define NUM(k, v)                  \
+  do {                             \
+    fprintf(f, ", \"" k "\": ");   \
+    json_num(f, v);                \
+  } while (0)
+    NUM("jct_avg_s", m->jct_avg);
+    NUM("jct_p50_s", m->jct_p50);
+    NUM("jct_p95_s", m->jct_p95);
+    NUM("jct_p99_s", m->jct_p99);
+    NUM("makespan_s", m->makespan);
+    NUM("queue_avg_s", m->queue_avg);
+    NUM("gpu_util", m->util);
+    NUM("effective_util", m->eff_util);
+    fprintf(f, ", \"preemptions\": %ld, \"reallocations\": %ld", m->preemptions, m->reallocations);
+    NUM("restart_gpu_s", r->r.restart_gpu_s);
+    NUM("ftf_max", m->ftf_max);
+    NUM("ftf_avg", m->ftf_avg);
+    NUM("ftf_p95", m->ftf_p95);
+    NUM("ftf_share_over_1", m->ftf_over1);
+    NUM("wall_s", r->r.wall_s);
+    fprintf(f, ", \"events\": %llu, \"decisions\": %llu", (unsigned long long)r->r.events, (unsigned long long)r->r.decisions);
+    NUM("events_per_s", r->r.wall_s > 0 ? r->r.events / r->r.wall_s : NAN);
+    NUM("sim_s_per_wall_s", r->r.wall_s > 0 ? (r->r.t_last - r->r.t_first) / r->r.wall_s : NAN);
+    NUM("peak_rss_mb", r->rss_mb);
+    fprintf(f, "}%s\n", i + 1 < nruns ? "," : "");
+#undef NUM
+  }
+  fprintf(f, "  ]\n}\n");
+  if (fclose(f)) return shoal__seterr(SHOAL_ERR_IO, "%s: write error", path);
+  return 0;
+}
+
+static int write_plots(const char *dir, run_t *runs, int nruns, int gpus) {
+  char path[1200];
+  shoal_svg_series_t *s = calloc((size_t)nruns, sizeof *s);
+  double **ys = calloc((size_t)nruns * 2, sizeof *ys);
+  int rc = 0;
+  if (!s || !ys) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "plots: out of memory");
+    goto done;
+  }
+  for (int i = 0; i < nruns; i++) {
+    long n = runs[i].njct;
+    ys[i] = malloc((size_t)(n ? n : 1) * sizeof **ys);
+    if (!ys[i]) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "plots: out of memory");
+      goto done;
+    }
+    for (long k = 0; k < n; k++) ys[i][k] = (double)(k + 1) / (double)n;
+    s[i] = (shoal_svg_series_t){runs[i].name, runs[i].jct, ys[i], n};
+  }
+  snprintf(path, sizeof path, "%s/jct_cdf.svg", dir);
+  if ((rc = shoal__svg_lines(path, "JCT CDF per policy", "job completion time (s, log scale)", "fraction of jobs", s, nruns, 1)))
+    goto done;
+  for (int i = 0; i < nruns; i++) {
+    const shoal_sim_result_t *r = &runs[i].r;
+    double *x = malloc((size_t)(r->ntimeline ? r->ntimeline : 1) * sizeof *x);
+    double *y = malloc((size_t)(r->ntimeline ? r->ntimeline : 1) * sizeof *y);
+    ys[nruns + i] = x;
+    free(ys[i]);
+    ys[i] = y;
+    if (!x || !y) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "plots: out of memory");
+      goto done;
+    }
+    for (int k = 0; k < r->ntimeline; k++) {
+      x[k] = r->timeline[k].t / 3600.0;
+      y[k] = gpus > 0 ? (double)r->timeline[k].busy / gpus : 0;
+    }
+    s[i] = (shoal_svg_series_t){runs[i].name, x, y, r->ntimeline};
+  }
+  snprintf(path, sizeof path, "%s/utilization.svg", dir);
+  rc = shoal__svg_lines(path, "GPU utilization over time", "time (hours)", "allocated GPUs / cluster GPUs", s, nruns, 0);
+done:
+  if (ys)
+    for (int i = 0; i < nruns * 2; i++) free(ys[i]);
+  free(ys);
+  free(s);
+  return rc;
+}
+
+static const char *need(int argc, char **argv, int *i) {
+  if (*i + 1 >= argc) return NULL;
+  return argv[++*i];
+}
+
+int shoal_cmd_sim(int argc, char **argv) {
+  shoal_workload_opts_t wo;
+  shoal__workload_opts_default(&wo);
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  const char *trace = NULL, *cluster_file = NULL, *out = NULL, *policies = NULL, *speed_name = "analytic";
+  const char *throughputs = "../shared/data/gavel/throughputs.json", *gpu = "v100", *write_trace = NULL;
+  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0;
+  shoal_cluster_group_t flags = cs.group[0];
+  shoal_net_t net = cs.net;
+  int rc = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    double d;
+    long l;
+#define VAL()                                                          \
+  do {                                                                 \
+    if (!(v = need(argc, argv, &i))) {                                 \
+      fprintf(stderr, "shoal sim: %s needs a value\n", a);             \
+      return 2;                                                        \
+    }                                                                  \
+  } while (0)
+#define DBL(lo, hi, dst)                                               \
+  do {                                                                 \
+    VAL();                                                             \
+    if (shoal__parse_double(a, v, lo, hi, &d)) goto bad_value;         \
+    dst = d;                                                           \
+  } while (0)
+#define LNG(lo, hi, dst)                                               \
+  do {                                                                 \
+    VAL();                                                             \
+    if (shoal__parse_long(a, v, lo, hi, &l)) goto bad_value;           \
+    dst = l;                                                           \
+  } while (0)
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--trace")) { VAL(); trace = v; }
+    else if (!strcmp(a, "--synthetic")) { LNG(1, 100000000, wo.synth_jobs); have_synth = 1; }
+    else if (!strcmp(a, "--load")) DBL(1e-6, 100, wo.load);
+    else if (!strcmp(a, "--seed")) { VAL(); char *e; errno = 0; wo.seed = strtoull(v, &e, 10); if (*e || errno || !*v) goto bad_value_msg; }
+    else if (!strcmp(a, "--ps-fraction")) DBL(0, 1, wo.ps_fraction);
+    else if (!strcmp(a, "--ps-ratio")) DBL(1e-6, 1, wo.ps_ratio);
+    else if (!strcmp(a, "--pollux-filter")) wo.pollux_filter = 1;
+    else if (!strcmp(a, "--window")) {
+      VAL();
+      char *e;
+      wo.window_start_s = strtod(v, &e);
+      if (*e != ':' || !(wo.window_start_s >= 0)) goto bad_value_msg;
+      wo.window_end_s = strtod(e + 1, &e);
+      if (*e || !(wo.window_end_s > wo.window_start_s)) goto bad_value_msg;
+    } else if (!strcmp(a, "--sample")) LNG(1, 100000000, wo.sample);
+    else if (!strcmp(a, "--write-trace")) { VAL(); write_trace = v; }
+    else if (!strcmp(a, "--cluster")) { VAL(); cluster_file = v; }
+    else if (!strcmp(a, "--machines")) { LNG(1, 1000000, flags.machines); flags_cluster = 1; }
+    else if (!strcmp(a, "--gpus-per-machine")) { LNG(0, SHOAL_MAX_GPUS_PER_MACHINE, flags.per_machine.gpus); flags_cluster = 1; }
+    else if (!strcmp(a, "--racks")) { LNG(1, 1000000, flags.racks); flags_cluster = 1; }
+    else if (!strcmp(a, "--cpus-per-machine")) { DBL(1e-3, 1e6, flags.per_machine.cpus); flags_cluster = 1; }
+    else if (!strcmp(a, "--mem-gb-per-machine")) { DBL(1e-3, 1e9, flags.per_machine.mem_gb); flags_cluster = 1; }
+    else if (!strcmp(a, "--nic-gbps")) { DBL(1e-6, 1e9, flags.nic_gbps); flags_cluster = 1; }
+    else if (!strcmp(a, "--oversub")) { DBL(1, 1e6, net.oversub); flags_cluster = 1; }
+    else if (!strcmp(a, "--intra-gbps")) { DBL(1e-6, 1e9, net.intra_gbps); flags_cluster = 1; }
+    else if (!strcmp(a, "--speed")) { VAL(); speed_name = v; }
+    else if (!strcmp(a, "--throughputs")) { VAL(); throughputs = v; }
+    else if (!strcmp(a, "--gpu")) { VAL(); gpu = v; }
+    else if (!strcmp(a, "--raw-spread")) raw_spread = 1;
+    else if (!strcmp(a, "--restart-cost")) DBL(0, 1e9, cfg.restart_cost);
+    else if (!strcmp(a, "--start-cost")) DBL(0, 1e9, cfg.start_cost);
+    else if (!strcmp(a, "--checkpoint")) DBL(0, 1e12, cfg.checkpoint_s);
+    else if (!strcmp(a, "--horizon")) DBL(0, 1e15, cfg.horizon_s);
+    else if (!strcmp(a, "--check")) cfg.check = 1;
+    else if (!strcmp(a, "--policy")) { VAL(); policies = v; }
+    else if (!strcmp(a, "--out")) { VAL(); out = v; }
+    else if (!strcmp(a, "--no-progress")) progress = 0;
+    else {
+      fprintf(stderr, "shoal sim: unknown option '%s' (see shoal sim --help)\n", a);
+      return 2;
+    }
+    continue;
+  bad_value:
+    fprintf(stderr, "shoal sim: %s\n", shoal_last_error());
+    return 2;
+  bad_value_msg:
+    fprintf(stderr, "shoal sim: %s '%s': malformed value\n", a, v);
+    return 2;
+#undef VAL
+#undef DBL
+#undef LNG
+  }
+  if (trace && have_synth) {
+    fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
+    return 2;
+  }
+  if (cluster_file && flags_cluster) {
+    fprintf(stderr, "shoal sim: give --cluster FILE or cluster flags, not both\n");
+    return 2;
+  }
+  if (cluster_file) {
+    if ((rc = shoal__cluster_spec_load(cluster_file, &cs))) goto fail_msg;
+  } else {
+    cs.group[0] = flags;
+    cs.net = net;
+    if (flags.racks > flags.machines) cs.group[0].racks = flags.machines;
+    if ((rc = shoal__cluster_spec_validate(&cs))) goto fail_msg;
+  }
+  cfg.seed = wo.seed;
+
+  shoal_cluster_t *cl = NULL;
+  shoal_speed_t *speed = NULL;
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  run_t *runs = NULL;
+  int nruns = 0;
+  if ((rc = shoal__cluster_create(&cs, &cl))) goto fail_msg;
+  if (!strcmp(speed_name, "analytic")) rc = shoal__speed_analytic_create(&speed);
+  else if (!strcmp(speed_name, "table")) rc = shoal__speed_table_create(throughputs, gpu, !raw_spread, &speed);
+  else rc = shoal__seterr(SHOAL_ERR_CONFIG, "--speed '%s': expected analytic or table", speed_name);
+  if (rc) goto fail_cluster;
+  wo.cluster_gpus = cl->gpus_total;
+  if (wo.max_gpus == 0) wo.max_gpus = cl->gpus_total; /* drop (and count) jobs larger than the cluster */
+  if (trace) rc = shoal__trace_read(trace, &wo, speed, &w);
+  else rc = shoal__synth_generate(&wo, &w);
+  if (rc) goto fail_speed;
+  if ((rc = shoal__workload_assign_models(&w, speed, cl, &wo))) {
+    rc = shoal__seterr(rc, "%s: %s", trace ? trace : "synthetic", shoal_last_error());
+    goto fail_workload;
+  }
+  if (write_trace && (rc = shoal__trace_write_shoal(write_trace, &w, speed))) goto fail_workload;
+  if (out && (rc = mkdir_p(out))) goto fail_workload;
+
+  /* policies */
+  char plist[2048];
+  if (!policies) {
+    plist[0] = 0;
+    for (int i = 0; shoal__policy_at(i); i++) {
+      if (i) strncat(plist, ",", sizeof plist - strlen(plist) - 1);
+      strncat(plist, shoal__policy_at(i)->name, sizeof plist - strlen(plist) - 1);
+    }
+  } else snprintf(plist, sizeof plist, "%s", policies);
+  int maxruns = 1;
+  for (const char *p = plist; *p; p++) maxruns += *p == ',';
+  runs = calloc((size_t)maxruns, sizeof *runs);
+  if (!runs) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
+    goto fail_workload;
+  }
+  for (char *tok = strtok(plist, ","); tok; tok = strtok(NULL, ",")) {
+    run_t *r = &runs[nruns];
+    snprintf(r->name, sizeof r->name, "%s", tok);
+    char *colon = strchr(tok, ':');
+    if (colon) {
+      *colon = 0;
+      snprintf(r->params, sizeof r->params, "%s", colon + 1);
+    }
+    r->ops = shoal__policy_find(tok);
+    if (!r->ops) {
+      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: unknown policy '%s' (see shoal sim --help)", tok);
+      goto fail_runs;
+    }
+    nruns++;
+  }
+  char cdesc[256];
+  shoal__cluster_describe(cl, cdesc, sizeof cdesc);
+  printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n\n", w.source, cdesc, speed->name,
+         speed->nmodels, cfg.restart_cost);
+  printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
+         "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "wall(s)", "events/s");
+  for (int i = 0; i < nruns; i++) {
+    run_t *r = &runs[i];
+    shoal_progress_t pb;
+    shoal__progress_init(&pb, r->name, progress);
+    cfg.progress = shoal__progress_cb;
+    cfg.progress_arg = &pb;
+    rc = shoal__sim_run(&w, &cs, speed, r->ops, r->params[0] ? r->params : NULL, &cfg, &r->r);
+    shoal__progress_done(&pb);
+    if (rc) {
+      rc = shoal__seterr(rc, "policy %s: %s", r->name, shoal_last_error());
+      goto fail_runs;
+    }
+    r->rss_mb = peak_rss_mb();
+    if ((rc = shoal__metrics_compute(&w, &r->r, &r->m))) goto fail_runs;
+    const shoal_metrics_t *m = &r->m;
+    printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %8.3f %11.0f\n", r->name, m->jobs,
+           m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions, m->ftf_max,
+           m->ftf_avg, r->r.wall_s, r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0);
+    if (m->unfinished) printf("%-22s   (%ld jobs unfinished, excluded from the JCT columns)\n", "", m->unfinished);
+    fflush(stdout);
+    r->jct = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->jct);
+    if (!r->jct) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
+      goto fail_runs;
+    }
+    for (long k = 0; k < w.njobs; k++)
+      if (w.jobs[k].state == SHOAL_JOB_DONE) r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
+    qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
+    if (out) {
+      char path[1200], safe[128];
+      snprintf(safe, sizeof safe, "%s", r->name);
+      for (char *p = safe; *p; p++)
+        if (*p == ':' || *p == '/' || *p == '=') *p = '_';
+      snprintf(path, sizeof path, "%s/jobs-%s.csv", out, safe);
+      if ((rc = shoal__report_jobs_csv(path, &w))) goto fail_runs;
+      snprintf(path, sizeof path, "%s/timeline-%s.csv", out, safe);
+      if ((rc = shoal__report_timeline_csv(path, &r->r))) goto fail_runs;
+    }
+  }
+  if (out) {
+    if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns))) goto fail_runs;
+    if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;
+    printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, utilization.svg\n", out);
+  }
+  printf("peak RSS %.1f MB\n", peak_rss_mb());
+fail_runs:
+  for (int i = 0; i < nruns; i++) {
+    free(runs[i].jct);
+    shoal__sim_result_free(&runs[i].r);
+  }
+  free(runs);
+fail_workload:
+  shoal__workload_free(&w);
+fail_speed:
+  shoal__speed_destroy(speed);
+fail_cluster:
+  shoal__cluster_destroy(cl);
+  if (!rc) return 0;
+fail_msg:
+  fprintf(stderr, "shoal sim: %s\n", shoal_last_error());
+  return 1;
+}
