@@ -1,0 +1,155 @@
+/* `shoal launch` through the real CLI: output prefixing, failure
+ * propagation, a real communicator over the launcher's port-0 store. */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "shoal/comm.h"
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* When the launcher runs this test binary as a rank (SHOAL_TEST_LAUNCH_CHILD),
+ * join the world from the environment, exchange with every peer, and exit. */
+__attribute__((constructor)) static void launch_child_mode(void) {
+  if (!getenv("SHOAL_TEST_LAUNCH_CHILD")) return;
+  shoal_comm_t *c = NULL;
+  int rc = shoal_comm_init_env(&c);
+  if (rc) {
+    fprintf(stderr, "init: %s: %s\n", shoal_status_string(rc), shoal_last_error());
+    exit(10);
+  }
+  int r = shoal_comm_rank(c), n = shoal_comm_size(c);
+  for (int p = 0; p < n; p++) {
+    if (p == r) continue;
+    int out = r * 100 + p, in = -1;
+    if (shoal_sendrecv(c, &out, 1, p, &in, 1, p, SHOAL_INT32, 0)) {
+      fprintf(stderr, "exchange: %s\n", shoal_comm_errmsg(c));
+      exit(11);
+    }
+    if (in != p * 100 + r) exit(12);
+  }
+  printf("rank %d of %d exchanged with all peers\n", r, n);
+  shoal_comm_destroy(c);
+  exit(0);
+}
+
+static char out[1 << 16];
+
+TEST_T(launch_prefixes_output_lines, 30) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 3 -- sh -c 'echo first $SHOAL_RANK/$SHOAL_WORLD_SIZE $LOCAL_RANK; echo to-stderr >&2; "
+           "printf \"no newline $RANK\"'",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  for (int r = 0; r < 3; r++) {
+    char want[64];
+    snprintf(want, sizeof want, "[%d] first %d/3 %d\n", r, r, r);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof want, "[%d] to-stderr\n", r);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof want, "[%d] no newline %d\n", r, r);
+    CHECK_CONTAINS(out, want);
+  }
+}
+
+/* Many long lines from several ranks at once: every line arrives whole. */
+TEST_T(launch_lines_never_interleave, 30) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 4 -- sh -c 'i=0; while [ $i -lt 200 ]; do "
+           "echo r$SHOAL_RANK-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-$i; "
+           "i=$((i+1)); done' | grep -c -E '^\\[([0-3])\\] r\\1-a{81}-[0-9]+$'",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 25);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_EQ(atoi(out), 800);
+}
+
+TEST_T(launch_rank_exit_code_stops_others, 30) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 4 --grace 2 -- sh -c 'if [ $SHOAL_RANK = 2 ]; then sleep 0.3; exit 3; fi; exec sleep 60'",
+           shoal_test_cli());
+  double t0 = mono();
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 25);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "shoal launch: rank 2 exited with status 3; stopped the other 3 ranks");
+  CHECK_MSG(mono() - t0 < 10, "took %.1f s", mono() - t0);
+}
+
+TEST_T(launch_rank_killed_by_signal, 30) {
+  char cmd[1024];
+  /* the other ranks ignore SIGTERM: the launcher must escalate to SIGKILL after --grace */
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 3 --grace 1 -- sh -c 'if [ $SHOAL_RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; "
+           "trap \"\" TERM; sleep 60 & wait; wait'",
+           shoal_test_cli());
+  double t0 = mono();
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 25);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "shoal launch: rank 1 killed by signal 9 (Killed); stopped the other 2 ranks");
+  CHECK_MSG(mono() - t0 < 10, "took %.1f s", mono() - t0);
+}
+
+TEST_T(launch_timeout_and_bad_usage, 30) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --timeout 0.5 -- sleep 30", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 124, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "--timeout 0.5 s reached; stopped all 2 ranks");
+  snprintf(cmd, sizeof cmd, "%s launch -n abc -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "-n='abc'");
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 -- /nonexistent/prog", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 127);
+  CHECK_CONTAINS(out, "cannot run '/nonexistent/prog'");
+  CHECK_CONTAINS(out, "exited with status 127");
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --hosts nodeA,nodeB -- prog", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "shoal does not start processes remotely");
+  CHECK_CONTAINS(out, "on nodeB: for r in $(seq 1 1); do SHOAL_RANK=$r SHOAL_WORLD_SIZE=2 SHOAL_MASTER_ADDR=nodeA");
+}
+
+TEST_T(launch_port_in_use, 20) {
+  int port = shoal_test_free_port();
+  char cmd[1024];
+  /* hold the port with a listener of our own (python-free: another launcher's store) */
+  snprintf(cmd, sizeof cmd, "%s launch -n 1 --port %d -- sleep 1.5 & sleep 0.5; %s launch -n 2 --port %d -- true; "
+           "echo rc=$?; kill %%1", shoal_test_cli(), port, shoal_test_cli(), port);
+  shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  char want[96];
+  snprintf(want, sizeof want, "bind 127.0.0.1:%d: address already in use", port);
+  CHECK_CONTAINS(out, want);
+  CHECK_CONTAINS(out, "rc=1");
+}
+
+/* The real thing: ranks of this binary join a world through the launcher's
+ * port-0 store (SHOAL_STORE_FD) and exchange with every peer. */
+TEST_T(launch_real_world_port_zero, 40) {
+  char self[4096];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(k > 0);
+  self[k] = '\0';
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_CONNECT_TIMEOUT=20 SHOAL_TIMEOUT=20 %s launch -n 5 -- %s",
+           shoal_test_cli(), self);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  for (int r = 0; r < 5; r++) {
+    char want[64];
+    snprintf(want, sizeof want, "[%d] rank %d of 5 exchanged with all peers", r, r);
+    CHECK_CONTAINS(out, want);
+  }
+}

@@ -1,0 +1,425 @@
+/* shoal launch -n N [options] -- PROGRAM ARGS: start N local ranks.
+ *
+ * The launcher binds the rendezvous store's listening socket itself (port 0
+ * by default, so no port clash) and hands it to rank 0 as an inherited
+ * descriptor (SHOAL_STORE_FD); every other rank gets the real port in
+ * SHOAL_MASTER_PORT. Each rank's stdout and stderr come through pipes and
+ * leave here line by line, prefixed with "[rank] ", one write() per line.
+ * If a rank fails (non-zero exit or a signal) the others get SIGTERM, then
+ * SIGKILL after a grace period, and the launcher exits non-zero naming the
+ * rank. SIGINT/SIGTERM sent to the launcher are forwarded to the ranks. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "comm/sock.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+
+#define LINE_MAX_BYTES 65536
+
+typedef struct stream {
+  int fd;     /* read end, -1 at EOF */
+  int out;    /* 1 or 2 */
+  char *buf;
+  size_t len;
+} stream_t;
+
+typedef struct rank_proc {
+  pid_t pid;
+  int running;
+  int status;
+  int signaled_by_us;
+  stream_t s[2];
+} rank_proc_t;
+
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig) {
+  int e = errno;
+  if (sig != SIGCHLD) got_signal = sig;
+  char b = (char)sig;
+  ssize_t k = write(sig_pipe[1], &b, 1);
+  (void)k;
+  errno = e;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: shoal launch -n N [options] -- PROGRAM [ARGS...]\n"
+          "Start N ranks of PROGRAM on this machine, like torchrun/mpirun.\n\n"
+          "  -n, --nranks N    number of ranks (required)\n"
+          "  --port P          rendezvous store port (default 0: the launcher picks a free one)\n"
+          "  --addr A          store address given to the ranks (default SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1)\n"
+          "  --timeout S       stop every rank after S seconds (exit 124); default: none\n"
+          "  --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 3)\n"
+          "  --hosts h1,h2     several machines: not started from here (no ssh); prints the per-host commands\n"
+          "  --no-prefix       do not prefix output lines with [rank]\n\n"
+          "Each rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
+          "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
+          "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
+}
+
+static int parse_num(const char *opt, const char *s, double min, double max, double *out) {
+  if (!s) {
+    fprintf(stderr, "shoal launch: %s needs a value\n", opt);
+    return -1;
+  }
+  if (shoal__parse_double(opt, s, min, max, out)) {
+    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static int is_local_host(const char *h) {
+  char me[256] = "";
+  gethostname(me, sizeof me - 1);
+  return !strcmp(h, "localhost") || !strncmp(h, "127.", 4) || !strcmp(h, me);
+}
+
+/* --hosts with other machines: print what to run on each and refuse. */
+static int hosts_instructions(const char *hosts, int n, const char *addr, int port, char **prog) {
+  char *list = strdup(hosts);
+  char *hv[256];
+  int nh = 0, remote = 0;
+  for (char *t = strtok(list, ","); t && nh < 256; t = strtok(NULL, ",")) {
+    hv[nh++] = t;
+    if (!is_local_host(t)) remote = 1;
+  }
+  if (!remote || nh == 0) {
+    free(list);
+    return 0;
+  }
+  int per = (n + nh - 1) / nh;
+  fprintf(stderr,
+          "shoal launch: --hosts names other machines (%s); shoal does not start processes remotely (no ssh).\n"
+          "Run the ranks on each host yourself, with the same store address (the first host) and a fixed port, e.g.:\n",
+          hosts);
+  for (int h = 0; h < nh; h++) {
+    int lo = h * per, hi = lo + per > n ? n : lo + per;
+    if (lo >= hi) break;
+    fprintf(stderr, "  on %s: for r in $(seq %d %d); do SHOAL_RANK=$r SHOAL_WORLD_SIZE=%d SHOAL_MASTER_ADDR=%s "
+            "SHOAL_MASTER_PORT=%d %s ... & done; wait\n", hv[h], lo, hi - 1, n, strcmp(addr, "127.0.0.1") ? addr : hv[0],
+            port ? port : 29500, prog[0]);
+  }
+  fprintf(stderr, "(set SHOAL_SOCKET_IFNAME if the hosts have several interfaces; see docs/comm.md)\n");
+  free(list);
+  return 2;
+}
+
+/* Write one prefixed line with a single write() so lines never interleave. */
+static void emit_line(int out, int rank, int prefix, const char *p, size_t n) {
+  char stackbuf[4096];
+  size_t cap = n + 32;
+  char *b = cap <= sizeof stackbuf ? stackbuf : malloc(cap);
+  if (!b) return;
+  int k = prefix ? snprintf(b, cap, "[%d] ", rank) : 0;
+  memcpy(b + k, p, n);
+  size_t tot = (size_t)k + n;
+  b[tot++] = '\n';
+  for (size_t off = 0; off < tot;) {
+    ssize_t w = write(out, b + off, tot - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  if (b != stackbuf) free(b);
+}
+
+static void drain_stream(stream_t *s, int rank, int prefix, int at_eof) {
+  size_t start = 0;
+  for (size_t i = 0; i < s->len; i++)
+    if (s->buf[i] == '\n') {
+      emit_line(s->out, rank, prefix, s->buf + start, i - start);
+      start = i + 1;
+    }
+  if (start < s->len && (at_eof || s->len - start >= LINE_MAX_BYTES)) { /* overlong or unterminated */
+    emit_line(s->out, rank, prefix, s->buf + start, s->len - start);
+    start = s->len;
+  }
+  memmove(s->buf, s->buf + start, s->len - start);
+  s->len -= start;
+}
+
+static void read_stream(stream_t *s, int rank, int prefix) {
+  ssize_t k = read(s->fd, s->buf + s->len, LINE_MAX_BYTES - s->len);
+  if (k < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (k <= 0) {
+    drain_stream(s, rank, prefix, 1);
+    close(s->fd);
+    s->fd = -1;
+    return;
+  }
+  s->len += (size_t)k;
+  drain_stream(s, rank, prefix, 0);
+}
+
+static void describe(int status, char *out, size_t cap) {
+  if (WIFSIGNALED(status))
+    snprintf(out, cap, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  else
+    snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+}
+
+static void signal_all(rank_proc_t *rp, int n, int sig, int *count) {
+  for (int r = 0; r < n; r++)
+    if (rp[r].running) {
+      kill(-rp[r].pid, sig); /* the rank's process group: its children too */
+      rp[r].signaled_by_us = 1;
+      if (count) (*count)++;
+    }
+}
+
+static void set_env_int(const char *name, long v) {
+  char b[32];
+  snprintf(b, sizeof b, "%ld", v);
+  setenv(name, b, 1);
+}
+
+static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, char **prog, rank_proc_t *rp) {
+  int po[2], pe[2];
+  if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) return -1;
+  pid_t parent = getpid();
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the launcher */
+    if (getppid() != parent) _exit(127);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    set_env_int("SHOAL_RANK", r);
+    set_env_int("SHOAL_WORLD_SIZE", n);
+    setenv("SHOAL_MASTER_ADDR", addr, 1);
+    set_env_int("SHOAL_MASTER_PORT", port);
+    set_env_int("RANK", r);
+    set_env_int("WORLD_SIZE", n);
+    set_env_int("LOCAL_RANK", r);
+    set_env_int("LOCAL_WORLD_SIZE", n);
+    setenv("MASTER_ADDR", addr, 1);
+    set_env_int("MASTER_PORT", port);
+    if (r == 0) {
+      int fl = fcntl(store_fd, F_GETFD);
+      fcntl(store_fd, F_SETFD, fl & ~FD_CLOEXEC);
+      set_env_int("SHOAL_STORE_FD", store_fd);
+    } else {
+      unsetenv("SHOAL_STORE_FD");
+    }
+    execvp(prog[0], prog);
+    fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(po[1]);
+  close(pe[1]);
+  rp->pid = pid;
+  rp->running = 1;
+  rp->s[0] = (stream_t){po[0], 1, malloc(LINE_MAX_BYTES), 0};
+  rp->s[1] = (stream_t){pe[0], 2, malloc(LINE_MAX_BYTES), 0};
+  return pid;
+}
+
+int shoal_cmd_launch(int argc, char **argv) {
+  int n = 0, prefix = 1;
+  double port_d = 0, timeout = 0, grace = 3;
+  const char *addr = NULL, *hosts = NULL;
+  int i;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    double v;
+    if (!strcmp(a, "--")) {
+      i++;
+      break;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks") || !strcmp(a, "--np")) {
+      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
+      n = (int)v;
+    } else if (!strcmp(a, "--port")) {
+      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 65535, &port_d)) return 2;
+    } else if (!strcmp(a, "--timeout")) {
+      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0.001, 1e7, &timeout)) return 2;
+    } else if (!strcmp(a, "--grace")) {
+      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 3600, &grace)) return 2;
+    } else if (!strcmp(a, "--addr")) {
+      if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --addr needs a value\n"), 2;
+      addr = argv[++i];
+    } else if (!strcmp(a, "--hosts")) {
+      if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --hosts needs a value\n"), 2;
+      hosts = argv[++i];
+    } else if (!strcmp(a, "--no-prefix")) {
+      prefix = 0;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "shoal launch: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else {
+      break; /* the program, without "--" */
+    }
+  }
+  if (n < 1) {
+    fprintf(stderr, "shoal launch: -n N is required\n");
+    usage(stderr);
+    return 2;
+  }
+  if (i >= argc) {
+    fprintf(stderr, "shoal launch: no program given (shoal launch -n %d -- PROGRAM ARGS)\n", n);
+    return 2;
+  }
+  char **prog = argv + i;
+  if (!addr) addr = shoal__config_raw("SHOAL_MASTER_ADDR");
+  if (!addr) addr = getenv("MASTER_ADDR");
+  if (!addr) addr = "127.0.0.1";
+  int port = (int)port_d;
+  if (hosts) {
+    int rc = hosts_instructions(hosts, n, addr, port, prog);
+    if (rc) return rc;
+  }
+  struct in_addr ip;
+  if (shoal__sock_resolve(addr, &ip)) {
+    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+    return 1;
+  }
+  if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
+  int store_fd = -1;
+  if (shoal__sock_listen(ip, port, &store_fd, &port)) {
+    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+    return 1;
+  }
+
+  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
+    perror("shoal launch: pipe");
+    return 1;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  rank_proc_t *rp = calloc((size_t)n, sizeof *rp);
+  for (int r = 0; r < n; r++)
+    if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r]) < 0) {
+      fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
+      int cnt = 0;
+      signal_all(rp, r, SIGKILL, &cnt);
+      return 1;
+    }
+  close(store_fd); /* rank 0 owns it now */
+
+  struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
+  int *pf_rank = calloc((size_t)(2 * n + 1), sizeof *pf_rank);
+  int running = n, failed = -1, fail_status = 0, stopped = 0, interrupted = 0, timed_out = 0;
+  double t_start = shoal__now_s(), kill_at = 0, out_deadline = 0;
+  for (;;) {
+    /* reap */
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+      for (int r = 0; r < n; r++) {
+        if (rp[r].pid != pid || !rp[r].running) continue;
+        rp[r].running = 0;
+        rp[r].status = st;
+        running--;
+        int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (bad && failed < 0 && !rp[r].signaled_by_us && !interrupted && !timed_out) {
+          failed = r;
+          fail_status = st;
+          signal_all(rp, n, SIGTERM, &stopped);
+          kill_at = shoal__now_s() + grace;
+        }
+      }
+    }
+    if (got_signal && !interrupted) {
+      interrupted = got_signal;
+      signal_all(rp, n, interrupted == SIGHUP ? SIGTERM : interrupted, NULL);
+      kill_at = shoal__now_s() + grace;
+    }
+    if (timeout > 0 && !timed_out && failed < 0 && !interrupted && shoal__now_s() - t_start > timeout) {
+      timed_out = 1;
+      signal_all(rp, n, SIGTERM, NULL);
+      kill_at = shoal__now_s() + grace;
+    }
+    if (kill_at > 0 && shoal__now_s() >= kill_at && running > 0) {
+      signal_all(rp, n, SIGKILL, NULL);
+      kill_at = 0;
+    }
+    int np = 0;
+    pf[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < 2; k++)
+        if (rp[r].s[k].fd >= 0) {
+          pf_rank[np] = r * 2 + k;
+          pf[np++] = (struct pollfd){rp[r].s[k].fd, POLLIN, 0};
+        }
+    if (running == 0) {
+      if (np == 1) break;
+      /* pipes still open after every rank exited: a grandchild holds them; bound the wait */
+      if (out_deadline == 0) out_deadline = shoal__now_s() + 1.0;
+      if (shoal__now_s() > out_deadline) break;
+    }
+    int pr = poll(pf, (nfds_t)np, 100);
+    if (pr < 0 && errno != EINTR) break;
+    if (pr <= 0) continue;
+    if (pf[0].revents) {
+      char b[64];
+      while (read(sig_pipe[0], b, sizeof b) > 0) {
+      }
+    }
+    for (int j = 1; j < np; j++)
+      if (pf[j].revents) read_stream(&rp[pf_rank[j] / 2].s[pf_rank[j] % 2], pf_rank[j] / 2, prefix);
+  }
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < 2; k++) {
+      if (rp[r].s[k].fd >= 0) {
+        drain_stream(&rp[r].s[k], r, prefix, 1);
+        close(rp[r].s[k].fd);
+      }
+      free(rp[r].s[k].buf);
+    }
+  int rc = 0;
+  char what[128];
+  if (failed >= 0) {
+    describe(fail_status, what, sizeof what);
+    fprintf(stderr, "shoal launch: rank %d %s; stopped the other %d rank%s\n", failed, what, stopped,
+            stopped == 1 ? "" : "s");
+    rc = WIFSIGNALED(fail_status) ? 128 + WTERMSIG(fail_status) : WEXITSTATUS(fail_status);
+    if (rc == 0) rc = 1;
+  } else if (interrupted) {
+    fprintf(stderr, "shoal launch: %s received; forwarded to the %d ranks\n", strsignal(interrupted), n);
+    rc = 128 + interrupted;
+  } else if (timed_out) {
+    fprintf(stderr, "shoal launch: --timeout %g s reached; stopped all %d ranks\n", timeout, n);
+    rc = 124;
+  }
+  free(pf);
+  free(pf_rank);
+  free(rp);
+  return rc;
+}
