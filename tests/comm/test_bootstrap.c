@@ -1,0 +1,187 @@
+/* Bootstrap: SipHash vectors, environment precedence, port 0, host identity,
+ * interface selection, the store's set/get/wait. */
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "comm/bootstrap.h"
+#include "comm/comm_impl.h"
+#include "comm/sock.h"
+#include "comm/store.h"
+#include "core/siphash.h"
+#include "test_p2p_util.h"
+
+#define FAILR(...)                \
+  do {                            \
+    fprintf(stderr, __VA_ARGS__); \
+    fprintf(stderr, "\n");        \
+    return 1;                     \
+  } while (0)
+
+/* Reference vectors of SipHash-2-4 (key 00..0f, message 00..len-1), from the
+ * reference implementation's vectors.h / the paper's appendix. */
+TEST(siphash24_reference_vectors) {
+  uint8_t key[16], msg[64];
+  for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+  for (int i = 0; i < 64; i++) msg[i] = (uint8_t)i;
+  CHECK(shoal__siphash24(key, msg, 0) == 0x726fdb47dd0e0e31ull);
+  CHECK(shoal__siphash24(key, msg, 1) == 0x74f839c593dc67fdull);
+  CHECK(shoal__siphash24(key, msg, 15) == 0xa129ca6149be45e5ull);
+  CHECK(shoal__siphash24(key, msg, 63) == 0x958a324ceb064572ull);
+}
+
+static void clear_rank_env(void) {
+  static const char *const vars[] = {"SHOAL_RANK", "SHOAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                                     "SHOAL_MASTER_PORT", "MASTER_PORT", "SHOAL_MASTER_ADDR", "MASTER_ADDR",
+                                     "SHOAL_STORE_FD", "SHOAL_TOKEN", "SHOAL_HOSTNAME", "SHOAL_SOCKET_IFNAME"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+TEST(bootstrap_env_precedence) {
+  clear_rank_env();
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  shoal__boot_cfg_t cfg;
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 0 && cfg.size == 1);
+  CHECK(!strcmp(cfg.master_addr, "127.0.0.1") && cfg.master_port == 29500);
+  setenv("SLURM_PROCID", "4", 1);
+  setenv("SLURM_NTASKS", "9", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 4 && cfg.size == 9 && !strcmp(cfg.rank_src, "SLURM_PROCID"));
+  setenv("PMI_RANK", "3", 1);
+  setenv("PMI_SIZE", "8", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 3 && cfg.size == 8 && !strcmp(cfg.rank_src, "PMI_RANK"));
+  setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "7", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 2 && cfg.size == 7);
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "6", 1);
+  setenv("MASTER_ADDR", "10.1.2.3", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 1 && cfg.size == 6 && !strcmp(cfg.rank_src, "RANK"));
+  CHECK(!strcmp(cfg.master_addr, "10.1.2.3") && cfg.master_port == 1234 && !strcmp(cfg.addr_src, "MASTER_ADDR"));
+  setenv("SHOAL_RANK", "5", 1);
+  setenv("SHOAL_WORLD_SIZE", "10", 1);
+  setenv("SHOAL_MASTER_ADDR", "10.9.9.9", 1);
+  setenv("SHOAL_MASTER_PORT", "4321", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 5 && cfg.size == 10 && !strcmp(cfg.rank_src, "SHOAL_RANK"));
+  CHECK(!strcmp(cfg.master_addr, "10.9.9.9") && cfg.master_port == 4321);
+  p.rank = 0;
+  p.world_size = 2;
+  p.master_addr = "127.0.0.2";
+  p.master_port = 0;
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK(cfg.rank == 0 && cfg.size == 2 && !strcmp(cfg.rank_src, "params"));
+  CHECK(!strcmp(cfg.master_addr, "127.0.0.2") && cfg.master_port == 0);
+  clear_rank_env();
+}
+
+TEST(bootstrap_interface_spec) {
+  struct in_addr route = {0}, out;
+  char desc[160];
+  CHECK_OK(shoal__boot_pick_addr("=lo", route, &out, desc, sizeof desc));
+  CHECK_EQ(ntohl(out.s_addr), 0x7f000001);
+  CHECK_CONTAINS(desc, "interface lo");
+  CHECK_OK(shoal__boot_pick_addr("nosuch,l", route, &out, desc, sizeof desc)); /* prefix match in a list */
+  CHECK_EQ(ntohl(out.s_addr), 0x7f000001);
+  CHECK_EQ(shoal__boot_pick_addr("=l", route, &out, desc, sizeof desc), SHOAL_ERR_CONFIG); /* exact: no match */
+  CHECK_CONTAINS(shoal_last_error(), "matches no interface");
+  CHECK_OK(shoal__boot_pick_addr("^nosuch", route, &out, desc, sizeof desc)); /* exclusion: something is left */
+  route.s_addr = htonl(0x0a000001);
+  CHECK_OK(shoal__boot_pick_addr("", route, &out, desc, sizeof desc));
+  CHECK_EQ(ntohl(out.s_addr), 0x0a000001);
+}
+
+/* Port 0: rank 0 binds an ephemeral port and reports it; rank 1 learns it
+ * through a pipe (as a launcher would) and joins. SHOAL_HOSTNAME and the
+ * boot id travel through the rendezvous. */
+static int port_pipe[2];
+
+static void on_port(int port, void *arg) {
+  (void)arg;
+  if (write(port_pipe[1], &port, sizeof port) != sizeof port) abort();
+}
+
+static int rank_port0(int rank, void *arg) {
+  (void)arg;
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = rank;
+  p.world_size = 2;
+  p.master_addr = "127.0.0.1";
+  p.connect_timeout_s = 10;
+  p.timeout_s = 10;
+  p.hostname = rank == 0 ? "node-a" : "node-b";
+  p.token = "s3cret";
+  if (rank == 0) {
+    p.master_port = 0;
+    p.on_store_port = on_port;
+  } else {
+    int port = 0;
+    if (read(port_pipe[0], &port, sizeof port) != sizeof port || port <= 0) FAILR("no port from rank 0");
+    p.master_port = port;
+  }
+  shoal_comm_t *c = NULL;
+  if (shoal_comm_init(&p, &c)) FAILR("rank %d init: %s", rank, shoal_last_error());
+  shoal__world_t *w = c->w;
+  if (strcmp(w->peers[0].host, "node-a") || strcmp(w->peers[1].host, "node-b"))
+    FAILR("hosts: %s %s", w->peers[0].host, w->peers[1].host);
+  if (strcmp(w->peers[0].boot_id, w->peers[1].boot_id) || strlen(w->peers[0].boot_id) < 8)
+    FAILR("boot ids differ on one machine: %s %s", w->peers[0].boot_id, w->peers[1].boot_id);
+  int v = rank, o = -1;
+  if (shoal_sendrecv(c, &v, 1, 1 - rank, &o, 1, 1 - rank, SHOAL_INT32, 0) || o != 1 - rank) FAILR("exchange");
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(bootstrap_port_zero_and_host_identity, 30) {
+  CHECK(pipe(port_pipe) == 0);
+  int st[2];
+  CHECK_EQ(shoal_test_fork_ranks(2, rank_port0, NULL, 25, st), 2);
+}
+
+/* The store directly: set, get, wait for a key set later, deadline, not-found. */
+TEST_T(store_set_get_wait, 30) {
+  shoal__authkey_t key;
+  shoal__auth_key("k", &key);
+  struct in_addr lo = {htonl(0x7f000001)};
+  int lfd, port;
+  CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &port));
+  shoal__store_server_t *s;
+  CHECK_OK(shoal__store_server_start(lfd, &key, &s));
+  pid_t pid = fork();
+  if (pid == 0) {
+    shoal__store_client_t c;
+    if (shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c)) _exit(1);
+    shoal__sleep_s(0.3);
+    _exit(shoal__store_set(&c, "late", "value-2", 7, shoal__deadline_in(5)) ? 2 : 0);
+  }
+  shoal__store_client_t c;
+  CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+  CHECK_OK(shoal__store_set(&c, "a", "hello", 5, shoal__deadline_in(5)));
+  char buf[64];
+  size_t len;
+  CHECK_OK(shoal__store_get(&c, "a", 0, buf, sizeof buf, &len, shoal__deadline_in(5)));
+  CHECK(len == 5 && !strcmp(buf, "hello"));
+  CHECK_EQ(shoal__store_get(&c, "nope", 0, buf, sizeof buf, &len, shoal__deadline_in(5)), SHOAL_ERR_NOT_FOUND);
+  CHECK_OK(shoal__store_get(&c, "late", 1, buf, sizeof buf, &len, shoal__deadline_in(5)));
+  CHECK(len == 7 && !strcmp(buf, "value-2"));
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(shoal__store_get(&c, "never", 1, buf, sizeof buf, &len, shoal__deadline_in(0.3)), SHOAL_ERR_TIMEOUT);
+  CHECK_CONTAINS(shoal_last_error(), "key 'never' did not appear");
+  shoal__store_close(&c);
+  /* a client with another token is refused with a clear error */
+  shoal__authkey_t bad;
+  shoal__auth_key("other", &bad);
+  CHECK_EQ(shoal__store_connect("127.0.0.1", port, &bad, shoal__deadline_in(5), &c), SHOAL_ERR_AUTH);
+  CHECK_CONTAINS(shoal_last_error(), "wrong SHOAL_TOKEN");
+  shoal__store_server_stop(s);
+}

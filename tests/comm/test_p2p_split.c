@@ -1,0 +1,137 @@
+/* shoal_comm_split: membership and order like MPI_Comm_split, traffic kept
+ * apart by the comm id, no new sockets, cheap enough to do every iteration. */
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "comm/p2p.h"
+#include "test_p2p_util.h"
+
+#define FAILR(...)                \
+  do {                            \
+    fprintf(stderr, __VA_ARGS__); \
+    fprintf(stderr, "\n");        \
+    return 1;                     \
+  } while (0)
+
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* ring exchange inside c; returns 0 when the neighbours' world ranks arrive */
+static int ring_check(shoal_comm_t *c, int tag) {
+  int r = shoal_comm_rank(c), n = shoal_comm_size(c);
+  int me = shoal_comm_world_rank(c), got = -1;
+  if (n == 1) return 0;
+  if (shoal_sendrecv(c, &me, 1, (r + 1) % n, &got, 1, (r + n - 1) % n, SHOAL_INT32, tag)) return -1;
+  return got < 0 ? -1 : got;
+}
+
+static int rank_split(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *w = p2p_join(rank, a);
+  if (!w) return 2;
+  int n = a->n;
+  /* even/odd, reversed order by key */
+  shoal_comm_t *s = NULL;
+  if (shoal_comm_split(w, rank % 2, -rank, &s)) FAILR("split: %s", shoal_last_error());
+  int members = (n - rank % 2 + 1) / 2;
+  if (!s || shoal_comm_size(s) != members) FAILR("size %d, want %d", s ? shoal_comm_size(s) : -1, members);
+  /* reversed: the highest world rank of the color is rank 0 */
+  int hi = (n - 1) - ((n - 1 - rank % 2) % 2);
+  if (shoal_comm_rank(s) != (hi - rank) / 2) FAILR("world %d got sub rank %d", rank, shoal_comm_rank(s));
+  if (shoal_comm_world_rank(s) != rank) FAILR("world_rank");
+  /* interleave traffic on the sub-communicator and the world */
+  for (int it = 0; it < 5; it++) {
+    int prev = ring_check(s, it);
+    int ns = shoal_comm_size(s), rs = shoal_comm_rank(s);
+    int want = ns == 1 ? 0 : hi - 2 * ((rs + ns - 1) % ns);
+    if (prev != want) FAILR("rank %d: sub ring got %d want %d: %s", rank, prev, want, shoal_comm_errmsg(s));
+    int wp = ring_check(w, 100 + it);
+    if (wp != (rank + n - 1) % n) FAILR("world ring got %d: %s", wp, shoal_comm_errmsg(w));
+  }
+  /* nested split and SHOAL_UNDEFINED */
+  shoal_comm_t *t = NULL;
+  int color = shoal_comm_rank(s) == 0 ? SHOAL_UNDEFINED : 7;
+  if (shoal_comm_split(s, color, 0, &t)) FAILR("nested split: %s", shoal_last_error());
+  if (color == SHOAL_UNDEFINED ? t != NULL : (t == NULL || shoal_comm_size(t) != shoal_comm_size(s) - 1))
+    FAILR("nested split membership");
+  if (t && ring_check(t, 9) < 0) FAILR("nested ring: %s", shoal_comm_errmsg(t));
+  shoal_comm_destroy(t);
+  shoal_comm_destroy(s);
+  /* the world still works after its children are gone */
+  if (ring_check(w, 55) != (rank + n - 1) % n) FAILR("world after destroy: %s", shoal_comm_errmsg(w));
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(split_membership_order_and_traffic, 60) {
+  p2p_world_arg_t a = {.timeout_s = 20};
+  P2P_RUN(6, rank_split, &a, 50);
+  P2P_RUN(5, rank_split, &a, 50);
+}
+
+/* Splitting every iteration: no sockets opened, results stay right.
+ * Prints the time per split (a figure for docs/comm.md; not asserted). */
+static int rank_split_many(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *w = p2p_join(rank, a);
+  if (!w) return 2;
+  int fds = count_fds();
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int it = 0; it < a->iters; it++) {
+    shoal_comm_t *s = NULL;
+    int group = (rank + it) % 3; /* membership changes every iteration */
+    if (shoal_comm_split(w, group, rank, &s)) FAILR("split %d: %s", it, shoal_last_error());
+    if (!s) FAILR("NULL comm");
+    shoal_comm_destroy(s);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / a->iters;
+  if (count_fds() != fds) FAILR("splits opened descriptors: %d -> %d", fds, count_fds());
+  if (rank == 0) fprintf(stderr, "%d splits with %d ranks: %.1f us per split\n", a->iters, a->n, us);
+  /* one last check that traffic still matches after so many comm ids */
+  shoal_comm_t *s = NULL;
+  if (shoal_comm_split(w, 0, rank, &s) || ring_check(s, 1) != (rank + a->n - 1) % a->n) FAILR("final");
+  shoal_comm_destroy(s);
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(split_1000_times_8_ranks, 60) {
+  p2p_world_arg_t a = {.timeout_s = 20, .iters = 1000};
+  P2P_RUN(8, rank_split_many, &a, 55);
+}
+
+/* Two ranks that use different communicators in the same slot get a
+ * mismatch naming the communicators, not a silent mix-up. */
+static int rank_wrong_comm(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *w = p2p_join(rank, a);
+  if (!w) return 2;
+  shoal_comm_t *s = NULL;
+  if (shoal_comm_split(w, 0, rank, &s)) FAILR("split");
+  int v = 1;
+  if (rank == 0) {
+    shoal_send(s, &v, 1, SHOAL_INT32, 1, 0); /* on the child */
+  } else {
+    int rc = shoal_recv(w, &v, 1, SHOAL_INT32, 0, 0); /* on the parent */
+    if (rc != SHOAL_ERR_MISMATCH || !strstr(shoal_comm_errmsg(w), "communicators in different orders"))
+      FAILR("got %d: %s", rc, shoal_comm_errmsg(w));
+  }
+  shoal_comm_destroy(s);
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(split_wrong_communicator_is_a_mismatch, 30) {
+  p2p_world_arg_t a = {.timeout_s = 5};
+  P2P_RUN(2, rank_wrong_comm, &a, 25);
+}
