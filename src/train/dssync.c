@@ -32,7 +32,9 @@ struct shoal__ds {
     int *group_of;
     shoal_comm_t *sub; /* NULL: singleton group */
   } cache[CACHE_MAX];
-  int *scratch;
+  int *scratch;        /* 2n: permutation and member list */
+  int *map;            /* 2n: relabeling */
+  int *round;          /* n: the current round's partition */
 };
 
 double shoal__ds_random_rho(int n, int k) { return n <= 1 ? 0.0 : (double)(n - k) / ((double)k * (n - 1)); }
@@ -154,11 +156,7 @@ int shoal__ds_groups(const shoal__ds_t *ds, uint64_t t, int *group_of, int *ngro
     return shoal__seterr(SHOAL_ERR_INVALID, "dssync: unknown pattern %d", ds->p.kind);
   }
   /* labels are < 2n in every branch */
-  int *map = malloc(2 * (size_t)n * sizeof *map);
-  if (!map) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
-  int g = canonical(n, group_of, map);
-  free(map);
-  *ngroups = g;
+  *ngroups = canonical(n, group_of, ds->map);
   return 0;
 }
 
@@ -185,7 +183,9 @@ int shoal__ds_create(shoal_comm_t *world, const shoal__ds_params_t *p, shoal__ds
   ds->p.rack_of = NULL;
   ds->world = world;
   ds->scratch = malloc(2 * (size_t)p->n * sizeof(int));
-  if (!ds->scratch) goto err_nomem;
+  ds->map = malloc(2 * (size_t)p->n * sizeof(int));
+  ds->round = malloc((size_t)p->n * sizeof(int));
+  if (!ds->scratch || !ds->map || !ds->round) goto err_nomem;
   ds->ndigits = factor(p->n, p->k, ds->radix);
   if (p->kind == SHOAL_DS_TOPO) {
     int n = p->n;
@@ -228,6 +228,8 @@ int shoal__ds_create(shoal_comm_t *world, const shoal__ds_params_t *p, shoal__ds
 err_nomem:
   free_racks(ds);
   free(ds->scratch);
+  free(ds->map);
+  free(ds->round);
   free(ds);
   return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
 }
@@ -240,15 +242,16 @@ void shoal__ds_destroy(shoal__ds_t *ds) {
   }
   free_racks(ds);
   free(ds->scratch);
+  free(ds->map);
+  free(ds->round);
   free(ds);
 }
 
 int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *group_size) {
   int N = ds->p.n, ng;
-  int *g = malloc((size_t)N * sizeof *g);
-  if (!g) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+  int *g = ds->round; /* no allocation per round except on a cache miss */
   int rc = shoal__ds_groups(ds, t, g, &ng);
-  if (rc) goto out_free;
+  if (rc) return rc;
   int me = shoal_comm_rank(ds->world);
   int size = 0;
   for (int i = 0; i < N; i++) size += g[i] == g[me];
@@ -257,12 +260,15 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
     if (!memcmp(ds->cache[i].group_of, g, (size_t)N * sizeof *g)) slot = i;
   if (slot < 0) {
     /* Every rank misses on the same t: the cache is a function of the pattern's history. */
+    int *key = malloc((size_t)N * sizeof *key);
+    if (!key) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
+    memcpy(key, g, (size_t)N * sizeof *key);
     shoal_comm_t *sub = NULL;
     rc = shoal_comm_split(ds->world, size > 1 ? g[me] : SHOAL_UNDEFINED, me, &sub);
     if (rc) {
-      rc = shoal__seterr(rc, "dssync round %llu: split into %d groups: %s", (unsigned long long)t, ng,
-                         shoal_comm_errmsg(ds->world));
-      goto out_free;
+      free(key);
+      return shoal__seterr(rc, "dssync round %llu: split into %d groups: %s", (unsigned long long)t, ng,
+                           shoal_comm_errmsg(ds->world));
     }
     if (ds->ncache < CACHE_MAX) {
       slot = ds->ncache++;
@@ -272,18 +278,16 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
       free(ds->cache[slot].group_of);
       if (ds->cache[slot].sub) shoal_comm_destroy(ds->cache[slot].sub);
     }
-    ds->cache[slot].group_of = g;
+    ds->cache[slot].group_of = key;
     ds->cache[slot].sub = sub;
-    g = NULL;
   }
   shoal_comm_t *sub = ds->cache[slot].sub;
   if (sub) {
     rc = shoal_allreduce(sub, SHOAL_IN_PLACE, params, n, SHOAL_FLOAT32, SHOAL_AVG);
-    if (rc) rc = shoal__seterr(rc, "dssync round %llu: group allreduce (%d members): %s", (unsigned long long)t,
-                               size, shoal_comm_errmsg(sub));
+    if (rc)
+      return shoal__seterr(rc, "dssync round %llu: group allreduce (%d members): %s", (unsigned long long)t, size,
+                           shoal_comm_errmsg(sub));
   }
-  if (!rc && group_size) *group_size = size;
-out_free:
-  free(g);
-  return rc;
+  if (group_size) *group_size = size;
+  return 0;
 }

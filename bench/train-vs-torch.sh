@@ -1,0 +1,86 @@
+#!/bin/sh
+# shoal train against PyTorch on the CPU, and the accuracy runs of issue 6.
+#
+#   bench/train-vs-torch.sh [BUILD] speed      single process and 4-rank BSP vs torch / DDP-Gloo
+#   bench/train-vs-torch.sh [BUILD] accuracy   MLP, full Fashion-MNIST, 4 workers: bsp, dssync, ps
+#                                              (CSV logs + SVG plot in $OUT, default /tmp/shoal-train-bench)
+#
+# Same MLP (784-512-256-10), same data and normalization, same per-worker batch
+# (BATCH, default 64), same SGD (momentum 0.9, wd 5e-4), one thread per process on
+# both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). EPOCHS (default 2
+# for speed) bounds each run. The machine may be shared and has 2 cores: 4 ranks
+# oversubscribe it, equally for both sides; timings are noisy, so run the
+# anchor (torch) in the same invocation and read the ratios.
+set -eu
+BUILD=${1:-build}
+MODE=${2:-speed}
+SHOAL=$BUILD/shoal
+PY=/usr/bin/python3
+HERE=$(dirname "$0")
+OUT=${OUT:-/tmp/shoal-train-bench}
+BATCH=${BATCH:-64}
+N=${N:-4}
+mkdir -p "$OUT"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+# Start N ranks: `shoal launch` when this build has it, else by hand with the
+# launcher-neutral variables (what mpirun/srun wrappers and torchrun set).
+launch() {
+  n=$1; shift
+  if "$SHOAL" launch --help >/dev/null 2>&1; then
+    "$SHOAL" launch -n "$n" "$@"
+    return
+  fi
+  port=$($PY -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+  pids=""
+  r=1
+  while [ "$r" -lt "$n" ]; do
+    RANK=$r WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" --quiet &
+    pids="$pids $!"
+    r=$((r + 1))
+  done
+  rc=0
+  RANK=0 WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" || rc=$?
+  for p in $pids; do wait "$p" || rc=1; done
+  return $rc
+}
+
+sps() { sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+shoal_sps() { # mean samples/s over the epochs in a shoal CSV
+  awk -F, 'NR > 1 { s += $10; n++ } END { if (n) printf "%.1f", s / n }' "$1"
+}
+
+if [ "$MODE" = speed ]; then
+  EPOCHS=${EPOCHS:-2}
+  echo "== single process, batch $BATCH, $EPOCHS epochs, 1 thread each"
+  "$SHOAL" train --model mlp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 --csv "$OUT/shoal-1.csv" --label shoal-1
+  $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 | tee "$OUT/torch-1.log"
+  s1=$(shoal_sps "$OUT/shoal-1.csv"); t1=$(sps "$OUT/torch-1.log")
+  echo "== $N processes: shoal BSP vs PyTorch DDP (Gloo), batch $BATCH per rank"
+  launch "$N" "$SHOAL" train --model mlp --sync bsp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 \
+    --csv "$OUT/shoal-bsp$N.csv" --label "shoal-bsp$N"
+  $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 --ddp "$N" | tee "$OUT/torch-ddp$N.log"
+  sN=$(shoal_sps "$OUT/shoal-bsp$N.csv"); tN=$(sps "$OUT/torch-ddp$N.log")
+  echo
+  echo "RESULT single:  shoal $s1 samples/s, torch $t1 samples/s, ratio $(echo "$s1 $t1" | awk '{printf "%.2f", $1/$2}')"
+  echo "RESULT $N-rank: shoal bsp $sN samples/s, torch ddp-gloo $tN samples/s, ratio $(echo "$sN $tN" | awk '{printf "%.2f", $1/$2}')"
+  exit 0
+fi
+
+if [ "$MODE" = accuracy ]; then
+  EPOCHS=${EPOCHS:-12}
+  common="--model mlp --epochs $EPOCHS --batch $BATCH --lr 0.1 --warmup 100 --decay-epochs 8,11"
+  launch "$N" "$SHOAL" train $common --sync bsp --csv "$OUT/bsp.csv" --label "bsp ($N workers)"
+  launch "$N" "$SHOAL" train $common --sync dssync --ds-pattern butterfly --ds-k 2 --csv "$OUT/dssync.csv" \
+    --label "dssync butterfly k=2"
+  launch $((N + 1)) "$SHOAL" train $common --sync ps --servers 1 --ps-mode sync --csv "$OUT/ps.csv" \
+    --label "ps sync (1 server)"
+  "$SHOAL" train --plot "$OUT/accuracy.svg" --title "MLP on Fashion-MNIST, $N workers" \
+    "$OUT/bsp.csv" "$OUT/dssync.csv" "$OUT/ps.csv"
+  for f in bsp dssync ps; do
+    tail -1 "$OUT/$f.csv" | awk -F, -v f=$f '{ printf "RESULT %-7s epoch %s  test acc %.2f%%  time %.1f s\n", f, $5, 100*$9, $7 }'
+  done
+  exit 0
+fi
+echo "usage: $0 [BUILD] speed|accuracy" >&2
+exit 2
