@@ -123,6 +123,7 @@ static int connect_once(struct sockaddr_in *a, shoal__deadline_t dl, int *fd_out
       return err;
     }
   }
+  shoal__sock_tune(fd, 0); /* small request/reply frames: Nagle + delayed ACK would add 40 ms each */
   *fd_out = fd;
   return 0;
 }
@@ -171,6 +172,7 @@ int shoal__sock_accept(int lfd, shoal__deadline_t dl, int *fd_out, struct sockad
       return shoal__seterr(SHOAL_ERR_SYSTEM, "accept: %s", strerror(errno));
     }
     if (peer) *peer = a;
+    shoal__sock_tune(fd, 0);
     *fd_out = fd;
     return 0;
   }

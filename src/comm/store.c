@@ -227,6 +227,7 @@ static void on_accept(struct shoal__store_server *s) {
   store_client_t *c = &s->cl[s->ncl++];
   memset(c, 0, sizeof *c);
   c->fd = fd;
+  shoal__sock_tune(fd, 0);
   shoal__sock_addr_str(&a, c->addr, sizeof c->addr);
   shoal__auth_random(c->nonce, sizeof c->nonce);
   unsigned char ch[4 + SHOAL__NONCE_BYTES];
