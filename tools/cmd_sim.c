@@ -339,7 +339,9 @@ int shoal_cmd_sim(int argc, char **argv) {
   else rc = shoal__synth_generate(&wo, &w);
   if (rc) goto fail_speed;
   if ((rc = shoal__workload_assign_models(&w, speed, cl, &wo))) {
-    rc = shoal__seterr(rc, "%s: %s", trace ? trace : "synthetic", shoal_last_error());
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", shoal_last_error());
+    rc = shoal__seterr(rc, "%s: %s", trace ? trace : "synthetic", msg);
     goto fail_workload;
   }
   if (write_trace && (rc = shoal__trace_write_shoal(write_trace, &w, speed))) goto fail_workload;
@@ -374,6 +376,15 @@ int shoal_cmd_sim(int argc, char **argv) {
       rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: unknown policy '%s' (see shoal sim --help)", tok);
       goto fail_runs;
     }
+    /* parameters are checked before anything runs */
+    shoal_sched_t probe;
+    void *pst = NULL;
+    if ((rc = shoal__sched_init(&probe, cl, speed, 16))) goto fail_runs;
+    probe.nvcs = w.nvcs;
+    rc = r->ops->create(&probe, r->params[0] ? r->params : NULL, &pst);
+    if (!rc) r->ops->destroy(pst);
+    shoal__sched_fini(&probe);
+    if (rc) goto fail_runs;
     nruns++;
   }
   char cdesc[256];
@@ -391,7 +402,9 @@ int shoal_cmd_sim(int argc, char **argv) {
     rc = shoal__sim_run(&w, &cs, speed, r->ops, r->params[0] ? r->params : NULL, &cfg, &r->r);
     shoal__progress_done(&pb);
     if (rc) {
-      rc = shoal__seterr(rc, "policy %s: %s", r->name, shoal_last_error());
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", shoal_last_error());
+      rc = shoal__seterr(rc, "policy %s: %s", r->name, msg);
       goto fail_runs;
     }
     r->rss_mb = peak_rss_mb();

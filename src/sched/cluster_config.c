@@ -78,7 +78,11 @@ static int finish(const char *file, shoal_cluster_spec_t *tmp, shoal_cluster_gro
     tmp->group[0] = *base;
   } else tmp->ngroups = ngroups;
   int rc = shoal__cluster_spec_validate(tmp);
-  if (rc) return shoal__seterr(rc, "%s: %s", file, shoal_last_error());
+  if (rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", shoal_last_error());
+    return shoal__seterr(rc, "%s: %s", file, msg);
+  }
   *spec = *tmp;
   return 0;
 }

@@ -405,8 +405,10 @@ int shoal__trace_parse(const char *name, const char *text, size_t len, const sho
       if (is_philly) format = 'p';
       else {
         if ((rc = shoal_header(&wh, f, nf, col))) {
+          char msg[512];
+          snprintf(msg, sizeof msg, "%s", shoal_last_error());
           rc = shoal__seterr(rc, "%s (expected the Philly header timestamp,duration,num_gpus,gpu_time,cluster or a shoal job CSV header)",
-                             shoal_last_error());
+                             msg);
           goto fail;
         }
         format = 's';
@@ -480,7 +482,9 @@ int shoal__trace_write_shoal(const char *path, const shoal_workload_t *w, const 
   for (long i = 0; i < w->njobs; i++) {
     const shoal_job_t *j = &w->jobs[i];
     const char *model = speed && j->model >= 0 && j->model < speed->nmodels ? speed->models[j->model].name : "";
-    fprintf(f, "%.17g,%d,%.17g,%.17g,%s,%s,%d,%s,%d,%d,%.17g,%.17g,%.17g,%.17g,%d\n", j->arrival, j->gpus, j->duration, j->work,
+    char dur[32] = "";
+    if (j->duration > 0) snprintf(dur, sizeof dur, "%.17g", j->duration);
+    fprintf(f, "%.17g,%d,%s,%.17g,%s,%s,%d,%s,%d,%d,%.17g,%.17g,%.17g,%.17g,%d\n", j->arrival, j->gpus, dur, j->work,
             model, j->arch == SHOAL_ARCH_PS ? "ps" : "allreduce", j->ps, w->vc_names ? w->vc_names[j->vc] : "default",
             j->min_workers, j->max_workers, j->worker_demand.cpus, j->worker_demand.mem_gb, j->ps_demand.cpus,
             j->ps_demand.mem_gb, j->sync);

@@ -1,0 +1,229 @@
+/* Engine properties: exact lone-job completion, invariants on random
+ * workloads for every policy, determinism, GPU-time conservation, the full
+ * Philly trace under FIFO on a cluster that never queues. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "simtest.h"
+
+#define PHILLY "../shared/data/philly/philly.csv"
+#define GAVEL "../shared/data/gavel/throughputs.json"
+
+/* A lone job with n GPUs consolidated finishes in exactly its duration, for
+ * both speed models and any model type (spec §2 test). */
+TEST(lone_job_finishes_at_duration) {
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  shoal_cluster_t *c;
+  CHECK_OK(shoal__cluster_create(&cs, &c));
+  shoal_speed_t *models[2] = {NULL, NULL};
+  CHECK_OK(shoal__speed_analytic_create(&models[0]));
+  if (access(GAVEL, R_OK) == 0) CHECK_OK(shoal__speed_table_create(GAVEL, "v100", 1, &models[1]));
+  int sizes[] = {1, 2, 4, 8, 16, 64};
+  for (int m = 0; m < 2; m++) {
+    if (!models[m]) continue;
+    for (int si = 0; si < 6; si++)
+      for (long row = 1; row <= 5; row++) {
+        shoal_workload_t w;
+        CHECK_OK(shoal__workload_alloc(&w, 1));
+        CHECK(shoal__workload_vc(&w, "x") == 0);
+        w.jobs[0].gpus = sizes[si];
+        w.jobs[0].max_workers = sizes[si];
+        w.jobs[0].duration = 1234.5;
+        w.jobs[0].row = row;
+        w.jobs[0].arrival = 77;
+        shoal__workload_finalize(&w);
+        shoal_workload_opts_t o;
+        shoal__workload_opts_default(&o);
+        o.ps_fraction = row == 5 ? 1.0 : 0; /* one PS job per size too */
+        CHECK_OK(shoal__workload_assign_models(&w, models[m], c, &o));
+        const char *pols[] = {"fifo", "srtf", "tiresias", "drf", "gavel"};
+        for (int p = 0; p < 5; p++) {
+          shoal_sim_result_t r;
+          run_policy(&w, &cs, models[m], pols[p], NULL, 30, &r);
+          CHECK_MSG(fabs(w.jobs[0].finish - 1234.5) < 1e-6, "%s model %s size %d policy %s: finish %.9f", models[m]->name,
+                    models[m]->models[w.jobs[0].model].name, sizes[si], pols[p], w.jobs[0].finish);
+          shoal__sim_result_free(&r);
+        }
+        shoal__workload_free(&w);
+      }
+  }
+  shoal__speed_destroy(models[0]);
+  shoal__speed_destroy(models[1]);
+  shoal__cluster_destroy(c);
+}
+
+static void synth(shoal_workload_t *w, long n, double load, int gpus, uint64_t seed, double ps_fraction,
+                  const shoal_speed_t *sp, const shoal_cluster_spec_t *cs) {
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  o.synth_jobs = n;
+  o.load = load;
+  o.cluster_gpus = gpus;
+  o.max_gpus = gpus;
+  o.seed = seed;
+  o.ps_fraction = ps_fraction;
+  CHECK_OK(shoal__synth_generate(&o, w));
+  shoal_cluster_t *c;
+  CHECK_OK(shoal__cluster_create(cs, &c));
+  CHECK_OK(shoal__workload_assign_models(w, sp, c, &o));
+  shoal__cluster_destroy(c);
+}
+
+/* Invariants (capacity, each job finishes exactly once, no work lost beyond
+ * restarts, time monotone, bookkeeping) on contended random workloads, every
+ * policy, several seeds, with PS jobs and restart costs. The engine checks
+ * them at every step (cfg.check) and fails the run otherwise. */
+TEST_T(invariants_random_workloads, 120) {
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 8;
+  cs.group[0].racks = 2;
+  cs.group[0].per_machine.gpus = 4;
+  cs.group[0].per_machine.cpus = 24; /* CPU-bound PS packing */
+  shoal_speed_t *sp;
+  CHECK_OK(shoal__speed_analytic_create(&sp));
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    shoal_workload_t w;
+    synth(&w, 400, 2.0, 32, seed, seed == 3 ? 0.3 : 0.0, sp, &cs);
+    for (int p = 0; shoal__policy_at(p); p++) {
+      shoal_sim_result_t r;
+      run_policy(&w, &cs, sp, shoal__policy_at(p)->name, NULL, seed == 2 ? 0 : 30, &r);
+      CHECK_EQ(r.finished, w.njobs);
+      double gpu_s = 0;
+      for (long i = 0; i < w.njobs; i++) {
+        const shoal_job_t *j = &w.jobs[i];
+        CHECK(j->state == SHOAL_JOB_DONE);
+        CHECK(j->finish >= j->first_start && j->first_start >= j->arrival);
+        CHECK(j->finish - j->arrival >= j->run_s + j->restart_s - 1e-6);
+        gpu_s += j->gpu_s;
+      }
+      CHECK_NEAR(gpu_s, r.busy_gpu_s, 1e-6 * gpu_s);
+      shoal__sim_result_free(&r);
+    }
+    shoal__workload_free(&w);
+  }
+  shoal__speed_destroy(sp);
+}
+
+/* Same seed => identical per-job results (bit for bit). */
+TEST(determinism_same_seed) {
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 4;
+  cs.group[0].racks = 2;
+  shoal_speed_t *sp;
+  CHECK_OK(shoal__speed_analytic_create(&sp));
+  for (int p = 0; shoal__policy_at(p); p++) {
+    double *fin[2];
+    for (int k = 0; k < 2; k++) {
+      shoal_workload_t w;
+      synth(&w, 300, 1.5, 32, 42, 0.2, sp, &cs);
+      shoal_sim_result_t r;
+      run_policy(&w, &cs, sp, shoal__policy_at(p)->name, NULL, 30, &r);
+      fin[k] = malloc((size_t)w.njobs * sizeof(double));
+      for (long i = 0; i < w.njobs; i++) fin[k][i] = w.jobs[i].finish;
+      CHECK(w.njobs == 300);
+      shoal__sim_result_free(&r);
+      shoal__workload_free(&w);
+    }
+    CHECK_MSG(!memcmp(fin[0], fin[1], 300 * sizeof(double)), "policy %s: runs differ", shoal__policy_at(p)->name);
+    free(fin[0]);
+    free(fin[1]);
+  }
+  shoal__speed_destroy(sp);
+}
+
+/* Synthetic generator: fitted statistics come out (GPU mix, median duration,
+ * offered load) and the load knob scales the arrival rate. */
+TEST(synthetic_matches_philly_statistics) {
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  o.synth_jobs = 200000;
+  o.cluster_gpus = 2048;
+  o.load = 0.5;
+  shoal_workload_t w;
+  CHECK_OK(shoal__synth_generate(&o, &w));
+  long single = 0;
+  double gpu_s = 0;
+  double *d1 = malloc(200000 * sizeof(double));
+  long n1 = 0;
+  for (long i = 0; i < w.njobs; i++) {
+    single += w.jobs[i].gpus == 1;
+    gpu_s += w.jobs[i].gpus * w.jobs[i].duration;
+    if (w.jobs[i].gpus == 1) d1[n1++] = w.jobs[i].duration;
+  }
+  CHECK_NEAR((double)single / w.njobs, 76627.0 / 82247, 0.005);
+  double span = w.jobs[w.njobs - 1].arrival;
+  CHECK_NEAR(gpu_s / span / 2048, 0.5, 0.1); /* offered load, heavy tail: loose */
+  shoal__workload_free(&w);
+  free(d1);
+}
+
+/* Spec §4 test: Philly on 2,048 GPUs (>= 1,243 = peak demand), FIFO: no
+ * queueing, JCT = duration for every job, allocated GPU-s = sum gpu_time
+ * (no penalty: with the linear model placement does not matter). */
+TEST_T(philly_fifo_never_queues, 60) {
+  if (access(PHILLY, R_OK) != 0) shoal_test_skip(PHILLY " not available");
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  shoal_workload_t w;
+  shoal_speed_t *sp = linear_speed(1);
+  CHECK_OK(shoal__trace_read(PHILLY, &o, sp, &w));
+  CHECK_EQ(w.njobs, 82247);
+  for (long i = 0; i < w.njobs; i++) {
+    w.jobs[i].model = 0;
+    w.jobs[i].work = w.jobs[i].duration * w.jobs[i].gpus;
+  }
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs); /* 256 x 8 = 2048 GPUs */
+  shoal_sim_result_t r;
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  CHECK_OK(shoal__sim_run(&w, &cs, sp, shoal__policy_find("fifo"), NULL, &cfg, &r));
+  double gt = 0;
+  for (long i = 0; i < w.njobs; i++) {
+    const shoal_job_t *j = &w.jobs[i];
+    CHECK_MSG(j->first_start == j->arrival, "job %ld queued", i);
+    CHECK_MSG(fabs(j->finish - j->arrival - j->duration) <= 1e-6 * j->duration, "job %ld: JCT %.9f != %.9f", i,
+              j->finish - j->arrival, j->duration);
+    gt += j->duration * j->gpus;
+  }
+  CHECK_NEAR(r.busy_gpu_s, gt, 1e-6 * gt);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* The CLI: comparison table, output files, determinism of jobs CSV. */
+TEST_T(cli_sim_outputs_and_determinism, 60) {
+  char cmd[1024], out[16384];
+  const char *dir = "/tmp/shoal-test-sim-cli";
+  for (int k = 0; k < 2; k++) {
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s%d && %s sim --synthetic 300 --load 1.5 --machines 8 --racks 2 --policy fifo,srtf,tiresias:starve=1 "
+             "--seed 7 --out %s%d --check",
+             dir, k, shoal_test_cli(), dir, k);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+    CHECK_MSG(st == 0, "%s\n%s", cmd, out);
+  }
+  CHECK_CONTAINS(out, "avgJCT");
+  CHECK_CONTAINS(out, "tiresias:starve=1");
+  snprintf(cmd, sizeof cmd,
+           "cmp %s0/jobs-srtf.csv %s1/jobs-srtf.csv && cmp %s0/jobs-tiresias_starve_1.csv %s1/jobs-tiresias_starve_1.csv && "
+           "test -s %s0/summary.json && grep -q '<svg' %s0/jct_cdf.svg && grep -q polyline %s0/utilization.svg",
+           dir, dir, dir, dir, dir, dir, dir);
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 10) == 0, "%s\n%s", cmd, out);
+  snprintf(cmd, sizeof cmd, "rm -rf %s0 %s1", dir, dir);
+  shoal_test_run_cmd(cmd, out, sizeof out, 10);
+  /* bad arguments: clear errors, no crash */
+  snprintf(cmd, sizeof cmd, "%s sim --policy nosuch --synthetic 10 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0);
+  CHECK_CONTAINS(out, "unknown policy 'nosuch'");
+  snprintf(cmd, sizeof cmd, "%s sim --policy tiresias:bogus=1 --synthetic 10 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0);
+  CHECK_CONTAINS(out, "unknown parameter 'bogus'");
+  snprintf(cmd, sizeof cmd, "%s sim --machines abc 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0);
+  CHECK_CONTAINS(out, "--machines='abc'");
+}

@@ -1,0 +1,285 @@
+/* Hand-computed scenarios, one or more per policy: exact expected JCTs.
+ * Speed: linear (rate = GPUs), so a job with duration d alone on its
+ * requested GPUs finishes in exactly d seconds. Timelines in comments. */
+#include "simtest.h"
+
+/* FIFO / YARN-CS on one 4-GPU machine.
+ *  J0 t=0 4 GPUs 100 s: runs 0-100.  J1 t=10 2 GPUs 50 s, J2 t=20 1 GPU 30 s wait.
+ *  t=100: J1 100-150, J2 100-130.  JCT: 100, 140, 110. */
+TEST(fifo_hand_computed) {
+  tjob_t t[] = {{0, 4, 100, 0}, {10, 2, 50, 0}, {20, 1, 30, 0}};
+  shoal_workload_t w;
+  tiny_workload(&w, t, 3);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  run_policy(&w, &cs, sp, "fifo", NULL, 30, &r);
+  CHECK_JCT(&w, 0, 100);
+  CHECK_JCT(&w, 1, 140);
+  CHECK_JCT(&w, 2, 110);
+  CHECK_EQ(r.preemptions, 0);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Backfill vs strict FIFO, 4 GPUs.
+ *  J0 t=0 2 GPUs 100 s; J1 t=1 4 GPUs 10 s; J2 t=2 1 GPU 10 s.
+ *  YARN-CS: J2 backfills at 2 -> 12; J1 at 100 -> 110. JCT 100, 109, 10.
+ *  strict:  J2 waits behind J1; J1 100-110, J2 110-120. JCT 100, 109, 118. */
+TEST(fifo_backfill_vs_strict) {
+  tjob_t t[] = {{0, 2, 100, 0}, {1, 4, 10, 0}, {2, 1, 10, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 3);
+  run_policy(&w, &cs, sp, "fifo", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 100);
+  CHECK_JCT(&w, 1, 109);
+  CHECK_JCT(&w, 2, 10);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "fifo", "strict=1", 0, &r);
+  CHECK_JCT(&w, 0, 100);
+  CHECK_JCT(&w, 1, 109);
+  CHECK_JCT(&w, 2, 118);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* SRTF on 4 GPUs. J0 t=0 4 GPUs 100 s; J1 t=10 4 GPUs 20 s.
+ *  t=10: J0 has 90 s left > 20: preempted; J1 runs 10-30 (first start: no cost).
+ *  restart 0:  J0 resumes 30, finishes 120.          JCT 120, 20.
+ *  restart 30: J0 restarts 30-60, runs 60-150.        JCT 150, 20. */
+TEST(srtf_hand_computed) {
+  tjob_t t[] = {{0, 4, 100, 0}, {10, 4, 20, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "srtf", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 120);
+  CHECK_JCT(&w, 1, 20);
+  CHECK_EQ(r.preemptions, 1);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "srtf", NULL, 30, &r);
+  CHECK_JCT(&w, 0, 150);
+  CHECK_JCT(&w, 1, 20);
+  CHECK_EQ(w.jobs[0].n_preempt, 1);
+  CHECK_EQ(w.jobs[0].n_realloc, 1);
+  CHECK_NEAR(w.jobs[0].restart_s, 30, 1e-9);
+  CHECK_NEAR(r.restart_gpu_s, 120, 1e-6);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Tiresias, 2 GPUs, thresholds=100 GPU-s (2 queues), no starvation guard.
+ *  J0 t=0 2 GPUs 100 s (200 steps): Q0, runs; a = 2t reaches 100 at t=50.
+ *  J1 t=10 2 GPUs 40 s: Q0 but J0 (running, Q0) comes first: waits.
+ *  t=50 (exact timer): J0 -> Q1; J1 (Q0) runs 50-90, J0 preempted (100 steps done).
+ *  t=90: J0 resumes, 100 steps at 2/s: done 140.  JCT 140, 80. */
+TEST(tiresias_hand_computed) {
+  tjob_t t[] = {{0, 2, 100, 0}, {10, 2, 40, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 2);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=0", 0, &r);
+  CHECK_JCT(&w, 0, 140);
+  CHECK_JCT(&w, 1, 80);
+  CHECK_EQ(r.preemptions, 1);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Tiresias starvation guard, 2 GPUs, thresholds=100, S=1.
+ *  J0 t=0 2 GPUs 100 s (200 steps) runs; crosses to Q1 at t=50 (nobody waits).
+ *  J1 t=60 2 GPUs 200 s (400 steps) enters Q0: runs, J0 preempted (120 steps done;
+ *  executed 60 s since reset). J1 crosses to Q1 at t=110 but stays (running first).
+ *  J0 waited 60 s >= 1 x 60 s at t=120: promoted to Q0, counters reset: J0 runs,
+ *  J1 preempted (120 steps done). J0: 80 steps left -> done 160.
+ *  J1 resumes at 160: 280 steps -> 300.   JCT 160, 240.
+ *  With S=0 (off): J1 runs to 260; J0 resumes 260 -> 300.  JCT 300, 200. */
+TEST(tiresias_starvation_guard) {
+  tjob_t t[] = {{0, 2, 100, 0}, {60, 2, 200, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 2);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=1", 0, &r);
+  CHECK_JCT(&w, 0, 160);
+  CHECK_JCT(&w, 1, 240);
+  CHECK_EQ(r.preemptions, 2);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=0", 0, &r);
+  CHECK_JCT(&w, 0, 300);
+  CHECK_JCT(&w, 1, 200);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Optimus, all-reduce jobs, 4 GPUs. J0 t=0 up to 4 GPUs, 400 steps; J1 t=0
+ * up to 4 GPUs, 200 steps (durations 100 and 50 s at 4 GPUs).
+ *  Both get 1 GPU; gains R/(w(w+1)) per GPU share: J0 400/2=200, J1 200/2=100:
+ *  J0 -> 2 (next gain 400/6=66.7), J1 -> 2 (100 > 66.7); cluster full.
+ *  J1: 200 steps at 2/s -> done 100. J0 at 100 has 200 left; alone it grows to 4.
+ *  restart 0:  200/4 = 50 -> 150.      restart 30: 100-130 restart, -> 180. */
+TEST(optimus_hand_computed) {
+  tjob_t t[] = {{0, 4, 100, 0}, {0, 4, 50, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "optimus", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 150);
+  CHECK_JCT(&w, 1, 100);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "optimus", NULL, 30, &r);
+  CHECK_JCT(&w, 0, 180);
+  CHECK_JCT(&w, 1, 100);
+  CHECK_EQ(r.reallocations, 1);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Optimus, one PS job on a 4-GPU, 64-core machine (worker: 1 GPU 4 cores
+ * 16 GB, share 0.25; PS: 4 cores 16 GB, share 0.0625). Speed W*min(1, 2P/W).
+ * Start 1 worker + 1 PS (rate 1). +worker: rate 2, gain (400-200)/0.25 = 800;
+ * +PS: not allowed (P <= W). Then +worker: W=3,P=1 rate 2: gain 0; +PS: W=2,P=2
+ * rate 2: gain 0: stop at 2 workers + 1 PS: 400 steps at 2/s = 200 s. */
+TEST(optimus_ps_workers_and_servers) {
+  tjob_t t[] = {{0, 4, 100, 0}};
+  shoal_workload_t w;
+  tiny_workload(&w, t, 1);
+  w.jobs[0].arch = SHOAL_ARCH_PS;
+  w.jobs[0].ps = 2;
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  run_policy(&w, &cs, sp, "optimus", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 200);
+  shoal__sim_result_free(&r);
+  /* the same job under FIFO at its requested size: 4 workers + 2 PSs, rate 4: 100 s */
+  run_policy(&w, &cs, sp, "fifo", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 100);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* DRF vs FIFO, 4 GPUs, tenants A and B.
+ *  J0 A t=0 4 GPUs 100 s; J1 A t=1 2 GPUs 10 s; J2 A t=2 2 GPUs 10 s; J3 B t=3 2 GPUs 10 s.
+ *  t=100, DRF: shares A=0, B=0, tie -> oldest waiting job (J1, A): start J1 (A: 0.5);
+ *  then B (0) < A: start J3; J2 waits to 110.   JCT: 100, 109, 118, 107.
+ *  FIFO: J1, J2 at 100; J3 at 110.               JCT: 100, 109, 108, 117. */
+TEST(drf_hand_computed) {
+  tjob_t t[] = {{0, 4, 100, 0}, {1, 2, 10, 0}, {2, 2, 10, 0}, {3, 2, 10, 1}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 4);
+  run_policy(&w, &cs, sp, "drf", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 100);
+  CHECK_JCT(&w, 1, 109);
+  CHECK_JCT(&w, 2, 118);
+  CHECK_JCT(&w, 3, 107);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "fifo", NULL, 0, &r);
+  CHECK_JCT(&w, 2, 108);
+  CHECK_JCT(&w, 3, 117);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Gavel max-min fairness, rounds of 100 s, 2 GPUs, restart 0.
+ *  J0, J1 t=0, 2 GPUs, 150 s each (300 steps). t=0: both new (infinite
+ *  priority), tie by id: J0 runs. t=100 round: x = 2/4 = 0.5; J0 received
+ *  100/100 -> 0.5, J1 0 -> inf: J1 runs. t=200: both 0.5/0.5 = 1, tie: J0
+ *  runs, 100 steps left -> done 250; J1 backfills at 250, 100 left -> 300.
+ *  JCT 250, 300. With restart 30: t=100 J1 starts (first start, free), J0
+ *  pays 30 at t=200 (200-230 restart, runs 230-280): J0 280; J1 backfills
+ *  at 280 with a restart (280-310), runs 310-360 ... rounds at 300 keep it.  */
+TEST(gavel_hand_computed) {
+  tjob_t t[] = {{0, 2, 150, 0}, {0, 2, 150, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 2);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "gavel", "round=100", 0, &r);
+  CHECK_JCT(&w, 0, 250);
+  CHECK_JCT(&w, 1, 300);
+  CHECK_EQ(r.preemptions, 2);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "gavel", "round=100", 30, &r);
+  CHECK_JCT(&w, 0, 280);
+  CHECK_JCT(&w, 1, 360);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Placement changes speed: spread penalty 0.5. Two 2-GPU machines; J0 t=0 1 GPU
+ * 100 s on machine 0 (best fit: both equal, lowest id); J1 t=0... 3 GPUs can
+ * only be spread: 1 on machine 0 + 2 on machine 1: rate 3*0.5 = 1.5; work 3*60
+ * = 180 -> 120 s. */
+TEST(spread_placement_is_slower) {
+  tjob_t t[] = {{0, 1, 100, 0}, {0, 3, 60, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 2, 2);
+  shoal_speed_t *sp = linear_speed(0.5);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "fifo", NULL, 0, &r);
+  CHECK_JCT(&w, 0, 100);
+  CHECK_JCT(&w, 1, 120);
+  CHECK_EQ(w.jobs[1].max_machines, 2);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* Checkpoint loss: SRTF preempts J0 after 10 s of run time; with checkpoints
+ * every 4 s it loses the 2 s since the last one (8 steps at 4/s):
+ * J0 t=0 4 GPUs 100 s (400 steps), J1 t=10 4 GPUs 20 s. J0 did 40 steps, keeps
+ * 32; resumes at 30 (restart 0): 368/4 = 92 s -> 122. */
+TEST(checkpoint_loss_on_preemption) {
+  tjob_t t[] = {{0, 4, 100, 0}, {10, 4, 20, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  cfg.restart_cost = 0;
+  cfg.checkpoint_s = 4;
+  cfg.check = 1;
+  shoal_sim_result_t r;
+  CHECK_OK(shoal__sim_run(&w, &cs, sp, shoal__policy_find("srtf"), NULL, &cfg, &r));
+  CHECK_JCT(&w, 0, 122);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
