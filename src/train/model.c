@@ -13,6 +13,10 @@
 #include "core/rng.h"
 #include "train/model.h"
 
+/* The bias+ReLU and mask+bias-gradient passes get an AVX2 clone picked at
+ * load time (the build targets x86-64-v2). */
+#define SHOAL_SIMD_CLONES __attribute__((target_clones("avx2,fma", "default")))
+
 static const char *const kind_names[SHOAL_MODEL__COUNT] = {"softmax", "mlp", "cnn"};
 
 const char *shoal_model_kind_name(shoal_model_kind_t k) {
@@ -183,7 +187,7 @@ static void col2im(const shoal__layer_t *l, const float *col, float *din) {
       }
 }
 
-static void linear_forward(shoal_model_t *m, shoal__layer_t *l, const float *in, int B) {
+SHOAL_SIMD_CLONES static void linear_forward(shoal_model_t *m, shoal__layer_t *l, const float *in, int B) {
   const float *W = m->params + l->w_off, *b = m->params + l->b_off;
   int O = l->out_dim;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, O, l->in_dim, 1.0f, in, l->in_dim, W, l->in_dim, 0.0f,
@@ -256,7 +260,7 @@ double shoal__model_loss(shoal_model_t *m, const uint8_t *y, int batch, int want
   return loss / batch;
 }
 
-static void linear_backward(shoal_model_t *m, shoal__layer_t *l, const float *in, float *din, int B) {
+SHOAL_SIMD_CLONES static void linear_backward(shoal_model_t *m, shoal__layer_t *l, const float *in, float *din, int B) {
   const float *W = m->params + l->w_off;
   float *dW = m->grads + l->w_off, *db = m->grads + l->b_off;
   int O = l->out_dim, In = l->in_dim;

@@ -1,7 +1,12 @@
 /* SGD step and learning-rate schedule. */
 #include "train/optim.h"
 
-void shoal__sgd_step(float *p, float *v, const float *g, size_t n, float lr, float mu, float wd) {
+/* The step streams four arrays of the whole model every iteration (17% of a
+ * single-process MLP step at SSE width): an AVX2+FMA clone is picked at load
+ * time on CPUs that have it, the build stays x86-64-v2. */
+#define SHOAL_SIMD_CLONES __attribute__((target_clones("avx2,fma", "default")))
+
+SHOAL_SIMD_CLONES void shoal__sgd_step(float *p, float *v, const float *g, size_t n, float lr, float mu, float wd) {
   for (size_t i = 0; i < n; i++) {
     float d = g[i] + wd * p[i];
     float u = mu * v[i] + d;
@@ -10,7 +15,7 @@ void shoal__sgd_step(float *p, float *v, const float *g, size_t n, float lr, flo
   }
 }
 
-void shoal__sgd_step_scaled(float *p, float *v, const float *g, size_t n, float lr, float mu, float wd, float scale) {
+SHOAL_SIMD_CLONES void shoal__sgd_step_scaled(float *p, float *v, const float *g, size_t n, float lr, float mu, float wd, float scale) {
   for (size_t i = 0; i < n; i++) {
     float d = g[i] * scale + wd * p[i];
     float u = mu * v[i] + d;
