@@ -51,6 +51,8 @@ typedef enum shoal_algo {
   SHOAL_ALGO_RING = 1, /* pipelined chunked ring: reduce-scatter + allgather */
   SHOAL_ALGO_RHD = 2,  /* recursive halving-doubling (Rabenseifner), any rank count */
   SHOAL_ALGO_RD = 3,   /* recursive doubling: small messages */
+  SHOAL_ALGO_SHM = 4,  /* one host: shared-memory reduce-scatter in place + copy-out (docs/shm.md) */
+  SHOAL_ALGO_HIER = 5, /* several hosts: shm reduce, leaders' allreduce over TCP, shm broadcast */
   SHOAL_ALGO__COUNT
 } shoal_algo_t;
 
