@@ -26,6 +26,7 @@ static const char *const redops[SHOAL_REDOP__COUNT] = {
 
 static const char *const algos[SHOAL_ALGO__COUNT] = {
   [SHOAL_ALGO_AUTO] = "auto", [SHOAL_ALGO_RING] = "ring", [SHOAL_ALGO_RHD] = "rhd", [SHOAL_ALGO_RD] = "rd",
+  [SHOAL_ALGO_SHM] = "shm",   [SHOAL_ALGO_HIER] = "hier",
 };
 
 size_t shoal_dtype_size(shoal_dtype_t dtype) {
