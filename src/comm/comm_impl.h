@@ -61,6 +61,7 @@ struct shoal__world {
   uint64_t id;
   shoal__conn_t *conns;      /* [size]; conns[rank] is unused */
   shoal__peer_info_t *peers; /* [size] */
+  struct shoal__shm *shm;    /* host groups, shm segment, tuning (shm.h); set by shoal__shm_attach */
   struct pollfd *pfd;        /* scratch for poll, [size] */
   int *pfd_conn;
   shoal__req_t *self_sq_head, *self_sq_tail, *self_rq_head, *self_rq_tail;
