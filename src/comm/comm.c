@@ -12,6 +12,7 @@
 #include "comm/bootstrap.h"
 #include "comm/comm_impl.h"
 #include "comm/mesh.h"
+#include "comm/shm.h"
 #include "comm/sock.h"
 #include "comm/store.h"
 #include "core/error.h"
