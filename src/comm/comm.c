@@ -258,6 +258,10 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
     return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
   }
   for (int i = 0; i < cfg.size; i++) c->wranks[i] = i;
+  if ((rc = shoal__shm_attach(c))) { /* shared memory among same-host ranks + tuning profile (shm.c) */
+    shoal_comm_destroy(c);
+    return rc;
+  }
   *out = c;
   return 0;
 }
