@@ -54,6 +54,7 @@ static shoal__world_t *world_new(int rank, int size) {
 
 static void world_free(shoal__world_t *w) {
   shoal__world_goodbye(w);
+  shoal__shm_detach(w);
   for (int i = 0; i < w->size; i++) {
     if (w->conns[i].fd >= 0) close(w->conns[i].fd);
     if (w->conns[i].zombie_fd >= 0) close(w->conns[i].zombie_fd);
