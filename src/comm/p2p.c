@@ -405,6 +405,8 @@ static int self_match(shoal__world_t *w) {
 int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
   shoal__world_t *w = c->w;
   if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
+  /* pending shm transfers: yield or sleep on this rank's futex, then drive without blocking in poll */
+  if (wait_ms != 0 && w->shm) wait_ms = shoal__shm_progress_wait(w, wait_ms);
   if (wait_ms == 0) {
     for (int i = 0; i < w->size; i++) {
       shoal__conn_t *cn = &w->conns[i];
