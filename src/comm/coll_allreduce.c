@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/tune.h"
 #include "core/error.h"
 #include "core/log.h"
 
