@@ -159,6 +159,11 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
   if (!inplace && !sendbuf && count)
     return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: sendbuf is NULL (use SHOAL_IN_PLACE)");
   const void *src = inplace ? recvbuf : sendbuf;
+  if (algo == SHOAL_ALGO_AUTO || algo == SHOAL_ALGO_SHM || algo == SHOAL_ALGO_HIER) { /* shm, hier, fitted model */
+    int handled;
+    rc = shoal__tune_allreduce(c, src, recvbuf, count, dtype, redop, algo, inplace, &handled);
+    if (handled) return rc;
+  }
   int p = shoal__comm_size(c);
   shoal_algo_t chosen;
   char why[192];
