@@ -306,7 +306,9 @@ int shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
     if (conn->state == SHOAL__CONN_LEFT)
       why = "the peer left (destroyed its communicator) before sending it";
     else
-      why = "connection closed by the peer: it died or was killed";
+      why = req->hdr_done > 0 && req->hdr_done < SHOAL__HDR_BYTES + 1 && req->done < req->bytes
+                ? "connection closed by the peer mid-message: it died, was killed, or aborted"
+                : "connection closed by the peer: it died or was killed";
   }
   conn->state = SHOAL__CONN_CLOSED;
   return req->state = fail(c, status, &req->op, req->peer, is_recv ? '<' : '>', "%s (%zu of %zu bytes %s%s)", why,
