@@ -1,0 +1,124 @@
+/* Shared-memory-native allreduce and broadcast of a host group.
+ *
+ * Steps: every collective is cut into steps numbered identically on every
+ * member (s->step); step g uses arena buffer g % 2. A rank publishes
+ * in_step = g once its input of step g is in its arena (or, with nothing
+ * to write, when it enters the step), so in_step >= g also says "this rank
+ * finished step g-1". Before writing any shared buffer for step g a rank
+ * waits for in_step >= g-1 everywhere: the buffer's previous users (step
+ * g-2) are done. No other handshake is needed to reuse buffers.
+ *
+ * Small vectors (<= SMALL_MAX): one step; each rank copies its input into
+ * its arena, waits for all inputs, and reduces the whole vector itself
+ * (in local-rank order, so every rank computes the same bits).
+ * Large vectors: chunks of chunk_bytes, one step each. Each rank copies its
+ * chunk in, then reduces its own cache-line-aligned slice of the chunk
+ * straight from all p arenas into the shared result buffer (reduce-scatter
+ * in place), publishes red_step, waits for every slice and copies the whole
+ * reduced chunk out (allgather). A chunk is small enough (512 KiB by
+ * default) that the p inputs and the result stay in the L2/L3 cache between
+ * the copy-in, the reduction and the copy-outs, so DRAM sees about one read
+ * of each input and one write of each output. */
+#include <string.h>
+
+#include "comm/coll.h"
+#include "comm/shm.h"
+#include "core/error.h"
+
+#define SMALL_MAX (16u << 10)
+
+static void publish_in(shoal__shm_t *s, uint64_t g) {
+  atomic_store_explicit(&s->ctrl[s->lrank].in_step, g, memory_order_release);
+  shoal__shm_ring_all(s);
+}
+
+static void publish_red(shoal__shm_t *s, uint64_t g) {
+  atomic_store_explicit(&s->ctrl[s->lrank].red_step, g, memory_order_release);
+  shoal__shm_ring_all(s);
+}
+
+/* Reduce n elements of every member's arena buffer b at byte offset off into out. */
+static void reduce_all(shoal__shm_t *s, const shoal__op_t *op, int b, size_t off, size_t n, char *out) {
+  shoal_dtype_t dt = (shoal_dtype_t)op->dtype;
+  shoal_redop_t ro = (shoal_redop_t)op->redop;
+  shoal__reduce3(out, shoal__shm_in(s, 0, b) + off, shoal__shm_in(s, 1, b) + off, n, dt, ro);
+  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, shoal__shm_in(s, l, b) + off, n, dt, ro);
+}
+
+static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
+                           int root_l) {
+  shoal__shm_t *s = c->w->shm;
+  size_t bytes = count * shoal_dtype_size((shoal_dtype_t)op->dtype);
+  uint64_t g = ++s->step;
+  int b = (int)(g % SHOAL__SHM_NBUF), rc;
+  if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+  memcpy(shoal__shm_in(s, s->lrank, b), src, bytes);
+  publish_in(s, g);
+  if (root_l >= 0 && root_l != s->lrank) return 0;
+  if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1))) return rc;
+  reduce_all(s, op, b, 0, count, dst);
+  if (root_l < 0 && op->redop == SHOAL_AVG)
+    shoal__reduce_avg_finish(dst, count, (shoal_dtype_t)op->dtype, s->nlocal);
+  return 0;
+}
+
+int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src_, void *dst_, size_t count,
+                         int root_l) {
+  shoal__shm_t *s = c->w->shm;
+  size_t es = shoal_dtype_size((shoal_dtype_t)op->dtype), bytes = count * es;
+  const char *src = src_;
+  char *dst = dst_;
+  if (s->nlocal == 1) {
+    if (dst != src && bytes) memcpy(dst, src, bytes);
+    return 0;
+  }
+  if (bytes <= SMALL_MAX && bytes <= s->chunk_bytes) return small_allreduce(c, op, src, dst, count, root_l);
+  size_t ce = s->chunk_bytes / es, line = 64 / es ? 64 / es : 1;
+  int p = s->nlocal, me = s->lrank, rc;
+  for (size_t off = 0; off < count; off += ce) {
+    size_t n = count - off < ce ? count - off : ce;
+    uint64_t g = ++s->step;
+    int b = (int)(g % SHOAL__SHM_NBUF);
+    if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+    memcpy(shoal__shm_in(s, me, b), src + off * es, n * es);
+    publish_in(s, g);
+    /* my slice: cache-line aligned so that owners never write the same line */
+    size_t sl = (n + (size_t)p - 1) / (size_t)p;
+    sl = (sl + line - 1) / line * line;
+    size_t so = (size_t)me * sl, sn = so < n ? (n - so < sl ? n - so : sl) : 0;
+    if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1))) return rc;
+    if (sn) {
+      char *out = shoal__shm_out(s, b) + so * es;
+      reduce_all(s, op, b, so * es, sn, out);
+      if (root_l < 0 && op->redop == SHOAL_AVG) shoal__reduce_avg_finish(out, sn, (shoal_dtype_t)op->dtype, p);
+    }
+    publish_red(s, g);
+    if (root_l >= 0 && root_l != me) continue;
+    if ((rc = shoal__shm_wait_flags(c, op, 1, g, -1))) return rc;
+    memcpy(dst + off * es, shoal__shm_out(s, b), n * es);
+  }
+  return 0;
+}
+
+int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t bytes, int root_l) {
+  shoal__shm_t *s = c->w->shm;
+  char *buf = buf_;
+  if (s->nlocal == 1) return 0;
+  int rc;
+  for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += s->chunk_bytes) {
+    size_t n = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
+    uint64_t g = ++s->step;
+    int b = (int)(g % SHOAL__SHM_NBUF);
+    if (s->lrank == root_l) {
+      if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+      memcpy(shoal__shm_out(s, b), buf + off, n);
+      publish_in(s, g);
+    } else {
+      publish_in(s, g); /* "done with step g-1": nothing to write */
+      if ((rc = shoal__shm_wait_flags(c, op, 0, g, root_l))) return rc;
+      memcpy(buf + off, shoal__shm_out(s, b), n);
+    }
+    if (bytes == 0) break;
+  }
+  return 0;
+}

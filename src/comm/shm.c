@@ -1,0 +1,553 @@
+/* Shared-memory segment of a host group and the shm point-to-point
+ * transport (per-pair SPSC byte rings carrying the same framed stream as
+ * TCP: 40-byte header then payload). See shm.h and docs/shm.md. */
+#include "comm/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/auth.h"
+#include "comm/tune.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define SEG_MAGIC 0x4d48534c414f4853ull /* "SHOALSHM" */
+#define PROBE_NS 2000000ull              /* liveness probe period while waiting: 2 ms */
+#define SLEEP_NS 2000000l                /* longest futex sleep: re-check deadline and peers */
+
+typedef struct seg_hdr {
+  uint64_t magic;
+  uint64_t nlocal, ring_bytes, chunk_bytes, total;
+} seg_hdr_t;
+
+/* The leader's message to the other members: where and how big. */
+typedef struct seg_msg {
+  char name[64];
+  uint64_t ring_bytes, chunk_bytes, total;
+} seg_msg_t;
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static size_t layout(shoal__shm_t *s, int set) {
+  size_t off = align_up(sizeof(seg_hdr_t), SHOAL__SHM_LINE);
+  size_t ctrl = off;
+  off += align_up((size_t)s->nlocal * sizeof(shoal__shm_ctrl_t), 4096);
+  size_t rings = off;
+  off += (size_t)s->nlocal * (size_t)s->nlocal * (sizeof(shoal__shm_ring_t) + s->ring_bytes);
+  off = align_up(off, 4096);
+  size_t arena = off;
+  off += (size_t)s->nlocal * SHOAL__SHM_NBUF * s->chunk_bytes;
+  size_t result = off;
+  off += SHOAL__SHM_NBUF * s->chunk_bytes;
+  if (set) {
+    char *b = s->base;
+    s->ctrl = (shoal__shm_ctrl_t *)(b + ctrl);
+    s->rings = b + rings;
+    s->arena = b + arena;
+    s->result = b + result;
+  }
+  return off;
+}
+
+/* ---- wake-ups ---- */
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void shoal__shm_ring_bell(shoal__shm_t *s, int l) {
+  shoal__shm_ctrl_t *p = &s->ctrl[l];
+  /* seq_cst pairs with the sleeper's store to `sleeping` then re-check (Dekker):
+   * either it sees our flag or we see it sleeping. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&p->sleeping, memory_order_relaxed)) {
+    atomic_fetch_add(&p->bell, 1);
+    futex(&p->bell, FUTEX_WAKE, 1, NULL);
+  }
+}
+
+void shoal__shm_ring_all(shoal__shm_t *s) {
+  for (int l = 0; l < s->nlocal; l++)
+    if (l != s->lrank) shoal__shm_ring_bell(s, l);
+}
+
+/* Sleep on this rank's bell unless ready() already holds. */
+static void bell_sleep(shoal__shm_t *s, int (*ready)(void *), void *arg, long max_ns) {
+  shoal__shm_ctrl_t *me = &s->ctrl[s->lrank];
+  uint32_t v = atomic_load(&me->bell);
+  atomic_store(&me->sleeping, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!ready(arg)) {
+    struct timespec ts = {0, max_ns};
+    futex(&me->bell, FUTEX_WAIT, v, &ts);
+  }
+  atomic_store(&me->sleeping, 0);
+}
+
+/* ---- liveness ---- */
+
+static int comm_rank_of(const shoal_comm_t *c, int wrank) {
+  for (int i = 0; i < c->size; i++)
+    if (c->wranks[i] == wrank) return i;
+  return -1;
+}
+
+/* Look at the TCP connection of a same-host peer (still open, carrying
+ * abort and goodbye notices): 0 alive; 1 hung up, said goodbye or closed;
+ * < 0 it sent an abort notice (the op is failed, status returned). */
+static int probe_conn(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *conn) {
+  if (conn->fd < 0) return 1;
+  unsigned char h[SHOAL__HDR_BYTES];
+  ssize_t k = recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (k < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : 1;
+  if (k == 0) return 1;
+  int rc = shoal__conn_idle_event(c, op, conn, 0);
+  if (rc < 0) return rc;
+  return conn->state != SHOAL__CONN_OPEN;
+}
+
+static int probe_due(shoal__shm_t *s, int l) {
+  uint64_t now = shoal__now_ns();
+  if (now - s->last_check_ns[l] < PROBE_NS) return 0;
+  s->last_check_ns[l] = now;
+  return 1;
+}
+
+/* ---- the transport ---- */
+
+static void ring_put(char *data, size_t cap, uint64_t pos, const void *src, size_t n) {
+  size_t at = (size_t)(pos % cap), first = cap - at < n ? cap - at : n;
+  memcpy(data + at, src, first);
+  if (n > first) memcpy(data, (const char *)src + first, n - first);
+}
+
+static void ring_get(const char *data, size_t cap, uint64_t pos, void *dst, size_t n) {
+  size_t at = (size_t)(pos % cap), first = cap - at < n ? cap - at : n;
+  memcpy(dst, data + at, first);
+  if (n > first) memcpy((char *)dst + first, data, n - first);
+}
+
+static int shm_send_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
+  shoal__shm_t *s = w->shm;
+  int to = s->w2l[conn->peer];
+  shoal__shm_ring_t *r = shoal__shm_ring(s, s->lrank, to);
+  char *data = (char *)(r + 1);
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+  size_t space = s->ring_bytes - (size_t)(tail - head), moved = 0;
+  if (req->hdr_done < SHOAL__HDR_BYTES && space) {
+    size_t n = (size_t)(SHOAL__HDR_BYTES - req->hdr_done);
+    if (n > space) n = space;
+    ring_put(data, s->ring_bytes, tail + moved, req->hdr + req->hdr_done, n);
+    req->hdr_done += (int)n;
+    moved += n, space -= n;
+  }
+  if (req->hdr_done == SHOAL__HDR_BYTES && req->done < req->bytes && space) {
+    size_t n = req->bytes - req->done;
+    if (n > space) n = space;
+    ring_put(data, s->ring_bytes, tail + moved, (const char *)req->buf + req->done, n);
+    req->done += n;
+    moved += n;
+  }
+  if (moved) {
+    atomic_store_explicit(&r->tail, tail + moved, memory_order_release);
+    shoal__shm_ring_bell(s, to);
+  }
+  if (req->hdr_done == SHOAL__HDR_BYTES && req->done == req->bytes) return 1;
+  if (!moved && probe_due(s, to)) { /* ring full: is the reader still there? */
+    int pr = probe_conn(req->comm, &req->op, conn);
+    if (pr < 0) return req->state = pr;
+    if (pr) return shoal__conn_broken(w, conn, req, SHOAL_ERR_PEER_CLOSED, NULL);
+  }
+  return 0;
+}
+
+static int shm_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
+  shoal__shm_t *s = w->shm;
+  int from = s->w2l[conn->peer];
+  shoal__shm_ring_t *r = shoal__shm_ring(s, from, s->lrank);
+  const char *data = (const char *)(r + 1);
+  for (int pass = 0; pass < 2; pass++) {
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    size_t avail = (size_t)(tail - head), moved = 0;
+    if (req->hdr_done < SHOAL__HDR_BYTES && avail) {
+      size_t n = (size_t)(SHOAL__HDR_BYTES - req->hdr_done);
+      if (n > avail) n = avail;
+      ring_get(data, s->ring_bytes, head, req->hdr + req->hdr_done, n);
+      req->hdr_done += (int)n;
+      moved += n, avail -= n;
+      if (req->hdr_done == SHOAL__HDR_BYTES) {
+        atomic_store_explicit(&r->head, head + moved, memory_order_release);
+        head += moved, moved = 0;
+        int rc = shoal__recv_header(w, conn, req);
+        if (rc < 0) return rc;
+      }
+    }
+    if (req->hdr_done == SHOAL__HDR_BYTES && req->done < req->bytes && avail) {
+      size_t n = req->bytes - req->done;
+      if (n > avail) n = avail;
+      ring_get(data, s->ring_bytes, head + moved, (char *)req->buf + req->done, n);
+      req->done += n;
+      moved += n;
+    }
+    if (moved) atomic_store_explicit(&r->head, head + moved, memory_order_release);
+    if (moved || req->hdr_done == SHOAL__HDR_BYTES) shoal__shm_ring_bell(s, from);
+    if (req->hdr_done == SHOAL__HDR_BYTES && req->done == req->bytes) return 1;
+    if (moved || tail != head) return 0;
+    /* nothing to read: is the writer still there? (then look at the ring once more:
+     * it may have written its last bytes just before leaving) */
+    if (pass == 1 || !probe_due(s, from)) return 0;
+    int pr = probe_conn(req->comm, &req->op, conn);
+    if (pr < 0) return req->state = pr;
+    if (!pr) return 0;
+  }
+  return shoal__conn_broken(w, conn, req, SHOAL_ERR_PEER_CLOSED, NULL);
+}
+
+static void shm_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text) {
+  /* notices go over the TCP connection, which the peer watches */
+  shoal__tcp_transport.shutdown(w, conn, wop, text);
+}
+
+const shoal__transport_t shoal__shm_transport = {
+    .name = "shm",
+    .send_progress = shm_send_progress,
+    .recv_progress = shm_recv_progress,
+    .shutdown = shm_shutdown,
+};
+
+/* ---- waiting in shoal__progress ---- */
+
+static int conns_ready(void *arg) {
+  shoal__world_t *w = arg;
+  shoal__shm_t *s = w->shm;
+  for (int l = 0; l < s->nlocal; l++) {
+    if (l == s->lrank) continue;
+    shoal__conn_t *cn = &w->conns[s->l2w[l]];
+    if (cn->fd < 0) continue;
+    if (cn->sq_head) {
+      shoal__shm_ring_t *r = shoal__shm_ring(s, s->lrank, l);
+      if (atomic_load(&r->tail) - atomic_load(&r->head) < s->ring_bytes) return 1;
+    }
+    if (cn->rq_head) {
+      shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->lrank);
+      if (atomic_load(&r->tail) != atomic_load(&r->head)) return 1;
+    }
+  }
+  return 0;
+}
+
+static uint64_t g_idle_since; /* start of the current spin phase of this thread's waits */
+
+int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
+  shoal__shm_t *s = w->shm;
+  if (!s || !s->base) return wait_ms;
+  int pending = 0;
+  for (int l = 0; l < s->nlocal && !pending; l++) {
+    shoal__conn_t *cn = &w->conns[s->l2w[l]];
+    pending = l != s->lrank && cn->fd >= 0 && (cn->sq_head || cn->rq_head);
+  }
+  if (!pending) return wait_ms;
+  if (conns_ready(w)) {
+    g_idle_since = 0;
+    return 0;
+  }
+  for (int i = 0; i < w->size; i++) { /* TCP work too: do not sleep on the futex, poll it soon */
+    shoal__conn_t *cn = &w->conns[i];
+    if (i != w->rank && cn->tp != &shoal__shm_transport && (cn->sq_head || cn->rq_head)) {
+      sched_yield();
+      return 0;
+    }
+  }
+  uint64_t now = shoal__now_ns();
+  if (!g_idle_since) g_idle_since = now;
+  if (now - g_idle_since < s->spin_ns) {
+    sched_yield();
+    return 0;
+  }
+  long ns = wait_ms > 0 && (long)wait_ms * 1000000l < SLEEP_NS ? (long)wait_ms * 1000000l : SLEEP_NS;
+  bell_sleep(s, conns_ready, w, ns);
+  return 0;
+}
+
+/* ---- flag waits of the collectives ---- */
+
+typedef struct flag_wait {
+  shoal__shm_t *s;
+  int field, only_l, missing;
+  uint64_t want;
+} flag_wait_t;
+
+static int flags_ready(void *arg) {
+  flag_wait_t *f = arg;
+  shoal__shm_t *s = f->s;
+  for (int l = 0; l < s->nlocal; l++) {
+    if (l == s->lrank || (f->only_l >= 0 && l != f->only_l)) continue;
+    shoal__shm_ctrl_t *p = &s->ctrl[l];
+    uint64_t v = f->field ? atomic_load_explicit(&p->red_step, memory_order_acquire)
+                          : atomic_load_explicit(&p->in_step, memory_order_acquire);
+    if (v < f->want) {
+      f->missing = l;
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l) {
+  shoal__world_t *w = c->w;
+  shoal__shm_t *s = w->shm;
+  flag_wait_t f = {s, field, only_l, -1, want};
+  if (flags_ready(&f)) return 0;
+  uint64_t t0 = shoal__now_ns();
+  for (;;) {
+    if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
+    uint64_t now = shoal__now_ns();
+    if (now - t0 < s->spin_ns) {
+      sched_yield();
+    } else {
+      int l = f.missing, wr = s->l2w[l];
+      if (probe_due(s, l)) {
+        int pr = probe_conn(c, op, &w->conns[wr]);
+        if (pr < 0) return pr;
+        if (pr && !flags_ready(&f) && f.missing == l)
+          return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, comm_rank_of(c, wr),
+                                  "same-host peer (world rank %d, pid %d) %s while this rank waited for its "
+                                  "shared-memory step %llu",
+                                  wr, (int)s->ctrl[l].pid,
+                                  w->conns[wr].state == SHOAL__CONN_LEFT ? "left (destroyed its communicator)"
+                                                                         : "died or was killed",
+                                  (unsigned long long)want);
+      }
+      if (now >= op->deadline_ns)
+        return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, comm_rank_of(c, wr),
+                                "timed out after %.1f s (SHOAL_TIMEOUT) waiting for same-host peer (world rank %d) "
+                                "to reach shared-memory step %llu (it is at %llu)",
+                                (double)(now - t0) * 1e-9, wr, (unsigned long long)want,
+                                (unsigned long long)(field ? atomic_load(&s->ctrl[l].red_step)
+                                                           : atomic_load(&s->ctrl[l].in_step)));
+      bell_sleep(s, flags_ready, &f, SLEEP_NS);
+    }
+    if (flags_ready(&f)) return 0;
+  }
+}
+
+int shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts) {
+  shoal__shm_t *s = c->w->shm;
+  if (!s) return 0;
+  int *cnt = calloc((size_t)s->nhosts, sizeof *cnt);
+  if (!cnt) return 0;
+  int ok = 1, nh = 0;
+  for (int i = 0; i < c->size; i++) {
+    int h = s->host_of[c->wranks[i]];
+    if (cnt[h]++ == 0) nh++;
+  }
+  for (int h = 0; h < s->nhosts && ok; h++) {
+    if (!cnt[h]) continue;
+    int world_n = 0;
+    for (int r = 0; r < c->w->size; r++) world_n += s->host_of[r] == h;
+    ok = cnt[h] == world_n && (world_n == 1 || s->base); /* SHOAL_SHM assumed the same everywhere */
+  }
+  free(cnt);
+  *nhosts = nh;
+  return ok;
+}
+
+/* ---- attach / detach ---- */
+
+static int same_host(const shoal__peer_info_t *a, const shoal__peer_info_t *b) {
+  return !strcmp(a->host, b->host) && !strcmp(a->boot_id, b->boot_id);
+}
+
+static int map_segment(shoal__shm_t *s, int fd, size_t total, int create) {
+  struct stat st;
+  if (fstat(fd, &st)) return shoal__seterr(SHOAL_ERR_SYSTEM, "fstat of the shm segment: %s", strerror(errno));
+  if (!create && (st.st_uid != geteuid() || (size_t)st.st_size != total || (st.st_mode & 077)))
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment: owner %u size %lld mode %o, expected owner %u size %zu "
+                         "mode 0600", (unsigned)st.st_uid, (long long)st.st_size, (unsigned)(st.st_mode & 0777),
+                         (unsigned)geteuid(), total);
+  void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED)
+    return shoal__seterr(SHOAL_ERR_SYSTEM, "mmap of a %zu-byte shm segment: %s", total, strerror(errno));
+  s->base = p;
+  s->size = total;
+  layout(s, 1);
+  return 0;
+}
+
+/* The host group's leader: create, size, map and initialize the segment. */
+static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
+  snprintf(msg->name, sizeof msg->name, "/shoal-%u-%016llx-%08x", (unsigned)geteuid(), (unsigned long long)w->id,
+           (unsigned)shoal__auth_random_u64());
+  size_t total = layout(s, 0);
+  int fd = shm_open(msg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int rc = 0;
+  if (ftruncate(fd, (off_t)total)) {
+    rc = shoal__seterr(SHOAL_ERR_SYSTEM, "ftruncate(%s, %zu): %s (is /dev/shm big enough?)", msg->name, total,
+                       strerror(errno));
+  } else if (!(rc = map_segment(s, fd, total, 1))) {
+    seg_hdr_t *h = s->base;
+    h->nlocal = (uint64_t)s->nlocal;
+    h->ring_bytes = s->ring_bytes;
+    h->chunk_bytes = s->chunk_bytes;
+    h->total = total;
+    atomic_thread_fence(memory_order_release);
+    h->magic = SEG_MAGIC;
+  }
+  close(fd);
+  if (rc) shm_unlink(msg->name);
+  msg->ring_bytes = s->ring_bytes;
+  msg->chunk_bytes = s->chunk_bytes;
+  msg->total = total;
+  return rc;
+}
+
+static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
+  s->ring_bytes = (size_t)msg->ring_bytes;
+  s->chunk_bytes = (size_t)msg->chunk_bytes;
+  size_t total = layout(s, 0);
+  if (total != msg->total)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: size %llu, expected %zu", msg->name,
+                         (unsigned long long)msg->total, total);
+  int fd = shm_open(msg->name, O_RDWR, 0);
+  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int rc = map_segment(s, fd, total, 0);
+  close(fd);
+  if (!rc && ((seg_hdr_t *)s->base)->magic != SEG_MAGIC) {
+    munmap(s->base, s->size);
+    s->base = NULL;
+    rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: bad magic", msg->name);
+  }
+  return rc;
+}
+
+/* Exchange over TCP: leader -> members (segment message), members -> leader
+ * (1-byte status), then the leader unlinks. */
+static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
+  shoal__world_t *w = c->w;
+  int n = s->nlocal, rc = 0;
+  seg_msg_t msg;
+  memset(&msg, 0, sizeof msg);
+  shoal__req_t *reqs = calloc((size_t)n, sizeof *reqs);
+  unsigned char *acks = calloc((size_t)n, 1);
+  if (!reqs || !acks) {
+    free(reqs), free(acks);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "shm setup: out of memory");
+  }
+  op->count = sizeof msg;
+  if (s->lrank == 0) {
+    int made = create_segment(w, s, &msg);
+    if (made) msg.name[0] = '\0'; /* tells the members that creation failed */
+    for (int l = 1; l < n && !rc; l++) rc = shoal__isend(c, op, s->l2w[l], &msg, sizeof msg, &reqs[l]);
+    if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
+    op->count = 1;
+    for (int l = 1; l < n && !rc; l++) rc = shoal__irecv(c, op, s->l2w[l], &acks[l], 1, &reqs[l]);
+    if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
+    if (!made) shm_unlink(msg.name); /* every member mapped it (or failed): nothing can leak from here on */
+    if (made) rc = made;
+    for (int l = 1; l < n && !rc; l++)
+      if (acks[l]) rc = shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: same-host rank %d could not map the shm segment",
+                                      w->rank, s->l2w[l]);
+  } else {
+    int leader = s->l2w[0];
+    rc = shoal__irecv(c, op, leader, &msg, sizeof msg, &reqs[0]);
+    if (!rc) rc = shoal__waitall(c, op, reqs, 1);
+    if (!rc) {
+      int mapped = msg.name[0] ? open_segment(s, &msg)
+                               : shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: the host leader (rank %d) could not create "
+                                               "the shm segment", w->rank, leader);
+      acks[0] = mapped != 0;
+      op->count = 1;
+      rc = shoal__isend(c, op, leader, &acks[0], 1, &reqs[0]);
+      if (!rc) rc = shoal__waitall(c, op, reqs, 1);
+      if (!rc) rc = mapped;
+    }
+  }
+  free(reqs);
+  free(acks);
+  return rc;
+}
+
+int shoal__shm_attach(shoal_comm_t *c) {
+  shoal__world_t *w = c->w;
+  int use, rc;
+  long ring, chunk, spin_us;
+  if ((rc = shoal__config_bool("SHOAL_SHM", 1, &use)) ||
+      (rc = shoal__config_long("SHOAL_SHM_RING_BYTES", 256 << 10, 4096, 1L << 30, &ring)) ||
+      (rc = shoal__config_long("SHOAL_SHM_CHUNK_BYTES", 512 << 10, 4096, 1L << 30, &chunk)) ||
+      (rc = shoal__config_long("SHOAL_SHM_SPIN_US", 50, 0, 10000000, &spin_us)))
+    return rc;
+  shoal__shm_t *s = calloc(1, sizeof *s);
+  if (!s) return shoal__seterr(SHOAL_ERR_NOMEM, "shm: out of memory");
+  s->host_of = malloc((size_t)w->size * sizeof *s->host_of);
+  s->w2l = malloc((size_t)w->size * sizeof *s->w2l);
+  s->l2w = malloc((size_t)w->size * sizeof *s->l2w);
+  s->last_check_ns = calloc((size_t)w->size, sizeof *s->last_check_ns);
+  if (!s->host_of || !s->w2l || !s->l2w || !s->last_check_ns) {
+    w->shm = s;
+    shoal__shm_detach(w);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "shm: out of memory");
+  }
+  for (int r = 0; r < w->size; r++) {
+    int h = -1;
+    for (int q = 0; q < r && h < 0; q++)
+      if (same_host(&w->peers[q], &w->peers[r])) h = s->host_of[q];
+    s->host_of[r] = h >= 0 ? h : s->nhosts++;
+  }
+  for (int r = 0; r < w->size; r++) {
+    s->w2l[r] = -1;
+    if (s->host_of[r] == s->host_of[w->rank]) {
+      if (r == w->rank) s->lrank = s->nlocal;
+      s->w2l[r] = s->nlocal;
+      s->l2w[s->nlocal++] = r;
+    }
+  }
+  s->ring_bytes = align_up((size_t)ring, 4096);
+  s->chunk_bytes = align_up((size_t)chunk, 4096);
+  s->spin_ns = (uint64_t)spin_us * 1000;
+  w->shm = s;
+  SHOAL_DEBUG("INIT", "rank %d: %d host(s); %d rank(s) on this host (%s)%s", w->rank, s->nhosts, s->nlocal,
+              w->peers[w->rank].host, use ? "" : "; SHOAL_SHM=0: TCP between them");
+  if (w->size > 1) {
+    shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x5348};
+    if ((rc = shoal__op_begin(c, &op))) return rc;
+    if (use && s->nlocal > 1) rc = setup_group(c, s, &op);
+    if ((rc = shoal__op_end(c, &op, rc))) return rc;
+    if (use && s->nlocal > 1) {
+      s->ctrl[s->lrank].pid = (int32_t)getpid();
+      for (int l = 0; l < s->nlocal; l++)
+        if (l != s->lrank) w->conns[s->l2w[l]].tp = &shoal__shm_transport;
+      SHOAL_INFO("INIT", "rank %d: shared memory with %d same-host rank(s), %zu-byte segment (unlinked)", w->rank,
+                 s->nlocal - 1, s->size);
+    }
+  }
+  return shoal__tune_init(c);
+}
+
+void shoal__shm_detach(shoal__world_t *w) {
+  shoal__shm_t *s = w->shm;
+  if (!s) return;
+  if (s->base) munmap(s->base, s->size);
+  free(s->host_of);
+  free(s->w2l);
+  free(s->l2w);
+  free(s->last_check_ns);
+  shoal__tune_free(s);
+  free(s);
+  w->shm = NULL;
+}

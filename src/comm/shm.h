@@ -1,0 +1,111 @@
+/* Shared memory among the ranks of one world that share a host (same host
+ * name and boot id): one segment per host group, a point-to-point transport
+ * over per-pair byte rings (shm.c), and the step flags and arenas of the
+ * shared-memory-native collectives (coll_shm.c). Design: docs/shm.md.
+ *
+ * Segment lifetime: the host group's lowest world rank creates it with
+ * shm_open(O_CREAT|O_EXCL, 0600) under a name made of the uid, the world id
+ * and a random nonce; every member maps it and acknowledges over TCP; the
+ * creator then shm_unlinks it. From then on only the mappings keep it alive,
+ * so a crash (even SIGKILL) leaks nothing. */
+#ifndef SHOAL_COMM_SHM_H
+#define SHOAL_COMM_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm_impl.h"
+
+#define SHOAL__SHM_LINE 128 /* two cache lines: no false sharing with the adjacent-line prefetcher */
+#define SHOAL__SHM_NBUF 2   /* arena buffers per rank: steps alternate between them */
+
+/* Per local rank, in the segment. Each field on its own line. */
+typedef struct shoal__shm_ctrl {
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t in_step;  /* last step whose input this rank published */
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t red_step; /* last step whose slice this rank reduced */
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint32_t bell;     /* futex word: bumped by whoever wakes this rank */
+  _Atomic uint32_t sleeping;                           /* this rank sleeps (or is about to) on bell */
+  int32_t pid;
+} shoal__shm_ctrl_t;
+
+/* A single-producer single-consumer byte ring from one local rank to another. */
+typedef struct shoal__shm_ring {
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t tail; /* bytes written, ever (producer) */
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t head; /* bytes read, ever (consumer) */
+} shoal__shm_ring_t;
+
+typedef struct shoal__shm {
+  void *base;
+  size_t size;
+  int nlocal, lrank;       /* size of the host group, this rank's index in it */
+  int *l2w;                /* local index -> world rank */
+  int *w2l;                /* world rank -> local index or -1 */
+  size_t ring_bytes;       /* data bytes of each pair's ring */
+  size_t chunk_bytes;      /* bytes of each arena buffer */
+  shoal__shm_ctrl_t *ctrl; /* [nlocal] */
+  char *rings;             /* nlocal*nlocal slots of (ring header + ring_bytes) */
+  char *arena;             /* [nlocal][NBUF][chunk_bytes] inputs */
+  char *result;            /* [NBUF][chunk_bytes] reduced chunks */
+  uint64_t step;           /* steps done by this rank (identical on every member) */
+  uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
+  uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
+  /* host layout of the world, for the hierarchical collectives */
+  int nhosts;
+  int *host_of;            /* world rank -> host index (hosts numbered by lowest world rank) */
+  struct shoal__tune *tune; /* fitted cost model (tune.c) */
+} shoal__shm_t;
+
+/* Shared-memory-native collectives (coll_shm.c). c must pass
+ * shoal__shm_layout_ok with one host and the segment mapped.
+ * root_l < 0: every rank gets the result (allreduce); else only local rank
+ * root_l does (reduce to the host leader). AVG divides only when root_l < 0. */
+int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
+                         int root_l);
+/* Broadcast bytes from local rank root_l to the host group. */
+int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf, size_t bytes, int root_l);
+/* Hierarchical allreduce (coll_hier.c): shm reduce to each host's leader,
+ * allreduce among the leaders over TCP, shm broadcast. */
+int shoal__hier_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count);
+
+extern const shoal__transport_t shoal__shm_transport;
+
+/* Called once by shoal_comm_init on the new world communicator, collectively:
+ * detects host groups, maps the segment, switches same-host connections to
+ * the shm transport, then loads or measures the tuning profile (tune.c).
+ * SHOAL_SHM=0 keeps TCP everywhere. */
+int  shoal__shm_attach(shoal_comm_t *c);
+/* Called when the world is freed: unmaps (the segment is already unlinked). */
+void shoal__shm_detach(shoal__world_t *w);
+/* Hook of shoal__progress: while shm requests are pending, sleep briefly on
+ * this rank's futex (or yield) instead of blocking in poll(); returns the
+ * poll timeout to use (0 when shm work is pending). */
+int  shoal__shm_progress_wait(shoal__world_t *w, int wait_ms);
+
+static inline shoal__shm_ring_t *shoal__shm_ring(const shoal__shm_t *s, int from, int to) {
+  size_t slot = sizeof(shoal__shm_ring_t) + s->ring_bytes;
+  return (shoal__shm_ring_t *)(s->rings + ((size_t)from * (size_t)s->nlocal + (size_t)to) * slot);
+}
+static inline char *shoal__shm_in(const shoal__shm_t *s, int l, int b) {
+  return s->arena + ((size_t)l * SHOAL__SHM_NBUF + (size_t)b) * s->chunk_bytes;
+}
+static inline char *shoal__shm_out(const shoal__shm_t *s, int b) { return s->result + (size_t)b * s->chunk_bytes; }
+
+/* Wake local rank l if it sleeps on its bell. */
+void shoal__shm_ring_bell(shoal__shm_t *s, int l);
+/* Wake every other local rank that sleeps. */
+void shoal__shm_ring_all(shoal__shm_t *s);
+
+/* Wait until flag[l] >= want for every local rank l in mask (NULL: all but
+ * me), field = 0 for in_step, 1 for red_step. Yields, then sleeps on the
+ * futex; checks the deadline and the peers' connections (a dead or aborted
+ * peer fails the op naming it). */
+int  shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l);
+
+/* The comm's host layout if every host group of the world that c touches is
+ * entirely inside c (so that the shm collectives, which use the per-rank
+ * flags of the whole host group, may run on c): 1 and the number of hosts
+ * c spans; else 0. */
+int  shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts);
+
+#endif

@@ -1,0 +1,162 @@
+/* The tuning profile (AdapCC-style, spec adaptive-comm.md A1, adapted):
+ * per link class, the time T(S) of "send S bytes, get a 1-byte ack" for a
+ * few sizes, fitted as T = 2 alpha + beta S by least squares weighted by
+ * 1/T^2 (relative errors, so the 64-byte point sets alpha and the 4 MiB
+ * point beta); the shm-native allreduce fitted as T = a + b S the same way;
+ * gamma from timing the float32 sum kernel. Medians over iterations; the
+ * ranks agree on the MAX of each value (conservative under contention). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/tune.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define NSIZES 4
+static const size_t p2p_sizes[NSIZES] = {64, 4096, 256u << 10, 4u << 20};
+static const int p2p_iters[NSIZES] = {30, 20, 8, 4};
+#define NCOLL 3
+static const size_t coll_sizes[NCOLL] = {4096, 256u << 10, 4u << 20};
+static const int coll_iters[NCOLL] = {30, 10, 4};
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Weighted least squares of t = a + b x with weights 1/t^2. */
+static void fit(const double *x, const double *t, int n, double *a, double *b) {
+  double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
+  for (int i = 0; i < n; i++) {
+    double w = 1.0 / (t[i] * t[i]);
+    sw += w, sx += w * x[i], st += w * t[i], sxx += w * x[i] * x[i], sxt += w * x[i] * t[i];
+  }
+  double d = sw * sxx - sx * sx;
+  *b = d != 0 ? (sw * sxt - sx * st) / d : 0;
+  *a = (st - *b * sx) / sw;
+  if (*b <= 0) *b = t[n - 1] / x[n - 1]; /* noise: fall back to the largest point */
+  if (*a <= 0) *a = t[0] > *b * x[0] ? t[0] - *b * x[0] : t[0] * 0.5;
+}
+
+/* One side of the send-S/ack-1 exchange between comm ranks a (sender) and b. */
+static int p2p_probe(shoal_comm_t *c, shoal__op_t *op, int a, int b, double *alpha, double *beta) {
+  int me = c->rank, rc = 0;
+  char *buf = malloc(p2p_sizes[NSIZES - 1]);
+  if (!buf) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+  memset(buf, 1, p2p_sizes[NSIZES - 1]);
+  double x[NSIZES], t[NSIZES], samples[64];
+  char ack = 0;
+  for (int k = 0; k < NSIZES && !rc; k++) {
+    size_t S = p2p_sizes[k];
+    for (int it = 0; it <= p2p_iters[k] && !rc; it++) { /* iteration 0 warms up */
+      uint64_t t0 = shoal__now_ns();
+      op->count = S;
+      if (me == a) {
+        rc = shoal__sendrecv(c, op, b, buf, S, -1, NULL, 0);
+        op->count = 1;
+        if (!rc) rc = shoal__sendrecv(c, op, -1, NULL, 0, b, &ack, 1);
+      } else {
+        rc = shoal__sendrecv(c, op, -1, NULL, 0, a, buf, S);
+        op->count = 1;
+        if (!rc) rc = shoal__sendrecv(c, op, a, &ack, 1, -1, NULL, 0);
+      }
+      if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
+    }
+    x[k] = (double)S;
+    t[k] = median(samples, p2p_iters[k]);
+  }
+  free(buf);
+  if (rc) return rc;
+  double A, B;
+  fit(x, t, NSIZES, &A, &B);
+  *alpha = A / 2;
+  *beta = B;
+  return 0;
+}
+
+static int coll_probe(shoal_comm_t *c, shoal__op_t *op, double *a, double *b) {
+  char *in = malloc(coll_sizes[NCOLL - 1]), *out = malloc(coll_sizes[NCOLL - 1]);
+  int rc = 0;
+  if (!in || !out) {
+    free(in), free(out);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+  }
+  memset(in, 0, coll_sizes[NCOLL - 1]);
+  double x[NCOLL], t[NCOLL], samples[64];
+  shoal__op_t cop = *op;
+  cop.dtype = SHOAL_FLOAT32;
+  cop.redop = SHOAL_SUM;
+  for (int k = 0; k < NCOLL && !rc; k++) {
+    size_t n = coll_sizes[k] / 4;
+    for (int it = 0; it <= coll_iters[k] && !rc; it++) {
+      uint64_t t0 = shoal__now_ns();
+      rc = shoal__shm_allreduce(c, &cop, in, out, n, -1);
+      if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
+    }
+    x[k] = (double)coll_sizes[k];
+    t[k] = median(samples, coll_iters[k]);
+  }
+  free(in), free(out);
+  if (!rc) fit(x, t, NCOLL, a, b);
+  return rc;
+}
+
+static double gamma_probe(void) {
+  size_t n = (1u << 20) / 4;
+  float *a = malloc(n * 4), *b = malloc(n * 4), *d = malloc(n * 4);
+  if (!a || !b || !d) {
+    free(a), free(b), free(d);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) a[i] = (float)i, b[i] = 1.0f;
+  double best = 1e9;
+  for (int it = 0; it < 8; it++) {
+    uint64_t t0 = shoal__now_ns();
+    shoal__reduce3(d, a, b, n, SHOAL_FLOAT32, SHOAL_SUM);
+    double dt = (double)(shoal__now_ns() - t0) * 1e-9;
+    if (dt < best) best = dt;
+  }
+  free(a), free(b), free(d);
+  return best / (double)(n * 4);
+}
+
+int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
+  shoal__world_t *w = c->w;
+  shoal__shm_t *s = w->shm;
+  if (c->size != w->size) return shoal__seterr(SHOAL_ERR_INVALID, "tune: profile the world communicator");
+  double v[SHOAL__TUNE_NVALS];
+  for (int i = 0; i < SHOAL__TUNE_NVALS; i++) v[i] = -1;
+  uint64_t t0 = shoal__now_ns();
+  shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x54554e45};
+  int rc = shoal__op_begin(c, &op);
+  if (rc) return rc;
+  if (s->base && s->nlocal > 1 && s->lrank < 2) /* same-host pair: local ranks 0 and 1 of each host */
+    rc = p2p_probe(c, &op, s->l2w[0], s->l2w[1], &v[T_SHM_A], &v[T_SHM_B]);
+  if (!rc && s->nhosts > 1) { /* other-host pair: the leaders of hosts 0 and 1 */
+    int l0 = -1, l1 = -1;
+    for (int r = w->size - 1; r >= 0; r--) {
+      if (s->host_of[r] == 0) l0 = r;
+      if (s->host_of[r] == 1) l1 = r;
+    }
+    if (w->rank == l0 || w->rank == l1) rc = p2p_probe(c, &op, l0, l1, &v[T_NET_A], &v[T_NET_B]);
+  }
+  if (!rc && s->base && s->nlocal > 1) rc = coll_probe(c, &op, &v[T_COLL_A], &v[T_COLL_B]);
+  if (!rc) v[T_GAMMA] = gamma_probe();
+  if ((rc = shoal__op_end(c, &op, rc))) return rc;
+  if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, v, SHOAL__TUNE_NVALS, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD)))
+    return rc;
+  memcpy(s->tune->v, v, sizeof v);
+  s->tune->source = 1;
+  SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
+  SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
+              "shm allreduce %.2f us + S / %.2f GB/s", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
+              v[T_NET_A] * 1e6, v[T_NET_B] > 0 ? 1e-9 / v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
+              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1);
+  return write_cache ? shoal__tune_store(c) : 0;
+}
