@@ -37,6 +37,11 @@ int shoal__post_recv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf,
                      shoal__req_t *req, char *posted);
 int shoal__post_send(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes,
                      shoal__req_t *req, char *posted);
+/* shoal__waitall after a short spin of non-blocking progress (coll_common.c). */
+int shoal__coll_wait(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n);
+/* shoal__sendrecv with the same spin-then-block wait. */
+int shoal__coll_sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *sbuf, size_t sbytes, int src,
+                         void *rbuf, size_t rbytes);
 /* Wait for one request if it was posted. */
 int shoal__wait_posted(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *req, char *posted);
 

@@ -36,9 +36,9 @@ static int fold_in(shoal_comm_t *c, const shoal__op_t *op, const char **srcp, ch
   if (r < 2 * rem) {
     if (r % 2 == 0) {
       *newrank = -1;
-      return shoal__sendrecv(c, op, r + 1, *srcp, bytes, -1, NULL, 0);
+      return shoal__coll_sendrecv(c, op, r + 1, *srcp, bytes, -1, NULL, 0);
     }
-    if ((rc = shoal__sendrecv(c, op, -1, NULL, 0, r - 1, tmp, bytes))) return rc;
+    if ((rc = shoal__coll_sendrecv(c, op, -1, NULL, 0, r - 1, tmp, bytes))) return rc;
     shoal__reduce3(dst, tmp, *srcp, count, op->dtype, op->redop); /* r-1 is the lower rank */
     *srcp = dst;
     *newrank = r / 2;
@@ -52,8 +52,8 @@ static int fold_out(shoal_comm_t *c, const shoal__op_t *op, char *dst, size_t co
   int p = shoal__comm_size(c), r = shoal__comm_rank(c), rem = p - pof2_floor(p);
   size_t bytes = count * shoal_dtype_size(op->dtype);
   if (r >= 2 * rem) return 0;
-  if (r % 2) return shoal__sendrecv(c, op, r - 1, dst, bytes, -1, NULL, 0);
-  return shoal__sendrecv(c, op, -1, NULL, 0, r + 1, dst, bytes);
+  if (r % 2) return shoal__coll_sendrecv(c, op, r - 1, dst, bytes, -1, NULL, 0);
+  return shoal__coll_sendrecv(c, op, -1, NULL, 0, r + 1, dst, bytes);
 }
 
 int shoal__allreduce_rd(shoal_comm_t *c, const shoal__op_t *op, const void *src_, void *dst_, size_t count) {
@@ -68,7 +68,7 @@ int shoal__allreduce_rd(shoal_comm_t *c, const shoal__op_t *op, const void *src_
   if (newrank >= 0) {
     for (int mask = 1; mask < pof2; mask <<= 1) {
       int peer = unfold_rank(newrank ^ mask, rem);
-      if ((rc = shoal__sendrecv(c, op, peer, src, bytes, peer, tmp, bytes))) return rc;
+      if ((rc = shoal__coll_sendrecv(c, op, peer, src, bytes, peer, tmp, bytes))) return rc;
       if (peer < r) shoal__reduce3(dst, tmp, src, count, op->dtype, op->redop);
       else shoal__reduce3(dst, src, tmp, count, op->dtype, op->redop);
       src = dst;
@@ -104,7 +104,7 @@ int shoal__allreduce_rhd(shoal_comm_t *c, const shoal__op_t *op, const void *src
       shoal__block(count, (size_t)pof2, slo, &off, &len);
       shoal__block(count, (size_t)pof2, shi - 1, &o2, &l2);
       size_t send_off = off, send_len = o2 + l2 - off;
-      if ((rc = shoal__sendrecv(c, op, send_len ? peer : -1, src + send_off * es, send_len * es,
+      if ((rc = shoal__coll_sendrecv(c, op, send_len ? peer : -1, src + send_off * es, send_len * es,
                                 keep_len ? peer : -1, tmp, keep_len * es)))
         return rc;
       char *d = dst + keep_off * es;
@@ -130,7 +130,7 @@ int shoal__allreduce_rhd(shoal_comm_t *c, const shoal__op_t *op, const void *src
       shoal__block(count, (size_t)pof2, peer_lo, &po, &len);
       shoal__block(count, (size_t)pof2, peer_lo + (size_t)mask - 1, &o2, &l2);
       pl = o2 + l2 - po;
-      if ((rc = shoal__sendrecv(c, op, ml ? peer : -1, dst + mo * es, ml * es, pl ? peer : -1, dst + po * es,
+      if ((rc = shoal__coll_sendrecv(c, op, ml ? peer : -1, dst + mo * es, ml * es, pl ? peer : -1, dst + po * es,
                                 pl * es)))
         return rc;
     }

@@ -12,6 +12,6 @@ int shoal_barrier(shoal_comm_t *c) {
   int p = shoal__comm_size(c), r = shoal__comm_rank(c);
   unsigned char out = 1, in = 0;
   for (int k = 1; k < p && rc == 0; k <<= 1)
-    rc = shoal__sendrecv(c, &op, (r + k) % p, &out, 1, shoal__mod(r - k, p), &in, 1);
+    rc = shoal__coll_sendrecv(c, &op, (r + k) % p, &out, 1, shoal__mod(r - k, p), &in, 1);
   return shoal__op_end(c, &op, rc);
 }

@@ -14,13 +14,13 @@ static int bcast_binomial(shoal_comm_t *c, const shoal__op_t *op, char *buf, siz
   int p = shoal__comm_size(c), r = shoal__comm_rank(c), vr = shoal__mod(r - root, p), rc, mask = 1;
   while (mask < p) {
     if (vr & mask) {
-      if ((rc = shoal__sendrecv(c, op, -1, NULL, 0, shoal__mod(vr - mask + root, p), buf, bytes))) return rc;
+      if ((rc = shoal__coll_sendrecv(c, op, -1, NULL, 0, shoal__mod(vr - mask + root, p), buf, bytes))) return rc;
       break;
     }
     mask <<= 1;
   }
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (vr + mask < p && (rc = shoal__sendrecv(c, op, (vr + mask + root) % p, buf, bytes, -1, NULL, 0))) return rc;
+    if (vr + mask < p && (rc = shoal__coll_sendrecv(c, op, (vr + mask + root) % p, buf, bytes, -1, NULL, 0))) return rc;
   return 0;
 }
 

@@ -1,10 +1,20 @@
 /* Helpers shared by the collectives: scratch buffers, argument checks, and
  * posting helpers that skip empty messages. */
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "comm/coll.h"
+#include "core/clock.h"
 #include "core/error.h"
+
+/* How long a collective polls (non-blocking progress, yielding the CPU
+ * between polls) before it blocks in the transport's poll(). A blocked
+ * process pays a scheduler wakeup per message (tens of us on a loaded VM);
+ * Open MPI avoids it by busy-polling forever. Bounded here so that ranks
+ * oversubscribing cores do not burn them; sched_yield lets a runnable peer
+ * on the same core go first. */
+#define SPIN_NS 50000ull
 
 static _Thread_local struct {
   void *ptr;
@@ -55,9 +65,31 @@ int shoal__post_send(shoal_comm_t *c, const shoal__op_t *op, int dst, const void
   return rc;
 }
 
+int shoal__coll_wait(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n) {
+  uint64_t t0 = shoal__now_ns();
+  for (;;) {
+    int ndone = 0, rc = shoal__test(c, op, reqs, n, &ndone);
+    if (rc) return rc;
+    if (ndone == n) return 0;
+    if (shoal__now_ns() - t0 > SPIN_NS) break;
+    sched_yield();
+  }
+  return shoal__waitall(c, op, reqs, n);
+}
+
+int shoal__coll_sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *sbuf, size_t sbytes, int src,
+                         void *rbuf, size_t rbytes) {
+  shoal__req_t r[2];
+  r[0].kind = r[1].kind = 0;
+  int rc;
+  if (src >= 0 && (rc = shoal__irecv(c, op, src, rbuf, rbytes, &r[1]))) return rc;
+  if (dst >= 0 && (rc = shoal__isend(c, op, dst, sbuf, sbytes, &r[0]))) return rc;
+  return shoal__coll_wait(c, op, r, 2);
+}
+
 int shoal__wait_posted(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *req, char *posted) {
   if (!*posted) return 0;
-  int rc = shoal__waitall(c, op, req, 1);
+  int rc = shoal__coll_wait(c, op, req, 1);
   if (rc == 0) *posted = 0;
   return rc;
 }

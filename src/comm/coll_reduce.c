@@ -23,10 +23,10 @@ static int reduce_binomial(shoal_comm_t *c, const shoal__op_t *op, const char *s
     if ((vr & mask) == 0) {
       int child = vr | mask;
       if (child >= p) continue;
-      if ((rc = shoal__sendrecv(c, op, -1, NULL, 0, (child + root) % p, tmp, bytes))) return rc;
+      if ((rc = shoal__coll_sendrecv(c, op, -1, NULL, 0, (child + root) % p, tmp, bytes))) return rc;
       shoal__reduce3(acc, acc, tmp, count, op->dtype, op->redop); /* children are higher in vr */
     } else {
-      return shoal__sendrecv(c, op, ((vr & ~mask) + root) % p, acc, bytes, -1, NULL, 0);
+      return shoal__coll_sendrecv(c, op, ((vr & ~mask) + root) % p, acc, bytes, -1, NULL, 0);
     }
   }
   return 0;

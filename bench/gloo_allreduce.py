@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""PyTorch Gloo anchor for bench/tcp-anchors.sh: dist.all_reduce (in place,
+float32 sum) over a size sweep, measured like `shoal bench allreduce`
+(warm-up; rank 0 picks the iteration count from its warm-up median and
+broadcasts it; a barrier before each iteration; per-iteration time = max over
+ranks; p50/p99/max; algbw = S/p50, GB = 1e9; busbw = algbw * 2(n-1)/n).
+Prints the same columns as shoal bench; the out-of-place group is '-'
+(torch's all_reduce is in place).
+Spawn ranks by hand with env:// (torchrun is broken on Python 3.11):
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 WORLD_SIZE=2 RANK=r GLOO_SOCKET_IFNAME=lo \
+      /usr/bin/python3 bench/gloo_allreduce.py -b 8 -e 256M -f 2
+"""
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def size(s):
+    mul = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    s = s.strip().lower().rstrip("b")
+    if s and s[-1] in mul:
+        return int(float(s[:-1]) * mul[s[-1]])
+    return int(float(s))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-b", type=size, default=8)
+    ap.add_argument("-e", type=size, default=256 << 20)
+    ap.add_argument("-f", type=float, default=2)
+    ap.add_argument("-w", type=int, default=5)
+    ap.add_argument("-n", type=int, default=0)
+    ap.add_argument("-T", type=float, default=0.2)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    if rank == 0:
+        print(f"# PyTorch {torch.__version__} Gloo all_reduce: {n} ranks, float32 sum; same method as shoal bench")
+        print("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s" % (
+            "size(B)", "count", "type", "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw",
+            "#wrong", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong"), flush=True)
+    b = a.b
+    while b <= a.e:
+        count = b // 4
+        if count:
+            t = (torch.arange(count, dtype=torch.float32) * 7 + rank * 13) % 17 - 8
+            warm = []
+            for _ in range(a.w):
+                t0 = time.perf_counter()
+                dist.all_reduce(t)
+                warm.append(time.perf_counter() - t0)
+            iters = a.n
+            if iters <= 0:
+                warm.sort()
+                med = warm[len(warm) // 2] if warm else 1e-3
+                it = torch.tensor([min(2000, max(5, int(a.T / max(med, 1e-7))))], dtype=torch.int64)
+                dist.broadcast(it, 0)
+                iters = int(it.item())
+            times = torch.zeros(iters, dtype=torch.float64)
+            for i in range(iters):
+                dist.barrier()
+                t0 = time.perf_counter()
+                dist.all_reduce(t)
+                times[i] = time.perf_counter() - t0
+            dist.all_reduce(times, op=dist.ReduceOp.MAX)
+            ts = sorted(times.tolist())
+            p50, p99, mx = ts[iters // 2], ts[int((iters - 1) * 0.99)], ts[-1]
+            algbw = count * 4 / p50 * 1e-9
+            busbw = algbw * 2 * (n - 1) / n
+            if rank == 0:
+                print("  %10d %11d %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s" % (
+                    count * 4, count, "float32", "sum", "gloo", "-", "-", "-", "-", "-", "-",
+                    p50 * 1e6, p99 * 1e6, mx * 1e6, algbw, busbw, "n/a"), flush=True)
+        nb = int(b * a.f)
+        b = nb if nb > b else b + 1
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+/* Open MPI anchor for bench/tcp-anchors.sh: MPI_Allreduce float32 sum over a
+ * size sweep, measured exactly like `shoal bench allreduce` (warm-up; rank 0
+ * picks the iteration count from its warm-up median and broadcasts it; a
+ * barrier before each iteration; per-iteration time = max over ranks; p50,
+ * p99, max; algbw = S/p50 with GB = 1e9; busbw = algbw * 2(n-1)/n) and
+ * printed in the same columns, out-of-place then MPI_IN_PLACE.
+ * Build: mpicc.openmpi -O2 bench/mpi_allreduce.c -o mpi_allreduce
+ * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -n ITERS(0=auto) -T TARGET_S */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static size_t parse_size(const char *s) {
+  char *e;
+  double v = strtod(s, &e);
+  if (*e == 'K' || *e == 'k') v *= 1024;
+  if (*e == 'M' || *e == 'm') v *= 1048576;
+  if (*e == 'G' || *e == 'g') v *= 1073741824;
+  return (size_t)v;
+}
+
+static void run(float *sb, float *rb, size_t count, int inplace, int warm, long fixed, double target, int rank,
+                int n, double res[5]) {
+  MPI_Comm w = MPI_COMM_WORLD;
+  double *wt = calloc((size_t)warm + 1, sizeof *wt);
+  for (int i = 0; i < warm; i++) {
+    double t0 = MPI_Wtime();
+    MPI_Allreduce(inplace ? MPI_IN_PLACE : sb, rb, (int)count, MPI_FLOAT, MPI_SUM, w);
+    wt[i] = MPI_Wtime() - t0;
+  }
+  long iters = fixed;
+  if (iters <= 0) {
+    qsort(wt, (size_t)warm, sizeof *wt, cmp);
+    double med = warm ? wt[warm / 2] : 1e-3;
+    iters = (long)(target / (med > 1e-7 ? med : 1e-7));
+    if (iters < 5) iters = 5;
+    if (iters > 2000) iters = 2000;
+    MPI_Bcast(&iters, 1, MPI_LONG, 0, w);
+  }
+  free(wt);
+  double *t = calloc((size_t)iters, sizeof *t);
+  for (long i = 0; i < iters; i++) {
+    MPI_Barrier(w);
+    double t0 = MPI_Wtime();
+    MPI_Allreduce(inplace ? MPI_IN_PLACE : sb, rb, (int)count, MPI_FLOAT, MPI_SUM, w);
+    t[i] = MPI_Wtime() - t0;
+  }
+  MPI_Allreduce(MPI_IN_PLACE, t, (int)iters, MPI_DOUBLE, MPI_MAX, w);
+  qsort(t, (size_t)iters, sizeof *t, cmp);
+  double S = (double)count * 4;
+  res[0] = t[iters / 2];
+  res[1] = t[(size_t)((double)(iters - 1) * 0.99)];
+  res[2] = t[iters - 1];
+  res[3] = S / res[0] * 1e-9;
+  res[4] = res[3] * 2.0 * (n - 1) / n;
+  free(t);
+  (void)rank;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  size_t minb = 8, maxb = 256u << 20;
+  double f = 2, target = 0.2;
+  int warm = 5;
+  long fixed = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "-b")) minb = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-f")) f = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "-w")) warm = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-n")) fixed = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "-T")) target = atof(argv[i + 1]);
+  }
+  int rank, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  float *sb = malloc(maxb + 8), *rb = malloc(maxb + 8);
+  for (size_t i = 0; i < maxb / 4 + 2; i++) sb[i] = (float)((i * 7 + (size_t)rank * 13) % 17) - 8, rb[i] = 0;
+  if (rank == 0) {
+    printf("# Open MPI MPI_Allreduce: %d ranks, float32 sum; same method as shoal bench\n", n);
+    printf("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s\n", "size(B)", "count", "type",
+           "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong", "p50(us)", "p99(us)",
+           "max(us)", "algbw", "busbw", "#wrong");
+  }
+  for (size_t b = minb; b <= maxb;) {
+    size_t count = b / 4;
+    if (count) {
+      double r0[5], r1[5];
+      run(sb, rb, count, 0, warm, fixed, target, rank, n, r0);
+      run(sb, rb, count, 1, warm, fixed, target, rank, n, r1);
+      if (rank == 0) {
+        printf("  %10zu %11zu %8s %5s %5s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s\n",
+               count * 4, count, "float32", "sum", "ompi", r0[0] * 1e6, r0[1] * 1e6, r0[2] * 1e6, r0[3], r0[4], "n/a",
+               r1[0] * 1e6, r1[1] * 1e6, r1[2] * 1e6, r1[3], r1[4], "n/a");
+        fflush(stdout);
+      }
+    }
+    size_t nb = (size_t)((double)b * f);
+    b = nb > b ? nb : b + 1;
+  }
+  free(sb);
+  free(rb);
+  MPI_Finalize();
+  return 0;
+}
