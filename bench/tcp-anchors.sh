@@ -33,6 +33,7 @@ mkdir -p "$out"
 args=(-b "$min" -e "$max" -f "$factor" -w "$warmup" -T "$target")
 [ "$iters" != 0 ] && args+=(-n "$iters")
 budget=3600   # hard cap per program run, seconds
+export SHOAL_SHM=0   # TCP loopback for shoal too: same-host ranks would otherwise use shared memory
 
 if [ $skip_mpi = 0 ]; then
   command -v mpicc.openmpi >/dev/null || { echo "tcp-anchors.sh: mpicc.openmpi missing (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
