@@ -36,7 +36,7 @@ typedef struct mm_arg {
   uint64_t count0, count1;
   int dtype0, dtype1;
   int skip_seq0;         /* rank 0 burns a sequence number first */
-  const char *expect;    /* in rank 1's message */
+  const char *expect;    /* in both messages; %u: the receiver's seq, then the sender's */
 } mm_arg_t;
 
 static int rank_mismatch(int rank, void *arg) {
@@ -52,21 +52,25 @@ static int rank_mismatch(int rank, void *arg) {
       shoal__op_end(c, &burn, 0);
     }
     if (shoal__op_begin(c, &op)) FAILR("op_begin");
+    char expect[256];
+    snprintf(expect, sizeof expect, a->expect, op.seq - (unsigned)a->skip_seq0, op.seq);
     int rc = shoal__sendrecv(c, &op, 1, buf, a->count0 * 4, -1, NULL, 0);
     if (!rc) rc = shoal__sendrecv(c, &op, -1, NULL, 0, 1, buf, 4); /* the receiver aborts: we must hear it */
     rc = shoal__op_end(c, &op, rc);
     if (rc != SHOAL_ERR_PEER_CLOSED) FAILR("rank 0: expected peer-closed, got %d: %s", rc, shoal_comm_errmsg(c));
     if (!strstr(shoal_comm_errmsg(c), "peer 1") || !strstr(shoal_comm_errmsg(c), "aborted") ||
-        !strstr(shoal_comm_errmsg(c), a->expect))
-      FAILR("rank 0 message: %s", shoal_comm_errmsg(c));
+        !strstr(shoal_comm_errmsg(c), expect))
+      FAILR("rank 0 message: %s\n  expected to contain: %s", shoal_comm_errmsg(c), expect);
   } else {
     shoal__op_t op = {.opcode = (uint8_t)a->op1, .dtype = (uint8_t)a->dtype1, .count = a->count1};
     if (shoal__op_begin(c, &op)) FAILR("op_begin");
+    char expect[256];
+    snprintf(expect, sizeof expect, a->expect, op.seq, op.seq + (unsigned)a->skip_seq0);
     int rc = shoal__sendrecv(c, &op, -1, NULL, 0, 0, buf, a->count1 * 4);
     rc = shoal__op_end(c, &op, rc);
     if (rc != SHOAL_ERR_MISMATCH) FAILR("rank 1: expected mismatch, got %d: %s", rc, shoal_comm_errmsg(c));
-    if (!strstr(shoal_comm_errmsg(c), "rank 1 <- peer 0 (127.0.0.1:") || !strstr(shoal_comm_errmsg(c), a->expect))
-      FAILR("rank 1 message: %s\n  expected to contain: %s", shoal_comm_errmsg(c), a->expect);
+    if (!strstr(shoal_comm_errmsg(c), "rank 1 <- peer 0 (127.0.0.1:") || !strstr(shoal_comm_errmsg(c), expect))
+      FAILR("rank 1 message: %s\n  expected to contain: %s", shoal_comm_errmsg(c), expect);
     if (strcmp(shoal_last_error(), shoal_comm_errmsg(c))) FAILR("shoal_last_error differs");
     /* the communicator is aborted now */
     int x = 0;
@@ -79,21 +83,21 @@ static int rank_mismatch(int rank, void *arg) {
 
 TEST_T(fault_mismatch_operation, 30) {
   mm_arg_t a = {.w = {.timeout_s = 5}, .op0 = SHOAL__OP_BROADCAST, .op1 = SHOAL__OP_ALLREDUCE, .count0 = 1024,
-                .count1 = 1024, .expect = "expected allreduce seq 1 count 1024 float32, got broadcast seq 1 count 1024 float32"};
+                .count1 = 1024, .expect = "expected allreduce seq %u count 1024 float32, got broadcast seq %u count 1024 float32"};
   P2P_RUN(2, rank_mismatch, &a.w, 25);
 }
 
 TEST_T(fault_mismatch_count, 30) {
   mm_arg_t a = {.w = {.timeout_s = 5}, .op0 = SHOAL__OP_ALLREDUCE, .op1 = SHOAL__OP_ALLREDUCE, .count0 = 1000,
                 .count1 = 1024,
-                .expect = "expected allreduce seq 1 count 1024 float32 (4096 bytes), got allreduce seq 1 count 1000 float32 (4000 bytes)"};
+                .expect = "expected allreduce seq %u count 1024 float32 (4096 bytes), got allreduce seq %u count 1000 float32 (4000 bytes)"};
   P2P_RUN(2, rank_mismatch, &a.w, 25);
 }
 
 TEST_T(fault_mismatch_dtype_and_seq, 30) {
   mm_arg_t a = {.w = {.timeout_s = 5}, .op0 = SHOAL__OP_ALLGATHER, .op1 = SHOAL__OP_ALLGATHER, .count0 = 16,
                 .count1 = 16, .dtype0 = SHOAL_INT32, .dtype1 = SHOAL_FLOAT32, .skip_seq0 = 1,
-                .expect = "expected allgather seq 1 count 16 float32, got allgather seq 2 count 16 int32"};
+                .expect = "expected allgather seq %u count 16 float32, got allgather seq %u count 16 int32"};
   P2P_RUN(2, rank_mismatch, &a.w, 25);
 }
 
@@ -162,8 +166,8 @@ static int rank_killed(int rank, void *arg) {
   return 0;
 }
 
-TEST_T(fault_rank_killed_mid_transfer, 40) {
-  p2p_world_arg_t a = {.timeout_s = 8, .bytes = 4u << 20, .iters = 1000, .victim = 2};
+static void killed_mid_transfer(int shm) {
+  p2p_world_arg_t a = {.timeout_s = 8, .bytes = 4u << 20, .iters = 1000, .victim = 2, .shm = shm};
   a.n = 4;
   a.port = shoal_test_free_port();
   int st[4];
@@ -172,6 +176,10 @@ TEST_T(fault_rank_killed_mid_transfer, 40) {
   for (int r = 0; r < 4; r++)
     if (r != 2) CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d status %d", r, st[r]);
 }
+
+TEST_T(fault_rank_killed_mid_transfer, 40) { killed_mid_transfer(0); }
+/* the same with same-host ranks on the shared-memory transport (shm.c) */
+TEST_T(fault_rank_killed_mid_transfer_shm, 40) { killed_mid_transfer(1); }
 
 /* ---- a peer that hangs (alive, silent): the deadline fires and names it ---- */
 

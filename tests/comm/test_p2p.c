@@ -79,6 +79,14 @@ TEST_T(p2p_large_both_directions, 90) {
   P2P_RUN(3, rank_all_to_all, &a, 80);
 }
 
+/* The same traffic with same-host ranks on the shared-memory transport. */
+TEST_T(p2p_all_to_all_shm, 90) {
+  p2p_world_arg_t a = {.bytes = 1000, .iters = 20, .shm = 1};
+  P2P_RUN(4, rank_all_to_all, &a, 50);
+  p2p_world_arg_t b = {.bytes = 6u << 20, .iters = 2, .shm = 1};
+  P2P_RUN(3, rank_all_to_all, &b, 80);
+}
+
 /* Many messages of varying sizes to one peer: delivered in order. */
 static int rank_in_order(int rank, void *arg) {
   p2p_world_arg_t *a = arg;

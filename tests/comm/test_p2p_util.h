@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../runner.h"
@@ -19,6 +20,7 @@ typedef struct p2p_world_arg {
   size_t bytes;
   int iters;
   int victim;
+  int shm; /* 0: TCP between all ranks (SHOAL_SHM=0); 1: same-host ranks use shared memory */
 } p2p_world_arg_t;
 
 /* Join as `rank` of a->n on 127.0.0.1:a->port; prints the error and returns
@@ -26,6 +28,7 @@ typedef struct p2p_world_arg {
 static inline shoal_comm_t *p2p_join(int rank, const p2p_world_arg_t *a) {
   shoal_comm_params_t p;
   shoal_comm_params_init(&p);
+  setenv("SHOAL_SHM", a->shm ? "1" : "0", 1); /* forked rank: its own environment */
   p.rank = rank;
   p.world_size = a->n;
   p.master_addr = "127.0.0.1";
