@@ -363,7 +363,8 @@ int shoal_cmd_sim(int argc, char **argv) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
     goto fail_workload;
   }
-  for (char *tok = strtok(plist, ","); tok; tok = strtok(NULL, ",")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(plist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     run_t *r = &runs[nruns];
     snprintf(r->name, sizeof r->name, "%s", tok);
     char *colon = strchr(tok, ':');
