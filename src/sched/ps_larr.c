@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "sched/ps_greedy.h"
@@ -19,6 +20,7 @@ void shoal__ps_larr_defaults(shoal__ps_larr_params_t *p) {
   p->sigma = 0;
   p->k_lp = 32;
   p->lp_tm_lim_s = 1.0;
+  p->search = 0;
   p->hmax = 400;
   p->seed = 1;
 }
@@ -147,22 +149,15 @@ static int repair_pack(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, s
 /* REPAIR_COVER (§4.6): add work where it is cheapest per unit until the
  * deficit is gone, extending the horizon up to e_max. */
 static int repair_cover(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal__ps_sched_t *S, int s,
-                        int e_star, int e_max, double theta, const int *mach, int nm, int *ok) {
-  int rc = 0, E = e_star, nbest = 0;
+                        int e_star, int e_max, double theta, const int *mach, int nm, shoal__ps_slot_t *best_slot,
+                        char *have_best, int *ok) {
+  int rc = 0, E = e_star;
   double deficit = j->work - shoal__ps_sched_work(j, S);
-  shoal__ps_slot_t tmp = {0}, *best_slot = NULL; /* SLOT_BEST per slot, computed once */
-  char *have_best = NULL;
+  shoal__ps_slot_t tmp = {0};
   *ok = 0;
   if (deficit <= j->work * EPS) {
     *ok = 1;
     return 0;
-  }
-  nbest = e_max - s + 1;
-  best_slot = calloc((size_t)nbest, sizeof *best_slot);
-  have_best = calloc((size_t)nbest, 1);
-  if (!best_slot || !have_best) {
-    rc = shoal__seterr(SHOAL_ERR_NOMEM, "repair");
-    goto out;
   }
   for (long it = 0; deficit > j->work * EPS && it < 1000000; it++) {
     int bt = -1, bkind = 0, bh = -1;
@@ -239,10 +234,6 @@ static int repair_cover(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, 
   *ok = deficit <= j->work * EPS;
 out:
   free(tmp.pl);
-  if (best_slot)
-    for (int k = 0; k < nbest; k++) free(best_slot[k].pl);
-  free(best_slot);
-  free(have_best);
   return rc;
 }
 
@@ -300,9 +291,48 @@ static int round_slot(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, in
   return rc ? rc : err;
 }
 
+/* SLOT_BEST of slots s..e_max, computed on first use and shared by trials. */
+typedef struct {
+  int n;
+  shoal__ps_slot_t *slot;
+  char *have;
+} best_cache_t;
+
+static int cache_init(best_cache_t *bc, int n) {
+  bc->n = n;
+  bc->slot = calloc((size_t)n, sizeof *bc->slot);
+  bc->have = calloc((size_t)n, 1);
+  if (!bc->slot || !bc->have) {
+    free(bc->slot);
+    free(bc->have);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "larr cache");
+  }
+  return 0;
+}
+static void cache_free(best_cache_t *bc) {
+  for (int k = 0; k < bc->n; k++) free(bc->slot[k].pl);
+  free(bc->slot);
+  free(bc->have);
+}
+
+static int round_trial(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_star, int e_max,
+                       const shoal__ps_lp_t *lp, const int *mach, int nm, double beta, double theta, uint64_t seed,
+                       best_cache_t *bc, shoal__ps_sched_t *out, int *cover_repairs);
+
 int shoal__ps_larr_round(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_star, int e_max,
                          const shoal__ps_lp_t *lp, const int *mach, int nm, double beta, double theta, uint64_t seed,
                          shoal__ps_sched_t *out, int *cover_repairs) {
+  best_cache_t bc;
+  int rc = cache_init(&bc, e_max - s + 1);
+  if (rc) return rc;
+  rc = round_trial(c, j, s, e_star, e_max, lp, mach, nm, beta, theta, seed, &bc, out, cover_repairs);
+  cache_free(&bc);
+  return rc;
+}
+
+static int round_trial(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_star, int e_max,
+                       const shoal__ps_lp_t *lp, const int *mach, int nm, double beta, double theta, uint64_t seed,
+                       best_cache_t *bc, shoal__ps_sched_t *out, int *cover_repairs) {
   shoal_rng_t g;
   shoal_rng_seed(&g, seed);
   shoal__ps_sched_t S;
@@ -316,7 +346,7 @@ int shoal__ps_larr_round(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j,
   }
   if (rc) goto fail;
   double before = shoal__ps_sched_work(j, &S);
-  if ((rc = repair_cover(c, j, &S, s, e_star, e_max, theta, mach, nm, &ok))) goto fail;
+  if ((rc = repair_cover(c, j, &S, s, e_star, e_max, theta, mach, nm, bc->slot, bc->have, &ok))) goto fail;
   if (!ok) {
     rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "larr: job %d not covered by slot %d after repair", j->id, e_max);
     goto fail;
@@ -382,7 +412,9 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
                    shoal__ps_sched_t *out, shoal__ps_larr_stats_t *st) {
   if (s < j->arrival) s = j->arrival;
   shoal__ps_sched_t G, best;
+  double t0 = shoal__now_s();
   int rc = shoal__ps_greedy(c, j, s, p->hmax, p->theta, &G);
+  if (st) st->t_greedy_s += shoal__now_s() - t0;
   if (rc) return rc;
   int e_g = shoal__ps_sched_end(&G);
   double best_cost = shoal__ps_sched_cost(c, j, &G, s, p->theta);
@@ -391,14 +423,25 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
   if (e_lo < s) e_lo = s;
   int *mach = NULL, nm = 0, e_lp = e_g, ok_trials = 0;
   shoal__ps_lp_t *lp = NULL;
+  best_cache_t bc;
+  if ((rc = cache_init(&bc, e_max - s + 1))) {
+    shoal__ps_sched_free(&G);
+    return rc;
+  }
+  t0 = shoal__now_s();
   if ((rc = pick_machines(c, &G, s, e_max, p->k_lp, &mach, &nm))) goto fail;
-  rc = shoal__ps_lp_build(c, j, s, e_max, mach, nm, p->theta, p->lp_tm_lim_s, &lp);
+  /* without the horizon search the LP is solved once at E_g: build only up
+   * to there and merge runs of identical slots */
+  rc = shoal__ps_lp_build(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_tm_lim_s, !p->search, &lp);
   if (!rc) {
     int ns = 0;
-    rc = shoal__ps_lp_horizon(lp, e_lo, e_g, &e_lp, &ns);
+    if (p->search) rc = shoal__ps_lp_horizon(lp, e_lo, e_g, &e_lp, &ns);
+    else rc = shoal__ps_lp_solve(lp, e_g), ns = 1;
     if (st) st->lp_solves += ns;
     if (!rc) {
       int e_star = e_lp + p->sigma < e_g ? e_lp + p->sigma : e_g;
+      if (st) st->t_lp_s += shoal__now_s() - t0, st->lp_cols_sum += shoal__ps_lp_ncols(lp);
+      t0 = shoal__now_s();
       if (e_star != e_lp) {
         rc = shoal__ps_lp_solve(lp, e_star);
         if (st) st->lp_solves++;
@@ -407,7 +450,7 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
         shoal__ps_sched_t S;
         int heavy = 0;
         uint64_t seed = p->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)j->id << 20) ^ (uint64_t)trial;
-        int r2 = shoal__ps_larr_round(c, j, s, e_star, e_max, lp, mach, nm, p->beta, p->theta, seed, &S, &heavy);
+        int r2 = round_trial(c, j, s, e_star, e_max, lp, mach, nm, p->beta, p->theta, seed, &bc, &S, &heavy);
         if (st) st->trials++;
         if (r2 == SHOAL_ERR_INFEASIBLE) continue;
         if (r2) {
@@ -428,6 +471,7 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
       }
     }
   }
+  if (st) st->t_round_s += shoal__now_s() - t0;
   if (rc == SHOAL_ERR_SOLVER || rc == SHOAL_ERR_INFEASIBLE) { /* LP trouble: commit the greedy */
     if (st) st->lp_fail++;
     rc = 0;
@@ -446,6 +490,7 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
   if (best.slot != G.slot) shoal__ps_sched_free(&G);
   shoal__ps_lp_free(lp);
   free(mach);
+  cache_free(&bc);
   *out = best;
   return 0;
 fail:
@@ -453,5 +498,6 @@ fail:
   shoal__ps_sched_free(&G);
   shoal__ps_lp_free(lp);
   free(mach);
+  cache_free(&bc);
   return rc;
 }

@@ -14,6 +14,7 @@ typedef struct {
   int sigma;        /* slack over the greedy end, slots (0) */
   int k_lp;         /* machines in the LP besides the greedy's (32) */
   double lp_tm_lim_s; /* per-solve time limit (1 s) */
+  int search;       /* 1: binary-search the LP end E_lp (spec §4.4); 0: E* = E_g, one solve */
   int hmax;         /* slots searched by the greedy */
   uint64_t seed;
 } shoal__ps_larr_params_t;
@@ -24,6 +25,8 @@ typedef struct {
   long lp_solves, lp_fail, trials, trials_ok, trials_cover_repair, chose_rounded, greedy_fallback;
   long e_g_sum, e_lp_sum; /* for the oracle relation LP end <= greedy end */
   int last_e_g, last_e_lp, last_end;
+  double t_greedy_s, t_lp_s, t_round_s; /* time per phase */
+  long lp_cols_sum;                      /* columns after merging, summed */
 } shoal__ps_larr_stats_t;
 
 /* Schedule job j from slot s against c (not modified). SHOAL_ERR_INFEASIBLE:

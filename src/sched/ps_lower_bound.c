@@ -111,6 +111,7 @@ int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
   glp_init_smcp(&sp);
   sp.msg_lev = GLP_MSG_OFF;
   sp.presolve = GLP_ON;
+  sp.meth = GLP_DUALP;
   sp.tm_lim = (int)fmax(1, tm_lim_s * 1000);
   int ret = glp_simplex(P, &sp);
   if (ret == GLP_ENOPFS) rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "lower bound LP: %d jobs cannot finish within %d slots", n, T);

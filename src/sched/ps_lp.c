@@ -66,18 +66,22 @@ static const char *glp_ret_name(int ret) {
 
 struct shoal__ps_lp {
   glp_prob *P;
-  int s, L, nm, col_d; /* column of d_t = col_d + (t - s) */
-  int *mcap;           /* nm * L */
-  int *col_x;          /* base column of (k, t): x, z, y, q consecutive */
+  int s, L, nm, col_d; /* column of d for block b = col_d + b */
+  int nb;              /* blocks of consecutive slots with identical residuals (merged) */
+  int *blk_of;         /* [L] block of slot s + tt */
+  int *blk_first, *blk_len; /* [nb] first slot offset, length */
+  int *mcap;           /* nm * nb */
+  int *col_x;          /* base column of (k, b): x, z, y, q consecutive */
   double tm_lim_s;
+  int presolve;        /* single-solve LPs (merged): GLPK's presolver pays off; searches keep the warm basis */
   int curE;
   int jid;
 };
 
-static inline int cx(const shoal__ps_lp_t *lp, int k, int tt) { return lp->col_x[(size_t)k * lp->L + tt]; }
+static inline int cx(const shoal__ps_lp_t *lp, int k, int b) { return lp->col_x[(size_t)k * lp->nb + b]; }
 
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
-                       int nm, double theta, double tm_lim_s, shoal__ps_lp_t **out) {
+                       int nm, double theta, double tm_lim_s, int merge, shoal__ps_lp_t **out) {
   if (e_max < s || nm <= 0) return shoal__seterr(SHOAL_ERR_INVALID, "LP of job %d: empty horizon %d..%d or %d machines", j->id, s, e_max, nm);
   shoal__ps_glpk_quiet();
   int L = e_max - s + 1, rc = 0;
@@ -88,10 +92,34 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   lp->L = L;
   lp->nm = nm;
   lp->tm_lim_s = tm_lim_s;
+  lp->presolve = merge;
   lp->curE = e_max;
   lp->jid = j->id;
-  lp->mcap = malloc(sizeof(int) * (size_t)nm * L);
-  lp->col_x = malloc(sizeof(int) * (size_t)nm * L);
+  lp->blk_of = malloc(sizeof(int) * (size_t)L);
+  lp->blk_first = malloc(sizeof(int) * (size_t)L);
+  lp->blk_len = malloc(sizeof(int) * (size_t)L);
+  if (!lp->blk_of || !lp->blk_first || !lp->blk_len) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "LP of job %d", j->id);
+    goto fail;
+  }
+  /* merge runs of slots whose residual is identical on every LP machine:
+   * exact for the LP up to the time tie-break of the prices (spec §4.3) */
+  lp->nb = 0;
+  for (int tt = 0; tt < L; tt++) {
+    int same = merge && tt > 0;
+    for (int k = 0; k < nm && same; k++)
+      same = !memcmp(shoal__ps_res(c, s + tt, mach[k]), shoal__ps_res(c, s + tt - 1, mach[k]), sizeof(double) * SHOAL_PS_NRES);
+    if (!same) {
+      lp->blk_first[lp->nb] = tt;
+      lp->blk_len[lp->nb] = 0;
+      lp->nb++;
+    }
+    lp->blk_len[lp->nb - 1]++;
+    lp->blk_of[tt] = lp->nb - 1;
+  }
+  int NB = lp->nb;
+  lp->mcap = malloc(sizeof(int) * (size_t)nm * NB);
+  lp->col_x = malloc(sizeof(int) * (size_t)nm * NB);
   lp->P = glp_create_prob();
   if (!lp->mcap || !lp->col_x || !lp->P) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "LP of job %d", j->id);
@@ -100,16 +128,18 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   glp_prob *P = lp->P;
   glp_set_obj_dir(P, GLP_MIN);
   /* columns */
-  int ncol = 4 * nm * L + L;
+  int ncol = 4 * nm * NB + NB;
   glp_add_cols(P, ncol);
   int col = 1;
   for (int k = 0; k < nm; k++)
-    for (int tt = 0; tt < L; tt++) {
-      int t = s + tt, h = mach[k];
+    for (int bb = 0; bb < NB; bb++) {
+      int t = s + lp->blk_first[bb], h = mach[k];
       int m = shoal__ps_max_coloc(j, shoal__ps_res(c, t, h));
-      lp->mcap[(size_t)k * L + tt] = m;
-      lp->col_x[(size_t)k * L + tt] = col;
-      double cw = shoal__ps_unit_cost(c, t, h, s, theta, j->dw), cp = shoal__ps_unit_cost(c, t, h, s, theta, j->dp);
+      lp->mcap[(size_t)k * NB + bb] = m;
+      lp->col_x[(size_t)k * NB + bb] = col;
+      double cw = 0, cp = 0;
+      for (int q = 0; q < lp->blk_len[bb]; q++)
+        cw += shoal__ps_unit_cost(c, t + q, h, s, theta, j->dw), cp += shoal__ps_unit_cost(c, t + q, h, s, theta, j->dp);
       glp_set_col_bnds(P, col + 0, GLP_LO, 0, 0); /* x */
       glp_set_col_bnds(P, col + 1, m > 0 ? GLP_DB : GLP_FX, 0, m > 0 ? 1 : 0); /* z */
       if (m == 0) glp_set_col_bnds(P, col + 0, GLP_FX, 0, 0);
@@ -121,19 +151,20 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
       col += 4;
     }
   lp->col_d = col;
-  for (int tt = 0; tt < L; tt++) glp_set_col_bnds(P, col + tt, GLP_DB, 0, 1);
+  for (int bb = 0; bb < NB; bb++) glp_set_col_bnds(P, col + bb, GLP_DB, 0, 1);
   /* rows */
   int row = glp_add_rows(P, 1); /* C1 */
   glp_set_row_bnds(P, row, GLP_LO, j->work, 0);
   for (int k = 0; k < nm; k++)
-    for (int tt = 0; tt < L; tt++) {
-      int b = cx(lp, k, tt);
-      if ((rc = trip_add(&M, row, b + 0, j->rho_in)) || (rc = trip_add(&M, row, b + 2, j->rho_ex))) goto fail;
+    for (int bb = 0; bb < NB; bb++) {
+      int b = cx(lp, k, bb);
+      double len = lp->blk_len[bb];
+      if ((rc = trip_add(&M, row, b + 0, j->rho_in * len)) || (rc = trip_add(&M, row, b + 2, j->rho_ex * len))) goto fail;
     }
-  for (int tt = 0; tt < L; tt++) {
-    int t = s + tt, cd = lp->col_d + tt;
+  for (int bb = 0; bb < NB; bb++) {
+    int t = s + lp->blk_first[bb], cd = lp->col_d + bb;
     for (int k = 0; k < nm; k++) {
-      int b = cx(lp, k, tt), m = lp->mcap[(size_t)k * L + tt];
+      int b = cx(lp, k, bb), m = lp->mcap[(size_t)k * NB + bb];
       const double *res = shoal__ps_res(c, t, mach[k]);
       for (int r = 0; r < SHOAL_PS_NRES; r++) { /* P1 */
         if (j->dw[r] <= 0 && j->dp[r] <= 0) continue;
@@ -160,7 +191,7 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
     glp_set_row_bnds(P, rP3, GLP_UP, 0, 0);
     if ((rc = trip_add(&M, rL1b, cd, -j->wmax)) || (rc = trip_add(&M, rM, cd, 1))) goto fail;
     for (int k = 0; k < nm; k++) {
-      int b = cx(lp, k, tt);
+      int b = cx(lp, k, bb);
       if ((rc = trip_add(&M, rP2, b + 0, 1)) || (rc = trip_add(&M, rP2, b + 2, 1)) || (rc = trip_add(&M, rL1b, b + 2, 1)) ||
           (rc = trip_add(&M, rM, b + 1, 1)) || (rc = trip_add(&M, rC2, b + 3, 1)) ||
           (rc = trip_add(&M, rC2, b + 0, -fmin(j->kappa, 1.0))) || (rc = trip_add(&M, rC2, b + 2, -fmin(j->kappa, 1.0))) ||
@@ -183,16 +214,21 @@ void shoal__ps_lp_free(shoal__ps_lp_t *lp) {
   if (lp->P) glp_delete_prob(lp->P);
   free(lp->mcap);
   free(lp->col_x);
+  free(lp->blk_of);
+  free(lp->blk_first);
+  free(lp->blk_len);
   free(lp);
 }
 
 /* Switch slots after E off (fix their columns to 0) or back on. */
 static void set_horizon(shoal__ps_lp_t *lp, int E) {
-  for (int tt = 0; tt < lp->L; tt++) {
-    int on = lp->s + tt <= E, was = lp->s + tt <= lp->curE;
+  for (int bb = 0; bb < lp->nb; bb++) {
+    /* a merged block is on only if all of it ends by E (never uses slots past E) */
+    int last = lp->s + lp->blk_first[bb] + lp->blk_len[bb] - 1;
+    int on = last <= E, was = last <= lp->curE;
     if (on == was) continue;
     for (int k = 0; k < lp->nm; k++) {
-      int b = cx(lp, k, tt), m = lp->mcap[(size_t)k * lp->L + tt];
+      int b = cx(lp, k, bb), m = lp->mcap[(size_t)k * lp->nb + bb];
       if (on) {
         glp_set_col_bnds(lp->P, b + 0, m > 0 ? GLP_LO : GLP_FX, 0, 0);
         glp_set_col_bnds(lp->P, b + 1, m > 0 ? GLP_DB : GLP_FX, 0, m > 0 ? 1 : 0);
@@ -202,8 +238,8 @@ static void set_horizon(shoal__ps_lp_t *lp, int E) {
         for (int v = 0; v < 4; v++) glp_set_col_bnds(lp->P, b + v, GLP_FX, 0, 0);
       }
     }
-    if (on) glp_set_col_bnds(lp->P, lp->col_d + tt, GLP_DB, 0, 1);
-    else glp_set_col_bnds(lp->P, lp->col_d + tt, GLP_FX, 0, 0);
+    if (on) glp_set_col_bnds(lp->P, lp->col_d + bb, GLP_DB, 0, 1);
+    else glp_set_col_bnds(lp->P, lp->col_d + bb, GLP_FX, 0, 0);
   }
   lp->curE = E;
 }
@@ -214,13 +250,15 @@ int shoal__ps_lp_solve(shoal__ps_lp_t *lp, int E) {
   glp_init_smcp(&p);
   p.msg_lev = GLP_MSG_OFF;
   p.meth = GLP_DUALP;
-  p.presolve = GLP_OFF;
+  p.presolve = lp->presolve ? GLP_ON : GLP_OFF;
   p.tm_lim = (int)fmax(1, lp->tm_lim_s * 1000);
   int ret = glp_simplex(lp->P, &p);
   if (ret == GLP_EBADB || ret == GLP_ESING || ret == GLP_ECOND) { /* stale basis: rebuild once */
     glp_adv_basis(lp->P, 0);
     ret = glp_simplex(lp->P, &p);
   }
+  if (ret == GLP_ENOPFS) /* presolver proved infeasibility */
+    return shoal__seterr(SHOAL_ERR_INFEASIBLE, "LP of job %d: no fractional schedule ends by slot %d", lp->jid, E);
   if (ret) return shoal__seterr(SHOAL_ERR_SOLVER, "LP of job %d (end slot %d): glp_simplex: %s", lp->jid, E, glp_ret_name(ret));
   int st = glp_get_status(lp->P);
   if (st == GLP_OPT) return 0;
@@ -252,17 +290,19 @@ int shoal__ps_lp_horizon(shoal__ps_lp_t *lp, int e_lo, int e_hi, int *e_out, int
 double shoal__ps_lp_val(const shoal__ps_lp_t *lp, char var, int k, int t) {
   int tt = t - lp->s;
   if (tt < 0 || tt >= lp->L) return 0;
-  if (var == 'd') return glp_get_col_prim(lp->P, lp->col_d + tt);
+  int bb = lp->blk_of[tt];
+  if (var == 'd') return glp_get_col_prim(lp->P, lp->col_d + bb);
   int off = var == 'x' ? 0 : var == 'z' ? 1 : var == 'y' ? 2 : 3;
-  double v = glp_get_col_prim(lp->P, cx(lp, k, tt) + off);
+  double v = glp_get_col_prim(lp->P, cx(lp, k, bb) + off);
   return v < 0 ? 0 : v;
 }
 
 double shoal__ps_lp_obj(const shoal__ps_lp_t *lp) { return glp_get_obj_val(lp->P); }
+int shoal__ps_lp_ncols(const shoal__ps_lp_t *lp) { return glp_get_num_cols(lp->P); }
 
 int shoal__ps_lp_mcap(const shoal__ps_lp_t *lp, int k, int t) {
   int tt = t - lp->s;
-  return tt < 0 || tt >= lp->L ? 0 : lp->mcap[(size_t)k * lp->L + tt];
+  return tt < 0 || tt >= lp->L ? 0 : lp->mcap[(size_t)k * lp->nb + lp->blk_of[tt]];
 }
 
 /* ---- exact MIP of §3.1 (tiny instances) ---- */

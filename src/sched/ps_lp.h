@@ -12,9 +12,12 @@
 typedef struct shoal__ps_lp shoal__ps_lp_t;
 
 /* LP of job j over slots s..e_max and machines mach[0..nm-1] against the
- * residual capacity of c, objective: priced usage (theta, §4.2). */
+ * residual capacity of c, objective: priced usage (theta, §4.2). merge: one
+ * block of columns per run of slots with identical residuals (exact up to the
+ * time tie-break; a horizon E then switches whole blocks, so use it only when
+ * solving at E = e_max or at block ends). */
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
-                       int nm, double theta, double tm_lim_s, shoal__ps_lp_t **out);
+                       int nm, double theta, double tm_lim_s, int merge, shoal__ps_lp_t **out);
 void shoal__ps_lp_free(shoal__ps_lp_t *lp);
 /* Solve with slots after E switched off. 0: optimal; SHOAL_ERR_INFEASIBLE:
  * no fractional schedule ends by E; SHOAL_ERR_SOLVER: GLPK failed or timed out. */
@@ -26,6 +29,7 @@ int shoal__ps_lp_horizon(shoal__ps_lp_t *lp, int e_lo, int e_hi, int *e_out, int
  * mach) and slot t; 'd' ignores k. */
 double shoal__ps_lp_val(const shoal__ps_lp_t *lp, char var, int k, int t);
 double shoal__ps_lp_obj(const shoal__ps_lp_t *lp);
+int shoal__ps_lp_ncols(const shoal__ps_lp_t *lp);
 /* m_{h,t} of §4.3: most co-located workers on mach[k] in t. */
 int shoal__ps_lp_mcap(const shoal__ps_lp_t *lp, int k, int t);
 
