@@ -87,6 +87,9 @@ static int gavel_schedule(void *state, shoal_sched_t *s) {
   }
   if (!round && !(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
   if (n == 0) return 0;
+  int nwait = 0;
+  for (int i = 0; i < n; i++) nwait += !shoal__holding(s->active[i]);
+  if (nwait == 0) return 0; /* everybody runs: the walk would keep them all */
   long demand = 0;
   for (int i = 0; i < n; i++) demand += s->active[i]->gpus;
   double x = demand <= s->cluster->gpus_total ? 1.0 : (double)s->cluster->gpus_total / (double)demand;

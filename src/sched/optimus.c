@@ -37,6 +37,12 @@ typedef struct {
   int cap, hcap, nheap;
   shoal_place_t *buf;
   double cpu_total, mem_total;
+  /* demand of every active job at its best size, kept incrementally */
+  double best_g, best_c, best_m;
+  int n_ps;            /* active PS jobs (no fast path while > 0) */
+  int all_at_best;     /* after the last decision every job held its best size */
+  shoal_job_t **fresh; /* arrivals since the last decision */
+  int nfresh, fcap, oom;
 } optimus_t;
 
 /* fields: pint[0] target workers, pint[1] target PSs, pint[2] best size,
@@ -61,6 +67,7 @@ static int optimus_create(shoal_sched_t *s, const char *params, void **state) {
 static void optimus_destroy(void *state) {
   optimus_t *o = state;
   if (!o) return;
+  free(o->fresh);
   free(o->order);
   free(o->heap);
   free(o->buf);
@@ -84,6 +91,32 @@ static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
     best = w;
   }
   j->pint[2] = best;
+  optimus_t *o = state;
+  if (j->arch == SHOAL_ARCH_PS) o->n_ps++;
+  shoal_res_t d = shoal_job_demand(j, best, 0);
+  o->best_g += d.gpus;
+  o->best_c += d.cpus;
+  o->best_m += d.mem_gb;
+  if (o->nfresh == o->fcap) {
+    int nc = o->fcap ? o->fcap * 2 : 64;
+    shoal_job_t **f = realloc(o->fresh, (size_t)nc * sizeof *f);
+    if (!f) {
+      o->oom = 1;
+      return;
+    }
+    o->fresh = f;
+    o->fcap = nc;
+  }
+  o->fresh[o->nfresh++] = j;
+}
+
+static void optimus_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  optimus_t *o = state;
+  if (j->arch == SHOAL_ARCH_PS) o->n_ps--;
+  shoal_res_t d = shoal_job_demand(j, (int)j->pint[2], 0);
+  o->best_g -= d.gpus;
+  o->best_c -= d.cpus;
+  o->best_m -= d.mem_gb;
 }
 
 static int gain_better(const gain_t *a, const gain_t *b, shoal_job_t **order) {
@@ -172,23 +205,26 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     o->order = ord;
     o->cap = n * 2;
   }
-  for (int i = 0; i < n; i++) o->order[i] = s->active[i]; /* arrival order */
+  if (o->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
   double fg = s->cluster->gpus_total, fc = o->cpu_total, fm = o->mem_total;
-  /* fast path: everybody at its best size */
-  double need_g = 0, need_c = 0, need_m = 0;
-  int all_ar = 1;
-  for (int i = 0; i < n; i++) {
-    shoal_job_t *j = o->order[i];
-    if (j->arch == SHOAL_ARCH_PS) {
-      all_ar = 0;
-      break;
+  /* fast path: everybody at its best size (sums kept at arrivals/completions) */
+  int fast = o->n_ps == 0 && o->best_g <= fg + 1e-9 && o->best_c <= fc + 1e-9 && o->best_m <= fm + 1e-9;
+  if (fast && o->all_at_best) {
+    /* only the new arrivals change: place them, largest first */
+    int k = 0;
+    for (int i = 0; i < o->nfresh; i++)
+      if (o->fresh[i]->state != SHOAL_JOB_DONE) o->order[k++] = o->fresh[i];
+    o->nfresh = 0;
+    for (int i = 0; i < k; i++) {
+      o->order[i]->pint[0] = o->order[i]->pint[2];
+      o->order[i]->pint[1] = 0;
     }
-    shoal_res_t d = shoal_job_demand(j, (int)j->pint[2], 0);
-    need_g += d.gpus;
-    need_c += d.cpus;
-    need_m += d.mem_gb;
+    n = k;
+  } else {
+    o->nfresh = 0;
+    for (int i = 0; i < n; i++) o->order[i] = s->active[i]; /* arrival order */
   }
-  if (all_ar && need_g <= fg && need_c <= fc + 1e-9 && need_m <= fm + 1e-9) {
+  if (fast) {
     for (int i = 0; i < n; i++) {
       o->order[i]->pint[0] = o->order[i]->pint[2];
       o->order[i]->pint[1] = 0;
@@ -245,6 +281,11 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
       if (rc != SHOAL_ERR_INFEASIBLE) return rc;
     }
   }
+  /* did every job get its best size? (lets the next decision take the fast path) */
+  o->all_at_best = fast;
+  if (fast)
+    for (int i = 0; i < nchg; i++)
+      if (o->order[i]->alloc.workers != o->order[i]->pint[2]) o->all_at_best = 0;
   return 0;
 }
 
@@ -255,7 +296,7 @@ const shoal_policy_ops_t shoal__policy_optimus = {
     optimus_create,
     optimus_destroy,
     optimus_arrive,
-    NULL,
+    optimus_finish,
     NULL,
     optimus_schedule,
 };

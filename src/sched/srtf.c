@@ -13,7 +13,9 @@
 #include "sched/policy_util.h"
 
 typedef struct {
-  int srgf;
+  int srgf, oom;
+  shoal_job_t **wait; /* jobs holding nothing; pint[0] = 1 while listed */
+  int nwait, wcap;
   shoal_job_t **order;
   char *want;
   int cap;
@@ -38,14 +40,38 @@ static int srtf_create(shoal_sched_t *s, const char *params, void **state) {
 static void srtf_destroy(void *state) {
   srtf_t *p = state;
   if (!p) return;
+  free(p->wait);
   free(p->order);
   free(p->want);
   free(p->buf);
   free(p);
 }
 
+static void add_wait(srtf_t *p, shoal_job_t *j) {
+  if (j->pint[0]) return;
+  if (p->nwait == p->wcap) {
+    int nc = p->wcap ? p->wcap * 2 : 256;
+    shoal_job_t **w = realloc(p->wait, (size_t)nc * sizeof *w);
+    if (!w) {
+      p->oom = 1;
+      return;
+    }
+    p->wait = w;
+    p->wcap = nc;
+  }
+  p->wait[p->nwait++] = j;
+  j->pint[0] = 1;
+}
+
 static void srtf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   j->pkey[0] = shoal__ref_rate(s, j); /* S_ref, cached */
+  j->pint[0] = 0;
+  add_wait(state, j);
+}
+
+static void set_key(const srtf_t *p, const shoal_sched_t *s, shoal_job_t *j) {
+  j->pkey[1] = j->pkey[0] > 0 ? shoal_job_remaining(j, s->now) / j->pkey[0] : 0;
+  if (p->srgf) j->pkey[1] *= j->gpus;
 }
 
 static int cmp_key(const void *a, const void *b) {
@@ -67,35 +93,42 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
     if (!o || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "srtf: out of memory");
     p->cap = nc;
   }
+  if (p->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "srtf: out of memory");
+  if (p->nwait == 0) return 0;
   long waiting_gpus = 0;
-  int nw = 0;
-  for (int i = 0; i < n; i++) {
-    shoal_job_t *j = s->active[i];
-    j->pkey[1] = j->pkey[0] > 0 ? shoal_job_remaining(j, s->now) / j->pkey[0] : 0;
-    if (p->srgf) j->pkey[1] *= j->gpus;
-    if (!shoal__holding(j)) {
-      waiting_gpus += j->gpus;
-      p->order[nw++] = j;
-    }
-  }
-  if (nw == 0) return 0;
+  for (int i = 0; i < p->nwait; i++) waiting_gpus += p->wait[i]->gpus;
+  int m, rc, full = 0;
   if (waiting_gpus <= s->cluster->gpus_free) {
     /* everything fits: the full walk would select every job; start the
      * waiting ones in priority order without touching running jobs */
-    qsort(p->order, (size_t)nw, sizeof *p->order, cmp_key);
-    for (int i = 0; i < nw; i++) p->want[i] = 1;
-    int rc = shoal__apply_selection(s, p->order, p->want, nw, p->buf);
-    return rc < 0 ? rc : 0;
+    m = p->nwait;
+    for (int i = 0; i < m; i++) {
+      set_key(p, s, p->wait[i]);
+      p->order[i] = p->wait[i];
+      p->want[i] = 1;
+    }
+  } else {
+    m = n;
+    full = 1;
+    for (int i = 0; i < n; i++) {
+      set_key(p, s, s->active[i]);
+      p->order[i] = s->active[i];
+    }
   }
-  for (int i = 0; i < n; i++) p->order[i] = s->active[i];
-  qsort(p->order, (size_t)n, sizeof *p->order, cmp_key);
-  long free_gpus = s->cluster->gpus_total;
-  for (int i = 0; i < n; i++) {
-    p->want[i] = p->order[i]->gpus <= free_gpus;
-    if (p->want[i]) free_gpus -= p->order[i]->gpus;
+  qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
+  if (full) {
+    long free_gpus = s->cluster->gpus_total;
+    for (int i = 0; i < n; i++) {
+      p->want[i] = p->order[i]->gpus <= free_gpus;
+      if (p->want[i]) free_gpus -= p->order[i]->gpus;
+    }
   }
-  int rc = shoal__apply_selection(s, p->order, p->want, n, p->buf);
-  return rc < 0 ? rc : 0;
+  if ((rc = shoal__apply_selection(s, p->order, p->want, m, p->buf)) < 0) return rc;
+  for (int i = 0; i < p->nwait; i++) p->wait[i]->pint[0] = 0;
+  p->nwait = 0;
+  for (int i = 0; i < m; i++)
+    if (!shoal__holding(p->order[i])) add_wait(p, p->order[i]);
+  return 0;
 }
 
 const shoal_policy_ops_t shoal__policy_srtf = {
