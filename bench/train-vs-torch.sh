@@ -7,8 +7,8 @@
 #
 # Same MLP (784-512-256-10), same data and normalization, same per-worker batch
 # (BATCH, default 64), same SGD (momentum 0.9, wd 5e-4), one thread per process on
-# both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). EPOCHS (default 2
-# for speed) bounds each run. The machine may be shared and has 2 cores: 4 ranks
+# both sides (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). EPOCHS (default 1
+# for speed) and REPS (default 3 alternating pairs) bound the runs. The machine may be shared and has 2 cores: 4 ranks
 # oversubscribe it, equally for both sides; timings are noisy, so run the
 # anchor (torch) in the same invocation and read the ratios.
 set -eu
@@ -51,19 +51,33 @@ shoal_sps() { # mean samples/s over the epochs in a shoal CSV
 }
 
 if [ "$MODE" = speed ]; then
-  EPOCHS=${EPOCHS:-2}
-  echo "== single process, batch $BATCH, $EPOCHS epochs, 1 thread each"
-  "$SHOAL" train --model mlp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 --csv "$OUT/shoal-1.csv" --label shoal-1
-  $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 | tee "$OUT/torch-1.log"
-  s1=$(shoal_sps "$OUT/shoal-1.csv"); t1=$(sps "$OUT/torch-1.log")
-  echo "== $N processes: shoal BSP vs PyTorch DDP (Gloo), batch $BATCH per rank"
-  launch "$N" "$SHOAL" train --model mlp --sync bsp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 \
-    --csv "$OUT/shoal-bsp$N.csv" --label "shoal-bsp$N"
-  $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 --ddp "$N" | tee "$OUT/torch-ddp$N.log"
-  sN=$(shoal_sps "$OUT/shoal-bsp$N.csv"); tN=$(sps "$OUT/torch-ddp$N.log")
+  # REPS alternating pairs (shoal, torch); every pair's ratio is printed, and the
+  # best of each side (least disturbed by other load) is compared at the end.
+  EPOCHS=${EPOCHS:-1}
+  REPS=${REPS:-3}
+  best() { sort -g | tail -1; }
+  : > "$OUT/single.txt"
+  : > "$OUT/multi.txt"
+  rep=1
+  while [ "$rep" -le "$REPS" ]; do
+    echo "== rep $rep: single process, batch $BATCH, $EPOCHS epoch(s), 1 thread each"
+    "$SHOAL" train --model mlp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 --csv "$OUT/shoal-1.csv" --label shoal-1
+    $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.05 | tee "$OUT/torch-1.log"
+    echo "$(shoal_sps "$OUT/shoal-1.csv") $(sps "$OUT/torch-1.log")" >> "$OUT/single.txt"
+    echo "== rep $rep: $N processes, shoal BSP vs PyTorch DDP (Gloo), batch $BATCH per rank"
+    launch "$N" "$SHOAL" train --model mlp --sync bsp --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 \
+      --csv "$OUT/shoal-bsp$N.csv" --label "shoal-bsp$N"
+    $PY "$HERE/torch_mlp.py" --epochs "$EPOCHS" --batch "$BATCH" --lr 0.1 --ddp "$N" | tee "$OUT/torch-ddp$N.log"
+    echo "$(shoal_sps "$OUT/shoal-bsp$N.csv") $(sps "$OUT/torch-ddp$N.log")" >> "$OUT/multi.txt"
+    rep=$((rep + 1))
+  done
   echo
-  echo "RESULT single:  shoal $s1 samples/s, torch $t1 samples/s, ratio $(echo "$s1 $t1" | awk '{printf "%.2f", $1/$2}')"
-  echo "RESULT $N-rank: shoal bsp $sN samples/s, torch ddp-gloo $tN samples/s, ratio $(echo "$sN $tN" | awk '{printf "%.2f", $1/$2}')"
+  awk '{ printf "RESULT single  rep %d: shoal %8.0f  torch %8.0f samples/s  ratio %.2f\n", NR, $1, $2, $1/$2 }' "$OUT/single.txt"
+  awk -v n="$N" '{ printf "RESULT %d-rank  rep %d: shoal-bsp %8.0f  torch-ddp %8.0f samples/s  ratio %.2f\n", n, NR, $1, $2, $1/$2 }' "$OUT/multi.txt"
+  s1=$(cut -d' ' -f1 "$OUT/single.txt" | best); t1=$(cut -d' ' -f2 "$OUT/single.txt" | best)
+  sN=$(cut -d' ' -f1 "$OUT/multi.txt" | best); tN=$(cut -d' ' -f2 "$OUT/multi.txt" | best)
+  echo "RESULT best single: shoal $s1 / torch $t1 = $(echo "$s1 $t1" | awk '{printf "%.2f", $1/$2}')"
+  echo "RESULT best $N-rank: shoal bsp $sN / torch ddp-gloo $tN = $(echo "$sN $tN" | awk '{printf "%.2f", $1/$2}')"
   exit 0
 fi
 

@@ -123,7 +123,7 @@ int shoal_train_plot_svg(const char *svg_path, const char *const *csv_paths, int
     rc = shoal__seterr(SHOAL_ERR_IO, "plot: cannot write %s: %s", svg_path, strerror(errno));
     goto out;
   }
-  const int W = 760, H = 460, L = 70, R = 200, T = 40, B = 55;
+  const int W = 800, H = 460, L = 70, R = 240, T = 40, B = 55;
   const int pw = W - L - R, ph = H - T - B;
   static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "

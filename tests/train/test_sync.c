@@ -217,6 +217,7 @@ TEST_T(ssp_never_applies_gradients_older_than_bound, 120) {
 typedef struct ds_job {
   shoal_ds_pattern_t kind;
   int n, k, rounds, d;
+  const int *racks;
 } ds_job_t;
 
 static void initial(int rank, int d, float *x) {
@@ -230,7 +231,7 @@ static int ds_rank(int rank, void *arg) {
   shoal_comm_t *c = join(rank, j->n);
   if (!c) return 10;
   int rc = 0;
-  shoal__ds_params_t p = {.kind = j->kind, .n = j->n, .k = j->k, .seed = 5};
+  shoal__ds_params_t p = {.kind = j->kind, .n = j->n, .k = j->k, .seed = 5, .rack_of = j->racks};
   shoal__ds_t *ds = NULL, *sim = NULL;
   float *x = malloc(sizeof(float) * j->d), *all = malloc(sizeof(float) * j->d * j->n);
   if (shoal__ds_create(c, &p, &ds) || shoal__ds_create(NULL, &p, &sim)) return 11;
@@ -306,6 +307,13 @@ TEST_T(ds_butterfly_consensus_over_comm, 90) {
 
 TEST_T(ds_random_partition_over_comm_matches_pattern, 90) {
   ds_job_t j = {.kind = SHOAL_DS_RANDOM, .n = 6, .k = 2, .rounds = 12, .d = 200};
+  run_ds(&j);
+}
+
+/* Topology-aware: 2 racks of 3 (local random groups, rack size 3 > k), bridging every 3rd round. */
+TEST_T(ds_topo_over_comm_matches_pattern, 90) {
+  static const int racks[6] = {0, 0, 0, 1, 1, 1};
+  ds_job_t j = {.kind = SHOAL_DS_TOPO, .n = 6, .k = 3, .rounds = 9, .d = 100, .racks = racks};
   run_ds(&j);
 }
 
