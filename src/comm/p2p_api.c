@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include "comm/comm_impl.h"
+#include "comm/shm.h"
 #include "comm/sock.h"
 #include "core/error.h"
 
