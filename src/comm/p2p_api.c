@@ -67,7 +67,8 @@ int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int d
 static int head_matches(shoal_comm_t *c, const shoal__op_t *op, int wp, int tag) {
   shoal__conn_t *cn = &c->w->conns[wp];
   unsigned char h[SHOAL__HDR_BYTES];
-  ssize_t k = recv(cn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t k = cn->tp == &shoal__shm_transport ? shoal__shm_peek(c->w, cn, h, sizeof h) /* the ring, then the socket */
+                                              : recv(cn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
   if (k < (ssize_t)sizeof h) {
     if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
     if (k > 0) return 0;
