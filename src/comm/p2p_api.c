@@ -116,6 +116,7 @@ int shoal_recv_any(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype
                             c->timeout_s);
       return shoal__op_end(c, &op, rc);
     }
+    if (w->shm) left = shoal__shm_idle_wait(w, left); /* shm data does not wake poll: sleep on the futex first */
     if (poll(w->pfd, (nfds_t)np, left) < 0 && errno != EINTR)
       return shoal__op_end(c, &op, shoal__comm_fail(c, SHOAL_ERR_SYSTEM, &op, -1, "poll: %s", strerror(errno)));
   }
