@@ -251,7 +251,8 @@ static int conns_ready(void *arg) {
   return 0;
 }
 
-static uint64_t g_idle_since; /* start of the current spin phase of this thread's waits */
+static _Thread_local uint64_t g_idle_since; /* start of the current spin phase of this thread's waits */
+static _Thread_local uint64_t g_last_poll;  /* last time the TCP sockets were polled during shm waits */
 
 int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
   shoal__shm_t *s = w->shm;
@@ -266,6 +267,11 @@ int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
     g_idle_since = 0;
     return 0;
   }
+  uint64_t now = shoal__now_ns();
+  if (now - g_last_poll > PROBE_NS) { /* let p2p.c's poll see hang-ups and abort notices on the TCP sockets */
+    g_last_poll = now;
+    return wait_ms < 1 ? wait_ms : 1;
+  }
   for (int i = 0; i < w->size; i++) { /* TCP work too: do not sleep on the futex, poll it soon */
     shoal__conn_t *cn = &w->conns[i];
     if (i != w->rank && cn->tp != &shoal__shm_transport && (cn->sq_head || cn->rq_head)) {
@@ -273,7 +279,6 @@ int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
       return 0;
     }
   }
-  uint64_t now = shoal__now_ns();
   if (!g_idle_since) g_idle_since = now;
   if (now - g_idle_since < s->spin_ns) {
     sched_yield();
@@ -281,6 +286,35 @@ int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
   }
   long ns = wait_ms > 0 && (long)wait_ms * 1000000l < SLEEP_NS ? (long)wait_ms * 1000000l : SLEEP_NS;
   bell_sleep(s, conns_ready, w, ns);
+  return 0;
+}
+
+ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_t cap) {
+  shoal__shm_t *s = w->shm;
+  shoal__shm_ring_t *r = shoal__shm_ring(s, s->w2l[conn->peer], s->lrank);
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  size_t avail = (size_t)(tail - head);
+  if (!avail) return recv(conn->fd, hdr, cap, MSG_PEEK | MSG_DONTWAIT); /* notices and hang-ups */
+  if (avail > cap) avail = cap;
+  ring_get((const char *)(r + 1), s->ring_bytes, head, hdr, avail);
+  return (ssize_t)avail;
+}
+
+static int any_ring_to_me(void *arg) {
+  shoal__shm_t *s = arg;
+  for (int l = 0; l < s->nlocal; l++) {
+    if (l == s->lrank) continue;
+    shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->lrank);
+    if (atomic_load(&r->tail) != atomic_load(&r->head)) return 1;
+  }
+  return 0;
+}
+
+int shoal__shm_idle_wait(shoal__world_t *w, int wait_ms) {
+  shoal__shm_t *s = w->shm;
+  if (!s || !s->base || wait_ms == 0) return wait_ms;
+  bell_sleep(s, any_ring_to_me, s, 1000000l);
   return 0;
 }
 
@@ -523,6 +557,7 @@ int shoal__shm_attach(shoal_comm_t *c) {
   w->shm = s;
   SHOAL_DEBUG("INIT", "rank %d: %d host(s); %d rank(s) on this host (%s)%s", w->rank, s->nhosts, s->nlocal,
               w->peers[w->rank].host, use ? "" : "; SHOAL_SHM=0: TCP between them");
+  uint32_t seq0 = c->seq; /* setup traffic does not count: users' seq numbers start at 1 */
   if (w->size > 1) {
     shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x5348};
     if ((rc = shoal__op_begin(c, &op))) return rc;
@@ -536,7 +571,9 @@ int shoal__shm_attach(shoal_comm_t *c) {
                  s->nlocal - 1, s->size);
     }
   }
-  return shoal__tune_init(c);
+  rc = shoal__tune_init(c);
+  c->seq = seq0;
+  return rc;
 }
 
 void shoal__shm_detach(shoal__world_t *w) {

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "comm/comm_impl.h"
 
@@ -81,6 +82,13 @@ void shoal__shm_detach(shoal__world_t *w);
  * this rank's futex (or yield) instead of blocking in poll(); returns the
  * poll timeout to use (0 when shm work is pending). */
 int  shoal__shm_progress_wait(shoal__world_t *w, int wait_ms);
+
+/* recv_any (p2p_api.c): peek at the next bytes from a same-host peer
+ * (like recv(MSG_PEEK) on its socket; the socket itself when the ring is
+ * empty, for notices and hang-ups), and sleep up to 1 ms until a ring to
+ * this rank has data; returns the poll timeout to use next (0). */
+ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_t cap);
+int     shoal__shm_idle_wait(shoal__world_t *w, int wait_ms);
 
 static inline shoal__shm_ring_t *shoal__shm_ring(const shoal__shm_t *s, int from, int to) {
   size_t slot = sizeof(shoal__shm_ring_t) + s->ring_bytes;

@@ -121,6 +121,7 @@ int shoal__tune_init(shoal_comm_t *c) {
   s->tune = t;
   if (!strcmp(mode, "off") || w->size == 1) return 0;
   const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
+  if (strcmp(mode, "force") && !strcmp(mode, "cache") && !(file && *file)) return 0; /* no cache: defaults */
   if (strcmp(mode, "force")) {
     double buf[1 + SHOAL__TUNE_NVALS];
     for (int i = 0; i <= SHOAL__TUNE_NVALS; i++) buf[i] = -1;
