@@ -355,6 +355,7 @@ static void run_world(int n) {
   CHECK_EQ(ok, n);
 }
 
+#ifndef SHOAL_COLL_MATRIX_ONLY /* test_shm_coll.c includes this file for the matrix and its references */
 TEST_T(coll_world_1, 240) { run_world(1); }
 TEST_T(coll_world_2, 240) { run_world(2); }
 TEST_T(coll_world_3, 240) { run_world(3); }
