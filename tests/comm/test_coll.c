@@ -364,3 +364,4 @@ TEST_T(coll_world_5, 240) { run_world(5); }
 TEST_T(coll_world_6, 240) { run_world(6); }
 TEST_T(coll_world_7, 240) { run_world(7); }
 TEST_T(coll_world_8, 240) { run_world(8); }
+#endif
