@@ -15,6 +15,7 @@
  * oversubscribing cores do not burn them; sched_yield lets a runnable peer
  * on the same core go first. */
 #define SPIN_NS 50000ull
+#define SPIN_MAX_BYTES 32768u
 
 static _Thread_local struct {
   void *ptr;
@@ -66,6 +67,12 @@ int shoal__post_send(shoal_comm_t *c, const shoal__op_t *op, int dst, const void
 }
 
 int shoal__coll_wait(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n) {
+  /* Spinning only pays when the wait is a message latency; a large transfer
+   * takes longer than the spin anyway, and ranks sharing cores need the CPU. */
+  size_t left = 0;
+  for (int i = 0; i < n; i++)
+    if (reqs[i].kind && reqs[i].state == 0) left += reqs[i].bytes - reqs[i].done;
+  if (left > SPIN_MAX_BYTES) return shoal__waitall(c, op, reqs, n);
   uint64_t t0 = shoal__now_ns();
   for (;;) {
     int ndone = 0, rc = shoal__test(c, op, reqs, n, &ndone);

@@ -1,0 +1,91 @@
+/* The collective CLI tools as users run them: `shoal launch -n N -- shoal
+ * selftest` and `shoal bench ...` over real processes and sockets. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "../runner.h"
+
+static int run(const char *args, const char *env, char *out, size_t cap) {
+  char cmd[1024];
+  const char *s = shoal_test_cli();
+  snprintf(cmd, sizeof cmd, "SHOAL_SHM=0 %s %s launch -n %s", env ? env : "", s, args);
+  char *p = strstr(cmd, "@");
+  if (p) { /* "@" stands for the shoal binary inside args */
+    char tail[1024];
+    snprintf(tail, sizeof tail, "%s%s", s, p + 1);
+    snprintf(p, sizeof cmd - (size_t)(p - cmd), "%s", tail);
+  }
+  int st = shoal_test_run_cmd(cmd, out, cap, 100);
+  return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+TEST_T(coll_cli_selftest_passes_under_launch, 120) {
+  static char out[1 << 16];
+  CHECK_EQ(run("3 -- @ selftest --count 257", NULL, out, sizeof out), 0);
+  CHECK_EQ(count_of(out, "PASS"), 7);
+  CHECK_CONTAINS(out, "allreduce");
+  CHECK_CONTAINS(out, "reduce_scatter");
+  CHECK(!strstr(out, "FAIL"));
+}
+
+TEST_T(coll_cli_bench_columns_check_and_gate, 120) {
+  static char out[1 << 16];
+  CHECK_EQ(run("2 -- @ bench allreduce -b 8 -e 64K -f 8 -n 3 -w 1 --check", NULL, out, sizeof out), 0);
+  CHECK_CONTAINS(out, "p50(us)");
+  CHECK_CONTAINS(out, "busbw");
+  CHECK_CONTAINS(out, "out-of-place");
+  CHECK_CONTAINS(out, "# Out of bounds values : 0 OK");
+  CHECK_CONTAINS(out, "# Avg bus bandwidth");
+  CHECK_EQ(count_of(out, "float32   sum"), 5); /* 8 B, 64 B, 512 B, 4 KiB, 32 KiB */
+  /* every collective runs and checks clean */
+  const char *colls[] = {"allgather", "reducescatter", "broadcast"};
+  for (int i = 0; i < 3; i++) {
+    char args[256];
+    snprintf(args, sizeof args, "3 -- @ bench %s -b 1K -e 1M -f 32 -n 2 -w 1 --check -d float64", colls[i]);
+    CHECK_EQ(run(args, NULL, out, sizeof out), 0);
+    CHECK_CONTAINS(out, "# Out of bounds values : 0 OK");
+  }
+  CHECK_EQ(run("2 -- @ bench allreduce -b 1K -e 1K -n 2 -w 1 -a rhd -d bf16 -o max --check", NULL, out, sizeof out), 0);
+  CHECK_CONTAINS(out, "rhd");
+  CHECK_CONTAINS(out, "bfloat16");
+  /* the CI gate: an impossible minimum fails the run */
+  CHECK(run("2 -- @ bench allreduce -b 1K -e 4K -n 2 -w 1", "SHOAL_BENCH_MIN_BW=1e6", out, sizeof out) != 0);
+  CHECK_CONTAINS(out, "SHOAL_BENCH_MIN_BW");
+}
+
+TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
+  static char out[1 << 16];
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s bench allreduce -b 2M -e 1K", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "larger than -e");
+  snprintf(cmd, sizeof cmd, "%s bench allreduce -d float17", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "float17");
+  snprintf(cmd, sizeof cmd, "%s bench alltoall", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "unknown collective 'alltoall'");
+  /* --explain without launching: the model's pick per size */
+  snprintf(cmd, sizeof cmd, "%s bench allreduce --explain -p 2 -b 8 -e 256M -f 4", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_CONTAINS(out, "alpha");
+  CHECK_CONTAINS(out, " rd "); /* latency-bound small sizes */
+  CHECK_CONTAINS(out, " ring "); /* bandwidth-bound large ones (ties with rhd at 2 ranks go to the ring) */
+  snprintf(cmd, sizeof cmd, "%s bench allreduce --explain -p 4 -b 8 -e 256M -f 4", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_CONTAINS(out, " rhd "); /* 4 ranks: 2 lg p = 4 latency terms beat the ring's 2(p-1) = 6 */
+  snprintf(cmd, sizeof cmd, "SHOAL_ALGO=rhd %s bench allreduce --explain -p 4 -b 8 -e 8", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_CONTAINS(out, "forced by SHOAL_ALGO");
+}
