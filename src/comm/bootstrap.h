@@ -19,6 +19,7 @@ typedef struct shoal__boot_cfg {
   char boot_id[40];
   double timeout_s, connect_timeout_s;
   long sockbuf;
+  double emu_delay_us; /* SHOAL_EMU_DELAY_US */
   int store_fd; /* SHOAL_STORE_FD: listening socket handed over by `shoal launch` (rank 0), or -1 */
 } shoal__boot_cfg_t;
 

@@ -65,6 +65,8 @@ struct shoal__world {
   struct pollfd *pfd;        /* scratch for poll, [size] */
   int *pfd_conn;
   shoal__req_t *self_sq_head, *self_sq_tail, *self_rq_head, *self_rq_tail;
+  uint64_t emu_delay_ns;     /* SHOAL_EMU_DELAY_US: every outgoing message is held this long */
+  uint64_t next_release_ns;  /* earliest held send (0: none) */
   int aborted;
   int abort_status;
   char abort_msg[768];

@@ -66,6 +66,7 @@ typedef struct shoal__req {
   struct shoal__req *next;
   shoal_comm_t *comm;
   shoal__op_t op;
+  uint64_t not_before_ns; /* SHOAL_EMU_DELAY_US: a send leaves no earlier than this (0: at once) */
 } shoal__req_t;
 
 int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes,

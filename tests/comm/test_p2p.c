@@ -1,6 +1,7 @@
 /* Point-to-point over real forked ranks and real TCP on 127.0.0.1. */
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "comm/p2p.h"
 #include "test_p2p_util.h"
@@ -151,4 +152,39 @@ static int rank_recv_any(int rank, void *arg) {
 TEST_T(p2p_recv_any, 40) {
   p2p_world_arg_t a = {0};
   P2P_RUN(4, rank_recv_any, &a, 30);
+}
+
+/* SHOAL_EMU_DELAY_US holds every outgoing message: a round trip can never
+ * take less than twice the delay, and data and order stay right. (A lower
+ * bound that follows from the emulation, not a performance assertion.) */
+static int rank_emu_delay(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  setenv("SHOAL_EMU_DELAY_US", "3000", 1);
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < 10; i++) {
+    int v[3] = {i, i + 1, i + 2}, w[3] = {-1, -1, -1};
+    if (rank == 0) {
+      if (shoal_send(c, v, 3, SHOAL_INT32, 1, i) || shoal_send(c, v, 1, SHOAL_INT32, 1, 100 + i) ||
+          shoal_recv(c, w, 3, SHOAL_INT32, 1, i))
+        FAILR("rank 0: %s", shoal_comm_errmsg(c));
+    } else {
+      if (shoal_recv(c, w, 3, SHOAL_INT32, 0, i) || shoal_recv(c, w + 1, 1, SHOAL_INT32, 0, 100 + i) ||
+          shoal_send(c, w, 3, SHOAL_INT32, 0, i))
+        FAILR("rank 1: %s", shoal_comm_errmsg(c));
+      if (w[0] != i || w[1] != i || w[2] != i + 2) FAILR("data %d %d %d", w[0], w[1], w[2]);
+    }
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  if (rank == 0 && s < 10 * 2 * 0.003) FAILR("10 round trips in %.4f s: messages were not held 3 ms", s);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(p2p_emulated_delay, 30) {
+  p2p_world_arg_t a = {.timeout_s = 10};
+  P2P_RUN(2, rank_emu_delay, &a, 25);
 }
