@@ -1,5 +1,7 @@
 /* Bootstrap: SipHash vectors, environment precedence, port 0, host identity,
  * interface selection, the store's set/get/wait. */
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -184,4 +186,85 @@ TEST_T(store_set_get_wait, 30) {
   CHECK_EQ(shoal__store_connect("127.0.0.1", port, &bad, shoal__deadline_in(5), &c), SHOAL_ERR_AUTH);
   CHECK_CONTAINS(shoal_last_error(), "wrong SHOAL_TOKEN");
   shoal__store_server_stop(s);
+}
+
+/* A stray client at a rank's own listening port during the mesh setup: it
+ * proves no token (random MAC), then one with the token but another world
+ * id. Both are refused with a logged reason, and the real rank still joins. */
+static int rank_stray_peer(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  char logpath[64];
+  snprintf(logpath, sizeof logpath, "/tmp/shoal-stray-test-%d.log", (int)getppid());
+  if (rank == 2) { /* the intruder: reads rank 0's address from the store (it has the token) */
+    shoal__authkey_t key;
+    shoal__auth_key(a->token, &key);
+    shoal__store_client_t sc;
+    if (shoal__store_connect("127.0.0.1", a->port, &key, shoal__deadline_in(10), &sc)) FAILR("store: %s", shoal_last_error());
+    char val[256];
+    if (shoal__store_get(&sc, "rank/0", 1, val, sizeof val, NULL, shoal__deadline_in(10))) FAILR("get");
+    shoal__store_close(&sc);
+    int port = atoi(strchr(val, ':') + 1);
+    for (int attempt = 0; attempt < 2; attempt++) {
+      int fd;
+      struct in_addr lo = {htonl(0x7f000001)};
+      if (shoal__sock_connect(lo, port, shoal__deadline_in(5), "rank 0", &fd)) FAILR("connect");
+      unsigned char hello[20], ans[44] = {0}, verdict[12];
+      if (shoal__sock_read_all(fd, hello, 20, shoal__deadline_in(5), "hello")) FAILR("hello");
+      shoal__put_u32(ans, 0x50484853u);
+      shoal__put_u32(ans + 4, 1); /* claims to be rank 1 */
+      shoal__put_u32(ans + 8, 0);
+      shoal__put_u64(ans + 12, 12345); /* some world id */
+      if (attempt == 1) { /* right token, wrong world */
+        unsigned char ctx[16];
+        shoal__put_u32(ctx, 1);
+        shoal__put_u32(ctx + 4, 0);
+        shoal__put_u64(ctx + 8, 12345);
+        shoal__put_u64(ans + 36, shoal__auth_mac(&key, 'C', hello + 4, ans + 20, ctx, sizeof ctx));
+      }
+      if (shoal__sock_write_all(fd, ans, 44, shoal__deadline_in(5), "answer")) FAILR("answer");
+      if (shoal__sock_read_all(fd, verdict, 12, shoal__deadline_in(5), "verdict")) FAILR("verdict");
+      if (shoal__get_u32(verdict) != (attempt == 0 ? 1u : 2u)) FAILR("verdict %u", shoal__get_u32(verdict));
+      close(fd);
+    }
+    return 0;
+  }
+  if (rank == 0) {
+    int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 2);
+    close(fd);
+  } else {
+    shoal__sleep_s(0.5); /* let the intruder go first */
+  }
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = rank;
+  p.world_size = 2;
+  p.master_addr = "127.0.0.1";
+  p.master_port = a->port;
+  p.token = a->token;
+  p.connect_timeout_s = 10;
+  shoal_comm_t *c = NULL;
+  if (shoal_comm_init(&p, &c)) FAILR("rank %d: %s", rank, shoal_last_error());
+  int v = rank, o = -1;
+  if (shoal_sendrecv(c, &v, 1, 1 - rank, &o, 1, 1 - rank, SHOAL_INT32, 0) || o != 1 - rank) FAILR("exchange");
+  shoal_comm_destroy(c);
+  if (rank == 0) {
+    char log[8192] = "";
+    FILE *f = fopen(logpath, "r");
+    size_t n = f ? fread(log, 1, sizeof log - 1, f) : 0;
+    log[n] = '\0';
+    if (f) fclose(f);
+    unlink(logpath);
+    if (!strstr(log, "refused connection from 127.0.0.1:") || !strstr(log, "wrong SHOAL_TOKEN (claims to be rank 1)") ||
+        !strstr(log, "rank 1 of another job (world id 0000000000003039"))
+      FAILR("rank 0 log: %s", log);
+  }
+  return 0;
+}
+
+TEST_T(bootstrap_stray_peer_refused, 30) {
+  p2p_world_arg_t a = {.token = "tok"};
+  a.port = shoal_test_free_port();
+  int st[3];
+  CHECK_EQ(shoal_test_fork_ranks(3, rank_stray_peer, &a, 25, st), 3);
 }
