@@ -412,3 +412,36 @@ TEST_T(cli_train_under_shoal_launch, 120) {
   CHECK_CONTAINS(out, "epoch   1/1");
   CHECK_CONTAINS(out, "largest staleness applied");
 }
+
+/* Checkpoint/resume on 2 BSP ranks is bit-exact: 2 epochs straight equal
+ * 1 epoch + checkpoint + resume for the second. */
+TEST_T(bsp_resume_is_bit_exact, 120) {
+  load_fmnist();
+  char a[256], b[256], ck[256];
+  tmpname(a, "bspresA");
+  tmpname(b, "bspresB");
+  tmpname(ck, "bspresC");
+  job_t j = {.n = 2, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, a);
+  j.o.train_subset = 2048;
+  j.o.batch = 32;
+  j.o.epochs = 2;
+  j.o.decay_epochs[0] = 1;
+  run_ranks(&j, 100);
+  j.o.epochs = 1;
+  j.o.params_out = NULL;
+  j.o.ckpt_path = ck;
+  run_ranks(&j, 100);
+  j.o.epochs = 2;
+  j.o.ckpt_path = NULL;
+  j.o.resume_path = ck;
+  j.o.params_out = b;
+  run_ranks(&j, 100);
+  float *pa = read_params(a), *pb = read_params(b);
+  CHECK(!memcmp(pa, pb, mlp_n() * sizeof(float)));
+  free(pa);
+  free(pb);
+  unlink_all(a, 2);
+  unlink_all(b, 2);
+  unlink(ck);
+}
