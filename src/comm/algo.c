@@ -19,7 +19,7 @@
 #define DEFAULT_ALPHA_US 20.0  /* one small message, syscalls both ends + wakeup */
 #define DEFAULT_BETA_GBPS 2.0  /* one loopback TCP stream, copy-bound */
 #define DEFAULT_GAMMA_GBPS 4.0 /* float32 sum reading two streams, writing one */
-#define CHUNK_MIN (64u << 10)
+#define CHUNK_MIN (256u << 10) /* fewer, larger messages: each wait may cost a wakeup */
 #define CHUNK_MAX (4u << 20)
 
 int shoal__cost_params(shoal__cost_t *out) {

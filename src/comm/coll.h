@@ -85,7 +85,7 @@ double shoal__cost_allreduce(shoal_algo_t algo, int p, double bytes, const shoal
 /* The cheapest of ring/rhd/rd; times[] (may be NULL) receives each prediction. */
 shoal_algo_t shoal__cost_pick(int p, size_t bytes, const shoal__cost_t *m, double times[SHOAL_ALGO__COUNT]);
 /* Ring pipeline chunk: SHOAL_CHUNK_BYTES, else sqrt(block*alpha/((D-1)*beta))
- * clamped to [64 KiB, 4 MiB] (D = 2(p-1) pipeline stages). */
+ * clamped to [256 KiB, 4 MiB] (D = 2(p-1) pipeline stages). */
 int    shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t *out);
 /* Resolve the algorithm of one allreduce call: explicit > SHOAL_ALGO > model.
  * why receives a short reason for the log. */
