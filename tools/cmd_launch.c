@@ -7,7 +7,9 @@
  * leave here line by line, prefixed with "[rank] ", one write() per line.
  * If a rank fails (non-zero exit or a signal) the others get SIGTERM, then
  * SIGKILL after a grace period, and the launcher exits non-zero naming the
- * rank. SIGINT/SIGTERM sent to the launcher are forwarded to the ranks. */
+ * rank. SIGINT/SIGTERM sent to the launcher are forwarded to the ranks.
+ * Each rank runs in its own process group; what is left of the groups once
+ * every rank has exited (orphaned children) is killed. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -380,8 +382,12 @@ int shoal_cmd_launch(int argc, char **argv) {
         }
     if (running == 0) {
       if (np == 1) break;
-      /* pipes still open after every rank exited: a grandchild holds them; bound the wait */
-      if (out_deadline == 0) out_deadline = shoal__now_s() + 1.0;
+      /* pipes still open after every rank exited: an orphan of a rank holds them.
+       * Kill what is left of the ranks' process groups, and bound the wait. */
+      if (out_deadline == 0) {
+        for (int r = 0; r < n; r++) kill(-rp[r].pid, SIGKILL);
+        out_deadline = shoal__now_s() + 1.0;
+      }
       if (shoal__now_s() > out_deadline) break;
     }
     int pr = poll(pf, (nfds_t)np, 100);

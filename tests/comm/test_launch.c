@@ -153,3 +153,24 @@ TEST_T(launch_real_world_port_zero, 40) {
     CHECK_CONTAINS(out, want);
   }
 }
+
+/* Ctrl-C (SIGINT to the launcher) reaches every rank; the launcher says so
+ * and exits 130. The ranks here only stop because the signal was forwarded:
+ * they run in their own process groups. */
+TEST_T(launch_forwards_sigint, 30) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "%s launch -n 3 -- sh -c 'trap \"echo got INT; exit 5\" INT; echo ready; sleep 20 & wait' & P=$!; "
+           "sleep 0.5; kill -INT $P; wait $P; echo rc=$?",
+           shoal_test_cli());
+  double t0 = mono();
+  shoal_test_run_cmd(cmd, out, sizeof out, 25);
+  CHECK_CONTAINS(out, "shoal launch: Interrupt received; forwarded to the 3 ranks");
+  CHECK_CONTAINS(out, "rc=130");
+  for (int r = 0; r < 3; r++) {
+    char want[32];
+    snprintf(want, sizeof want, "[%d] got INT", r);
+    CHECK_CONTAINS(out, want);
+  }
+  CHECK_MSG(mono() - t0 < 15, "took %.1f s", mono() - t0);
+}
