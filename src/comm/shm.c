@@ -394,7 +394,7 @@ int shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts) {
     if (!cnt[h]) continue;
     int world_n = 0;
     for (int r = 0; r < c->w->size; r++) world_n += s->host_of[r] == h;
-    ok = cnt[h] == world_n && (world_n == 1 || s->base); /* SHOAL_SHM assumed the same everywhere */
+    ok = cnt[h] == world_n && (world_n == 1 || s->use_shm); /* SHOAL_SHM assumed the same everywhere */
   }
   free(cnt);
   *nhosts = nh;
@@ -425,8 +425,8 @@ static int map_segment(shoal__shm_t *s, int fd, size_t total, int create) {
 
 /* The host group's leader: create, size, map and initialize the segment. */
 static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
-  snprintf(msg->name, sizeof msg->name, "/shoal-%u-%016llx-%08x", (unsigned)geteuid(), (unsigned long long)w->id,
-           (unsigned)shoal__auth_random_u64());
+  snprintf(msg->name, sizeof msg->name, "/shoal-%u-%016llx-%d-%08x", (unsigned)geteuid(), (unsigned long long)w->id,
+           (int)getpid(), (unsigned)shoal__auth_random_u64());
   size_t total = layout(s, 0);
   int fd = shm_open(msg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
@@ -554,6 +554,7 @@ int shoal__shm_attach(shoal_comm_t *c) {
   s->ring_bytes = align_up((size_t)ring, 4096);
   s->chunk_bytes = align_up((size_t)chunk, 4096);
   s->spin_ns = (uint64_t)spin_us * 1000;
+  s->use_shm = use;
   w->shm = s;
   SHOAL_DEBUG("INIT", "rank %d: %d host(s); %d rank(s) on this host (%s)%s", w->rank, s->nhosts, s->nlocal,
               w->peers[w->rank].host, use ? "" : "; SHOAL_SHM=0: TCP between them");

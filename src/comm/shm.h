@@ -51,6 +51,7 @@ typedef struct shoal__shm {
   uint64_t step;           /* steps done by this rank (identical on every member) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
+  int use_shm;             /* SHOAL_SHM (must be the same on every rank: decisions use it, not base) */
   /* host layout of the world, for the hierarchical collectives */
   int nhosts;
   int *host_of;            /* world rank -> host index (hosts numbered by lowest world rank) */

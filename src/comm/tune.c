@@ -167,13 +167,13 @@ shoal_algo_t shoal__tune_pick(const shoal_comm_t *c, size_t bytes, double t[SHOA
   shoal__shm_t *s = c->w->shm;
   int p = c->size, nh = 1, ok = s && shoal__shm_layout_ok(c, &nh);
   for (int a = 0; a < SHOAL_ALGO__COUNT; a++) t[a] = INFINITY;
-  int one_host_shm = ok && nh == 1 && s->base;
+  int one_host_shm = ok && nh == 1 && s->use_shm && p > 1;
   shoal__cost_t flat, shm, net;
   shoal__tune_cost(c, 1, &shm);
   shoal__tune_cost(c, 0, &net);
   if (one_host_shm) {
     flat = shm;
-  } else if (nh > 1 && s && s->base) { /* the slowest link class bounds a flat ring */
+  } else if (nh > 1 && s && s->use_shm) { /* the slowest link class bounds a flat ring */
     flat = net;
     if (shm.alpha_s > flat.alpha_s) flat.alpha_s = shm.alpha_s;
     if (shm.beta_s > flat.beta_s) flat.beta_s = shm.beta_s;
