@@ -37,6 +37,8 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_TUNE_FILE", "", "comm", "file caching tuning profiles keyed by host set (written by `shoal tune`)"},
   /* bench */
   {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
+  /* sim */
+  {"SHOAL_SIM_CHECK", "0", "sim", "verify the simulator's invariants after every decision (capacity, bookkeeping, work)"},
 };
 
 const size_t shoal__config_nvars = sizeof shoal__config_vars / sizeof shoal__config_vars[0];

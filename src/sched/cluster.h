@@ -77,6 +77,8 @@ void shoal__cluster_spec_default(shoal_cluster_spec_t *spec);
  * (same keys); errors name file:line and the key. On success *spec is
  * overwritten (fields not in the file keep their defaults). */
 int shoal__cluster_spec_load(const char *path, shoal_cluster_spec_t *spec);
+/* The same from memory; name is used in messages. */
+int shoal__cluster_spec_parse(const char *name, const char *text, size_t len, shoal_cluster_spec_t *spec);
 int shoal__cluster_spec_validate(const shoal_cluster_spec_t *spec);
 
 int  shoal__cluster_create(const shoal_cluster_spec_t *spec, shoal_cluster_t **out);

@@ -177,31 +177,31 @@ done:
   return rc;
 }
 
+int shoal__cluster_spec_parse(const char *name, const char *data, size_t len, shoal_cluster_spec_t *spec) {
+  if (len > (1 << 20)) return shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 1 MiB, not a cluster file", name);
+  if (memchr(data, 0, len)) return shoal__seterr(SHOAL_ERR_PARSE, "%s: contains NUL bytes, not a text file", name);
+  char *text = malloc(len + 1);
+  if (!text) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+  memcpy(text, data, len);
+  text[len] = 0;
+  size_t i = 0;
+  while (i < len && isspace((unsigned char)text[i])) i++;
+  int rc = (i < len && text[i] == '{') ? load_json(name, text, len, spec) : load_ini(name, text, spec);
+  free(text);
+  return rc;
+}
+
 int shoal__cluster_spec_load(const char *path, shoal_cluster_spec_t *spec) {
   FILE *f = fopen(path, "rb");
   if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
-  char *text = malloc(1 << 20);
+  char *text = malloc((1 << 20) + 1);
   if (!text) {
     fclose(f);
     return SHOAL_ERR_NOMEM;
   }
-  size_t n = fread(text, 1, (1 << 20) - 1, f);
-  int big = !feof(f);
+  size_t n = fread(text, 1, (1 << 20) + 1, f);
   fclose(f);
-  int rc;
-  if (big) {
-    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 1 MiB, not a cluster file", path);
-    goto done;
-  }
-  text[n] = 0;
-  if (memchr(text, 0, n)) {
-    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: contains NUL bytes, not a text file", path);
-    goto done;
-  }
-  size_t i = 0;
-  while (i < n && isspace((unsigned char)text[i])) i++;
-  rc = (i < n && text[i] == '{') ? load_json(path, text, n, spec) : load_ini(path, text, spec);
-done:
+  int rc = shoal__cluster_spec_parse(path, text, n, spec);
   free(text);
   return rc;
 }

@@ -92,6 +92,7 @@ static int cmp_job(const void *a, const void *b) {
 }
 
 void shoal__workload_finalize(shoal_workload_t *w) {
+  if (w->njobs <= 0) return;
   qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
   double t0 = w->njobs ? w->jobs[0].arrival : 0;
   for (long i = 0; i < w->njobs; i++) {
