@@ -17,6 +17,7 @@
 
 #include "coll_check.h"
 #include "comm/coll.h"
+#include "comm/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
