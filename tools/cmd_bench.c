@@ -334,6 +334,7 @@ int shoal_cmd_bench(int argc, char **argv) {
   int status = 0;
   if (o.explain) {
     if (R.rank == 0) status = explain(&o, R.size);
+    if (R.rank == 0 && !status) shoal__tune_explain(R.c, stdout); /* fitted model, shm/hier (tune.c) */
     goto out_comm;
   }
   if (o.root >= R.size) {
