@@ -1,6 +1,6 @@
 /* The tuning profile (AdapCC-style, spec adaptive-comm.md A1, adapted):
- * per link class, the time T(S) of "send S bytes, get a 1-byte ack" for a
- * few sizes, fitted as T = 2 alpha + beta S by least squares weighted by
+ * per link class, the time T(S) of exchanging S bytes each way for a few
+ * sizes, fitted as T = alpha + beta S by least squares weighted by
  * 1/T^2 (relative errors, so the 64-byte point sets alpha and the 4 MiB
  * point beta); the shm-native allreduce fitted as T = a + b S the same way;
  * gamma from timing the float32 sum kernel. Medians over iterations; the
@@ -14,11 +14,11 @@
 #include "core/log.h"
 
 #define NSIZES 4
-static const size_t p2p_sizes[NSIZES] = {64, 4096, 256u << 10, 4u << 20};
-static const int p2p_iters[NSIZES] = {30, 20, 8, 4};
+static const size_t p2p_sizes[NSIZES] = {64, 4096, 256u << 10, 32u << 20}; /* the last beyond L3: DRAM-bound like real gradients */
+static const int p2p_iters[NSIZES] = {30, 20, 8, 3};
 #define NCOLL 3
-static const size_t coll_sizes[NCOLL] = {4096, 256u << 10, 4u << 20};
-static const int coll_iters[NCOLL] = {30, 10, 4};
+static const size_t coll_sizes[NCOLL] = {4096, 256u << 10, 32u << 20};
+static const int coll_iters[NCOLL] = {30, 10, 3};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -44,28 +44,23 @@ static void fit(const double *x, const double *t, int n, double *a, double *b) {
   if (*a <= 0) *a = t[0] > *b * x[0] ? t[0] - *b * x[0] : t[0] * 0.5;
 }
 
-/* One side of the send-S/ack-1 exchange between comm ranks a (sender) and b. */
+/* One side of an exchange of S bytes each way between comm ranks a and b
+ * (sendrecv, as every step of ring, rhd and rd is): T(S) = alpha + beta S
+ * with beta per byte and direction on a full-duplex link, contended the
+ * way a collective contends (both directions at once, all pairs at once). */
 static int p2p_probe(shoal_comm_t *c, shoal__op_t *op, int a, int b, double *alpha, double *beta) {
-  int me = c->rank, rc = 0;
-  char *buf = malloc(p2p_sizes[NSIZES - 1]);
+  int peer = c->rank == a ? b : a, rc = 0;
+  size_t max = p2p_sizes[NSIZES - 1];
+  char *buf = malloc(2 * max);
   if (!buf) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
-  memset(buf, 1, p2p_sizes[NSIZES - 1]);
+  memset(buf, 1, 2 * max);
   double x[NSIZES], t[NSIZES], samples[64];
-  char ack = 0;
   for (int k = 0; k < NSIZES && !rc; k++) {
     size_t S = p2p_sizes[k];
+    op->count = S;
     for (int it = 0; it <= p2p_iters[k] && !rc; it++) { /* iteration 0 warms up */
       uint64_t t0 = shoal__now_ns();
-      op->count = S;
-      if (me == a) {
-        rc = shoal__sendrecv(c, op, b, buf, S, -1, NULL, 0);
-        op->count = 1;
-        if (!rc) rc = shoal__sendrecv(c, op, -1, NULL, 0, b, &ack, 1);
-      } else {
-        rc = shoal__sendrecv(c, op, -1, NULL, 0, a, buf, S);
-        op->count = 1;
-        if (!rc) rc = shoal__sendrecv(c, op, a, &ack, 1, -1, NULL, 0);
-      }
+      rc = shoal__sendrecv(c, op, peer, buf, S, peer, buf + max, S);
       if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
     }
     x[k] = (double)S;
@@ -73,10 +68,7 @@ static int p2p_probe(shoal_comm_t *c, shoal__op_t *op, int a, int b, double *alp
   }
   free(buf);
   if (rc) return rc;
-  double A, B;
-  fit(x, t, NSIZES, &A, &B);
-  *alpha = A / 2;
-  *beta = B;
+  fit(x, t, NSIZES, alpha, beta);
   return 0;
 }
 
@@ -136,8 +128,11 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x54554e45};
   int rc = shoal__op_begin(c, &op);
   if (rc) return rc;
-  if (s->base && s->nlocal > 1 && s->lrank < 2) /* same-host pair: local ranks 0 and 1 of each host */
-    rc = p2p_probe(c, &op, s->l2w[0], s->l2w[1], &v[T_SHM_A], &v[T_SHM_B]);
+  /* same-host pairs (0,1), (2,3), ... all at once: with more ranks than cores the
+   * pairs share the cores, as the ranks of a collective do (contended bandwidth) */
+  int pl = s->lrank ^ 1;
+  if (s->base && pl < s->nlocal)
+    rc = p2p_probe(c, &op, s->l2w[s->lrank & ~1], s->l2w[s->lrank | 1], &v[T_SHM_A], &v[T_SHM_B]);
   if (!rc && s->nhosts > 1) { /* other-host pair: the leaders of hosts 0 and 1 */
     int l0 = -1, l1 = -1;
     for (int r = w->size - 1; r >= 0; r--) {
