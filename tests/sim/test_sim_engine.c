@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shoal/sim.h"
 #include "simtest.h"
 
 #define PHILLY "../shared/data/philly/philly.csv"
@@ -226,4 +227,25 @@ TEST_T(cli_sim_outputs_and_determinism, 60) {
   snprintf(cmd, sizeof cmd, "%s sim --machines abc 2>&1", shoal_test_cli());
   CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0);
   CHECK_CONTAINS(out, "--machines='abc'");
+}
+
+/* The public entry point gives the same numbers as the internal run. */
+TEST(public_api_shoal_sim_run) {
+  shoal_sim_options_t o = {0};
+  o.synthetic_jobs = 200;
+  o.policy = "tiresias:starve=0";
+  o.restart_cost_s = -1;
+  o.seed = 5;
+  shoal_sim_report_t a, b;
+  CHECK_OK(shoal_sim_run(&o, &a));
+  CHECK_OK(shoal_sim_run(&o, &b));
+  CHECK_EQ(a.jobs, 200);
+  CHECK(a.jct_avg_s > 0 && a.jct_avg_s == b.jct_avg_s && a.jct_p99_s >= a.jct_p50_s);
+  o.policy = "nosuch";
+  CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "unknown policy 'nosuch'");
+  o.policy = "fifo";
+  o.trace = "/nonexistent.csv";
+  CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_IO);
+  CHECK_CONTAINS(shoal_last_error(), "/nonexistent.csv");
 }
