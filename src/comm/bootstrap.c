@@ -125,6 +125,10 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   else if (gethostname(c.hostname, sizeof c.hostname) != 0)
     snprintf(c.hostname, sizeof c.hostname, "unknown");
   c.hostname[sizeof c.hostname - 1] = '\0';
+  for (const char *h = c.hostname; *h; h++)
+    if (*h == ' ' || *h == '\t' || *h == '\n')
+      return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_HOSTNAME='%s': must not contain white space", c.hostname);
+  if (!c.hostname[0]) snprintf(c.hostname, sizeof c.hostname, "unknown");
   read_boot_id(c.boot_id, sizeof c.boot_id);
   double d;
   if (p->timeout_s > 0)

@@ -2,6 +2,7 @@
  * interface selection, the store's set/get/wait. */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -191,6 +192,8 @@ TEST_T(store_set_get_wait, 30) {
 /* A stray client at a rank's own listening port during the mesh setup: it
  * proves no token (random MAC), then one with the token but another world
  * id. Both are refused with a logged reason, and the real rank still joins. */
+static int stray_done[2];
+
 static int rank_stray_peer(int rank, void *arg) {
   p2p_world_arg_t *a = arg;
   char logpath[64];
@@ -204,12 +207,17 @@ static int rank_stray_peer(int rank, void *arg) {
     if (shoal__store_get(&sc, "rank/0", 1, val, sizeof val, NULL, shoal__deadline_in(10))) FAILR("get");
     shoal__store_close(&sc);
     int port = atoi(strchr(val, ':') + 1);
+    /* both connections first: rank 0 accepts in arrival order, so they are served before rank 1's */
+    int fds[2];
+    struct in_addr lo = {htonl(0x7f000001)};
+    for (int k = 0; k < 2; k++)
+      if (shoal__sock_connect(lo, port, shoal__deadline_in(5), "rank 0", &fds[k])) FAILR("connect");
+    char go = 1;
+    if (write(stray_done[1], &go, 1) != 1) FAILR("pipe");
     for (int attempt = 0; attempt < 2; attempt++) {
-      int fd;
-      struct in_addr lo = {htonl(0x7f000001)};
-      if (shoal__sock_connect(lo, port, shoal__deadline_in(5), "rank 0", &fd)) FAILR("connect");
+      int fd = fds[attempt];
       unsigned char hello[20], ans[44] = {0}, verdict[12];
-      if (shoal__sock_read_all(fd, hello, 20, shoal__deadline_in(5), "hello")) FAILR("hello");
+      if (shoal__sock_read_all(fd, hello, 20, shoal__deadline_in(10), "hello")) FAILR("hello: %s", shoal_last_error());
       shoal__put_u32(ans, 0x50484853u);
       shoal__put_u32(ans + 4, 1); /* claims to be rank 1 */
       shoal__put_u32(ans + 8, 0);
@@ -232,8 +240,10 @@ static int rank_stray_peer(int rank, void *arg) {
     int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
     dup2(fd, 2);
     close(fd);
-  } else {
-    shoal__sleep_s(0.5); /* let the intruder go first */
+  } else { /* start once the intruder's connections are queued at rank 0 */
+    struct pollfd pf = {stray_done[0], POLLIN, 0};
+    char done;
+    if (poll(&pf, 1, 15000) != 1 || read(stray_done[0], &done, 1) != 1) FAILR("the intruder did not connect");
   }
   shoal_comm_params_t p;
   shoal_comm_params_init(&p);
@@ -264,6 +274,7 @@ static int rank_stray_peer(int rank, void *arg) {
 
 TEST_T(bootstrap_stray_peer_refused, 30) {
   p2p_world_arg_t a = {.token = "tok"};
+  CHECK(pipe(stray_done) == 0);
   a.port = shoal_test_free_port();
   int st[3];
   CHECK_EQ(shoal_test_fork_ranks(3, rank_stray_peer, &a, 25, st), 3);
