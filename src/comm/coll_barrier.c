@@ -2,6 +2,7 @@
  * round k every rank signals rank + 2^k and waits for rank - 2^k. One byte
  * per message so the transport's header checks see a real payload. */
 #include "comm/coll.h"
+#include "comm/shm.h"
 #include "core/error.h"
 
 int shoal_barrier(shoal_comm_t *c) {
