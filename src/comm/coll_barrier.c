@@ -10,6 +10,7 @@ int shoal_barrier(shoal_comm_t *c) {
   shoal__op_t op = {.opcode = SHOAL__OP_BARRIER, .dtype = SHOAL_UINT8, .root = -1, .count = 0};
   int rc = shoal__op_begin(c, &op);
   if (rc) return rc;
+  if (shoal__shm_barrier(c, &op, &rc)) return shoal__op_end(c, &op, rc); /* one host: shm step flags (coll_shm.c) */
   int p = shoal__comm_size(c), r = shoal__comm_rank(c);
   unsigned char out = 1, in = 0;
   for (int k = 1; k < p && rc == 0; k <<= 1)
