@@ -34,6 +34,7 @@ static void usage(FILE *f) {
           "  localsgd: --local-h H [8]\n"
           "output:\n"
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
+          "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
           "  --threads N   OpenBLAS threads per rank [1]\n");
 }
 
@@ -129,6 +130,7 @@ int shoal_cmd_train(int argc, char **argv) {
     STR("--data", o.data_dir)
     STR("--racks", o.racks)
     STR("--csv", o.csv_path)
+    STR("--iter-log", o.iter_log)
     STR("--label", o.label)
     STR("--checkpoint", o.ckpt_path)
     STR("--resume", o.resume_path)

@@ -140,6 +140,7 @@ typedef struct shoal_train_opts {
   int local_h;
   /* output */
   const char *csv_path;        /* per-epoch log (rank 0); NULL: none */
+  const char *iter_log;        /* per-iteration log of every worker (r > 0: PATH.rankR); NULL: none */
   const char *ckpt_path;       /* save at the end of every epoch (rank 0); NULL: none */
   const char *resume_path;     /* resume from this checkpoint; NULL: start fresh */
   const char *params_out;      /* final parameters (raw float32), worker r > 0 to PATH.rankR; NULL: none */

@@ -38,6 +38,7 @@ typedef struct run {
   uint32_t *perm;
   float *save;                 /* evaluation of the average model */
   FILE *csv;
+  FILE *ilog;                  /* per-iteration log of this worker (ds-sync.md §6.4) */
 } run_t;
 
 static int comm_fail(shoal_comm_t *c, int rc, const char *what) {
@@ -270,6 +271,19 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       fprintf(r.csv, "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,samples_per_s,compute_s,comm_s,"
                      "consensus,lr\n");
   }
+  if (o->iter_log) {
+    char buf[4096];
+    const char *path = o->iter_log;
+    if (r.wrank > 0) {
+      snprintf(buf, sizeof buf, "%s.rank%d", o->iter_log, r.wrank);
+      path = buf;
+    }
+    if (!(r.ilog = fopen(path, "w"))) {
+      rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing", path);
+      goto out_free;
+    }
+    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus\n");
+  }
   if (r.wrank == 0 && !o->quiet)
     printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
            "test images\n",
@@ -292,6 +306,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         stopped = 1;
         break;
       }
+      double it0 = shoal__now_s(), comm0 = comm_s;
+      int gsize = r.W;
       const uint32_t *idx = r.perm + (size_t)i * gb + (size_t)r.wrank * o->batch;
       for (int j = 0; j < o->batch; j++) {
         memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
@@ -299,7 +315,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       }
       lr = shoal__lr_at(o, iter, e);
       shoal__model_forward(r.m, r.xb, o->batch);
-      loss_sum += shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
+      double it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
+      loss_sum += it_loss;
       shoal__model_backward(r.m, r.xb, o->batch, bsp && o->overlap ? shoal__bsp_layer_ready : NULL, bsp);
       double tc = shoal__now_s(), wait = 0;
       switch (multi ? o->sync : SHOAL_SYNC_BSP) {
@@ -311,7 +328,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       case SHOAL_SYNC_DSSYNC:
         shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
         tc = shoal__now_s();
-        if ((rc = shoal__ds_sync(ds, (uint64_t)iter, r.m->params, n, NULL))) goto out_free;
+        if ((rc = shoal__ds_sync(ds, (uint64_t)iter, r.m->params, n, &gsize))) goto out_free;
         if (o->ds_global_every > 0 && (iter + 1) % o->ds_global_every == 0 &&
             (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
           rc = comm_fail(r.wcomm, rc, "dssync periodic global average");
@@ -322,6 +339,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       case SHOAL_SYNC_LOCALSGD:
         shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
         tc = shoal__now_s();
+        gsize = (iter + 1) % o->local_h == 0 ? r.W : 1;
         if ((iter + 1) % o->local_h == 0 &&
             (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
           rc = comm_fail(r.wcomm, rc, "localsgd average");
@@ -336,13 +354,22 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       default:
         break;
       }
+      double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
       iter++;
       its++;
+      int measured = 0;
       if (o->consensus_every > 0 && multi && iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP) {
         double t0 = shoal__now_s();
         if ((rc = average_model(&r, &consensus))) goto out_free;
         t_epoch += shoal__now_s() - t0; /* diagnostic: excluded from timing */
+        measured = 1;
         SHOAL_INFO("TRAIN", "iteration %ld: consensus distance %.6g", iter, consensus);
+      }
+      if (r.ilog) {
+        fprintf(r.ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", iter - 1, e, gsize, 1e3 * (it_s - it_sync), 1e3 * it_sync,
+                it_loss, lr);
+        if (measured) fprintf(r.ilog, "%.6g", consensus);
+        fputc('\n', r.ilog);
       }
     }
     double epoch_s = shoal__now_s() - t_epoch;
@@ -436,6 +463,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   if (res) *res = out;
 out_free:
   if (r.csv) fclose(r.csv);
+  if (r.ilog) fclose(r.ilog);
   shoal__bsp_destroy(bsp);
   shoal__ds_destroy(ds);
   shoal__ps_worker_destroy(psw);
