@@ -191,7 +191,7 @@ TEST_T(ps_sync_equals_bsp, 120) {
   unlink_all(ps, 2);
 }
 
-/* SSP with a straggler: the servers refuse (error) any gradient staler than s,
+/* SSP with a straggler (worker 0 sleeps 25 ms per step): the servers refuse (error) any gradient staler than s,
  * and staleness does occur (so the bound is exercised). Async without a bound
  * goes beyond it, which shows the measurement can fail. */
 TEST_T(ssp_never_applies_gradients_older_than_bound, 120) {
@@ -204,7 +204,7 @@ TEST_T(ssp_never_applies_gradients_older_than_bound, 120) {
   j.o.servers = 1;
   j.o.ps_mode = SHOAL_PS_SSP;
   j.o.staleness = 1;
-  j.o.ps_slow_worker_ms = 15;
+  j.o.ps_slow_worker_ms = 25;
   run_ranks(&j, 100);
   j.o.ps_mode = SHOAL_PS_ASYNC;
   j.want_max_stale_le = -1;
