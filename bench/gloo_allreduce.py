@@ -11,6 +11,7 @@ Spawn ranks by hand with env:// (torchrun is broken on Python 3.11):
       /usr/bin/python3 bench/gloo_allreduce.py -b 8 -e 256M -f 2
 """
 import argparse
+import math
 import time
 
 import torch
@@ -67,7 +68,8 @@ def main():
                 times[i] = time.perf_counter() - t0
             dist.all_reduce(times, op=dist.ReduceOp.MAX)
             ts = sorted(times.tolist())
-            p50, p99, mx = ts[iters // 2], ts[int((iters - 1) * 0.99)], ts[-1]
+            # nearest-rank percentiles: the ceil(q*N)-th smallest
+            p50, p99, mx = ts[math.ceil(0.5 * iters) - 1], ts[math.ceil(0.99 * iters) - 1], ts[-1]
             algbw = count * 4 / p50 * 1e-9
             busbw = algbw * 2 * (n - 1) / n
             if rank == 0:

@@ -6,6 +6,7 @@
  * printed in the same columns, out-of-place then MPI_IN_PLACE.
  * Build: mpicc.openmpi -O2 bench/mpi_allreduce.c -o mpi_allreduce
  * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -n ITERS(0=auto) -T TARGET_S */
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +55,8 @@ static void run(float *sb, float *rb, size_t count, int inplace, int warm, long 
   MPI_Allreduce(MPI_IN_PLACE, t, (int)iters, MPI_DOUBLE, MPI_MAX, w);
   qsort(t, (size_t)iters, sizeof *t, cmp);
   double S = (double)count * 4;
-  res[0] = t[iters / 2];
-  res[1] = t[(size_t)((double)(iters - 1) * 0.99)];
+  res[0] = t[(size_t)ceil(0.50 * (double)iters) - 1]; /* nearest-rank percentiles */
+  res[1] = t[(size_t)ceil(0.99 * (double)iters) - 1];
   res[2] = t[iters - 1];
   res[3] = S / res[0] * 1e-9;
   res[4] = res[3] * 2.0 * (n - 1) / n;

@@ -287,8 +287,9 @@ static int measure(run_t *R, size_t count, double S, int inplace, result_t *res)
   /* per-iteration time = the slowest rank's */
   if ((rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, t, (size_t)iters, SHOAL_FLOAT64, SHOAL_MAX))) goto out_free;
   qsort(t, (size_t)iters, sizeof *t, cmp_double);
-  res->p50 = t[iters / 2];
-  res->p99 = t[(size_t)((double)(iters - 1) * 0.99)];
+  /* nearest-rank percentiles: the ceil(q*N)-th smallest */
+  res->p50 = t[(size_t)ceil(0.50 * (double)iters) - 1];
+  res->p99 = t[(size_t)ceil(0.99 * (double)iters) - 1];
   res->max = t[iters - 1];
   res->algbw = S / res->p50 * 1e-9;
   res->busbw = res->algbw * bus_factor(o->coll, R->size);
@@ -414,6 +415,9 @@ int shoal_cmd_bench(int argc, char **argv) {
     if (R.rank == 0) printf("# FAILED: average busbw %.4f GB/s < SHOAL_BENCH_MIN_BW=%g\n", avg, min_bw);
     status = 1;
   }
+  /* the launcher stops every rank once one exits non-zero: let rank 0 print first */
+  fflush(stdout);
+  if (shoal_barrier(R.c) && !status) status = 1;
 out_bufs:
   free(R.send);
   free(R.recv);

@@ -208,6 +208,9 @@ int shoal_cmd_selftest(int argc, char **argv) {
       fflush(stdout);
     }
   }
+  /* the launcher stops every rank once one exits non-zero: let rank 0 print first */
+  fflush(stdout);
+  if (!failed || !shoal_comm_errmsg(s.c)[0]) shoal_barrier(s.c);
   free(s.a), free(s.b), free(s.w);
   shoal_comm_destroy(s.c);
   return failed ? 1 : 0;
