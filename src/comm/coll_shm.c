@@ -122,3 +122,13 @@ int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t 
   }
   return 0;
 }
+
+int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc) {
+  shoal__shm_t *s = c->w->shm;
+  int nh;
+  if (!s || !s->base || c->size < 2 || !shoal__shm_layout_ok(c, &nh) || nh != 1) return 0;
+  uint64_t g = ++s->step; /* a step with nothing to write: in_step >= g means "arrived" */
+  publish_in(s, g);
+  *rc = shoal__shm_wait_flags(c, op, 0, g, -1);
+  return 1;
+}

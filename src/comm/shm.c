@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,25 @@ static void bell_sleep(shoal__shm_t *s, int (*ready)(void *), void *arg, long ma
     futex(&me->bell, FUTEX_WAIT, v, &ts);
   }
   atomic_store(&me->sleeping, 0);
+}
+
+/* One spin of a wait that started `waited` ns ago. The first microseconds
+ * stay on the core (pause: a peer running on another core answers in
+ * ~100 ns); after that, or when this host has more ranks than cores, give
+ * the core away (sched_yield), because the peer may be queued behind us on
+ * the same core: other jobs can make any machine oversubscribed. */
+static void spin_once(const shoal__shm_t *s, uint64_t waited) {
+  if (s->oversub || waited > 3000) {
+    sched_yield();
+    return;
+  }
+  for (int i = 0; i < 4; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+  }
 }
 
 /* ---- liveness ---- */
@@ -252,7 +272,8 @@ static int conns_ready(void *arg) {
 }
 
 static _Thread_local uint64_t g_idle_since; /* start of the current spin phase of this thread's waits */
-static _Thread_local uint64_t g_last_poll;  /* last time the TCP sockets were polled during shm waits */
+static _Thread_local uint64_t g_last_poll;
+static _Thread_local uint64_t g_last_call;  /* last time the TCP sockets were polled during shm waits */
 
 int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
   shoal__shm_t *s = w->shm;
@@ -263,25 +284,26 @@ int shoal__shm_progress_wait(shoal__world_t *w, int wait_ms) {
     pending = l != s->lrank && cn->fd >= 0 && (cn->sq_head || cn->rq_head);
   }
   if (!pending) return wait_ms;
-  if (conns_ready(w)) {
-    g_idle_since = 0;
-    return 0;
-  }
   uint64_t now = shoal__now_ns();
-  if (now - g_last_poll > PROBE_NS) { /* let p2p.c's poll see hang-ups and abort notices on the TCP sockets */
+  if (now - g_last_call > 200000) g_idle_since = now; /* not called for 200 us: a new wait starts spinning */
+  g_last_call = now;
+  if (conns_ready(w)) return 0;
+  if (now - g_last_poll > PROBE_NS) { /* hang-ups or notices on a TCP socket: let p2p.c's poll handle them */
     g_last_poll = now;
-    return wait_ms < 1 ? wait_ms : 1;
+    int np = 0;
+    for (int i = 0; i < w->size; i++)
+      if (i != w->rank && w->conns[i].fd >= 0) w->pfd[np++] = (struct pollfd){w->conns[i].fd, POLLIN | POLLRDHUP, 0};
+    if (np && poll(w->pfd, (nfds_t)np, 0) > 0) return wait_ms < 1 ? wait_ms : 1;
   }
   for (int i = 0; i < w->size; i++) { /* TCP work too: do not sleep on the futex, poll it soon */
     shoal__conn_t *cn = &w->conns[i];
     if (i != w->rank && cn->tp != &shoal__shm_transport && (cn->sq_head || cn->rq_head)) {
-      sched_yield();
+      spin_once(s, now - g_idle_since);
       return 0;
     }
   }
-  if (!g_idle_since) g_idle_since = now;
   if (now - g_idle_since < s->spin_ns) {
-    sched_yield();
+    spin_once(s, now - g_idle_since);
     return 0;
   }
   long ns = wait_ms > 0 && (long)wait_ms * 1000000l < SLEEP_NS ? (long)wait_ms * 1000000l : SLEEP_NS;
@@ -352,7 +374,7 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
     if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
     uint64_t now = shoal__now_ns();
     if (now - t0 < s->spin_ns) {
-      sched_yield();
+      spin_once(s, now - t0);
     } else {
       int l = f.missing, wr = s->l2w[l];
       if (probe_due(s, l)) {
@@ -383,6 +405,10 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
 int shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts) {
   shoal__shm_t *s = c->w->shm;
   if (!s) return 0;
+  if (s->layout_id == c->id) {
+    *nhosts = s->layout_nh;
+    return s->layout_ok;
+  }
   int *cnt = calloc((size_t)s->nhosts, sizeof *cnt);
   if (!cnt) return 0;
   int ok = 1, nh = 0;
@@ -398,6 +424,7 @@ int shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts) {
   }
   free(cnt);
   *nhosts = nh;
+  s->layout_id = c->id, s->layout_ok = ok, s->layout_nh = nh;
   return ok;
 }
 
@@ -555,6 +582,8 @@ int shoal__shm_attach(shoal_comm_t *c) {
   s->chunk_bytes = align_up((size_t)chunk, 4096);
   s->spin_ns = (uint64_t)spin_us * 1000;
   s->use_shm = use;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  s->oversub = cores > 0 && s->nlocal > cores;
   w->shm = s;
   SHOAL_DEBUG("INIT", "rank %d: %d host(s); %d rank(s) on this host (%s)%s", w->rank, s->nhosts, s->nlocal,
               w->peers[w->rank].host, use ? "" : "; SHOAL_SHM=0: TCP between them");

@@ -51,7 +51,10 @@ typedef struct shoal__shm {
   uint64_t step;           /* steps done by this rank (identical on every member) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
-  int use_shm;             /* SHOAL_SHM (must be the same on every rank: decisions use it, not base) */
+  int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
+  int use_shm;
+  uint64_t layout_id;      /* cache of shoal__shm_layout_ok for the last communicator asked about */
+  int layout_ok, layout_nh;             /* SHOAL_SHM (must be the same on every rank: decisions use it, not base) */
   /* host layout of the world, for the hierarchical collectives */
   int nhosts;
   int *host_of;            /* world rank -> host index (hosts numbered by lowest world rank) */
@@ -64,6 +67,9 @@ typedef struct shoal__shm {
  * root_l does (reduce to the host leader). AVG divides only when root_l < 0. */
 int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
                          int root_l);
+/* Barrier of a one-host communicator over the step flags: returns 1 and
+ * *rc when it handled the call (c inside one host, shared memory on). */
+int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc);
 /* Broadcast bytes from local rank root_l to the host group. */
 int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf, size_t bytes, int root_l);
 /* Hierarchical allreduce (coll_hier.c): shm reduce to each host's leader,

@@ -119,6 +119,8 @@ int shoal__tune_init(shoal_comm_t *c) {
   for (int i = 0; i < SHOAL__TUNE_NVALS; i++) t->v[i] = -1;
   make_key(w, s, t->key, sizeof t->key);
   s->tune = t;
+  int prc = shoal__cost_params(&t->env_net);
+  if (prc) return prc;
   if (!strcmp(mode, "off") || w->size == 1) return 0;
   const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
   if (strcmp(mode, "force") && !strcmp(mode, "cache") && !(file && *file)) return 0; /* no cache: defaults */
@@ -149,9 +151,9 @@ void shoal__tune_free(shoal__shm_t *s) {
 static double val_or(const shoal__tune_t *t, int i, double def) { return t && t->v[i] > 0 ? t->v[i] : def; }
 
 void shoal__tune_cost(const shoal_comm_t *c, int shm, shoal__cost_t *out) {
-  shoal__cost_t net;
-  if (shoal__cost_params(&net)) net = (shoal__cost_t){20e-6, 1.0 / 2e9, 1.0 / 4e9};
   const shoal__tune_t *t = c->w->shm ? c->w->shm->tune : NULL;
+  shoal__cost_t net = {20e-6, 1.0 / 2e9, 1.0 / 4e9};
+  if (t) net = t->env_net;
   double g = val_or(t, T_GAMMA, net.gamma_s);
   if (shm)
     *out = (shoal__cost_t){val_or(t, T_SHM_A, DEF_SHM_ALPHA), val_or(t, T_SHM_B, DEF_SHM_BETA), g};

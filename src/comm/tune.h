@@ -27,6 +27,7 @@ typedef struct shoal__tune {
   char key[256]; /* host set: "hostA:2,hostB:2" */
   /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta (s, s/B); < 0 unknown */
   double v[SHOAL__TUNE_NVALS];
+  shoal__cost_t env_net; /* algo.c's parameters (SHOAL_ALPHA_US, ...), read once at creation */
 } shoal__tune_t;
 enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B };
 
