@@ -145,6 +145,7 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     c.connect_timeout_s = d;
   if ((rc = shoal__config_long("SHOAL_SOCKET_BUFFER", 4194304, 0, 1L << 30, &c.sockbuf))) return rc;
   if ((rc = shoal__config_double("SHOAL_EMU_DELAY_US", 0, 0, 1e7, &c.emu_delay_us))) return rc;
+  if ((rc = shoal__config_double("SHOAL_SPIN_US", 0, 0, 1e6, &c.spin_us))) return rc;
   long fd;
   if ((rc = shoal__config_long("SHOAL_STORE_FD", -1, -1, 1 << 20, &fd))) return rc;
   c.store_fd = (int)fd;

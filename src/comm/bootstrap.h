@@ -20,6 +20,7 @@ typedef struct shoal__boot_cfg {
   double timeout_s, connect_timeout_s;
   long sockbuf;
   double emu_delay_us; /* SHOAL_EMU_DELAY_US */
+  double spin_us;      /* SHOAL_SPIN_US */
   int store_fd; /* SHOAL_STORE_FD: listening socket handed over by `shoal launch` (rank 0), or -1 */
 } shoal__boot_cfg_t;
 

@@ -219,6 +219,16 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
 close_listen:
   close(listen_fd);
 close_client:
+  if (server && sc.fd >= 0) { /* tell the ranks still waiting why, instead of just closing the store */
+    char why[1024];
+    shoal__put_u32((unsigned char *)why, (uint32_t)-rc);
+    size_t n = (size_t)snprintf(why + 4, sizeof why - 4, "%s", shoal_last_error());
+    if (n > sizeof why - 5) n = sizeof why - 5;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", shoal_last_error());
+    shoal__store_set(&sc, SHOAL__STORE_ABORT_KEY, why, 4 + n, shoal__deadline_in(1.0));
+    shoal__seterr(rc, "%s", keep);
+  }
   shoal__store_close(&sc);
 stop_server:
   shoal__store_server_stop(server);
@@ -254,6 +264,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
     w->id = shoal__auth_random_u64() | 1;
   }
   w->emu_delay_ns = (uint64_t)(cfg.emu_delay_us * 1000.0);
+  w->spin_ns = (uint64_t)(cfg.spin_us * 1000.0);
   if (w->emu_delay_ns) SHOAL_INFO("NET", "emulating %.0f us of one-way latency on every message", cfg.emu_delay_us);
   shoal_comm_t *c = comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
   if (!c) {

@@ -130,13 +130,18 @@ static const char *handle(struct shoal__store_server *s, store_client_t *c, int 
     e->val = val;
     e->len = vl;
     if (reply(c, SHOAL__STORE_VALUE, NULL, 0, NULL, 0)) return "write failed";
-    /* wake waiters on this key (the caller re-reads the array: drop() may reorder) */
+    int is_abort = !strcmp(e->key, SHOAL__STORE_ABORT_KEY);
+    /* wake waiters on this key, or every waiter when rank 0 gives up */
     for (int i = 0; i < s->ncl; i++) {
       store_client_t *w = &s->cl[i];
-      if (w->wait_key && !strcmp(w->wait_key, e->key)) {
+      if (w->wait_key && is_abort) {
         free(w->wait_key);
         w->wait_key = NULL;
-        if (reply(w, SHOAL__STORE_VALUE, e->val, e->len, NULL, 0)) SHOAL_WARN("INIT", "store: reply to %s failed", w->addr);
+        if (reply(w, SHOAL__STORE_ERROR, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
+      } else if (w->wait_key && !strcmp(w->wait_key, e->key)) {
+        free(w->wait_key);
+        w->wait_key = NULL;
+        if (reply(w, SHOAL__STORE_VALUE, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
       }
     }
     return NULL;
@@ -154,6 +159,11 @@ static const char *handle(struct shoal__store_server *s, store_client_t *c, int 
     if (!p[0]) {
       free(key);
       return reply(c, SHOAL__STORE_NOT_FOUND, NULL, 0, NULL, 0) ? "write failed" : NULL;
+    }
+    kv_t *ab = find(s, SHOAL__STORE_ABORT_KEY);
+    if (ab) { /* the rendezvous was abandoned: nothing more will arrive */
+      free(key);
+      return reply(c, SHOAL__STORE_ERROR, ab->val, ab->len, NULL, 0) ? "write failed" : NULL;
     }
     c->wait_key = key;
     return NULL;
@@ -184,7 +194,10 @@ static void on_readable(struct shoal__store_server *s, int i) {
     return;
   }
   if (r < 0) {
-    if (errno != EAGAIN && errno != EINTR) drop(s, i, strerror(errno));
+    if (errno != EAGAIN && errno != EINTR) { /* a client that gave up and vanished: not a protocol problem */
+      SHOAL_DEBUG("INIT", "store: %s: %s", c->addr, strerror(errno));
+      drop(s, i, NULL);
+    }
     return;
   }
   c->in_len += (size_t)r;
@@ -428,6 +441,13 @@ int shoal__store_get(shoal__store_client_t *c, const char *key, int wait, void *
     return shoal__seterr(SHOAL_ERR_TIMEOUT, "store at %s: key '%s' did not appear before the deadline", c->addr, key);
   if (rc) return rc;
   if (type == SHOAL__STORE_NOT_FOUND) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "store: no key '%s'", key);
+  if (type == SHOAL__STORE_ERROR && n >= 4 && n < cap) { /* u32 status (negated), the reason */
+    unsigned char *b = buf;
+    int st = -(int)shoal__get_u32(b);
+    b[n] = '\0';
+    if (st >= 0 || st <= SHOAL_ERR__LAST) st = SHOAL_ERR_ABORTED;
+    return shoal__seterr(st, "the rendezvous was abandoned by rank 0: %s", (char *)b + 4);
+  }
   if (type != SHOAL__STORE_VALUE) return shoal__seterr(SHOAL_ERR_PROTOCOL, "store at %s: bad reply to GET", c->addr);
   if (n < cap) ((char *)buf)[n] = '\0';
   if (len) *len = n;

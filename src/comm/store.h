@@ -26,6 +26,9 @@ enum shoal__store_frame {
   SHOAL__STORE_ERROR = 9, /* text */
 };
 #define SHOAL__STORE_MAX_FRAME (1u << 20)
+/* Rank 0 sets this key (u32 -status, then its error text) when it gives up;
+ * every parked and later GET with wait then gets an ERROR frame with it. */
+#define SHOAL__STORE_ABORT_KEY "abort"
 #define SHOAL__STORE_MAGIC 0x53484c53u /* "SLHS" little-endian: "SHLS" */
 
 typedef struct shoal__store_server shoal__store_server_t;
