@@ -504,7 +504,12 @@ static void req_init(shoal_comm_t *c, const shoal__op_t *op, int kind, int peer,
 
 int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *buf, size_t bytes, shoal__req_t *req) {
   int rc = post_check(c, op, dst, "send");
-  if (rc) return rc;
+  if (rc) { /* a failed post is a failed request: waitall on it reports the error, never garbage */
+    req->kind = 1;
+    req->state = rc;
+    req->next = NULL;
+    return rc;
+  }
   shoal__world_t *w = c->w;
   req_init(c, op, 1, dst, (void *)buf, bytes, req);
   shoal__hdr_pack(req->hdr, op->opcode, op->dtype, op->redop, c->id, op->seq, op->tag, op->count, bytes);
@@ -534,7 +539,12 @@ int shoal__isend(shoal_comm_t *c, const shoal__op_t *op, int dst, const void *bu
 
 int shoal__irecv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, size_t bytes, shoal__req_t *req) {
   int rc = post_check(c, op, src, "receive");
-  if (rc) return rc;
+  if (rc) {
+    req->kind = 2;
+    req->state = rc;
+    req->next = NULL;
+    return rc;
+  }
   shoal__world_t *w = c->w;
   req_init(c, op, 2, src, buf, bytes, req);
   int ws = c->wranks[src];
