@@ -1,0 +1,163 @@
+/* The measured choice: profile -> SHOAL_TUNE_FILE -> reuse, the per-size
+ * picks respect what each layout allows, SHOAL_ALGO still forces, bad
+ * values are clear errors, and `shoal tune` works end to end. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+#include "comm/tune.h"
+
+typedef struct tune_arg {
+  int n, port;
+  const char *hosts[8];
+  const char *mode; /* SHOAL_TUNE */
+  char file[96];
+  const char *want_source; /* text expected in rank 0's explanation */
+} tune_arg_t;
+
+static shoal_comm_t *join(int rank, const tune_arg_t *a) {
+  if (a->hosts[0]) setenv("SHOAL_HOSTNAME", a->hosts[rank], 1);
+  setenv("SHOAL_TUNE", a->mode, 1);
+  setenv("SHOAL_TUNE_FILE", a->file, 1);
+  unsetenv("SHOAL_ALGO");
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = rank;
+  p.world_size = a->n;
+  p.master_addr = "127.0.0.1";
+  p.master_port = a->port;
+  p.timeout_s = 30;
+  p.connect_timeout_s = 20;
+  shoal_comm_t *c = NULL;
+  if (shoal_comm_init(&p, &c)) fprintf(stderr, "rank %d: init: %s\n", rank, shoal_last_error());
+  return c;
+}
+
+static int rank_tune(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 2;
+  int bad = 0, nh = 0;
+  shoal__shm_layout_ok(c, &nh);
+  /* every size: the pick is one the layout allows, and every rank agrees */
+  for (size_t b = 8; b <= (64u << 20); b *= 8) {
+    double t[SHOAL_ALGO__COUNT];
+    shoal_algo_t pick = shoal__tune_pick(c, b, t);
+    if ((nh > 1 && pick == SHOAL_ALGO_SHM) || (nh == 1 && pick == SHOAL_ALGO_HIER))
+      bad = fprintf(stderr, "rank %d: %zu B on %d hosts: picked %s\n", rank, b, nh, shoal_algo_name(pick));
+    int32_t mine[2] = {(int32_t)pick, -(int32_t)pick}, agree[2];
+    if (shoal_allreduce_algo(c, mine, agree, 2, SHOAL_INT32, SHOAL_MAX, SHOAL_ALGO_RD) ||
+        agree[0] != -agree[1])
+      bad = fprintf(stderr, "rank %d: ranks disagree on the pick for %zu B\n", rank, b);
+  }
+  float v[1000];
+  for (int i = 0; i < 1000; i++) v[i] = (float)(rank + i % 7);
+  if (shoal_allreduce(c, SHOAL_IN_PLACE, v, 1000, SHOAL_FLOAT32, SHOAL_SUM))
+    bad = fprintf(stderr, "rank %d: allreduce: %s\n", rank, shoal_comm_errmsg(c));
+  for (int i = 0; i < 1000 && !bad; i++)
+    if (v[i] != (float)(a->n * (a->n - 1) / 2 + a->n * (i % 7))) bad = fprintf(stderr, "rank %d: v[%d] wrong\n", rank, i);
+  if (rank == 0) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    shoal__tune_explain(c, f);
+    fclose(f);
+    if (!strstr(text, a->want_source) || !strstr(text, "model pick"))
+      bad = fprintf(stderr, "explanation lacks '%s':\n%s", a->want_source, text);
+    free(text);
+  }
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+static void run(tune_arg_t *a) {
+  a->port = shoal_test_free_port();
+  int st[8];
+  int ok = shoal_test_fork_ranks(a->n, rank_tune, a, 60, st);
+  CHECK_EQ(ok, a->n);
+}
+
+static int file_has(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int found = 0;
+  while (fgets(line, sizeof line, f)) found |= strstr(line, needle) != NULL;
+  fclose(f);
+  return found;
+}
+
+TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
+  tune_arg_t a = {.n = 3, .hosts = {"hA", "hB", "hA"}, .mode = "force", .want_source = "measured"};
+  snprintf(a.file, sizeof a.file, "/tmp/shoal-tune-test-%d", (int)getpid());
+  unlink(a.file);
+  run(&a);
+  CHECK(file_has(a.file, "hA:2,hB:1\t"));
+  /* every class measured: no -1 left in the entry */
+  FILE *f = fopen(a.file, "r");
+  char line[1024];
+  double v[7] = {0};
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "hA:2,hB:1\t", 10))
+      CHECK_EQ(sscanf(line + 10, "%lg %lg %lg %lg %lg %lg %lg", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]), 7);
+  if (f) fclose(f);
+  for (int i = 0; i < 7; i++) CHECK_MSG(v[i] > 0, "value %d of the profile: %g", i, v[i]);
+  a.mode = "cache";
+  a.want_source = "cache";
+  run(&a); /* the same host set: reused */
+  /* a different host set has no entry: defaults */
+  tune_arg_t b = {.n = 2, .mode = "cache", .want_source = "built-in defaults"};
+  memcpy(b.file, a.file, sizeof b.file);
+  run(&b);
+  /* a malformed entry is ignored with a warning, not trusted */
+  f = fopen(a.file, "a");
+  fprintf(f, "hA:2,hB:1\tnot numbers\n");
+  fclose(f);
+  a.want_source = "cache"; /* the earlier good line still counts */
+  run(&a);
+  unlink(a.file);
+}
+
+TEST_T(tune_defaults_single_host_picks, 60) {
+  tune_arg_t a = {.n = 4, .mode = "off", .file = "", .want_source = "built-in defaults"};
+  run(&a);
+}
+
+static int rank_bad_mode(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  shoal_comm_t *c = join(rank, a);
+  if (c) {
+    shoal_comm_destroy(c);
+    return 1;
+  }
+  return strstr(shoal_last_error(), "SHOAL_TUNE='sometimes'") ? 0 : 1;
+}
+
+TEST_T(tune_bad_mode_is_an_error, 30) {
+  tune_arg_t a = {.n = 2, .mode = "sometimes", .file = ""};
+  a.port = shoal_test_free_port();
+  int st[2];
+  CHECK_EQ(shoal_test_fork_ranks(2, rank_bad_mode, &a, 20, st), 2);
+}
+
+TEST_T(tune_cli_end_to_end, 90) {
+  char file[96], cmd[512], out[16384];
+  snprintf(file, sizeof file, "/tmp/shoal-tune-cli-%d", (int)getpid());
+  unlink(file);
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 -- %s tune --file %s", shoal_test_cli(), shoal_test_cli(), file);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+  CHECK_MSG(st == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "model pick");
+  CHECK_CONTAINS(out, "(fitted)");
+  CHECK(access(file, R_OK) == 0);
+  /* bench --explain shows the cached profile */
+  snprintf(cmd, sizeof cmd, "SHOAL_TUNE_FILE=%s %s launch -n 2 -- %s bench allreduce --explain -e 1M", file,
+           shoal_test_cli(), shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+  CHECK_MSG(st == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "# tuning: cache");
+  unlink(file);
+}
