@@ -436,3 +436,45 @@ TEST_T(fault_ifname_matches_nothing, 20) {
   CHECK_CONTAINS(shoal_last_error(), "SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
   CHECK_CONTAINS(shoal_last_error(), "lo 127.0.0.1");
 }
+
+/* The same at the collective level: a ring allreduce over TCP where rank 2
+ * of 5 is SIGKILLed while the others are inside the allreduce. Every
+ * survivor, neighbour or not, fails fast and the message names peer 2. */
+static int rank_killed_allreduce(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  size_t n = a->bytes / 4;
+  float *x = malloc(n * sizeof *x);
+  for (size_t i = 0; i < n; i++) x[i] = 1.0f;
+  int rc = 0;
+  double t_fail = 0;
+  for (int it = 0; it < a->iters && !rc; it++) {
+    if (rank == a->victim && it == 3) {
+      shoal__sleep_s(0.05); /* the others are already waiting inside the allreduce */
+      raise(SIGKILL);
+    }
+    t_fail = mono();
+    rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, x, n, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RING);
+  }
+  double took = mono() - t_fail;
+  if (rc == 0) FAILR("rank %d: no error", rank);
+  if (rc == SHOAL_ERR_TIMEOUT) FAILR("rank %d: waited for the deadline: %s", rank, shoal_comm_errmsg(c));
+  if (!strstr(shoal_comm_errmsg(c), "peer 2")) FAILR("rank %d: message does not name peer 2: %s", rank, shoal_comm_errmsg(c));
+  if (took > 3.0) FAILR("rank %d: error after %.1f s", rank, took);
+  if (shoal_barrier(c) != SHOAL_ERR_ABORTED) FAILR("rank %d: the communicator is not aborted", rank);
+  shoal_comm_destroy(c);
+  free(x);
+  return 0;
+}
+
+TEST_T(fault_rank_killed_mid_ring_allreduce, 40) {
+  p2p_world_arg_t a = {.timeout_s = 8, .bytes = 4u << 20, .iters = 1000, .victim = 2};
+  a.n = 5;
+  a.port = shoal_test_free_port();
+  int st[5];
+  shoal_test_fork_ranks(5, rank_killed_allreduce, &a, 35, st);
+  CHECK_MSG(WIFSIGNALED(st[2]) && WTERMSIG(st[2]) == SIGKILL, "victim status %d", st[2]);
+  for (int r = 0; r < 5; r++)
+    if (r != 2) CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d status %d", r, st[r]);
+}
