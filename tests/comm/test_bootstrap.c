@@ -279,3 +279,59 @@ TEST_T(bootstrap_stray_peer_refused, 30) {
   int st[3];
   CHECK_EQ(shoal_test_fork_ranks(3, rank_stray_peer, &a, 25, st), 3);
 }
+
+/* An authenticated but broken client: each malformed frame closes that
+ * client only; the store keeps serving the others. Also random garbage from
+ * unauthenticated clients (seeded). */
+TEST_T(store_survives_malformed_frames, 30) {
+  shoal__authkey_t key;
+  shoal__auth_key("k", &key);
+  struct in_addr lo = {htonl(0x7f000001)};
+  int lfd, port;
+  CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &port));
+  shoal__store_server_t *s;
+  CHECK_OK(shoal__store_server_start(lfd, &key, &s));
+  static const unsigned char bad[][16] = {
+      {4, 0, 0, 0, SHOAL__STORE_SET, 0, 0, 0, 0xff, 0xff, 0, 0},     /* SET, key length beyond the frame */
+      {4, 0, 0, 0, SHOAL__STORE_SET, 0, 0, 0, 0, 0, 0, 0},           /* SET, empty key */
+      {1, 0, 0, 0, SHOAL__STORE_GET, 0, 0, 0, 1},                    /* GET, no key */
+      {0, 0, 0, 0, 42, 0, 0, 0},                                     /* unknown type */
+      {0, 0, 0, 0, SHOAL__STORE_SET, 1, 0, 0},                       /* reserved bytes set */
+      {0, 0, 0x20, 0, SHOAL__STORE_SET, 0, 0, 0},                    /* 2 MiB frame */
+      {0, 0, 0, 0, SHOAL__STORE_AUTH, 0, 0, 0},                      /* AUTH again after auth */
+  };
+  static const size_t badlen[] = {12, 12, 9, 8, 8, 8, 8};
+  for (size_t k = 0; k < sizeof badlen / sizeof badlen[0]; k++) {
+    shoal__store_client_t c;
+    CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+    CHECK(write(c.fd, bad[k], badlen[k]) == (ssize_t)badlen[k]);
+    char b[16];
+    struct pollfd pf = {c.fd, POLLIN, 0};
+    CHECK_MSG(poll(&pf, 1, 5000) == 1, "frame %zu: the store neither answered nor closed", k);
+    ssize_t r = read(c.fd, b, sizeof b);
+    CHECK_MSG(r <= 0, "frame %zu: the store answered a malformed frame", k);
+    shoal__store_close(&c);
+  }
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int k = 0; k < 50; k++) { /* unauthenticated random bytes */
+    int fd;
+    CHECK_OK(shoal__sock_connect(lo, port, shoal__deadline_in(5), "store", &fd));
+    unsigned char junk[64];
+    for (size_t i = 0; i < sizeof junk; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      junk[i] = (unsigned char)x;
+    }
+    ssize_t w = write(fd, junk, (size_t)(k % 64) + 1);
+    (void)w;
+    close(fd);
+  }
+  shoal__store_client_t c;
+  CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+  CHECK_OK(shoal__store_set(&c, "still", "here", 4, shoal__deadline_in(5)));
+  char buf[16];
+  size_t len;
+  CHECK_OK(shoal__store_get(&c, "still", 0, buf, sizeof buf, &len, shoal__deadline_in(5)));
+  CHECK(len == 4 && !memcmp(buf, "here", 4));
+  shoal__store_close(&c);
+  shoal__store_server_stop(s);
+}
