@@ -2,6 +2,7 @@
  * store, full TCP mesh), split, destroy and accessors. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,11 @@ static int store_listen(const shoal__boot_cfg_t *cfg, int *fd, int *port) {
     if (getsockopt(cfg->store_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc ||
         getsockname(cfg->store_fd, (struct sockaddr *)&a, &al) != 0 || a.sin_family != AF_INET)
       return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_STORE_FD=%d: not a listening IPv4 socket", cfg->store_fd);
-    *fd = cfg->store_fd;
+    /* Serve on a duplicate and leave the inherited descriptor open: a later
+     * shoal_comm_init in this process, or the next program the rank's shell
+     * runs (`sh -c 'prog1; prog2'`), serves the next rendezvous on it. */
+    *fd = fcntl(cfg->store_fd, F_DUPFD_CLOEXEC, 0);
+    if (*fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "SHOAL_STORE_FD=%d: dup: %s", cfg->store_fd, strerror(errno));
     *port = ntohs(a.sin_port);
     return 0;
   }

@@ -19,24 +19,28 @@ static double mono(void) {
  * join the world from the environment, exchange with every peer, and exit. */
 __attribute__((constructor)) static void launch_child_mode(void) {
   if (!getenv("SHOAL_TEST_LAUNCH_CHILD")) return;
-  shoal_comm_t *c = NULL;
-  int rc = shoal_comm_init_env(&c);
-  if (rc) {
-    fprintf(stderr, "init: %s: %s\n", shoal_status_string(rc), shoal_last_error());
-    exit(10);
-  }
-  int r = shoal_comm_rank(c), n = shoal_comm_size(c);
-  for (int p = 0; p < n; p++) {
-    if (p == r) continue;
-    int out = r * 100 + p, in = -1;
-    if (shoal_sendrecv(c, &out, 1, p, &in, 1, p, SHOAL_INT32, 0)) {
-      fprintf(stderr, "exchange: %s\n", shoal_comm_errmsg(c));
-      exit(11);
+  int rounds = getenv("SHOAL_TEST_LAUNCH_TWICE") ? 2 : 1; /* two worlds one after the other in one process */
+  for (int round = 0; round < rounds; round++) {
+    shoal_comm_t *c = NULL;
+    int rc = shoal_comm_init_env(&c);
+    if (rc) {
+      fprintf(stderr, "init: %s: %s\n", shoal_status_string(rc), shoal_last_error());
+      exit(10);
     }
-    if (in != p * 100 + r) exit(12);
+    int r = shoal_comm_rank(c), n = shoal_comm_size(c);
+    for (int p = 0; p < n; p++) {
+      if (p == r) continue;
+      int out = r * 100 + p, in = -1;
+      if (shoal_sendrecv(c, &out, 1, p, &in, 1, p, SHOAL_INT32, 0)) {
+        fprintf(stderr, "exchange: %s\n", shoal_comm_errmsg(c));
+        exit(11);
+      }
+      if (in != p * 100 + r) exit(12);
+    }
+    printf("rank %d of %d exchanged with all peers\n", r, n);
+    fflush(stdout);
+    shoal_comm_destroy(c);
   }
-  printf("rank %d of %d exchanged with all peers\n", r, n);
-  shoal_comm_destroy(c);
   exit(0);
 }
 
@@ -173,4 +177,28 @@ TEST_T(launch_forwards_sigint, 30) {
     CHECK_CONTAINS(out, want);
   }
   CHECK_MSG(mono() - t0 < 15, "took %.1f s", mono() - t0);
+}
+
+/* Two programs in a row in each rank (`sh -c 'prog && prog'`), each joining
+ * two worlds one after the other: rank 0's inherited store socket stays
+ * open for every later rendezvous. */
+TEST_T(launch_two_programs_in_a_row, 40) {
+  char self[4096];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(k > 0);
+  self[k] = '\0';
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd,
+           "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_TEST_LAUNCH_TWICE=1 SHOAL_CONNECT_TIMEOUT=20 SHOAL_TIMEOUT=20 %s launch -n 3 "
+           "-- sh -c '%s && %s'",
+           shoal_test_cli(), self, self);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  for (int r = 0; r < 3; r++) {
+    char want[64];
+    snprintf(want, sizeof want, "[%d] rank %d of 3 exchanged with all peers", r, r);
+    int times = 0;
+    for (const char *p = strstr(out, want); p; p = strstr(p + 1, want)) times++;
+    CHECK_MSG(times == 4, "rank %d joined %d worlds of 4: %s", r, times, out);
+  }
 }
