@@ -5,7 +5,9 @@
  * integers up to 256 exactly, and |sums| <= 64, |products| <= 256 here);
  * results are compared bit for bit. One forked group per world size runs
  * the whole matrix inside (fast); 3 MiB counts cover a subset of
- * dtype/op pairs unless SHOAL_TEST_FULL=1. */
+ * dtype/op pairs unless SHOAL_TEST_FULL=1 (every pair, all dtypes for
+ * allgather; give it time: SHOAL_TEST_FULL=1 test_comm -t 3000 coll_world).
+ * The world tests use the runner's -t timeout. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,7 +346,7 @@ static void run_world(int n) {
   snprintf(g.dir, sizeof g.dir, "/tmp/shoal-coll-XXXXXX");
   CHECK(mkdtemp(g.dir) != NULL);
   int st[8];
-  int ok = shoal_test_fork_ranks(n, matrix_rank, &g, g.full ? 1500 : 200, st);
+  int ok = shoal_test_fork_ranks(n, matrix_rank, &g, g.full ? 2900 : 200, st);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g.dir);
   if (system(cmd)) { /* best effort */
@@ -356,12 +358,12 @@ static void run_world(int n) {
 }
 
 #ifndef SHOAL_COLL_MATRIX_ONLY /* test_shm_coll.c includes this file for the matrix and its references */
-TEST_T(coll_world_1, 240) { run_world(1); }
-TEST_T(coll_world_2, 240) { run_world(2); }
-TEST_T(coll_world_3, 240) { run_world(3); }
-TEST_T(coll_world_4, 240) { run_world(4); }
-TEST_T(coll_world_5, 240) { run_world(5); }
-TEST_T(coll_world_6, 240) { run_world(6); }
-TEST_T(coll_world_7, 240) { run_world(7); }
-TEST_T(coll_world_8, 240) { run_world(8); }
+TEST(coll_world_1) { run_world(1); }
+TEST(coll_world_2) { run_world(2); }
+TEST(coll_world_3) { run_world(3); }
+TEST(coll_world_4) { run_world(4); }
+TEST(coll_world_5) { run_world(5); }
+TEST(coll_world_6) { run_world(6); }
+TEST(coll_world_7) { run_world(7); }
+TEST(coll_world_8) { run_world(8); }
 #endif
