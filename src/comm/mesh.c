@@ -40,8 +40,15 @@ static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, s
   char what[96], ctxw[160];
   snprintf(what, sizeof what, "peer %d", j);
   snprintf(ctxw, sizeof ctxw, "rank %d -> peer %d (%s): handshake", w->rank, j, w->peers[j].addr);
-  int fd, rc = shoal__sock_connect(ip, port, dl, what, &fd);
-  if (rc) return shoal__err_prefix(rc, "rank %d: ", w->rank);
+  /* The peer listened before it registered, so the kernel accepts at once
+   * even while the peer is busy: a refusal means it is gone. Retry briefly
+   * (a few seconds), not for the whole connect deadline. */
+  shoal__deadline_t cdl = shoal__deadline_in(3.0);
+  if (cdl.at_ns > dl.at_ns) cdl = dl;
+  int fd, rc = shoal__sock_connect(ip, port, cdl, what, &fd);
+  if (rc)
+    return shoal__err_prefix(rc, "rank %d: peer %d registered with the store but cannot be reached (did it die?): ",
+                             w->rank, j);
   unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
   if ((rc = shoal__sock_read_all(fd, hello, sizeof hello, dl, ctxw))) goto close_fd;
   if (shoal__get_u32(hello) != PEER_MAGIC) {
@@ -148,12 +155,16 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
     if (rc == SHOAL_ERR_TIMEOUT) {
       char missing[256] = "";
       size_t used = 0;
+      int nmiss = 0;
       for (int j = w->rank + 1; j < w->size && used < sizeof missing - 16; j++)
-        if (w->conns[j].fd < 0) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", j);
+        if (w->conns[j].fd < 0) {
+          used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", j);
+          nmiss++;
+        }
       return shoal__seterr(SHOAL_ERR_TIMEOUT,
-                           "rank %d: ranks %s did not connect within SHOAL_CONNECT_TIMEOUT (they registered with the "
-                           "store but could not reach %s: firewall, or a wrong SHOAL_SOCKET_IFNAME?)",
-                           w->rank, missing, w->peers[w->rank].addr);
+                           "rank %d: rank%s %s registered with the store but did not connect to %s within "
+                           "SHOAL_CONNECT_TIMEOUT (died, firewall, or a wrong SHOAL_SOCKET_IFNAME?)",
+                           w->rank, nmiss > 1 ? "s" : "", missing, w->peers[w->rank].addr);
     }
     if (rc) return rc;
     char src[64], why[256];

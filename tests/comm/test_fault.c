@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm/p2p.h"
+#include "comm/store.h"
 #include "core/clock.h"
 #include "test_p2p_util.h"
 
@@ -477,4 +478,50 @@ TEST_T(fault_rank_killed_mid_ring_allreduce, 40) {
   CHECK_MSG(WIFSIGNALED(st[2]) && WTERMSIG(st[2]) == SIGKILL, "victim status %d", st[2]);
   for (int r = 0; r < 5; r++)
     if (r != 2) CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d status %d", r, st[r]);
+}
+
+/* A rank that registers with the store and then vanishes before the mesh
+ * (here: a fake rank 1 that publishes a dead address). The rank that must
+ * connect to it fails within seconds naming it, not at the connect
+ * deadline; the rank that waits for its connection fails at the deadline,
+ * naming it too. */
+static int rank_vanished(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  if (rank == 1) {
+    shoal__authkey_t key;
+    shoal__auth_key("", &key);
+    shoal__store_client_t sc;
+    if (shoal__store_connect("127.0.0.1", a->port, &key, shoal__deadline_in(10), &sc)) FAILR("store: %s", shoal_last_error());
+    char val[128];
+    snprintf(val, sizeof val, "127.0.0.1:%d fakehost fakeboot", shoal_test_free_port());
+    if (shoal__store_set(&sc, "rank/1", val, strlen(val), shoal__deadline_in(10))) FAILR("set");
+    shoal__store_close(&sc);
+    return 0;
+  }
+  double t0 = mono();
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = rank;
+  p.world_size = 3;
+  p.master_addr = "127.0.0.1";
+  p.master_port = a->port;
+  p.connect_timeout_s = a->connect_timeout_s;
+  setenv("SHOAL_SHM", "0", 1);
+  shoal_comm_t *c = NULL;
+  int rc = shoal_comm_init(&p, &c);
+  double took = mono() - t0;
+  if (rank == 2) { /* connects to ranks 0 and 1 */
+    if (rc == 0 || !strstr(shoal_last_error(), "peer 1 registered with the store but cannot be reached"))
+      FAILR("rank 2: %d: %s", rc, shoal_last_error());
+    if (took > 4) FAILR("rank 2 failed after %.1f s (connect deadline %.0f s)", took, a->connect_timeout_s);
+  } else { /* rank 0 waits for rank 1's connection */
+    if (rc != SHOAL_ERR_TIMEOUT || !strstr(shoal_last_error(), "rank 1 registered with the store but did not connect"))
+      FAILR("rank 0: %d: %s", rc, shoal_last_error());
+  }
+  return 0;
+}
+
+TEST_T(fault_rank_vanishes_after_registering, 40) {
+  p2p_world_arg_t a = {.connect_timeout_s = 5};
+  P2P_RUN(3, rank_vanished, &a, 35);
 }
