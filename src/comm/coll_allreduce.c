@@ -174,7 +174,10 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
     if ((rc = shoal__cost_params(&m)) || (rc = shoal__ring_chunk_bytes(p, bytes, &m, &chunk))) return rc;
   }
   shoal__op_t op = {.opcode = SHOAL__OP_ALLREDUCE, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop,
-                    .algo = (uint8_t)chosen, .root = -1, .tag = 0, .count = count};
+                    .algo = (uint8_t)chosen, .root = -1, .count = count,
+                    /* the algorithm rides in the header's tag, so ranks that chose differently
+                     * (say, different SHOAL_ALGO) fail with a mismatch instead of mixing blocks */
+                    .tag = (int32_t)chosen};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   SHOAL_INFO("COLL", "allreduce seq %u: %zu x %s %s (%zu B) on %d ranks%s -> %s (%s)", op.seq, count,
              shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "",

@@ -75,6 +75,31 @@ static void run_mismatch(int kind) {
   CHECK_EQ(ok, 2);
 }
 
+/* kind 2: same count, different algorithms (rank 0 rhd, rank 1 ring): at 2
+ * ranks their messages have the same sizes, so only the header's tag (the
+ * algorithm) tells them apart; without it the blocks would mix silently. */
+static int algo_mismatch_rank(int rank, void *arg) {
+  const mm_t *m = arg;
+  shoal_comm_t *c;
+  if (join(m->port, 2, rank, &c)) return 2;
+  float buf[64] = {0};
+  int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, 64, SHOAL_FLOAT32, SHOAL_SUM,
+                                rank == 0 ? SHOAL_ALGO_RHD : SHOAL_ALGO_RING);
+  const char *msg = shoal_comm_errmsg(c);
+  fprintf(stderr, "rank %d: rc %d: %s\n", rank, rc, msg);
+  CHECK(rc == SHOAL_ERR_MISMATCH || rc == SHOAL_ERR_PEER_CLOSED);
+  CHECK_CONTAINS(msg, "allreduce");
+  CHECK_CONTAINS(msg, "tag");
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(coll_mismatch_allreduce_algorithm, 90) {
+  mm_t m = {.port = shoal_test_free_port(), .n = 2};
+  int st[2];
+  CHECK_EQ(shoal_test_fork_ranks(2, algo_mismatch_rank, &m, 60, st), 2);
+}
+
 TEST_T(coll_mismatch_allreduce_count, 90) { run_mismatch(0); }
 TEST_T(coll_mismatch_allreduce_vs_broadcast, 90) { run_mismatch(1); }
 
