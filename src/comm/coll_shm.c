@@ -12,7 +12,8 @@
  * its arena, waits for all inputs, and reduces the whole vector itself
  * (in local-rank order, so every rank computes the same bits).
  * Large vectors: chunks of chunk_bytes, one step each. Each rank copies its
- * chunk in, then reduces its own cache-line-aligned slice of the chunk
+ * chunk in (all but its own slice, which only it reads, from the user's
+ * buffer), then reduces its own cache-line-aligned slice of the chunk
  * straight from all p arenas into the shared result buffer (reduce-scatter
  * in place), publishes red_step, waits for every slice and copies the whole
  * reduced chunk out (allgather). A chunk is small enough (512 KiB by
@@ -43,6 +44,17 @@ static void reduce_all(shoal__shm_t *s, const shoal__op_t *op, int b, size_t off
   shoal_redop_t ro = (shoal_redop_t)op->redop;
   shoal__reduce3(out, shoal__shm_in(s, 0, b) + off, shoal__shm_in(s, 1, b) + off, n, dt, ro);
   for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, shoal__shm_in(s, l, b) + off, n, dt, ro);
+}
+
+/* The same for the large path, with my own input taken from the user's buffer. */
+static void reduce_slice(shoal__shm_t *s, const shoal__op_t *op, int b, size_t off, size_t n, const char *own,
+                         char *out) {
+  shoal_dtype_t dt = (shoal_dtype_t)op->dtype;
+  shoal_redop_t ro = (shoal_redop_t)op->redop;
+  const char *in0 = s->lrank == 0 ? own : shoal__shm_in(s, 0, b) + off;
+  const char *in1 = s->lrank == 1 ? own : shoal__shm_in(s, 1, b) + off;
+  shoal__reduce3(out, in0, in1, n, dt, ro);
+  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, l == s->lrank ? own : shoal__shm_in(s, l, b) + off, n, dt, ro);
 }
 
 static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
@@ -79,17 +91,22 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
     size_t n = count - off < ce ? count - off : ce;
     uint64_t g = ++s->step;
     int b = (int)(g % SHOAL__SHM_NBUF);
-    if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
-    memcpy(shoal__shm_in(s, me, b), src + off * es, n * es);
-    publish_in(s, g);
     /* my slice: cache-line aligned so that owners never write the same line */
     size_t sl = (n + (size_t)p - 1) / (size_t)p;
     sl = (sl + line - 1) / line * line;
     size_t so = (size_t)me * sl, sn = so < n ? (n - so < sl ? n - so : sl) : 0;
+    if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+    /* copy in all but my own slice: only I read that one, straight from src */
+    char *mine = shoal__shm_in(s, me, b);
+    const char *in = src + off * es;
+    size_t cut = so < n ? so : n;
+    memcpy(mine, in, cut * es);
+    if (cut + sn < n) memcpy(mine + (cut + sn) * es, in + (cut + sn) * es, (n - cut - sn) * es);
+    publish_in(s, g);
     if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1))) return rc;
     if (sn) {
       char *out = shoal__shm_out(s, b) + so * es;
-      reduce_all(s, op, b, so * es, sn, out);
+      reduce_slice(s, op, b, so * es, sn, in + so * es, out);
       if (root_l < 0 && op->redop == SHOAL_AVG) shoal__reduce_avg_finish(out, sn, (shoal_dtype_t)op->dtype, p);
     }
     publish_red(s, g);
