@@ -578,6 +578,9 @@ int shoal__shm_attach(shoal_comm_t *c) {
       s->l2w[s->nlocal++] = r;
     }
   }
+  /* n^2 rings: cap their total at 64 MiB for large host groups (a ring of 16 KiB still streams) */
+  size_t ring_cap = ((size_t)64 << 20) / ((size_t)s->nlocal * (size_t)s->nlocal);
+  if ((size_t)ring > ring_cap) ring = (long)(ring_cap > 16384 ? ring_cap : 16384);
   s->ring_bytes = align_up((size_t)ring, 4096);
   s->chunk_bytes = align_up((size_t)chunk, 4096);
   s->spin_ns = (uint64_t)spin_us * 1000;

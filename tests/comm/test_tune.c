@@ -124,6 +124,15 @@ TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
 TEST_T(tune_defaults_single_host_picks, 60) {
   tune_arg_t a = {.n = 4, .mode = "off", .file = "", .want_source = "built-in defaults"};
   run(&a);
+  /* init: no entry yet, so the creation profiles and stores; the next creation reuses */
+  tune_arg_t b = {.n = 2, .mode = "init", .want_source = "measured"};
+  snprintf(b.file, sizeof b.file, "/tmp/shoal-tune-init-%d", (int)getpid());
+  unlink(b.file);
+  run(&b);
+  CHECK(access(b.file, R_OK) == 0);
+  b.want_source = "cache";
+  run(&b);
+  unlink(b.file);
 }
 
 static int rank_bad_mode(int rank, void *arg) {
