@@ -9,6 +9,7 @@
  * Identical bits on every rank: ring and rhd reduce each block on exactly one
  * rank and then copy it around; rd makes both partners of an exchange compute
  * (lower rank's data) OP (higher rank's data), the same expression. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll.h"
@@ -79,15 +80,70 @@ int shoal__allreduce_rd(shoal_comm_t *c, const shoal__op_t *op, const void *src_
   return fold_out(c, op, dst, count);
 }
 
+/* One halving step, pipelined: send scount elements of sbuf to peer and
+ * receive rcount elements from it in chunks of ce elements, reducing chunk k
+ * (into dst, with mine) while chunk k+1 is arriving. Both sides cut the same
+ * range (my send range is the peer's keep range) the same way. The staging
+ * window stays small and hot in cache instead of an S/2 buffer. */
+#define XCHG_WINDOW 4
+static int xchg_reduce(shoal_comm_t *c, const shoal__op_t *op, int peer, const char *sbuf, size_t scount, char *dst,
+                       const char *mine, size_t rcount, size_t ce) {
+  size_t es = shoal_dtype_size(op->dtype);
+  size_t ns = (scount + ce - 1) / ce, nr = (rcount + ce - 1) / ce;
+  int lower = peer < shoal__comm_rank(c), rc = 0;
+  char *tmp = nr ? shoal__coll_scratch(0, XCHG_WINDOW * ce * es) : NULL;
+  shoal__req_t *sreq = ns ? calloc(ns, sizeof *sreq) : NULL, rreq[XCHG_WINDOW];
+  char *spost = ns ? calloc(ns, 1) : NULL, rpost[XCHG_WINDOW] = {0};
+  if ((nr && !tmp) || (ns && (!sreq || !spost))) {
+    rc = shoal__comm_fail(c, SHOAL_ERR_NOMEM, op, peer, "allreduce rhd: no memory for the exchange buffers");
+    goto out_free;
+  }
+  for (size_t k = 0; k < nr && k < XCHG_WINDOW; k++) {
+    size_t len = k + 1 < nr ? ce : rcount - k * ce;
+    if ((rc = shoal__post_recv(c, op, peer, tmp + k * ce * es, len * es, &rreq[k], &rpost[k]))) goto out_free;
+  }
+  for (size_t k = 0; k < ns; k++) {
+    size_t len = k + 1 < ns ? ce : scount - k * ce;
+    if ((rc = shoal__post_send(c, op, peer, sbuf + k * ce * es, len * es, &sreq[k], &spost[k]))) goto out_free;
+  }
+  for (size_t k = 0; k < nr; k++) {
+    size_t slot = k % XCHG_WINDOW, len = k + 1 < nr ? ce : rcount - k * ce;
+    if ((rc = shoal__wait_posted(c, op, &rreq[slot], &rpost[slot]))) goto out_free;
+    char *d = dst + k * ce * es, *t = tmp + slot * ce * es;
+    const char *m = mine + k * ce * es;
+    if (lower) shoal__reduce3(d, t, m, len, op->dtype, op->redop);
+    else shoal__reduce3(d, m, t, len, op->dtype, op->redop);
+    size_t k2 = k + XCHG_WINDOW;
+    if (k2 < nr) {
+      size_t l2 = k2 + 1 < nr ? ce : rcount - k2 * ce;
+      if ((rc = shoal__post_recv(c, op, peer, t, l2 * es, &rreq[slot], &rpost[slot]))) goto out_free;
+    }
+  }
+  for (size_t k = 0; k < ns; k++)
+    if ((rc = shoal__wait_posted(c, op, &sreq[k], &spost[k]))) goto out_free;
+out_free:
+  free(sreq);
+  free(spost);
+  return rc;
+}
+
 int shoal__allreduce_rhd(shoal_comm_t *c, const shoal__op_t *op, const void *src_, void *dst_, size_t count) {
   int p = shoal__comm_size(c), r = shoal__comm_rank(c), pof2 = pof2_floor(p), rem = p - pof2;
   size_t es = shoal_dtype_size(op->dtype), bytes = count * es;
   const char *src = src_;
   char *dst = dst_;
-  char *tmp = shoal__coll_scratch(0, bytes);
-  if (!tmp) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, op, -1, "allreduce rhd: no memory for %zu B", bytes);
+  shoal__cost_t m;
+  size_t chunk;
   int newrank, rc;
-  if ((rc = fold_in(c, op, &src, dst, tmp, count, &newrank))) return rc;
+  if ((rc = shoal__cost_params(&m)) || (rc = shoal__ring_chunk_bytes(p, bytes, &m, &chunk))) return rc;
+  size_t ce = chunk / es ? chunk / es : 1;
+  if (r < 2 * rem) { /* the fold moves whole vectors */
+    char *tmp = shoal__coll_scratch(0, bytes);
+    if (!tmp) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, op, -1, "allreduce rhd: no memory for %zu B", bytes);
+    if ((rc = fold_in(c, op, &src, dst, tmp, count, &newrank))) return rc;
+  } else {
+    newrank = r - rem;
+  }
   if (newrank >= 0) {
     /* reduce-scatter by recursive halving over pof2 blocks: after the step
      * with distance `mask`, this rank keeps the half of its range on its side
@@ -104,13 +160,9 @@ int shoal__allreduce_rhd(shoal_comm_t *c, const shoal__op_t *op, const void *src
       shoal__block(count, (size_t)pof2, slo, &off, &len);
       shoal__block(count, (size_t)pof2, shi - 1, &o2, &l2);
       size_t send_off = off, send_len = o2 + l2 - off;
-      if ((rc = shoal__coll_sendrecv(c, op, send_len ? peer : -1, src + send_off * es, send_len * es,
-                                keep_len ? peer : -1, tmp, keep_len * es)))
+      if ((rc = xchg_reduce(c, op, peer, src + send_off * es, send_len, dst + keep_off * es, src + keep_off * es,
+                            keep_len, ce)))
         return rc;
-      char *d = dst + keep_off * es;
-      const char *mine = src + keep_off * es;
-      if (peer < r) shoal__reduce3(d, tmp, mine, keep_len, op->dtype, op->redop);
-      else shoal__reduce3(d, mine, tmp, keep_len, op->dtype, op->redop);
       src = dst;
       lo = klo, hi = khi;
     }

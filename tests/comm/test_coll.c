@@ -277,6 +277,8 @@ static int matrix(shoal_comm_t *c, const group_t *g) {
   for (int mode = 0; mode < 2; mode++) {
     fails += t_allreduce(c, SHOAL_ALGO_RING, SHOAL_FLOAT32, SHOAL_SUM, PRIME, mode);
     fails += t_allreduce(c, SHOAL_ALGO_RING, SHOAL_FLOAT16, SHOAL_AVG, PRIME * 3, mode);
+    fails += t_allreduce(c, SHOAL_ALGO_RHD, SHOAL_FLOAT32, SHOAL_SUM, PRIME, mode);
+    fails += t_allreduce(c, SHOAL_ALGO_RHD, SHOAL_INT64, SHOAL_MIN, PRIME * 3, mode);
     fails += t_reduce_scatter(c, SHOAL_INT32, SHOAL_MAX, PRIME, mode);
     fails += t_allgather(c, SHOAL_FLOAT64, PRIME, mode);
   }
