@@ -2,7 +2,7 @@
 # Allreduce float32 sum over TCP loopback: shoal vs Open MPI (btl tcp,self on
 # lo) vs PyTorch Gloo, in ONE run, same sweep, same method (see
 # docs/performance.md), then a table of ratios per size.
-#   bench/tcp-anchors.sh [--build DIR] [--ranks "2 4"] [--min 8] [--max 256M] [--factor 2]
+#   bench/tcp-anchors.sh [--build DIR] [--ranks "2 4"] [--sizes 8:256M | --min 8 --max 256M] [--factor 2]
 #                        [--iters N] [--target SEC] [--warmup N] [--out DIR] [--skip-mpi] [--skip-gloo]
 # Goal (issue 2): shoal busbw >= Gloo's and >= Open MPI's from 64 KiB up, and
 # small-message (8 B..4 KiB) p50 latency <= Open MPI's, at 2 and 4 ranks.
@@ -13,7 +13,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    --min|--sizes-min) min=$2; shift 2 ;;
+    --min) min=$2; shift 2 ;;
+    --sizes) min=${2%%:*}; max=${2##*:}; shift 2 ;;   # MIN:MAX, e.g. 8:256M
     --max) max=$2; shift 2 ;;
     --factor) factor=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
@@ -50,7 +51,7 @@ run_shoal() { # n file
   if "$shoal" launch --help >/dev/null 2>&1; then
     timeout $budget "$shoal" launch -n "$1" -- "$shoal" bench allreduce "${args[@]}" >"$2.raw" 2>"$2.err"
     # the launcher prefixes rank output; keep rank 0's table lines without the prefix
-    sed -n 's/^\[[^]]*0\] *//p; /^#\|^ /p' "$2.raw" | grep -E '^(#| +[0-9])' | awk '!seen[$0]++' >"$2"
+    sed -n 's/^\[0\] //p' "$2.raw" | grep -E '^(#| +[0-9])' >"$2"
   else
     echo "tcp-anchors.sh: '$shoal launch' not in this build; spawning ranks by hand" >&2
     local port; port=$(free_port); local pids=()

@@ -8,6 +8,7 @@
  * dtype/op pairs unless SHOAL_TEST_FULL=1 (every pair, all dtypes for
  * allgather; give it time: SHOAL_TEST_FULL=1 test_comm -t 3000 coll_world).
  * The world tests use the runner's -t timeout. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +248,34 @@ static int t_barrier(shoal_comm_t *c, const char *dir, int round) {
   return fails;
 }
 
+/* Identical bits on every rank with inputs where the reduction order DOES
+ * matter (random non-integer floats, NaNs for min): the result of every
+ * rank is allgathered and compared byte for byte with this rank's. */
+static int t_identical(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, shoal_redop_t op, size_t count) {
+  int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c);
+  size_t es = shoal_dtype_size(dt);
+  char *buf = xalloc(count * es), *all = xalloc(count * es * (size_t)n);
+  uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1) + count;
+  for (size_t i = 0; i < count; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    double v = 0.5 + (double)(x >> 11) * 0x1p-53; /* [0.5, 1.5): products stay finite */
+    if (op == SHOAL_MIN && i % 97 == (size_t)r) v = NAN;
+    put(buf, i, dt, v);
+  }
+  int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, count, dt, op, algo);
+  if (!rc) rc = shoal_allgather(c, buf, all, count * es, SHOAL_UINT8);
+  if (rc) FAILF("identical-bits %s %s %s n=%zu: rc %d: %s", shoal_algo_name(algo), shoal_dtype_name(dt),
+                shoal_redop_name(op), count, rc, shoal_comm_errmsg(c));
+  for (int q = 0; q < n && !rc; q++) {
+    long d = first_diff(all + (size_t)q * count * es, buf, count, es);
+    if (d >= 0)
+      FAILF("identical-bits %s %s %s n=%zu: rank %d differs from rank %d at element %ld", shoal_algo_name(algo),
+            shoal_dtype_name(dt), shoal_redop_name(op), count, q, r, d);
+  }
+  free(buf), free(all);
+  return fails;
+}
+
 static const shoal_dtype_t red_dtypes[] = {SHOAL_FLOAT32, SHOAL_FLOAT64, SHOAL_INT32,
                                            SHOAL_INT64,   SHOAL_BFLOAT16, SHOAL_FLOAT16};
 #define NRED 6
@@ -272,6 +301,13 @@ static int matrix(shoal_comm_t *c, const group_t *g) {
           for (int mode = 0; mode < 2; mode++)
             fails += t_allreduce(c, algos[a], red_dtypes[di], op, BIG_BYTES / shoal_dtype_size(red_dtypes[di]), mode);
       }
+  for (int a = 0; a < 3; a++) {
+    fails += t_identical(c, algos[a], SHOAL_FLOAT32, SHOAL_SUM, PRIME);
+    fails += t_identical(c, algos[a], SHOAL_FLOAT32, SHOAL_MIN, PRIME);
+    fails += t_identical(c, algos[a], SHOAL_FLOAT64, SHOAL_PROD, PRIME);
+    fails += t_identical(c, algos[a], SHOAL_BFLOAT16, SHOAL_AVG, PRIME);
+    fails += t_identical(c, algos[a], SHOAL_FLOAT16, SHOAL_SUM, BIG_BYTES / 2);
+  }
   /* many small chunks: uneven chunking, the receive window, the allgather hazard wait */
   setenv("SHOAL_CHUNK_BYTES", "64", 1);
   for (int mode = 0; mode < 2; mode++) {
