@@ -101,12 +101,8 @@ static int gavel_schedule(void *state, shoal_sched_t *s) {
     j->pkey[0] = f > 0 ? x / f : INFINITY;
     g->order[k++] = j;
   }
-  qsort(g->order, (size_t)k, sizeof *g->order, cmp_prio);
-  long free_gpus = round ? s->cluster->gpus_total : s->cluster->gpus_free;
-  for (int i = 0; i < k; i++) {
-    g->want[i] = g->order[i]->gpus <= free_gpus;
-    if (g->want[i]) free_gpus -= g->order[i]->gpus;
-  }
+  if ((rc = shoal__walk_select(g->order, g->want, k, round ? s->cluster->gpus_total : s->cluster->gpus_free, cmp_prio)) < 0)
+    return rc;
   rc = shoal__apply_selection(s, g->order, g->want, k, g->buf);
   return rc < 0 ? rc : 0;
 }

@@ -1,6 +1,11 @@
 /* Helpers shared by policies (policy_util.h). */
 #include "sched/policy_util.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
 int shoal__place_requested(const shoal_cluster_t *c, const shoal_job_t *j, shoal_place_t *out, int cap) {
   if (j->arch == SHOAL_ARCH_PS) return shoal__place_ps_job(c, j, j->gpus, j->ps, out, cap);
   return shoal__place_consolidated(c, j, j->gpus, out, cap);
@@ -31,4 +36,42 @@ int shoal__apply_selection(shoal_sched_t *s, shoal_job_t **order, const char *wa
 
 double shoal__ref_rate(const shoal_sched_t *s, const shoal_job_t *j) {
   return shoal_sched_rate_consolidated(s, j, j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
+}
+
+/* min-heap on cmp: a[0] comes first */
+static void sift_down(shoal_job_t **a, int h, int i, int (*cmp)(const void *, const void *)) {
+  shoal_job_t *x = a[i];
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    shoal_job_t *best = x;
+    if (l < h && cmp(&a[l], &best) < 0) m = l, best = a[l];
+    if (l + 1 < h && cmp(&a[l + 1], &best) < 0) m = l + 1;
+    if (m == i) break;
+    a[i] = a[m];
+    i = m;
+  }
+  a[i] = x;
+}
+
+int shoal__walk_select(shoal_job_t **order, char *want, int n, long total, int (*cmp)(const void *, const void *)) {
+  if (n <= 0) return 0;
+  shoal_job_t **walked = malloc((size_t)n * sizeof *walked);
+  if (!walked) return shoal__seterr(SHOAL_ERR_NOMEM, "policy: out of memory");
+  for (int i = n / 2 - 1; i >= 0; i--) sift_down(order, n, i, cmp);
+  int h = n, k = 0;
+  long free_gpus = total;
+  while (h > 0 && free_gpus > 0) {
+    shoal_job_t *top = order[0];
+    order[0] = order[--h];
+    if (h > 0) sift_down(order, h, 0, cmp);
+    want[k] = top->gpus <= free_gpus;
+    if (want[k]) free_gpus -= top->gpus;
+    walked[k++] = top;
+  }
+  /* order = walked (in order) then the heap's rest */
+  memmove(order + k, order, (size_t)h * sizeof *order);
+  memcpy(order, walked, (size_t)k * sizeof *order);
+  memset(want + k, 0, (size_t)(n - k));
+  free(walked);
+  return k;
 }

@@ -128,7 +128,7 @@ int shoal_sched_timer(shoal_sched_t *s, double at, int64_t tag) {
 }
 
 shoal_shape_t shoal__shape_of(const shoal_cluster_t *c, const shoal_alloc_t *a) {
-  shoal_shape_t sh = {0, 0, 0, 0, 0};
+  shoal_shape_t sh = {0, 0, 0, 0, 0, 0};
   int last_rack = -1, min_local = 1 << 30;
   for (int i = 0; i < a->n; i++) {
     const shoal_place_t *p = &a->p[i];
@@ -145,7 +145,7 @@ shoal_shape_t shoal__shape_of(const shoal_cluster_t *c, const shoal_alloc_t *a) 
 }
 
 shoal_shape_t shoal__shape_consolidated(const shoal_cluster_t *c, int workers, int ps) {
-  shoal_shape_t sh = {workers, ps, 1, 1, ps};
+  shoal_shape_t sh = {workers, ps, 1, 1, ps, 0};
   int g = c->max_gpus_per_machine > 0 ? c->max_gpus_per_machine : 1;
   sh.machines = workers <= g ? 1 : (workers + g - 1) / g;
   int per_rack = c->racks[0].count > 0 ? c->racks[0].count : 1;

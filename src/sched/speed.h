@@ -26,6 +26,9 @@ typedef struct shoal_shape {
   int machines;             /* machines touched by workers or PSs */
   int racks;
   int min_local_ps;         /* PS jobs: fewest PSs co-located with any one worker */
+  double xrack_gbps;        /* cross-rack jobs: this job's share of the rack uplinks
+                             * (min over its racks of uplink/x_k, Gb/s); 0: the
+                             * static share NIC/oversub (what policies see) */
 } shoal_shape_t;
 
 typedef struct shoal_speed shoal_speed_t;

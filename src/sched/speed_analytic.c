@@ -8,7 +8,9 @@
  * All-reduce (ring; Thakur et al.):
  *   T_ar(n) = 2(n-1)·alpha + 2·((n-1)/n)·m/B + ((n-1)/n)·m/R
  *   B = intra bandwidth on one machine; min(intra, NIC) across machines of one
- *   rack; NIC/oversub across racks (static fair share of the rack uplink).
+ *   rack; across racks min(intra, NIC, uplink_k / x_k over the job's racks k),
+ *   x_k = jobs with cross-rack traffic in rack k (spec §3.6; the engine keeps
+ *   x_k; policies, which ask without it, see the static share NIC/oversub).
  *   T_iter = T_comp + T_ar (or max(T_comp, T_ar) with overlap = 1).
  * Parameter server (sharded; online-scheduling spec §2.1 with the PS-side
  * term of the Optimus form c·w/p):
@@ -41,7 +43,11 @@ static double analytic_rate(const shoal_speed_t *s, const shoal_cluster_t *c, co
   const shoal_model_t *md = &s->models[j->model];
   double m = md->grad_bytes, tc = md->compute_s, W = sh->workers;
   double nic = gbps_to_Bps(c->m[0].nic_gbps), intra = gbps_to_Bps(c->net.intra_gbps);
-  double b_ex = sh->racks > 1 ? nic / c->net.oversub : nic;
+  double b_ex = nic;
+  if (sh->racks > 1) {
+    b_ex = sh->xrack_gbps > 0 ? gbps_to_Bps(sh->xrack_gbps) : nic / c->net.oversub;
+    if (b_ex > nic) b_ex = nic;
+  }
   double comm;
   if (j->arch == SHOAL_ARCH_PS) {
     if (sh->ps <= 0) return 0;

@@ -115,13 +115,10 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
       p->order[i] = s->active[i];
     }
   }
-  qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
   if (full) {
-    long free_gpus = s->cluster->gpus_total;
-    for (int i = 0; i < n; i++) {
-      p->want[i] = p->order[i]->gpus <= free_gpus;
-      if (p->want[i]) free_gpus -= p->order[i]->gpus;
-    }
+    if ((rc = shoal__walk_select(p->order, p->want, n, s->cluster->gpus_total, cmp_key)) < 0) return rc;
+  } else {
+    qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
   }
   if ((rc = shoal__apply_selection(s, p->order, p->want, m, p->buf)) < 0) return rc;
   for (int i = 0; i < p->nwait; i++) p->wait[i]->pint[0] = 0;

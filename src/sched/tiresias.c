@@ -210,12 +210,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       update_queue(t, s, s->active[i]);
       t->order[i] = s->active[i];
     }
-    qsort(t->order, (size_t)n, sizeof *t->order, cmp_order);
-    long free_gpus = s->cluster->gpus_total;
-    for (int i = 0; i < n; i++) {
-      t->want[i] = t->order[i]->gpus <= free_gpus;
-      if (t->want[i]) free_gpus -= t->order[i]->gpus;
-    }
+    if ((rc = shoal__walk_select(t->order, t->want, n, s->cluster->gpus_total, cmp_order)) < 0) return rc;
     if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0) return rc;
   }
   /* rebuild the waiting list */

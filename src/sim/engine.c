@@ -107,6 +107,12 @@ typedef struct engine {
   shoal_sim_result_t *res;
   int tl_cap;
   double tl_dt;
+  /* rack contention (spec §3.6): jobs holding GPUs in more than one rack */
+  int *xk;              /* per rack: RUN jobs with cross-rack traffic there */
+  shoal_job_t **xjobs;
+  int nx, xcap;
+  int32_t *xidx;        /* per job: index in xjobs, -1 if absent */
+  int xdirty;
 } engine_t;
 
 static int push(engine_t *e, int kind, double t, int32_t job, uint32_t version, int64_t tag) {
@@ -172,9 +178,82 @@ static void set_rate(engine_t *e, shoal_job_t *j, double rate) {
   if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->alloc.workers * j->rate / sr;
 }
 
+static int schedule_finish(engine_t *e, shoal_job_t *j, double t);
+
+static int spans_racks(const engine_t *e, const shoal_alloc_t *a) {
+  return a->n > 1 && e->c->m[a->p[0].machine].rack != e->c->m[a->p[a->n - 1].machine].rack;
+}
+
+/* The job's share of the uplinks of the racks it touches: min_k U_k / x_k. */
+static double xrack_share(const engine_t *e, const shoal_job_t *j) {
+  double b = 0;
+  int last = -1;
+  for (int i = 0; i < j->alloc.n; i++) {
+    int r = e->c->m[j->alloc.p[i].machine].rack;
+    if (r == last) continue;
+    last = r;
+    int x = e->xk[r] > 0 ? e->xk[r] : 1;
+    double share = e->c->racks[r].uplink_gbps / x;
+    if (b == 0 || share < b) b = share;
+  }
+  return b;
+}
+
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   shoal_shape_t sh = shoal__shape_of(e->c, &j->alloc);
+  if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
   return e->speed->rate(e->speed, e->c, j, &sh);
+}
+
+static int x_set(engine_t *e, shoal_job_t *j, int member) {
+  int32_t *ix = &e->xidx[j->id];
+  if (member == (*ix >= 0)) return 0;
+  e->xdirty = 1;
+  if (!member) {
+    shoal_job_t *last = e->xjobs[--e->nx];
+    e->xjobs[*ix] = last;
+    e->xidx[last->id] = *ix;
+    *ix = -1;
+    return 0;
+  }
+  if (e->nx == e->xcap) {
+    int nc = e->xcap ? e->xcap * 2 : 64;
+    shoal_job_t **x = realloc(e->xjobs, (size_t)nc * sizeof *x);
+    if (!x) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xjobs = x;
+    e->xcap = nc;
+  }
+  *ix = e->nx;
+  e->xjobs[e->nx++] = j;
+  return 0;
+}
+
+/* Recount x_k and re-rate the running cross-rack jobs whose share changed. */
+static int update_contention(engine_t *e, double t) {
+  e->xdirty = 0;
+  memset(e->xk, 0, (size_t)e->c->nracks * sizeof *e->xk);
+  for (int i = 0; i < e->nx; i++) {
+    const shoal_job_t *j = e->xjobs[i];
+    if (j->state != SHOAL_JOB_RUN) continue; /* restarting jobs send nothing */
+    int last = -1;
+    for (int k = 0; k < j->alloc.n; k++) {
+      int r = e->c->m[j->alloc.p[k].machine].rack;
+      if (r != last) e->xk[r]++;
+      last = r;
+    }
+  }
+  for (int i = 0; i < e->nx; i++) {
+    shoal_job_t *j = e->xjobs[i];
+    if (j->state != SHOAL_JOB_RUN) continue;
+    double r = alloc_rate(e, j);
+    if (r == j->rate) continue;
+    advance_job(e, j, t);
+    set_rate(e, j, r);
+    j->version++;
+    int rc = schedule_finish(e, j, t);
+    if (rc) return rc;
+  }
+  return 0;
 }
 
 static int schedule_finish(engine_t *e, shoal_job_t *j, double t) {
@@ -251,6 +330,12 @@ static int apply_changes(engine_t *e, double t) {
     }
     if (rc) break;
   next:
+    if (!rc && changed) {
+      int now_x = spans_racks(e, &j->alloc);
+      if (now_x || e->xidx[j->id] >= 0) e->xdirty = 1; /* state or racks changed */
+      rc = x_set(e, j, now_x);
+    }
+    if (rc) break;
     free(old->p);
     old->p = NULL;
   }
@@ -307,6 +392,20 @@ static int check_invariants(engine_t *e, double t) {
     free_total += mm->free.gpus;
   }
   if (free_total != c->gpus_free) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cluster free GPUs drifted", t);
+  /* rack contention counts: recount from the running jobs */
+  for (int r = 0; r < c->nracks && !rc; r++) {
+    int x = 0;
+    for (int i = 0; i < e->s.nactive; i++) {
+      const shoal_job_t *j = e->s.active[i];
+      if (j->state != SHOAL_JOB_RUN || !spans_racks(e, &j->alloc)) continue;
+      for (int k = 0; k < j->alloc.n; k++)
+        if (c->m[j->alloc.p[k].machine].rack == r) {
+          x++;
+          break;
+        }
+    }
+    if (x != e->xk[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
+  }
   if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
 done:
   free(used);
@@ -351,6 +450,8 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
     return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d finished with %.17g of %.17g steps", j->id, j->work_done, j->work);
   j->work_done = j->work;
   set_state(e, j, SHOAL_JOB_DONE);
+  int xrc = x_set(e, j, 0);
+  if (xrc) return xrc;
   for (int k = 0; k < j->alloc.n; k++) {
     shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
     shoal__cluster_give(e->c, j->alloc.p[k].machine, &d);
@@ -385,6 +486,10 @@ static int engine_setup(engine_t *e) {
   e->sref = calloc(n ? n : 1, sizeof *e->sref);
   e->phi_at = calloc(n ? n : 1, sizeof *e->phi_at);
   e->size_idx = calloc(n ? n : 1, 1);
+  e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
+  e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
+  if (!e->xidx || !e->xk) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  for (size_t i = 0; i < n; i++) e->xidx[i] = -1;
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
   e->res->timeline = malloc((size_t)e->tl_cap * sizeof *e->res->timeline);
@@ -477,6 +582,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
         advance_job(&e, j, t);
         set_state(&e, j, SHOAL_JOB_RUN);
         set_rate(&e, j, alloc_rate(&e, j));
+        if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
         j->version++;
         if ((rc = schedule_finish(&e, j, t))) goto fail_policy;
         e.s.events |= SHOAL_EV_RESTART_DONE;
@@ -505,6 +611,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       e.s.events = 0;
     }
     if ((rc = apply_changes(&e, t))) goto fail_policy;
+    if (e.xdirty && (rc = update_contention(&e, t))) goto fail_policy;
     if (check && (rc = check_invariants(&e, t))) goto fail_policy;
     timeline_add(&e, t, 0);
     if (cfg->progress && r.finished >= progress_next) {
@@ -554,6 +661,9 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.sref);
   free(e.phi_at);
   free(e.size_idx);
+  free(e.xidx);
+  free(e.xk);
+  free(e.xjobs);
   free(e.touched);
   free(e.prev);
   *res = r;
@@ -572,6 +682,9 @@ fail_sched:
   free(e.sref);
   free(e.phi_at);
   free(e.size_idx);
+  free(e.xidx);
+  free(e.xk);
+  free(e.xjobs);
   free(e.touched);
   free(e.prev);
   free(r.timeline);

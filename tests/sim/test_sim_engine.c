@@ -82,6 +82,7 @@ TEST_T(invariants_random_workloads, 120) {
   cs.group[0].racks = 2;
   cs.group[0].per_machine.gpus = 4;
   cs.group[0].per_machine.cpus = 24; /* CPU-bound PS packing */
+  cs.net.oversub = 2;                /* rack contention changes rates */
   shoal_speed_t *sp;
   CHECK_OK(shoal__speed_analytic_create(&sp));
   for (uint64_t seed = 1; seed <= 3; seed++) {

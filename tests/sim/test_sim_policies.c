@@ -283,3 +283,61 @@ TEST(checkpoint_loss_on_preemption) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* ---- rack contention (spec §3.6) ----
+ * A test policy that puts every job's workers one per machine on machines
+ * 0 and 1, which sit in different racks (2 racks x 1 machine x 4 GPUs, NIC
+ * 100 Gb/s, oversubscription 2: uplink 50 Gb/s per rack). Speed: W x B/100
+ * across racks, B = min over the job's racks of uplink / x_k. */
+static int across_schedule(void *state, shoal_sched_t *s) {
+  for (int i = 0; i < s->nactive; i++) {
+    shoal_job_t *j = s->active[i];
+    if (j->alloc.n) continue;
+    shoal_place_t p[2] = {{0, 1, 0}, {1, 1, 0}};
+    int rc = shoal_sched_assign(s, j, p, 2);
+    if (rc && rc != SHOAL_ERR_INFEASIBLE) return rc;
+  }
+  return 0;
+}
+static int across_create(shoal_sched_t *s, const char *params, void **state) {
+  *state = NULL;
+  return 0;
+}
+static void across_destroy(void *state) {}
+static const shoal_policy_ops_t across_policy = {"across", "test", "", across_create, across_destroy, NULL, NULL, NULL,
+                                                 across_schedule};
+
+static double xrack_rate(const shoal_speed_t *s, const shoal_cluster_t *c, const shoal_job_t *j, const shoal_shape_t *sh) {
+  if (sh->racks <= 1) return sh->workers;
+  double b = sh->xrack_gbps > 0 ? sh->xrack_gbps : 100 / c->net.oversub;
+  return sh->workers * (b < 100 ? b : 100) / 100;
+}
+
+/* J0 t=0 2 GPUs 100 steps; J1 t=10 2 GPUs 100 steps; both across the racks.
+ *  J0 alone: x = 1 per rack, B = 50: rate 1. t=10: x = 2, B = 25: both 0.5.
+ *  J0 has 90 left -> 180 s -> done 190. J1 did 90 by 190, then alone at rate 1:
+ *  10 s -> 200.   JCT 190 and 190. Without the second job J0 would end at 100. */
+TEST(rack_contention_shares_uplinks) {
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 2;
+  cs.group[0].racks = 2;
+  cs.group[0].per_machine.gpus = 4;
+  cs.group[0].nic_gbps = 100;
+  cs.net.oversub = 2;
+  shoal_speed_t *sp = linear_speed(1);
+  sp->rate = xrack_rate;
+  tjob_t t[] = {{0, 2, 50, 0}, {10, 2, 50, 0}};
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  cfg.check = 1;
+  shoal_sim_result_t r;
+  CHECK_OK(shoal__sim_run(&w, &cs, sp, &across_policy, NULL, &cfg, &r));
+  CHECK_JCT(&w, 0, 190);
+  CHECK_JCT(&w, 1, 190);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
