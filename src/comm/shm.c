@@ -458,8 +458,12 @@ static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
   int fd = shm_open(msg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
   int rc = 0;
-  if (ftruncate(fd, (off_t)total)) {
-    rc = shoal__seterr(SHOAL_ERR_SYSTEM, "ftruncate(%s, %zu): %s (is /dev/shm big enough?)", msg->name, total,
+  int fe;
+  /* reserve the pages now: a tmpfs too small for the segment (e.g. a container's 64 MiB /dev/shm)
+   * is a clear error here rather than a SIGBUS at the first touch of a missing page */
+  if (ftruncate(fd, (off_t)total) || ((fe = posix_fallocate(fd, 0, (off_t)total)) != 0 && (errno = fe))) {
+    rc = shoal__seterr(SHOAL_ERR_SYSTEM, "shm segment %s of %zu bytes: %s (is /dev/shm big enough? lower "
+                       "SHOAL_SHM_RING_BYTES / SHOAL_SHM_CHUNK_BYTES or set SHOAL_SHM=0)", msg->name, total,
                        strerror(errno));
   } else if (!(rc = map_segment(s, fd, total, 1))) {
     seg_hdr_t *h = s->base;
