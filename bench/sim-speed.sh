@@ -46,8 +46,8 @@ run() { # label policy args...
   fi
   line=$(grep -E "^$pol " "$tmp/out" | head -1)
   jobs=$(echo "$line" | awk '{print $2}')
-  sim=$(echo "$line" | awk '{print $14}')
-  evs=$(echo "$line" | awk '{print $15}')
+  sim=$(echo "$line" | awk '{print $13}')
+  evs=$(echo "$line" | awk '{print $14}')
   proc=$(awk '{print $1}' "$tmp/time")
   rss=$(awk '{printf "%.1f", $2/1024}' "$tmp/time")
   [ "$pol" = fifo ] && anchor=$sim

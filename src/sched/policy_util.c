@@ -61,6 +61,20 @@ int shoal__walk_select(shoal_job_t **order, char *want, int n, long total, int (
   int h = n, k = 0;
   long free_gpus = total;
   while (h > 0 && free_gpus > 0) {
+    if (k > 64 && k > n / 8) {
+      /* the walk goes deep (jobs keep fitting): a merge sort of the rest is
+       * cheaper than popping them one by one */
+      qsort(order, (size_t)h, sizeof *order, cmp);
+      int i = 0;
+      for (; i < h && free_gpus > 0; i++) {
+        want[k] = order[i]->gpus <= free_gpus;
+        if (want[k]) free_gpus -= order[i]->gpus;
+        walked[k++] = order[i];
+      }
+      memmove(order, order + i, (size_t)(h - i) * sizeof *order);
+      h -= i;
+      break;
+    }
     shoal_job_t *top = order[0];
     order[0] = order[--h];
     if (h > 0) sift_down(order, h, 0, cmp);
