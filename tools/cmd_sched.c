@@ -145,10 +145,15 @@ static int cmd_run(const opts_t *o) {
   }
   double lb = NAN, lbs = NAN;
   if (o->lb) {
-    int r2 = shoal__ps_lower_bound(&c, jobs, n, maxspan + 1, o->lb_tm_s, &lb, &lbs);
+    /* horizon: 1.5x the longest makespan seen (assumes the optimum ends by then) */
+    int r2 = shoal__ps_lower_bound(&c, jobs, n, maxspan + maxspan / 2 + 1, o->lb_tm_s, &lb, &lbs);
     if (r2) {
-      fprintf(stderr, "shoal sched: lower bound LP failed (%s): reporting LB_solo only\n", shoal_last_error());
-      lb = NAN;
+      fprintf(stderr, "shoal sched: lower bound LP failed (%s): using LB_solo\n", shoal_last_error());
+      if ((rc = shoal__ps_lower_bound_solo(&c, jobs, n, maxspan + 1, &lbs))) {
+        for (int q = 0; q < np; q++) free(res[q].end);
+        goto out;
+      }
+      lb = lbs;
     }
   }
   if (o->csv) {

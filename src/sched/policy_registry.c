@@ -12,7 +12,10 @@
   X(tiresias)       \
   X(optimus)        \
   X(drf)            \
-  X(gavel)
+  X(gavel)          \
+  X(larr)           \
+  X(oasis)          \
+  X(greedy)
 
 #define DECLARE(n) extern const shoal_policy_ops_t shoal__policy_##n;
 POLICIES(DECLARE)

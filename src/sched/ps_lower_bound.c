@@ -9,26 +9,39 @@
 #include "sched/ps_lp.h"
 #include "sched/ps_online.h"
 
-int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
-                          double *lb, double *lb_solo) {
-  int rc = 0;
-  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
+/* Standalone greedy end of every job on the empty cluster (exact, §5). */
+static int solo_ends(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, int *esolo, double *solo) {
   shoal__ps_cluster_t empty;
-  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
-  if ((rc = shoal__ps_cluster_init(&empty, c->H, c->cap))) {
-    free(esolo);
-    return rc;
-  }
-  double solo = 0;
+  int rc = shoal__ps_cluster_init(&empty, c->H, c->cap);
+  if (rc) return rc;
+  double sum = 0;
   for (int i = 0; i < n && !rc; i++) {
     shoal__ps_sched_t S;
     if ((rc = shoal__ps_greedy(&empty, &jobs[i], jobs[i].arrival, T + 1, 16, &S))) break;
     esolo[i] = shoal__ps_sched_end(&S);
-    solo += esolo[i] - jobs[i].arrival + 1;
+    sum += esolo[i] - jobs[i].arrival + 1;
     shoal__ps_sched_free(&S);
   }
   shoal__ps_cluster_free(&empty);
-  if (rc) {
+  if (!rc) *solo = sum;
+  return rc;
+}
+
+int shoal__ps_lower_bound_solo(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double *lb_solo) {
+  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
+  int rc = solo_ends(c, jobs, n, T, esolo, lb_solo);
+  free(esolo);
+  return rc;
+}
+
+int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
+                          double *lb, double *lb_solo) {
+  int rc = 0;
+  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
+  double solo = 0;
+  if ((rc = solo_ends(c, jobs, n, T, esolo, &solo))) {
     free(esolo);
     return rc;
   }

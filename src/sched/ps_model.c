@@ -22,7 +22,7 @@ int shoal__ps_job_set_rates(shoal__ps_job_t *j, double tc_s, double grad_bytes, 
 }
 
 int shoal__ps_count(double kappa, int w) {
-  if (w <= 0) return 0;
+  if (w <= 0 || kappa <= 0) return 0; /* kappa 0: a job without PSs (all-reduce) */
   int p = (int)ceil(kappa * w - EPS);
   if (p < 1) p = 1;
   if (p > w) p = w;
@@ -273,6 +273,22 @@ int shoal__ps_commit(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const sho
     }
   }
   return 0;
+}
+
+void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s, int from) {
+  for (int k = 0; k < s->len; k++) {
+    int t = s->start + k;
+    if (t < from || t >= c->nslots) continue;
+    const shoal__ps_slot_t *sl = &s->slot[k];
+    for (int e = 0; e < sl->n; e++) {
+      double *res = c->res + ((size_t)t * c->H + sl->pl[e].h) * SHOAL_PS_NRES;
+      const double *cap = shoal__ps_cap(c, sl->pl[e].h);
+      for (int r = 0; r < SHOAL_PS_NRES; r++) {
+        res[r] += sl->pl[e].w * j->dw[r] + sl->pl[e].p * j->dp[r];
+        if (res[r] > cap[r]) res[r] = cap[r];
+      }
+    }
+  }
 }
 
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta) {

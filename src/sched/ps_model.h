@@ -31,7 +31,8 @@ typedef struct {
 int shoal__ps_job_set_rates(shoal__ps_job_t *j, double tc_s, double grad_bytes, double b_in, double b_ex,
                             double slot_s);
 
-/* PSs a slot with W workers needs: clamp(ceil(kappa W), 1, W), 0 when W = 0. */
+/* PSs a slot with W workers needs: clamp(ceil(kappa W), 1, W); 0 when W = 0
+ * or kappa <= 0 (all-reduce jobs, no PSs). */
 int shoal__ps_count(double kappa, int w);
 
 /* Machines with capacity, and the residual capacity of every slot after all
@@ -96,6 +97,8 @@ int shoal__ps_sched_check(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
                           int need_cover);
 /* Subtract the schedule's usage from the residual capacity. */
 int shoal__ps_commit(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s);
+/* Give back the usage of slots >= from (a job finished early or is replanned). */
+void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s, int from);
 
 /* Exponential prices of §4.2: pi[h][r][t] = theta^u * (1 + 1e-3 (t - s)),
  * u = 1 - res/cap. cost = sum pi * use / cap. */

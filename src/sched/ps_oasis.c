@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "sched/ps_greedy.h"
 
 #define EPS 1e-9
 
@@ -177,7 +178,20 @@ int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int 
     e1 = (int)floor(j->wmax * j->rho_ex / u + EPS);
   }
   if (e1 > D) e1 = D;
+  /* ends considered: the exact fastest completion (greedy, locality-aware)
+   * stretched by 2 rho_in/rho_ex (OASiS counts every worker at the network
+   * rate), plus 8 slots; later ends lose utility while prices rarely fall */
   int L = p->hmax, rc = 0;
+  {
+    shoal__ps_sched_t G;
+    rc = shoal__ps_greedy(c, j, s, p->hmax, 16, &G);
+    if (rc) return rc;
+    double stretch = 2 * ceil(j->rho_in / j->rho_ex);
+    double lgd = stretch * (shoal__ps_sched_end(&G) - s + 1) + 8;
+    int lg = lgd < L ? (int)lgd : L;
+    shoal__ps_sched_free(&G);
+    if (lg < L) L = lg;
+  }
   /* C[k][d]: cheapest cost to do d units in slots s..s+k; arg[k][d] = units in slot s+k */
   double *C = malloc(sizeof(double) * (size_t)(D + 1) * 2);
   int *arg = malloc(sizeof(int) * (size_t)(D + 1) * (size_t)L);
@@ -201,18 +215,21 @@ int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int 
     for (int q = 0; q <= e1; q++) { /* memoized by worker count */
       int n = (int)ceil(q * u / j->rho_ex - EPS);
       if (n > j->wmax) n = j->wmax + 1;
-      if (n != lastn) lastc = n > j->wmax ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
+      if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
       if (err) break;
       cost_e[q] = lastc;
     }
     free(o.wk);
     free(o.pk);
     if ((rc = err)) goto out;
+    /* placeability is monotone in the worker count: skip what cannot fit */
+    int qcap = 0;
+    while (qcap < e1 && cost_e[qcap + 1] < INFINITY) qcap++;
     int *ag = arg + (size_t)k * (D + 1);
     for (int d = 0; d <= D; d++) {
       double b = INFINITY;
       int ba = 0;
-      int qmax = d < e1 ? d : e1;
+      int qmax = d < qcap ? d : qcap;
       for (int q = 0; q <= qmax; q++) {
         double v = cost_e[q] + prev[d - q];
         if (v < b) b = v, ba = q;

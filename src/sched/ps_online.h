@@ -47,5 +47,7 @@ int shoal__ps_run(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int
  * (callers may fall back to LB_solo). */
 int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
                           double *lb, double *lb_solo);
+/* LB_solo alone (no LP): sum of standalone greedy flow times. */
+int shoal__ps_lower_bound_solo(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double *lb_solo);
 
 #endif
