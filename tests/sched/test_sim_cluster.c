@@ -224,15 +224,15 @@ TEST(analytic_speed_model_formulas) {
   CHECK(j.model >= 0);
   const shoal_model_t *m = &s->models[j.model];
   /* one GPU: no communication */
-  shoal_shape_t one = {1, 0, 1, 1, 0};
+  shoal_shape_t one = {1, 0, 1, 1, 0, 0};
   CHECK_NEAR(s->rate(s, c, &j, &one), 1 / m->compute_s, 1e-9);
   /* 8 GPUs on one machine: ring at 400 Gb/s, alpha 5 us, reduction 1000 Gb/s */
-  shoal_shape_t cons = {8, 0, 1, 1, 0};
+  shoal_shape_t cons = {8, 0, 1, 1, 0, 0};
   double B = 400e9 / 8, R = 1000e9 / 8, mb = m->grad_bytes;
   double t = m->compute_s + 2 * 7 * 5e-6 + 2 * (7.0 / 8) * mb / B + (7.0 / 8) * mb / R;
   CHECK_NEAR(s->rate(s, c, &j, &cons), 8 / t, 1e-9);
   /* two machines in a rack: NIC 100 Gb/s, alpha 20 us; across racks: NIC/oversub */
-  shoal_shape_t rack = {8, 0, 2, 1, 0}, xr = {8, 0, 2, 2, 0};
+  shoal_shape_t rack = {8, 0, 2, 1, 0, 0}, xr = {8, 0, 2, 2, 0, 0};
   double tr = m->compute_s + 2 * 7 * 20e-6 + 2 * (7.0 / 8) * mb / (100e9 / 8) + (7.0 / 8) * mb / R;
   double tx = m->compute_s + 2 * 7 * 20e-6 + 2 * (7.0 / 8) * mb / (25e9 / 8) + (7.0 / 8) * mb / R;
   CHECK_NEAR(s->rate(s, c, &j, &rack), 8 / tr, 1e-9);
@@ -240,12 +240,12 @@ TEST(analytic_speed_model_formulas) {
   CHECK(s->rate(s, c, &j, &cons) > s->rate(s, c, &j, &rack));
   /* PS: all PSs local vs none: locality helps; more PSs relieve the PS side */
   j.arch = SHOAL_ARCH_PS;
-  shoal_shape_t local = {4, 2, 1, 1, 2}, remote1 = {4, 1, 2, 1, 0}, remote2 = {4, 2, 2, 1, 0};
+  shoal_shape_t local = {4, 2, 1, 1, 2, 0}, remote1 = {4, 1, 2, 1, 0, 0}, remote2 = {4, 2, 2, 1, 0, 0};
   double rl = s->rate(s, c, &j, &local), r1 = s->rate(s, c, &j, &remote1), r2 = s->rate(s, c, &j, &remote2);
   CHECK(rl > r2 && r2 > r1);
   double tw = 2 * mb / (100e9 / 8), tps = 2 * mb * 4 / (1 * 100e9 / 8);
   CHECK_NEAR(r1, 4 / (m->compute_s + (tw > tps ? tw : tps) + 20e-6 * 5), 1e-9);
-  shoal_shape_t nops = {4, 0, 1, 1, 0};
+  shoal_shape_t nops = {4, 0, 1, 1, 0, 0};
   CHECK_NEAR(s->rate(s, c, &j, &nops), 0, 0);
   shoal__cluster_destroy(c);
   shoal__speed_destroy(s);
@@ -264,7 +264,7 @@ TEST(table_speed_model_reads_gavel) {
   j.model = (int16_t)shoal__speed_find_model(s, "ResNet-50 (batch size 64)");
   CHECK(j.model >= 0);
   /* spec §3.2 values: 4.39 (1), 7.92 (2), 9.45 (4), 17.30 (8) consolidated */
-  shoal_shape_t sh = {1, 0, 1, 1, 0};
+  shoal_shape_t sh = {1, 0, 1, 1, 0, 0};
   CHECK_NEAR(s->rate(s, c, &j, &sh), 4.39, 0.01);
   sh.workers = 2;
   CHECK_NEAR(s->rate(s, c, &j, &sh), 7.92, 0.01);
