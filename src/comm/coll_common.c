@@ -1,5 +1,6 @@
 /* Helpers shared by the collectives: scratch buffers, argument checks, and
  * posting helpers that skip empty messages. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,16 +18,35 @@
 #define SPIN_NS 50000ull
 #define SPIN_MAX_BYTES 32768u
 
-static _Thread_local struct {
+typedef struct {
   void *ptr;
   size_t cap;
-} scratch[SHOAL__SCRATCH_SLOTS];
+} scratch_slot_t;
+static _Thread_local scratch_slot_t scratch[SHOAL__SCRATCH_SLOTS];
+
+/* Threads that run collectives and then exit (BSP's communication thread)
+ * must not leak their scratch: a key whose destructor frees it. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *arg) {
+  scratch_slot_t *slots = arg;
+  for (int i = 0; i < SHOAL__SCRATCH_SLOTS; i++) {
+    free(slots[i].ptr);
+    slots[i].ptr = NULL;
+    slots[i].cap = 0;
+  }
+}
+
+static void scratch_key_create(void) { (void)pthread_key_create(&scratch_key, scratch_free); }
 
 void *shoal__coll_scratch(int slot, size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (bytes > scratch[slot].cap) {
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes)) return NULL;
+    pthread_once(&scratch_once, scratch_key_create);
+    (void)pthread_setspecific(scratch_key, scratch);
     free(scratch[slot].ptr);
     scratch[slot].ptr = p;
     scratch[slot].cap = bytes;
