@@ -256,7 +256,7 @@ static int run_slotwise(const shoal__ps_cluster_t *c, const shoal__ps_job_t *job
         if (!ok) break;
       }
     } else { /* DRF: progressive filling, one worker at a time to the lowest dominant share */
-      char *sat = calloc((size_t)na, 1);
+      char *sat = calloc((size_t)(unsigned)na + 1, 1); /* na > 0 here */
       if (!sat) {
         rc = shoal__seterr(SHOAL_ERR_NOMEM, "drf");
         goto out;
