@@ -30,6 +30,7 @@ static void usage(FILE *f) {
           "  --window A:B          Philly: keep jobs submitted in [A, B) seconds after the first\n"
           "  --sample N            keep a seeded sample of N jobs\n"
           "  --write-trace FILE    write the workload as a shoal job CSV and continue\n"
+          "  --report-jobs K0:K1   job statistics over jobs with arrival rank in [K0, K1) (warm-up/drain window)\n"
           "\ncluster (default 256 machines x 8 GPUs, 16 racks):\n"
           "  --cluster FILE        INI or JSON cluster file (docs/simulator.md)\n"
           "  --machines N --gpus-per-machine G --racks R --oversub O --cpus-per-machine C\n"
@@ -226,6 +227,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   shoal_cluster_group_t flags = cs.group[0];
   shoal_net_t net = cs.net;
   int rc = 0;
+  long k0 = 0, k1 = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     double d;
@@ -266,6 +268,14 @@ int shoal_cmd_sim(int argc, char **argv) {
       if (*e != ':' || !(wo.window_start_s >= 0)) goto bad_value_msg;
       wo.window_end_s = strtod(e + 1, &e);
       if (*e || !(wo.window_end_s > wo.window_start_s)) goto bad_value_msg;
+    } else if (!strcmp(a, "--report-jobs")) {
+      VAL();
+      char *e;
+      errno = 0;
+      k0 = strtol(v, &e, 10);
+      if (*e != ':' || k0 < 0 || errno) goto bad_value_msg;
+      k1 = strtol(e + 1, &e, 10);
+      if (*e || k1 <= k0 || errno) goto bad_value_msg;
     } else if (!strcmp(a, "--sample")) LNG(1, 100000000, wo.sample);
     else if (!strcmp(a, "--write-trace")) { VAL(); write_trace = v; }
     else if (!strcmp(a, "--cluster")) { VAL(); cluster_file = v; }
@@ -390,8 +400,10 @@ int shoal_cmd_sim(int argc, char **argv) {
   }
   char cdesc[256];
   shoal__cluster_describe(cl, cdesc, sizeof cdesc);
-  printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n\n", w.source, cdesc, speed->name,
+  printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", w.source, cdesc, speed->name,
          speed->nmodels, cfg.restart_cost);
+  if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, w.njobs);
+  printf("\n");
   printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
          "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "wall(s)", "events/s");
   for (int i = 0; i < nruns; i++) {
@@ -409,7 +421,7 @@ int shoal_cmd_sim(int argc, char **argv) {
       goto fail_runs;
     }
     r->rss_mb = peak_rss_mb();
-    if ((rc = shoal__metrics_compute(&w, &r->r, &r->m))) goto fail_runs;
+    if ((rc = shoal__metrics_compute_window(&w, &r->r, k0, k1 < 0 ? w.njobs : k1, &r->m))) goto fail_runs;
     const shoal_metrics_t *m = &r->m;
     printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %8.3f %11.0f\n", r->name, m->jobs,
            m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions, m->ftf_max,
@@ -421,7 +433,7 @@ int shoal_cmd_sim(int argc, char **argv) {
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
       goto fail_runs;
     }
-    for (long k = 0; k < w.njobs; k++)
+    for (long k = k0; k < (k1 < 0 ? w.njobs : k1) && k < w.njobs; k++)
       if (w.jobs[k].state == SHOAL_JOB_DONE) r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
     qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
     if (out) {

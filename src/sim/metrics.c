@@ -23,6 +23,13 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int shoal__metrics_compute(const shoal_workload_t *w, const shoal_sim_result_t *r, shoal_metrics_t *m) {
+  return shoal__metrics_compute_window(w, r, 0, w->njobs, m);
+}
+
+int shoal__metrics_compute_window(const shoal_workload_t *w, const shoal_sim_result_t *r, long k0, long k1,
+                                  shoal_metrics_t *m) {
+  if (k0 < 0) k0 = 0;
+  if (k1 > w->njobs) k1 = w->njobs;
   memset(m, 0, sizeof *m);
   long n = 0;
   double *jct = malloc((size_t)(w->njobs ? w->njobs : 1) * sizeof *jct);
@@ -34,7 +41,7 @@ int shoal__metrics_compute(const shoal_workload_t *w, const shoal_sim_result_t *
   }
   double sum = 0, qsum = 0, rsum = 0, tmin = INFINITY, tmax = -INFINITY;
   long nr = 0, over = 0;
-  for (long i = 0; i < w->njobs; i++) {
+  for (long i = k0; i < k1; i++) {
     const shoal_job_t *j = &w->jobs[i];
     m->preemptions += j->n_preempt;
     m->reallocations += j->n_realloc;

@@ -115,6 +115,10 @@ typedef struct shoal_metrics {
 /* NumPy-default quantile (linear) of sorted v[0..n-1] */
 double shoal__quantile(const double *sorted, long n, double q);
 int shoal__metrics_compute(const shoal_workload_t *w, const shoal_sim_result_t *r, shoal_metrics_t *m);
+/* Job statistics over jobs with arrival rank (id) in [k0, k1) only (spec §6
+ * measurement window: drop warm-up and drain); utilization stays whole-run. */
+int shoal__metrics_compute_window(const shoal_workload_t *w, const shoal_sim_result_t *r, long k0, long k1,
+                                  shoal_metrics_t *m);
 int shoal__report_jobs_csv(const char *path, const shoal_workload_t *w);
 int shoal__report_timeline_csv(const char *path, const shoal_sim_result_t *r);
 

@@ -40,6 +40,20 @@ TEST(fifo_backfill_vs_strict) {
   CHECK_JCT(&w, 0, 100);
   CHECK_JCT(&w, 1, 109);
   CHECK_JCT(&w, 2, 10);
+  /* metrics, whole run and the measurement window [1, 3) */
+  shoal_metrics_t m;
+  CHECK_OK(shoal__metrics_compute(&w, &r, &m));
+  CHECK_EQ(m.jobs, 3);
+  CHECK_NEAR(m.jct_avg, (100 + 109 + 10) / 3.0, 1e-9);
+  CHECK_NEAR(m.jct_p50, 100, 1e-9);
+  CHECK_NEAR(m.jct_p95, 100 + 0.9 * 9, 1e-9); /* NumPy linear: position 1.9 of [10, 100, 109] */
+  CHECK_NEAR(m.makespan, 110, 1e-9);
+  CHECK_NEAR(m.queue_avg, (0 + 99 + 0) / 3.0, 1e-9);
+  /* busy GPU-s: 2x100 + 1x10 + 4x10 = 250 over 4 GPUs x 110 s */
+  CHECK_NEAR(m.util, 250.0 / (4 * 110), 1e-9);
+  CHECK_OK(shoal__metrics_compute_window(&w, &r, 1, 3, &m));
+  CHECK_EQ(m.jobs, 2);
+  CHECK_NEAR(m.jct_avg, (109 + 10) / 2.0, 1e-9);
   shoal__sim_result_free(&r);
   run_policy(&w, &cs, sp, "fifo", "strict=1", 0, &r);
   CHECK_JCT(&w, 0, 100);
