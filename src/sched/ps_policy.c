@@ -181,6 +181,11 @@ static void describe(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, sh
   if (!(rin > 0)) rin = rex = 1e-9;
   pj->rho_in = rin * p->slot_s;
   pj->rho_ex = rex * p->slot_s;
+  /* the plan counts the current slot as whole, but part of it is gone:
+   * ask for that part's work on top (at most what wmax co-located workers
+   * would do), so the job does not fall behind its plan at once */
+  double gone = s->now / p->slot_s - slot;
+  if (gone > 0 && gone < 1) pj->work += gone * pj->wmax * pj->rho_in;
 }
 
 static int cmp_job(const void *a, const void *b) {

@@ -110,7 +110,7 @@ int shoal__ps_workload_philly(const shoal__ps_workload_params_t *p, const char *
   }
   while (fgets(buf, sizeof buf, f)) {
     line++;
-    if (line == 1) continue; /* header */
+    if (line == 1 || buf[strspn(buf, " \t\r\n")] == 0) continue; /* header, blank lines */
     int Y, M, D, hh, mm, ss, ng;
     double d, gt;
     if (sscanf(buf, "%d-%d-%d %d:%d:%d,%lf,%d,%lf", &Y, &M, &D, &hh, &mm, &ss, &d, &ng, &gt) != 9) {
