@@ -253,9 +253,6 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
       if (!shoal__ps_larr(&c, &jobs[k], 0, &o->r.larr, &S, &st)) shoal__ps_sched_free(&S);
       double dt = shoal__now_s() - t0;
       tcpu += cpu_s() - c0;
-      if (getenv("SHOAL_SCHED_TRACE"))
-        fprintf(stderr, "arrival %d: wmax %d work %.0f: %.2f ms, E_g - s %d, LP cols so far %ld\n", k, jobs[k].wmax, jobs[k].work,
-                1e3 * (shoal__now_s() - t0), st.last_e_g, st.lp_cols_sum);
       tl += dt;
       if (dt > tlmax) tlmax = dt;
       t0 = shoal__now_s();
