@@ -71,6 +71,7 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
       CHECK_OK(shoal__ps_cluster_copy(&cc, &c));
       shoal__ps_larr_params_t lp = rp.larr;
       lp.sigma = sigma;
+      lp.search = sigma; /* both with and without the horizon search of §4.4 */
       for (int i = 0; i < n; i++) { /* ids are in arrival order only by chance: use arrival order */
         int k = -1;
         for (int q = 0; q < n; q++)
