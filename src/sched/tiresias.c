@@ -15,13 +15,15 @@
  * Parameters: thresholds=3250/7200 (GPU-s; the repository's defaults, three
  * queues), starve=2.
  *
- * Speed: queue positions are updated lazily. While every waiting job fits in
- * the free GPUs the full walk would select every job, so the decision only
- * starts the waiting jobs (no sort of the running ones, no timers). Queue
- * crossings only happen while a job holds GPUs, and a job stops holding only
- * in a full decision, which first brings every queue up to date with the
- * exact crossing time t - (a_j - theta_q)/n_j as its entry time; so the lazy
- * state equals the eager one whenever it matters. */
+ * Speed (the result is the plain algorithm's): waiting jobs sit in a heap
+ * keyed by (queue, entry time, id) whose keys change only at promotions
+ * (their timers); holding jobs (at most the cluster's GPUs) are re-sorted at
+ * each decision after their demotions are applied with the exact crossing
+ * time t - (a_j - theta_q)/n_j as entry time. The walk merges the two in
+ * order and stops when the free GPUs reach 0, so a decision costs
+ * O(H log H + k log W) (H holding, k waiting jobs walked, W waiting), not
+ * O(active log active). While every waiting job fits in the free GPUs the
+ * walk would select everyone, so the decision just starts them in order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +36,47 @@
 #define MAX_QUEUES 16
 
 /* per-job fields: pint[0] queue, pint[1] entry time into the queue (double
- * bits), pint[2] 1 while in the waiting list, pkey[0] held_s at reset,
- * pkey[1] waiting time at reset, pkey[2] pending timer time (0: none) */
+ * bits), pint[2] index in the holding list (-1: none), pint[3] version of its
+ * heap entry, pkey[0] held_s at the last reset, pkey[1] waiting time at the
+ * last reset, pkey[2] pending timer time (0: none) */
+typedef struct {
+  shoal_job_t *j;
+  int64_t ver;
+} went_t;
+
 typedef struct {
   int nq;
   double theta[MAX_QUEUES];
   double starve;
-  int dirty;
-  shoal_job_t **wait; /* jobs holding nothing (arrival order not kept) */
-  int nwait, wcap, oom;
-  shoal_job_t **order;
+  int oom;
+  went_t *heap; /* waiting jobs (lazy deletion by version) */
+  int nheap, hcap;
+  long waiting_gpus, nwaiting;
+  shoal_job_t **hold; /* jobs holding GPUs */
+  int nhold, holdcap;
+  shoal_job_t **byid; /* for timers: job by id (ids are dense, arrival order) */
+  int nbyid, byidcap;
+  shoal_job_t **fired; /* waiting jobs whose timer fired */
+  int nfired, firedcap;
+  /* scratch of one decision */
+  shoal_job_t **order, **walked_wait;
   char *want;
   int cap;
   shoal_place_t *buf;
 } tiresias_t;
+
+static int grow_ptrs(tiresias_t *t, shoal_job_t ***a, int *cap, int need) {
+  if (need <= *cap) return 0;
+  int nc = need * 2 > 64 ? need * 2 : 64;
+  shoal_job_t **p = realloc(*a, (size_t)nc * sizeof *p);
+  if (!p) {
+    t->oom = 1;
+    return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  }
+  *a = p;
+  *cap = nc;
+  return 0;
+}
 
 static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
   static const char *const keys[] = {"thresholds", "starve", NULL};
@@ -89,8 +118,12 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
 static void tiresias_destroy(void *state) {
   tiresias_t *t = state;
   if (!t) return;
-  free(t->wait);
+  free(t->heap);
+  free(t->hold);
+  free(t->byid);
+  free(t->fired);
   free(t->order);
+  free(t->walked_wait);
   free(t->want);
   free(t->buf);
   free(t);
@@ -107,44 +140,135 @@ static double entry_of(const shoal_job_t *j) {
 }
 static void set_entry(shoal_job_t *j, double t) { memcpy(&j->pint[1], &t, sizeof t); }
 
-static void add_wait(tiresias_t *t, shoal_job_t *j) {
-  if (j->pint[2]) return;
-  if (t->nwait == t->wcap) {
-    int nc = t->wcap ? t->wcap * 2 : 256;
-    shoal_job_t **w = realloc(t->wait, (size_t)nc * sizeof *w);
-    if (!w) {
+/* walk order: queue, running before waiting, entry time, id */
+static int cmp_order(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  if (x->pint[0] != y->pint[0]) return x->pint[0] < y->pint[0] ? -1 : 1;
+  int hx = x->pint[2] < 0, hy = y->pint[2] < 0; /* holding at the start of the decision */
+  if (hx != hy) return hx - hy;
+  double ex = entry_of(x), ey = entry_of(y);
+  if (ex != ey) return ex < ey ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* ---- waiting heap ---- */
+static int went_less(const went_t *a, const went_t *b) { return cmp_order(&a->j, &b->j) < 0; }
+
+static int wpush(tiresias_t *t, shoal_job_t *j) {
+  if (t->nheap == t->hcap) {
+    int nc = t->hcap ? t->hcap * 2 : 256;
+    went_t *h = realloc(t->heap, (size_t)nc * sizeof *h);
+    if (!h) {
       t->oom = 1;
-      return;
+      return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
     }
-    t->wait = w;
-    t->wcap = nc;
+    t->heap = h;
+    t->hcap = nc;
   }
-  t->wait[t->nwait++] = j;
-  j->pint[2] = 1;
+  went_t e = {j, j->pint[3]};
+  int i = t->nheap++;
+  while (i > 0) {
+    int p = (i - 1) / 2;
+    if (!went_less(&e, &t->heap[p])) break;
+    t->heap[i] = t->heap[p];
+    i = p;
+  }
+  t->heap[i] = e;
+  return 0;
+}
+
+static void wpop(tiresias_t *t) {
+  went_t last = t->heap[--t->nheap];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, r = l + 1, m = i;
+    const went_t *b = &last;
+    if (l < t->nheap && went_less(&t->heap[l], b)) m = l, b = &t->heap[l];
+    if (r < t->nheap && went_less(&t->heap[r], b)) m = r;
+    if (m == i) break;
+    t->heap[i] = t->heap[m];
+    i = m;
+  }
+  if (t->nheap) t->heap[i] = last;
+}
+
+/* top valid entry, NULL if none (drops stale ones) */
+static shoal_job_t *wtop(tiresias_t *t) {
+  while (t->nheap > 0) {
+    went_t *e = &t->heap[0];
+    if (e->ver == e->j->pint[3] && e->j->pint[2] < 0 && e->j->state != SHOAL_JOB_DONE) return e->j;
+    wpop(t);
+  }
+  return NULL;
+}
+
+/* (re)insert a waiting job with its current key */
+static int wput(tiresias_t *t, shoal_job_t *j) {
+  j->pint[3]++;
+  return wpush(t, j);
+}
+
+static int hold_add(tiresias_t *t, shoal_job_t *j) {
+  if (grow_ptrs(t, &t->hold, &t->holdcap, t->nhold + 1)) return SHOAL_ERR_NOMEM;
+  j->pint[2] = t->nhold;
+  t->hold[t->nhold++] = j;
+  return 0;
+}
+
+static void hold_remove(tiresias_t *t, shoal_job_t *j) {
+  int i = (int)j->pint[2];
+  if (i < 0) return;
+  shoal_job_t *last = t->hold[--t->nhold];
+  t->hold[i] = last;
+  last->pint[2] = i;
+  j->pint[2] = -1;
 }
 
 static void tiresias_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   tiresias_t *t = state;
   j->pint[0] = 0;
   set_entry(j, s->now);
-  j->pkey[0] = 0;
-  j->pkey[1] = 0;
-  j->pkey[2] = 0;
-  j->pint[2] = 0;
-  add_wait(t, j);
+  j->pint[2] = -1;
+  j->pint[3] = 0;
+  j->pkey[0] = j->pkey[1] = j->pkey[2] = 0;
+  if (grow_ptrs(t, &t->byid, &t->byidcap, j->id + 1)) return;
+  while (t->nbyid <= j->id) t->byid[t->nbyid++] = NULL;
+  t->byid[j->id] = j;
+  t->waiting_gpus += j->gpus;
+  t->nwaiting++;
+  wput(t, j);
+}
+
+static void tiresias_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  tiresias_t *t = state;
+  if (j->pint[2] >= 0) hold_remove(t, j);
+  else { /* cannot happen: only holding jobs finish; keep the counters right anyway */
+    t->waiting_gpus -= j->gpus;
+    t->nwaiting--;
+  }
+  if (j->id < t->nbyid) t->byid[j->id] = NULL;
+}
+
+static void tiresias_timer(void *state, shoal_sched_t *s, int64_t tag) {
+  tiresias_t *t = state;
+  if (tag < 0 || tag >= t->nbyid || !t->byid[tag]) return;
+  if (grow_ptrs(t, &t->fired, &t->firedcap, t->nfired + 1)) return;
+  t->fired[t->nfired++] = t->byid[tag];
 }
 
 /* Bring j's queue up to date (promotion, then demotions with their exact
- * crossing times). */
-static void update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
+ * crossing times). Returns 1 if its key changed. */
+static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
+  int changed = 0;
   double held = shoal_sched_held_s(s, j);
-  if (t->starve > 0 && !shoal__holding(j) && j->pint[0] > 0 && j->first_start >= 0) {
+  if (t->starve > 0 && j->pint[2] < 0 && j->pint[0] > 0 && j->first_start >= 0) {
     double e = held - j->pkey[0], w = waited(s, j) - j->pkey[1];
-    if (w >= t->starve * e - 1e-6 * (1 + e)) {
+    if (w >= t->starve * e - 1e-9 * (1 + s->now)) {
       j->pint[0] = 0;
       set_entry(j, s->now);
       j->pkey[0] = held;
       j->pkey[1] = waited(s, j);
+      changed = 1;
     }
   }
   double a = (held - j->pkey[0]) * j->gpus;
@@ -152,95 +276,114 @@ static void update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) 
     double tc = s->now - (a - t->theta[j->pint[0]]) / j->gpus; /* crossed while holding */
     j->pint[0]++;
     set_entry(j, tc < entry_of(j) ? entry_of(j) : tc);
+    changed = 1;
   }
+  return changed;
 }
 
-static void tiresias_timer(void *state, shoal_sched_t *s, int64_t tag) {
-  ((tiresias_t *)state)->dirty = 1;
-}
-
-static int cmp_order(const void *a, const void *b) {
-  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
-  if (x->pint[0] != y->pint[0]) return x->pint[0] < y->pint[0] ? -1 : 1;
-  int hx = !shoal__holding(x), hy = !shoal__holding(y);
-  if (hx != hy) return hx - hy;
-  double ex = entry_of(x), ey = entry_of(y);
-  if (ex != ey) return ex < ey ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
-static int grow(tiresias_t *t, int n) {
-  if (n <= t->cap) return 0;
-  int nc = n * 2;
-  shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o);
-  char *w = realloc(t->want, (size_t)nc);
-  if (o) t->order = o;
-  if (w) t->want = w;
-  if (!o || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
-  t->cap = nc;
-  return 0;
+static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
+  double held = shoal_sched_held_s(s, j), at = 0;
+  if (shoal__holding(j)) {
+    if (j->pint[0] < t->nq - 1) at = s->now + (t->theta[j->pint[0]] - (held - j->pkey[0]) * j->gpus) / j->gpus;
+  } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
+    at = s->now + t->starve * (held - j->pkey[0]) - (waited(s, j) - j->pkey[1]);
+  }
+  if (at > 0 && at < s->now) at = s->now;
+  int rc = 0;
+  /* push when the target moved, or when it is due now (an earlier timer at
+   * this same time may already have fired: a duplicate costs one decision) */
+  if (at > 0 && (fabs(at - j->pkey[2]) > 1e-9 * (1 + at) || at <= s->now)) rc = shoal_sched_timer(s, at, j->id);
+  j->pkey[2] = at;
+  return rc;
 }
 
 static int tiresias_schedule(void *state, shoal_sched_t *s) {
   tiresias_t *t = state;
-  if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
-  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && !t->dirty) return 0;
-  t->dirty = 0;
-  if (t->nwait == 0) return 0;
   int rc;
-  long waiting_gpus = 0;
-  for (int i = 0; i < t->nwait; i++) waiting_gpus += t->wait[i]->gpus;
-  int n, k;
-  if (waiting_gpus <= s->cluster->gpus_free) {
-    /* uncontended: the walk selects every job; start the waiting ones in order */
-    n = t->nwait;
-    if ((rc = grow(t, n))) return rc;
-    for (int i = 0; i < n; i++) {
-      update_queue(t, s, t->wait[i]);
-      t->order[i] = t->wait[i];
-      t->want[i] = 1;
+  if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  int timers = t->nfired > 0;
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && !timers) return 0;
+  /* promotions of waiting jobs whose timer fired */
+  for (int i = 0; i < t->nfired; i++) {
+    shoal_job_t *j = t->fired[i];
+    if (j->state == SHOAL_JOB_DONE || j->pint[2] >= 0) continue;
+    if (update_queue(t, s, j) && (rc = wput(t, j))) return rc;
+  }
+  t->nfired = 0;
+  if (t->nwaiting == 0) return 0;
+  int need = s->nactive + 1;
+  if (need > t->cap) {
+    int nc = need * 2;
+    shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o), **ww = realloc(t->walked_wait, (size_t)nc * sizeof *ww);
+    char *w = realloc(t->want, (size_t)nc);
+    if (o) t->order = o;
+    if (ww) t->walked_wait = ww;
+    if (w) t->want = w;
+    if (!o || !ww || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+    t->cap = nc;
+  }
+  int n = 0;
+  long free_gpus;
+  int uncontended = t->waiting_gpus <= s->cluster->gpus_free;
+  if (uncontended) {
+    /* the walk selects everyone: start the waiting jobs in order */
+    shoal_job_t *j;
+    while ((j = wtop(t)) != NULL) {
+      wpop(t);
+      t->order[n] = j;
+      t->want[n++] = 1;
     }
-    qsort(t->order, (size_t)n, sizeof *t->order, cmp_order);
-    for (int i = 0; i < n; i++) t->want[i] = 1;
-    if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0) return rc;
   } else {
-    n = s->nactive;
-    if ((rc = grow(t, n))) return rc;
-    for (int i = 0; i < n; i++) {
-      update_queue(t, s, s->active[i]);
-      t->order[i] = s->active[i];
+    /* holding jobs: demotions, then sort; merge with the waiting heap */
+    for (int i = 0; i < t->nhold; i++) update_queue(t, s, t->hold[i]);
+    memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
+    qsort(t->walked_wait, (size_t)t->nhold, sizeof *t->walked_wait, cmp_order);
+    int hi = 0;
+    free_gpus = s->cluster->gpus_total;
+    while (free_gpus > 0) {
+      shoal_job_t *w = wtop(t), *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
+      if (!w && !h) break;
+      if (h && (!w || cmp_order(&h, &w) < 0)) {
+        j = h;
+        hi++;
+      } else {
+        j = w;
+        wpop(t);
+      }
+      t->order[n] = j;
+      t->want[n] = j->gpus <= free_gpus;
+      if (t->want[n]) free_gpus -= j->gpus;
+      n++;
     }
-    if ((rc = shoal__walk_select(t->order, t->want, n, s->cluster->gpus_total, cmp_order)) < 0) return rc;
-    if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0) return rc;
+    for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
+      t->order[n] = t->walked_wait[hi];
+      t->want[n++] = 0;
+    }
   }
-  /* rebuild the waiting list */
-  for (int i = 0; i < t->nwait; i++) t->wait[i]->pint[2] = 0;
-  t->nwait = 0;
+  if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0) return rc;
+  /* bookkeeping: holding list, waiting heap and sums, timers of jobs that moved */
+  for (int i = 0; i < n; i++) {
+    shoal_job_t *j = t->order[i];
+    int was = j->pint[2] >= 0, is = shoal__holding(j);
+    if (was && !is) {
+      hold_remove(t, j);
+      t->waiting_gpus += j->gpus;
+      t->nwaiting++;
+      if ((rc = wput(t, j))) return rc;
+    } else if (!was && is) {
+      if ((rc = hold_add(t, j))) return rc;
+      t->waiting_gpus -= j->gpus;
+      t->nwaiting--;
+    } else if (!was && !is) {
+      if ((rc = wpush(t, j))) return rc; /* popped but not started: back, same key */
+    }
+  }
+  if (t->nwaiting == 0) return 0; /* nobody waits: crossings cannot change anything */
   for (int i = 0; i < n; i++)
-    if (!shoal__holding(t->order[i])) add_wait(t, t->order[i]);
-  if (t->nwait == 0) return 0; /* nobody waits: crossings cannot change anything */
-  /* contended: exact timers for the next crossing of each job (when it moved) */
-  if (n < s->nactive) {
-    /* came from the uncontended path with leftovers (fragmentation): time the running jobs too */
-    if ((rc = grow(t, s->nactive))) return rc;
-    for (int i = 0; i < s->nactive; i++) update_queue(t, s, s->active[i]);
-    n = s->nactive;
-    for (int i = 0; i < n; i++) t->order[i] = s->active[i];
-  }
-  for (k = 0; k < n; k++) {
-    shoal_job_t *j = t->order[k];
-    double held = shoal_sched_held_s(s, j), at = 0;
-    if (shoal__holding(j)) {
-      if (j->pint[0] < t->nq - 1) at = s->now + (t->theta[j->pint[0]] - (held - j->pkey[0]) * j->gpus) / j->gpus;
-    } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
-      at = s->now + t->starve * (held - j->pkey[0]) - (waited(s, j) - j->pkey[1]);
-    }
-    if (at > 0 && at < s->now) at = s->now;
-    if (at > 0 && fabs(at - j->pkey[2]) > 1e-9 * (1 + at)) {
-      if ((rc = shoal_sched_timer(s, at, j->id))) return rc;
-    }
-    j->pkey[2] = at;
-  }
+    if ((rc = set_timer(t, s, t->order[i]))) return rc;
+  if (uncontended)
+    for (int i = 0; i < t->nhold; i++) /* waiting jobs remain: time the holders' demotions too */
+      if ((rc = set_timer(t, s, t->hold[i]))) return rc;
   return 0;
 }
 
@@ -251,7 +394,7 @@ const shoal_policy_ops_t shoal__policy_tiresias = {
     tiresias_create,
     tiresias_destroy,
     tiresias_arrive,
-    NULL,
+    tiresias_finish,
     tiresias_timer,
     tiresias_schedule,
 };
