@@ -12,12 +12,14 @@
 #include "core/error.h"
 #include "core/log.h"
 
-/* Built-in defaults for link classes never measured [R: rough figures of
- * the project VM; `shoal tune` replaces them]. */
-#define DEF_SHM_ALPHA 3e-6
-#define DEF_SHM_BETA (1.0 / 4e9)
-#define DEF_COLL_ALPHA 5e-6
-#define DEF_COLL_BETA (1.0 / 2.5e9)
+/* Built-in defaults for link classes never measured: `shoal tune` on the
+ * project's reference VM (2 cores, 2 ranks bound to cores, 2026-11-23);
+ * a profile or a cache entry replaces them. */
+#define DEF_SHM_ALPHA 0.25e-6
+#define DEF_SHM_BETA (1.0 / 6.5e9)
+#define DEF_COLL_ALPHA 0.35e-6
+#define DEF_COLL_BETA (1.0 / 16e9)
+#define DEF_OP_O 0.6e-6 /* per collective on the point-to-point path */
 #define HIER_INTRA_FACTOR 1.5 /* shm reduce + bcast vs one shm allreduce: one more copy and sync [R] */
 
 static const char *const source_names[] = {"built-in defaults", "measured", "cache"};
@@ -56,8 +58,11 @@ static int read_cache(const char *path, const char *key, double v[SHOAL__TUNE_NV
     *tab = '\0';
     if (strcmp(line, key)) continue;
     double t[SHOAL__TUNE_NVALS];
-    if (sscanf(tab + 1, "%lg %lg %lg %lg %lg %lg %lg", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6]) != 7) {
-      SHOAL_WARN("TUNING", "%s:%d: malformed entry for %s ignored (expected 7 numbers)", path, lineno, key);
+    t[T_OP_O] = -1; /* entries written before the op overhead was measured have 7 numbers */
+    int got = sscanf(tab + 1, "%lg %lg %lg %lg %lg %lg %lg %lg", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6],
+                     &t[7]);
+    if (got != 7 && got != 8) {
+      SHOAL_WARN("TUNING", "%s:%d: malformed entry for %s ignored (expected 8 numbers)", path, lineno, key);
       continue;
     }
     memcpy(v, t, sizeof t);
@@ -75,14 +80,15 @@ static int write_cache(const char *path, const char *key, const double v[SHOAL__
   FILE *in = fopen(path, "r");
   char line[1024];
   fprintf(out, "# shoal tuning profile: host set <TAB> shm_alpha shm_beta net_alpha net_beta gamma coll_alpha "
-               "coll_beta (seconds, seconds/byte; -1 unknown)\n");
+               "coll_beta op_o (seconds, seconds/byte; -1 unknown)\n");
   while (in && fgets(line, sizeof line, in)) {
     size_t kl = strlen(key);
     if (line[0] == '#' || (!strncmp(line, key, kl) && line[kl] == '\t')) continue;
     fputs(line, out);
   }
   if (in) fclose(in);
-  fprintf(out, "%s\t%.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", key, v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+  fprintf(out, "%s\t%.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", key, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+          v[7]);
   int bad = ferror(out);
   if (fclose(out) || bad || rename(tmp, path)) {
     unlink(tmp);
@@ -102,10 +108,11 @@ int shoal__tune_store(shoal_comm_t *c) {
 
 static void log_params(const shoal__tune_t *t) {
   SHOAL_DEBUG("TUNING", "profile (%s) of %s: shm alpha %.2f us beta %.2f GB/s; net alpha %.2f us beta %.2f GB/s; "
-              "gamma %.2f GB/s; shm allreduce %.2f us + S / %.2f GB/s", source_names[t->source], t->key,
+              "gamma %.2f GB/s; shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", source_names[t->source],
+              t->key,
               t->v[T_SHM_A] * 1e6, t->v[T_SHM_B] > 0 ? 1e-9 / t->v[T_SHM_B] : -1, t->v[T_NET_A] * 1e6,
               t->v[T_NET_B] > 0 ? 1e-9 / t->v[T_NET_B] : -1, t->v[T_GAMMA] > 0 ? 1e-9 / t->v[T_GAMMA] : -1,
-              t->v[T_COLL_A] * 1e6, t->v[T_COLL_B] > 0 ? 1e-9 / t->v[T_COLL_B] : -1);
+              t->v[T_COLL_A] * 1e6, t->v[T_COLL_B] > 0 ? 1e-9 / t->v[T_COLL_B] : -1, t->v[T_OP_O] * 1e6);
 }
 
 int shoal__tune_init(shoal_comm_t *c) {
@@ -186,6 +193,8 @@ shoal_algo_t shoal__tune_pick(const shoal_comm_t *c, size_t bytes, double t[SHOA
   t[SHOAL_ALGO_RHD] = shoal__cost_allreduce(SHOAL_ALGO_RHD, p, (double)bytes, &flat);
   t[SHOAL_ALGO_RD] = shoal__cost_allreduce(SHOAL_ALGO_RD, p, (double)bytes, &flat);
   const shoal__tune_t *tn = s ? s->tune : NULL;
+  double o = tn && tn->v[T_OP_O] >= 0 ? tn->v[T_OP_O] : DEF_OP_O;
+  t[SHOAL_ALGO_RING] += o, t[SHOAL_ALGO_RHD] += o, t[SHOAL_ALGO_RD] += o;
   if (one_host_shm) t[SHOAL_ALGO_SHM] = coll_time(tn, (double)bytes);
   if (ok && nh > 1) {
     int maxq = 1;
@@ -281,6 +290,8 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
   fprintf(f, "# reduction: gamma %.2f GB/s%s\n", 1e-9 / shm.gamma_s, t && t->v[T_GAMMA] > 0 ? " (measured)" : "");
   fprintf(f, "# shm allreduce fit: %.2f us + S / %.2f GB/s%s\n", val_or(t, T_COLL_A, DEF_COLL_ALPHA) * 1e6,
           1e-9 / val_or(t, T_COLL_B, DEF_COLL_BETA), t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
+  fprintf(f, "# op overhead (ring/rhd/rd, per collective): %.2f us%s\n",
+          (t && t->v[T_OP_O] >= 0 ? t->v[T_OP_O] : DEF_OP_O) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
   const char *forced = shoal__config_str("SHOAL_ALGO", "auto");
   if (forced && *forced && strcmp(forced, "auto")) fprintf(f, "# SHOAL_ALGO=%s forces the choice below\n", forced);
   fprintf(f, "# %12s %10s %10s %10s %10s %10s  %s\n", "size(B)", "ring(us)", "rhd(us)", "rd(us)", "shm(us)",

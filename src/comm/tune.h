@@ -7,7 +7,12 @@
  *        hosts; otherwise the TCP defaults of algo.c / SHOAL_ALPHA_US...);
  *   coll: the shm-native allreduce of the host group at three sizes
  *        (fitted the same way: it is what the shm algorithm costs);
- *   gamma: the float32 sum kernel's time per byte.
+ *   gamma: the float32 sum kernel's time per byte;
+ *   op: the software overhead o of one whole collective on the point-to-
+ *       point path (entry, headers, dispatch), measured as a 4-byte rd
+ *       allreduce minus what the link model predicts for it; added to the
+ *       ring/rhd/rd predictions so that they are compared fairly with the
+ *       shm-native allreduce, whose fit is end to end already.
  * All ranks agree on the values (MAX over ranks), so every rank makes the
  * same choice. The profile is cached in SHOAL_TUNE_FILE under a key naming
  * the host set (host:ranks, sorted). SHOAL_TUNE: off | cache (default: use
@@ -21,15 +26,15 @@
 #include "comm/coll.h"
 #include "comm/shm.h"
 
-enum { SHOAL__TUNE_NVALS = 7 };
+enum { SHOAL__TUNE_NVALS = 8 };
 typedef struct shoal__tune {
   int source;    /* 0 built-in defaults, 1 measured now, 2 from the cache file */
   char key[256]; /* host set: "hostA:2,hostB:2" */
-  /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta (s, s/B); < 0 unknown */
+  /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o (s, s/B); < 0 unknown */
   double v[SHOAL__TUNE_NVALS];
   shoal__cost_t env_net; /* algo.c's parameters (SHOAL_ALPHA_US, ...), read once at creation */
 } shoal__tune_t;
-enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B };
+enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B, T_OP_O };
 
 /* At world creation (shm.c): cache lookup, optional profile. Collective. */
 int  shoal__tune_init(shoal_comm_t *c);

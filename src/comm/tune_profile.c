@@ -16,9 +16,9 @@
 #define NSIZES 4
 static const size_t p2p_sizes[NSIZES] = {64, 4096, 256u << 10, 32u << 20}; /* the last beyond L3: DRAM-bound like real gradients */
 static const int p2p_iters[NSIZES] = {30, 20, 8, 3};
-#define NCOLL 3
-static const size_t coll_sizes[NCOLL] = {4096, 256u << 10, 32u << 20};
-static const int coll_iters[NCOLL] = {30, 10, 3};
+#define NCOLL 4 /* 8 B sets alpha: the choice against rd for small vectors hinges on it */
+static const size_t coll_sizes[NCOLL] = {8, 4096, 256u << 10, 32u << 20};
+static const int coll_iters[NCOLL] = {40, 30, 10, 3};
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -87,6 +87,8 @@ static int coll_probe(shoal_comm_t *c, shoal__op_t *op, double *a, double *b) {
   for (int k = 0; k < NCOLL && !rc; k++) {
     size_t n = coll_sizes[k] / 4;
     for (int it = 0; it <= coll_iters[k] && !rc; it++) {
+      int brc = 0; /* start together, as after a barrier or a compute phase; back to back the ranks' waits overlap */
+      if (shoal__shm_barrier(c, &cop, &brc) && brc) return free(in), free(out), brc;
       uint64_t t0 = shoal__now_ns();
       rc = shoal__shm_allreduce(c, &cop, in, out, n, -1);
       if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
@@ -116,6 +118,29 @@ static double gamma_probe(void) {
   }
   free(a), free(b), free(d);
   return best / (double)(n * 4);
+}
+
+/* The overhead o of one collective on the point-to-point path: the median
+ * of a 4-byte rd allreduce minus the link model's prediction for it (the
+ * fitted values are in place already, o = 0). Agreed by MAX. */
+static int op_probe(shoal_comm_t *c, double *o) {
+  enum { ITERS = 40 };
+  float x = 1.0f;
+  double samples[ITERS], t[SHOAL_ALGO__COUNT];
+  int rc;
+  c->w->shm->tune->v[T_OP_O] = 0;
+  for (int it = 0; it <= ITERS; it++) { /* iteration 0 warms up */
+    if ((rc = shoal_barrier(c))) return rc; /* start together, as the shm-native probe does */
+    uint64_t t0 = shoal__now_ns();
+    if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RD))) return rc;
+    if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
+  }
+  shoal__tune_pick(c, sizeof x, t);
+  double v = median(samples, ITERS) - t[SHOAL_ALGO_RD];
+  if (v < 0) v = 0;
+  if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, &v, 1, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD))) return rc;
+  *o = v;
+  return 0;
 }
 
 int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
@@ -148,10 +173,11 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
     return rc;
   memcpy(s->tune->v, v, sizeof v);
   s->tune->source = 1;
+  if ((rc = op_probe(c, &s->tune->v[T_OP_O]))) return rc;
   SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
   SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
-              "shm allreduce %.2f us + S / %.2f GB/s", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
+              "shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
               v[T_NET_A] * 1e6, v[T_NET_B] > 0 ? 1e-9 / v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
-              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1);
+              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, s->tune->v[T_OP_O] * 1e6);
   return write_cache ? shoal__tune_store(c) : 0;
 }

@@ -202,3 +202,35 @@ TEST_T(launch_two_programs_in_a_row, 40) {
     CHECK_MSG(times == 4, "rank %d joined %d worlds of 4: %s", r, times, out);
   }
 }
+
+/* --bind: auto pins rank r to one usable CPU when the ranks fit, leaves them
+ * free when they do not; none never pins; a bad mode is a usage error. */
+TEST_T(launch_binds_ranks_to_cores, 30) {
+  char cmd[1024];
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *show = "sh -c \"grep Cpus_allowed_list: /proc/self/status | tr -d ' \\\\t'\"";
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind core -- %s", shoal_test_cli(), show);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  if (ncpu >= 2) { /* assumes CPUs 0 and 1 are usable, as on the CI machines */
+    CHECK_CONTAINS(out, "[0] Cpus_allowed_list:0\n");
+    CHECK_CONTAINS(out, "[1] Cpus_allowed_list:1\n");
+  }
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind none -- %s", shoal_test_cli(), show);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  if (ncpu >= 2) CHECK_MSG(!strstr(out, "[1] Cpus_allowed_list:1\n"), "--bind none pinned: %s", out);
+  /* auto with more ranks than CPUs: nobody pinned */
+  snprintf(cmd, sizeof cmd, "%s launch -n %ld -- %s", shoal_test_cli(), ncpu + 1, show);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  if (ncpu >= 2) CHECK_MSG(!strstr(out, "[1] Cpus_allowed_list:1\n"), "oversubscribed ranks pinned: %s", out);
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind sockets -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "--bind 'sockets': expected core, none or auto");
+  snprintf(cmd, sizeof cmd, "SHOAL_BIND=tight %s launch -n 2 -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "SHOAL_BIND 'tight'");
+}

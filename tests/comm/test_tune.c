@@ -99,12 +99,14 @@ TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
   /* every class measured: no -1 left in the entry */
   FILE *f = fopen(a.file, "r");
   char line[1024];
-  double v[7] = {0};
+  double v[8] = {0};
   while (f && fgets(line, sizeof line, f))
     if (!strncmp(line, "hA:2,hB:1\t", 10))
-      CHECK_EQ(sscanf(line + 10, "%lg %lg %lg %lg %lg %lg %lg", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]), 7);
+      CHECK_EQ(sscanf(line + 10, "%lg %lg %lg %lg %lg %lg %lg %lg", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                      &v[7]), 8);
   if (f) fclose(f);
   for (int i = 0; i < 7; i++) CHECK_MSG(v[i] > 0, "value %d of the profile: %g", i, v[i]);
+  CHECK_MSG(v[7] >= 0, "op overhead of the profile: %g", v[7]); /* may be 0 when the model overestimates */
   a.mode = "cache";
   a.want_source = "cache";
   run(&a); /* the same host set: reused */
