@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
       run(sb, rb, count, 0, warm, fixed, target, rank, n, r0);
       run(sb, rb, count, 1, warm, fixed, target, rank, n, r1);
       if (rank == 0) {
-        printf("  %10zu %11zu %8s %5s %5s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s\n",
+        printf("  %10zu %11zu %8s %5s %5s | %9.2f %9.1f %9.1f %7.3f %7.3f %6s | %9.2f %9.1f %9.1f %7.3f %7.3f %6s\n",
                count * 4, count, "float32", "sum", "ompi", r0[0] * 1e6, r0[1] * 1e6, r0[2] * 1e6, r0[3], r0[4], "n/a",
                r1[0] * 1e6, r1[1] * 1e6, r1[2] * 1e6, r1[3], r1[4], "n/a");
         fflush(stdout);

@@ -308,7 +308,7 @@ static void print_group(const result_t *r) {
   char w[24];
   if (r->wrong < 0) snprintf(w, sizeof w, "n/a");
   else snprintf(w, sizeof w, "%ld", r->wrong);
-  printf(" | %9.1f %9.1f %9.1f %7.3f %7.3f %6s", r->p50 * 1e6, r->p99 * 1e6, r->max * 1e6, r->algbw, r->busbw, w);
+  printf(" | %9.2f %9.1f %9.1f %7.3f %7.3f %6s", r->p50 * 1e6, r->p99 * 1e6, r->max * 1e6, r->algbw, r->busbw, w);
 }
 
 static const char *algo_label(const run_t *R, size_t S) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "comm/coll.h"
+#include "comm/tune.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -117,7 +118,15 @@ shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes) {
   int p = c ? shoal__comm_size(c) : 1;
   shoal_algo_t a;
   char why[192];
-  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, &a, why, sizeof why) == 0) return a;
+  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, &a, why, sizeof why) == 0) {
+    /* not forced: what shoal_allreduce really runs, the fitted model's pick
+     * (shm and hier included) when the communicator has one */
+    if (c && p > 1 && strncmp(why, "forced", 6)) {
+      double t[SHOAL_ALGO__COUNT];
+      return shoal__tune_pick(c, bytes, t);
+    }
+    return a;
+  }
   SHOAL_WARN("COLL", "%s; using the default cost model", shoal_last_error());
   shoal__cost_t m = {DEFAULT_ALPHA_US * 1e-6, 1.0 / (DEFAULT_BETA_GBPS * 1e9), 1.0 / (DEFAULT_GAMMA_GBPS * 1e9)};
   return shoal__cost_pick(p, bytes, &m, NULL);
