@@ -383,7 +383,8 @@ int shoal_cmd_bench(int argc, char **argv) {
       int rc = measure(&R, count, S, inplace, &res[inplace]);
       if (rc) {
         fprintf(stderr, "shoal bench: rank %d: %s %zu B: %s\n", R.rank, coll_names[o.coll], (size_t)S,
-                shoal_comm_errmsg(R.c)[0] ? shoal_comm_errmsg(R.c) : shoal_status_string(rc));
+                shoal_comm_errmsg(R.c)[0] ? shoal_comm_errmsg(R.c)
+                : shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(rc));
         status = 1;
         goto out_bufs;
       }

@@ -8,6 +8,8 @@
  * waits for in_step >= g-1 everywhere: the buffer's previous users (step
  * g-2) are done. No other handshake is needed to reuse buffers.
  *
+ * Tiny vectors (<= SHOAL__SHM_BOX_BYTES, allreduce): one step through the
+ * boxes, see box_allreduce.
  * Small vectors (<= SMALL_MAX): one step; each rank copies its input into
  * its arena, waits for all inputs, and reduces the whole vector itself
  * (in local-rank order, so every rank computes the same bits).
@@ -57,6 +59,35 @@ static void reduce_slice(shoal__shm_t *s, const shoal__op_t *op, int b, size_t o
   for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, l == s->lrank ? own : shoal__shm_in(s, l, b) + off, n, dt, ro);
 }
 
+/* Tiny allreduce (<= SHOAL__SHM_BOX_BYTES): inputs travel in the boxes, step
+ * number and first bytes in one cache line; no fence on the way in. The
+ * wake-up of sleeping peers (a fence and a look at their `sleeping` words)
+ * comes after this rank is done: a peer that sleeps waits for this rank's
+ * box, which is visible long before; whoever completes last wakes the rest. */
+static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count) {
+  shoal__shm_t *s = c->w->shm;
+  shoal_dtype_t dt = (shoal_dtype_t)op->dtype;
+  shoal_redop_t ro = (shoal_redop_t)op->redop;
+  size_t bytes = count * shoal_dtype_size(dt);
+  uint64_t g = ++s->step;
+  int b = (int)(g % SHOAL__SHM_NBUF), me = s->lrank, rc;
+  if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
+  atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release); /* before seq: seq == g implies it */
+  shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
+  memcpy(mine->data, src, bytes);
+  atomic_store_explicit(&mine->seq, g, memory_order_release);
+  if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1))) return rc;
+  if (s->seen_all < g) s->seen_all = g; /* every box holds g, so every in_step is g */
+  /* reduce in local-rank order, so that every rank computes the same bits;
+   * my own input from my box too: in place, dst (== src) is overwritten
+   * before my turn comes */
+  shoal__reduce3(dst, shoal__shm_box(s, 0, b)->data, shoal__shm_box(s, 1, b)->data, count, dt, ro);
+  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(dst, dst, shoal__shm_box(s, l, b)->data, count, dt, ro);
+  if (ro == SHOAL_AVG) shoal__reduce_avg_finish(dst, count, dt, s->nlocal);
+  shoal__shm_ring_all(s);
+  return 0;
+}
+
 static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
                            int root_l) {
   shoal__shm_t *s = c->w->shm;
@@ -84,6 +115,7 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
     if (dst != src && bytes) memcpy(dst, src, bytes);
     return 0;
   }
+  if (root_l < 0 && bytes <= SHOAL__SHM_BOX_BYTES) return box_allreduce(c, op, src, dst, count);
   if (bytes <= SMALL_MAX && bytes <= s->chunk_bytes) return small_allreduce(c, op, src, dst, count, root_l);
   size_t ce = s->chunk_bytes / es, line = 64 / es ? 64 / es : 1;
   int p = s->nlocal, me = s->lrank, rc;

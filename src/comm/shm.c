@@ -53,12 +53,15 @@ static size_t layout(shoal__shm_t *s, int set) {
   off += (size_t)s->nlocal * SHOAL__SHM_NBUF * s->chunk_bytes;
   size_t result = off;
   off += SHOAL__SHM_NBUF * s->chunk_bytes;
+  size_t boxes = off;
+  off += (size_t)s->nlocal * SHOAL__SHM_NBUF * sizeof(shoal__shm_box_t);
   if (set) {
     char *b = s->base;
     s->ctrl = (shoal__shm_ctrl_t *)(b + ctrl);
     s->rings = b + rings;
     s->arena = b + arena;
     s->result = b + result;
+    s->boxes = (shoal__shm_box_t *)(b + boxes);
   }
   return off;
 }
@@ -348,19 +351,27 @@ typedef struct flag_wait {
   uint64_t want;
 } flag_wait_t;
 
+static uint64_t flag_value(const shoal__shm_t *s, int l, int field, uint64_t want) {
+  const shoal__shm_ctrl_t *p = &s->ctrl[l];
+  switch (field) {
+  case 0: return atomic_load_explicit(&p->in_step, memory_order_acquire);
+  case 1: return atomic_load_explicit(&p->red_step, memory_order_acquire);
+  default: return atomic_load_explicit(&shoal__shm_box(s, l, (int)(want % SHOAL__SHM_NBUF))->seq, memory_order_acquire);
+  }
+}
+
 static int flags_ready(void *arg) {
   flag_wait_t *f = arg;
   shoal__shm_t *s = f->s;
   for (int l = 0; l < s->nlocal; l++) {
     if (l == s->lrank || (f->only_l >= 0 && l != f->only_l)) continue;
-    shoal__shm_ctrl_t *p = &s->ctrl[l];
-    uint64_t v = f->field ? atomic_load_explicit(&p->red_step, memory_order_acquire)
-                          : atomic_load_explicit(&p->in_step, memory_order_acquire);
+    uint64_t v = flag_value(s, l, f->field, f->want);
     if (v < f->want) {
       f->missing = l;
       return 0;
     }
   }
+  if (f->field == 0 && f->only_l < 0 && f->want > s->seen_all) s->seen_all = f->want;
   return 1;
 }
 
@@ -368,6 +379,7 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
   shoal__world_t *w = c->w;
   shoal__shm_t *s = w->shm;
   flag_wait_t f = {s, field, only_l, -1, want};
+  if (field == 0 && only_l < 0 && want <= s->seen_all) return 0; /* seen already: no need to touch their lines */
   if (flags_ready(&f)) return 0;
   /* A peer on another core usually answers within a few hundred ns: check
    * the flags in a tight loop first, without reading the clock (a vDSO call
@@ -405,8 +417,7 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
                                 "timed out after %.1f s (SHOAL_TIMEOUT) waiting for same-host peer (world rank %d) "
                                 "to reach shared-memory step %llu (it is at %llu)",
                                 (double)(now - t0) * 1e-9, wr, (unsigned long long)want,
-                                (unsigned long long)(field ? atomic_load(&s->ctrl[l].red_step)
-                                                           : atomic_load(&s->ctrl[l].in_step)));
+                                (unsigned long long)flag_value(s, l, field, want));
       bell_sleep(s, flags_ready, &f, SLEEP_NS);
     }
     if (flags_ready(&f)) return 0;

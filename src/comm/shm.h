@@ -30,6 +30,16 @@ typedef struct shoal__shm_ctrl {
   int32_t pid;
 } shoal__shm_ctrl_t;
 
+/* A rank's box for tiny allreduce inputs: the step number and the first 56
+ * data bytes share one cache line, so that a peer's single miss brings both
+ * (Open MPI's vader has "fast boxes" for the same reason). seq is stored
+ * last, with release: seeing seq == g means the whole box holds step g. */
+#define SHOAL__SHM_BOX_BYTES 632
+typedef struct shoal__shm_box {
+  _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t seq;
+  char data[SHOAL__SHM_BOX_BYTES];
+} shoal__shm_box_t;
+
 /* A single-producer single-consumer byte ring from one local rank to another. */
 typedef struct shoal__shm_ring {
   _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t tail; /* bytes written, ever (producer) */
@@ -48,7 +58,9 @@ typedef struct shoal__shm {
   char *rings;             /* nlocal*nlocal slots of (ring header + ring_bytes) */
   char *arena;             /* [nlocal][NBUF][chunk_bytes] inputs */
   char *result;            /* [NBUF][chunk_bytes] reduced chunks */
+  shoal__shm_box_t *boxes; /* [nlocal][NBUF] tiny-allreduce boxes */
   uint64_t step;           /* steps done by this rank (identical on every member) */
+  uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
@@ -105,6 +117,9 @@ static inline char *shoal__shm_in(const shoal__shm_t *s, int l, int b) {
   return s->arena + ((size_t)l * SHOAL__SHM_NBUF + (size_t)b) * s->chunk_bytes;
 }
 static inline char *shoal__shm_out(const shoal__shm_t *s, int b) { return s->result + (size_t)b * s->chunk_bytes; }
+static inline shoal__shm_box_t *shoal__shm_box(const shoal__shm_t *s, int l, int b) {
+  return s->boxes + (size_t)l * SHOAL__SHM_NBUF + (size_t)b;
+}
 
 /* Wake local rank l if it sleeps on its bell. */
 void shoal__shm_ring_bell(shoal__shm_t *s, int l);
@@ -112,7 +127,8 @@ void shoal__shm_ring_bell(shoal__shm_t *s, int l);
 void shoal__shm_ring_all(shoal__shm_t *s);
 
 /* Wait until flag[l] >= want for every local rank l in mask (NULL: all but
- * me), field = 0 for in_step, 1 for red_step. Yields, then sleeps on the
+ * me), field = 0 for in_step, 1 for red_step, 2 for the seq of box b =
+ * want % NBUF. Yields, then sleeps on the
  * futex; checks the deadline and the peers' connections (a dead or aborted
  * peer fails the op naming it). */
 int  shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l);
