@@ -16,6 +16,7 @@
 # latency <= Open MPI's from 8 B to 4 KiB; N = 2 and 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" reps=3
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,20 +62,13 @@ echo "# $(date -u +%FT%TZ) $(uname -n), $cores cores; load: $(cut -d' ' -f1-3 /p
 bw1=$("$out/memcpy_bw" -j 1); bwc=$("$out/memcpy_bw" -j "$cores")
 bw=$(awk -v a="$bw1" -v b="$bwc" 'BEGIN { print (a > b ? a : b) }')
 echo "# copy bandwidth (memcpy 256 MiB, read+write counted): 1 process $bw1 GB/s, $cores at once $bwc GB/s; BW_mem = $bw GB/s"
-# per size, the row with the lowest p50 (column 7) over the runs, in size order
-best_of() { # out files...
-  local o=$1; shift
-  awk '/^#/ { if (FNR == NR) print; next } { if (!($1 in best) || $7 + 0 < best[$1]) { best[$1] = $7 + 0; row[$1] = $0 }
-        if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
-       END { for (i = 1; i <= k; i++) print row[order[i]] }' "$@" >"$o"
-}
 for n in $ranks; do
   for r in $(seq 1 "$reps"); do
     echo "# running shoal, $n ranks (run $r of $reps) ..." >&2; run_shoal "$n" "$out/shoal-$n.run$r.txt"
     echo "# running Open MPI (vader), $n ranks (run $r of $reps) ..." >&2; run_mpi "$n" "$out/mpi-$n.run$r.txt"
   done
-  best_of "$out/shoal-$n.txt" "$out"/shoal-$n.run*.txt
-  best_of "$out/mpi-$n.txt" "$out"/mpi-$n.run*.txt
+  best_of 7 "$out/shoal-$n.txt" "$out"/shoal-$n.run*.txt
+  best_of 7 "$out/mpi-$n.txt" "$out"/mpi-$n.run*.txt
 done
 
 # Table columns: $1 size, $7 p50 out-of-place (us), $11 busbw out-of-place. Out-of-place vs out-of-place.

@@ -4,11 +4,13 @@
 # docs/performance.md), then a table of ratios per size.
 #   bench/tcp-anchors.sh [--build DIR] [--ranks "2 4"] [--sizes 8:256M | --min 8 --max 256M] [--factor 2]
 #                        [--iters N] [--target SEC] [--warmup N] [--out DIR] [--skip-mpi] [--skip-gloo]
+#                        [--reps R]   (default 3: alternate the programs R times, keep each one's best run)
 # Goal (issue 2): shoal busbw >= Gloo's and >= Open MPI's from 64 KiB up, and
 # small-message (8 B..4 KiB) p50 latency <= Open MPI's, at 2 and 4 ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" skip_mpi=0 skip_gloo=0
+. bench/common.sh
+build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" skip_mpi=0 skip_gloo=0 reps=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -23,7 +25,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --skip-mpi) skip_mpi=1; shift ;;
     --skip-gloo) skip_gloo=1; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --reps) reps=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "tcp-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -80,9 +83,14 @@ run_gloo() {
 echo "# tcp-anchors: allreduce float32 sum, TCP loopback, sizes $min..$max x$factor, ranks: $ranks"
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for n in $ranks; do
-  echo "# running shoal, $n ranks ..." >&2; run_shoal "$n" "$out/shoal-$n.txt"
-  [ $skip_mpi = 0 ] && { echo "# running Open MPI, $n ranks ..." >&2; run_mpi "$n" "$out/mpi-$n.txt"; }
-  [ $skip_gloo = 0 ] && { echo "# running Gloo, $n ranks ..." >&2; run_gloo "$n" "$out/gloo-$n.txt"; }
+  for r in $(seq 1 "$reps"); do
+    echo "# running shoal, $n ranks (run $r of $reps) ..." >&2; run_shoal "$n" "$out/shoal-$n.run$r.txt"
+    [ $skip_mpi = 0 ] && { echo "# running Open MPI, $n ranks (run $r of $reps) ..." >&2; run_mpi "$n" "$out/mpi-$n.run$r.txt"; }
+    [ $skip_gloo = 0 ] && { echo "# running Gloo, $n ranks (run $r of $reps) ..." >&2; run_gloo "$n" "$out/gloo-$n.run$r.txt"; }
+  done
+  best_of 7 "$out/shoal-$n.txt" "$out"/shoal-$n.run*.txt
+  [ $skip_mpi = 0 ] && best_of 7 "$out/mpi-$n.txt" "$out"/mpi-$n.run*.txt
+  [ $skip_gloo = 0 ] && best_of 14 "$out/gloo-$n.txt" "$out"/gloo-$n.run*.txt   # Gloo is compared in place
 done
 
 # Columns of every table: $1 size, $7 p50 oop, $11 busbw oop, $14 p50 in-place, $18 busbw in-place.
