@@ -30,7 +30,7 @@ typedef struct {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: shoal sched run|lp-bound|decide-time [options]\n"
-          "  --policy LIST     larr,greedy,oasis,fifo,drf (default: all)\n"
+          "  --policy LIST     larr,greedy,oasis,fifo,drf,optimus,tiresias (default: all)\n"
           "  --machines N      machines (20), each --gpus 8, 64 CPUs, 256 GB, 50 Gb/s\n"
           "  --jobs N          jobs (100)       --window S  arrival window in slots (40)\n"
           "  --locality X      b_in / b_ex (10) --seed S    workload and rounding seed (1)\n"
@@ -38,6 +38,10 @@ static void usage(FILE *f) {
           "  --trace CSV       Philly CSV (../shared/data/philly/philly.csv) instead of synthetic jobs\n"
           "  --slot SECONDS    slot length for --trace (3600)\n"
           "  --theta X --trials R --beta B --sigma S --klp K --lp-time S --search 0|1   larr parameters\n"
+          "  --replan 0|1      larr re-plans committed jobs' remaining work on each arrival batch (1)\n"
+          "  --replan-k K      most committed jobs released per batch (16)   --replan-lp 0|1  re-plan them via the LP (0: greedy)\n"
+          "  --replan-key 0|1  re-plan order: remaining standalone time (0) or remaining GPU-slots (1, default)\n"
+          "  --tiresias-thr T1,T2  attained GPU-slots between Tiresias's queues (8,64)\n"
           "  --oasis-mult X    multiplier on OASiS's U, L (1)   --oasis-force N  admit after N rejections (20)\n"
           "  --no-lb           skip the lower bound   --csv  CSV output   --no-header  CSV without header\n"
           "  --tag TEXT        first CSV column (sweep label)\n"
@@ -47,7 +51,7 @@ static void usage(FILE *f) {
 static int parse(int argc, char **argv, opts_t *o) {
   shoal__ps_workload_defaults(&o->w);
   shoal__ps_run_defaults(&o->r);
-  snprintf(o->policies, sizeof o->policies, "larr,greedy,oasis,fifo,drf");
+  snprintf(o->policies, sizeof o->policies, "larr,greedy,oasis,fifo,drf,optimus,tiresias");
   o->trace = NULL;
   o->slot_s = 3600;
   o->csv = 0;
@@ -69,7 +73,16 @@ static int parse(int argc, char **argv, opts_t *o) {
     else if (!strcmp(a, "--policy")) { NEED(); snprintf(o->policies, sizeof o->policies, "%s", v); }
     else if (!strcmp(a, "--trace")) { NEED(); o->trace = v; }
     else if (!strcmp(a, "--tag")) { NEED(); snprintf(o->tag, sizeof o->tag, "%s", v); }
-    else if (!strcmp(a, "--dur")) {
+    else if (!strcmp(a, "--tiresias-thr")) {
+      NEED();
+      int k = 0;
+      char buf[128];
+      snprintf(buf, sizeof buf, "%s", v);
+      for (char *sv2 = NULL, *tk = strtok_r(buf, ",", &sv2); tk && k < 3; tk = strtok_r(NULL, ",", &sv2)) o->r.tir_thr[k++] = atof(tk);
+      if (k < 1) return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched: --tiresias-thr '%s': expected T1[,T2[,T3]]", v);
+      for (int q = k; q < 4; q++) o->r.tir_thr[q] = INFINITY;
+      o->r.tir_nq = k + 1;
+    } else if (!strcmp(a, "--dur")) {
       NEED();
       if (sscanf(v, "%d,%d", &o->w.dur_lo, &o->w.dur_hi) != 2) return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched: --dur '%s': expected LO,HI", v);
     } else {
@@ -90,6 +103,10 @@ static int parse(int argc, char **argv, opts_t *o) {
       else if (!strcmp(a, "--klp")) o->r.larr.k_lp = (int)x;
       else if (!strcmp(a, "--lp-time")) o->r.larr.lp_tm_lim_s = x;
       else if (!strcmp(a, "--search")) o->r.larr.search = (int)x;
+      else if (!strcmp(a, "--replan")) o->r.replan = (int)x;
+      else if (!strcmp(a, "--replan-k")) o->r.replan_k = (int)x;
+      else if (!strcmp(a, "--replan-lp")) o->r.replan_lp = (int)x;
+      else if (!strcmp(a, "--replan-key")) o->r.replan_key = (int)x;
       else if (!strcmp(a, "--oasis-mult")) o->r.oasis.mult = x;
       else if (!strcmp(a, "--oasis-force")) o->r.oasis_force_after = (int)x;
       else if (!strcmp(a, "--lb-time")) o->lb_tm_s = x;
@@ -215,8 +232,8 @@ static double cpu_s(void) {
 static int cmd_decide(const opts_t *o, const char *mlist) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", mlist);
-  printf("%-9s %9s %9s %9s %9s %9s %9s %9s\n", "machines", "arrivals", "gpu_load", "larr_ms", "larr_cpu", "larr_max", "greedy_ms",
-         "oasis_ms");
+  printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "machines", "arrivals", "gpu_load", "larr_ms", "larr_cpu", "larr_max",
+         "replan_ms", "rpl_max", "greedy_ms", "oasis_ms");
   for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
     shoal__ps_workload_params_t w = o->w;
     w.machines = atoi(tok);
@@ -227,6 +244,15 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
     int rc = shoal__ps_workload_cluster(&w, &c);
     if (rc || (rc = shoal__ps_workload_synth(&w, &jobs))) return rc;
     double gpus = 0, target = 0.7 * w.machines * w.gpus * 20;
+    shoal__ps_sched_t *Spre = calloc((size_t)w.njobs, sizeof *Spre);
+    int *act = malloc(sizeof(int) * (size_t)w.njobs), na = 0;
+    double *rate = calloc((size_t)w.njobs, sizeof(double));
+    if (!Spre || !act || !rate) {
+      free(Spre), free(act), free(rate), free(jobs);
+      shoal__ps_cluster_free(&c);
+      return shoal__seterr(SHOAL_ERR_NOMEM, "decide-time");
+    }
+    for (int q = 0; q < w.njobs; q++) shoal__ps_sched_init(&Spre[q], 0);
     int i = 0;
     for (; i < w.njobs - o->w.njobs && gpus < target; i++) {
       jobs[i].arrival = 0;
@@ -238,14 +264,16 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
         if (S.start + k < 20) gpus += W;
       }
       shoal__ps_commit(&c, &jobs[i], &S);
-      shoal__ps_sched_free(&S);
+      Spre[i] = S;
+      act[na++] = i;
     }
     shoal__ps_oasis_est_t est;
     shoal__ps_oasis_est_init(&est);
     for (int k = 0; k < i; k++) shoal__ps_oasis_observe(&est, &c, &jobs[k], &o->r.oasis);
-    double tl = 0, tlmax = 0, tg = 0, to = 0, tcpu = 0;
+    double tl = 0, tlmax = 0, tg = 0, to = 0, tcpu = 0, tr = 0, trmax = 0;
+    long rel = 0;
     int m = 0;
-    shoal__ps_larr_stats_t st = {0};
+    shoal__ps_larr_stats_t st = {0}, st2 = {0};
     for (int k = i; k < w.njobs && m < o->w.njobs; k++, m++) {
       jobs[k].arrival = 0;
       shoal__ps_sched_t S;
@@ -263,15 +291,44 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
       t0 = shoal__now_s();
       if (!shoal__ps_oasis(&c, &jobs[k], 0, &o->r.oasis, &est, &mu, &S)) shoal__ps_sched_free(&S);
       to += shoal__now_s() - t0;
+      /* larr with re-planning: the whole batch (release, plan the new job,
+       * re-plan the released) on copies, so every arrival sees the same load */
+      shoal__ps_cluster_t cc;
+      shoal__ps_sched_t *Sc = calloc((size_t)w.njobs, sizeof *Sc);
+      int def[1], ndef = 0, nrel = 0, batch[1] = {k};
+      if (!Sc || (rc = shoal__ps_cluster_copy(&cc, &c))) {
+        free(Sc);
+        rc = rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "decide-time");
+        break;
+      }
+      for (int q = 0; q < w.njobs && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
+      t0 = shoal__now_s();
+      if (!rc) rc = shoal__ps_replan(&cc, jobs, Sc, act, na, batch, 1, 0, &o->r, rate, &st2, def, &ndef, &nrel);
+      dt = shoal__now_s() - t0;
+      tr += dt;
+      if (dt > trmax) trmax = dt;
+      rel += nrel;
+      for (int q = 0; q < w.njobs; q++) shoal__ps_sched_free(&Sc[q]);
+      free(Sc);
+      shoal__ps_cluster_free(&cc);
+      if (rc) break;
     }
-    printf("%-9d %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", w.machines, m, gpus / (w.machines * w.gpus * 20.0), 1e3 * tl / m,
-           1e3 * tcpu / m, 1e3 * tlmax, 1e3 * tg / m, 1e3 * to / m);
-    printf("          larr phases per arrival: greedy %.2f ms, LP %.2f ms (%.0f columns), rounding+repair %.2f ms; E_g - s = %.1f slots\n",
-           1e3 * st.t_greedy_s / m, 1e3 * st.t_lp_s / m, (double)st.lp_cols_sum / m, 1e3 * st.t_round_s / m,
-           (double)st.e_g_sum / m);
+    if (!rc) {
+      printf("%-9d %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", w.machines, m, gpus / (w.machines * w.gpus * 20.0),
+             1e3 * tl / m, 1e3 * tcpu / m, 1e3 * tlmax, 1e3 * tr / m, 1e3 * trmax, 1e3 * tg / m, 1e3 * to / m);
+      printf("          larr phases per arrival: greedy %.2f ms, LP %.2f ms (%.0f columns), rounding+repair %.2f ms; E_g - s = %.1f slots;"
+             " re-plan: %d committed jobs, %.1f released per arrival (--replan-k %d)\n",
+             1e3 * st.t_greedy_s / m, 1e3 * st.t_lp_s / m, (double)st.lp_cols_sum / m, 1e3 * st.t_round_s / m,
+             (double)st.e_g_sum / m, na, (double)rel / m, o->r.replan_k);
+    }
+    for (int q = 0; q < w.njobs; q++) shoal__ps_sched_free(&Spre[q]);
+    free(Spre);
+    free(act);
+    free(rate);
     fflush(stdout);
     free(jobs);
     shoal__ps_cluster_free(&c);
+    if (rc) return rc;
   }
   return 0;
 }

@@ -29,7 +29,8 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
   rp.oasis.T = 30;
   rp.oasis.hmax = 30;
   const int T = 10;
-  double ratio[SHOAL_PS_POL__N] = {0}, worst[SHOAL_PS_POL__N] = {0}, lbratio = 0;
+  /* index SHOAL_PS_POL__N: larr without re-planning (commit on arrival) */
+  double ratio[SHOAL_PS_POL__N + 1] = {0}, worst[SHOAL_PS_POL__N + 1] = {0}, lbratio = 0;
   int solved = 0, relations = 0;
   double t_start = shoal__now_s();
   for (int inst = 0; inst < 30 && shoal__now_s() - t_start < 75; inst++) { /* bounded under sanitizers too */
@@ -51,14 +52,14 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
     CHECK_OK(shoal__ps_lower_bound(&c, jobs, n, T, 10, &lb, &lbs));
     CHECK_MSG(lb <= opt + 1e-6, "instance %d: lower bound %g > optimum %g", inst, lb, opt);
     lbratio += opt / lb;
-    for (int p = 0; p < SHOAL_PS_POL__N; p++) {
+    for (int p = 0; p <= SHOAL_PS_POL__N; p++) {
       shoal__ps_run_result_t r;
       shoal__ps_sched_t S[4];
-      CHECK_OK(shoal__ps_run(&c, jobs, n, (shoal__ps_pol_t)p, &rp, &r, p <= SHOAL_PS_POL_OASIS ? S : NULL));
-      if (p <= SHOAL_PS_POL_OASIS) {
-        CHECK_OK(ps_check_all(&c, jobs, n, S));
-        for (int i = 0; i < n; i++) shoal__ps_sched_free(&S[i]);
-      }
+      shoal__ps_run_params_t rq = rp;
+      rq.replan = p < SHOAL_PS_POL__N;
+      CHECK_OK(shoal__ps_run(&c, jobs, n, p < SHOAL_PS_POL__N ? (shoal__ps_pol_t)p : SHOAL_PS_POL_LARR, &rq, &r, S));
+      CHECK_OK(ps_check_all(&c, jobs, n, S)); /* every policy: capacities, ratios, coverage */
+      for (int i = 0; i < n; i++) shoal__ps_sched_free(&S[i]);
       CHECK_MSG(r.total_flow >= opt - 1e-6 || r.makespan > T, "instance %d: %s flow %g < optimum %g", inst,
                 shoal__ps_pol_name((shoal__ps_pol_t)p), r.total_flow, opt);
       ratio[p] += r.total_flow / opt;
@@ -100,8 +101,9 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
   }
   CHECK(solved >= 10);
   printf("tiny instances vs MIP optimum (%d solved, %d larr oracle checks): mean (worst) total-flow ratio\n", solved, relations);
-  for (int p = 0; p < SHOAL_PS_POL__N; p++)
-    printf("  %-7s %.3f (%.3f)\n", shoal__ps_pol_name((shoal__ps_pol_t)p), ratio[p] / solved, worst[p]);
+  for (int p = 0; p <= SHOAL_PS_POL__N; p++)
+    printf("  %-14s %.3f (%.3f)\n", p < SHOAL_PS_POL__N ? shoal__ps_pol_name((shoal__ps_pol_t)p) : "larr replan=0",
+           ratio[p] / solved, worst[p]);
   printf("  optimum / lower bound: %.3f\n", lbratio / solved);
 }
 
@@ -170,11 +172,10 @@ TEST_T(larr_online_workload_feasible_and_deterministic, 110) {
   for (int p = 0; p < SHOAL_PS_POL__N; p++) {
     shoal__ps_run_result_t r;
     shoal__ps_sched_t *S = calloc(wp.njobs, sizeof *S);
-    CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, (shoal__ps_pol_t)p, &rp, &r, p <= SHOAL_PS_POL_OASIS ? S : NULL));
-    if (p <= SHOAL_PS_POL_OASIS) {
-      CHECK_OK(ps_check_all(&c, jobs, wp.njobs, S));
-      for (int i = 0; i < wp.njobs; i++) shoal__ps_sched_free(&S[i]);
-    }
+    CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, (shoal__ps_pol_t)p, &rp, &r, S));
+    CHECK_OK(ps_check_all(&c, jobs, wp.njobs, S));
+    for (int i = 0; i < wp.njobs; i++) CHECK_EQ(shoal__ps_sched_finish(&jobs[i], &S[i]), r.end[i]);
+    for (int i = 0; i < wp.njobs; i++) shoal__ps_sched_free(&S[i]);
     flow[p] = r.total_flow;
     CHECK(r.makespan < wp.window + 60);
     if (p == SHOAL_PS_POL_LARR) { /* same seed, same schedule */

@@ -8,8 +8,12 @@ TEST_T(larr_cli_sched_run_csv, 60) {
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
   CHECK_MSG(st == 0, "exit %d: %s", st, out);
   CHECK_CONTAINS(out, "tag,policy,machines");
-  const char *pols[] = {",larr,", ",greedy,", ",oasis,", ",fifo,", ",drf,"};
-  for (int i = 0; i < 5; i++) CHECK_CONTAINS(out, pols[i]);
+  const char *pols[] = {",larr,", ",greedy,", ",oasis,", ",fifo,", ",drf,", ",optimus,", ",tiresias,"};
+  for (int i = 0; i < 7; i++) CHECK_CONTAINS(out, pols[i]);
+  snprintf(cmd, sizeof cmd, "%s sched run --machines 4 --jobs 20 --window 5 --policy larr --replan 0 --no-lb", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "larr ");
   snprintf(cmd, sizeof cmd, "%s sched run --machines 6 --bogus 1", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(st != 0);
