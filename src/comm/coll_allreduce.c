@@ -211,15 +211,21 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
   if (!inplace && !sendbuf && count)
     return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: sendbuf is NULL (use SHOAL_IN_PLACE)");
   const void *src = inplace ? recvbuf : sendbuf;
+  shoal_algo_t fitted = SHOAL_ALGO_AUTO;
   if (algo == SHOAL_ALGO_AUTO || algo == SHOAL_ALGO_SHM || algo == SHOAL_ALGO_HIER) { /* shm, hier, fitted model */
     int handled;
-    rc = shoal__tune_allreduce(c, src, recvbuf, count, dtype, redop, algo, inplace, &handled);
+    rc = shoal__tune_allreduce(c, src, recvbuf, count, dtype, redop, algo, inplace, &handled, &fitted);
     if (handled) return rc;
   }
   int p = shoal__comm_size(c);
   shoal_algo_t chosen;
   char why[192];
-  if ((rc = shoal__allreduce_resolve(p, bytes, algo, &chosen, why, sizeof why))) return rc;
+  if (fitted != SHOAL_ALGO_AUTO) {
+    chosen = fitted;
+    snprintf(why, sizeof why, "fitted model");
+  } else if ((rc = shoal__allreduce_resolve(p, bytes, algo, &chosen, why, sizeof why))) {
+    return rc;
+  }
   size_t chunk = 0;
   if (chosen == SHOAL_ALGO_RING) {
     shoal__cost_t m;

@@ -220,8 +220,13 @@ static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t 
   else
     n = snprintf(out, cap, "%s seq %u count %llu %s", shoal__opcode_name(opcode), seq, (unsigned long long)count,
                  shoal__dtype_label(dtype));
-  if (show_redop && n < (int)cap) n += snprintf(out + n, cap - (size_t)n, " redop %d", redop);
-  if (show_tag && n < (int)cap) n += snprintf(out + n, cap - (size_t)n, " tag %d", tag);
+  if (show_redop && n < (int)cap)
+    n += redop >= 0 && redop < SHOAL_REDOP__COUNT ? snprintf(out + n, cap - (size_t)n, " %s", shoal_redop_name(redop))
+                                                    : snprintf(out + n, cap - (size_t)n, " redop %d", redop);
+  if (show_tag && n < (int)cap) /* an allreduce's tag is its algorithm: ranks that chose differently */
+    n += opcode == SHOAL__OP_ALLREDUCE && tag >= 0 && tag < SHOAL_ALGO__COUNT
+             ? snprintf(out + n, cap - (size_t)n, " algorithm %s", shoal_algo_name((shoal_algo_t)tag))
+             : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
   if (show_bytes && n < (int)cap) snprintf(out + n, cap - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
 }
 

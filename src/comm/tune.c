@@ -218,7 +218,9 @@ shoal_algo_t shoal__tune_pick(const shoal_comm_t *c, size_t bytes, double t[SHOA
 }
 
 int shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t count, shoal_dtype_t dtype,
-                          shoal_redop_t redop, shoal_algo_t algo, int inplace, int *handled) {
+                          shoal_redop_t redop, shoal_algo_t algo, int inplace, int *handled,
+                          shoal_algo_t *flat_pick) {
+  *flat_pick = SHOAL_ALGO_AUTO;
   *handled = 0;
   if (algo == SHOAL_ALGO_AUTO) {
     const char *env = shoal__config_str("SHOAL_ALGO", "auto");
@@ -243,8 +245,11 @@ int shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t co
                 "hier %.1f us)", bytes, p, shoal_algo_name(pick), s && s->tune ? source_names[s->tune->source] : "-",
                 t[SHOAL_ALGO_RING] * 1e6, t[SHOAL_ALGO_RHD] * 1e6, t[SHOAL_ALGO_RD] * 1e6, t[SHOAL_ALGO_SHM] * 1e6,
                 t[SHOAL_ALGO_HIER] * 1e6);
-    if (pick != SHOAL_ALGO_SHM && pick != SHOAL_ALGO_HIER)
-      return shoal_allreduce_algo(c, inplace ? SHOAL_IN_PLACE : src, dst, count, dtype, redop, pick);
+    if (pick != SHOAL_ALGO_SHM && pick != SHOAL_ALGO_HIER) { /* the caller runs ring/rhd/rd */
+      *handled = 0;
+      *flat_pick = pick;
+      return 0;
+    }
     algo = pick;
     snprintf(why, sizeof why, "fitted model");
   } else {

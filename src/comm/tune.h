@@ -52,10 +52,12 @@ void shoal__tune_cost(const shoal_comm_t *c, int shm, shoal__cost_t *out);
 shoal_algo_t shoal__tune_pick(const shoal_comm_t *c, size_t bytes, double t[SHOAL_ALGO__COUNT]);
 /* The allreduce dispatcher (hooked at the top of shoal_allreduce_algo):
  * handles SHOAL_ALGO_SHM / _HIER (explicit or from SHOAL_ALGO) and AUTO
- * (the fitted model picks; a flat pick is re-dispatched explicitly). Sets
- * *handled = 0 when the caller should go on with ring/rhd/rd itself. */
+ * (the fitted model picks). Sets *handled = 0 when the caller should go on
+ * with ring/rhd/rd itself: with *flat_pick the fitted model's choice, or
+ * SHOAL_ALGO_AUTO when the caller's own model decides. */
 int  shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t count, shoal_dtype_t dtype,
-                           shoal_redop_t redop, shoal_algo_t algo, int inplace, int *handled);
+                           shoal_redop_t redop, shoal_algo_t algo, int inplace, int *handled,
+                           shoal_algo_t *flat_pick);
 /* Print the fitted parameters and the choice per size (shoal bench --explain, shoal tune). */
 void shoal__tune_explain(shoal_comm_t *c, FILE *f);
 

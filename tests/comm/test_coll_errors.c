@@ -89,7 +89,9 @@ static int algo_mismatch_rank(int rank, void *arg) {
   fprintf(stderr, "rank %d: rc %d: %s\n", rank, rc, msg);
   CHECK(rc == SHOAL_ERR_MISMATCH || rc == SHOAL_ERR_PEER_CLOSED);
   CHECK_CONTAINS(msg, "allreduce");
-  CHECK_CONTAINS(msg, "tag");
+  CHECK_CONTAINS(msg, "algorithm r"); /* both algorithms named: "algorithm ring" and "algorithm rhd" */
+  CHECK_CONTAINS(msg, "rhd");
+  CHECK_CONTAINS(msg, "ring");
   shoal_comm_destroy(c);
   return 0;
 }
