@@ -573,8 +573,9 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
 int shoal__shm_attach(shoal_comm_t *c) {
   shoal__world_t *w = c->w;
   int use, rc;
-  long ring, chunk, spin_us;
+  long ring, chunk, spin_us, nt;
   if ((rc = shoal__config_bool("SHOAL_SHM", 1, &use)) ||
+      (rc = shoal__config_long("SHOAL_SHM_NT_BYTES", 16L << 20, 0, 1L << 40, &nt)) ||
       (rc = shoal__config_long("SHOAL_SHM_RING_BYTES", 256 << 10, 4096, 1L << 30, &ring)) ||
       (rc = shoal__config_long("SHOAL_SHM_CHUNK_BYTES", 512 << 10, 4096, 1L << 30, &chunk)) ||
       (rc = shoal__config_long("SHOAL_SHM_SPIN_US", 50, 0, 10000000, &spin_us)))
@@ -610,6 +611,7 @@ int shoal__shm_attach(shoal_comm_t *c) {
   s->ring_bytes = align_up((size_t)ring, 4096);
   s->chunk_bytes = align_up((size_t)chunk, 4096);
   s->spin_ns = (uint64_t)spin_us * 1000;
+  s->nt_bytes = (size_t)nt;
   s->use_shm = use;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   s->oversub = cores > 0 && s->nlocal > cores;

@@ -62,6 +62,7 @@ typedef struct shoal__shm {
   uint64_t step;           /* steps done by this rank (identical on every member) */
   uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
+  size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
   int use_shm;

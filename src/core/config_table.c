@@ -34,6 +34,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_SHM", "1", "comm", "use shared memory between ranks on the same host (same host name and boot id)"},
   {"SHOAL_SHM_RING_BYTES", "262144", "comm", "bytes of each same-host pair's point-to-point ring"},
   {"SHOAL_SHM_CHUNK_BYTES", "524288", "comm", "pipeline chunk of the shared-memory allreduce (per rank and buffer)"},
+  {"SHOAL_SHM_NT_BYTES", "16777216", "comm", "shm allreduces of at least this many bytes write results with non-temporal stores (0: never)"},
   {"SHOAL_SHM_SPIN_US", "50", "comm", "shm waits spin (yielding the CPU) this long before sleeping on a futex"},
   {"SHOAL_TUNE", "cache", "comm", "tuning profile: off, cache (use SHOAL_TUNE_FILE's entry if any), init (profile at creation if none), force"},
   {"SHOAL_TUNE_FILE", "", "comm", "file caching tuning profiles keyed by host set (written by `shoal tune`)"},

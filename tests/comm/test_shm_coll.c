@@ -6,7 +6,8 @@
  *     "host", TCP between), equal and unequal groups;
  * plus the shm and hier allreduce algorithms explicitly at every dtype x op
  * x count (1, prime, 3 MiB), in place and not, with a tiny pipeline chunk
- * so that the large path runs many chunks with ragged slices. */
+ * so that the large path runs many chunks with ragged slices (and copies
+ * results out with non-temporal stores). */
 #define SHOAL_COLL_MATRIX_ONLY
 #include "test_coll.c"
 
@@ -16,6 +17,7 @@ typedef struct layout {
   int shm;              /* SHOAL_SHM */
   int full_matrix;      /* also run test_coll.c's whole matrix */
   const char *chunk;    /* SHOAL_SHM_CHUNK_BYTES, or NULL */
+  const char *nt;       /* SHOAL_SHM_NT_BYTES, or NULL */
 } layout_t;
 
 /* Explicit shm (one host) or hier (several) at every dtype x op x count. */
@@ -56,6 +58,7 @@ static int layout_rank(int rank, void *arg) {
   if (l->hosts[0]) setenv("SHOAL_HOSTNAME", l->hosts[rank], 1);
   setenv("SHOAL_SHM", l->shm ? "1" : "0", 1);
   if (l->chunk) setenv("SHOAL_SHM_CHUNK_BYTES", l->chunk, 1);
+  if (l->nt) setenv("SHOAL_SHM_NT_BYTES", l->nt, 1);
   shoal_comm_t *c;
   if (join(&l->g, rank, &c)) return 2;
   int fails = l->full_matrix ? matrix(c, &l->g) : 0;
@@ -103,7 +106,8 @@ TEST_T(shm_coll_matrix_tcp_only_4, 240) {
 }
 
 TEST_T(shm_coll_one_host_3_small_chunks, 240) {
-  layout_t l = {.g = {.n = 3}, .shm = 1, .chunk = "4096"};
+  /* and the non-temporal copy-out from 64 KiB (ragged heads and tails) */
+  layout_t l = {.g = {.n = 3}, .shm = 1, .chunk = "4096", .nt = "65536"};
   run_layout(&l);
 }
 
