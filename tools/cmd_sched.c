@@ -41,7 +41,7 @@ static void usage(FILE *f) {
           "  --replan 0|1      larr re-plans committed jobs' remaining work on each arrival batch (1)\n"
           "  --replan-k K      most committed jobs released per batch (16)   --replan-lp 0|1  re-plan them via the LP (0: greedy)\n"
           "  --replan-key 0|1  re-plan order: remaining standalone time (0) or remaining GPU-slots (1, default)\n"
-          "  --tiresias-thr T1,T2  attained GPU-slots between Tiresias's queues (8,64)\n"
+          "  --tiresias-thr T1,T2  attained GPU-slots between Tiresias's queues (4,32)\n"
           "  --oasis-mult X    multiplier on OASiS's U, L (1)   --oasis-force N  admit after N rejections (20)\n"
           "  --no-lb           skip the lower bound   --csv  CSV output   --no-header  CSV without header\n"
           "  --tag TEXT        first CSV column (sweep label)\n"

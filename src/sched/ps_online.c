@@ -34,8 +34,8 @@ void shoal__ps_run_defaults(shoal__ps_run_params_t *p) {
   p->replan_lp = 0;
   p->replan_key = 1;
   p->tir_nq = 3;
-  p->tir_thr[0] = 8;
-  p->tir_thr[1] = 64;
+  p->tir_thr[0] = 4;
+  p->tir_thr[1] = 32;
   p->tir_thr[2] = p->tir_thr[3] = INFINITY;
 }
 

@@ -36,7 +36,7 @@ typedef struct {
   int replan_key;         /* order: 0 remaining standalone time, 1 remaining GPU-slots at the best rate (1) */
   /* tiresias: attained-service thresholds in GPU-slots between its queues */
   int tir_nq;             /* queues (3) */
-  double tir_thr[4];      /* (8, 64): one machine-slot, eight machine-slots of an 8-GPU machine */
+  double tir_thr[4];      /* (4, 32): the best of 4,32 / 8,64 / 16,128 / 32,256 on Philly (docs/scheduling.md) */
 } shoal__ps_run_params_t;
 void shoal__ps_run_defaults(shoal__ps_run_params_t *p);
 
