@@ -32,6 +32,7 @@ def main():
     ap.add_argument("-e", type=size, default=256 << 20)
     ap.add_argument("-f", type=float, default=2)
     ap.add_argument("-w", type=int, default=5)
+    ap.add_argument("-W", type=float, default=0.02)
     ap.add_argument("-n", type=int, default=0)
     ap.add_argument("-T", type=float, default=0.2)
     a = ap.parse_args()
@@ -53,13 +54,15 @@ def main():
                 t0 = time.perf_counter()
                 dist.all_reduce(t)
                 warm.append(time.perf_counter() - t0)
-            iters = a.n
-            if iters <= 0:
-                warm.sort()
-                med = warm[len(warm) // 2] if warm else 1e-3
-                it = torch.tensor([min(2000, max(5, int(a.T / max(med, 1e-7))))], dtype=torch.int64)
-                dist.broadcast(it, 0)
-                iters = int(it.item())
+            # as shoal bench: rank 0 plans the timed iterations and the extra warm-up (-W)
+            warm.sort()
+            med = max(warm[len(warm) // 2] if warm else 1e-3, 1e-7)
+            iters = a.n if a.n > 0 else min(2000, max(5, int(a.T / med)))
+            plan = torch.tensor([iters, min(10000, int(a.W / med))], dtype=torch.int64)
+            dist.broadcast(plan, 0)
+            iters = int(plan[0].item())
+            for _ in range(int(plan[1].item())):
+                dist.all_reduce(t)
             times = torch.zeros(iters, dtype=torch.float64)
             for i in range(iters):
                 dist.barrier()

@@ -5,7 +5,7 @@
  * p99, max; algbw = S/p50 with GB = 1e9; busbw = algbw * 2(n-1)/n) and
  * printed in the same columns, out-of-place then MPI_IN_PLACE.
  * Build: mpicc.openmpi -O2 bench/mpi_allreduce.c -o mpi_allreduce
- * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -n ITERS(0=auto) -T TARGET_S */
+ * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -W WARMUP_S -n ITERS(0=auto) -T TARGET_S */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -26,7 +26,8 @@ static size_t parse_size(const char *s) {
   return (size_t)v;
 }
 
-static void run(float *sb, float *rb, size_t count, int inplace, int warm, long fixed, double target, int rank,
+static void run(float *sb, float *rb, size_t count, int inplace, int warm, double warm_s, long fixed, double target,
+                int rank,
                 int n, double res[5]) {
   MPI_Comm w = MPI_COMM_WORLD;
   double *wt = calloc((size_t)warm + 1, sizeof *wt);
@@ -35,16 +36,20 @@ static void run(float *sb, float *rb, size_t count, int inplace, int warm, long 
     MPI_Allreduce(inplace ? MPI_IN_PLACE : sb, rb, (int)count, MPI_FLOAT, MPI_SUM, w);
     wt[i] = MPI_Wtime() - t0;
   }
-  long iters = fixed;
-  if (iters <= 0) {
-    qsort(wt, (size_t)warm, sizeof *wt, cmp);
-    double med = warm ? wt[warm / 2] : 1e-3;
-    iters = (long)(target / (med > 1e-7 ? med : 1e-7));
-    if (iters < 5) iters = 5;
-    if (iters > 2000) iters = 2000;
-    MPI_Bcast(&iters, 1, MPI_LONG, 0, w);
-  }
+  /* as shoal bench: rank 0 plans the timed iterations and the extra warm-up (-W) */
+  qsort(wt, (size_t)warm, sizeof *wt, cmp);
+  double med = warm ? wt[warm / 2] : 1e-3;
+  if (med < 1e-7) med = 1e-7;
+  long plan[2] = {fixed, (long)(warm_s / med)};
+  if (plan[0] <= 0) plan[0] = (long)(target / med);
+  if (plan[0] < 5) plan[0] = 5;
+  if (plan[0] > 2000 && fixed <= 0) plan[0] = 2000;
+  if (plan[1] > 10000) plan[1] = 10000;
+  MPI_Bcast(plan, 2, MPI_LONG, 0, w);
   free(wt);
+  for (long i = 0; i < plan[1]; i++)
+    MPI_Allreduce(inplace ? MPI_IN_PLACE : sb, rb, (int)count, MPI_FLOAT, MPI_SUM, w);
+  long iters = plan[0];
   double *t = calloc((size_t)iters, sizeof *t);
   for (long i = 0; i < iters; i++) {
     MPI_Barrier(w);
@@ -69,12 +74,14 @@ int main(int argc, char **argv) {
   size_t minb = 8, maxb = 256u << 20;
   double f = 2, target = 0.2;
   int warm = 5;
+  double warm_s = 0.02;
   long fixed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "-b")) minb = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-f")) f = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "-w")) warm = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-W")) warm_s = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "-n")) fixed = atol(argv[i + 1]);
     else if (!strcmp(argv[i], "-T")) target = atof(argv[i + 1]);
   }
@@ -93,8 +100,8 @@ int main(int argc, char **argv) {
     size_t count = b / 4;
     if (count) {
       double r0[5], r1[5];
-      run(sb, rb, count, 0, warm, fixed, target, rank, n, r0);
-      run(sb, rb, count, 1, warm, fixed, target, rank, n, r1);
+      run(sb, rb, count, 0, warm, warm_s, fixed, target, rank, n, r0);
+      run(sb, rb, count, 1, warm, warm_s, fixed, target, rank, n, r1);
       if (rank == 0) {
         printf("  %10zu %11zu %8s %5s %5s | %9.2f %9.1f %9.1f %7.3f %7.3f %6s | %9.2f %9.1f %9.1f %7.3f %7.3f %6s\n",
                count * 4, count, "float32", "sum", "ompi", r0[0] * 1e6, r0[1] * 1e6, r0[2] * 1e6, r0[3], r0[4], "n/a",

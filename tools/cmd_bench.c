@@ -30,6 +30,7 @@ typedef struct bopts {
   size_t minb, maxb;
   double factor;
   long iters, warmup;
+  double warm_s; /* extra warm-up, in seconds (-W) */
   shoal_dtype_t dtype;
   shoal_redop_t op;
   shoal_algo_t algo;
@@ -58,6 +59,7 @@ static void usage(FILE *f) {
              "  -b SIZE     smallest message in bytes (8)         -e SIZE   largest (256M)\n"
              "  -f FACTOR   size multiplier (2)                   -n ITERS  iterations (auto from warm-up)\n"
              "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
+             "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations\n"
              "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce: auto|ring|rhd|rd (auto)\n"
              "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
              "  --check     count wrong elements (#wrong)         --explain print the cost model's choice per size\n"
@@ -65,7 +67,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_opts(int argc, char **argv, bopts_t *o) {
-  *o = (bopts_t){.coll = -1, .minb = 8, .maxb = 256u << 20, .factor = 2, .iters = 0, .warmup = 5,
+  *o = (bopts_t){.coll = -1, .minb = 8, .maxb = 256u << 20, .factor = 2, .iters = 0, .warmup = 5, .warm_s = 0.02,
                  .dtype = SHOAL_FLOAT32, .op = SHOAL_SUM, .algo = SHOAL_ALGO_AUTO, .target_s = 0.2};
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     usage(argc < 2 ? stderr : stdout);
@@ -95,6 +97,7 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     else if (!strcmp(a, "-f")) rc = shoal__parse_double("-f", v, 1.01, 1024, &o->factor);
     else if (!strcmp(a, "-n")) rc = shoal__parse_long("-n", v, 1, 10000000, &o->iters);
     else if (!strcmp(a, "-w")) rc = shoal__parse_long("-w", v, 0, 1000000, &o->warmup);
+    else if (!strcmp(a, "-W")) rc = shoal__parse_double("-W", v, 0, 60, &o->warm_s);
     else if (!strcmp(a, "-T")) rc = shoal__parse_double("-T", v, 0.001, 3600, &o->target_s);
     else if (!strcmp(a, "-d")) rc = shoal_dtype_parse(v, &o->dtype);
     else if (!strcmp(a, "-o")) rc = shoal_redop_parse(v, &o->op);
@@ -260,22 +263,24 @@ static int measure(run_t *R, size_t count, double S, int inplace, result_t *res)
     }
     warm[i] = (double)(shoal__now_ns() - t0) * 1e-9;
   }
-  int64_t iters = o->iters;
-  if (iters <= 0) { /* rank 0 decides, everyone follows */
-    double med = 1e-3;
-    if (o->warmup > 0) {
-      qsort(warm, (size_t)o->warmup, sizeof *warm, cmp_double);
-      med = warm[o->warmup / 2];
-    }
-    iters = (int64_t)(o->target_s / (med > 1e-7 ? med : 1e-7));
-    if (iters < 5) iters = 5;
-    if (iters > 2000) iters = 2000;
-    if ((rc = shoal_broadcast(R->c, &iters, 1, SHOAL_INT64, 0))) {
-      free(warm);
-      return rc;
-    }
+  /* rank 0 decides the timed iterations (unless -n) and the extra warm-up
+   * iterations (-W) from the warm-up's median; everyone follows */
+  double med = 1e-3;
+  if (o->warmup > 0) {
+    qsort(warm, (size_t)o->warmup, sizeof *warm, cmp_double);
+    med = warm[o->warmup / 2];
   }
+  if (med < 1e-7) med = 1e-7;
+  int64_t plan[2] = {o->iters, (int64_t)(o->warm_s / med)};
+  if (plan[0] <= 0) plan[0] = (int64_t)(o->target_s / med);
+  if (plan[0] < 5) plan[0] = 5;
+  if (plan[0] > 2000 && o->iters <= 0) plan[0] = 2000;
+  if (plan[1] > 10000) plan[1] = 10000;
   free(warm);
+  if ((rc = shoal_broadcast(R->c, plan, 2, SHOAL_INT64, 0))) return rc;
+  for (int64_t i = 0; i < plan[1]; i++)
+    if ((rc = call(R, count, inplace))) return rc;
+  int64_t iters = plan[0];
   double *t = calloc((size_t)iters, sizeof *t);
   if (!t) return SHOAL_ERR_NOMEM;
   for (int64_t i = 0; i < iters; i++) {
