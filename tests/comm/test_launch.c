@@ -203,34 +203,38 @@ TEST_T(launch_two_programs_in_a_row, 40) {
   }
 }
 
+/* Run `[env] shoal launch ARGS` and return its wait status (output in out). */
+static int launch_with(const char *env, const char *args) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s launch %s", env, shoal_test_cli(), args);
+  return shoal_test_run_cmd(cmd, out, sizeof out, 20);
+}
+
 /* --bind: auto pins rank r to one usable CPU when the ranks fit, leaves them
  * free when they do not; none never pins; a bad mode is a usage error. */
 TEST_T(launch_binds_ranks_to_cores, 30) {
-  char cmd[1024];
+  char args[512];
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   const char *show = "sh -c \"grep Cpus_allowed_list: /proc/self/status | tr -d ' \\\\t'\"";
-  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind core -- %s", shoal_test_cli(), show);
-  int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
-  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
-  if (ncpu >= 2) { /* assumes CPUs 0 and 1 are usable, as on the CI machines */
-    CHECK_CONTAINS(out, "[0] Cpus_allowed_list:0\n");
-    CHECK_CONTAINS(out, "[1] Cpus_allowed_list:1\n");
+  const char *modes[] = {"-n 2 --bind core", "-n 2 --bind none", NULL};
+  for (int m = 0; m < 3; m++) {
+    char oversub[32];
+    snprintf(oversub, sizeof oversub, "-n %ld", ncpu + 1); /* auto, more ranks than CPUs */
+    snprintf(args, sizeof args, "%s -- %s", modes[m] ? modes[m] : oversub, show);
+    int st = launch_with("", args);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d: %s", args, st, out);
+    if (ncpu < 2) continue; /* assumes CPUs 0 and 1 are usable, as on the CI machines */
+    if (m == 0) {
+      CHECK_CONTAINS(out, "[0] Cpus_allowed_list:0\n");
+      CHECK_CONTAINS(out, "[1] Cpus_allowed_list:1\n");
+    } else {
+      CHECK_MSG(!strstr(out, "[1] Cpus_allowed_list:1\n"), "%s pinned: %s", args, out);
+    }
   }
-  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind none -- %s", shoal_test_cli(), show);
-  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
-  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
-  if (ncpu >= 2) CHECK_MSG(!strstr(out, "[1] Cpus_allowed_list:1\n"), "--bind none pinned: %s", out);
-  /* auto with more ranks than CPUs: nobody pinned */
-  snprintf(cmd, sizeof cmd, "%s launch -n %ld -- %s", shoal_test_cli(), ncpu + 1, show);
-  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
-  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
-  if (ncpu >= 2) CHECK_MSG(!strstr(out, "[1] Cpus_allowed_list:1\n"), "oversubscribed ranks pinned: %s", out);
-  snprintf(cmd, sizeof cmd, "%s launch -n 2 --bind sockets -- true", shoal_test_cli());
-  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  int st = launch_with("", "-n 2 --bind sockets -- true");
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "--bind 'sockets': expected core, none or auto");
-  snprintf(cmd, sizeof cmd, "SHOAL_BIND=tight %s launch -n 2 -- true", shoal_test_cli());
-  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  st = launch_with("SHOAL_BIND=tight", "-n 2 -- true");
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "SHOAL_BIND 'tight'");
 }
