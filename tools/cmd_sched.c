@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "  --slot SECONDS    slot length for --trace (3600)\n"
           "  --theta X --trials R --beta B --sigma S --klp K --lp-time S --search 0|1   larr parameters\n"
           "  --replan 0|1      larr re-plans committed jobs' remaining work on each arrival batch (1)\n"
-          "  --replan-k K      most committed jobs released per batch (16)   --replan-lp 0|1  re-plan them via the LP (0: greedy)\n"
+          "  --replan-k K      most committed jobs released per batch (32)   --replan-lp 0|1  re-plan them via the LP (0: greedy)\n"
           "  --replan-key 0|1  re-plan order: remaining standalone time (0) or remaining GPU-slots (1, default)\n"
           "  --tiresias-thr T1,T2  attained GPU-slots between Tiresias's queues (4,32)\n"
           "  --oasis-mult X    multiplier on OASiS's U, L (1)   --oasis-force N  admit after N rejections (20)\n"
@@ -165,12 +165,14 @@ static int cmd_run(const opts_t *o) {
     /* horizon: 1.5x the longest makespan seen (assumes the optimum ends by then) */
     int r2 = shoal__ps_lower_bound(&c, jobs, n, maxspan + maxspan / 2 + 1, o->lb_tm_s, &lb, &lbs);
     if (r2) {
-      fprintf(stderr, "shoal sched: lower bound LP failed (%s): using LB_solo\n", shoal_last_error());
-      if ((rc = shoal__ps_lower_bound_solo(&c, jobs, n, maxspan + 1, &lbs))) {
+      fprintf(stderr, "shoal sched: lower bound LP failed (%s): using max(LB_solo, LB_srpt)\n", shoal_last_error());
+      double srpt = 0;
+      if ((rc = shoal__ps_lower_bound_solo(&c, jobs, n, maxspan + 1, &lbs)) ||
+          (rc = shoal__ps_lower_bound_srpt(&c, jobs, n, &srpt))) {
         for (int q = 0; q < np; q++) free(res[q].end);
         goto out;
       }
-      lb = lbs;
+      lb = fmax(lbs, srpt);
     }
   }
   if (o->csv) {
@@ -232,8 +234,8 @@ static double cpu_s(void) {
 static int cmd_decide(const opts_t *o, const char *mlist) {
   char buf[128];
   snprintf(buf, sizeof buf, "%s", mlist);
-  printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "machines", "arrivals", "gpu_load", "larr_ms", "larr_cpu", "larr_max",
-         "replan_ms", "rpl_max", "greedy_ms", "oasis_ms");
+  printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "machines", "arrivals", "gpu_load", "larr_ms", "larr_cpu", "larr_max",
+         "replan_ms", "rpl_cpu", "rpl_max", "greedy_ms", "oasis_ms");
   for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
     shoal__ps_workload_params_t w = o->w;
     w.machines = atoi(tok);
@@ -270,7 +272,7 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
     shoal__ps_oasis_est_t est;
     shoal__ps_oasis_est_init(&est);
     for (int k = 0; k < i; k++) shoal__ps_oasis_observe(&est, &c, &jobs[k], &o->r.oasis);
-    double tl = 0, tlmax = 0, tg = 0, to = 0, tcpu = 0, tr = 0, trmax = 0;
+    double tl = 0, tlmax = 0, tg = 0, to = 0, tcpu = 0, tr = 0, trmax = 0, trcpu = 0;
     long rel = 0;
     int m = 0;
     shoal__ps_larr_stats_t st = {0}, st2 = {0};
@@ -303,8 +305,10 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
       }
       for (int q = 0; q < w.njobs && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
       t0 = shoal__now_s();
+      c0 = cpu_s();
       if (!rc) rc = shoal__ps_replan(&cc, jobs, Sc, act, na, batch, 1, 0, &o->r, rate, &st2, def, &ndef, &nrel);
       dt = shoal__now_s() - t0;
+      trcpu += cpu_s() - c0;
       tr += dt;
       if (dt > trmax) trmax = dt;
       rel += nrel;
@@ -314,8 +318,8 @@ static int cmd_decide(const opts_t *o, const char *mlist) {
       if (rc) break;
     }
     if (!rc) {
-      printf("%-9d %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", w.machines, m, gpus / (w.machines * w.gpus * 20.0),
-             1e3 * tl / m, 1e3 * tcpu / m, 1e3 * tlmax, 1e3 * tr / m, 1e3 * trmax, 1e3 * tg / m, 1e3 * to / m);
+      printf("%-9d %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", w.machines, m, gpus / (w.machines * w.gpus * 20.0),
+             1e3 * tl / m, 1e3 * tcpu / m, 1e3 * tlmax, 1e3 * tr / m, 1e3 * trcpu / m, 1e3 * trmax, 1e3 * tg / m, 1e3 * to / m);
       printf("          larr phases per arrival: greedy %.2f ms, LP %.2f ms (%.0f columns), rounding+repair %.2f ms; E_g - s = %.1f slots;"
              " re-plan: %d committed jobs, %.1f released per arrival (--replan-k %d)\n",
              1e3 * st.t_greedy_s / m, 1e3 * st.t_lp_s / m, (double)st.lp_cols_sum / m, 1e3 * st.t_round_s / m,

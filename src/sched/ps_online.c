@@ -30,7 +30,7 @@ void shoal__ps_run_defaults(shoal__ps_run_params_t *p) {
   p->oasis_force_after = 20;
   p->max_slots = 100000;
   p->replan = 1;
-  p->replan_k = 16;
+  p->replan_k = 32;
   p->replan_lp = 0;
   p->replan_key = 1;
   p->tir_nq = 3;

@@ -31,7 +31,7 @@ typedef struct {
    * smallest remaining size first. 0 = commit on arrival, never revise
    * (spec §1; the oracle tests use it). */
   int replan;             /* 1 */
-  int replan_k;           /* most committed jobs released per batch, the largest (16) */
+  int replan_k;           /* most committed jobs released per batch, the largest (32) */
   int replan_lp;          /* 1: released jobs re-planned through larr's LP too; 0: the greedy (0) */
   int replan_key;         /* order: 0 remaining standalone time, 1 remaining GPU-slots at the best rate (1) */
   /* tiresias: attained-service thresholds in GPU-slots between its queues */
@@ -73,11 +73,15 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
 
 /* Offline lower bound on total flow time (§7.3): LP with capacity pooled per
  * resource, PS usage kappa*W, all work at rho_in, v[i,t] >= 1 - done/Q, and
- * v = 1 before each job's standalone greedy end (LB_solo folded in). Over
+ * v = 1 before each job's standalone greedy end (LB_solo and LB_srpt folded in). Over
  * slots 0..T-1. *lb_solo gets LB_solo alone. On LP failure returns the error
  * (callers may fall back to LB_solo). */
 int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
                           double *lb, double *lb_solo);
+/* LB_srpt (no LP, O(n^2) at worst): resource r pooled over the machines,
+ * each job charged its least usage of r, SRPT on one machine of that speed,
+ * the best r (docs/scheduling.md). Folded into shoal__ps_lower_bound. */
+int shoal__ps_lower_bound_srpt(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, double *lb);
 /* LB_solo alone (no LP): sum of standalone greedy flow times. */
 int shoal__ps_lower_bound_solo(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double *lb_solo);
 

@@ -30,8 +30,8 @@ static int residual_matches(const shoal__ps_cluster_t *c, const shoal__ps_job_t 
 
 /* Every policy on contended synthetic and Philly-like workloads: all jobs
  * finish, the per-slot allocations of all jobs together fit the machines,
- * each job's work is covered (ps_check_all), and the reported end slots are
- * the schedules' finish slots. */
+ * each job's work is covered (ps_check_all), the reported end slots are the
+ * schedules' finish slots, and no total flow is below LB_srpt. */
 TEST_T(larr_replan_and_baselines_feasible_on_contended_workloads, 90) {
   for (int variant = 0; variant < 3; variant++) {
     shoal__ps_workload_params_t wp;
@@ -50,6 +50,10 @@ TEST_T(larr_replan_and_baselines_feasible_on_contended_workloads, 90) {
     rp.larr.hmax = 2000;
     rp.larr.trials = 4;
     rp.replan_k = variant == 2 ? 3 : 16; /* also when the bound cuts the released set */
+    double srpt, solo;
+    CHECK_OK(shoal__ps_lower_bound_srpt(&c, jobs, wp.njobs, &srpt));
+    CHECK_OK(shoal__ps_lower_bound_solo(&c, jobs, wp.njobs, 2000, &solo));
+    printf("  variant %d: LB_srpt %.0f, LB_solo %.0f\n", variant, srpt, solo);
     const shoal__ps_pol_t pols[] = {SHOAL_PS_POL_LARR, SHOAL_PS_POL_OPTIMUS, SHOAL_PS_POL_TIRESIAS, SHOAL_PS_POL_FIFO,
                                     SHOAL_PS_POL_DRF};
     for (int k = 0; k < 5; k++) {
@@ -57,6 +61,7 @@ TEST_T(larr_replan_and_baselines_feasible_on_contended_workloads, 90) {
       shoal__ps_sched_t *S = calloc((size_t)wp.njobs, sizeof *S);
       CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, pols[k], &rp, &r, S));
       CHECK_OK(ps_check_all(&c, jobs, wp.njobs, S));
+      CHECK_MSG(r.total_flow >= srpt - 1e-6, "%s flow %g below LB_srpt %g", shoal__ps_pol_name(pols[k]), r.total_flow, srpt);
       for (int i = 0; i < wp.njobs; i++) {
         CHECK(r.end[i] >= jobs[i].arrival);
         CHECK_EQ(shoal__ps_sched_finish(&jobs[i], &S[i]), r.end[i]);
