@@ -63,6 +63,9 @@ typedef struct {
   char *want;
   int cap;
   shoal_place_t *buf;
+  /* no-progress tripwire: decisions at the current instant */
+  double last_now;
+  long same_now;
 } tiresias_t;
 
 static int grow_ptrs(tiresias_t *t, shoal_job_t ***a, int *cap, int need) {
@@ -256,6 +259,22 @@ static void tiresias_timer(void *state, shoal_sched_t *s, int64_t tag) {
   t->fired[t->nfired++] = t->byid[tag];
 }
 
+/* Due times of j's next crossing, shared by update_queue() and set_timer()
+ * so that a timer can never fire at a time where update_queue() then sees
+ * nothing to do: with the GPU-s tolerance alone, a crossing less than half
+ * an ulp of `now` ahead (t ~ 4e6 s, 16-24 GPUs) had its timer rounded to
+ * `now` while the job stayed in its queue, and the same decision repeated
+ * forever at one instant (contended Philly, 1M synthetic jobs).
+ * Demotion of a holding job: when its attained service reaches theta_q. */
+static double demote_at(const tiresias_t *t, const shoal_sched_t *s, const shoal_job_t *j, double held) {
+  return s->now + (t->theta[j->pint[0]] - (held - j->pkey[0]) * j->gpus) / j->gpus;
+}
+/* Promotion of a waiting job: waiting time since the reset reaches S x its
+ * executed time since the reset. */
+static double promote_at(const tiresias_t *t, const shoal_sched_t *s, const shoal_job_t *j, double held) {
+  return s->now + t->starve * (held - j->pkey[0]) - (waited(s, j) - j->pkey[1]);
+}
+
 /* Bring j's queue up to date (promotion, then demotions with their exact
  * crossing times). Returns 1 if its key changed. */
 static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
@@ -263,7 +282,7 @@ static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
   double held = shoal_sched_held_s(s, j);
   if (t->starve > 0 && j->pint[2] < 0 && j->pint[0] > 0 && j->first_start >= 0) {
     double e = held - j->pkey[0], w = waited(s, j) - j->pkey[1];
-    if (w >= t->starve * e - 1e-9 * (1 + s->now)) {
+    if (w >= t->starve * e - 1e-9 * (1 + s->now) || promote_at(t, s, j, held) <= s->now) {
       j->pint[0] = 0;
       set_entry(j, s->now);
       j->pkey[0] = held;
@@ -272,7 +291,8 @@ static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
     }
   }
   double a = (held - j->pkey[0]) * j->gpus;
-  while (j->pint[0] < t->nq - 1 && a >= t->theta[j->pint[0]] * (1 - 1e-12) - 1e-9) {
+  while (j->pint[0] < t->nq - 1 &&
+         (a >= t->theta[j->pint[0]] * (1 - 1e-12) - 1e-9 || demote_at(t, s, j, held) <= s->now)) {
     double tc = s->now - (a - t->theta[j->pint[0]]) / j->gpus; /* crossed while holding */
     j->pint[0]++;
     set_entry(j, tc < entry_of(j) ? entry_of(j) : tc);
@@ -284,14 +304,19 @@ static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
 static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
   double held = shoal_sched_held_s(s, j), at = 0;
   if (shoal__holding(j)) {
-    if (j->pint[0] < t->nq - 1) at = s->now + (t->theta[j->pint[0]] - (held - j->pkey[0]) * j->gpus) / j->gpus;
+    /* a crossing due now is applied here (an uncontended decision does not
+     * update the holders): a holder's timer is then always in the future */
+    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now) update_queue(t, s, j);
+    if (j->pint[0] < t->nq - 1) at = demote_at(t, s, j, held);
   } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
-    at = s->now + t->starve * (held - j->pkey[0]) - (waited(s, j) - j->pkey[1]);
+    at = promote_at(t, s, j, held);
   }
   if (at > 0 && at < s->now) at = s->now;
   int rc = 0;
-  /* push when the target moved, or when it is due now (an earlier timer at
-   * this same time may already have fired: a duplicate costs one decision) */
+  /* push when the target moved, or when it is due now (a waiting job
+   * preempted when its promotion is due; an earlier timer at this same time
+   * may already have fired: a duplicate costs one decision, and the
+   * promotion is then applied, see promote_at) */
   if (at > 0 && (fabs(at - j->pkey[2]) > 1e-9 * (1 + at) || at <= s->now)) rc = shoal_sched_timer(s, at, j->id);
   j->pkey[2] = at;
   return rc;
@@ -303,6 +328,17 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
   int timers = t->nfired > 0;
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && !timers) return 0;
+  /* Several decisions at one instant are legitimate (a job preempted when
+   * its promotion is due gets a timer at `now`), but each job is promoted at
+   * most once per instant, so more than ~1 + active decisions at one time
+   * means a timer that never changes anything: fail rather than hang. */
+  if (s->now != t->last_now || t->same_now == 0) {
+    t->last_now = s->now;
+    t->same_now = 0;
+  }
+  if (++t->same_now > 2L * s->nactive + 64)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "tiresias: %ld decisions at t=%.17g without progress (timer loop)", t->same_now,
+                         s->now);
   /* promotions of waiting jobs whose timer fired */
   for (int i = 0; i < t->nfired; i++) {
     shoal_job_t *j = t->fired[i];

@@ -1,0 +1,58 @@
+/* Tiresias in the simulator: regressions of the event/timer handling (the
+ * hand-computed scenarios are in test_sim_policies.c). */
+#include <float.h>
+#include <stdio.h>
+
+#include "simtest.h"
+
+/* A demotion crossing less than half an ulp of `now` ahead of the decision.
+ * A job of g GPUs starting at t0 ~ 2^23 s crosses theta at t0 + theta/g; the
+ * timer time rounds to `at`, the engine then computes held = at - t0
+ * (exact), and a = held * g can fall short of theta by more than the GPU-s
+ * tolerance while now + (theta - a)/g rounds back to `at`. The old code kept
+ * the job in its queue and pushed a timer at `now` forever (contended Philly
+ * at t ~ 4.2e6 s, 1M synthetic jobs at t ~ 8.4e6 s). Here the (t0, g) pair
+ * is searched with the engine's arithmetic; then J1 (same size, waiting in
+ * Q0) must take over at the crossing: J0 is demoted there and preempted. */
+TEST(tiresias_crossing_within_an_ulp) {
+  const double theta = 3250;
+  double t0 = 0, at = 0;
+  int g = 0;
+  for (int k = 0; k < 200000 && !g; k++) {
+    for (int gg = 5; gg <= 48 && !g; gg++) {
+      double t = 8388608.0 + k * 0.3710937;
+      double x = t + theta / gg, held = x - t, a = held * gg;
+      if (a < theta * (1 - 1e-12) - 1e-9 && x + (theta - a) / gg <= x) {
+        t0 = t;
+        at = x;
+        g = gg;
+      }
+    }
+  }
+  CHECK_MSG(g > 0, "no (t0, g) with a crossing inside half an ulp found");
+  /* J0 from 0 to 1 s so that time starts at 0; J1, J2 arrive together at t0 */
+  tjob_t t[] = {{0, 1, 1, 0}, {t0, g, 1000, 0}, {t0, g, 1000, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, g);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 3);
+  for (int starve = 0; starve <= 100; starve += 100) { /* 100: guard on, never due here */
+    char params[64];
+    snprintf(params, sizeof params, "thresholds=%g:starve=%d", theta, starve);
+    run_policy(&w, &cs, sp, "tiresias", params, 0, &r);
+    CHECK_EQ(r.unfinished, 0);
+    /* J1 runs t0..at, demoted (Q1); J2 (Q0) preempts it and runs 1000 s
+     * (it crosses theta too but keeps running: running first in Q1; with
+     * S = 100, J1 would have to wait far longer than J2 lasts);
+     * J1 resumes with 1000 - (at - t0) s left */
+    CHECK_EQ(r.preemptions, 1);
+    CHECK_NEAR(w.jobs[2].first_start, at, 1e-6);
+    CHECK_NEAR(w.jobs[2].finish, at + 1000, 1e-6);
+    CHECK_NEAR(w.jobs[1].finish, t0 + 2000, 1e-6);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
