@@ -146,6 +146,11 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if ((rc = shoal__config_long("SHOAL_SOCKET_BUFFER", 4194304, 0, 1L << 30, &c.sockbuf))) return rc;
   if ((rc = shoal__config_double("SHOAL_EMU_DELAY_US", 0, 0, 1e7, &c.emu_delay_us))) return rc;
   if ((rc = shoal__config_double("SHOAL_SPIN_US", 0, 0, 1e6, &c.spin_us))) return rc;
+  const char *cc = shoal__config_str("SHOAL_TCP_CONGESTION", "auto");
+  if (!cc || !*cc || strlen(cc) >= sizeof c.tcp_cc || strspn(cc, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(cc))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TCP_CONGESTION='%s': expected auto, system or an algorithm name "
+                         "(see /proc/sys/net/ipv4/tcp_available_congestion_control)", cc ? cc : "");
+  snprintf(c.tcp_cc, sizeof c.tcp_cc, "%s", cc);
   long fd;
   if ((rc = shoal__config_long("SHOAL_STORE_FD", -1, -1, 1 << 20, &fd))) return rc;
   c.store_fd = (int)fd;

@@ -216,7 +216,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   w->id = shoal__get_u64(idb);
   if ((rc = gather_peers(w, &sc, &c2, &key, dl))) goto close_listen;
   shoal__store_close(&sc);
-  if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, dl))) goto close_listen;
+  if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, cfg->tcp_cc, dl))) goto close_listen;
   close(listen_fd);
   shoal__store_server_stop(server); /* every peer has connected to rank 0, so all are done with the store */
   SHOAL_INFO("INIT", "rank %d of %d connected to all peers (world %016llx)", w->rank, w->size, (unsigned long long)w->id);

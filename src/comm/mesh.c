@@ -143,7 +143,7 @@ static int accept_one(shoal__world_t *w, int fd, const shoal__authkey_t *key, sh
 }
 
 int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
-                        shoal__deadline_t dl) {
+                        const char *cc, shoal__deadline_t dl) {
   int rc;
   for (int j = 0; j < w->rank; j++)
     if ((rc = connect_peer(w, j, key, dl))) return rc;
@@ -178,10 +178,14 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
     w->conns[peer].fd = fd;
     need--;
   }
+  char used[32] = "";
   for (int j = 0; j < w->size; j++) {
     if (j == w->rank) continue;
     shoal__sock_set_nonblock(w->conns[j].fd);
     shoal__sock_tune(w->conns[j].fd, sockbuf);
+    if ((rc = shoal__sock_congestion(w->conns[j].fd, cc, used, sizeof used))) return rc;
   }
+  if (used[0]) SHOAL_DEBUG("NET", "rank %d: peer sockets use TCP congestion control %s (SHOAL_TCP_CONGESTION=%s)",
+                           w->rank, used, cc);
   return 0;
 }

@@ -7,7 +7,8 @@
 #include "comm/comm_impl.h"
 #include "core/clock.h"
 
+/* cc: SHOAL_TCP_CONGESTION (see shoal__sock_congestion). */
 int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
-                        shoal__deadline_t dl);
+                        const char *cc, shoal__deadline_t dl);
 
 #endif

@@ -65,6 +65,35 @@ void shoal__sock_tune(int fd, long bufsize) {
   }
 }
 
+static void current_cc(int fd, char *used, size_t cap) {
+  char cur[32] = "";
+  socklen_t len = sizeof cur - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &len) != 0) snprintf(cur, sizeof cur, "?");
+  cur[sizeof cur - 1] = '\0';
+  snprintf(used, cap, "%s", cur);
+}
+
+int shoal__sock_congestion(int fd, const char *mode, char *used, size_t cap) {
+  current_cc(fd, used, cap);
+  if (!strcmp(mode, "system")) return 0;
+  if (!strcmp(mode, "auto")) {
+    if (strcmp(used, "bbr")) return 0;
+    static const char *const prefer[] = {"cubic", "reno"}; /* reno is always allowed unprivileged */
+    for (int i = 0; i < 2; i++)
+      if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, prefer[i], (socklen_t)strlen(prefer[i])) == 0) {
+        snprintf(used, cap, "%s", prefer[i]);
+        return 0;
+      }
+    return 0; /* keep bbr: nothing else allowed */
+  }
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, mode, (socklen_t)strlen(mode)) != 0)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TCP_CONGESTION='%s': %s (available: "
+                         "/proc/sys/net/ipv4/tcp_available_congestion_control; allowed without privileges: "
+                         "tcp_allowed_congestion_control)", mode, strerror(errno));
+  snprintf(used, cap, "%s", mode);
+  return 0;
+}
+
 int shoal__sock_listen(struct in_addr ip, int port, int *fd_out, int *port_out) {
   struct sockaddr_in a = {0};
   a.sin_family = AF_INET;

@@ -16,6 +16,13 @@ int  shoal__sock_resolve(const char *host, struct in_addr *out);
 int  shoal__sock_set_nonblock(int fd);
 /* TCP_NODELAY and SO_SNDBUF/SO_RCVBUF = bufsize (0: leave the kernel's). */
 void shoal__sock_tune(int fd, long bufsize);
+/* TCP congestion control of a peer socket. mode "system" leaves it alone;
+ * "auto" replaces bbr (whose pacing without the fq qdisc halves loopback and
+ * LAN collective bandwidth here) by cubic, or reno where cubic is not
+ * allowed; any other string is an algorithm to set. 0 or a negative error
+ * (with the reason in the last error); *used (cap bytes) gets the algorithm
+ * in effect either way. */
+int  shoal__sock_congestion(int fd, const char *mode, char *used, size_t cap);
 /* Bind and listen on ip:port (port 0: ephemeral). *port_out gets the real
  * port. EADDRINUSE becomes SHOAL_ERR_ADDR_IN_USE naming ip:port. */
 int  shoal__sock_listen(struct in_addr ip, int port, int *fd_out, int *port_out);

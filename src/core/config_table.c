@@ -29,6 +29,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
   {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},
   {"SHOAL_EMU_DELAY_US", "0", "comm", "emulated one-way latency added to every outgoing message (testing)"},
+  {"SHOAL_TCP_CONGESTION", "auto", "comm", "TCP congestion control of peer sockets: auto (bbr -> cubic or reno), system, or a name"},
   {"SHOAL_SPIN_US", "0", "comm", "TCP: poll without sleeping (yielding the CPU) this long before blocking; for dedicated cores"},
   /* comm: shared memory and tuning (docs/shm.md) */
   {"SHOAL_SHM", "1", "comm", "use shared memory between ranks on the same host (same host name and boot id)"},

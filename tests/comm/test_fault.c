@@ -416,6 +416,9 @@ TEST_T(fault_malformed_environment, 20) {
   setenv("SHOAL_TIMEOUT", "soon", 1);
   env_expect("SHOAL_TIMEOUT='soon'");
   unsetenv("SHOAL_TIMEOUT");
+  setenv("SHOAL_TCP_CONGESTION", "Cubic!", 1);
+  env_expect("SHOAL_TCP_CONGESTION='Cubic!': expected auto, system or an algorithm name");
+  unsetenv("SHOAL_TCP_CONGESTION");
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   setenv("SLURM_PROCID", "5", 1);

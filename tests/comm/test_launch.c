@@ -238,3 +238,16 @@ TEST_T(launch_binds_ranks_to_cores, 30) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "SHOAL_BIND 'tight'");
 }
+
+/* SHOAL_TCP_CONGESTION: an algorithm the kernel lacks fails the world's
+ * creation naming the variable; reno (always allowed) works. */
+TEST_T(launch_tcp_congestion_choice, 30) {
+  char args[512];
+  snprintf(args, sizeof args, "-n 2 -- %s bench allreduce -b 8 -e 64 -n 2 --check", shoal_test_cli());
+  int st = launch_with("SHOAL_SHM=0 SHOAL_TCP_CONGESTION=nosuchcc", args);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "SHOAL_TCP_CONGESTION='nosuchcc'");
+  st = launch_with("SHOAL_SHM=0 SHOAL_TCP_CONGESTION=reno", args);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "#wrong");
+}
