@@ -23,7 +23,12 @@
  * order and stops when the free GPUs reach 0, so a decision costs
  * O(H log H + k log W) (H holding, k waiting jobs walked, W waiting), not
  * O(active log active). While every waiting job fits in the free GPUs the
- * walk would select everyone, so the decision just starts them in order. */
+ * walk would select everyone, so the decision just starts them in order.
+ * Crossing timers (demotions, promotions) are kept in the policy's own heap
+ * and only the earliest is an engine wake-up: a timer that moved or belongs
+ * to a job that started/stopped meanwhile costs nothing, where it used to
+ * be an engine event and a whole decision. Timers are recomputed only for
+ * jobs that changed in a decision (started, preempted, crossed, fired). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +44,23 @@
  * bits), pint[2] index in the holding list (-1: none), pint[3] version of its
  * heap entry, pkey[0] held_s at the last reset, pkey[1] waiting time at the
  * last reset, pkey[2] pending timer time (0: none) */
+/* A waiting-heap entry carries a copy of the key it was pushed with: a
+ * promotion changes the job's key in place while its old entry is still in
+ * the heap (dropped lazily), and comparing that entry through the job's
+ * current key broke the heap order (a promoted Q0 job came out after Q2
+ * jobs). */
 typedef struct {
   shoal_job_t *j;
   int64_t ver;
+  int64_t q;
+  double entry;
 } went_t;
+
+/* a crossing timer: valid while at == the job's pkey[2] */
+typedef struct {
+  double at;
+  int64_t id;
+} tent_t;
 
 typedef struct {
   int nq;
@@ -56,8 +74,19 @@ typedef struct {
   int nhold, holdcap;
   shoal_job_t **byid; /* for timers: job by id (ids are dense, arrival order) */
   int nbyid, byidcap;
-  shoal_job_t **fired; /* waiting jobs whose timer fired */
+  shoal_job_t **fired; /* jobs whose timer fired */
   int nfired, firedcap;
+  /* Crossing timers live here, not in the engine: the engine only gets a
+   * wake-up at the earliest due time (armed[]: wake-ups requested and not
+   * yet passed). A timer that moved is not a stale engine event that costs
+   * a whole decision any more. */
+  tent_t *tq;
+  int ntq, tqcap;
+  double *armed;
+  int narmed, armedcap;
+  shoal_job_t **dirty; /* jobs whose timer must be (re)computed after the decision */
+  int ndirty, dirtycap;
+  int timers_off;      /* holders' timers were not set (nobody waited) */
   /* scratch of one decision */
   shoal_job_t **order, **walked_wait;
   char *want;
@@ -125,6 +154,9 @@ static void tiresias_destroy(void *state) {
   free(t->hold);
   free(t->byid);
   free(t->fired);
+  free(t->tq);
+  free(t->armed);
+  free(t->dirty);
   free(t->order);
   free(t->walked_wait);
   free(t->want);
@@ -155,7 +187,11 @@ static int cmp_order(const void *a, const void *b) {
 }
 
 /* ---- waiting heap ---- */
-static int went_less(const went_t *a, const went_t *b) { return cmp_order(&a->j, &b->j) < 0; }
+static int went_less(const went_t *a, const went_t *b) {
+  if (a->q != b->q) return a->q < b->q;
+  if (a->entry != b->entry) return a->entry < b->entry;
+  return a->j->id < b->j->id;
+}
 
 static int wpush(tiresias_t *t, shoal_job_t *j) {
   if (t->nheap == t->hcap) {
@@ -168,7 +204,7 @@ static int wpush(tiresias_t *t, shoal_job_t *j) {
     t->heap = h;
     t->hcap = nc;
   }
-  went_t e = {j, j->pint[3]};
+  went_t e = {j, j->pint[3], j->pint[0], entry_of(j)};
   int i = t->nheap++;
   while (i > 0) {
     int p = (i - 1) / 2;
@@ -227,6 +263,87 @@ static void hold_remove(tiresias_t *t, shoal_job_t *j) {
   j->pint[2] = -1;
 }
 
+/* ---- crossing timers ---- */
+static int tq_less(const tent_t *a, const tent_t *b) { return a->at < b->at || (a->at == b->at && a->id < b->id); }
+
+static int dpush(tiresias_t *t, double at) {
+  if (t->narmed == t->armedcap) {
+    int nc = t->armedcap ? t->armedcap * 2 : 64;
+    double *a = realloc(t->armed, (size_t)nc * sizeof *a);
+    if (!a) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+    t->armed = a;
+    t->armedcap = nc;
+  }
+  int i = t->narmed++;
+  while (i > 0 && at < t->armed[(i - 1) / 2]) {
+    t->armed[i] = t->armed[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  t->armed[i] = at;
+  return 0;
+}
+
+static void dpop(tiresias_t *t) {
+  double last = t->armed[--t->narmed];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    double b = last;
+    if (l < t->narmed && t->armed[l] < b) m = l, b = t->armed[l];
+    if (l + 1 < t->narmed && t->armed[l + 1] < b) m = l + 1;
+    if (m == i) break;
+    t->armed[i] = t->armed[m];
+    i = m;
+  }
+  if (t->narmed) t->armed[i] = last;
+}
+
+/* make sure the engine wakes the policy up at `at` or earlier */
+static int arm(tiresias_t *t, shoal_sched_t *s, double at) {
+  if (t->narmed && t->armed[0] <= at) return 0;
+  int rc = shoal_sched_timer(s, at, 0);
+  return rc ? rc : dpush(t, at);
+}
+
+static int tq_push(tiresias_t *t, shoal_sched_t *s, double at, int64_t id) {
+  if (t->ntq == t->tqcap) {
+    int nc = t->tqcap ? t->tqcap * 2 : 256;
+    tent_t *q = realloc(t->tq, (size_t)nc * sizeof *q);
+    if (!q) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+    t->tq = q;
+    t->tqcap = nc;
+  }
+  tent_t e = {at, id};
+  int i = t->ntq++;
+  while (i > 0 && tq_less(&e, &t->tq[(i - 1) / 2])) {
+    t->tq[i] = t->tq[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  t->tq[i] = e;
+  return arm(t, s, at);
+}
+
+static void tq_pop(tiresias_t *t) {
+  tent_t last = t->tq[--t->ntq];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    const tent_t *b = &last;
+    if (l < t->ntq && tq_less(&t->tq[l], b)) m = l, b = &t->tq[l];
+    if (l + 1 < t->ntq && tq_less(&t->tq[l + 1], b)) m = l + 1;
+    if (m == i) break;
+    t->tq[i] = t->tq[m];
+    i = m;
+  }
+  if (t->ntq) t->tq[i] = last;
+}
+
+static int mark_dirty(tiresias_t *t, shoal_job_t *j) {
+  if (grow_ptrs(t, &t->dirty, &t->dirtycap, t->ndirty + 1)) return SHOAL_ERR_NOMEM;
+  t->dirty[t->ndirty++] = j;
+  return 0;
+}
+
 static void tiresias_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   tiresias_t *t = state;
   j->pint[0] = 0;
@@ -252,12 +369,8 @@ static void tiresias_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   if (j->id < t->nbyid) t->byid[j->id] = NULL;
 }
 
-static void tiresias_timer(void *state, shoal_sched_t *s, int64_t tag) {
-  tiresias_t *t = state;
-  if (tag < 0 || tag >= t->nbyid || !t->byid[tag]) return;
-  if (grow_ptrs(t, &t->fired, &t->firedcap, t->nfired + 1)) return;
-  t->fired[t->nfired++] = t->byid[tag];
-}
+/* the engine's wake-up: the due timers are taken from tq in schedule() */
+static void tiresias_timer(void *state, shoal_sched_t *s, int64_t tag) { (void)state, (void)s, (void)tag; }
 
 /* Due times of j's next crossing, shared by update_queue() and set_timer()
  * so that a timer can never fire at a time where update_queue() then sees
@@ -317,8 +430,12 @@ static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
    * preempted when its promotion is due; an earlier timer at this same time
    * may already have fired: a duplicate costs one decision, and the
    * promotion is then applied, see promote_at) */
-  if (at > 0 && (fabs(at - j->pkey[2]) > 1e-9 * (1 + at) || at <= s->now)) rc = shoal_sched_timer(s, at, j->id);
-  j->pkey[2] = at;
+  if (at > 0 && (fabs(at - j->pkey[2]) > 1e-9 * (1 + at) || at <= s->now)) {
+    rc = tq_push(t, s, at, j->id);
+    j->pkey[2] = at;
+  } else if (at <= 0) {
+    j->pkey[2] = 0; /* none pending: an old entry is dropped when it comes due */
+  }
   return rc;
 }
 
@@ -326,6 +443,18 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   tiresias_t *t = state;
   int rc;
   if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  /* due crossing timers (stale entries: the job's pending time moved) */
+  while (t->narmed && t->armed[0] <= s->now) dpop(t);
+  while (t->ntq && t->tq[0].at <= s->now) {
+    tent_t e = t->tq[0];
+    tq_pop(t);
+    shoal_job_t *j = e.id < t->nbyid ? t->byid[e.id] : NULL;
+    if (!j || e.at != j->pkey[2]) continue;
+    j->pkey[2] = 0;
+    if (grow_ptrs(t, &t->fired, &t->firedcap, t->nfired + 1)) return SHOAL_ERR_NOMEM;
+    t->fired[t->nfired++] = j;
+  }
+  if (t->ntq && (rc = arm(t, s, t->tq[0].at))) return rc;
   int timers = t->nfired > 0;
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && !timers) return 0;
   /* Several decisions at one instant are legitimate (a job preempted when
@@ -339,14 +468,22 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   if (++t->same_now > 2L * s->nactive + 64)
     return shoal__seterr(SHOAL_ERR_INTERNAL, "tiresias: %ld decisions at t=%.17g without progress (timer loop)", t->same_now,
                          s->now);
-  /* promotions of waiting jobs whose timer fired */
+  /* promotions of waiting jobs whose timer fired; every fired job gets its
+   * next timer after the decision (a float-rounded timer may fire just before
+   * its crossing: it is then re-set, never lost) */
+  t->ndirty = 0;
   for (int i = 0; i < t->nfired; i++) {
     shoal_job_t *j = t->fired[i];
-    if (j->state == SHOAL_JOB_DONE || j->pint[2] >= 0) continue;
+    if (j->state == SHOAL_JOB_DONE) continue;
+    if ((rc = mark_dirty(t, j))) return rc;
+    if (j->pint[2] >= 0) continue;
     if (update_queue(t, s, j) && (rc = wput(t, j))) return rc;
   }
   t->nfired = 0;
-  if (t->nwaiting == 0) return 0;
+  if (t->nwaiting == 0) {
+    t->timers_off = 1; /* nobody waits: crossings cannot change anything */
+    return 0;
+  }
   int need = s->nactive + 1;
   if (need > t->cap) {
     int nc = need * 2;
@@ -371,7 +508,8 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     }
   } else {
     /* holding jobs: demotions, then sort; merge with the waiting heap */
-    for (int i = 0; i < t->nhold; i++) update_queue(t, s, t->hold[i]);
+    for (int i = 0; i < t->nhold; i++)
+      if (update_queue(t, s, t->hold[i]) && (rc = mark_dirty(t, t->hold[i]))) return rc;
     memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
     qsort(t->walked_wait, (size_t)t->nhold, sizeof *t->walked_wait, cmp_order);
     int hi = 0;
@@ -401,6 +539,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = t->order[i];
     int was = j->pint[2] >= 0, is = shoal__holding(j);
+    if (was != is && (rc = mark_dirty(t, j))) return rc;
     if (was && !is) {
       hold_remove(t, j);
       t->waiting_gpus += j->gpus;
@@ -414,12 +553,21 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       if ((rc = wpush(t, j))) return rc; /* popped but not started: back, same key */
     }
   }
-  if (t->nwaiting == 0) return 0; /* nobody waits: crossings cannot change anything */
-  for (int i = 0; i < n; i++)
-    if ((rc = set_timer(t, s, t->order[i]))) return rc;
-  if (uncontended)
-    for (int i = 0; i < t->nhold; i++) /* waiting jobs remain: time the holders' demotions too */
+  if (t->nwaiting == 0) { /* nobody waits: crossings cannot change anything */
+    t->timers_off = 1;
+    return 0;
+  }
+  /* Timers of the jobs that changed (started, preempted, crossed, fired);
+   * an unchanged job's crossing time is unchanged (attained service grows at
+   * n_j per second while holding, waiting time at 1 per second while
+   * waiting). After decisions where nobody waited, all holders. */
+  if (t->timers_off) {
+    for (int i = 0; i < t->nhold; i++)
       if ((rc = set_timer(t, s, t->hold[i]))) return rc;
+    t->timers_off = 0;
+  }
+  for (int i = 0; i < t->ndirty; i++)
+    if (t->dirty[i]->state != SHOAL_JOB_DONE && (rc = set_timer(t, s, t->dirty[i]))) return rc;
   return 0;
 }
 
