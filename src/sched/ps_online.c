@@ -124,6 +124,10 @@ static double rp_key(const shoal__ps_job_t *j, double rem, double rate, int key)
   return slots;
 }
 
+double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int key) {
+  return rp_key(j, j->work, best_rate(c, j), key);
+}
+
 int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
                      int na, const int *batch, int nb, int t, const shoal__ps_run_params_t *p, double *rate_best,
                      shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel) {

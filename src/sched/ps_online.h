@@ -58,6 +58,10 @@ typedef struct {
 int shoal__ps_run(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, shoal__ps_pol_t pol,
                   const shoal__ps_run_params_t *p, shoal__ps_run_result_t *res, shoal__ps_sched_t *sched);
 
+/* A job's size in the re-planning order (key as replan_key) for its work
+ * j->work; used by the simulator adapter. */
+double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int key);
+
 /* One re-planning batch at slot t (the re-plan mode of larr). S[i] holds job
  * i's schedule from its arrival, committed in c; active[0..na-1] are
  * committed jobs (their slots >= t may be released), batch[0..nb-1] are jobs

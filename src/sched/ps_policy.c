@@ -11,6 +11,8 @@
 
 typedef struct {
   int planned, tries;
+  int released; /* larr: plan released in this decision, to be re-planned */
+  double key;   /* size for the re-planning order (larr) */
   shoal__ps_job_t pj;
   shoal__ps_sched_t plan;
 } job_plan_t;
@@ -32,7 +34,7 @@ typedef struct {
   int err;
 } ps_pol_t;
 
-static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "mult", "force", "units", NULL};
+static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "mult", "force", "units", "replan", NULL};
 
 int shoal__ps_policy_create(shoal__ps_pol_t kind, shoal_sched_t *s, const char *params, void **state) {
   const char *name = shoal__ps_pol_name(kind);
@@ -42,7 +44,7 @@ int shoal__ps_policy_create(shoal__ps_pol_t kind, shoal_sched_t *s, const char *
   if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
   p->kind = kind;
   shoal__ps_run_defaults(&p->rp);
-  long trials, sigma, klp, force, units;
+  long trials, sigma, klp, force, units, replan;
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
       (rc = shoal__param_double(name, params, "theta", p->rp.larr.theta, 1e-6, 1e6, &p->rp.larr.theta)) ||
       (rc = shoal__param_long(name, params, "trials", p->rp.larr.trials, 1, 10000, &trials)) ||
@@ -51,7 +53,8 @@ int shoal__ps_policy_create(shoal__ps_pol_t kind, shoal_sched_t *s, const char *
       (rc = shoal__param_long(name, params, "klp", p->rp.larr.k_lp, 0, 100000, &klp)) ||
       (rc = shoal__param_double(name, params, "mult", 1, 1e-6, 1e6, &p->rp.oasis.mult)) ||
       (rc = shoal__param_long(name, params, "force", p->rp.oasis_force_after, 1, 1000000, &force)) ||
-      (rc = shoal__param_long(name, params, "units", 64, 1, 4096, &units))) {
+      (rc = shoal__param_long(name, params, "units", 64, 1, 4096, &units)) ||
+      (rc = shoal__param_long(name, params, "replan", 1, 0, 1, &replan))) {
     free(p);
     return rc;
   }
@@ -60,6 +63,7 @@ int shoal__ps_policy_create(shoal__ps_pol_t kind, shoal_sched_t *s, const char *
   p->rp.larr.k_lp = (int)klp;
   p->rp.oasis_force_after = (int)force;
   p->rp.oasis.units = (int)units;
+  p->rp.replan = (int)replan;
   p->rp.larr.seed = s->seed;
   p->rp.larr.hmax = p->rp.oasis.hmax = 2000;
   p->rp.oasis.T = 2000;
@@ -194,7 +198,17 @@ static int cmp_job(const void *a, const void *b) {
   return x->id - y->id;
 }
 
-static int plan_job(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int *planned) {
+/* larr re-planning order: size, then arrival, then id */
+static ps_pol_t *sort_ctx;
+static int cmp_size(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  double kx = sort_ctx->jp[x->id].key, ky = sort_ctx->jp[y->id].key;
+  if (kx < ky - 1e-12) return -1;
+  if (kx > ky + 1e-12) return 1;
+  return cmp_job(a, b);
+}
+
+static int plan_job(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int released, int *planned) {
   job_plan_t *jp = plan_of(p, j->id);
   if (!jp) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", shoal__ps_pol_name(p->kind));
   *planned = 0;
@@ -203,7 +217,9 @@ static int plan_job(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int
   shoal__ps_sched_t S;
   double payoff = 1;
   int rc;
-  if (p->kind == SHOAL_PS_POL_LARR) rc = shoal__ps_larr(&p->pc, &jp->pj, slot, &p->rp.larr, &S, NULL);
+  if (p->kind == SHOAL_PS_POL_LARR && released) /* re-plan of a released job: the greedy, as in the slot driver */
+    rc = shoal__ps_greedy(&p->pc, &jp->pj, slot, p->rp.larr.hmax, p->rp.larr.theta, &S);
+  else if (p->kind == SHOAL_PS_POL_LARR) rc = shoal__ps_larr(&p->pc, &jp->pj, slot, &p->rp.larr, &S, NULL);
   else if (p->kind == SHOAL_PS_POL_GREEDY) rc = shoal__ps_greedy(&p->pc, &jp->pj, slot, p->rp.larr.hmax, p->rp.larr.theta, &S);
   else {
     if (jp->tries == 0) shoal__ps_oasis_observe(&p->est, &p->pc, &jp->pj, &p->rp.oasis);
@@ -245,16 +261,59 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
     }
   }
   /* new slot: everyone waiting is offered again; otherwise only the fresh */
-  int from = k > p->retry_slot ? 0 : p->npend - p->nfresh;
+  int from = k > p->retry_slot ? 0 : p->npend - p->nfresh, nfresh = p->nfresh;
   p->retry_slot = k;
   p->nfresh = 0;
-  if (p->npend - from > 1) qsort(p->pend + from, (size_t)(p->npend - from), sizeof *p->pend, cmp_job);
+  int replanning = 0;
+  if (p->kind == SHOAL_PS_POL_LARR && p->rp.replan && nfresh > 0 && p->npend > from) {
+    /* re-planning (docs/scheduling.md): release the plans of up to
+     * replan_k running jobs larger than the smallest waiting one, then plan
+     * everything smallest first */
+    double thr = INFINITY;
+    for (int q = from; q < p->npend; q++) {
+      job_plan_t *jp = plan_of(p, p->pend[q]->id);
+      if (!jp) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", shoal__ps_pol_name(p->kind));
+      describe(p, s, p->pend[q], (int)k, &jp->pj);
+      jp->key = shoal__ps_size_key(&p->pc, &jp->pj, p->rp.replan_key);
+      if (jp->key < thr) thr = jp->key;
+    }
+    int ncand = 0;
+    shoal_job_t **cand = malloc(sizeof *cand * (size_t)(s->nactive ? s->nactive : 1));
+    if (!cand) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", shoal__ps_pol_name(p->kind));
+    for (int a = 0; a < s->nactive; a++) {
+      shoal_job_t *j = s->active[a];
+      job_plan_t *jp = &p->jp[j->id];
+      if (!jp->planned || shoal__ps_sched_end(&jp->plan) < k) continue;
+      shoal__ps_job_t now;
+      describe(p, s, j, (int)k, &now);
+      jp->key = shoal__ps_size_key(&p->pc, &now, p->rp.replan_key);
+      if (jp->key > thr) cand[ncand++] = j;
+    }
+    sort_ctx = p;
+    if (ncand > 1) qsort(cand, (size_t)ncand, sizeof *cand, cmp_size);
+    for (int q = ncand > p->rp.replan_k ? ncand - p->rp.replan_k : 0; q < ncand; q++) {
+      job_plan_t *jp = &p->jp[cand[q]->id];
+      shoal__ps_release(&p->pc, &jp->pj, &jp->plan, (int)k);
+      shoal__ps_sched_free(&jp->plan);
+      jp->planned = 0;
+      jp->released = 1;
+      push_pending(p, cand[q]);
+    }
+    free(cand);
+    if (p->err) return shoal__seterr(p->err, "%s: out of memory", shoal__ps_pol_name(p->kind));
+    replanning = 1;
+  }
+  sort_ctx = p;
+  if (p->npend - from > 1) qsort(p->pend + from, (size_t)(p->npend - from), sizeof *p->pend, replanning ? cmp_size : cmp_job);
   int keep = from;
   for (int q = from; q < p->npend; q++) {
     shoal_job_t *j = p->pend[q];
+    job_plan_t *jp = &p->jp[j->id];
+    int released = jp->released;
+    jp->released = 0;
     if (j->state == SHOAL_JOB_DONE) continue;
     int planned;
-    if ((rc = plan_job(p, s, j, (int)k, &planned))) return rc;
+    if ((rc = plan_job(p, s, j, (int)k, released, &planned))) return rc;
     if (!planned) p->pend[keep++] = j;
   }
   p->npend = keep;

@@ -27,7 +27,7 @@ TEST_T(larr_cli_sched_run_csv, 60) {
 TEST_T(larr_cli_sim_policies_check_invariants, 90) {
   char out[16384], cmd[512];
   snprintf(cmd, sizeof cmd,
-           "%s sim --synthetic 60 --machines 4 --ps-fraction 1 --policy larr,oasis,greedy,larr:slot=900:theta=16 --check "
+           "%s sim --synthetic 60 --machines 4 --ps-fraction 1 --policy larr,oasis,greedy,larr:slot=900:theta=16,larr:replan=0 --check "
            "--no-progress",
            shoal_test_cli());
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 80);
@@ -37,6 +37,7 @@ TEST_T(larr_cli_sim_policies_check_invariants, 90) {
   CHECK_CONTAINS(out, "oasis ");
   CHECK_CONTAINS(out, "greedy ");
   CHECK_CONTAINS(out, "larr:slot=900:theta=16");
+  CHECK_CONTAINS(out, "larr:replan=0");
   snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --machines 4 --policy larr:slot=0 --no-progress", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(st != 0);
