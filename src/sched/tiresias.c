@@ -15,20 +15,23 @@
  * Parameters: thresholds=3250/7200 (GPU-s; the repository's defaults, three
  * queues), starve=2.
  *
- * Speed (the result is the plain algorithm's): waiting jobs sit in a heap
- * keyed by (queue, entry time, id) whose keys change only at promotions
- * (their timers); holding jobs (at most the cluster's GPUs) are re-sorted at
- * each decision after their demotions are applied with the exact crossing
- * time t - (a_j - theta_q)/n_j as entry time. The walk merges the two in
- * order and stops when the free GPUs reach 0, so a decision costs
- * O(H log H + k log W) (H holding, k waiting jobs walked, W waiting), not
- * O(active log active). While every waiting job fits in the free GPUs the
+ * Speed (the result is the plain algorithm's): waiting jobs sit in one heap
+ * per requested size, keyed by (queue, entry time, id) whose keys change only
+ * at promotions (their timers); holding jobs (at most the cluster's GPUs) are
+ * re-sorted at each decision after their demotions are applied with the
+ * exact crossing time t - (a_j - theta_q)/n_j as entry time. The walk merges
+ * the holders with the first waiting job among the sizes that fit the free
+ * GPUs (a larger one would not be selected) and stops when the free GPUs
+ * reach 0, so a decision costs O(H log H + k (C + log W)) (H holding, k
+ * waiting jobs started, C distinct sizes, W waiting), not O(active log
+ * active), and waiting jobs that cannot fit are never touched. While every waiting job fits in the free GPUs the
  * walk would select everyone, so the decision just starts them in order.
  * Crossing timers (demotions, promotions) are kept in the policy's own heap
  * and only the earliest is an engine wake-up: a timer that moved or belongs
  * to a job that started/stopped meanwhile costs nothing, where it used to
  * be an engine event and a whole decision. Timers are recomputed only for
  * jobs that changed in a decision (started, preempted, crossed, fired). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,8 +70,15 @@ typedef struct {
   double theta[MAX_QUEUES];
   double starve;
   int oom;
-  went_t *heap; /* waiting jobs (lazy deletion by version) */
-  int nheap, hcap;
+  /* waiting jobs: one heap per requested size (lazy deletion by version),
+   * classes sorted by size, so the walk looks only at the heads of the sizes
+   * that fit the free GPUs */
+  struct wclass {
+    int gpus;
+    went_t *h;
+    int n, cap;
+  } *cls;
+  int ncls, clscap;
   long waiting_gpus, nwaiting;
   shoal_job_t **hold; /* jobs holding GPUs */
   int nhold, holdcap;
@@ -150,7 +160,8 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
 static void tiresias_destroy(void *state) {
   tiresias_t *t = state;
   if (!t) return;
-  free(t->heap);
+  for (int c = 0; c < t->ncls; c++) free(t->cls[c].h);
+  free(t->cls);
   free(t->hold);
   free(t->byid);
   free(t->fired);
@@ -193,52 +204,95 @@ static int went_less(const went_t *a, const went_t *b) {
   return a->j->id < b->j->id;
 }
 
+/* class of requested size g (created if absent); -1 when out of memory */
+static int class_of(tiresias_t *t, int g) {
+  int lo = 0, hi = t->ncls;
+  while (lo < hi) {
+    int m = (lo + hi) / 2;
+    if (t->cls[m].gpus < g) lo = m + 1;
+    else hi = m;
+  }
+  if (lo < t->ncls && t->cls[lo].gpus == g) return lo;
+  if (t->ncls == t->clscap) {
+    int nc = t->clscap ? t->clscap * 2 : 16;
+    struct wclass *c = realloc(t->cls, (size_t)nc * sizeof *c);
+    if (!c) {
+      t->oom = 1;
+      return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory"), -1;
+    }
+    t->cls = c;
+    t->clscap = nc;
+  }
+  memmove(&t->cls[lo + 1], &t->cls[lo], (size_t)(t->ncls - lo) * sizeof *t->cls);
+  t->cls[lo] = (struct wclass){g, NULL, 0, 0};
+  t->ncls++;
+  return lo;
+}
+
 static int wpush(tiresias_t *t, shoal_job_t *j) {
-  if (t->nheap == t->hcap) {
-    int nc = t->hcap ? t->hcap * 2 : 256;
-    went_t *h = realloc(t->heap, (size_t)nc * sizeof *h);
+  int ci = class_of(t, j->gpus);
+  if (ci < 0) return SHOAL_ERR_NOMEM;
+  struct wclass *c = &t->cls[ci];
+  if (c->n == c->cap) {
+    int nc = c->cap ? c->cap * 2 : 64;
+    went_t *h = realloc(c->h, (size_t)nc * sizeof *h);
     if (!h) {
       t->oom = 1;
       return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
     }
-    t->heap = h;
-    t->hcap = nc;
+    c->h = h;
+    c->cap = nc;
   }
   went_t e = {j, j->pint[3], j->pint[0], entry_of(j)};
-  int i = t->nheap++;
+  int i = c->n++;
   while (i > 0) {
     int p = (i - 1) / 2;
-    if (!went_less(&e, &t->heap[p])) break;
-    t->heap[i] = t->heap[p];
+    if (!went_less(&e, &c->h[p])) break;
+    c->h[i] = c->h[p];
     i = p;
   }
-  t->heap[i] = e;
+  c->h[i] = e;
   return 0;
 }
 
-static void wpop(tiresias_t *t) {
-  went_t last = t->heap[--t->nheap];
+static void cpop(struct wclass *c) {
+  went_t last = c->h[--c->n];
   int i = 0;
   for (;;) {
     int l = 2 * i + 1, r = l + 1, m = i;
     const went_t *b = &last;
-    if (l < t->nheap && went_less(&t->heap[l], b)) m = l, b = &t->heap[l];
-    if (r < t->nheap && went_less(&t->heap[r], b)) m = r;
+    if (l < c->n && went_less(&c->h[l], b)) m = l, b = &c->h[l];
+    if (r < c->n && went_less(&c->h[r], b)) m = r;
     if (m == i) break;
-    t->heap[i] = t->heap[m];
+    c->h[i] = c->h[m];
     i = m;
   }
-  if (t->nheap) t->heap[i] = last;
+  if (c->n) c->h[i] = last;
 }
 
-/* top valid entry, NULL if none (drops stale ones) */
-static shoal_job_t *wtop(tiresias_t *t) {
-  while (t->nheap > 0) {
-    went_t *e = &t->heap[0];
-    if (e->ver == e->j->pint[3] && e->j->pint[2] < 0 && e->j->state != SHOAL_JOB_DONE) return e->j;
-    wpop(t);
+/* top valid entry of a class, NULL if none (drops stale ones) */
+static const went_t *ctop(struct wclass *c) {
+  while (c->n > 0) {
+    const went_t *e = &c->h[0];
+    if (e->ver == e->j->pint[3] && e->j->pint[2] < 0 && e->j->state != SHOAL_JOB_DONE) return e;
+    cpop(c);
   }
   return NULL;
+}
+
+/* first waiting job in walk order among those of at most `fit` GPUs (the
+ * others would not be selected by the walk: free GPUs only decrease); its
+ * class in *ci */
+static shoal_job_t *wnext(tiresias_t *t, long fit, int *ci) {
+  const went_t *best = NULL;
+  for (int c = 0; c < t->ncls && t->cls[c].gpus <= fit; c++) {
+    const went_t *e = ctop(&t->cls[c]);
+    if (e && (!best || went_less(e, best))) {
+      best = e;
+      *ci = c;
+    }
+  }
+  return best ? best->j : NULL;
 }
 
 /* (re)insert a waiting job with its current key */
@@ -501,8 +555,9 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   if (uncontended) {
     /* the walk selects everyone: start the waiting jobs in order */
     shoal_job_t *j;
-    while ((j = wtop(t)) != NULL) {
-      wpop(t);
+    int ci = 0;
+    while ((j = wnext(t, LONG_MAX, &ci)) != NULL) {
+      cpop(&t->cls[ci]);
       t->order[n] = j;
       t->want[n++] = 1;
     }
@@ -515,14 +570,17 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     int hi = 0;
     free_gpus = s->cluster->gpus_total;
     while (free_gpus > 0) {
-      shoal_job_t *w = wtop(t), *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
+      /* waiting jobs larger than the free GPUs are skipped: the walk would
+       * not select them, and popping them made a decision O(W log W) */
+      int ci = 0;
+      shoal_job_t *w = wnext(t, free_gpus, &ci), *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
       if (!w && !h) break;
       if (h && (!w || cmp_order(&h, &w) < 0)) {
         j = h;
         hi++;
       } else {
         j = w;
-        wpop(t);
+        cpop(&t->cls[ci]);
       }
       t->order[n] = j;
       t->want[n] = j->gpus <= free_gpus;

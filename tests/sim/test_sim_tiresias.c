@@ -56,3 +56,35 @@ TEST(tiresias_crossing_within_an_ulp) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* Waiting jobs that cannot fit the free GPUs are skipped, a later small one
+ * backfills (the walk looks only at sizes that fit). One 4-GPU machine, one
+ * queue (threshold far away), restart cost 0.
+ *  J0 t=0 3 GPUs 1000 s runs; J1-J5 t=1 2 GPUs 100 s wait (1 GPU free);
+ *  J6 t=2 1 GPU 50 s: later than J1-J5 in Q0 but the only one that fits:
+ *  2-52. t=1000: J1, J2 1000-1100; J3, J4 1100-1200; J5 1200-1300. */
+TEST(tiresias_backfills_past_jobs_that_do_not_fit) {
+  tjob_t t[] = {{0, 3, 1000, 0}, {1, 2, 100, 0}, {1, 2, 100, 0}, {1, 2, 100, 0},
+                {1, 2, 100, 0},  {1, 2, 100, 0}, {2, 1, 50, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 7);
+  const char *params[] = {"thresholds=1e9:starve=0", "thresholds=1e9:starve=2"};
+  for (int k = 0; k < 2; k++) {
+    run_policy(&w, &cs, sp, "tiresias", params[k], 0, &r);
+    CHECK_JCT(&w, 0, 1000);
+    CHECK_JCT(&w, 6, 50);
+    CHECK_JCT(&w, 1, 1099);
+    CHECK_JCT(&w, 2, 1099);
+    CHECK_JCT(&w, 3, 1199);
+    CHECK_JCT(&w, 4, 1199);
+    CHECK_JCT(&w, 5, 1299);
+    CHECK_EQ(r.preemptions, 0);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
