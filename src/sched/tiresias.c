@@ -17,15 +17,17 @@
  *
  * Speed (the result is the plain algorithm's): waiting jobs sit in one heap
  * per requested size, keyed by (queue, entry time, id) whose keys change only
- * at promotions (their timers); holding jobs (at most the cluster's GPUs) are
- * re-sorted at each decision after their demotions are applied with the
- * exact crossing time t - (a_j - theta_q)/n_j as entry time. The walk merges
- * the holders with the first waiting job among the sizes that fit the free
- * GPUs (a larger one would not be selected) and stops when the free GPUs
- * reach 0, so a decision costs O(H log H + k (C + log W)) (H holding, k
- * waiting jobs started, C distinct sizes, W waiting), not O(active log
- * active), and waiting jobs that cannot fit are never touched. While every waiting job fits in the free GPUs the
- * walk would select everyone, so the decision just starts them in order.
+ * at promotions (their timers); holding jobs (at most the cluster's GPUs) stay
+ * in walk order between decisions: after their demotions are applied (exact
+ * crossing time t - (a_j - theta_q)/n_j as entry time) only the crossed and
+ * new ones are sorted and merged in. The walk merges the holders with the
+ * first waiting job among the sizes that fit the free GPUs (a larger one
+ * would not be selected) and stops when the free GPUs reach 0, so a decision
+ * costs O(H + d log d + k (C + log W)) (H holding, d of them crossed or new,
+ * k waiting jobs started, C distinct sizes, W waiting), not O(active log
+ * active), and waiting jobs that cannot fit are never touched. While every
+ * waiting job fits in the free GPUs the walk would select everyone, so the
+ * decision just starts them in order.
  * Crossing timers (demotions, promotions) are kept in the policy's own heap
  * and only the earliest is an engine wake-up: a timer that moved or belongs
  * to a job that started/stopped meanwhile costs nothing, where it used to
@@ -80,8 +82,13 @@ typedef struct {
   } *cls;
   int ncls, clscap;
   long waiting_gpus, nwaiting;
-  shoal_job_t **hold; /* jobs holding GPUs */
-  int nhold, holdcap;
+  /* Jobs holding GPUs, in walk order as of the last contended decision for
+   * hold[0..nsorted) (NULL: left since), appended after that. A contended
+   * decision sorts only the holders whose key changed or that are new and
+   * merges them in, instead of re-sorting all of them. */
+  shoal_job_t **hold;
+  int nhold, holdcap, nsorted, nlive;
+  int hold_unsorted; /* a sorted holder's key changed outside the sort */
   shoal_job_t **byid; /* for timers: job by id (ids are dense, arrival order) */
   int nbyid, byidcap;
   shoal_job_t **fired; /* jobs whose timer fired */
@@ -301,20 +308,35 @@ static int wput(tiresias_t *t, shoal_job_t *j) {
   return wpush(t, j);
 }
 
+/* drop the NULL slots, keeping the order (and the sorted prefix) */
+static void hold_compact(tiresias_t *t) {
+  int k = 0, ns = 0;
+  for (int i = 0; i < t->nhold; i++) {
+    if (!t->hold[i]) continue;
+    if (i < t->nsorted) ns++;
+    t->hold[k] = t->hold[i];
+    t->hold[k]->pint[2] = k;
+    k++;
+  }
+  t->nhold = k;
+  t->nsorted = ns;
+}
+
 static int hold_add(tiresias_t *t, shoal_job_t *j) {
+  if (t->nhold > 2 * t->nlive + 64) hold_compact(t);
   if (grow_ptrs(t, &t->hold, &t->holdcap, t->nhold + 1)) return SHOAL_ERR_NOMEM;
   j->pint[2] = t->nhold;
   t->hold[t->nhold++] = j;
+  t->nlive++;
   return 0;
 }
 
 static void hold_remove(tiresias_t *t, shoal_job_t *j) {
   int i = (int)j->pint[2];
   if (i < 0) return;
-  shoal_job_t *last = t->hold[--t->nhold];
-  t->hold[i] = last;
-  last->pint[2] = i;
+  t->hold[i] = NULL;
   j->pint[2] = -1;
+  t->nlive--;
 }
 
 /* ---- crossing timers ---- */
@@ -473,7 +495,7 @@ static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
   if (shoal__holding(j)) {
     /* a crossing due now is applied here (an uncontended decision does not
      * update the holders): a holder's timer is then always in the future */
-    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now) update_queue(t, s, j);
+    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now && update_queue(t, s, j)) t->hold_unsorted = 1;
     if (j->pint[0] < t->nq - 1) at = demote_at(t, s, j, held);
   } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
     at = promote_at(t, s, j, held);
@@ -563,10 +585,26 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     }
   } else {
     /* holding jobs: demotions, then sort; merge with the waiting heap */
-    for (int i = 0; i < t->nhold; i++)
-      if (update_queue(t, s, t->hold[i]) && (rc = mark_dirty(t, t->hold[i]))) return rc;
+    /* holders: demotions; unchanged ones of the sorted prefix keep their
+     * order, the others (crossed, new) are sorted and merged in */
+    int nc = 0, nd = 0;
+    for (int i = 0; i < t->nhold; i++) {
+      shoal_job_t *j = t->hold[i];
+      if (!j) continue;
+      int ch = update_queue(t, s, j);
+      if (ch && (rc = mark_dirty(t, j))) return rc;
+      if (ch || i >= t->nsorted || t->hold_unsorted) t->order[nd++] = j; /* order[]: scratch until the walk */
+      else t->walked_wait[nc++] = j;
+    }
+    qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
+    for (int a = 0, b = 0, k = 0; a < nc || b < nd; k++) {
+      shoal_job_t *j = b >= nd || (a < nc && cmp_order(&t->walked_wait[a], &t->order[b]) < 0) ? t->walked_wait[a++] : t->order[b++];
+      t->hold[k] = j;
+      j->pint[2] = k;
+    }
+    t->nhold = t->nsorted = t->nlive = nc + nd;
+    t->hold_unsorted = 0;
     memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
-    qsort(t->walked_wait, (size_t)t->nhold, sizeof *t->walked_wait, cmp_order);
     int hi = 0;
     free_gpus = s->cluster->gpus_total;
     while (free_gpus > 0) {
@@ -621,7 +659,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
    * waiting). After decisions where nobody waited, all holders. */
   if (t->timers_off) {
     for (int i = 0; i < t->nhold; i++)
-      if ((rc = set_timer(t, s, t->hold[i]))) return rc;
+      if (t->hold[i] && (rc = set_timer(t, s, t->hold[i]))) return rc;
     t->timers_off = 0;
   }
   for (int i = 0; i < t->ndirty; i++)
