@@ -19,7 +19,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_TIMEOUT", "300", "comm", "deadline in seconds of every blocking communication call"},
   {"SHOAL_CONNECT_TIMEOUT", "120", "comm", "deadline in seconds for rendezvous and connection setup"},
   {"SHOAL_HOSTNAME", "", "comm", "override the host name used for locality detection (emulate hosts)"},
-  {"SHOAL_BIND", "auto", "comm", "`shoal launch` CPU binding: core (rank r on the (r mod ncpu)-th usable CPU), none, auto (core when ranks <= CPUs)"},
+  {"SHOAL_BIND", "auto", "comm", "`shoal launch` CPU binding: core (rank r on the (r mod ncpu)-th usable CPU), none, auto (core when ranks <= CPUs or SHOAL_SHM is on)"},
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0: an inherited socket already listening on the store port"},
   /* comm: collectives */
   {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, auto"},

@@ -216,15 +216,16 @@ TEST_T(launch_binds_ranks_to_cores, 30) {
   char args[512];
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   const char *show = "sh -c \"grep Cpus_allowed_list: /proc/self/status | tr -d ' \\\\t'\"";
-  const char *modes[] = {"-n 2 --bind core", "-n 2 --bind none", NULL};
-  for (int m = 0; m < 3; m++) {
+  const char *modes[] = {"-n 2 --bind core", "-n 2 --bind none", NULL, NULL};
+  for (int m = 0; m < 4; m++) {
     char oversub[32];
     snprintf(oversub, sizeof oversub, "-n %ld", ncpu + 1); /* auto, more ranks than CPUs */
     snprintf(args, sizeof args, "%s -- %s", modes[m] ? modes[m] : oversub, show);
-    int st = launch_with("", args);
+    /* oversubscribed: pinned round-robin with shared memory on (m == 2), free without (m == 3) */
+    int st = launch_with(m == 3 ? "SHOAL_SHM=0" : "", args);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d: %s", args, st, out);
     if (ncpu < 2) continue; /* assumes CPUs 0 and 1 are usable, as on the CI machines */
-    if (m == 0) {
+    if (m == 0 || m == 2) {
       CHECK_CONTAINS(out, "[0] Cpus_allowed_list:0\n");
       CHECK_CONTAINS(out, "[1] Cpus_allowed_list:1\n");
     } else {
