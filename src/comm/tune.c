@@ -142,6 +142,7 @@ int shoal__tune_init(shoal_comm_t *c) {
     if (buf[0] > 0) {
       memcpy(t->v, buf + 1, sizeof t->v);
       t->source = 2;
+      t->last_valid = 0;
       log_params(t);
       return 0;
     }
@@ -239,12 +240,19 @@ int shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t co
   *handled = 1;
   char why[256] = "";
   if (algo == SHOAL_ALGO_AUTO) {
-    double t[SHOAL_ALGO__COUNT];
-    shoal_algo_t pick = shoal__tune_pick(c, bytes, t);
-    SHOAL_DEBUG("TUNING", "allreduce %zu B on %d ranks -> %s (model, %s: ring %.1f rhd %.1f rd %.1f shm %.1f "
-                "hier %.1f us)", bytes, p, shoal_algo_name(pick), s && s->tune ? source_names[s->tune->source] : "-",
-                t[SHOAL_ALGO_RING] * 1e6, t[SHOAL_ALGO_RHD] * 1e6, t[SHOAL_ALGO_RD] * 1e6, t[SHOAL_ALGO_SHM] * 1e6,
-                t[SHOAL_ALGO_HIER] * 1e6);
+    shoal_algo_t pick;
+    shoal__tune_t *tn = s ? s->tune : NULL;
+    if (tn && tn->last_valid && tn->last_comm == c->id && tn->last_bytes == bytes) {
+      pick = tn->last_pick; /* the same size again (every training step): the model's answer has not changed */
+    } else {
+      double t[SHOAL_ALGO__COUNT];
+      pick = shoal__tune_pick(c, bytes, t);
+      SHOAL_DEBUG("TUNING", "allreduce %zu B on %d ranks -> %s (model, %s: ring %.1f rhd %.1f rd %.1f shm %.1f "
+                  "hier %.1f us)", bytes, p, shoal_algo_name(pick), tn ? source_names[tn->source] : "-",
+                  t[SHOAL_ALGO_RING] * 1e6, t[SHOAL_ALGO_RHD] * 1e6, t[SHOAL_ALGO_RD] * 1e6, t[SHOAL_ALGO_SHM] * 1e6,
+                  t[SHOAL_ALGO_HIER] * 1e6);
+      if (tn) tn->last_valid = 1, tn->last_comm = c->id, tn->last_bytes = bytes, tn->last_pick = pick;
+    }
     if (pick != SHOAL_ALGO_SHM && pick != SHOAL_ALGO_HIER) { /* the caller runs ring/rhd/rd */
       *handled = 0;
       *flat_pick = pick;

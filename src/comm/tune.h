@@ -33,6 +33,11 @@ typedef struct shoal__tune {
   /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o (s, s/B); < 0 unknown */
   double v[SHOAL__TUNE_NVALS];
   shoal__cost_t env_net; /* algo.c's parameters (SHOAL_ALPHA_US, ...), read once at creation */
+  /* the last automatic choice (comm id, bytes -> algorithm), reset when v changes */
+  int last_valid;
+  uint64_t last_comm;
+  size_t last_bytes;
+  shoal_algo_t last_pick;
 } shoal__tune_t;
 enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B, T_OP_O };
 
