@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +26,7 @@ int shoal_test_fork_ranks(int n, int (*fn)(int rank, void *arg), void *arg, doub
   for (int r = 0; r < n; r++) {
     pid_t pid = fork();
     if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL); /* ranks never outlive the test that forked them */
       int rc = fn(r, arg);
       fflush(NULL);
       _exit(rc);
@@ -90,6 +92,7 @@ int shoal_test_run_cmd(const char *cmd, char *out, size_t cap, double timeout_s)
   if (pid < 0) return -1;
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
     close(pfd[0]);

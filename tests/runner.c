@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,6 +72,7 @@ static void start_test(test_entry *t) {
   }
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a killed runner (say, by an outer timeout) takes its tests along */
     signal(SIGPIPE, SIG_IGN);
     t->fn();
     fflush(NULL);
