@@ -141,12 +141,17 @@ static int explain(const bopts_t *o, int p) {
          p, m.alpha_s * 1e6, 1e-9 / m.beta_s, 1e-9 / m.gamma_s);
   printf("# %12s %12s %12s %12s  %-6s %-26s %10s\n", "size(B)", "ring(us)", "rhd(us)", "rd(us)", "choice", "why",
          "chunk(B)");
+  shoal_algo_t forced;
+  if (shoal__algo_env(&forced)) {
+    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    return 1;
+  }
   for (size_t b = o->minb; b <= o->maxb; b = next_size(b, o->factor)) {
     double t[SHOAL_ALGO__COUNT];
     shoal__cost_pick(p, b, &m, t);
     shoal_algo_t a;
     char why[192];
-    if (shoal__allreduce_resolve(p, b, o->algo, &a, why, sizeof why)) {
+    if (shoal__allreduce_resolve(p, b, o->algo, forced, &a, why, sizeof why)) {
       fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
       return 1;
     }

@@ -88,17 +88,22 @@ int shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t 
   return 0;
 }
 
-int shoal__allreduce_resolve(int p, size_t bytes, shoal_algo_t requested, shoal_algo_t *out, char *why,
-                             size_t why_cap) {
+int shoal__algo_env(shoal_algo_t *out) {
+  const char *env = shoal__config_str("SHOAL_ALGO", "auto");
+  shoal_algo_t forced = SHOAL_ALGO_AUTO;
+  if (env && *env && shoal_algo_parse(env, &forced))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_ALGO='%s': expected ring, rhd, rd, shm, hier or auto", env);
+  *out = forced;
+  return 0;
+}
+
+int shoal__allreduce_resolve(int p, size_t bytes, shoal_algo_t requested, shoal_algo_t forced, shoal_algo_t *out,
+                             char *why, size_t why_cap) {
   if (requested != SHOAL_ALGO_AUTO) {
     snprintf(why, why_cap, "requested by the caller");
     *out = requested;
     return 0;
   }
-  const char *env = shoal__config_str("SHOAL_ALGO", "auto");
-  shoal_algo_t forced = SHOAL_ALGO_AUTO;
-  if (env && *env && shoal_algo_parse(env, &forced))
-    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_ALGO='%s': expected ring, rhd, rd or auto", env);
   if (forced != SHOAL_ALGO_AUTO) {
     snprintf(why, why_cap, "forced by SHOAL_ALGO");
     *out = forced;
@@ -118,7 +123,10 @@ shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes) {
   int p = c ? shoal__comm_size(c) : 1;
   shoal_algo_t a;
   char why[192];
-  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, &a, why, sizeof why) == 0) {
+  shoal_algo_t forced = SHOAL_ALGO_AUTO;
+  if (c) forced = c->w->algo_env;
+  else if (shoal__algo_env(&forced)) SHOAL_WARN("COLL", "%s; ignored", shoal_last_error());
+  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, forced, &a, why, sizeof why) == 0) {
     /* not forced: what shoal_allreduce really runs, the fitted model's pick
      * (shm and hier included) when the communicator has one */
     if (c && p > 1 && strncmp(why, "forced", 6)) {

@@ -87,9 +87,11 @@ shoal_algo_t shoal__cost_pick(int p, size_t bytes, const shoal__cost_t *m, doubl
 /* Ring pipeline chunk: SHOAL_CHUNK_BYTES, else sqrt(block*alpha/((D-1)*beta))
  * clamped to [256 KiB, 4 MiB] (D = 2(p-1) pipeline stages). */
 int    shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t *out);
-/* Resolve the algorithm of one allreduce call: explicit > SHOAL_ALGO > model.
- * why receives a short reason for the log. */
-int    shoal__allreduce_resolve(int p, size_t bytes, shoal_algo_t requested, shoal_algo_t *out, char *why,
-                                size_t why_cap);
+/* SHOAL_ALGO parsed (AUTO when unset); a world reads it once, at creation. */
+int    shoal__algo_env(shoal_algo_t *out);
+/* Resolve the algorithm of one allreduce call: explicit > forced (the
+ * world's SHOAL_ALGO) > model. why receives a short reason for the log. */
+int    shoal__allreduce_resolve(int p, size_t bytes, shoal_algo_t requested, shoal_algo_t forced, shoal_algo_t *out,
+                                char *why, size_t why_cap);
 
 #endif

@@ -223,7 +223,7 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
   if (fitted != SHOAL_ALGO_AUTO) {
     chosen = fitted;
     snprintf(why, sizeof why, "fitted model");
-  } else if ((rc = shoal__allreduce_resolve(p, bytes, algo, &chosen, why, sizeof why))) {
+  } else if ((rc = shoal__allreduce_resolve(p, bytes, algo, c->w->algo_env, &chosen, why, sizeof why))) {
     return rc;
   }
   size_t chunk = 0;

@@ -270,6 +270,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   }
   w->emu_delay_ns = (uint64_t)(cfg.emu_delay_us * 1000.0);
   w->spin_ns = (uint64_t)(cfg.spin_us * 1000.0);
+  w->algo_env = (shoal_algo_t)cfg.algo_env;
   if (w->emu_delay_ns) SHOAL_INFO("NET", "emulating %.0f us of one-way latency on every message", cfg.emu_delay_us);
   shoal_comm_t *c = comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
   if (!c) {

@@ -67,6 +67,7 @@ struct shoal__world {
   shoal__req_t *self_sq_head, *self_sq_tail, *self_rq_head, *self_rq_tail;
   uint64_t emu_delay_ns;     /* SHOAL_EMU_DELAY_US: every outgoing message is held this long */
   uint64_t spin_ns;          /* SHOAL_SPIN_US: poll without blocking this long before sleeping in poll() */
+  shoal_algo_t algo_env;     /* SHOAL_ALGO, parsed once (a getenv per call was a tenth of a tiny allreduce) */
   uint64_t next_release_ns;  /* earliest held send (0: none) */
   int aborted;
   int abort_status;

@@ -224,11 +224,7 @@ int shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t co
   *flat_pick = SHOAL_ALGO_AUTO;
   *handled = 0;
   if (algo == SHOAL_ALGO_AUTO) {
-    const char *env = shoal__config_str("SHOAL_ALGO", "auto");
-    shoal_algo_t forced = SHOAL_ALGO_AUTO;
-    if (env && *env && shoal_algo_parse(env, &forced))
-      return *handled = 1, shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_ALGO='%s': expected ring, rhd, rd, shm, hier or "
-                                                           "auto", env);
+    shoal_algo_t forced = c->w->algo_env; /* SHOAL_ALGO, read at the world's creation */
     if (forced != SHOAL_ALGO_AUTO && forced != SHOAL_ALGO_SHM && forced != SHOAL_ALGO_HIER) return 0;
     algo = forced;
   }
@@ -305,8 +301,8 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
           1e-9 / val_or(t, T_COLL_B, DEF_COLL_BETA), t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
   fprintf(f, "# op overhead (ring/rhd/rd, per collective): %.2f us%s\n",
           (t && t->v[T_OP_O] >= 0 ? t->v[T_OP_O] : DEF_OP_O) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
-  const char *forced = shoal__config_str("SHOAL_ALGO", "auto");
-  if (forced && *forced && strcmp(forced, "auto")) fprintf(f, "# SHOAL_ALGO=%s forces the choice below\n", forced);
+  if (c->w->algo_env != SHOAL_ALGO_AUTO)
+    fprintf(f, "# SHOAL_ALGO=%s forces the choice below\n", shoal_algo_name(c->w->algo_env));
   fprintf(f, "# %12s %10s %10s %10s %10s %10s  %s\n", "size(B)", "ring(us)", "rhd(us)", "rd(us)", "shm(us)",
           "hier(us)", "model pick");
   for (size_t b = 8; b <= (256u << 20); b *= 4) {

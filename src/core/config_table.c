@@ -22,7 +22,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_BIND", "auto", "comm", "`shoal launch` CPU binding: core (rank r on the (r mod ncpu)-th usable CPU), none, auto (core when ranks <= CPUs or SHOAL_SHM is on)"},
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0: an inherited socket already listening on the store port"},
   /* comm: collectives */
-  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, auto"},
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},

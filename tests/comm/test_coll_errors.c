@@ -121,11 +121,17 @@ static int args_rank(int rank, void *arg) {
   CHECK_EQ(shoal_broadcast(c, f, 4, SHOAL_FLOAT32, 2), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "root 2");
   CHECK_EQ(shoal_reduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, -1), SHOAL_ERR_INVALID);
+  /* SHOAL_ALGO is read when a world is created (single-rank worlds here): a
+   * bad value fails the creation naming it; a good one forces the choice */
+  shoal_comm_t *one = NULL;
   setenv("SHOAL_ALGO", "tree", 1);
-  CHECK_EQ(shoal_allreduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_CONFIG);
+  CHECK_EQ(join(0, 1, 0, &one), SHOAL_ERR_CONFIG);
   CHECK_CONTAINS(shoal_last_error(), "SHOAL_ALGO='tree'");
   setenv("SHOAL_ALGO", "rhd", 1);
-  CHECK_EQ(shoal_allreduce_choose(c, 8), SHOAL_ALGO_RHD);
+  CHECK_EQ(join(0, 1, 0, &one), 0);
+  CHECK_EQ(shoal_allreduce_choose(one, 8), SHOAL_ALGO_RHD);
+  CHECK_EQ(shoal_allreduce_choose(c, 8), SHOAL_ALGO_RD); /* c was created without it: the model's pick */
+  shoal_comm_destroy(one);
   unsetenv("SHOAL_ALGO");
   setenv("SHOAL_ALPHA_US", "fast", 1); /* the ring reads the model for its chunk size */
   CHECK_EQ(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RING), SHOAL_ERR_CONFIG);
