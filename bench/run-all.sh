@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench: every benchmark against its anchor, in one go (about 5-10 minutes on 2 cores).
+# make bench: every benchmark against its anchor, in one go (about 10 minutes on 2 cores; the anchor
+# scripts alternate shoal and the anchors 3 times and compare each one's best run).
 #   TCP collectives vs Open MPI (btl tcp) and PyTorch Gloo   bench/tcp-anchors.sh
 #   shared-memory allreduce vs Open MPI (vader) + memory bound   bench/shm-anchors.sh
 #   simulator speed on the Philly trace and synthetic workloads  bench/sim-speed.sh
