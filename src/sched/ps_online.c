@@ -426,23 +426,31 @@ static int most_free(const shoal__ps_cluster_t *c, const double *res, const shoa
   return best;
 }
 
-/* Fixed-size placement of W workers and their PSs: one machine (best fit) if
- * possible, else workers on the freest machines and PSs where room is left.
- * Takes from res on success. */
-static int place_fixed(const shoal__ps_cluster_t *c, double *res, const shoal__ps_job_t *j, int W, shoal__ps_slot_t *sl) {
-  int P = shoal__ps_count(j->kappa, W), best = -1;
+/* The whole job (W workers, P PSs) on one machine, best fit (least GPU
+ * left after): 1 placed (taken from res), 0 no machine fits, -1 error. */
+static int place_one_machine(const shoal__ps_cluster_t *c, double *res, const shoal__ps_job_t *j, int W, int P,
+                             shoal__ps_slot_t *sl) {
+  int best = -1;
   double bv = INFINITY;
   shoal__ps_slot_clear(sl);
-  for (int h = 0; h < c->H; h++) { /* best fit: least GPU left after */
+  for (int h = 0; h < c->H; h++) {
     double *rh = res + (size_t)h * SHOAL_PS_NRES;
     if (!fits_on(j, rh, W, P)) continue;
     double left = rh[0] - W * j->dw[0];
     if (left < bv) bv = left, best = h;
   }
-  if (best >= 0) {
-    take(res + (size_t)best * SHOAL_PS_NRES, j, W, P);
-    return shoal__ps_slot_add(sl, best, W, P) ? -1 : 1;
-  }
+  if (best < 0) return 0;
+  take(res + (size_t)best * SHOAL_PS_NRES, j, W, P);
+  return shoal__ps_slot_add(sl, best, W, P) ? -1 : 1;
+}
+
+/* Fixed-size placement of W workers and their PSs: one machine (best fit) if
+ * possible, else workers on the freest machines and PSs where room is left.
+ * Takes from res on success. */
+static int place_fixed(const shoal__ps_cluster_t *c, double *res, const shoal__ps_job_t *j, int W, shoal__ps_slot_t *sl) {
+  int P = shoal__ps_count(j->kappa, W);
+  int one = place_one_machine(c, res, j, W, P, sl);
+  if (one) return one;
   double *save = malloc(sizeof(double) * (size_t)c->H * SHOAL_PS_NRES);
   if (!save) return -1;
   memcpy(save, res, sizeof(double) * (size_t)c->H * SHOAL_PS_NRES);
@@ -479,19 +487,9 @@ static double dom_share(const shoal__ps_job_t *j, const double *tot, int W, int 
  * All or nothing; takes from res. */
 static int place_consolidated(const shoal__ps_cluster_t *c, double *res, const shoal__ps_job_t *j, int W,
                               shoal__ps_slot_t *sl) {
-  int P = shoal__ps_count(j->kappa, W), best = -1;
-  double bv = INFINITY;
-  shoal__ps_slot_clear(sl);
-  for (int h = 0; h < c->H; h++) {
-    double *rh = res + (size_t)h * SHOAL_PS_NRES;
-    if (!fits_on(j, rh, W, P)) continue;
-    double left = rh[0] - W * j->dw[0];
-    if (left < bv) bv = left, best = h;
-  }
-  if (best >= 0) {
-    take(res + (size_t)best * SHOAL_PS_NRES, j, W, P);
-    return shoal__ps_slot_add(sl, best, W, P) ? -1 : 1;
-  }
+  int P = shoal__ps_count(j->kappa, W);
+  int one = place_one_machine(c, res, j, W, P, sl);
+  if (one) return one;
   size_t per = (size_t)c->H * SHOAL_PS_NRES;
   double *save = malloc(sizeof(double) * per);
   if (!save) return -1;
