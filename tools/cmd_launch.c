@@ -280,7 +280,7 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
 int shoal_cmd_launch(int argc, char **argv) {
   int n = 0, prefix = 1;
   double port_d = 0, timeout = 0, grace = 3;
-  const char *addr = NULL, *hosts = NULL, *bind_mode = NULL;
+  const char *addr = NULL, *hosts = NULL, *bind_mode = NULL, *bind_src = "--bind";
   int i;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -329,12 +329,9 @@ int shoal_cmd_launch(int argc, char **argv) {
     return 2;
   }
   char **prog = argv + i;
-  if (!bind_mode) bind_mode = shoal__config_str("SHOAL_BIND", "auto");
+  if (!bind_mode) bind_mode = shoal__config_str("SHOAL_BIND", "auto"), bind_src = "SHOAL_BIND";
   if (strcmp(bind_mode, "core") && strcmp(bind_mode, "none") && strcmp(bind_mode, "auto")) {
-    fprintf(stderr, "shoal launch: %s '%s': expected core, none or auto\n",
-            shoal__config_raw("SHOAL_BIND") && !strcmp(bind_mode, shoal__config_raw("SHOAL_BIND")) ? "SHOAL_BIND"
-                                                                                              : "--bind",
-            bind_mode);
+    fprintf(stderr, "shoal launch: %s '%s': expected core, none or auto\n", bind_src, bind_mode);
     return 2;
   }
   int shm_on = 1;

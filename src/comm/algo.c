@@ -126,15 +126,11 @@ shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes) {
   shoal_algo_t forced = SHOAL_ALGO_AUTO;
   if (c) forced = c->w->algo_env;
   else if (shoal__algo_env(&forced)) SHOAL_WARN("COLL", "%s; ignored", shoal_last_error());
-  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, forced, &a, why, sizeof why) == 0) {
-    /* not forced: what shoal_allreduce really runs, the fitted model's pick
-     * (shm and hier included) when the communicator has one */
-    if (c && p > 1 && strncmp(why, "forced", 6)) {
-      double t[SHOAL_ALGO__COUNT];
-      return shoal__tune_pick(c, bytes, t);
-    }
-    return a;
+  if (c && p > 1 && forced == SHOAL_ALGO_AUTO) { /* what shoal_allreduce runs: the fitted model's pick */
+    double t[SHOAL_ALGO__COUNT];
+    return shoal__tune_pick(c, bytes, t);
   }
+  if (shoal__allreduce_resolve(p, bytes, SHOAL_ALGO_AUTO, forced, &a, why, sizeof why) == 0) return a;
   SHOAL_WARN("COLL", "%s; using the default cost model", shoal_last_error());
   shoal__cost_t m = {DEFAULT_ALPHA_US * 1e-6, 1.0 / (DEFAULT_BETA_GBPS * 1e9), 1.0 / (DEFAULT_GAMMA_GBPS * 1e9)};
   return shoal__cost_pick(p, bytes, &m, NULL);

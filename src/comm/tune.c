@@ -142,7 +142,6 @@ int shoal__tune_init(shoal_comm_t *c) {
     if (buf[0] > 0) {
       memcpy(t->v, buf + 1, sizeof t->v);
       t->source = 2;
-      t->last_valid = 0;
       log_params(t);
       return 0;
     }

@@ -173,9 +173,8 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
     return rc;
   memcpy(s->tune->v, v, sizeof v);
   s->tune->source = 1;
-  s->tune->last_valid = 0; /* new values: forget the last choice */
   if ((rc = op_probe(c, &s->tune->v[T_OP_O]))) return rc;
-  s->tune->last_valid = 0;
+  s->tune->last_valid = 0; /* new values: forget the last choice */
   SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
   SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
               "shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
