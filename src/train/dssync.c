@@ -282,6 +282,11 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
     }
     ds->cache[slot].group_of = key;
     ds->cache[slot].sub = sub;
+    if (sub)
+      SHOAL_DEBUG("DSSYNC", "round %llu: new partition (cache slot %d): group communicator of %d ranks, allreduce of %zu "
+                  "bytes runs %s (the communicator's automatic choice)",
+                  (unsigned long long)t, slot, size, n * sizeof(float),
+                  shoal_algo_name(shoal_allreduce_choose(sub, n * sizeof(float))));
   }
   if (SHOAL_LOG_DEBUG <= shoal__log_level_cur && shoal__log_enabled(SHOAL_LOG_DEBUG, "DSSYNC")) {
     char mem[512];
