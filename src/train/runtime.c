@@ -55,6 +55,11 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "--wd %g: expected [0, 1)", o->weight_decay);
   if ((unsigned)o->sync >= SHOAL_SYNC__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   if (o->sync == SHOAL_SYNC_PS) {
+    if (wsize < 2)
+      return shoal__seterr(SHOAL_ERR_INVALID,
+                           "--sync ps needs at least 2 processes (--servers %d server%s plus workers); this is one "
+                           "process: run it under `shoal launch -n N` (or mpirun/srun)",
+                           o->servers, o->servers == 1 ? "" : "s");
     if (o->servers < 1 || o->servers >= wsize)
       return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
                            o->servers, wsize - 1, wsize);
@@ -74,11 +79,11 @@ static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **ow
   r->train = o->train_data;
   r->test = o->test_data;
   if (!r->train) {
-    if ((rc = shoal_dataset_load_dir(dir, "train", own_train))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "train", o->nclass, own_train))) return rc;
     r->train = *own_train;
   }
   if (!r->test) {
-    if ((rc = shoal_dataset_load_dir(dir, "t10k", own_test))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "t10k", o->nclass, own_test))) return rc;
     r->test = *own_test;
   }
   if (r->train->rows != r->test->rows || r->train->cols != r->test->cols)
