@@ -3,6 +3,7 @@
 #
 #   bench/train-vs-torch.sh [BUILD] speed      single process and 4-rank BSP vs torch / DDP-Gloo
 #   bench/train-vs-torch.sh [BUILD] accuracy   MLP, full Fashion-MNIST, 4 workers: bsp, dssync, ps
+#   bench/train-vs-torch.sh [BUILD] ps         async PS against bounded staleness (SSP 1, 2, 4), 3 workers
 #                                              (CSV logs + SVG plot in $OUT, default /tmp/shoal-train-bench)
 #
 # Same MLP (784-512-256-10), same data and normalization, same per-worker batch
@@ -96,5 +97,25 @@ if [ "$MODE" = accuracy ]; then
   done
   exit 0
 fi
-echo "usage: $0 [BUILD] speed|accuracy" >&2
+if [ "$MODE" = ps ]; then
+  # Asynchronous parameter servers: unbounded async against bounded staleness (SSP),
+  # W workers (default 3) + 1 server, the accuracy setup above.
+  EPOCHS=${EPOCHS:-12}
+  W=${W:-3}
+  common="--model mlp --epochs $EPOCHS --batch $BATCH --lr 0.1 --warmup 100 --decay-epochs 8,11 --sync ps --servers 1"
+  for cfg in "async" "ssp 1" "ssp 2" "ssp 4"; do
+    set -- $cfg
+    tag=$1${2:-}
+    launch $((W + 1)) "$SHOAL" train $common --ps-mode "$1" ${2:+--staleness $2} --csv "$OUT/ps-$tag.csv" \
+      --label "ps $cfg ($W workers)" | tee "$OUT/ps-$tag.log"
+  done
+  for cfg in async ssp1 ssp2 ssp4; do
+    st=$(sed -n 's/.*largest staleness applied \([0-9]*\).*/\1/p' "$OUT/ps-$cfg.log" | sort -n | tail -1)
+    fin=$(sed -n 's/.*final model (global average): test acc \([0-9.]*\)%.*/\1/p' "$OUT/ps-$cfg.log" | tail -1)
+    tail -1 "$OUT/ps-$cfg.csv" | awk -F, -v f="$cfg" -v st="$st" -v fin="$fin" \
+      '{ printf "RESULT ps %-6s epoch %s  test acc (average model) %.2f%%  final model %s%%  max staleness %s  time %.1f s\n", f, $5, 100*$9, fin, st, $7 }'
+  done
+  exit 0
+fi
+echo "usage: $0 [BUILD] speed|accuracy|ps" >&2
 exit 2

@@ -37,6 +37,7 @@ static void usage(FILE *f) {
           "  localsgd: --local-h H [8]\n"
           "output:\n"
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
+          "  --checkpoint-every N   also checkpoint every N iterations (default: at epoch ends only)\n"
           "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
           "  --threads N   OpenBLAS threads per rank [1]\n");
 }
@@ -191,6 +192,7 @@ int shoal_cmd_train(int argc, char **argv) {
     STR("--iter-log", o.iter_log)
     STR("--label", o.label)
     STR("--checkpoint", o.ckpt_path)
+    NUMI("--checkpoint-every", 0, INT_MAX, o.ckpt_every)
     STR("--resume", o.resume_path)
     STR("--params-out", o.params_out)
 #undef NUM

@@ -68,6 +68,9 @@ typedef struct shoal_sync shoal_sync_t;
  *             staleness=2        ssp: bound in clocks
  *             lr=0.05 momentum=0.9 wd=0   the servers' SGD (lr: see set_lr)
  *             slow_ms=0          testing: worker 0 sleeps this long per step
+             ckpt=PATH          where shoal_sync_checkpoint makes servers write
+             resume=PATH        servers start from PATH.server<s>; the workers
+                                resume at the checkpoint's step (begin's step)
  */
 int shoal_sync_create(shoal_comm_t *comm, const char *strategy, const char *config, shoal_sync_t **out);
 void shoal_sync_destroy(shoal_sync_t *s);
@@ -103,8 +106,15 @@ int shoal_sync_end(shoal_sync_t *s);
  * average for dssync/localsgd; the servers' parameters for ps). */
 int shoal_sync_final(shoal_sync_t *s);
 /* Parameter-server ranks: serve until every worker called final. The
- * registered parameters are the initial model and receive the final one. */
+ * registered parameters are the initial model; on return the server's shard
+ * of them holds the final values. */
 int shoal_sync_serve(shoal_sync_t *s);
+/* Between steps, on every worker at the same step: ps servers write their
+ * state (shard, momentum, clock) to CKPT.server<s> (config ckpt=CKPT, atomic
+ * and fsync'ed like every checkpoint), consistent because all pushes of the
+ * earlier steps are applied. Other strategies keep no state of their own
+ * (the caller checkpoints its parameters and optimizer): nothing to do. */
+int shoal_sync_checkpoint(shoal_sync_t *s);
 
 /* The communicator of the training workers (comm itself, or comm minus the
  * ps servers; NULL on a server). Owned by the context. */

@@ -146,7 +146,9 @@ typedef struct shoal_train_opts {
   /* output */
   const char *csv_path;        /* per-epoch log (rank 0); NULL: none */
   const char *iter_log;        /* per-iteration log of every worker (r > 0: PATH.rankR); NULL: none */
-  const char *ckpt_path;       /* save at the end of every epoch (rank 0); NULL: none */
+  const char *ckpt_path;       /* save at the end of every epoch (bsp: rank 0; others: every worker,
+                                  FILE.rankR; ps servers FILE.serverS); NULL: none */
+  int ckpt_every;              /* > 0: also every n iterations inside an epoch (not ps) */
   const char *resume_path;     /* resume from this checkpoint; NULL: start fresh */
   const char *params_out;      /* final parameters (raw float32), worker r > 0 to PATH.rankR; NULL: none */
   const char *label;           /* run name in the CSV (for plots) */

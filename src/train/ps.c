@@ -16,15 +16,18 @@
  *    held until every live worker has had clock c - s - 1 applied, so no
  *    applied gradient is more than s clocks stale (checked on apply). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "train/ckpt.h"
 #include "train/optim.h"
 #include "train/sync.h"
 
 typedef struct ps_cfg {
+  char ckpt[1024], resume[1024]; /* "" when not set */
   int S, W;
   shoal_ps_mode_t mode;
   int staleness;
@@ -33,7 +36,7 @@ typedef struct ps_cfg {
 } ps_cfg_t;
 
 enum { TAG_HDR = 0x5053, TAG_GRAD = 0x5054, TAG_PARAM = 0x5055 };
-enum { KIND_GRAD = 0, KIND_DONE = 1 };
+enum { KIND_GRAD = 0, KIND_DONE = 1, KIND_CKPT = 2 };
 
 static void ps_shard(size_t n, int S, int s, size_t *off, size_t *len) {
   size_t base = n / (size_t)S, rem = n % (size_t)S;
@@ -98,6 +101,21 @@ static int ps_server(shoal_comm_t *world, const ps_cfg_t *o, float *params, size
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "ps server: out of memory");
     goto out_free;
   }
+  long ckpt_clock = 0;
+  char path[1100];
+  if (o->resume[0]) {
+    /* this server's shard and momentum; every worker continues from the checkpoint's clock */
+    shoal__ckpt_meta_t meta;
+    snprintf(path, sizeof path, "%s.server%d", o->resume, sidx);
+    if ((rc = shoal__ckpt_load(path, &meta, s.p, s.v, len))) goto out_free;
+    if (meta.workers != (uint32_t)W) {
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "ps server checkpoint %s: written with %u workers, this run has %d", path,
+                         meta.workers, W);
+      goto out_free;
+    }
+    for (int w = 0; w < W; w++) s.applied[w] = (long)meta.iters_done;
+    ckpt_clock = (long)meta.iters_done;
+  }
   int live = W, arrived = 0;
   while (live > 0) {
     double hdr[4];
@@ -114,6 +132,27 @@ static int ps_server(shoal_comm_t *world, const ps_cfg_t *o, float *params, size
     if ((int)hdr[0] == KIND_DONE) {
       s.done[w] = 1;
       live--;
+    } else if ((int)hdr[0] == KIND_CKPT) {
+      /* The first request for clock c: every worker has had its reply for clock c-1, so all pushes
+       * up to c are applied and none beyond (a worker's next push follows its own request). */
+      long c = (long)hdr[1];
+      if (c <= ckpt_clock) continue; /* the other workers' requests for the same clock */
+      for (int u = 0; u < W; u++)
+        if (s.applied[u] != c) {
+          rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server %d: checkpoint at clock %ld but worker %d is at clock %ld",
+                             sidx, c, u, s.applied[u]);
+          goto out_free;
+        }
+      if (!o->ckpt[0]) {
+        rc = shoal__seterr(SHOAL_ERR_INVALID, "ps server %d: checkpoint requested but no ckpt= path configured", sidx);
+        goto out_free;
+      }
+      snprintf(path, sizeof path, "%s.server%d", o->ckpt, sidx);
+      shoal__ckpt_meta_t meta = {.workers = (uint32_t)W, .iters_done = (uint64_t)c, .nparams = len,
+                                 .ranks = (uint32_t)(W + S)};
+      if ((rc = shoal__ckpt_save(path, &meta, s.p, s.v))) goto out_free;
+      ckpt_clock = c;
+      continue;
     } else {
       long clock = (long)hdr[1], incl = (long)hdr[2];
       float *g = gbuf + (o->mode == SHOAL_PS_SYNC ? (size_t)w * len : 0);
@@ -122,8 +161,9 @@ static int ps_server(shoal_comm_t *world, const ps_cfg_t *o, float *params, size
         goto out_free;
       }
       if (clock != s.applied[w]) {
-        rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: worker %d pushed clock %ld, expected %ld", w, clock,
-                           s.applied[w]);
+        rc = shoal__seterr(SHOAL_ERR_PROTOCOL,
+                           "ps server: worker %d pushed clock %ld, expected %ld%s", w, clock, s.applied[w],
+                           o->resume[0] ? " (the workers' and the servers' checkpoints are from different points)" : "");
         goto out_free;
       }
       int stale = (int)(clock - incl);
@@ -191,6 +231,7 @@ out_free:
 typedef struct ps {
   ps_cfg_t cfg;
   long clock;
+  int first;
   double *incl; /* per server: `included` of the parameters last received */
   float *flat;  /* total: when there are several buckets */
   float *flatg;
@@ -204,6 +245,27 @@ static int pull(shoal_sync_t *x, float *params) {
     int rc = shoal_recv(x->comm, &w->incl[s], 1, SHOAL_FLOAT64, w->cfg.W + s, TAG_PARAM);
     if (!rc) rc = shoal_recv(x->comm, params + off, len, SHOAL_FLOAT32, w->cfg.W + s, TAG_PARAM);
     if (rc) return comm_err(x->comm, rc, "receive parameters from server", w->cfg.W + s);
+  }
+  return 0;
+}
+
+static int ps_checkpoint(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (!w->cfg.ckpt[0])
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync ps: shoal_sync_checkpoint needs the config key ckpt=PATH");
+  for (int s = 0; s < w->cfg.S; s++) {
+    double hdr[4] = {KIND_CKPT, (double)w->clock, 0, 0};
+    int rc = shoal_send(x->comm, hdr, 4, SHOAL_FLOAT64, w->cfg.W + s, TAG_HDR);
+    if (rc) return comm_err(x->comm, rc, "request a checkpoint from server", w->cfg.W + s);
+  }
+  return 0;
+}
+
+static int ps_begin(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (w->first) { /* a resumed run starts at the checkpoint's clock */
+    w->clock = x->step;
+    w->first = 0;
   }
   return 0;
 }
@@ -292,6 +354,10 @@ static int ps_create(shoal_sync_t *x, shoal__cfg_t *cfg) {
   w->cfg = (ps_cfg_t){.S = (int)S, .W = size - (int)S, .mode = m, .staleness = (int)st, .momentum = mom, .wd = wd,
                       .slow_s = slow * 1e-3};
   x->lr = lr;
+  w->first = 1;
+  const char *ck = shoal__cfg_str(cfg, "ckpt"), *rs = shoal__cfg_str(cfg, "resume");
+  if (ck) snprintf(w->cfg.ckpt, sizeof w->cfg.ckpt, "%s", ck);
+  if (rs) snprintf(w->cfg.resume, sizeof w->cfg.resume, "%s", rs);
   if (!(w->incl = calloc((size_t)S, sizeof(double)))) return shoal__seterr(SHOAL_ERR_NOMEM, "sync ps: out of memory");
   int server = rank >= w->cfg.W;
   shoal_comm_t *split = NULL;
@@ -318,11 +384,13 @@ static int ps_setup(shoal_sync_t *x) {
 
 const shoal__strategy_t shoal__strategy_ps = {
     .name = "ps",
-    .keys = "servers, mode, staleness, lr, momentum, wd, slow_ms",
+    .keys = "servers, mode, staleness, lr, momentum, wd, slow_ms, ckpt, resume",
     .create = ps_create,
     .destroy = ps_destroy,
     .setup = ps_setup,
+    .begin = ps_begin,
     .finish = ps_finish,
     .final = ps_final,
+    .checkpoint = ps_checkpoint,
     .serve = ps_serve,
 };

@@ -63,8 +63,9 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     if (o->servers < 1 || o->servers >= wsize)
       return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
                            o->servers, wsize - 1, wsize);
-    if (o->ckpt_path || o->resume_path)
-      return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "--checkpoint/--resume are not supported with --sync ps");
+    if (o->ckpt_every > 0)
+      return shoal__seterr(SHOAL_ERR_INVALID, "--checkpoint-every: ps checkpoints are written at epoch ends only "
+                                              "(the servers' state is consistent there)");
     if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
   }
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
@@ -231,7 +232,15 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   case SHOAL_SYNC_PS: {
     int len = snprintf(cfg, sizeof cfg, "servers=%d mode=%s momentum=%.17g wd=%.17g slow_ms=%.17g", o->servers,
                        shoal_ps_mode_name(o->ps_mode), o->momentum, o->weight_decay, o->ps_slow_worker_ms);
-    if (o->ps_mode == SHOAL_PS_SSP) snprintf(cfg + len, sizeof cfg - (size_t)len, " staleness=%d", o->staleness);
+    if (o->ps_mode == SHOAL_PS_SSP) len += snprintf(cfg + len, sizeof cfg - (size_t)len, " staleness=%d", o->staleness);
+    const char *paths[2] = {o->ckpt_path, o->resume_path}, *keys[2] = {"ckpt", "resume"};
+    for (int i = 0; i < 2; i++) {
+      if (!paths[i]) continue;
+      if (strpbrk(paths[i], " ;\t\n"))
+        return shoal__seterr(SHOAL_ERR_INVALID, "--%s %s: with --sync ps the path may not contain spaces or ';'",
+                             i ? "resume" : "checkpoint", paths[i]);
+      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " %s=%s", keys[i], paths[i]);
+    }
     break;
   }
   default:
@@ -263,6 +272,97 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   }
   *out = s;
   return 0;
+}
+
+static shoal__ckpt_meta_t ckpt_meta(const run_t *r, int epochs_done, long iters, double train_s) {
+  const shoal_train_opts_t *o = r->o;
+  return (shoal__ckpt_meta_t){.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
+                              .workers = (uint32_t)r->W, .epochs_done = (uint32_t)epochs_done,
+                              .iters_done = (uint64_t)iters, .seed = o->seed, .nparams = r->m->nparams,
+                              .batch = (uint32_t)o->batch,
+                              .ranks = (uint32_t)(r->world ? shoal_comm_size(r->world) : 1), .train_s = train_s};
+}
+
+/* This worker's checkpoint (bsp: rank 0 only, all ranks hold the same bytes). */
+static int save_ckpt(run_t *r, int epochs_done, long iters, double train_s) {
+  if (r->o->sync == SHOAL_SYNC_BSP && r->wrank != 0) return 0;
+  char buf[4096];
+  shoal__ckpt_meta_t meta = ckpt_meta(r, epochs_done, iters, train_s);
+  return shoal__ckpt_save(ckpt_name(r, r->o->ckpt_path, buf, sizeof buf), &meta, r->m->params, r->mom);
+}
+
+/* Check the checkpoint against this run before reading anything (rank 0's
+ * file, which every strategy writes), load this worker's file, and check
+ * that all workers resume from the same iteration. Collective over the
+ * workers: every worker reaches the exchange even if its own load failed. */
+static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
+  const shoal_train_opts_t *o = r->o;
+  const char *base = o->resume_path;
+  shoal__ckpt_meta_t m0 = {0}, want = ckpt_meta(r, 0, 0, 0), meta = {0};
+  int rc = shoal__ckpt_peek(base, &m0);
+  if (!rc) {
+    char diff[1024] = "";
+    size_t len = 0;
+#define DIFF(cond, ...)                                                               \
+  if (cond) len += (size_t)snprintf(diff + len, sizeof diff - (len < sizeof diff ? len : sizeof diff), __VA_ARGS__)
+    DIFF(m0.sync_kind != want.sync_kind, "; it was written by --sync %s and this run is --sync %s",
+         shoal_sync_kind_name((shoal_sync_kind_t)m0.sync_kind), shoal_sync_kind_name(o->sync));
+    DIFF(m0.model_kind != want.model_kind, "; it holds --model %s and this run is --model %s",
+         shoal_model_kind_name((shoal_model_kind_t)m0.model_kind), shoal_model_kind_name(o->model));
+    DIFF(m0.workers != want.workers || m0.ranks != want.ranks,
+         "; it was written by %u workers (%u ranks) and this run has %u workers (%u ranks)", m0.workers, m0.ranks,
+         want.workers, want.ranks);
+    DIFF(m0.seed != want.seed, "; it was written with --seed %llu and this run has --seed %llu",
+         (unsigned long long)m0.seed, (unsigned long long)want.seed);
+    DIFF(m0.batch != want.batch, "; it was written with --batch %u and this run has --batch %u", m0.batch, want.batch);
+#undef DIFF
+    if (len)
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "--resume %s: cannot continue this run%s (resume with the same settings)",
+                         base, diff);
+  }
+  if (!rc) {
+    char buf[4096];
+    const char *path = ckpt_name(r, base, buf, sizeof buf);
+    rc = shoal__ckpt_load(path, &meta, r->m->params, r->mom, r->m->nparams);
+  }
+  if (!multi) {
+    if (!rc) *out = meta;
+    return rc;
+  }
+  /* {ok, iterations, epochs} of every worker */
+  int64_t *all = calloc(3 * (size_t)r->W, sizeof *all);
+  if (!all) return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+  char mine[1024];
+  snprintf(mine, sizeof mine, "%s", rc ? shoal_last_error() : "");
+  int64_t *me = all + 3 * (size_t)r->wrank;
+  me[0] = rc ? 0 : 1;
+  me[1] = rc ? -1 : (int64_t)meta.iters_done;
+  me[2] = rc ? -1 : (int64_t)meta.epochs_done;
+  int crc = shoal_allgather(r->wcomm, SHOAL_IN_PLACE, all, 3, SHOAL_INT64);
+  if (crc) {
+    free(all);
+    return comm_fail(r->wcomm, crc, "exchange of the checkpoint positions");
+  }
+  if (rc) {
+    free(all);
+    return shoal__seterr(rc, "%s", mine);
+  }
+  for (int w = 0; w < r->W && !rc; w++) {
+    char buf[4096];
+    const char *path = w == 0 || o->sync == SHOAL_SYNC_BSP ? base : (snprintf(buf, sizeof buf, "%s.rank%d", base, w), buf);
+    if (!all[3 * w])
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "--resume %s: worker %d could not read its checkpoint %s", base, w, path);
+    else if (all[3 * w + 1] != me[1])
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
+                         "--resume %s: the workers' checkpoints are from different points: this worker (%d) is at "
+                         "iteration %lld (epoch %lld) and worker %d's %s at iteration %lld (epoch %lld); resume "
+                         "from one checkpoint written by all workers together",
+                         base, r->wrank, (long long)me[1], (long long)me[2], w, path, (long long)all[3 * w + 1],
+                         (long long)all[3 * w + 2]);
+  }
+  free(all);
+  if (!rc) *out = meta;
+  return rc;
 }
 
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
@@ -308,24 +408,23 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     goto out_free;
   }
   int start_epoch = 0;
-  long iter = 0;
+  long iter = 0, skip = 0;
+  double resumed_s = 0;
   if (o->resume_path) {
-    char buf[4096];
-    const char *path = ckpt_name(&r, o->resume_path, buf, sizeof buf);
-    shoal__ckpt_meta_t meta;
-    if ((rc = shoal__ckpt_load(path, &meta, r.m->params, r.mom, n))) goto out_free;
-    if (meta.model_kind != (uint32_t)o->model || meta.sync_kind != (uint32_t)o->sync || meta.workers != (uint32_t)r.W ||
-        meta.seed != o->seed) {
-      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
-                         "checkpoint %s: written by --model %s --sync %s with %u workers and seed %llu; this run "
-                         "differs (resume needs the same)",
-                         path, shoal_model_kind_name((shoal_model_kind_t)meta.model_kind),
-                         shoal_sync_kind_name((shoal_sync_kind_t)meta.sync_kind), meta.workers,
-                         (unsigned long long)meta.seed);
-      goto out_free;
-    }
+    shoal__ckpt_meta_t meta = {0};
+    if ((rc = resume(&r, multi, &meta))) goto out_free;
     start_epoch = (int)meta.epochs_done;
     iter = (long)meta.iters_done;
+    resumed_s = meta.train_s;
+    long ipe0 = (long)(r.ntrain / ((size_t)r.W * o->batch));
+    skip = iter - (long)start_epoch * ipe0; /* mid-epoch checkpoint: iterations of this epoch already done */
+    if (skip < 0 || skip >= ipe0) {
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
+                         "checkpoint %s: %ld iterations after %d epochs, but an epoch has %ld here (other "
+                         "--train-subset?)",
+                         o->resume_path, iter, start_epoch, ipe0);
+      goto out_free;
+    }
   }
   if (o->csv_path && r.wrank == 0) {
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
@@ -358,7 +457,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
            S ? " + servers" : "", o->batch, r.ntrain, r.ntest);
   size_t gb = (size_t)r.W * o->batch;
   long ipe = (long)(r.ntrain / gb);
-  double total_train = 0, consensus = 0;
+  double total_train = resumed_s, consensus = 0;
   int stopped = 0;
   for (int e = start_epoch; e < o->epochs && !stopped; e++) {
     if (o->max_iters > 0 && iter >= o->max_iters) break;
@@ -368,7 +467,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
     double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
     long its = 0;
-    for (long i = 0; i < ipe; i++) {
+    for (long i = e == start_epoch ? skip : 0; i < ipe; i++) {
       if (o->max_iters > 0 && iter >= o->max_iters) {
         stopped = 1;
         break;
@@ -416,6 +515,10 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         if (measured) fprintf(r.ilog, "%.6g", consensus);
         fputc('\n', r.ilog);
       }
+      /* periodic checkpoint inside the epoch (the epoch end writes its own) */
+      if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
+          (rc = save_ckpt(&r, e, iter, total_train + shoal__now_s() - t_epoch)))
+        goto out_free;
     }
     double epoch_s = shoal__now_s() - t_epoch;
     total_train += epoch_s;
@@ -460,13 +563,10 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
               sps, out.compute_s, out.comm_s, consensus, lr);
       fflush(r.csv);
     }
-    if (o->ckpt_path && !stopped && (o->sync != SHOAL_SYNC_BSP || r.wrank == 0)) {
-      char buf[4096];
-      shoal__ckpt_meta_t meta = {.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
-                                 .workers = (uint32_t)r.W, .epochs_done = (uint32_t)(e + 1),
-                                 .iters_done = (uint64_t)iter, .seed = o->seed, .nparams = n};
-      if ((rc = shoal__ckpt_save(ckpt_name(&r, o->ckpt_path, buf, sizeof buf), &meta, r.m->params, r.mom)))
-        goto out_free;
+    if (o->ckpt_path && !stopped) {
+      if ((rc = save_ckpt(&r, e + 1, iter, total_train))) goto out_free;
+      /* ps: the servers write their shards; every worker's pushes up to here are applied */
+      if (sync && (rc = shoal_sync_checkpoint(sync))) goto out_free;
     }
   }
   /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */

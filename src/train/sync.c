@@ -365,6 +365,14 @@ int shoal_sync_serve(shoal_sync_t *s) {
   return 0;
 }
 
+int shoal_sync_checkpoint(shoal_sync_t *s) {
+  int rc = check(s, "shoal_sync_checkpoint", 0);
+  if (rc) return rc;
+  if ((rc = setup(s))) return rc;
+  if (s->st->checkpoint && (rc = s->st->checkpoint(s))) return fail(s, rc);
+  return 0;
+}
+
 shoal_comm_t *shoal_sync_workers(shoal_sync_t *s) {
   return s && !(s->flags & SHOAL_SYNC_F_SERVER) ? s->workers : NULL;
 }

@@ -62,6 +62,7 @@ typedef struct shoal__strategy {
   int (*end)(shoal_sync_t *s);
   int (*final)(shoal_sync_t *s);
   int (*serve)(shoal_sync_t *s);
+  int (*checkpoint)(shoal_sync_t *s);
 } shoal__strategy_t;
 
 extern const shoal__strategy_t shoal__strategy_bsp, shoal__strategy_dssync, shoal__strategy_localsgd,
