@@ -53,6 +53,9 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "--momentum %g: expected [0, 1)", o->momentum);
   if (!(o->weight_decay >= 0 && o->weight_decay < 1))
     return shoal__seterr(SHOAL_ERR_INVALID, "--wd %g: expected [0, 1)", o->weight_decay);
+  if (o->label && strpbrk(o->label, ",\n\r\""))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--label '%s': may not contain commas, quotes or line breaks (a CSV column)",
+                         o->label);
   if ((unsigned)o->sync >= SHOAL_SYNC__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   if (o->sync == SHOAL_SYNC_PS) {
     if (wsize < 2)
