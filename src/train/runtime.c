@@ -451,7 +451,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing", path);
       goto out_free;
     }
-    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus\n");
+    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes\n");
   }
   if (r.wrank == 0 && !o->quiet)
     printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
@@ -477,6 +477,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       }
       double it0 = shoal__now_s(), comm0 = comm_s;
       int gsize = r.W;
+      double payload = 0;
       const uint32_t *idx = r.perm + (size_t)i * gb + (size_t)r.wrank * o->batch;
       for (int j = 0; j < o->batch; j++) {
         memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
@@ -498,7 +499,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
       if (sync) {
         double wait = 0;
-        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, NULL))) goto out_free;
+        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, &payload))) goto out_free;
         comm_s += wait;
       }
       double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
@@ -516,7 +517,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         fprintf(r.ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", iter - 1, e, gsize, 1e3 * (it_s - it_sync), 1e3 * it_sync,
                 it_loss, lr);
         if (measured) fprintf(r.ilog, "%.6g", consensus);
-        fputc('\n', r.ilog);
+        fprintf(r.ilog, ",%.0f\n", payload);
       }
       /* periodic checkpoint inside the epoch (the epoch end writes its own) */
       if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
