@@ -28,11 +28,11 @@ static void usage(FILE *f) {
           "  --max-iters N         stop after N iterations in total\n"
           "synchronization:\n"
           "  --sync bsp|dssync|ps|localsgd                                   [bsp]\n"
-          "  --no-overlap   bsp: no bucket allreduce during backward; dssync: no group average during the step\n"
-          "  bsp:      --bucket-kb K [256] (0: one bucket per layer)\n"
+          "  bsp:      --bucket-kb K [256] (0: one bucket per layer)  --no-overlap\n"
           "  dssync:   --ds-pattern random|butterfly|topo|fixed [butterfly]  --ds-k K [2]\n"
           "            --ds-global-every P [0: off]  --bridge-period H  --bridge-width B\n"
           "            --racks 0,0,1,1 (rack of each worker; default: by host name)\n"
+          "            --ds-overlap   average the step's starting parameters while computing it\n"
           "            --consensus-every N   log the consensus distance every N iterations\n"
           "  ps:       --servers S [1] (the last S ranks)  --ps-mode sync|async|ssp [sync]  --staleness s [2]\n"
           "  localsgd: --local-h H [8]\n"
@@ -82,7 +82,8 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
     int sync;       /* shoal_sync_kind_t, or -1: every strategy but bsp */
     int sub;        /* dssync: pattern, ps: mode (-1: any) */
   } only[] = {
-      {"--bucket-kb", SHOAL_SYNC_BSP, -1},           {"--ds-pattern", SHOAL_SYNC_DSSYNC, -1},
+      {"--bucket-kb", SHOAL_SYNC_BSP, -1},           {"--no-overlap", SHOAL_SYNC_BSP, -1},
+      {"--ds-overlap", SHOAL_SYNC_DSSYNC, -1},       {"--ds-pattern", SHOAL_SYNC_DSSYNC, -1},
       {"--ds-k", SHOAL_SYNC_DSSYNC, -1},             {"--ds-global-every", SHOAL_SYNC_DSSYNC, -1},
       {"--bridge-period", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--bridge-width", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO},
       {"--racks", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--servers", SHOAL_SYNC_PS, -1},
@@ -203,6 +204,8 @@ int shoal_cmd_train(int argc, char **argv) {
       if (parse_num(a, v, 0, 1 << 22, &d)) goto bad;
       o.bucket_bytes = (size_t)(d * 1024);
       i++;
+    } else if (!strcmp(a, "--ds-overlap")) {
+      o.ds_overlap = 1;
     } else if (!strcmp(a, "--no-overlap")) {
       o.overlap = 0;
     } else if (!strcmp(a, "--quiet")) {

@@ -132,6 +132,7 @@ typedef struct shoal_train_opts {
   shoal_ds_pattern_t ds_pattern;
   int ds_k;                    /* group size (random), max radix (butterfly) */
   int ds_global_every;         /* P > 0: global average every P iterations */
+  int ds_overlap;              /* average x_t in the group while computing step t (ds-sync.md §3.1 option) */
   int ds_bridge_period;        /* topo: h (0: ceil(log_k m) + 1) */
   int ds_bridge_width;         /* topo: b (0: 1) */
   const char *racks;           /* topo: "0,0,1,1" rack of each worker; NULL: by host name */

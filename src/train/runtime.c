@@ -220,7 +220,7 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   case SHOAL_SYNC_DSSYNC: {
     int len = snprintf(cfg, sizeof cfg, "pattern=%s k=%d seed=%llu global_every=%d overlap=%d",
                        shoal_ds_pattern_name(o->ds_pattern), o->ds_k, (unsigned long long)(o->seed & 0x7fffffffffffffffULL),
-                       o->ds_global_every, o->overlap ? 1 : 0);
+                       o->ds_global_every, o->ds_overlap ? 1 : 0);
     if (o->ds_pattern == SHOAL_DS_TOPO) {
       if ((rc = rack_map(r, racks_out))) return rc;
       len += snprintf(cfg + len, sizeof cfg - (size_t)len, " h=%d b=%d racks=", o->ds_bridge_period, o->ds_bridge_width);
