@@ -3,6 +3,7 @@
  *   status.h   status codes and the detailed message of the last error
  *   comm.h     communicators, blocking collectives, point to point
  *   request.h  non-blocking collectives (requests, test/wait)
+ *   sync.h     synchronization strategies (BSP, DS-Sync, local SGD, PS) for any training loop
  *   train.h    datasets, models and the data-parallel training runtime
  *   sched.h    scheduling policy names
  *   sim.h      the cluster scheduling simulator
@@ -13,6 +14,7 @@
 #include "shoal/status.h"
 #include "shoal/comm.h"
 #include "shoal/request.h"
+#include "shoal/sync.h"
 #include "shoal/train.h"
 #include "shoal/sched.h"
 #include "shoal/sim.h"

@@ -55,6 +55,11 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "--wd %g: expected [0, 1)", o->weight_decay);
   if ((unsigned)o->sync >= SHOAL_SYNC__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   if (o->sync == SHOAL_SYNC_PS) {
+    if (wsize < 2)
+      return shoal__seterr(SHOAL_ERR_INVALID,
+                           "--sync ps needs at least 2 processes (--servers %d server%s plus workers); this is one "
+                           "process: run it under `shoal launch -n N` (or mpirun/srun)",
+                           o->servers, o->servers == 1 ? "" : "s");
     if (o->servers < 1 || o->servers >= wsize)
       return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
                            o->servers, wsize - 1, wsize);
@@ -74,11 +79,11 @@ static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **ow
   r->train = o->train_data;
   r->test = o->test_data;
   if (!r->train) {
-    if ((rc = shoal_dataset_load_dir(dir, "train", own_train))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "train", o->nclass, own_train))) return rc;
     r->train = *own_train;
   }
   if (!r->test) {
-    if ((rc = shoal_dataset_load_dir(dir, "t10k", own_test))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "t10k", o->nclass, own_test))) return rc;
     r->test = *own_test;
   }
   if (r->train->rows != r->test->rows || r->train->cols != r->test->cols)
@@ -182,6 +187,84 @@ static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t
   return buf;
 }
 
+typedef struct ready_arg {
+  shoal_sync_t *sync;
+  const int *bucket_of_layer;
+  int rc;
+} ready_arg_t;
+
+/* Backward's hook: a layer whose gradients complete a bucket reports it. */
+static void layer_ready(int layer, void *arg) {
+  ready_arg_t *a = arg;
+  int b = a->bucket_of_layer[layer];
+  if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
+}
+
+/* The strategy (include/shoal/sync.h) for the options, with the model's
+ * buckets: for bsp, whole layers of at least bucket_bytes, last layer first
+ * (a suffix of layers is a contiguous range of the parameter array), so a
+ * bucket is complete when backward finishes its lowest layer; for the
+ * parameter-averaging strategies and ps, one flat bucket. */
+static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int **racks_out) {
+  const shoal_train_opts_t *o = r->o;
+  char cfg[8192];
+  int rc;
+  switch (o->sync) {
+  case SHOAL_SYNC_BSP:
+    snprintf(cfg, sizeof cfg, "overlap=%d", o->overlap ? 1 : 0);
+    break;
+  case SHOAL_SYNC_DSSYNC: {
+    int len = snprintf(cfg, sizeof cfg, "pattern=%s k=%d seed=%llu global_every=%d overlap=%d",
+                       shoal_ds_pattern_name(o->ds_pattern), o->ds_k, (unsigned long long)(o->seed & 0x7fffffffffffffffULL),
+                       o->ds_global_every, o->overlap ? 1 : 0);
+    if (o->ds_pattern == SHOAL_DS_TOPO) {
+      if ((rc = rack_map(r, racks_out))) return rc;
+      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " h=%d b=%d racks=", o->ds_bridge_period, o->ds_bridge_width);
+      for (int i = 0; i < r->W && len < (int)sizeof cfg - 16; i++)
+        len += snprintf(cfg + len, sizeof cfg - (size_t)len, "%s%d", i ? "," : "", (*racks_out)[i]);
+    }
+    break;
+  }
+  case SHOAL_SYNC_LOCALSGD:
+    snprintf(cfg, sizeof cfg, "period=%d", o->local_h);
+    break;
+  case SHOAL_SYNC_PS: {
+    int len = snprintf(cfg, sizeof cfg, "servers=%d mode=%s momentum=%.17g wd=%.17g slow_ms=%.17g", o->servers,
+                       shoal_ps_mode_name(o->ps_mode), o->momentum, o->weight_decay, o->ps_slow_worker_ms);
+    if (o->ps_mode == SHOAL_PS_SSP) snprintf(cfg + len, sizeof cfg - (size_t)len, " staleness=%d", o->staleness);
+    break;
+  }
+  default:
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
+  }
+  shoal_sync_t *s = NULL;
+  if ((rc = shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, &s))) return rc;
+  shoal_model_t *m = r->m;
+  for (int l = 0; l < 8; l++) bucket_of_layer[l] = -1;
+  if (o->sync == SHOAL_SYNC_BSP) {
+    size_t acc = 0;
+    int top = m->nlayers - 1; /* highest layer of the open bucket */
+    for (int l = m->nlayers - 1; l >= 0 && rc >= 0; l--) {
+      acc += m->layers[l].nparam * sizeof(float);
+      if (acc >= o->bucket_bytes || l == 0 || o->bucket_bytes == 0) {
+        size_t off = m->layers[l].w_off, len = m->layers[top].w_off + m->layers[top].nparam - off;
+        rc = shoal_sync_add_bucket(s, m->params + off, m->grads + off, len);
+        bucket_of_layer[l] = rc;
+        acc = 0;
+        top = l - 1;
+      }
+    }
+  } else {
+    rc = shoal_sync_add_bucket(s, m->params, m->grads, m->nparams);
+  }
+  if (rc < 0) {
+    shoal_sync_destroy(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
@@ -193,10 +276,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   int is_server = rank >= r.W;
   r.wrank = is_server ? -1 : rank;
   shoal_dataset_t *own_train = NULL, *own_test = NULL;
-  shoal__bsp_t *bsp = NULL;
-  shoal__ds_t *ds = NULL;
-  shoal__ps_worker_t *psw = NULL;
-  shoal_comm_t *split = NULL;
+  shoal_sync_t *sync = NULL;
   int *racks = NULL;
   shoal_train_result_t out = {0};
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
@@ -206,16 +286,14 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
                                &r.m)))
     goto out_free;
   r.wcomm = world;
-  if (S > 0) {
-    if ((rc = shoal_comm_split(world, is_server, rank, &split))) {
-      rc = comm_fail(world, rc, "split workers from servers");
-      goto out_free;
-    }
-    r.wcomm = split;
-  }
+  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
+  int bucket_of_layer[8];
+  if (multi && (rc = make_sync(&r, &sync, bucket_of_layer, &racks))) goto out_free;
+  if (sync) r.wcomm = shoal_sync_workers(sync);
   if (is_server) {
     out.is_server = 1;
-    if ((rc = shoal__ps_server(world, o, r.W, r.m, &out))) goto out_free;
+    if ((rc = shoal_sync_serve(sync))) goto out_free;
+    out.max_staleness = shoal_sync_max_staleness(sync);
     if (res) *res = out;
     goto out_free;
   }
@@ -229,7 +307,6 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
     goto out_free;
   }
-  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
   int start_epoch = 0;
   long iter = 0;
   if (o->resume_path) {
@@ -250,16 +327,6 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     start_epoch = (int)meta.epochs_done;
     iter = (long)meta.iters_done;
   }
-  if (multi && o->sync == SHOAL_SYNC_BSP &&
-      (rc = shoal__bsp_create(r.wcomm, r.m, o->bucket_bytes, o->overlap, &bsp)))
-    goto out_free;
-  if (multi && o->sync == SHOAL_SYNC_DSSYNC) {
-    if (o->ds_pattern == SHOAL_DS_TOPO && (rc = rack_map(&r, &racks))) goto out_free;
-    shoal__ds_params_t dp = {.kind = o->ds_pattern, .n = r.W, .k = o->ds_k, .h = o->ds_bridge_period,
-                             .b = o->ds_bridge_width, .seed = o->seed, .rack_of = racks};
-    if ((rc = shoal__ds_create(r.wcomm, &dp, &ds))) goto out_free;
-  }
-  if (S > 0 && (rc = shoal__ps_worker_create(world, o, r.W, n, &psw))) goto out_free;
   if (o->csv_path && r.wrank == 0) {
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
     r.csv = fopen(o->csv_path, exists ? "a" : "w");
@@ -314,45 +381,23 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         r.yb[j] = r.train->y[idx[j]];
       }
       lr = shoal__lr_at(o, iter, e);
+      if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto out_free;
       shoal__model_forward(r.m, r.xb, o->batch);
       double it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
       loss_sum += it_loss;
-      shoal__model_backward(r.m, r.xb, o->batch, bsp && o->overlap ? shoal__bsp_layer_ready : NULL, bsp);
-      double tc = shoal__now_s(), wait = 0;
-      switch (multi ? o->sync : SHOAL_SYNC_BSP) {
-      case SHOAL_SYNC_BSP:
-        if (bsp && (rc = shoal__bsp_finish(bsp, &wait))) goto out_free;
+      ready_arg_t ra = {sync, bucket_of_layer, 0};
+      shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
+      if (ra.rc) {
+        rc = ra.rc;
+        goto out_free;
+      }
+      if (sync && (rc = shoal_sync_finish(sync))) goto out_free;
+      if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
+        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+      if (sync) {
+        double wait = 0;
+        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, NULL))) goto out_free;
         comm_s += wait;
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        break;
-      case SHOAL_SYNC_DSSYNC:
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        tc = shoal__now_s();
-        if ((rc = shoal__ds_sync(ds, (uint64_t)iter, r.m->params, n, &gsize))) goto out_free;
-        if (o->ds_global_every > 0 && (iter + 1) % o->ds_global_every == 0 &&
-            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-          rc = comm_fail(r.wcomm, rc, "dssync periodic global average");
-          goto out_free;
-        }
-        comm_s += shoal__now_s() - tc;
-        break;
-      case SHOAL_SYNC_LOCALSGD:
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        tc = shoal__now_s();
-        gsize = (iter + 1) % o->local_h == 0 ? r.W : 1;
-        if ((iter + 1) % o->local_h == 0 &&
-            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-          rc = comm_fail(r.wcomm, rc, "localsgd average");
-          goto out_free;
-        }
-        comm_s += shoal__now_s() - tc;
-        break;
-      case SHOAL_SYNC_PS:
-        if ((rc = shoal__ps_push_pull(psw, r.m->grads, r.m->params, lr))) goto out_free;
-        comm_s += shoal__now_s() - tc;
-        break;
-      default:
-        break;
       }
       double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
       iter++;
@@ -425,13 +470,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     }
   }
   /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
-  if (multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD)) {
-    if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-      rc = comm_fail(r.wcomm, rc, "final global average");
-      goto out_free;
-    }
-  }
-  if (psw && (rc = shoal__ps_finish(psw, r.m->params))) goto out_free;
+  if (sync && (rc = shoal_sync_final(sync))) goto out_free;
   if (multi && o->sync != SHOAL_SYNC_BSP && !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
     double ev[2];
     eval_shard(&r, ev);
@@ -464,10 +503,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
 out_free:
   if (r.csv) fclose(r.csv);
   if (r.ilog) fclose(r.ilog);
-  shoal__bsp_destroy(bsp);
-  shoal__ds_destroy(ds);
-  shoal__ps_worker_destroy(psw);
-  if (split) shoal_comm_destroy(split);
+  shoal_sync_destroy(sync);
   free(racks);
   free(r.mom);
   free(r.save);

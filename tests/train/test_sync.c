@@ -20,8 +20,8 @@ static int g_port;
 static void load_fmnist(void) {
   if (access(SHOAL_FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK))
     shoal_test_skip("dataset-fashion-mnist is not installed");
-  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", &g_train));
-  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", &g_test));
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", 0, &g_train));
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", 0, &g_test));
 }
 
 /* In a forked child: join a world of n ranks on g_port. */
