@@ -238,6 +238,9 @@ class Comm:
     # -- lifetime --
     def destroy(self):
         """Release the communicator (waits for its pending requests). Idempotent."""
+        if getattr(self, "_borrowed", False):  # owned by a Sync context
+            self._h = None
+            return
         if self._h is not None and self._h.value:
             lib.shoal_comm_destroy(self._h)
         self._h = None

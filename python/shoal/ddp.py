@@ -15,16 +15,19 @@ parameter's gradient accumulator counts the gradients of its bucket; a bucket wh
 final is handed to shoal at once, in bucket order, and reduced while backward goes on. The end of the
 backward pass waits for what is still in flight.
 
-Strategies (sync=):
-  "bsp"       average the gradients of every bucket every step (non-blocking shoal_iallreduce)
-  other names the C strategies of include/shoal/sync.h ("bsp", "dssync", "localsgd"), when the library
-              has them: the same implementation as `shoal train`; config is their key=value string.
+Strategies (sync=, with config= their "key=value ..." settings): the C implementations of
+include/shoal/sync.h, the same code `shoal train` runs; nothing of them is written again in Python.
+  "bsp"       gradients of every bucket averaged every step; each bucket's allreduce starts on shoal's
+              communication thread as soon as the bucket is ready (overlap=1), backward goes on
+  "dssync"    divide-and-shuffle: parameters averaged within groups that change every step
+              (pattern=random|butterfly|topo|fixed, k=..., global_every=..., overlap=...)
+  "localsgd"  parameters averaged every period=H steps
+With "dssync" and "localsgd" the ranks' models differ between averages; final() averages them.
 """
 import torch
 
-from . import _lib
-from .comm import Comm, InvalidArgument, ShoalError, check, wait_all
-from ._lib import lib
+from .comm import Comm, InvalidArgument
+from .sync import Sync
 
 
 class _Bucket:
@@ -77,7 +80,11 @@ class DistributedDataParallel(torch.nn.Module):
                     self._where[id(p)] = (b, off)
                 if broadcast:
                     self.comm.broadcast(b.pbuf, root=0)  # every rank starts from rank 0's model
-        self._strategy = _make_strategy(self, sync, config)
+        self.sync = Sync(self.comm, sync, config)
+        for b in self.buckets:
+            self.sync.add_bucket(b.pbuf, b.gbuf)
+        if self.sync.is_server:
+            return  # a parameter server: serve(), no training
         self._acc = []  # gradient accumulators: keep them alive, their hooks are the bucket counters
         for p in params:
             acc = p.expand_as(p).grad_fn.next_functions[0][0]
@@ -88,7 +95,7 @@ class DistributedDataParallel(torch.nn.Module):
     def forward(self, *args, **kw):
         if torch.is_grad_enabled() and self.training:
             self._close_step()
-            self._strategy.begin(self.step)
+            self.sync.begin(self.step)
             self._step_open = True
             for b in self.buckets:
                 b.ready = 0
@@ -121,17 +128,17 @@ class DistributedDataParallel(torch.nn.Module):
                 b.pending = True
                 # hand buckets over in index order on every rank
                 while self._next < len(self.buckets) and self.buckets[self._next].pending:
-                    self._strategy.bucket_ready(self.buckets[self._next])
+                    self.sync.bucket_ready(self.buckets[self._next].index)
                     self._next += 1
         return hook
 
     def _backward_done(self):
         self._in_backward = False
-        self._strategy.finish()
+        self.sync.finish()
 
     def _close_step(self):
         if self._step_open:
-            self._strategy.end()
+            self.sync.end()
             self._step_open = False
             self.step += 1
 
@@ -142,91 +149,30 @@ class DistributedDataParallel(torch.nn.Module):
     def final(self):
         """After the last step: close it and leave every rank with the same parameters."""
         self._close_step()
-        self._strategy.final()
+        self.sync.final()
+
+    @property
+    def is_server(self):
+        """sync="ps": this rank is a parameter server; call serve() instead of training."""
+        return self.sync.is_server
+
+    @property
+    def server_step(self):
+        """sync="ps": the servers take the optimizer step; workers skip opt.step() (their lr: set_lr)."""
+        return self.sync.server_step
+
+    def set_lr(self, lr):
+        self.sync.set_lr(lr)
+
+    def serve(self):
+        self.sync.serve()
 
     def destroy(self):
-        self._close_step()
-        self._strategy.destroy()
+        """Close the open step and release the strategy (the communicator stays the caller's)."""
+        if self.sync is not None:
+            if not self.sync.is_server:
+                self._close_step()
+            self.sync.destroy()
+            self.sync = None
 
 
-# ---- strategies ---------------------------------------------------------------------------------
-
-class _IallreduceBsp:
-    """BSP over non-blocking allreduce: each ready bucket's gradients averaged at once."""
-
-    def __init__(self, ddp):
-        self.ddp = ddp
-        self.reqs = []
-
-    def begin(self, step):
-        pass
-
-    def bucket_ready(self, b):
-        self.reqs.append(self.ddp.comm.iallreduce(b.gbuf, op="avg"))
-
-    def finish(self):
-        d = self.ddp
-        while d._next < len(d.buckets):  # buckets with unused parameters: their zero gradients take part
-            self.bucket_ready(d.buckets[d._next])
-            d._next += 1
-        reqs, self.reqs = self.reqs, []
-        wait_all(reqs)
-
-    def end(self):
-        pass
-
-    def final(self):
-        pass  # identical gradients every step: the models never diverge
-
-    def destroy(self):
-        pass
-
-
-class _CStrategy:
-    """A strategy of include/shoal/sync.h on the buckets' flat buffers."""
-
-    def __init__(self, ddp, name, config):
-        self.ddp = ddp
-        h = _lib.ctypes.c_void_p()
-        check(lib.shoal_sync_create(ddp.comm._c(), name.encode(), (config or "").encode(), _lib.ctypes.byref(h)))
-        self.h = h
-        for b in ddp.buckets:
-            self._rc(lib.shoal_sync_add_bucket(self.h, b.pbuf.data_ptr(), b.gbuf.data_ptr(), b.count))
-        self.flags = lib.shoal_sync_flags(self.h)
-
-    def _rc(self, rc):
-        if rc < 0:
-            check(rc, lib.shoal_sync_errmsg(self.h).decode(errors="replace") or None)
-        return rc
-
-    def begin(self, step):
-        self._rc(lib.shoal_sync_begin(self.h, step))
-
-    def bucket_ready(self, b):
-        self._rc(lib.shoal_sync_bucket_ready(self.h, b.index))
-
-    def finish(self):
-        self._rc(lib.shoal_sync_finish(self.h))
-
-    def end(self):
-        self._rc(lib.shoal_sync_end(self.h))
-
-    def final(self):
-        self._rc(lib.shoal_sync_final(self.h))
-
-    def destroy(self):
-        if self.h is not None:
-            lib.shoal_sync_destroy(self.h)
-            self.h = None
-
-    def __del__(self):
-        if getattr(self, "h", None) is not None and lib is not None:
-            self.destroy()
-
-
-def _make_strategy(ddp, name, config):
-    if _lib.HAVE_SYNC:
-        return _CStrategy(ddp, name, config)
-    if name == "bsp" and not config:
-        return _IallreduceBsp(ddp)
-    raise ShoalError(-11, "strategy %r needs a shoal library with include/shoal/sync.h" % name)
