@@ -105,6 +105,25 @@ def child():
     sub.allreduce(v)
     check(v[0] == sub.size == len(range(r % 2, p, 2)), "split allreduce")
     sub.destroy()
+    # the C strategies on flat NumPy buffers: bsp averages the gradients of every bucket
+    s = shoal.Sync(c, "bsp")
+    check("dssync" in shoal.strategies(), "strategies: %s" % shoal.strategies())
+    pa, ga = np.zeros(1000, np.float32), np.zeros(1000, np.float32)
+    pb, gb = torch.zeros(77), torch.zeros(77)
+    check(s.add_bucket(pa, ga) == 0 and s.add_bucket(pb, gb) == 1, "bucket indices")
+    for step in range(3):
+        s.begin(step)
+        ga[:] = data(r, 1000, np.float32, step)
+        gb[:] = torch.from_numpy(data(r, 77, np.float32, step + 10))
+        s.bucket_ready(0)
+        s.finish()  # bucket 1 never reported: finish handles it
+        s.end()
+        want_a = c.allreduce(data(r, 1000, np.float32, step), op="avg")
+        want_b = c.allreduce(data(r, 77, np.float32, step + 10), op="avg")
+        check(np.allclose(ga, want_a, rtol=1e-6, atol=1e-6) and np.allclose(gb.numpy(), want_b, rtol=1e-6, atol=1e-6),
+              "sync bsp step %d: gradients are not the average" % step)
+    s.final()
+    s.destroy()
     check(c.pending == 0, "requests left pending")
     c.destroy()
     print("OK rank %d of %d" % (r, p))

@@ -49,6 +49,14 @@ def local_errors():
     req = c.iallreduce(np.zeros(4, np.uint8))
     e = expect(shoal.ShoalError, req.wait, "uint8")
     check(e.status == -11, "uint8 reduction: status %d" % e.status)
+    # strategies: configuration errors name the key; wrong buffers are refused
+    expect(shoal.InvalidArgument, lambda: shoal.Sync(c, "dssync", "bogus=1"), "bogus")
+    expect(shoal.ShoalError, lambda: shoal.Sync(c, "nosuch"), "nosuch")
+    s = shoal.Sync(c, "bsp")
+    expect(shoal.InvalidArgument, lambda: s.add_bucket(np.zeros(4, np.float64), np.zeros(4, np.float64)), "float32")
+    expect(shoal.InvalidArgument, lambda: s.add_bucket(np.zeros(4, np.float32), np.zeros(5, np.float32)),
+           "4 parameters but 5 gradients")
+    s.destroy()
     c.destroy()
     expect(shoal.InvalidArgument, lambda: c.barrier(), "already destroyed")
     # configuration errors name the variable
