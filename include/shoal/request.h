@@ -35,7 +35,10 @@
  * completion free the request and set the pointer to NULL. shoal_request_free
  * gives a request up without waiting: the operation still runs in order; its
  * status is dropped (an error still aborts the communicator, so later calls
- * report it). Output parameters (*req) are written only on success. */
+ * report it). Complete or free every request before destroying its
+ * communicator (destroy waits for the operations, but a request handle
+ * used afterwards refers to freed memory). Output parameters (*req) are
+ * written only on success. */
 #ifndef SHOAL_REQUEST_H
 #define SHOAL_REQUEST_H
 

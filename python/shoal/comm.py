@@ -7,6 +7,7 @@ the GIL during every call into the library, so other Python threads run while
 a collective blocks.
 """
 import ctypes
+import weakref
 
 from . import _lib
 from ._lib import lib
@@ -145,6 +146,13 @@ class Request:
         self._keep = keep
         self.result = result
 
+    def _release(self):
+        """Its communicator is being destroyed: complete it quietly (destroy would wait for it anyway)."""
+        if self._h is not None:
+            lib.shoal_wait(ctypes.byref(self._h))
+            self._h = None
+            self._keep = None
+
     def test(self):
         """True (and the operation's error raised, if any) once complete; False while running."""
         if self._h is None:
@@ -238,6 +246,8 @@ class Comm:
     # -- lifetime --
     def destroy(self):
         """Release the communicator (waits for its pending requests). Idempotent."""
+        for r in list(getattr(self, "_reqs", ())):  # requests never waited for: C frees them in wait
+            r._release()
         if getattr(self, "_borrowed", False):  # owned by a Sync context
             self._h = None
             return
@@ -365,7 +375,11 @@ class Comm:
     def _issue(self, fn, args, keep, result):
         h = ctypes.c_void_p()
         check(fn(*args, ctypes.byref(h)))
-        return Request(h, keep, result)
+        r = Request(h, keep, result)
+        if not hasattr(self, "_reqs"):
+            self._reqs = weakref.WeakSet()
+        self._reqs.add(r)
+        return r
 
     def iallreduce(self, buf, op="sum", out=None):
         b = as_buffer(buf, writable=out is None, what="iallreduce")
