@@ -17,9 +17,15 @@ def _path(d, split, kind):
                             % os.path.join(d, "%s-%s-ubyte.gz" % (split, kind)))
 
 
-def _read(p):
-    with (gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")) as f:
-        return f.read()
+def _open(p):
+    return gzip.open(p, "rb") if p.endswith(".gz") else open(p, "rb")
+
+
+def _read_exact(f, n, p, what):
+    b = f.read(n)
+    if len(b) != n:
+        raise ValueError("%s: truncated (%s: %d of %d bytes)" % (p, what, len(b), n))
+    return b
 
 
 def load(split="train", directory=None, limit=0):
@@ -27,22 +33,23 @@ def load(split="train", directory=None, limit=0):
     import numpy as np
     d = directory or FASHION_MNIST_DIR
     ip, lp = _path(d, split, "images-idx3"), _path(d, split, "labels-idx1")
-    img, lab = _read(ip), _read(lp)
-    if len(img) < 16 or struct.unpack(">I", img[:4])[0] != 0x803:
-        raise ValueError("%s: not an IDX image file (bad magic)" % ip)
-    if len(lab) < 8 or struct.unpack(">I", lab[:4])[0] != 0x801:
-        raise ValueError("%s: not an IDX label file (bad magic)" % lp)
-    n, rows, cols = struct.unpack(">III", img[4:16])
-    nl = struct.unpack(">I", lab[4:8])[0]
-    if n != nl:
-        raise ValueError("%s: %d images but %s has %d labels" % (ip, n, lp, nl))
-    if len(img) < 16 + n * rows * cols or len(lab) < 8 + n:
-        raise ValueError("%s or %s: truncated" % (ip, lp))
-    if limit:
-        n = min(n, limit)
-    x = np.frombuffer(img, np.uint8, n * rows * cols, 16).astype(np.float32).reshape(n, 1, rows, cols)
+    with _open(ip) as fi, _open(lp) as fl:  # only the images asked for are decompressed
+        ih, lh = _read_exact(fi, 16, ip, "header"), _read_exact(fl, 8, lp, "header")
+        if struct.unpack(">I", ih[:4])[0] != 0x803:
+            raise ValueError("%s: not an IDX image file (bad magic)" % ip)
+        if struct.unpack(">I", lh[:4])[0] != 0x801:
+            raise ValueError("%s: not an IDX label file (bad magic)" % lp)
+        n, rows, cols = struct.unpack(">III", ih[4:16])
+        nl = struct.unpack(">I", lh[4:8])[0]
+        if n != nl:
+            raise ValueError("%s: %d images but %s has %d labels" % (ip, n, lp, nl))
+        if limit:
+            n = min(n, limit)
+        img = _read_exact(fi, n * rows * cols, ip, "images")
+        lab = _read_exact(fl, n, lp, "labels")
+    x = np.frombuffer(img, np.uint8, n * rows * cols).astype(np.float32).reshape(n, 1, rows, cols)
     x = (x / 255.0 - MEAN) / STD
-    y = np.frombuffer(lab, np.uint8, n, 8).copy()
+    y = np.frombuffer(lab, np.uint8, n).copy()
     bad = np.nonzero(y >= 10)[0]
     if bad.size:
         raise ValueError("%s: label %d at offset %d is outside the 10 classes" % (lp, y[bad[0]], 8 + bad[0]))
