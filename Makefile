@@ -1,6 +1,7 @@
 # shoal build. Plain Make; every layer is its own static library so that a
 # half-written upper layer never stops a lower layer's tests from building.
-#   make            build libshoal.a, the shoal CLI and the test binaries
+#   make            build libshoal.so, libshoal.a, shoal.pc, the shoal CLI and the test binaries
+#   make install    PREFIX=/usr/local (DESTDIR=staging root): library, headers, CLI, shoal.pc, Python package
 #   make demo       the main job (installs missing Debian packages first)
 #   make test       the test suite, then the same suite under ASan+UBSan
 #   make test-fast  the suite without the sanitizer pass
@@ -8,13 +9,16 @@
 
 CC      ?= cc
 BUILD   ?= build
+.DEFAULT_GOAL := all
 SAN     ?= 0
 V       ?= 0
 Q       := $(if $(filter 1,$(V)),,@)
 OPT     ?= -O2
 
+# Every object is position independent so one object set serves libshoal.a, libshoal.so and the
+# binaries; -fno-semantic-interposition lets calls inside the library stay direct (no PLT).
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
-                 -Iinclude -Isrc -g -pthread -MMD -MP -fno-strict-aliasing
+                 -Iinclude -Isrc -g -pthread -MMD -MP -fno-strict-aliasing -fPIC -fno-semantic-interposition
 ifeq ($(SAN),1)
 CFLAGS_COMMON += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS_SAN   := -fsanitize=address,undefined
@@ -61,15 +65,68 @@ $(BUILD)/tests/test_$(1): $$(TOBJ_$(1)) $(RUNNER_OBJ) $$(call libs_for,$(1))
 endef
 $(foreach L,$(LAYERS),$(eval $(call test_rules,$(L))))
 TEST_BINS := $(foreach L,$(LAYERS),$(BUILD)/tests/test_$(L))
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config $(addprefix test-,$(LAYERS))
-all: $(BUILD)/shoal $(TEST_BINS)
+.PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config install uninstall \
+        $(addprefix test-,$(LAYERS))
+all: $(BUILD)/shoal $(TEST_BINS) lib $(EXAMPLE_BINS)
 
-$(BUILD)/libshoal.a: $(foreach L,$(LAYERS),$(OBJ_$(L)))
+# ---- the installable library ----
+# Version: the one in include/shoal/shoal.h. Soname libshoal.so.MAJOR.
+ver_field = $(shell sed -n 's/^\#define SHOAL_VERSION_$(1) \([0-9][0-9]*\).*/\1/p' include/shoal/shoal.h)
+VERSION_MAJOR := $(call ver_field,MAJOR)
+VERSION := $(VERSION_MAJOR).$(call ver_field,MINOR).$(call ver_field,PATCH)
+SONAME := libshoal.so.$(VERSION_MAJOR)
+LIB_OBJ := $(foreach L,$(LAYERS),$(OBJ_$(L)))
+PUBLIC_HEADERS := $(wildcard include/shoal/*.h)
+
+$(BUILD)/libshoal.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
-lib: $(BUILD)/libshoal.a
+# Only the functions declared in the public headers are exported (a linker version script made from them).
+$(BUILD)/libshoal.map: $(PUBLIC_HEADERS) scripts/export-map.sh
+	@mkdir -p $(@D)
+	$(Q)scripts/export-map.sh $(VERSION_MAJOR) $(PUBLIC_HEADERS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/libshoal.so.$(VERSION): $(LIB_OBJ) $(BUILD)/libshoal.map
+	$(Q)$(CC) $(LDFLAGS_SAN) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,$(BUILD)/libshoal.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(ALL_LDLIBS)
+$(BUILD)/$(SONAME): $(BUILD)/libshoal.so.$(VERSION)
+	$(Q)ln -sf $(<F) $@
+$(BUILD)/libshoal.so: $(BUILD)/$(SONAME)
+	$(Q)ln -sf $(<F) $@
+# pkg-config file: written at install time for the PREFIX/LIBDIR given then.
+pc_subst = sed -e 's|@VERSION@|$(VERSION)|' -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+             -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' scripts/shoal.pc.in
+lib: $(BUILD)/libshoal.a $(BUILD)/libshoal.so
+
+# Examples build against the public headers only, like a user's program.
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LDFLAGS_SAN) $(ALL_LDLIBS)
+
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+PYTHONDIR  ?= $(LIBDIR)/python3/dist-packages
+DESTDIR    ?=
+install: lib $(BUILD)/shoal
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(PYTHONDIR)/shoal
+	install -m 755 $(BUILD)/shoal $(DESTDIR)$(BINDIR)/shoal
+	install -m 755 $(BUILD)/libshoal.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libshoal.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libshoal.so
+	install -m 644 $(BUILD)/libshoal.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/shoal/
+	$(pc_subst) > $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
+	install -m 644 $(wildcard python/shoal/*.py) $(DESTDIR)$(PYTHONDIR)/shoal/
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/shoal $(DESTDIR)$(LIBDIR)/libshoal.so* $(DESTDIR)$(LIBDIR)/libshoal.a \
+	  $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PYTHONDIR)/shoal
 
 $(BUILD)/shoal: $(TOOL_OBJ) $(ALL_LIBS)
 	$(Q)$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJ) -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(ALL_LDLIBS)

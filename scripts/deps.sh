@@ -4,9 +4,11 @@
 #   deps.sh bench  plus the anchors benchmarks run against (Open MPI, PyTorch/Gloo)
 set -euo pipefail
 what=${1:-test}
-pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps)
+# pkg-config: the install test; python3-numpy/python3-torch: the Python binding's tests (Debian's /usr/bin/python3)
+pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps pkg-config
+      python3-numpy python3-torch)
 if [ "$what" = bench ]; then
-  pkgs+=(openmpi-bin libopenmpi-dev python3-torch gnuplot-nox linux-perf)
+  pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox linux-perf)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

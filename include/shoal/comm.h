@@ -1,7 +1,8 @@
 /* shoal communicators and collectives.
  *
- * A communicator is a set of ranks that exchange messages over TCP (and, from
- * a later release, shared memory on one host). Every call is blocking, has a
+ * A communicator is a set of ranks that exchange messages over TCP and, among
+ * ranks on the same host, shared memory (SHOAL_SHM). Every call here is
+ * blocking (non-blocking collectives: shoal/request.h), has a
  * deadline (SHOAL_TIMEOUT), and returns 0 or a negative shoal_status_t; on
  * error shoal_comm_errmsg() names the rank, the peer, its host:port, the
  * operation and the sequence number. After an error the communicator is

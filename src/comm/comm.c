@@ -54,6 +54,7 @@ static shoal__world_t *world_new(int rank, int size) {
 }
 
 static void world_free(shoal__world_t *w) {
+  shoal__async_stop(w);
   shoal__world_goodbye(w);
   shoal__shm_detach(w);
   for (int i = 0; i < w->size; i++) {
@@ -291,6 +292,7 @@ int shoal_comm_init_env(shoal_comm_t **out) { return shoal_comm_init(NULL, out);
 void shoal_comm_destroy(shoal_comm_t *c) {
   if (!c) return;
   shoal__world_t *w = c->w;
+  if (w->async) shoal__async_quiesce(w); /* pending requests may use c */
   free(c->wranks);
   free(c);
   if (--w->refs == 0) world_free(w);

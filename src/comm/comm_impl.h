@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdint.h>
 
+#include "comm/async.h"
 #include "comm/p2p.h"
 
 /* Wire header, 40 bytes, little-endian (docs/comm.md):
@@ -72,6 +73,7 @@ struct shoal__world {
   int aborted;
   int abort_status;
   char abort_msg[768];
+  struct shoal__async *async; /* progress thread of non-blocking requests (request.c); NULL until the first */
 };
 
 struct shoal_comm {

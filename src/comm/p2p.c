@@ -131,6 +131,7 @@ int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int pee
 /* ---- ops ---- */
 
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
+  if (c->w->async) shoal__async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
   if (c->aborted || c->w->aborted) {
     char me[64];
     rank_desc(c, me, sizeof me);

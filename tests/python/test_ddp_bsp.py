@@ -1,0 +1,9 @@
+"""A short Fashion-MNIST run with shoal.ddp (BSP, 2 ranks) converges; the ranks' models are identical. (ddp_common.py)"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp_common  # noqa: E402
+
+if __name__ == "__main__":
+    ddp_common.run("bsp")

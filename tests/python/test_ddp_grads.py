@@ -1,0 +1,9 @@
+"""BSP gradients through shoal.ddp equal the single-process gradient of the whole batch. (ddp_common.py)"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp_common  # noqa: E402
+
+if __name__ == "__main__":
+    ddp_common.run("grads")

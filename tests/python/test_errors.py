@@ -1,0 +1,122 @@
+"""Error paths of the Python binding: every failure is a ShoalError subclass carrying shoal's message
+(option/variable, rank, peer, operation, sequence number), raised within the deadline; never a crash
+or a hang."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
+
+def expect(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        msg = str(e)
+        for w in words:
+            check(w in msg, "%s: %r not in %r" % (exc.__name__, w, msg))
+        return e
+    except Exception as e:  # noqa: BLE001
+        harness.fail("expected %s, got %s: %s" % (exc.__name__, type(e).__name__, e))
+    harness.fail("expected %s, nothing raised" % exc.__name__)
+
+
+def local_errors():
+    import torch
+    import shoal
+    c = shoal.Comm(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0)
+    a = np.zeros(8, np.float32)
+    e = expect(shoal.InvalidArgument, lambda: c.broadcast(a, root=3), "root 3 out of range")
+    check(e.status == -1 and e.status_name == "invalid argument", "status fields: %r %r" % (e.status, e.status_name))
+    check(isinstance(e, ValueError), "InvalidArgument is a ValueError")
+    expect(shoal.InvalidArgument, lambda: c.iallreduce(a, op="median"), "unknown reduction 'median'")
+    expect(shoal.InvalidArgument, lambda: c.allreduce(np.zeros((4, 4), np.float32)[:, 1]), "not C-contiguous")
+    expect(shoal.InvalidArgument, lambda: c.allreduce(torch.zeros(4, 4).t()), "not contiguous")
+    ro = np.zeros(4, np.float32)
+    ro.flags.writeable = False
+    expect(shoal.InvalidArgument, lambda: c.allreduce(ro), "read-only")
+    expect(shoal.InvalidArgument, lambda: c.allreduce(np.zeros(3, np.complex64)), "unsupported dtype complex64")
+    expect(shoal.InvalidArgument, lambda: c.allreduce([1, 2, 3]), "neither a NumPy array")
+    expect(shoal.InvalidArgument, lambda: c.allgather(np.zeros(3, np.float32), np.zeros(5, np.float32)),
+           "5 elements are not 1 ranks x 3")
+    # found when the operation runs: raised by wait(), the status of the C library
+    req = c.iallreduce(np.zeros(4, np.uint8))
+    e = expect(shoal.ShoalError, req.wait, "uint8")
+    check(e.status == -11, "uint8 reduction: status %d" % e.status)
+    # strategies: configuration errors name the key; wrong buffers are refused
+    expect(shoal.InvalidArgument, lambda: shoal.Sync(c, "dssync", "bogus=1"), "bogus")
+    expect(shoal.ShoalError, lambda: shoal.Sync(c, "nosuch"), "nosuch")
+    s = shoal.Sync(c, "bsp")
+    expect(shoal.InvalidArgument, lambda: s.add_bucket(np.zeros(4, np.float64), np.zeros(4, np.float64)), "float32")
+    expect(shoal.InvalidArgument, lambda: s.add_bucket(np.zeros(4, np.float32), np.zeros(5, np.float32)),
+           "4 parameters but 5 gradients")
+    s.destroy()
+    c.destroy()
+    expect(shoal.InvalidArgument, lambda: c.barrier(), "already destroyed")
+    # configuration errors name the variable
+    r = subprocess.run([harness.PY, "-c", "import shoal; shoal.Comm()"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=30,
+                       env=harness.clean_env({"SHOAL_RANK": "0", "SHOAL_WORLD_SIZE": "two"}))
+    out = r.stdout.decode()
+    check(r.returncode != 0 and "SHOAL_WORLD_SIZE" in out and "ShoalError" in out.replace("shoal.comm.", ""),
+          "bad SHOAL_WORLD_SIZE:\n" + out)
+    # a library that does not exist: ImportError naming it
+    r = subprocess.run([harness.PY, "-c", "import shoal"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=30, env=harness.clean_env({"SHOAL_LIBRARY": "/nonexistent/libshoal.so.0"}))
+    check(r.returncode != 0 and "ImportError" in r.stdout.decode() and "/nonexistent/libshoal.so.0" in
+          r.stdout.decode(), "missing library:\n" + r.stdout.decode())
+
+
+def child():
+    import shoal
+    mode = sys.argv[sys.argv.index("--child") + 1]
+    c = shoal.Comm(timeout=10)
+    r = c.rank
+    if mode == "mismatch":
+        c.barrier()
+        e = expect(shoal.ShoalError, lambda: c.allreduce(np.zeros(16 if r == 0 else 32, np.float32)),
+                   "rank %d" % r, "peer", "allreduce seq 2")
+        check(isinstance(e, (shoal.Mismatch, shoal.PeerClosed)), "mismatch class %s" % type(e).__name__)
+        expect(shoal.Aborted, lambda: c.barrier(), "aborted after an earlier error")
+        print("OK %s rank %d: %s" % (mode, r, e))
+    elif mode == "kill":
+        big = np.zeros(1 << 20, np.float32)
+        c.barrier()
+        if r == 1:
+            c.iallreduce(big)
+            time.sleep(0.02)
+            os.kill(os.getpid(), signal.SIGKILL)
+        reqs = [c.iallreduce(big) for _ in range(4)]
+        t0 = time.monotonic()
+        e = expect(shoal.ShoalError, lambda: shoal.wait_all(reqs), "allreduce seq")
+        took = time.monotonic() - t0
+        check(not isinstance(e, shoal.Timeout), "waited for the deadline: %s" % e)
+        check("peer 1" in str(e) or "aborted" in str(e), "names neither the peer nor the abort: %s" % e)
+        check(took < 10, "error after %.1f s, past the 10 s deadline" % took)
+        print("OK %s rank %d (%.2f s): %s" % (mode, r, took, e))
+    c.destroy()
+
+
+def main():
+    local_errors()
+    me = os.path.abspath(__file__)
+    # over TCP: the shared-memory allreduce does not compare counts between ranks (docs/python.md)
+    res = harness.torchrun_style(2, me, ["mismatch"], timeout=40, env={"SHOAL_SHM": "0"})
+    for r, (rc, out) in enumerate(res):
+        check(rc == 0 and "OK mismatch rank %d" % r in out, "mismatch rank %d (exit %d):\n%s" % (r, rc, out))
+    res = harness.torchrun_style(3, me, ["kill"], timeout=40)
+    check(res[1][0] == -signal.SIGKILL, "victim exit %d" % res[1][0])
+    for r in (0, 2):
+        rc, out = res[r]
+        check(rc == 0 and "OK kill rank %d" % r in out, "kill rank %d (exit %d):\n%s" % (r, rc, out))
+    print("python errors: ok")
+
+
+if __name__ == "__main__":
+    child() if "--child" in sys.argv else main()
