@@ -128,6 +128,21 @@ int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int pee
   return rc;
 }
 
+int shoal__comm_reject(shoal_comm_t *c, int status) {
+  if (!c || !c->w) return status;
+  char me[64], text[700];
+  rank_desc(c, me, sizeof me);
+  snprintf(text, sizeof text, "%s: %s", me, shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
+  if (!c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", text);
+  c->aborted = 1;
+  if (!c->w->aborted) {
+    SHOAL_WARN("COLL", "%s (the communicator is aborted: its other ranks fail instead of waiting for this one)", text);
+    shoal__world_abort(c->w, status, text);
+  }
+  shoal__seterr(status, "%s", text);
+  return status;
+}
+
 /* ---- ops ---- */
 
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {

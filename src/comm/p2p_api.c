@@ -11,14 +11,20 @@
 
 static int check_args(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, const char *fn) {
   if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "%s: communicator is NULL", fn);
-  if ((int)dtype < 0 || dtype >= SHOAL_DTYPE__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "%s: bad dtype %d", fn, (int)dtype);
-  if (count && !buf) return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL for %zu elements", fn, count);
+  if ((int)dtype < 0 || dtype >= SHOAL_DTYPE__COUNT)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: bad dtype %d", fn, (int)dtype));
+  if (count && !buf)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL for %zu elements", fn, count));
+  if (buf == SHOAL_IN_PLACE)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: SHOAL_IN_PLACE is not a buffer (collectives "
+                                               "only, as their send buffer)", fn));
   return 0;
 }
 
 static int check_peer(shoal_comm_t *c, int peer, const char *fn) {
   if (peer < 0 || peer >= c->size)
-    return shoal__seterr(SHOAL_ERR_INVALID, "%s: peer %d out of range [0, %d)", fn, peer, c->size);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: peer %d out of range [0, %d)", fn, peer,
+                                               c->size));
   return 0;
 }
 
