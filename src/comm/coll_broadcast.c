@@ -64,7 +64,8 @@ int shoal_broadcast(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtyp
   if (root < 0 || root >= p)
     return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "broadcast: root %d out of range (communicator "
                                                "of %d ranks)", root, p));
-  shoal__op_t op = {.opcode = SHOAL__OP_BROADCAST, .dtype = (uint8_t)dtype, .root = root, .count = count};
+  /* the root rides in the header's tag: ranks that disagree on it fail with a mismatch */
+  shoal__op_t op = {.opcode = SHOAL__OP_BROADCAST, .dtype = (uint8_t)dtype, .root = root, .tag = root, .count = count};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   int tree = bytes <= BCAST_TREE_MAX_BYTES || p <= 2;
   SHOAL_DEBUG("COLL", "broadcast seq %u: %zu B from %d on %d ranks (%s)", op.seq, bytes, root, p,

@@ -100,6 +100,7 @@ int shoal_reduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t cou
   if (count && r == root && !recvbuf)
     return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce: recvbuf is NULL at the root"));
   shoal__op_t op = {.opcode = SHOAL__OP_REDUCE, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop, .root = root,
+                    .tag = root, /* in the header: ranks that disagree on the root fail with a mismatch */
                     .count = count};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   int tree = bytes <= REDUCE_TREE_MAX_BYTES || p <= 2;

@@ -241,7 +241,9 @@ static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t 
   if (show_tag && n < (int)cap) /* an allreduce's tag is its algorithm: ranks that chose differently */
     n += opcode == SHOAL__OP_ALLREDUCE && tag >= 0 && tag < SHOAL_ALGO__COUNT
              ? snprintf(out + n, cap - (size_t)n, " algorithm %s", shoal_algo_name((shoal_algo_t)tag))
-             : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
+             : opcode == SHOAL__OP_BROADCAST || opcode == SHOAL__OP_REDUCE
+                   ? snprintf(out + n, cap - (size_t)n, " root %d", tag)
+                   : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
   if (show_bytes && n < (int)cap) snprintf(out + n, cap - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
 }
 

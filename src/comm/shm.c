@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "comm/auth.h"
+#include "comm/sock.h"
 #include "comm/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -375,6 +376,105 @@ static int flags_ready(void *arg) {
   return 1;
 }
 
+/* ---- call descriptors ---- */
+
+void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t d[3];
+  d[0] = (uint64_t)op->opcode | (uint64_t)op->dtype << 8 | (uint64_t)op->redop << 16 | (uint64_t)op->algo << 24 |
+         (uint64_t)(uint16_t)(root_l + 1) << 32 | (uint64_t)(uint16_t)(op->root + 1) << 48;
+  d[1] = op->count;
+  d[2] = (uint64_t)op->seq | ((uint64_t)phase & 0xff) << 56 | (c->id & 0xffffffull) << 32;
+  memcpy(s->cur_desc, d, sizeof d);
+  s->cur_step = g;
+  _Atomic uint64_t *bd = shoal__shm_box(s, s->lrank, (int)(g % SHOAL__SHM_NBUF))->desc;
+  atomic_store_explicit(&bd[3], 0, memory_order_relaxed); /* seqlock: readers skip a box being rewritten */
+  atomic_thread_fence(memory_order_release);
+  for (int i = 0; i < 3; i++) atomic_store_explicit(&bd[i], d[i], memory_order_relaxed);
+  atomic_store_explicit(&bd[3], g, memory_order_release);
+}
+
+/* Local rank l's descriptor of step g into d: 1, or 0 if its box holds another step. */
+static int read_desc(const shoal__shm_t *s, int l, uint64_t g, uint64_t *d) {
+  _Atomic uint64_t *bd = shoal__shm_box(s, l, (int)(g % SHOAL__SHM_NBUF))->desc;
+  if (atomic_load_explicit(&bd[3], memory_order_acquire) != g) return 0;
+  for (int i = 0; i < 3; i++) d[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&bd[3], memory_order_relaxed) == g;
+}
+
+static void desc_str(const uint64_t *d, char *out, size_t cap) {
+  static const char *const ph[] = {"?", "allreduce", "reduce to the host leader", "broadcast", "barrier"};
+  int phase = (int)(d[2] >> 56), root_l = (int)(uint16_t)(d[0] >> 32) - 1, root = (int)(uint16_t)(d[0] >> 48) - 1;
+  int opcode = (int)(d[0] & 0xff), dtype = (int)(d[0] >> 8 & 0xff), redop = (int)(d[0] >> 16 & 0xff);
+  int n = snprintf(out, cap, "%s seq %u count %llu %s", shoal__opcode_name(opcode), (unsigned)(uint32_t)d[2],
+                   (unsigned long long)d[1], shoal__dtype_label(dtype));
+  if (n < (int)cap && (opcode == SHOAL__OP_ALLREDUCE || opcode == SHOAL__OP_REDUCE))
+    n += snprintf(out + n, cap - (size_t)n, " %s", redop < SHOAL_REDOP__COUNT ? shoal_redop_name((shoal_redop_t)redop)
+                                                                             : "?");
+  if (n < (int)cap && root >= 0) n += snprintf(out + n, cap - (size_t)n, " root %d", root);
+  if (n < (int)cap)
+    n += snprintf(out + n, cap - (size_t)n, " (shm %s", phase >= 0 && phase <= 4 ? ph[phase] : "?");
+  if (n < (int)cap && root_l >= 0 && phase != SHOAL__SHM_PH_ALLREDUCE)
+    n += snprintf(out + n, cap - (size_t)n, " from/to local rank %d", root_l);
+  if (n < (int)cap) snprintf(out + n, cap - (size_t)n, ", communicator %06llx)",
+                             (unsigned long long)(d[2] >> 32 & 0xffffff));
+}
+
+static int desc_mismatch(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int l, const uint64_t *theirs) {
+  shoal__shm_t *s = c->w->shm;
+  char want[200], got[200];
+  desc_str(s->cur_desc, want, sizeof want);
+  desc_str(theirs, got, sizeof got);
+  int wr = s->l2w[l];
+  return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                          "mismatch at shared-memory step %llu: this rank (world rank %d) called %s, same-host peer "
+                          "(world rank %d) called %s", (unsigned long long)g, c->w->rank, want, wr, got);
+}
+
+int shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l) {
+  shoal__shm_t *s = c->w->shm;
+  for (int l = 0; l < s->nlocal; l++) {
+    if (l == s->lrank || (only_l >= 0 && l != only_l)) continue;
+    uint64_t d[3];
+    if (read_desc(s, l, g, d) && (d[0] != s->cur_desc[0] || d[1] != s->cur_desc[1] || d[2] != s->cur_desc[2]))
+      return desc_mismatch(c, op, g, l, d);
+  }
+  return 0;
+}
+
+/* While waiting in a shm collective: a peer that published this step with
+ * another call's descriptor, or that sent a point-to-point message (its own
+ * collective runs over the rings: another algorithm or call), will never
+ * produce what this rank waits for. */
+static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t g = s->cur_step;
+  if (g && atomic_load_explicit(&s->ctrl[l].in_step, memory_order_acquire) >= g) {
+    int rc = shoal__shm_check_desc(c, op, g, l);
+    if (rc) return rc;
+  }
+  shoal__conn_t *cn = &c->w->conns[s->l2w[l]];
+  shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->lrank);
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  unsigned char h[SHOAL__HDR_BYTES];
+  if (!cn->rq_head && tail - head >= SHOAL__HDR_BYTES &&
+      (ring_get((const char *)(r + 1), s->ring_bytes, head, h, sizeof h), 1) &&
+      shoal__get_u64(h + 8) == c->id && h[4] != SHOAL__OP_SEND && h[4] < SHOAL__OP__COUNT &&
+      (int32_t)(shoal__get_u32(h + 16) - op->seq) >= 0) { /* this communicator's call, this one or later */
+    char got[160];
+    snprintf(got, sizeof got, "%s seq %u count %llu %s", shoal__opcode_name(h[4]), shoal__get_u32(h + 16),
+             (unsigned long long)shoal__get_u64(h + 24), shoal__dtype_label(h[5]));
+    char want[200];
+    desc_str(s->cur_desc, want, sizeof want);
+    return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, s->l2w[l]),
+                            "mismatch: this rank waits in %s, the same-host peer (world rank %d) sent a "
+                            "point-to-point message of %s (another call or another algorithm)", want, s->l2w[l], got);
+  }
+  return 0;
+}
+
 int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l) {
   shoal__world_t *w = c->w;
   shoal__shm_t *s = w->shm;
@@ -401,7 +501,9 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
     } else {
       int l = f.missing, wr = s->l2w[l];
       if (probe_due(s, l)) {
-        int pr = probe_conn(c, op, &w->conns[wr]);
+        int pr = wait_check(c, op, l);
+        if (pr < 0) return pr;
+        pr = probe_conn(c, op, &w->conns[wr]);
         if (pr < 0) return pr;
         if (pr && !flags_ready(&f) && f.missing == l)
           return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, comm_rank_of(c, wr),

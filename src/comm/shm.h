@@ -37,8 +37,17 @@ typedef struct shoal__shm_ctrl {
 #define SHOAL__SHM_BOX_BYTES 632
 typedef struct shoal__shm_box {
   _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t seq;
+  /* The call the owner's step of this parity belongs to (every shm step
+   * writes it, not only tiny allreduces): op, dtype, redop, algorithm, roots,
+   * count, sequence number, communicator, phase. Written before the step is
+   * published (in_step or seq, release), compared by every reader after it
+   * saw the step (acquire): mismatched calls are errors, not mixed data. */
+  _Atomic uint64_t desc[4]; /* [3]: the step (0 while being rewritten: a seqlock) */
   char data[SHOAL__SHM_BOX_BYTES];
 } shoal__shm_box_t;
+
+/* Phases of the shm collectives, part of each step's descriptor. */
+enum { SHOAL__SHM_PH_ALLREDUCE = 1, SHOAL__SHM_PH_REDUCE = 2, SHOAL__SHM_PH_BCAST = 3, SHOAL__SHM_PH_BARRIER = 4 };
 
 /* A single-producer single-consumer byte ring from one local rank to another. */
 typedef struct shoal__shm_ring {
@@ -60,6 +69,8 @@ typedef struct shoal__shm {
   char *result;            /* [NBUF][chunk_bytes] reduced chunks */
   shoal__shm_box_t *boxes; /* [nlocal][NBUF] tiny-allreduce boxes */
   uint64_t step;           /* steps done by this rank (identical on every member) */
+  uint64_t cur_desc[3];    /* descriptor of this rank's current step (cur_step), see shoal__shm_box_t */
+  uint64_t cur_step;
   uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
@@ -126,6 +137,14 @@ static inline shoal__shm_box_t *shoal__shm_box(const shoal__shm_t *s, int l, int
 void shoal__shm_ring_bell(shoal__shm_t *s, int l);
 /* Wake every other local rank that sleeps. */
 void shoal__shm_ring_all(shoal__shm_t *s);
+
+/* Record the descriptor of this rank's step g (op, phase, root_l) in its box
+ * of parity g; call before publishing the step. */
+void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l);
+/* Compare the descriptors of step g of every other local rank (only_l >= 0:
+ * that one) with this rank's: 0, or SHOAL_ERR_MISMATCH naming both ranks and
+ * both calls. A peer whose box already holds a later step is skipped. */
+int  shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l);
 
 /* Wait until flag[l] >= want for every local rank l in mask (NULL: all but
  * me), field = 0 for in_step, 1 for red_step, 2 for the seq of box b =
