@@ -165,7 +165,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   if (w->rank == 0) {
     int sfd;
     if ((rc = store_listen(cfg, &sfd, &store_port))) return rc;
-    if ((rc = shoal__store_server_start(sfd, &key, &server))) {
+    if ((rc = shoal__store_server_start(sfd, &key, w->size, cfg->job_id, &server))) {
       close(sfd);
       return rc;
     }
@@ -179,6 +179,10 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   if ((rc = shoal__store_connect(c2.master_addr, store_port, &key, dl, &sc))) {
     rc = shoal__err_prefix(rc, "rank %d: ", w->rank);
     goto stop_server;
+  }
+  if ((rc = shoal__store_join(&sc, w->rank, w->size, cfg->job_id, dl))) {
+    rc = shoal__err_prefix(rc, "rank %d of %d: ", w->rank, w->size);
+    goto close_client;
   }
   struct sockaddr_in local;
   socklen_t ll = sizeof local;

@@ -152,3 +152,196 @@ TEST_T(reliab_argument_error_fails_all_tcp, 60) {
     run(3, one_bad_rank, &a, 40);
   }
 }
+
+/* ---- mismatched calls over shared memory and the hierarchy ---- */
+
+typedef struct mmarg {
+  rarg_t r;
+  int kind;
+  shoal_algo_t algo;
+  const char *hosts[4]; /* SHOAL_HOSTNAME per rank (hier), or NULL */
+} mmarg_t;
+
+enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM__N };
+/* MM_ROOT: a reduce whose ranks disagree on the root (the root rides in the header) */
+static const char *const mm_names[] = {"count (tiny)", "count (large)", "dtype", "op", "allreduce vs barrier",
+                                       "skipped call", "reduce root"};
+
+static int mm_rank(int rank, void *arg) {
+  mmarg_t *m = arg;
+  if (m->hosts[0]) setenv("SHOAL_HOSTNAME", m->hosts[rank], 1);
+  shoal_comm_t *c;
+  if (join(&m->r, rank, &c)) return 2;
+  size_t big = (3u << 20) / 4; /* several chunks of the large path */
+  float *f = calloc(2 * big, sizeof *f);
+  for (size_t i = 0; i < 2 * big; i++) f[i] = 1.0f;
+  int odd = rank == 0; /* the rank that calls differently */
+  shoal_algo_t a = m->algo;
+  int rc = shoal_barrier(c); /* may already see a faster rank's mismatch error */
+  if (!rc) switch (m->kind) {
+  case MM_COUNT_TINY: rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, odd ? 4 : 8, SHOAL_FLOAT32, SHOAL_SUM, a); break;
+  case MM_COUNT_LARGE:
+    rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, odd ? big : 2 * big, SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
+  case MM_DTYPE:
+    rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 64, odd ? SHOAL_INT32 : SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
+  case MM_OP: rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 64, SHOAL_FLOAT32, odd ? SHOAL_MAX : SHOAL_SUM, a); break;
+  case MM_VS_BARRIER:
+    rc = odd ? shoal_barrier(c) : shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 8, SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
+  case MM_SKIP: /* the odd rank skips the first of two allreduces */
+    if (!odd) rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 4, SHOAL_FLOAT32, SHOAL_SUM, a);
+    if (!rc) rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 8, SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
+  case MM_ROOT: rc = shoal_reduce(c, SHOAL_IN_PLACE, f, 64, SHOAL_FLOAT32, SHOAL_SUM, odd ? 0 : 1); break;
+  }
+  /* every rank fails: in this call, or (a root that only sends) in the next one */
+  if (rc == 0) rc = shoal_barrier(c);
+  CHECK_MSG(rc != 0, "%s, %s: rank %d returned 0 from mismatched calls", shoal_algo_name(a), mm_names[m->kind], rank);
+  const char *e = shoal_comm_errmsg(c);
+  /* two ranks that both believe they are the root of a reduce wait for each other: the deadline */
+  CHECK_MSG(strstr(e, "mismatch") || strstr(e, "expected") || strstr(e, "aborted") ||
+                (m->kind == MM_ROOT && strstr(e, "timed out")), "%s: %s", mm_names[m->kind], e);
+  if (rc == SHOAL_ERR_MISMATCH) { /* the rank that saw it names both calls */
+    CHECK_MSG(strstr(e, "peer") != NULL, "%s", e);
+  }
+  free(f);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+static void mm_run(shoal_algo_t algo, int n, const char *const *hosts) {
+  for (int k = 0; k < MM__N; k++) {
+    mmarg_t m = {.r = {.shm = 1, .timeout_s = k == MM_ROOT ? 2 : 10}, .kind = k, .algo = algo};
+    for (int i = 0; hosts && i < n; i++) m.hosts[i] = hosts[i];
+    m.r.port = shoal_test_free_port();
+    m.r.n = n;
+    int st[8];
+    shoal_test_fork_ranks(n, mm_rank, &m, 30, st);
+    for (int r = 0; r < n; r++)
+      CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "%s, %s: rank %d %s (status 0x%x)",
+                shoal_algo_name(algo), mm_names[k], r, st[r] == -1 ? "timed out" : "failed", st[r]);
+  }
+}
+
+TEST_T(reliab_shm_mismatch_detected, 120) { mm_run(SHOAL_ALGO_SHM, 3, NULL); }
+TEST_T(reliab_hier_mismatch_detected, 150) {
+  static const char *const hosts[] = {"mmA", "mmA", "mmB", "mmB"};
+  mm_run(SHOAL_ALGO_HIER, 4, hosts);
+}
+
+/* ---- the rendezvous: other jobs, duplicate ranks, other world sizes ---- */
+
+typedef struct jobarg {
+  int port;
+  int with_ids;
+} jobarg_t;
+
+/* Worlds of 3. Processes: 0 = job A rank 0, 1 = job B rank 1, 2 = job A
+ * rank 1, 3 = job B rank 0 (cannot bind the port A holds), 4 = job A rank 2
+ * (late, so the rendezvous is still open when B's rank 1 comes). Both jobs on
+ * one fixed port. (Without any job id, a stranger that comes before the real
+ * rank 1 cannot be told from it: see docs/comm.md.) */
+static int two_jobs_proc(int idx, void *arg) {
+  const jobarg_t *j = arg;
+  static const double delay[] = {0, 0.6, 0.3, 0.1, 1.2};
+  static const char job[] = {'A', 'B', 'A', 'B', 'A'};
+  static const int rank[] = {0, 1, 1, 0, 2};
+  usleep((useconds_t)(delay[idx] * 1e6));
+  if (j->with_ids) setenv("SHOAL_JOB_ID", job[idx] == 'A' ? "job-A" : "job-B", 1);
+  else unsetenv("SHOAL_JOB_ID");
+  rarg_t a = {.port = j->port, .n = 3, .shm = 1, .timeout_s = 10};
+  shoal_comm_t *c = NULL;
+  setenv("SHOAL_SHM", "1", 1);
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = rank[idx];
+  p.world_size = a.n;
+  p.master_addr = "127.0.0.1";
+  p.master_port = a.port;
+  p.timeout_s = 10;
+  p.connect_timeout_s = 3;
+  int rc = shoal_comm_init(&p, &c);
+  int v = job[idx] == 'A' ? 42 : 7;
+  if (!rc) {
+    if (rank[idx] != 0) v = 0;
+    rc = shoal_broadcast(c, &v, 1, SHOAL_INT32, 0);
+    if (!rc) rc = shoal_barrier(c);
+  }
+  const char *e = rc ? (c ? shoal_comm_errmsg(c) : shoal_last_error()) : "";
+  fprintf(stderr, "process %d (job %c rank %d): rc %d v %d %s\n", idx, job[idx], rank[idx], rc, v, e);
+  if (!rc) CHECK_EQ(v, job[idx] == 'A' ? 42 : 7); /* never the other job's data */
+  if (idx == 3) CHECK_EQ(rc, SHOAL_ERR_ADDR_IN_USE);
+  if (j->with_ids) {
+    if (job[idx] == 'A') CHECK_OK(rc); /* the stranger changes nothing for job A */
+    if (idx == 1) {
+      CHECK_EQ(rc, SHOAL_ERR_CONFIG);
+      CHECK_CONTAINS(e, "another job");
+      CHECK_CONTAINS(e, "job-B");
+      CHECK_CONTAINS(e, "job-A");
+    }
+  } else if (idx != 3) { /* no job ids: nobody can tell the stranger; everyone fails, saying why */
+    CHECK_MSG(rc != 0, "process %d joined a world although two ranks claimed rank 1", idx);
+    if (idx != 4) CHECK_CONTAINS(e, "joined twice"); /* rank 2 comes after the store closed */
+  }
+  if (c) shoal_comm_destroy(c);
+  return 0;
+}
+
+static void two_jobs(int with_ids) {
+  jobarg_t j = {.port = shoal_test_free_port(), .with_ids = with_ids};
+  int st[5];
+  shoal_test_fork_ranks(5, two_jobs_proc, &j, 30, st);
+  for (int r = 0; r < 5; r++)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "process %d %s (status 0x%x)", r,
+              st[r] == -1 ? "timed out" : "failed", st[r]);
+}
+
+TEST_T(reliab_two_jobs_one_port_job_ids, 60) { two_jobs(1); }
+TEST_T(reliab_two_jobs_one_port_no_ids_fail_all, 60) { two_jobs(0); }
+
+/* Two processes claim rank 1 of a world of 3 while the rendezvous is open:
+ * nobody can tell which is the stranger, so everyone fails naming both. */
+static int dup_rank(int idx, void *arg) {
+  rarg_t a = *(rarg_t *)arg;
+  unsetenv("SHOAL_JOB_ID");
+  shoal_comm_t *c = NULL;
+  usleep((useconds_t)idx * 100000);
+  int rc = join(&a, idx == 0 ? 0 : 1, &c);
+  CHECK_MSG(rc != 0, "process %d joined a world with two ranks 1", idx);
+  CHECK_CONTAINS(shoal_last_error(), "rank 1 joined twice");
+  return 0;
+}
+
+TEST_T(reliab_duplicate_rank_named, 60) {
+  rarg_t a = {.shm = 1, .n = 3};
+  a.port = shoal_test_free_port();
+  int st[3];
+  shoal_test_fork_ranks(3, dup_rank, &a, 30, st);
+  for (int r = 0; r < 3; r++)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "process %d %s (status 0x%x)", r,
+              st[r] == -1 ? "timed out" : "failed", st[r]);
+}
+
+static int size_rank(int rank, void *arg) {
+  rarg_t a = *(rarg_t *)arg;
+  if (rank == 1) a.n = 3; /* started with another world size */
+  unsetenv("SHOAL_JOB_ID");
+  shoal_comm_t *c = NULL;
+  int rc = join(&a, rank, &c);
+  CHECK_MSG(rc != 0, "rank %d: a world formed from ranks with world sizes 2 and 3", rank);
+  CHECK_CONTAINS(shoal_last_error(), "world size 3 but rank 0 with 2");
+  return 0;
+}
+
+TEST_T(reliab_different_world_sizes_named, 60) {
+  rarg_t a = {.shm = 1};
+  a.port = shoal_test_free_port();
+  a.n = 2;
+  int st[2];
+  shoal_test_fork_ranks(2, size_rank, &a, 30, st);
+  for (int r = 0; r < 2; r++)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d %s (status 0x%x)", r,
+              st[r] == -1 ? "timed out" : "failed", st[r]);
+}
