@@ -122,7 +122,7 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
                                "failed or gave up: ", w->rank, cfg->master_addr, cfg->master_port);
     if (rc) return rc;
     shoal__peer_info_t *p = &w->peers[j];
-    if (sscanf(val, "%63s %63s %39s", p->addr, p->host, p->boot_id) != 3)
+    if (sscanf(val, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) != 4)
       return shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: malformed registration of rank %d: '%s'", w->rank, j, val);
   }
   return 0;
@@ -207,8 +207,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   }
   char key_s[32], val[256];
   snprintf(key_s, sizeof key_s, "rank/%d", w->rank);
-  snprintf(val, sizeof val, "%s:%d %s %s", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
-           cfg->boot_id[0] ? cfg->boot_id : "unknown");
+  snprintf(val, sizeof val, "%s:%d %s %s %d", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
+           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid());
   if ((rc = shoal__store_set(&sc, key_s, val, strlen(val), dl))) goto close_listen;
   unsigned char idb[16];
   size_t idl;

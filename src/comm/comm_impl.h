@@ -53,6 +53,7 @@ typedef struct shoal__peer_info {
   char addr[64];    /* ip:port it listens on */
   char host[64];    /* SHOAL_HOSTNAME or gethostname() */
   char boot_id[40]; /* /proc/sys/kernel/random/boot_id: same host when equal */
+  int pid;          /* its process id (liveness of same-host peers) */
 } shoal__peer_info_t;
 
 struct shoal__world {

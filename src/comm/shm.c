@@ -33,12 +33,14 @@
 typedef struct seg_hdr {
   uint64_t magic;
   uint64_t nlocal, ring_bytes, chunk_bytes, total;
+  uint64_t nonce; /* the leader's random nonce, also in its message: proves the right file was opened */
 } seg_hdr_t;
 
-/* The leader's message to the other members: where and how big. */
+/* The leader's message to the other members: where and how big. name is
+ * the memfd as /proc/<leader pid>/fd/<fd> ("" if creation failed). */
 typedef struct seg_msg {
   char name[64];
-  uint64_t ring_bytes, chunk_bytes, total;
+  uint64_t ring_bytes, chunk_bytes, total, nonce;
 } seg_msg_t;
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -136,7 +138,18 @@ static int probe_conn(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *con
   if (conn->fd < 0) return 1;
   unsigned char h[SHOAL__HDR_BYTES];
   ssize_t k = recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  if (k < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : 1;
+  if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+    /* the socket looks alive; the process may not be (its socket shared with a child, say) */
+    shoal__shm_t *s = c->w->shm;
+    int l = s->w2l[conn->peer];
+    if (l >= 0 && s->pidfd && s->pidfd[l] == -2) return 1; /* already gone when this rank looked */
+    if (l >= 0 && s->pidfd && s->pidfd[l] >= 0) {
+      struct pollfd pf = {s->pidfd[l], POLLIN, 0};
+      if (poll(&pf, 1, 0) > 0) return 1;
+    }
+    return 0;
+  }
+  if (k < 0) return 1;
   if (k == 0) return 1;
   int rc = shoal__conn_idle_event(c, op, conn, 0);
   if (rc < 0) return rc;
@@ -232,9 +245,10 @@ static int shm_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
     if (moved || req->hdr_done == SHOAL__HDR_BYTES) shoal__shm_ring_bell(s, from);
     if (req->hdr_done == SHOAL__HDR_BYTES && req->done == req->bytes) return 1;
     if (moved || tail != head) return 0;
+    if (pass == 1) break; /* the probe said gone, and the second look found nothing either */
     /* nothing to read: is the writer still there? (then look at the ring once more:
      * it may have written its last bytes just before leaving) */
-    if (pass == 1 || !probe_due(s, from)) return 0;
+    if (!probe_due(s, from)) return 0;
     int pr = probe_conn(req->comm, &req->op, conn);
     if (pr < 0) return req->state = pr;
     if (!pr) return 0;
@@ -325,6 +339,15 @@ ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_
   if (avail > cap) avail = cap;
   ring_get((const char *)(r + 1), s->ring_bytes, head, hdr, avail);
   return (ssize_t)avail;
+}
+
+int shoal__shm_peer_gone(shoal__world_t *w, shoal__conn_t *conn) {
+  shoal__shm_t *s = w->shm;
+  int l = s && s->pidfd ? s->w2l[conn->peer] : -1;
+  if (l < 0 || (s->pidfd[l] != -2 && (s->pidfd[l] < 0 || !probe_due(s, l)))) return 0;
+  if (s->pidfd[l] == -2) return 1;
+  struct pollfd pf = {s->pidfd[l], POLLIN, 0};
+  return poll(&pf, 1, 0) > 0;
 }
 
 static int any_ring_to_me(void *arg) {
@@ -574,14 +597,21 @@ static int map_segment(shoal__shm_t *s, int fd, size_t total, int create) {
   return 0;
 }
 
-/* The host group's leader: create, size, map and initialize the segment. */
-static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
-  snprintf(msg->name, sizeof msg->name, "/shoal-%u-%016llx-%d-%08x", (unsigned)geteuid(), (unsigned long long)w->id,
-           (int)getpid(), (unsigned)shoal__auth_random_u64());
+/* The host group's leader: create, size, map and initialize the segment.
+ * An anonymous memory file (memfd): it has no name in /dev/shm at any
+ * moment, so no path (a crash, SIGKILL, a failed set-up) can leak it. The
+ * members open it through /proc/<leader pid>/fd/<fd> (same user: the kernel's
+ * ptrace-read check) while the leader keeps *fd_out open, until their acks. */
+static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg, int *fd_out) {
+  char label[64];
+  snprintf(label, sizeof label, "shoal-%016llx", (unsigned long long)w->id);
   size_t total = layout(s, 0);
-  int fd = shm_open(msg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int fd = (int)syscall(SYS_memfd_create, label, 1u /* MFD_CLOEXEC */);
+  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "memfd_create(%s): %s", label, strerror(errno));
+  snprintf(msg->name, sizeof msg->name, "/proc/%d/fd/%d", (int)getpid(), fd);
+  msg->nonce = shoal__auth_random_u64() | 1;
   int rc = 0;
+  (void)fchmod(fd, 0600);
   int fe;
   /* reserve the pages now: a tmpfs too small for the segment (e.g. a container's 64 MiB /dev/shm)
    * is a clear error here rather than a SIGBUS at the first touch of a missing page */
@@ -595,11 +625,12 @@ static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
     h->ring_bytes = s->ring_bytes;
     h->chunk_bytes = s->chunk_bytes;
     h->total = total;
+    h->nonce = msg->nonce;
     atomic_thread_fence(memory_order_release);
     h->magic = SEG_MAGIC;
   }
-  close(fd);
-  if (rc) shm_unlink(msg->name);
+  if (rc) close(fd);
+  else *fd_out = fd;
   msg->ring_bytes = s->ring_bytes;
   msg->chunk_bytes = s->chunk_bytes;
   msg->total = total;
@@ -613,11 +644,14 @@ static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
   if (total != msg->total)
     return shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: size %llu, expected %zu", msg->name,
                          (unsigned long long)msg->total, total);
-  int fd = shm_open(msg->name, O_RDWR, 0);
-  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int fd = open(msg->name, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return shoal__seterr(SHOAL_ERR_SYSTEM, "open(%s), the host leader's shared-memory file: %s (ranks of one host "
+                         "must share a pid namespace and user; else set SHOAL_SHM=0 or distinct SHOAL_HOSTNAME)",
+                         msg->name, strerror(errno));
   int rc = map_segment(s, fd, total, 0);
   close(fd);
-  if (!rc && ((seg_hdr_t *)s->base)->magic != SEG_MAGIC) {
+  if (!rc && (((seg_hdr_t *)s->base)->magic != SEG_MAGIC || ((seg_hdr_t *)s->base)->nonce != msg->nonce)) {
     munmap(s->base, s->size);
     s->base = NULL;
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: bad magic", msg->name);
@@ -640,14 +674,15 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
   }
   op->count = sizeof msg;
   if (s->lrank == 0) {
-    int made = create_segment(w, s, &msg);
+    int seg_fd = -1;
+    int made = create_segment(w, s, &msg, &seg_fd);
     if (made) msg.name[0] = '\0'; /* tells the members that creation failed */
     for (int l = 1; l < n && !rc; l++) rc = shoal__isend(c, op, s->l2w[l], &msg, sizeof msg, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
     op->count = 1;
     for (int l = 1; l < n && !rc; l++) rc = shoal__irecv(c, op, s->l2w[l], &acks[l], 1, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
-    if (!made) shm_unlink(msg.name); /* every member mapped it (or failed): nothing can leak from here on */
+    if (seg_fd >= 0) close(seg_fd); /* every member mapped it (or failed); only the mappings keep it */
     if (made) rc = made;
     for (int l = 1; l < n && !rc; l++)
       if (acks[l]) rc = shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: same-host rank %d could not map the shm segment",
@@ -688,7 +723,10 @@ int shoal__shm_attach(shoal_comm_t *c) {
   s->w2l = malloc((size_t)w->size * sizeof *s->w2l);
   s->l2w = malloc((size_t)w->size * sizeof *s->l2w);
   s->last_check_ns = calloc((size_t)w->size, sizeof *s->last_check_ns);
-  if (!s->host_of || !s->w2l || !s->l2w || !s->last_check_ns) {
+  s->pidfd = malloc((size_t)w->size * sizeof *s->pidfd);
+  if (s->pidfd)
+    for (int i = 0; i < w->size; i++) s->pidfd[i] = -1;
+  if (!s->host_of || !s->w2l || !s->l2w || !s->last_check_ns || !s->pidfd) {
     w->shm = s;
     shoal__shm_detach(w);
     return shoal__seterr(SHOAL_ERR_NOMEM, "shm: out of memory");
@@ -729,7 +767,16 @@ int shoal__shm_attach(shoal_comm_t *c) {
     if (use && s->nlocal > 1) {
       s->ctrl[s->lrank].pid = (int32_t)getpid();
       for (int l = 0; l < s->nlocal; l++)
-        if (l != s->lrank) w->conns[s->l2w[l]].tp = &shoal__shm_transport;
+        if (l != s->lrank) {
+          w->conns[s->l2w[l]].tp = &shoal__shm_transport;
+          int pid = w->peers[s->l2w[l]].pid;
+#ifdef SYS_pidfd_open
+          s->pidfd[l] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1; /* -1 on old kernels: socket only */
+          if (s->pidfd[l] < 0 && errno == ESRCH) s->pidfd[l] = -2; /* exited (and reaped) already */
+#else
+          (void)pid;
+#endif
+        }
       SHOAL_INFO("INIT", "rank %d: shared memory with %d same-host rank(s), %zu-byte segment (unlinked)", w->rank,
                  s->nlocal - 1, s->size);
     }
@@ -747,6 +794,9 @@ void shoal__shm_detach(shoal__world_t *w) {
   free(s->w2l);
   free(s->l2w);
   free(s->last_check_ns);
+  for (int l = 0; s->pidfd && l < s->nlocal; l++)
+    if (s->pidfd[l] >= 0) close(s->pidfd[l]);
+  free(s->pidfd);
   shoal__tune_free(s);
   free(s);
   w->shm = NULL;

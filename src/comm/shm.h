@@ -75,6 +75,7 @@ typedef struct shoal__shm {
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
+  int *pidfd;              /* [nlocal] pidfd of each same-host peer (-1: none): readable once it exited */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
   int use_shm;
   uint64_t layout_id;      /* cache of shoal__shm_layout_ok for the last communicator asked about */
@@ -119,6 +120,9 @@ int  shoal__shm_progress_wait(shoal__world_t *w, int wait_ms);
  * empty, for notices and hang-ups), and sleep up to 1 ms until a ring to
  * this rank has data; returns the poll timeout to use next (0). */
 ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_t cap);
+/* The same-host peer's process has exited (its pidfd; checked at most every
+ * 2 ms): 1, else 0. Its socket may outlive it (shared with a child). */
+int     shoal__shm_peer_gone(shoal__world_t *w, shoal__conn_t *conn);
 int     shoal__shm_idle_wait(shoal__world_t *w, int wait_ms);
 
 static inline shoal__shm_ring_t *shoal__shm_ring(const shoal__shm_t *s, int from, int to) {

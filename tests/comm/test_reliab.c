@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -344,4 +345,121 @@ TEST_T(reliab_different_world_sizes_named, 60) {
   for (int r = 0; r < 2; r++)
     CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d %s (status 0x%x)", r,
               st[r] == -1 ? "timed out" : "failed", st[r]);
+}
+
+/* ---- a dead same-host peer is found in every shm wait ---- */
+
+typedef struct deadarg {
+  rarg_t r;
+  pid_t test_pid;
+  int phase; /* what the survivors are doing when the victim dies */
+} deadarg_t;
+
+static void die_now(int sig) {
+  (void)sig;
+  raise(SIGKILL);
+}
+
+/* The victim first forks a child that keeps every descriptor open (no exec),
+ * as a data loader would: the victim's sockets then stay open after its
+ * death, and only its process (pidfd) tells. */
+static int dead_rank(int rank, void *arg) {
+  deadarg_t *d = arg;
+  shoal_comm_t *c;
+  if (join(&d->r, rank, &c)) return 2;
+  int victim = d->r.n - 1;
+  size_t n = (1u << 20) / 4;
+  float *buf = calloc(n, sizeof *buf);
+  if (rank == victim) {
+    pid_t ch = fork();
+    if (ch == 0) { /* holds the sockets until the test is over */
+      for (int i = 0; i < 600 && kill(d->test_pid, 0) == 0; i++) usleep(100000);
+      _exit(0);
+    }
+    signal(SIGALRM, die_now);
+    struct itimerval it = {{0, 0}, {0, 20000 + 15000 * d->phase}};
+    setitimer(ITIMER_REAL, &it, NULL);
+  }
+  int rc = 0, src;
+  for (int it = 0; it < 1000000 && !rc; it++) {
+    switch ((it + d->phase) % 5) {
+    case 0: rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, 2, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_SHM); break;
+    case 1: rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, n, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_SHM); break;
+    case 2: rc = shoal_barrier(c); break;
+    case 3: rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, 1000, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RING); break;
+    default: /* point to point over the rings: everyone sends to rank 0 */
+      if (rank == 0)
+        for (int k = 1; k < d->r.n && !rc; k++) rc = shoal_recv_any(c, buf, 64, SHOAL_FLOAT32, 9, &src);
+      else rc = shoal_send(c, buf, 64, SHOAL_FLOAT32, 0, 9);
+      break;
+    }
+  }
+  /* reached only by survivors: an error naming the victim, long before SHOAL_TIMEOUT (60 s; the test's bound is 25 s) */
+  char want[32], want2[32];
+  snprintf(want, sizeof want, "rank %d", victim);
+  snprintf(want2, sizeof want2, "peer %d", victim);
+  const char *e = shoal_comm_errmsg(c);
+  CHECK_MSG(rc != 0 && rc != SHOAL_ERR_TIMEOUT, "rank %d: rc %d: %s", rank, rc, e);
+  CHECK_MSG(strstr(e, want) || strstr(e, want2), "rank %d: the victim is not named: %s", rank, e);
+  free(buf);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(reliab_shm_dead_peer_found_in_every_wait, 150) {
+  for (int phase = getenv("REL_PHASE") ? atoi(getenv("REL_PHASE")) : 0; phase < 5; phase++) {
+    deadarg_t d = {.r = {.shm = 1, .timeout_s = getenv("REL_PHASE") ? 8 : 60, .n = 3}, .test_pid = getpid(), .phase = phase};
+    d.r.port = shoal_test_free_port();
+    int st[3];
+    shoal_test_fork_ranks(3, dead_rank, &d, 25, st);
+    CHECK_MSG(WIFSIGNALED(st[2]) && WTERMSIG(st[2]) == SIGKILL, "phase %d: victim status 0x%x", phase, st[2]);
+    for (int r = 0; r < 2; r++)
+      CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "phase %d: rank %d %s (status 0x%x)",
+                phase, r, st[r] == -1 ? "waited for the deadline" : "failed", st[r]);
+  }
+}
+
+/* ---- no path leaves a segment in /dev/shm ---- */
+
+static int shm_entries(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  char pat[32];
+  snprintf(pat, sizeof pat, "shoal-%u-", (unsigned)geteuid());
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) n += !strncmp(e->d_name, pat, strlen(pat));
+  closedir(d);
+  return n;
+}
+
+/* The host leader (rank 0) is killed at a random moment of the start,
+ * around the shm set-up. */
+static int setup_kill_rank(int rank, void *arg) {
+  rarg_t *a = arg;
+  if (rank == 0) {
+    srand((unsigned)getpid());
+    signal(SIGALRM, die_now);
+    struct itimerval it = {{0, 0}, {0, 1000 + rand() % 40000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+  }
+  shoal_comm_t *c = NULL;
+  float v = 1;
+  int rc = join(a, rank, &c);
+  if (!rc) rc = shoal_allreduce(c, SHOAL_IN_PLACE, &v, 1, SHOAL_FLOAT32, SHOAL_SUM);
+  if (c) shoal_comm_destroy(c);
+  return rank == 0 ? 0 : (rc != 0 ? 0 : 3); /* the others fail, they do not hang */
+}
+
+TEST_T(reliab_no_segment_leaked_when_setup_fails, 120) {
+  int before = shm_entries();
+  for (int i = 0; i < 8; i++) {
+    rarg_t a = {.shm = 1, .n = 3, .timeout_s = 5};
+    a.port = shoal_test_free_port();
+    int st[3];
+    shoal_test_fork_ranks(3, setup_kill_rank, &a, 30, st);
+    for (int r = 1; r < 3; r++) CHECK_MSG(st[r] != -1, "run %d: rank %d hung", i, r);
+  }
+  /* segments never have a name (memfd); other jobs' may come and go meanwhile, ours never appear */
+  CHECK_MSG(shm_entries() <= before, "%d shoal segments in /dev/shm before, %d after", before, shm_entries());
 }
