@@ -101,13 +101,15 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   uint64_t g = ++s->step;
   int b = (int)(g % SHOAL__SHM_NBUF), me = s->lrank, rc;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
-  shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_ALLREDUCE, -1);
   atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release); /* before seq: seq == g implies it */
   shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
+  shoal__shm_set_desc_fast(s, c->id, g, op, mine); /* the call's descriptor, in the line of seq */
   memcpy(mine->data, src, bytes);
   atomic_store_explicit(&mine->seq, g, memory_order_release);
   if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1))) return rc;
-  if ((rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
+  for (int l = 0; l < s->nlocal; l++)
+    if (l != me && shoal__shm_desc_differs(s, shoal__shm_box(s, l, b)) && (rc = shoal__shm_check_desc(c, op, g, l)))
+      return rc;
   if (s->seen_all < g) s->seen_all = g; /* every box holds g, so every in_step is g */
   /* reduce in local-rank order, so that every rank computes the same bits;
    * my own input from my box too: in place, dst (== src) is overwritten

@@ -145,6 +145,27 @@ void shoal__shm_ring_all(shoal__shm_t *s);
 /* Record the descriptor of this rank's step g (op, phase, root_l) in its box
  * of parity g; call before publishing the step. */
 void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l);
+/* The same, inline, for the tiny-allreduce box (written with its data, right
+ * before its seq: one cache-line transfer to each reader, as before). */
+static inline void shoal__shm_set_desc_fast(shoal__shm_t *s, uint64_t comm_id, uint64_t g, const shoal__op_t *op,
+                                            shoal__shm_box_t *box) {
+  uint64_t d0 = (uint64_t)op->opcode | (uint64_t)op->dtype << 8 | (uint64_t)op->redop << 16 |
+                (uint64_t)op->algo << 24 | (uint64_t)(uint16_t)0 << 32 | (uint64_t)(uint16_t)(op->root + 1) << 48;
+  uint64_t d2 = (uint64_t)op->seq | (uint64_t)SHOAL__SHM_PH_ALLREDUCE << 56 | (comm_id & 0xffffffull) << 32;
+  s->cur_desc[0] = d0, s->cur_desc[1] = op->count, s->cur_desc[2] = d2, s->cur_step = g;
+  atomic_store_explicit(&box->desc[3], 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&box->desc[0], d0, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[1], (uint64_t)op->count, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[2], d2, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[3], g, memory_order_release);
+}
+/* After seeing a peer's box at step g (acquire): does its descriptor differ from mine? */
+static inline int shoal__shm_desc_differs(const shoal__shm_t *s, shoal__shm_box_t *box) {
+  return atomic_load_explicit(&box->desc[0], memory_order_relaxed) != s->cur_desc[0] ||
+         atomic_load_explicit(&box->desc[1], memory_order_relaxed) != s->cur_desc[1] ||
+         atomic_load_explicit(&box->desc[2], memory_order_relaxed) != s->cur_desc[2];
+}
 /* Compare the descriptors of step g of every other local rank (only_l >= 0:
  * that one) with this rank's: 0, or SHOAL_ERR_MISMATCH naming both ranks and
  * both calls. A peer whose box already holds a later step is skipped. */

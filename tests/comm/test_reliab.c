@@ -463,3 +463,122 @@ TEST_T(reliab_no_segment_leaked_when_setup_fails, 120) {
   /* segments never have a name (memfd); other jobs' may come and go meanwhile, ours never appear */
   CHECK_MSG(shm_entries() <= before, "%d shoal segments in /dev/shm before, %d after", before, shm_entries());
 }
+
+/* ---- silent connections during the start ---- */
+
+/* TCP ports process pid listens on (from /proc/<pid>/fd and /proc/net/tcp). */
+static int listening_ports(int pid, int *ports, int cap) {
+  char path[64], link[64];
+  unsigned long inodes[32];
+  int ni = 0, n = 0;
+  snprintf(path, sizeof path, "/proc/%d/fd", pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && ni < 32) {
+    char p2[128];
+    snprintf(p2, sizeof p2, "%s/%s", path, e->d_name);
+    ssize_t k = readlink(p2, link, sizeof link - 1);
+    if (k <= 0) continue;
+    link[k] = '\0';
+    if (sscanf(link, "socket:[%lu]", &inodes[ni]) == 1) ni++;
+  }
+  closedir(d);
+  FILE *f = fopen("/proc/net/tcp", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f) && n < cap) {
+    unsigned lport, st;
+    unsigned long ino;
+    if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &lport, &st, &ino) != 3) continue;
+    for (int i = 0; i < ni; i++)
+      if (st == 0x0A && ino == inodes[i]) ports[n++] = (int)lport;
+  }
+  if (f) fclose(f);
+  return n;
+}
+
+typedef struct scanarg {
+  rarg_t r;
+  char dir[64];
+} scanarg_t;
+
+static int wait_file(const char *path, double max_s) {
+  for (int i = 0; i < (int)(max_s * 100); i++) {
+    if (access(path, F_OK) == 0) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* proc 0: rank 0; proc 1: a "port scanner" that opens 8 silent connections to
+ * each port rank 0 listens on (store and peer port) and holds them; proc 2:
+ * rank 1, started once they are open. Handshakes served one at a time, 5 s
+ * each, would need 80 s > SHOAL_CONNECT_TIMEOUT (20 s). */
+static int scan_proc(int idx, void *arg) {
+  scanarg_t *a = arg;
+  char pidf[128], gof[128];
+  snprintf(pidf, sizeof pidf, "%s/pid0", a->dir);
+  snprintf(gof, sizeof gof, "%s/go", a->dir);
+  if (idx == 1) {
+    CHECK(wait_file(pidf, 10));
+    FILE *f = fopen(pidf, "r");
+    int pid0 = 0;
+    CHECK(f && fscanf(f, "%d", &pid0) == 1);
+    fclose(f);
+    int ports[8], np = 0;
+    for (int i = 0; i < 500 && (np = listening_ports(pid0, ports, 8)) < 2; i++) usleep(10000);
+    CHECK_MSG(np >= 2, "rank 0 listens on %d ports", np);
+    int held = 0;
+    for (int p = 0; p < np; p++)
+      for (int k = 0; k < 8; k++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ports[p])};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) held++;
+      }
+    CHECK(held >= 16);
+    FILE *g = fopen(gof, "w");
+    fclose(g);
+    char donef[128];
+    snprintf(donef, sizeof donef, "%s/done", a->dir);
+    wait_file(donef, 25); /* hold them, silent, until rank 1 is through */
+    return 0;
+  }
+  int rank = idx == 0 ? 0 : 1;
+  if (rank == 0) {
+    FILE *f = fopen(pidf, "w");
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+  } else {
+    CHECK(wait_file(gof, 15));
+  }
+  shoal_comm_t *c;
+  CHECK_OK(join(&a->r, rank, &c));
+  int v = rank + 1;
+  CHECK_OK(shoal_allreduce(c, SHOAL_IN_PLACE, &v, 1, SHOAL_INT32, SHOAL_SUM));
+  CHECK_EQ(v, 3);
+  shoal_comm_destroy(c);
+  if (rank == 1) {
+    char donef[128];
+    snprintf(donef, sizeof donef, "%s/done", a->dir);
+    FILE *f = fopen(donef, "w");
+    fclose(f);
+  }
+  return 0;
+}
+
+TEST_T(reliab_silent_connections_do_not_stall_start, 60) {
+  scanarg_t a = {.r = {.shm = 1, .n = 2}};
+  a.r.port = shoal_test_free_port();
+  snprintf(a.dir, sizeof a.dir, "/tmp/shoal-scan-XXXXXX");
+  CHECK(mkdtemp(a.dir) != NULL);
+  int st[3];
+  shoal_test_fork_ranks(3, scan_proc, &a, 40, st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", a.dir);
+  if (system(cmd)) {
+  }
+  for (int r = 0; r < 3; r += 2)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "process %d %s (status 0x%x)", r,
+              st[r] == -1 ? "timed out" : "failed", st[r]);
+}
