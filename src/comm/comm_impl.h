@@ -7,6 +7,7 @@
 #define SHOAL_COMM_IMPL_H
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "comm/p2p.h"
@@ -73,6 +74,10 @@ struct shoal__world {
   int aborted;
   int abort_status;
   char abort_msg[768];
+  /* The thread inside a call on this world (0: none): one at a time; a call
+   * from another thread meanwhile is refused (shoal__op_begin). */
+  _Atomic uintptr_t owner;
+  _Atomic int owner_opcode;
 };
 
 struct shoal_comm {

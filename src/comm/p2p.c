@@ -145,8 +145,21 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
 
 /* ---- ops ---- */
 
+static _Thread_local char thread_tag; /* its address identifies the calling thread */
+
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
+  uintptr_t me_t = (uintptr_t)&thread_tag, cur = 0;
+  if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t) {
+    char me[64];
+    rank_desc(c, me, sizeof me);
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
+                         "communicator of the same world; the communicators from one shoal_comm_init and its splits "
+                         "share one progress engine and may be used by one thread at a time (comm.h)", me,
+                         shoal__opcode_name(op->opcode), shoal__opcode_name(atomic_load(&c->w->owner_opcode)));
+  }
+  atomic_store_explicit(&c->w->owner_opcode, op->opcode, memory_order_relaxed);
   if (c->aborted || c->w->aborted) {
+    atomic_store(&c->w->owner, 0);
     char me[64];
     rank_desc(c, me, sizeof me);
     return shoal__seterr(SHOAL_ERR_ABORTED, "%s: communicator aborted after an earlier error: %s", me,
@@ -160,6 +173,8 @@ int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
 }
 
 int shoal__op_end(shoal_comm_t *c, shoal__op_t *op, int status) {
+  uintptr_t me_t = (uintptr_t)&thread_tag;
+  atomic_compare_exchange_strong(&c->w->owner, &me_t, 0);
   if (status == 0) return 0;
   if (!c->errmsg[0]) {
     if (c->w->aborted)

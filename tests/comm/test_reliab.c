@@ -582,3 +582,63 @@ TEST_T(reliab_silent_connections_do_not_stall_start, 60) {
     CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "process %d %s (status 0x%x)", r,
               st[r] == -1 ? "timed out" : "failed", st[r]);
 }
+
+/* ---- threads: one thread at a time per world, other threads refused ---- */
+
+typedef struct thr {
+  shoal_comm_t *c;
+  int peer, rc;
+  float v;
+} thr_t;
+
+static void *recv_thread(void *arg) {
+  thr_t *t = arg;
+  t->rc = shoal_recv(t->c, &t->v, 1, SHOAL_FLOAT32, t->peer, 5);
+  return NULL;
+}
+
+/* Communicators A = {0,1} and B = {2,3} (no rank pair in common) split
+ * from one world of 4. On ranks 0 and 2 a thread blocks in a receive on A
+ * (the sender waits 0.5 s), while the main thread calls on B: refused, not
+ * a crash; once the thread is done, B works from the main thread. */
+static int thread_rank(int rank, void *arg) {
+  shoal_comm_t *w, *a = NULL, *b = NULL;
+  if (join(arg, rank, &w)) return 2;
+  CHECK_OK(shoal_comm_split(w, rank / 2, rank, &a));  /* {0,1}, {2,3} */
+  CHECK_OK(shoal_comm_split(w, rank % 2, rank, &b));  /* {0,2}, {1,3} */
+  int ar = shoal_comm_rank(a);
+  if (ar == 1) {
+    usleep(500000);
+    float one = 1;
+    CHECK_OK(shoal_send(a, &one, 1, SHOAL_FLOAT32, 0, 5));
+  } else {
+    thr_t t = {.c = a, .peer = 1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, recv_thread, &t) == 0);
+    usleep(100000);
+    int rc = shoal_barrier(b); /* concurrent use of the same world */
+    CHECK_EQ(rc, SHOAL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(shoal_last_error(), "another thread");
+    pthread_join(th, NULL);
+    CHECK_OK(t.rc);
+    CHECK(t.v == 1.0f);
+  }
+  /* sequential use from another thread is fine: both A and B still work */
+  float x = (float)rank;
+  CHECK_OK(shoal_allreduce(b, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM));
+  CHECK(x == (float)(rank % 2 == 0 ? 0 + 2 : 1 + 3));
+  CHECK_OK(shoal_barrier(a));
+  shoal_comm_destroy(a);
+  shoal_comm_destroy(b);
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(reliab_threads_one_at_a_time_per_world_shm, 60) {
+  rarg_t a = {.shm = 1};
+  run(4, thread_rank, &a, 40);
+}
+TEST_T(reliab_threads_one_at_a_time_per_world_tcp, 60) {
+  rarg_t a = {.shm = 0};
+  run(4, thread_rank, &a, 40);
+}
