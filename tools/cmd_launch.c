@@ -421,8 +421,8 @@ int shoal_cmd_launch(int argc, char **argv) {
     while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
       for (int r = 0; r < n; r++) {
         if (rp[r].pid != pid || !rp[r].running) continue;
-        if (WIFSTOPPED(st) || WIFCONTINUED(st)) {
-          rp[r].stop_sig = WIFSTOPPED(st) && !rp[r].signaled_by_us ? WSTOPSIG(st) : 0;
+        if (WIFSTOPPED(st) || WIFCONTINUED(st)) { /* a continue the launcher caused (stopping it) keeps the record */
+          if (!rp[r].signaled_by_us) rp[r].stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
           continue;
         }
         rp[r].running = 0;

@@ -642,3 +642,26 @@ TEST_T(reliab_threads_one_at_a_time_per_world_tcp, 60) {
   rarg_t a = {.shm = 0};
   run(4, thread_rank, &a, 40);
 }
+
+/* ---- the launcher names the rank that was killed or stopped ---- */
+
+TEST_T(reliab_launcher_names_killed_and_stopped_rank, 120) {
+  static char out[1 << 16];
+  char cmd[1024];
+  for (int k = 0; k < 4; k++) {
+    int stop = k >= 2;
+    /* rank 2 is killed (or stopped) from outside the launcher, mid-allreduce; its peers notice
+     * within milliseconds (or at their 2 s deadline) and exit first */
+    snprintf(cmd, sizeof cmd,
+             "SHOAL_TIMEOUT=2 %s launch -n 3 --grace 1 -- sh -c 'if [ $SHOAL_RANK = 2 ]; then (sleep 0.5; kill -%s $$) & "
+             "fi; exec %s bench allreduce -b 256K -e 256K -n 10000000 -w 0'",
+             shoal_test_cli(), stop ? "STOP" : "9", shoal_test_cli());
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+    if (stop) {
+      CHECK_CONTAINS(out, "shoal launch: rank 2 was stopped by signal 19");
+    } else {
+      CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGKILL, "status %d: %s", st, out);
+      CHECK_CONTAINS(out, "shoal launch: rank 2 killed by signal 9 (Killed)");
+    }
+  }
+}
