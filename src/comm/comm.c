@@ -349,8 +349,8 @@ static int split_allgather(shoal_comm_t *c, shoal__op_t *op, int32_t *all, shoal
 int shoal_comm_split(shoal_comm_t *c, int color, int key, shoal_comm_t **out) {
   if (!c || !out) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: NULL argument"));
   if (color < 0 && color != SHOAL_UNDEFINED)
-    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: color %d must be >= 0 or "
-                                               "SHOAL_UNDEFINED", color));
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID,
+                                               "shoal_comm_split: color %d must be >= 0 or SHOAL_UNDEFINED", color));
   shoal__op_t op = {.opcode = SHOAL__OP_SPLIT, .dtype = SHOAL_INT32, .count = 2};
   int rc = shoal__op_begin(c, &op);
   if (rc) return rc;
