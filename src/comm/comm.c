@@ -122,7 +122,8 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
                                "failed or gave up: ", w->rank, cfg->master_addr, cfg->master_port);
     if (rc) return rc;
     shoal__peer_info_t *p = &w->peers[j];
-    if (sscanf(val, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) != 4)
+    p->pid = 0; /* the pid is optional (0: liveness by socket only) */
+    if (sscanf(val, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) < 3)
       return shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: malformed registration of rank %d: '%s'", w->rank, j, val);
   }
   return 0;
