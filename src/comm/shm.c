@@ -467,9 +467,9 @@ int shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, in
 }
 
 /* While waiting in a shm collective: a peer that published this step with
- * another call's descriptor, or that sent a point-to-point message (its own
- * collective runs over the rings: another algorithm or call), will never
- * produce what this rank waits for. */
+ * another call's descriptor, or that sent a point-to-point message of this
+ * same call (it runs another algorithm over the rings), will never produce
+ * what this rank waits for. */
 static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   shoal__shm_t *s = c->w->shm;
   uint64_t g = s->cur_step;
@@ -485,7 +485,9 @@ static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   if (!cn->rq_head && tail - head >= SHOAL__HDR_BYTES &&
       (ring_get((const char *)(r + 1), s->ring_bytes, head, h, sizeof h), 1) &&
       shoal__get_u64(h + 8) == c->id && h[4] != SHOAL__OP_SEND && h[4] < SHOAL__OP__COUNT &&
-      (int32_t)(shoal__get_u32(h + 16) - op->seq) >= 0) { /* this communicator's call, this one or later */
+      shoal__get_u32(h + 16) == op->seq) { /* this very call of this communicator, over the rings: another
+                                             * algorithm (a later call may legitimately follow the step this
+                                             * rank has not seen yet) */
     char got[160];
     snprintf(got, sizeof got, "%s seq %u count %llu %s", shoal__opcode_name(h[4]), shoal__get_u32(h + 16),
              (unsigned long long)shoal__get_u64(h + 24), shoal__dtype_label(h[5]));
