@@ -31,7 +31,7 @@
 
 typedef struct rarg {
   int port, n, shm, kind;
-  double timeout_s;
+  double timeout_s, connect_s;
 } rarg_t;
 
 static int join(const rarg_t *a, int rank, shoal_comm_t **c) {
@@ -43,7 +43,7 @@ static int join(const rarg_t *a, int rank, shoal_comm_t **c) {
   p.master_addr = "127.0.0.1";
   p.master_port = a->port;
   p.timeout_s = a->timeout_s > 0 ? a->timeout_s : 20;
-  p.connect_timeout_s = 20;
+  p.connect_timeout_s = a->connect_s > 0 ? a->connect_s : 20;
   int rc = shoal_comm_init(&p, c);
   if (rc) fprintf(stderr, "rank %d: init: %s\n", rank, shoal_last_error());
   return rc;
@@ -454,7 +454,7 @@ static int setup_kill_rank(int rank, void *arg) {
 TEST_T(reliab_no_segment_leaked_when_setup_fails, 120) {
   int before = shm_entries();
   for (int i = 0; i < 8; i++) {
-    rarg_t a = {.shm = 1, .n = 3, .timeout_s = 5};
+    rarg_t a = {.shm = 1, .n = 3, .timeout_s = 5, .connect_s = 3};
     a.port = shoal_test_free_port();
     int st[3];
     shoal_test_fork_ranks(3, setup_kill_rank, &a, 30, st);
