@@ -11,7 +11,8 @@
 # A job that exits 0 although a rank was killed or stopped mid-run counts as
 # a silent wrong result too. "missed": the victim was gone before the fault.
 #   bench/fault-drill.sh [--build DIR] [--drills N] [--ranks N] [--seed S] [--out FILE]
-# Bounded: each drill runs at most ~40 s (SHOAL_TIMEOUT=3, --timeout 30).
+# Bounded: each drill runs at most ~40 s (SHOAL_TIMEOUT=3, SHOAL_CONNECT_TIMEOUT=5,
+# --timeout 30); the fault may land during the start too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build drills=100 ranks=4 seed=$$ out=""
@@ -50,17 +51,21 @@ for d in $(seq 1 "$drills"); do
   log="$tmp/drill-$d.log"
   export SHOAL_JOB_ID="drill-$seed-$d" # also how the victim is found
   # each rank: (hier) a host name per pair of ranks; a checked sweep 8 B - 4 MiB (~3-8 s here): the fault lands at a random size
-  SHOAL_SHM=$shm SHOAL_TIMEOUT=3 timeout 40 "$shoal" launch -n "$ranks" --grace 1 --timeout 30 -- sh -c \
-    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e 4M -f 2 -T 0.1 -W 0.1 -w 3 --check" \
+  SHOAL_SHM=$shm SHOAL_TIMEOUT=3 SHOAL_CONNECT_TIMEOUT=5 timeout 40 "$shoal" launch -n "$ranks" --grace 1 --timeout 30 -- sh -c \
+    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e 4M -f 4 -T 0.05 -W 0.05 -w 3 --check" \
     >"$log" 2>&1 &
   lpid=$!
   sleep "$(awk -v m="$at_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
   vpid=""
-  for e in /proc/[0-9]*/environ; do
-    env=$(tr '\0' '\n' 2>/dev/null <"$e") 2>/dev/null || continue
-    if grep -qx "SHOAL_JOB_ID=$SHOAL_JOB_ID" <<<"$env" && grep -qx "SHOAL_RANK=$victim" <<<"$env"; then
-      p=${e#/proc/}; vpid=${p%/environ}; break
-    fi
+  for try in $(seq 1 20); do # a loaded machine may not have started the ranks yet: look for up to 2 s more
+    for e in /proc/[0-9]*/environ; do
+      env=$(tr '\0' '\n' 2>/dev/null <"$e") 2>/dev/null || continue
+      if grep -qx "SHOAL_JOB_ID=$SHOAL_JOB_ID" <<<"$env" && grep -qx "SHOAL_RANK=$victim" <<<"$env"; then
+        p=${e#/proc/}; vpid=${p%/environ}; break
+      fi
+    done
+    [ -n "$vpid" ] && break
+    sleep 0.1
   done
   [ -n "$vpid" ] && kill -"$fault" "$vpid" 2>/dev/null
   wait "$lpid"; rc=$?
@@ -68,10 +73,10 @@ for d in $(seq 1 "$drills"); do
   if grep -qE '^\[[0-9]+\] +[0-9]+ ' "$log" && awk '/^\[[0-9]+\] +[0-9]+ / { if ($13 + 0 > 0 || $20 + 0 > 0) bad = 1 } END { exit !bad }' "$log"; then
     wrong=$((wrong + 1)); echo "# drill $d: WRONG RESULT" >&2
   fi
-  if [ "$rc" = 124 ] || grep -q -- '--timeout 30 s reached' "$log"; then
-    hang=$((hang + 1)); echo "# drill $d: HANG" >&2
-  elif [ -z "$vpid" ]; then
+  if [ -z "$vpid" ]; then
     missed=$((missed + 1))
+  elif [ "$rc" = 124 ] || grep -q -- '--timeout 30 s reached' "$log"; then
+    hang=$((hang + 1)); echo "# drill $d: HANG" >&2
   elif [ "$rc" = 0 ]; then # every rank "succeeded" although one was killed or stopped mid-run
     wrong=$((wrong + 1)); echo "# drill $d: SUCCESS DESPITE THE FAULT" >&2
   else
