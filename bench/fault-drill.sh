@@ -10,12 +10,12 @@
 #   leaks  - shoal segments left in /dev/shm afterwards
 # A job that exits 0 although a rank was killed or stopped mid-run counts as
 # a silent wrong result too. "missed": the victim was gone before the fault.
-#   bench/fault-drill.sh [--build DIR] [--drills N] [--ranks N] [--seed S] [--out FILE]
+#   bench/fault-drill.sh [--build DIR] [--drills N] [--ranks N] [--seed S] [--max SIZE] [--out FILE]
 # Bounded: each drill runs at most ~40 s (SHOAL_TIMEOUT=3, SHOAL_CONNECT_TIMEOUT=5,
 # --timeout 30); the fault may land during the start too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build drills=100 ranks=4 seed=$$ out=""
+build=build drills=100 ranks=4 seed=$$ out="" max=4M
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
     --ranks) ranks=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --max) max=$2; shift 2 ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "fault-drill.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -50,9 +51,9 @@ for d in $(seq 1 "$drills"); do
   [ "$mode" = hier ] && hosts=1
   log="$tmp/drill-$d.log"
   export SHOAL_JOB_ID="drill-$seed-$d" # also how the victim is found
-  # each rank: (hier) a host name per pair of ranks; a checked sweep 8 B - 4 MiB (~3-8 s here): the fault lands at a random size
+  # each rank: (hier) a host name per pair of ranks; a checked sweep 8 B - max: the fault lands at a random size
   SHOAL_SHM=$shm SHOAL_TIMEOUT=3 SHOAL_CONNECT_TIMEOUT=5 timeout 40 "$shoal" launch -n "$ranks" --grace 1 --timeout 30 -- sh -c \
-    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e 4M -f 4 -T 0.05 -W 0.05 -w 3 --check" \
+    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e $max -f 4 -T 0.05 -W 0.05 -w 3 --check" \
     >"$log" 2>&1 &
   lpid=$!
   sleep "$(awk -v m="$at_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
