@@ -453,7 +453,7 @@ static int setup_kill_rank(int rank, void *arg) {
 
 TEST_T(reliab_no_segment_leaked_when_setup_fails, 120) {
   int before = shm_entries();
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < 5; i++) {
     rarg_t a = {.shm = 1, .n = 3, .timeout_s = 5, .connect_s = 3};
     a.port = shoal_test_free_port();
     int st[3];
