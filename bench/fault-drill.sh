@@ -50,7 +50,7 @@ for d in $(seq 1 "$drills"); do
   [ "$mode" = tcp ] && shm=0
   [ "$mode" = hier ] && hosts=1
   log="$tmp/drill-$d.log"
-  export SHOAL_JOB_ID="drill-$seed-$d" # also how the victim is found
+  export SHOAL_JOB_ID="drill-$seed-$d"
   # each rank: (hier) a host name per pair of ranks; a checked sweep 8 B - max: the fault lands at a random size
   SHOAL_SHM=$shm SHOAL_TIMEOUT=3 SHOAL_CONNECT_TIMEOUT=5 timeout 40 "$shoal" launch -n "$ranks" --grace 1 --timeout 30 -- sh -c \
     "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e $max -f 4 -T 0.05 -W 0.05 -w 3 --check" \
@@ -59,11 +59,10 @@ for d in $(seq 1 "$drills"); do
   sleep "$(awk -v m="$at_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
   vpid=""
   for try in $(seq 1 20); do # a loaded machine may not have started the ranks yet: look for up to 2 s more
-    for e in /proc/[0-9]*/environ; do
-      env=$(tr '\0' '\n' 2>/dev/null <"$e") 2>/dev/null || continue
-      if grep -qx "SHOAL_JOB_ID=$SHOAL_JOB_ID" <<<"$env" && grep -qx "SHOAL_RANK=$victim" <<<"$env"; then
-        p=${e#/proc/}; vpid=${p%/environ}; break
-      fi
+    for l in $(pgrep -P "$lpid"); do # timeout -> shoal launch -> the ranks
+      for p in $(pgrep -P "$l"); do
+        if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "SHOAL_RANK=$victim"; then vpid=$p; break 2; fi
+      done
     done
     [ -n "$vpid" ] && break
     sleep 0.1
