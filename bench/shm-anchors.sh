@@ -8,16 +8,21 @@
 # spec comm-anchors.md section 3).
 #   bench/shm-anchors.sh [--build DIR] [--ranks "2 4"] [--min 8] [--max 256M] [--factor 2]
 #                        [--iters N] [--target SEC] [--warmup N] [--reps R] [--out DIR]
+#                        [--baseline DIR]
 # --reps R (default 3) alternates shoal and Open MPI runs R times and keeps, per
 # size, each one's best run (lowest p50): this VM's speed drifts by up to 2x
 # for minutes at a time (host contention we cannot see: no steal time shows),
 # and alternating gives both sides the same chances.
+# --baseline DIR: also run DIR/shoal (another build, e.g. of an earlier commit:
+# git archive REV | tar -x -C /tmp/base && make -C /tmp/base build/shoal) in the
+# same alternation, and print a latency table shoal vs baseline vs Open MPI
+# for the sizes up to 4 KiB (what a change to the small-message path costs).
 # Goal (issue 3): busbw >= 1.2x Open MPI's at every size from 64 KiB; p50
 # latency <= Open MPI's from 8 B to 4 KiB; N = 2 and 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
-build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" reps=3
+build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" reps=3 baseline=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -30,7 +35,8 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --baseline) baseline=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "shm-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,8 +53,10 @@ unset SHOAL_SHM SHOAL_ALGO   # shoal's defaults: shared memory, the model's choi
 mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce"
 cc -O3 bench/memcpy_bw.c -o "$out/memcpy_bw"
 
-run_shoal() { # n file
-  timeout $budget "$shoal" launch -n "$1" -- "$shoal" bench allreduce "${args[@]}" >"$2.raw" 2>"$2.err"
+[ -z "$baseline" ] || [ -x "$baseline/shoal" ] || { echo "shm-anchors.sh: $baseline/shoal not built" >&2; exit 2; }
+run_shoal() { # n file [shoal binary]
+  local bin=${3:-$shoal}
+  timeout $budget "$bin" launch -n "$1" -- "$bin" bench allreduce "${args[@]}" >"$2.raw" 2>"$2.err"
   sed -n 's/^\[0\] //p' "$2.raw" | grep -E '^(#| +[0-9])' >"$2"
 }
 run_mpi() { # n file (default btl: self + vader on one host)
@@ -66,7 +74,12 @@ for n in $ranks; do
   for r in $(seq 1 "$reps"); do
     echo "# running shoal, $n ranks (run $r of $reps) ..." >&2; run_shoal "$n" "$out/shoal-$n.run$r.txt"
     echo "# running Open MPI (vader), $n ranks (run $r of $reps) ..." >&2; run_mpi "$n" "$out/mpi-$n.run$r.txt"
+    if [ -n "$baseline" ]; then
+      echo "# running the baseline $baseline/shoal, $n ranks (run $r of $reps) ..." >&2
+      run_shoal "$n" "$out/base-$n.run$r.txt" "$baseline/shoal"
+    fi
   done
+  [ -z "$baseline" ] || best_of 7 "$out/base-$n.txt" "$out"/base-$n.run*.txt
   best_of 7 "$out/shoal-$n.txt" "$out"/shoal-$n.run*.txt
   best_of 7 "$out/mpi-$n.txt" "$out"/mpi-$n.run*.txt
 done
@@ -92,5 +105,20 @@ for n in $ranks; do
              (s <= 4096 ? l : "-"), bnd, frac, goal
     }' "$out/shoal-$n.txt"
 done
+if [ -n "$baseline" ]; then
+  for n in $ranks; do
+    echo
+    echo "## $n ranks, p50 latency up to 4 KiB (us): this build vs the baseline $baseline vs Open MPI (vader)"
+    awk -v mpi="$out/mpi-$n.txt" -v base="$out/base-$n.txt" '
+      BEGIN {
+        while ((getline line < mpi) > 0) { if (line ~ /^#/) continue; split(line, a); mp[a[1]] = a[7] }
+        while ((getline line < base) > 0) { if (line ~ /^#/) continue; split(line, a); bp[a[1]] = a[7] }
+        printf "%10s | %9s %9s %9s | %9s %9s\n", "size(B)", "shoal_us", "base_us", "ompi_us", "new/base", "new/ompi"
+      }
+      /^#/ || $1 > 4096 { next }
+      { printf "%10s | %9s %9s %9s | %9.2f %9.2f\n", $1, $7, bp[$1], mp[$1], (bp[$1] > 0 ? $7 / bp[$1] : 0),
+               (mp[$1] > 0 ? $7 / mp[$1] : 0) }' "$out/shoal-$n.txt"
+  done
+fi
 echo
 echo "# raw outputs in $out/ (shoal-N.runR.txt, mpi-N.runR.txt; best of runs in shoal-N.txt, mpi-N.txt)"

@@ -37,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "comm/auth.h"
 #include "comm/sock.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -57,6 +58,10 @@ typedef struct rank_proc {
   int running;
   int status;
   int signaled_by_us;
+  int sent_sig;   /* first signal the launcher sent (0: none) */
+  int sent_kill;  /* the launcher sent SIGKILL */
+  int stop_sig;   /* stopped by this signal (not by us) and not continued since, else 0 */
+  int order;      /* 1, 2, ...: order in which ranks ended (0: still running) */
   stream_t s[2];
 } rank_proc_t;
 
@@ -271,9 +276,20 @@ static void signal_all(rank_proc_t *rp, int n, int sig, int *count) {
   for (int r = 0; r < n; r++)
     if (rp[r].running) {
       kill(-rp[r].pid, sig); /* the rank's process group: its children too */
+      if (sig != SIGKILL) kill(-rp[r].pid, SIGCONT); /* a stopped rank must see it */
       rp[r].signaled_by_us = 1;
+      if (!rp[r].sent_sig) rp[r].sent_sig = sig;
+      if (sig == SIGKILL) rp[r].sent_kill = 1;
       if (count) (*count)++;
     }
+}
+
+/* Did the rank die of a signal the launcher did not send? (A rank killed
+ * from outside may be reaped after the launcher signalled it: compare.) */
+static int killed_from_outside(const rank_proc_t *p) {
+  if (!p->order || !WIFSIGNALED(p->status)) return 0;
+  int sig = WTERMSIG(p->status);
+  return !p->sent_sig || (sig != p->sent_sig && !(sig == SIGKILL && p->sent_kill));
 }
 
 static void set_env_int(const char *name, long v) {
@@ -452,7 +468,7 @@ int shoal_cmd_launch(int argc, char **argv) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sa.sa_flags = SA_RESTART; /* SIGCHLD on stops too: a stopped rank is named if the others then fail */
   sigemptyset(&sa.sa_mask);
   sigaction(SIGCHLD, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
@@ -461,6 +477,11 @@ int shoal_cmd_launch(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   rank_proc_t *rp = calloc((size_t)n, sizeof *rp);
+  if (!getenv("SHOAL_JOB_ID")) { /* the job's identity: its store refuses ranks of any other job */
+    char job[40];
+    snprintf(job, sizeof job, "%016llx-%d", (unsigned long long)shoal__auth_random_u64(), (int)getpid());
+    setenv("SHOAL_JOB_ID", job, 1);
+  }
   for (int r = 0; r < n; r++)
     if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind) < 0) {
       fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
@@ -472,16 +493,21 @@ int shoal_cmd_launch(int argc, char **argv) {
 
   struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
   int *pf_rank = calloc((size_t)(2 * n + 1), sizeof *pf_rank);
-  int running = n, failed = -1, fail_status = 0, stopped = 0, interrupted = 0, timed_out = 0;
+  int running = n, failed = -1, fail_status = 0, stopped = 0, interrupted = 0, timed_out = 0, nended = 0;
   double t_start = shoal__now_s(), kill_at = 0, out_deadline = 0;
   for (;;) {
     /* reap */
     int st;
     pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+    while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
       for (int r = 0; r < n; r++) {
         if (rp[r].pid != pid || !rp[r].running) continue;
+        if (WIFSTOPPED(st) || WIFCONTINUED(st)) { /* a continue the launcher caused (stopping it) keeps the record */
+          if (!rp[r].signaled_by_us) rp[r].stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+          continue;
+        }
         rp[r].running = 0;
+        rp[r].order = ++nended;
         rp[r].status = st;
         running--;
         int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -547,9 +573,34 @@ int shoal_cmd_launch(int argc, char **argv) {
   int rc = 0;
   char what[128];
   if (failed >= 0) {
-    describe(fail_status, what, sizeof what);
-    fprintf(stderr, "shoal launch: rank %d %s; stopped the other %d rank%s\n", failed, what, stopped,
-            stopped == 1 ? "" : "s");
+    /* Blame the cause, not the first to exit: a rank killed by a signal the
+     * launcher did not send (its peers notice within milliseconds and may be
+     * reaped before it), else a rank that was stopped (its peers time out),
+     * else the first rank that failed. */
+    int blame = failed, stop_blame = -1;
+    for (int r = 0; r < n; r++) {
+      if (killed_from_outside(&rp[r]) && (!killed_from_outside(&rp[blame]) || rp[r].order < rp[blame].order))
+        blame = r;
+      if (rp[r].stop_sig && stop_blame < 0) stop_blame = r;
+    }
+    int blame_sig = killed_from_outside(&rp[blame]);
+    if (!blame_sig && stop_blame >= 0) {
+      describe(fail_status, what, sizeof what);
+      fprintf(stderr, "shoal launch: rank %d was stopped by signal %d (%s) and stopped answering; rank %d then %s; "
+              "stopped the other %d rank%s\n", stop_blame, rp[stop_blame].stop_sig, strsignal(rp[stop_blame].stop_sig),
+              failed, what, stopped, stopped == 1 ? "" : "s");
+    } else {
+      fail_status = rp[blame].status;
+      describe(fail_status, what, sizeof what);
+      char first[160] = "";
+      if (blame != failed) {
+        char fw[128];
+        describe(rp[failed].status, fw, sizeof fw);
+        snprintf(first, sizeof first, " (rank %d %s first, after losing it)", failed, fw);
+      }
+      fprintf(stderr, "shoal launch: rank %d %s%s; stopped the other %d rank%s\n", blame, what, first, stopped,
+              stopped == 1 ? "" : "s");
+    }
     rc = WIFSIGNALED(fail_status) ? 128 + WTERMSIG(fail_status) : WEXITSTATUS(fail_status);
     if (rc == 0) rc = 1;
   } else if (interrupted) {

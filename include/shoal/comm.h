@@ -8,10 +8,19 @@
  * operation and the sequence number. After an error the communicator is
  * aborted: later calls return SHOAL_ERR_ABORTED at once.
  *
- * Thread safety: one thread at a time per communicator. Different
- * communicators (e.g. from shoal_comm_split) may be used from different
- * threads only if they share no rank pair; collectives on one communicator
- * must be called in the same order by all its ranks.
+ * Thread safety (the one rule; docs/comm.md repeats it): one thread at a
+ * time per world. The communicator from shoal_comm_init and every
+ * communicator split from it share one set of connections and one progress
+ * engine; a call made while another thread is inside a call on any of them
+ * is refused with SHOAL_ERR_UNSUPPORTED (nothing else happens: not an abort).
+ * Handing a world from one thread to another between calls is fine.
+ * Separate worlds (separate shoal_comm_init) are independent. Collectives on
+ * one communicator must be called in the same order by all its ranks.
+ *
+ * Argument errors (NULL or SHOAL_IN_PLACE receive buffers, bad dtype, op,
+ * root, peer...) on a valid communicator are errors of the call like any
+ * other: the communicator is aborted, so the other ranks fail naming this
+ * rank instead of waiting for it or computing without its data.
  */
 #ifndef SHOAL_COMM_H
 #define SHOAL_COMM_H

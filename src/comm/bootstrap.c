@@ -118,6 +118,19 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   const char *tok = p->token ? p->token : shoal__config_str("SHOAL_TOKEN", "");
   if (strlen(tok) >= sizeof c.token) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TOKEN: longer than 511 bytes");
   snprintf(c.token, sizeof c.token, "%s", tok);
+  /* the job's identity: SHOAL_JOB_ID (`shoal launch` sets it), else the launcher's own job id */
+  const char *job = shoal__config_str("SHOAL_JOB_ID", "");
+  if (strlen(job) > 64) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_JOB_ID: longer than 64 bytes");
+  if (*job) {
+    snprintf(c.job_id, sizeof c.job_id, "%s", job);
+  } else if ((job = getenv("TORCHELASTIC_RUN_ID")) && *job) {
+    snprintf(c.job_id, sizeof c.job_id, "torchrun:%.50s", job);
+  } else if ((job = getenv("SLURM_JOB_ID")) && *job) {
+    const char *step = getenv("SLURM_STEP_ID");
+    snprintf(c.job_id, sizeof c.job_id, "slurm:%.30s.%.20s", job, step ? step : "");
+  } else if ((job = getenv("PMIX_NAMESPACE")) && *job) {
+    snprintf(c.job_id, sizeof c.job_id, "pmix:%.50s", job);
+  }
   const char *ifn = p->ifname ? p->ifname : shoal__config_str("SHOAL_SOCKET_IFNAME", "");
   snprintf(c.ifname, sizeof c.ifname, "%s", ifn);
   const char *hn = p->hostname ? p->hostname : shoal__config_str("SHOAL_HOSTNAME", "");

@@ -14,6 +14,7 @@ typedef struct shoal__boot_cfg {
   int master_port;
   const char *addr_src, *port_src;
   char token[512];
+  char job_id[72];      /* SHOAL_JOB_ID ("" if unset) */
   char ifname[256];
   char hostname[64];
   char boot_id[40];

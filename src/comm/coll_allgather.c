@@ -12,13 +12,13 @@
 int shoal_allgather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype) {
   size_t bytes;
   int rc = shoal__coll_check(c, "allgather", dtype, sendcount, c ? (size_t)shoal__comm_size(c) : 1, recvbuf, &bytes);
-  if (rc) return rc;
+  if (rc) return shoal__comm_reject(c, rc);
   int p = shoal__comm_size(c), r = shoal__comm_rank(c);
   size_t es = shoal_dtype_size(dtype);
   char *mine = (char *)recvbuf + (size_t)r * bytes;
   int inplace = sendbuf == SHOAL_IN_PLACE || sendbuf == mine;
   if (!inplace && !sendbuf && sendcount)
-    return shoal__seterr(SHOAL_ERR_INVALID, "allgather: sendbuf is NULL (use SHOAL_IN_PLACE)");
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "allgather: sendbuf is NULL (use SHOAL_IN_PLACE)"));
   shoal__op_t op = {.opcode = SHOAL__OP_ALLGATHER, .dtype = (uint8_t)dtype, .root = -1, .count = sendcount};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   SHOAL_DEBUG("COLL", "allgather seq %u: %zu B per rank on %d ranks", op.seq, bytes, p);

@@ -203,19 +203,20 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
                          shoal_redop_t redop, shoal_algo_t algo) {
   size_t bytes;
   int rc = shoal__coll_check(c, "allreduce", dtype, count, 1, recvbuf, &bytes);
-  if (rc) return rc;
-  if ((rc = shoal__reduce_check(dtype, redop))) return rc;
+  if (rc) return shoal__comm_reject(c, rc);
+  if ((rc = shoal__reduce_check(dtype, redop))) return shoal__comm_reject(c, rc);
   if ((unsigned)algo >= SHOAL_ALGO__COUNT)
-    return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: invalid algorithm %d", (int)algo);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "allreduce: invalid algorithm %d", (int)algo));
   int inplace = sendbuf == SHOAL_IN_PLACE || sendbuf == recvbuf;
   if (!inplace && !sendbuf && count)
-    return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: sendbuf is NULL (use SHOAL_IN_PLACE)");
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "allreduce: sendbuf is NULL (use SHOAL_IN_PLACE)"));
   const void *src = inplace ? recvbuf : sendbuf;
   shoal_algo_t fitted = SHOAL_ALGO_AUTO;
   if (algo == SHOAL_ALGO_AUTO || algo == SHOAL_ALGO_SHM || algo == SHOAL_ALGO_HIER) { /* shm, hier, fitted model */
     int handled;
     rc = shoal__tune_allreduce(c, src, recvbuf, count, dtype, redop, algo, inplace, &handled, &fitted);
     if (handled) return rc;
+    if (rc) return shoal__comm_reject(c, rc);
   }
   int p = shoal__comm_size(c);
   shoal_algo_t chosen;
@@ -224,12 +225,13 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
     chosen = fitted;
     snprintf(why, sizeof why, "fitted model");
   } else if ((rc = shoal__allreduce_resolve(p, bytes, algo, c->w->algo_env, &chosen, why, sizeof why))) {
-    return rc;
+    return shoal__comm_reject(c, rc);
   }
   size_t chunk = 0;
   if (chosen == SHOAL_ALGO_RING) {
     shoal__cost_t m;
-    if ((rc = shoal__cost_params(&m)) || (rc = shoal__ring_chunk_bytes(p, bytes, &m, &chunk))) return rc;
+    if ((rc = shoal__cost_params(&m)) || (rc = shoal__ring_chunk_bytes(p, bytes, &m, &chunk)))
+      return shoal__comm_reject(c, rc);
   }
   shoal__op_t op = {.opcode = SHOAL__OP_ALLREDUCE, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop,
                     .algo = (uint8_t)chosen, .root = -1, .count = count,

@@ -59,11 +59,13 @@ out_free:
 int shoal_broadcast(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int root) {
   size_t bytes;
   int rc = shoal__coll_check(c, "broadcast", dtype, count, 1, buf, &bytes);
-  if (rc) return rc;
+  if (rc) return shoal__comm_reject(c, rc);
   int p = shoal__comm_size(c);
   if (root < 0 || root >= p)
-    return shoal__seterr(SHOAL_ERR_INVALID, "broadcast: root %d out of range (communicator of %d ranks)", root, p);
-  shoal__op_t op = {.opcode = SHOAL__OP_BROADCAST, .dtype = (uint8_t)dtype, .root = root, .count = count};
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "broadcast: root %d out of range (communicator "
+                                               "of %d ranks)", root, p));
+  /* the root rides in the header's tag: ranks that disagree on it fail with a mismatch */
+  shoal__op_t op = {.opcode = SHOAL__OP_BROADCAST, .dtype = (uint8_t)dtype, .root = root, .tag = root, .count = count};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   int tree = bytes <= BCAST_TREE_MAX_BYTES || p <= 2;
   SHOAL_DEBUG("COLL", "broadcast seq %u: %zu B from %d on %d ranks (%s)", op.seq, bytes, root, p,

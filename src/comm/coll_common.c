@@ -64,6 +64,9 @@ int shoal__coll_check(const shoal_comm_t *c, const char *what, shoal_dtype_t dty
     return shoal__seterr(SHOAL_ERR_INVALID, "%s: count %zu x %zu ranks of %s overflows", what, count, nblocks,
                          shoal_dtype_name(dtype));
   if (count > 0 && !buf) return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, count);
+  if (buf == SHOAL_IN_PLACE)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: the receive buffer is SHOAL_IN_PLACE (only the send buffer may be)",
+                         what);
   *bytes_out = count * es;
   return 0;
 }

@@ -82,17 +82,25 @@ out_free:
 int shoal_reduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,
                  shoal_redop_t redop, int root) {
   size_t bytes;
-  int rc = shoal__coll_check(c, "reduce", dtype, count, 1, (const void *)1, &bytes);
-  if (rc) return rc;
-  if ((rc = shoal__reduce_check(dtype, redop))) return rc;
+  int rc = shoal__coll_check(c, "reduce", dtype, count, 1, (const void *)2, &bytes);
+  if (rc) return shoal__comm_reject(c, rc);
+  if ((rc = shoal__reduce_check(dtype, redop))) return shoal__comm_reject(c, rc);
   int p = shoal__comm_size(c), r = shoal__comm_rank(c);
   if (root < 0 || root >= p)
-    return shoal__seterr(SHOAL_ERR_INVALID, "reduce: root %d out of range (communicator of %d ranks)", root, p);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce: root %d out of range (communicator of "
+                                               "%d ranks)", root, p));
+  if (recvbuf == SHOAL_IN_PLACE)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce: the receive buffer is SHOAL_IN_PLACE "
+                                               "(only the send buffer may be)"));
   int inplace = sendbuf == SHOAL_IN_PLACE || sendbuf == recvbuf;
   const char *src = inplace ? recvbuf : sendbuf;
-  if (count && !src) return shoal__seterr(SHOAL_ERR_INVALID, "reduce: rank %d has no input buffer", r);
-  if (count && r == root && !recvbuf) return shoal__seterr(SHOAL_ERR_INVALID, "reduce: recvbuf is NULL at the root");
+  if (count && !src)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce: rank %d has no input buffer%s", r,
+                                               inplace ? " (SHOAL_IN_PLACE with a NULL recvbuf)" : ""));
+  if (count && r == root && !recvbuf)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce: recvbuf is NULL at the root"));
   shoal__op_t op = {.opcode = SHOAL__OP_REDUCE, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop, .root = root,
+                    .tag = root, /* in the header: ranks that disagree on the root fail with a mismatch */
                     .count = count};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   int tree = bytes <= REDUCE_TREE_MAX_BYTES || p <= 2;

@@ -12,12 +12,13 @@ int shoal_reduce_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
   size_t bytes;
   int rc = shoal__coll_check(c, "reduce_scatter", dtype, recvcount, c ? (size_t)shoal__comm_size(c) : 1, recvbuf,
                              &bytes);
-  if (rc) return rc;
-  if ((rc = shoal__reduce_check(dtype, redop))) return rc;
+  if (rc) return shoal__comm_reject(c, rc);
+  if ((rc = shoal__reduce_check(dtype, redop))) return shoal__comm_reject(c, rc);
   int p = shoal__comm_size(c), r = shoal__comm_rank(c);
   int inplace = sendbuf == SHOAL_IN_PLACE || sendbuf == recvbuf;
   if (!inplace && !sendbuf && recvcount)
-    return shoal__seterr(SHOAL_ERR_INVALID, "reduce_scatter: sendbuf is NULL (use SHOAL_IN_PLACE)");
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "reduce_scatter: sendbuf is NULL (use "
+                                               "SHOAL_IN_PLACE)"));
   size_t es = shoal_dtype_size(dtype), count = recvcount * (size_t)p;
   shoal__op_t op = {.opcode = SHOAL__OP_REDUCE_SCATTER, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop,
                     .root = -1, .count = recvcount};

@@ -103,9 +103,13 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
   atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release); /* before seq: seq == g implies it */
   shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
+  shoal__shm_set_desc_fast(s, c->id, g, op, mine); /* the call's descriptor, in the line of seq */
   memcpy(mine->data, src, bytes);
   atomic_store_explicit(&mine->seq, g, memory_order_release);
   if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1))) return rc;
+  for (int l = 0; l < s->nlocal; l++)
+    if (l != me && shoal__shm_desc_differs(s, shoal__shm_box(s, l, b)) && (rc = shoal__shm_check_desc(c, op, g, l)))
+      return rc;
   if (s->seen_all < g) s->seen_all = g; /* every box holds g, so every in_step is g */
   /* reduce in local-rank order, so that every rank computes the same bits;
    * my own input from my box too: in place, dst (== src) is overwritten
@@ -124,10 +128,11 @@ static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *s
   uint64_t g = ++s->step;
   int b = (int)(g % SHOAL__SHM_NBUF), rc;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+  shoal__shm_set_desc(c, g, op, root_l < 0 ? SHOAL__SHM_PH_ALLREDUCE : SHOAL__SHM_PH_REDUCE, root_l);
   memcpy(shoal__shm_in(s, s->lrank, b), src, bytes);
   publish_in(s, g);
   if (root_l >= 0 && root_l != s->lrank) return 0;
-  if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1))) return rc;
+  if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
   reduce_all(s, op, b, 0, count, dst);
   if (root_l < 0 && op->redop == SHOAL_AVG)
     shoal__reduce_avg_finish(dst, count, (shoal_dtype_t)op->dtype, s->nlocal);
@@ -158,6 +163,7 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
     sl = (sl + line - 1) / line * line;
     size_t so = (size_t)me * sl, sn = so < n ? (n - so < sl ? n - so : sl) : 0;
     if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+    shoal__shm_set_desc(c, g, op, root_l < 0 ? SHOAL__SHM_PH_ALLREDUCE : SHOAL__SHM_PH_REDUCE, root_l);
     /* copy in all but my own slice: only I read that one, straight from src */
     char *mine = shoal__shm_in(s, me, b);
     const char *in = src + off * es;
@@ -165,7 +171,7 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
     memcpy(mine, in, cut * es);
     if (cut + sn < n) memcpy(mine + (cut + sn) * es, in + (cut + sn) * es, (n - cut - sn) * es);
     publish_in(s, g);
-    if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1))) return rc;
+    if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
     if (sn) {
       char *out = shoal__shm_out(s, b) + so * es;
       reduce_slice(s, op, b, so * es, sn, in + so * es, out);
@@ -194,11 +200,14 @@ int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t 
     int b = (int)(g % SHOAL__SHM_NBUF);
     if (s->lrank == root_l) {
       if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
+      shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_BCAST, root_l);
       memcpy(shoal__shm_out(s, b), buf + off, n);
       publish_in(s, g);
     } else {
+      shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_BCAST, root_l);
       publish_in(s, g); /* "done with step g-1": nothing to write */
-      if ((rc = shoal__shm_wait_flags(c, op, 0, g, root_l))) return rc;
+      if ((rc = shoal__shm_wait_flags(c, op, 0, g, root_l)) || (rc = shoal__shm_check_desc(c, op, g, root_l)))
+        return rc;
       memcpy(buf + off, shoal__shm_out(s, b), n);
     }
     if (bytes == 0) break;
@@ -211,7 +220,9 @@ int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc) {
   int nh;
   if (!s || !s->base || c->size < 2 || !shoal__shm_layout_ok(c, &nh) || nh != 1) return 0;
   uint64_t g = ++s->step; /* a step with nothing to write: in_step >= g means "arrived" */
+  shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_BARRIER, -1);
   publish_in(s, g);
   *rc = shoal__shm_wait_flags(c, op, 0, g, -1);
+  if (!*rc) *rc = shoal__shm_check_desc(c, op, g, -1);
   return 1;
 }

@@ -123,7 +123,8 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
                                "failed or gave up: ", w->rank, cfg->master_addr, cfg->master_port);
     if (rc) return rc;
     shoal__peer_info_t *p = &w->peers[j];
-    if (sscanf(val, "%63s %63s %39s", p->addr, p->host, p->boot_id) != 3)
+    p->pid = 0; /* the pid is optional (0: liveness by socket only) */
+    if (sscanf(val, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) < 3)
       return shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: malformed registration of rank %d: '%s'", w->rank, j, val);
   }
   return 0;
@@ -166,7 +167,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   if (w->rank == 0) {
     int sfd;
     if ((rc = store_listen(cfg, &sfd, &store_port))) return rc;
-    if ((rc = shoal__store_server_start(sfd, &key, &server))) {
+    if ((rc = shoal__store_server_start(sfd, &key, w->size, cfg->job_id, &server))) {
       close(sfd);
       return rc;
     }
@@ -180,6 +181,10 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   if ((rc = shoal__store_connect(c2.master_addr, store_port, &key, dl, &sc))) {
     rc = shoal__err_prefix(rc, "rank %d: ", w->rank);
     goto stop_server;
+  }
+  if ((rc = shoal__store_join(&sc, w->rank, w->size, cfg->job_id, dl))) {
+    rc = shoal__err_prefix(rc, "rank %d of %d: ", w->rank, w->size);
+    goto close_client;
   }
   struct sockaddr_in local;
   socklen_t ll = sizeof local;
@@ -204,8 +209,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   }
   char key_s[32], val[256];
   snprintf(key_s, sizeof key_s, "rank/%d", w->rank);
-  snprintf(val, sizeof val, "%s:%d %s %s", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
-           cfg->boot_id[0] ? cfg->boot_id : "unknown");
+  snprintf(val, sizeof val, "%s:%d %s %s %d", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
+           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid());
   if ((rc = shoal__store_set(&sc, key_s, val, strlen(val), dl))) goto close_listen;
   unsigned char idb[16];
   size_t idl;
@@ -345,9 +350,10 @@ static int split_allgather(shoal_comm_t *c, shoal__op_t *op, int32_t *all, shoal
 }
 
 int shoal_comm_split(shoal_comm_t *c, int color, int key, shoal_comm_t **out) {
-  if (!c || !out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: NULL argument");
+  if (!c || !out) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: NULL argument"));
   if (color < 0 && color != SHOAL_UNDEFINED)
-    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_split: color %d must be >= 0 or SHOAL_UNDEFINED", color);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID,
+                                               "shoal_comm_split: color %d must be >= 0 or SHOAL_UNDEFINED", color));
   shoal__op_t op = {.opcode = SHOAL__OP_SPLIT, .dtype = SHOAL_INT32, .count = 2};
   int rc = shoal__op_begin(c, &op);
   if (rc) return rc;

@@ -7,6 +7,7 @@
 #define SHOAL_COMM_IMPL_H
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "comm/async.h"
@@ -54,6 +55,7 @@ typedef struct shoal__peer_info {
   char addr[64];    /* ip:port it listens on */
   char host[64];    /* SHOAL_HOSTNAME or gethostname() */
   char boot_id[40]; /* /proc/sys/kernel/random/boot_id: same host when equal */
+  int pid;          /* its process id (liveness of same-host peers) */
 } shoal__peer_info_t;
 
 struct shoal__world {
@@ -74,6 +76,10 @@ struct shoal__world {
   int abort_status;
   char abort_msg[768];
   struct shoal__async *async; /* progress thread of non-blocking requests (request.c); NULL until the first */
+  /* The thread inside a call on this world (0: none): one at a time; a call
+   * from another thread meanwhile is refused (shoal__op_begin). */
+  _Atomic uintptr_t owner;
+  _Atomic int owner_opcode;
 };
 
 struct shoal_comm {

@@ -6,6 +6,9 @@
 #include "comm/mesh.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,23 +97,31 @@ close_fd:
   return rc;
 }
 
-/* Handshake one accepted connection; on success the peer's rank, else a
- * reason (logged by the caller; the connection is closed). */
-static int accept_one(shoal__world_t *w, int fd, const shoal__authkey_t *key, shoal__deadline_t dl, int *peer_out,
-                      char *why, size_t cap) {
-  unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
+/* The acceptor's side runs every pending handshake at once from one poll()
+ * loop: a connection that opens the port and says nothing (a port scan, a
+ * stray client) only holds its own slot until its own deadline. */
+#define HS_TIMEOUT_S 5.0 /* per accepted connection */
+#define MAX_PENDING 64   /* pending handshakes; beyond, the oldest is dropped */
+
+typedef struct pending {
+  int fd;
+  uint64_t deadline_ns;
   uint8_t na[SHOAL__NONCE_BYTES];
-  shoal__auth_random(na, sizeof na);
-  shoal__put_u32(hello, PEER_MAGIC);
-  memcpy(hello + 4, na, sizeof na);
-  /* a stray client may never answer: bound each handshake well inside the deadline */
-  shoal__deadline_t hd = shoal__deadline_in(5.0);
-  if (hd.at_ns > dl.at_ns) hd = dl;
-  if (shoal__sock_write_all(fd, hello, sizeof hello, hd, "handshake") ||
-      shoal__sock_read_all(fd, ans, sizeof ans, hd, "handshake")) {
-    snprintf(why, cap, "no valid answer to the greeting: %s", shoal_last_error());
-    return -1;
-  }
+  unsigned char ans[ANSWER_BYTES];
+  size_t got;
+  char src[64];
+} pending_t;
+
+static void pend_drop(shoal__world_t *w, pending_t *pd, int *np, int i, const char *why) {
+  SHOAL_WARN("NET", "rank %d: refused connection from %s: %s", w->rank, pd[i].src, why);
+  close(pd[i].fd);
+  pd[i] = pd[--*np];
+}
+
+/* A complete answer: check it, send the verdict; on success the peer's rank, else -1 and a reason. */
+static int verify_answer(shoal__world_t *w, pending_t *p, const shoal__authkey_t *key, char *why, size_t cap) {
+  unsigned char verdict[VERDICT_BYTES], ctx[16];
+  const unsigned char *ans = p->ans;
   if (shoal__get_u32(ans) != PEER_MAGIC) {
     snprintf(why, cap, "bad magic in the answer: not a shoal rank");
     return -1;
@@ -119,7 +130,7 @@ static int accept_one(shoal__world_t *w, int fd, const shoal__authkey_t *key, sh
   uint64_t world = shoal__get_u64(ans + 12);
   ctx_pack(ctx, from, to, world);
   uint32_t st = HS_OK;
-  if (shoal__get_u64(ans + 20 + SHOAL__NONCE_BYTES) != shoal__auth_mac(key, 'C', na, ans + 20, ctx, sizeof ctx)) {
+  if (shoal__get_u64(ans + 20 + SHOAL__NONCE_BYTES) != shoal__auth_mac(key, 'C', p->na, ans + 20, ctx, sizeof ctx)) {
     st = HS_BAD_TOKEN;
     snprintf(why, cap, "wrong SHOAL_TOKEN (claims to be rank %d)", from);
   } else if (world != w->id) {
@@ -131,28 +142,32 @@ static int accept_one(shoal__world_t *w, int fd, const shoal__authkey_t *key, sh
     snprintf(why, cap, "unexpected rank pair %d -> %d", from, to);
   }
   shoal__put_u32(verdict, st);
-  shoal__put_u64(verdict + 4, st == HS_OK ? shoal__auth_mac(key, 'A', ans + 20, na, ctx, sizeof ctx) : 0);
-  int wrc = shoal__sock_write_all(fd, verdict, sizeof verdict, hd, "handshake");
+  shoal__put_u64(verdict + 4, st == HS_OK ? shoal__auth_mac(key, 'A', ans + 20, p->na, ctx, sizeof ctx) : 0);
+  int wrc = shoal__sock_write_all(p->fd, verdict, sizeof verdict, shoal__deadline_in(1.0), "handshake");
   if (st != HS_OK) return -1;
   if (wrc) {
     snprintf(why, cap, "rank %d vanished during the handshake", from);
     return -1;
   }
-  *peer_out = from;
-  return 0;
+  return from;
 }
 
-int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
-                        const char *cc, shoal__deadline_t dl) {
-  int rc;
-  for (int j = 0; j < w->rank; j++)
-    if ((rc = connect_peer(w, j, key, dl))) return rc;
-  int need = w->size - 1 - w->rank;
+static int accept_all(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, shoal__deadline_t dl) {
+  int need = w->size - 1 - w->rank, np = 0, rc = 0;
+  if (need <= 0) return 0;
+  pending_t *pd = calloc(MAX_PENDING, sizeof *pd);
+  struct pollfd *pf = calloc(MAX_PENDING + 1, sizeof *pf);
+  if (!pd || !pf) {
+    free(pd), free(pf);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "rank %d: out of memory", w->rank);
+  }
+  shoal__sock_set_nonblock(listen_fd);
   while (need > 0) {
-    int fd;
-    struct sockaddr_in from;
-    rc = shoal__sock_accept(listen_fd, dl, &fd, &from);
-    if (rc == SHOAL_ERR_TIMEOUT) {
+    uint64_t now = shoal__now_ns();
+    for (int i = np - 1; i >= 0; i--)
+      if (now >= pd[i].deadline_ns) pend_drop(w, pd, &np, i, "no valid answer to the greeting within the handshake "
+                                                              "timeout (5 s)");
+    if (now >= dl.at_ns) {
       char missing[256] = "";
       size_t used = 0;
       int nmiss = 0;
@@ -161,23 +176,82 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
           used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", j);
           nmiss++;
         }
-      return shoal__seterr(SHOAL_ERR_TIMEOUT,
-                           "rank %d: rank%s %s registered with the store but did not connect to %s within "
-                           "SHOAL_CONNECT_TIMEOUT (died, firewall, or a wrong SHOAL_SOCKET_IFNAME?)",
-                           w->rank, nmiss > 1 ? "s" : "", missing, w->peers[w->rank].addr);
+      rc = shoal__seterr(SHOAL_ERR_TIMEOUT,
+                         "rank %d: rank%s %s registered with the store but did not connect to %s within "
+                         "SHOAL_CONNECT_TIMEOUT (died, firewall, or a wrong SHOAL_SOCKET_IFNAME?)",
+                         w->rank, nmiss > 1 ? "s" : "", missing, w->peers[w->rank].addr);
+      break;
     }
-    if (rc) return rc;
-    char src[64], why[256];
-    shoal__sock_addr_str(&from, src, sizeof src);
-    int peer;
-    if (accept_one(w, fd, key, dl, &peer, why, sizeof why)) {
-      SHOAL_WARN("NET", "rank %d: refused connection from %s: %s", w->rank, src, why);
-      close(fd);
-      continue;
+    uint64_t until = dl.at_ns;
+    for (int i = 0; i < np; i++)
+      if (pd[i].deadline_ns < until) until = pd[i].deadline_ns;
+    int ms = (int)((until - now + 999999) / 1000000);
+    pf[0] = (struct pollfd){listen_fd, POLLIN, 0};
+    for (int i = 0; i < np; i++) pf[1 + i] = (struct pollfd){pd[i].fd, POLLIN, 0};
+    int pr = poll(pf, (nfds_t)(1 + np), ms > 1000 ? 1000 : ms);
+    if (pr < 0 && errno != EINTR) {
+      rc = shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: poll: %s", w->rank, strerror(errno));
+      break;
     }
-    w->conns[peer].fd = fd;
-    need--;
+    if (pr <= 0) continue;
+    /* pending handshakes, from the back (pend_drop moves the last one into the hole) */
+    for (int i = np - 1; i >= 0; i--) {
+      if (!pf[1 + i].revents) continue;
+      pending_t *p = &pd[i];
+      ssize_t k = recv(p->fd, p->ans + p->got, sizeof p->ans - p->got, MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (k <= 0) {
+        pend_drop(w, pd, &np, i, k == 0 ? "closed before answering the greeting" : "connection error");
+        continue;
+      }
+      p->got += (size_t)k;
+      if (p->got < sizeof p->ans) continue;
+      char why[256];
+      int peer = verify_answer(w, p, key, why, sizeof why);
+      if (peer < 0) {
+        pend_drop(w, pd, &np, i, why);
+        continue;
+      }
+      w->conns[peer].fd = p->fd;
+      pd[i] = pd[--np];
+      need--;
+    }
+    if (pf[0].revents & POLLIN) {
+      for (;;) { /* every queued connection: a scan must not starve a rank behind it */
+        struct sockaddr_in from;
+        socklen_t al = sizeof from;
+        int fd = accept4(listen_fd, (struct sockaddr *)&from, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        if (np == MAX_PENDING) pend_drop(w, pd, &np, 0, "too many connections waiting for a handshake");
+        pending_t *p = &pd[np];
+        memset(p, 0, sizeof *p);
+        p->fd = fd;
+        shoal__sock_addr_str(&from, p->src, sizeof p->src);
+        shoal__sock_tune(fd, 0);
+        uint64_t hd = shoal__now_ns() + (uint64_t)(HS_TIMEOUT_S * 1e9);
+        p->deadline_ns = hd < dl.at_ns ? hd : dl.at_ns;
+        shoal__auth_random(p->na, sizeof p->na);
+        unsigned char hello[HELLO_BYTES];
+        shoal__put_u32(hello, PEER_MAGIC);
+        memcpy(hello + 4, p->na, sizeof p->na);
+        np++;
+        if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello)
+          pend_drop(w, pd, &np, np - 1, "cannot send the greeting");
+      }
+    }
   }
+  for (int i = 0; i < np; i++) close(pd[i].fd);
+  free(pd);
+  free(pf);
+  return rc;
+}
+
+int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
+                        const char *cc, shoal__deadline_t dl) {
+  int rc;
+  for (int j = 0; j < w->rank; j++)
+    if ((rc = connect_peer(w, j, key, dl))) return rc;
+  if ((rc = accept_all(w, listen_fd, key, dl))) return rc;
   char used[32] = "";
   for (int j = 0; j < w->size; j++) {
     if (j == w->rank) continue;

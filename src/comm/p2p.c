@@ -128,11 +128,39 @@ int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int pee
   return rc;
 }
 
+int shoal__comm_reject(shoal_comm_t *c, int status) {
+  if (!c || !c->w) return status;
+  char me[64], text[700];
+  rank_desc(c, me, sizeof me);
+  snprintf(text, sizeof text, "%s: %s", me, shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
+  if (!c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", text);
+  c->aborted = 1;
+  if (!c->w->aborted) {
+    SHOAL_WARN("COLL", "%s (the communicator is aborted: its other ranks fail instead of waiting for this one)", text);
+    shoal__world_abort(c->w, status, text);
+  }
+  shoal__seterr(status, "%s", text);
+  return status;
+}
+
 /* ---- ops ---- */
+
+static _Thread_local char thread_tag; /* its address identifies the calling thread */
 
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
   if (c->w->async) shoal__async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
+  uintptr_t me_t = (uintptr_t)&thread_tag, cur = 0;
+  if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t) {
+    char me[64];
+    rank_desc(c, me, sizeof me);
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
+                         "communicator of the same world; the communicators from one shoal_comm_init and its splits "
+                         "share one progress engine and may be used by one thread at a time (comm.h)", me,
+                         shoal__opcode_name(op->opcode), shoal__opcode_name(atomic_load(&c->w->owner_opcode)));
+  }
+  atomic_store_explicit(&c->w->owner_opcode, op->opcode, memory_order_relaxed);
   if (c->aborted || c->w->aborted) {
+    atomic_store(&c->w->owner, 0);
     char me[64];
     rank_desc(c, me, sizeof me);
     return shoal__seterr(SHOAL_ERR_ABORTED, "%s: communicator aborted after an earlier error: %s", me,
@@ -146,6 +174,8 @@ int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
 }
 
 int shoal__op_end(shoal_comm_t *c, shoal__op_t *op, int status) {
+  uintptr_t me_t = (uintptr_t)&thread_tag;
+  atomic_compare_exchange_strong(&c->w->owner, &me_t, 0);
   if (status == 0) return 0;
   if (!c->errmsg[0]) {
     if (c->w->aborted)
@@ -227,7 +257,9 @@ static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t 
   if (show_tag && n < (int)cap) /* an allreduce's tag is its algorithm: ranks that chose differently */
     n += opcode == SHOAL__OP_ALLREDUCE && tag >= 0 && tag < SHOAL_ALGO__COUNT
              ? snprintf(out + n, cap - (size_t)n, " algorithm %s", shoal_algo_name((shoal_algo_t)tag))
-             : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
+             : opcode == SHOAL__OP_BROADCAST || opcode == SHOAL__OP_REDUCE
+                   ? snprintf(out + n, cap - (size_t)n, " root %d", tag)
+                   : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
   if (show_bytes && n < (int)cap) snprintf(out + n, cap - (size_t)n, " (%llu bytes)", (unsigned long long)bytes);
 }
 

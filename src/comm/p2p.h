@@ -93,6 +93,12 @@ int shoal__sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const void 
 /* Accessors the collectives need from the communicator. */
 int  shoal__comm_rank(const shoal_comm_t *c);
 int  shoal__comm_size(const shoal_comm_t *c);
+/* An argument or configuration error found by a public call on this rank
+ * before it took part (shoal_last_error() holds the text): records it as c's
+ * error (shoal_comm_errmsg) and aborts c's world, so that the other ranks
+ * fail naming this rank instead of waiting for it or computing without its
+ * data. c may be NULL (nothing to abort). Returns status. */
+int  shoal__comm_reject(shoal_comm_t *c, int status);
 /* Record an error on c ("rank 2 <- peer 3 (host:port) allreduce seq 17: ..."). */
 int  shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

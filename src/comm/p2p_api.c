@@ -11,14 +11,20 @@
 
 static int check_args(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, const char *fn) {
   if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "%s: communicator is NULL", fn);
-  if ((int)dtype < 0 || dtype >= SHOAL_DTYPE__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "%s: bad dtype %d", fn, (int)dtype);
-  if (count && !buf) return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL for %zu elements", fn, count);
+  if ((int)dtype < 0 || dtype >= SHOAL_DTYPE__COUNT)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: bad dtype %d", fn, (int)dtype));
+  if (count && !buf)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL for %zu elements", fn, count));
+  if (buf == SHOAL_IN_PLACE)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: SHOAL_IN_PLACE is not a buffer (collectives "
+                                               "only, as their send buffer)", fn));
   return 0;
 }
 
 static int check_peer(shoal_comm_t *c, int peer, const char *fn) {
   if (peer < 0 || peer >= c->size)
-    return shoal__seterr(SHOAL_ERR_INVALID, "%s: peer %d out of range [0, %d)", fn, peer, c->size);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: peer %d out of range [0, %d)", fn, peer,
+                                               c->size));
   return 0;
 }
 
@@ -64,13 +70,18 @@ int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int d
 
 /* Is a message for (c, tag) at the head of world peer wp's stream? 1 yes,
  * 0 no or not yet, -1 something else is there (skip this peer), < -1 failure. */
-static int head_matches(shoal_comm_t *c, const shoal__op_t *op, int wp, int tag) {
+static int head_matches(shoal_comm_t *c, const shoal__op_t *op, int p, int wp, int tag) {
   shoal__conn_t *cn = &c->w->conns[wp];
   unsigned char h[SHOAL__HDR_BYTES];
   ssize_t k = cn->tp == &shoal__shm_transport ? shoal__shm_peek(c->w, cn, h, sizeof h) /* the ring, then the socket */
                                               : recv(cn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
   if (k < (ssize_t)sizeof h) {
-    if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (cn->tp == &shoal__shm_transport && shoal__shm_peer_gone(c->w, cn))
+        return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, p, "same-host peer (world rank %d) died or was killed "
+                                "while this rank waited for a message from any peer", wp);
+      return 0;
+    }
     if (k > 0) return 0;
     int rc = shoal__conn_idle_event(c, op, cn, POLLRDHUP);
     return rc < 0 ? rc : -1;
@@ -100,7 +111,7 @@ int shoal_recv_any(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype
     for (int p = 0; p < c->size && from < 0; p++) {
       int wp = c->wranks[p];
       if (wp == w->rank || w->conns[wp].fd < 0 || w->conns[wp].rq_head) continue;
-      int m = head_matches(c, &op, wp, tag);
+      int m = head_matches(c, &op, p, wp, tag);
       if (m < -1) return shoal__op_end(c, &op, m);
       if (m == 1) from = p;
       if (m == 0) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "comm/auth.h"
+#include "comm/sock.h"
 #include "comm/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -32,12 +33,14 @@
 typedef struct seg_hdr {
   uint64_t magic;
   uint64_t nlocal, ring_bytes, chunk_bytes, total;
+  uint64_t nonce; /* the leader's random nonce, also in its message: proves the right file was opened */
 } seg_hdr_t;
 
-/* The leader's message to the other members: where and how big. */
+/* The leader's message to the other members: where and how big. name is
+ * the memfd as /proc/<leader pid>/fd/<fd> ("" if creation failed). */
 typedef struct seg_msg {
   char name[64];
-  uint64_t ring_bytes, chunk_bytes, total;
+  uint64_t ring_bytes, chunk_bytes, total, nonce;
 } seg_msg_t;
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -135,7 +138,18 @@ static int probe_conn(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *con
   if (conn->fd < 0) return 1;
   unsigned char h[SHOAL__HDR_BYTES];
   ssize_t k = recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-  if (k < 0) return (errno == EAGAIN || errno == EINTR) ? 0 : 1;
+  if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+    /* the socket looks alive; the process may not be (its socket shared with a child, say) */
+    shoal__shm_t *s = c->w->shm;
+    int l = s->w2l[conn->peer];
+    if (l >= 0 && s->pidfd && s->pidfd[l] == -2) return 1; /* already gone when this rank looked */
+    if (l >= 0 && s->pidfd && s->pidfd[l] >= 0) {
+      struct pollfd pf = {s->pidfd[l], POLLIN, 0};
+      if (poll(&pf, 1, 0) > 0) return 1;
+    }
+    return 0;
+  }
+  if (k < 0) return 1;
   if (k == 0) return 1;
   int rc = shoal__conn_idle_event(c, op, conn, 0);
   if (rc < 0) return rc;
@@ -231,9 +245,10 @@ static int shm_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
     if (moved || req->hdr_done == SHOAL__HDR_BYTES) shoal__shm_ring_bell(s, from);
     if (req->hdr_done == SHOAL__HDR_BYTES && req->done == req->bytes) return 1;
     if (moved || tail != head) return 0;
+    if (pass == 1) break; /* the probe said gone, and the second look found nothing either */
     /* nothing to read: is the writer still there? (then look at the ring once more:
      * it may have written its last bytes just before leaving) */
-    if (pass == 1 || !probe_due(s, from)) return 0;
+    if (!probe_due(s, from)) return 0;
     int pr = probe_conn(req->comm, &req->op, conn);
     if (pr < 0) return req->state = pr;
     if (!pr) return 0;
@@ -326,6 +341,15 @@ ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_
   return (ssize_t)avail;
 }
 
+int shoal__shm_peer_gone(shoal__world_t *w, shoal__conn_t *conn) {
+  shoal__shm_t *s = w->shm;
+  int l = s && s->pidfd ? s->w2l[conn->peer] : -1;
+  if (l < 0 || (s->pidfd[l] != -2 && (s->pidfd[l] < 0 || !probe_due(s, l)))) return 0;
+  if (s->pidfd[l] == -2) return 1;
+  struct pollfd pf = {s->pidfd[l], POLLIN, 0};
+  return poll(&pf, 1, 0) > 0;
+}
+
 static int any_ring_to_me(void *arg) {
   shoal__shm_t *s = arg;
   for (int l = 0; l < s->nlocal; l++) {
@@ -375,6 +399,107 @@ static int flags_ready(void *arg) {
   return 1;
 }
 
+/* ---- call descriptors ---- */
+
+void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t d[3];
+  d[0] = (uint64_t)op->opcode | (uint64_t)op->dtype << 8 | (uint64_t)op->redop << 16 | (uint64_t)op->algo << 24 |
+         (uint64_t)(uint16_t)(root_l + 1) << 32 | (uint64_t)(uint16_t)(op->root + 1) << 48;
+  d[1] = op->count;
+  d[2] = (uint64_t)op->seq | ((uint64_t)phase & 0xff) << 56 | (c->id & 0xffffffull) << 32;
+  memcpy(s->cur_desc, d, sizeof d);
+  s->cur_step = g;
+  _Atomic uint64_t *bd = shoal__shm_box(s, s->lrank, (int)(g % SHOAL__SHM_NBUF))->desc;
+  atomic_store_explicit(&bd[3], 0, memory_order_relaxed); /* seqlock: readers skip a box being rewritten */
+  atomic_thread_fence(memory_order_release);
+  for (int i = 0; i < 3; i++) atomic_store_explicit(&bd[i], d[i], memory_order_relaxed);
+  atomic_store_explicit(&bd[3], g, memory_order_release);
+}
+
+/* Local rank l's descriptor of step g into d: 1, or 0 if its box holds another step. */
+static int read_desc(const shoal__shm_t *s, int l, uint64_t g, uint64_t *d) {
+  _Atomic uint64_t *bd = shoal__shm_box(s, l, (int)(g % SHOAL__SHM_NBUF))->desc;
+  if (atomic_load_explicit(&bd[3], memory_order_acquire) != g) return 0;
+  for (int i = 0; i < 3; i++) d[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&bd[3], memory_order_relaxed) == g;
+}
+
+static void desc_str(const uint64_t *d, char *out, size_t cap) {
+  static const char *const ph[] = {"?", "allreduce", "reduce to the host leader", "broadcast", "barrier"};
+  int phase = (int)(d[2] >> 56), root_l = (int)(uint16_t)(d[0] >> 32) - 1, root = (int)(uint16_t)(d[0] >> 48) - 1;
+  int opcode = (int)(d[0] & 0xff), dtype = (int)(d[0] >> 8 & 0xff), redop = (int)(d[0] >> 16 & 0xff);
+  int n = snprintf(out, cap, "%s seq %u count %llu %s", shoal__opcode_name(opcode), (unsigned)(uint32_t)d[2],
+                   (unsigned long long)d[1], shoal__dtype_label(dtype));
+  if (n < (int)cap && (opcode == SHOAL__OP_ALLREDUCE || opcode == SHOAL__OP_REDUCE))
+    n += snprintf(out + n, cap - (size_t)n, " %s", redop < SHOAL_REDOP__COUNT ? shoal_redop_name((shoal_redop_t)redop)
+                                                                             : "?");
+  if (n < (int)cap && root >= 0) n += snprintf(out + n, cap - (size_t)n, " root %d", root);
+  if (n < (int)cap)
+    n += snprintf(out + n, cap - (size_t)n, " (shm %s", phase >= 0 && phase <= 4 ? ph[phase] : "?");
+  if (n < (int)cap && root_l >= 0 && phase != SHOAL__SHM_PH_ALLREDUCE)
+    n += snprintf(out + n, cap - (size_t)n, " from/to local rank %d", root_l);
+  if (n < (int)cap) snprintf(out + n, cap - (size_t)n, ", communicator %06llx)",
+                             (unsigned long long)(d[2] >> 32 & 0xffffff));
+}
+
+static int desc_mismatch(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int l, const uint64_t *theirs) {
+  shoal__shm_t *s = c->w->shm;
+  char want[200], got[200];
+  desc_str(s->cur_desc, want, sizeof want);
+  desc_str(theirs, got, sizeof got);
+  int wr = s->l2w[l];
+  return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                          "mismatch at shared-memory step %llu: this rank (world rank %d) called %s, same-host peer "
+                          "(world rank %d) called %s", (unsigned long long)g, c->w->rank, want, wr, got);
+}
+
+int shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l) {
+  shoal__shm_t *s = c->w->shm;
+  for (int l = 0; l < s->nlocal; l++) {
+    if (l == s->lrank || (only_l >= 0 && l != only_l)) continue;
+    uint64_t d[3];
+    if (read_desc(s, l, g, d) && (d[0] != s->cur_desc[0] || d[1] != s->cur_desc[1] || d[2] != s->cur_desc[2]))
+      return desc_mismatch(c, op, g, l, d);
+  }
+  return 0;
+}
+
+/* While waiting in a shm collective: a peer that published this step with
+ * another call's descriptor, or that sent a point-to-point message of this
+ * same call (it runs another algorithm over the rings), will never produce
+ * what this rank waits for. */
+static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t g = s->cur_step;
+  if (g && atomic_load_explicit(&s->ctrl[l].in_step, memory_order_acquire) >= g) {
+    int rc = shoal__shm_check_desc(c, op, g, l);
+    if (rc) return rc;
+  }
+  shoal__conn_t *cn = &c->w->conns[s->l2w[l]];
+  shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->lrank);
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  unsigned char h[SHOAL__HDR_BYTES];
+  if (!cn->rq_head && tail - head >= SHOAL__HDR_BYTES &&
+      (ring_get((const char *)(r + 1), s->ring_bytes, head, h, sizeof h), 1) &&
+      shoal__get_u64(h + 8) == c->id && h[4] != SHOAL__OP_SEND && h[4] < SHOAL__OP__COUNT &&
+      shoal__get_u32(h + 16) == op->seq) { /* this very call of this communicator, over the rings: another
+                                             * algorithm (a later call may legitimately follow the step this
+                                             * rank has not seen yet) */
+    char got[160];
+    snprintf(got, sizeof got, "%s seq %u count %llu %s", shoal__opcode_name(h[4]), shoal__get_u32(h + 16),
+             (unsigned long long)shoal__get_u64(h + 24), shoal__dtype_label(h[5]));
+    char want[200];
+    desc_str(s->cur_desc, want, sizeof want);
+    return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, s->l2w[l]),
+                            "mismatch: this rank waits in %s, the same-host peer (world rank %d) sent a "
+                            "point-to-point message of %s (another call or another algorithm)", want, s->l2w[l], got);
+  }
+  return 0;
+}
+
 int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l) {
   shoal__world_t *w = c->w;
   shoal__shm_t *s = w->shm;
@@ -401,7 +526,9 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
     } else {
       int l = f.missing, wr = s->l2w[l];
       if (probe_due(s, l)) {
-        int pr = probe_conn(c, op, &w->conns[wr]);
+        int pr = wait_check(c, op, l);
+        if (pr < 0) return pr;
+        pr = probe_conn(c, op, &w->conns[wr]);
         if (pr < 0) return pr;
         if (pr && !flags_ready(&f) && f.missing == l)
           return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, comm_rank_of(c, wr),
@@ -472,14 +599,21 @@ static int map_segment(shoal__shm_t *s, int fd, size_t total, int create) {
   return 0;
 }
 
-/* The host group's leader: create, size, map and initialize the segment. */
-static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
-  snprintf(msg->name, sizeof msg->name, "/shoal-%u-%016llx-%d-%08x", (unsigned)geteuid(), (unsigned long long)w->id,
-           (int)getpid(), (unsigned)shoal__auth_random_u64());
+/* The host group's leader: create, size, map and initialize the segment.
+ * An anonymous memory file (memfd): it has no name in /dev/shm at any
+ * moment, so no path (a crash, SIGKILL, a failed set-up) can leak it. The
+ * members open it through /proc/<leader pid>/fd/<fd> (same user: the kernel's
+ * ptrace-read check) while the leader keeps *fd_out open, until their acks. */
+static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg, int *fd_out) {
+  char label[64];
+  snprintf(label, sizeof label, "shoal-%016llx", (unsigned long long)w->id);
   size_t total = layout(s, 0);
-  int fd = shm_open(msg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int fd = (int)syscall(SYS_memfd_create, label, 1u /* MFD_CLOEXEC */);
+  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "memfd_create(%s): %s", label, strerror(errno));
+  snprintf(msg->name, sizeof msg->name, "/proc/%d/fd/%d", (int)getpid(), fd);
+  msg->nonce = shoal__auth_random_u64() | 1;
   int rc = 0;
+  (void)fchmod(fd, 0600);
   int fe;
   /* reserve the pages now: a tmpfs too small for the segment (e.g. a container's 64 MiB /dev/shm)
    * is a clear error here rather than a SIGBUS at the first touch of a missing page */
@@ -493,11 +627,12 @@ static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg) {
     h->ring_bytes = s->ring_bytes;
     h->chunk_bytes = s->chunk_bytes;
     h->total = total;
+    h->nonce = msg->nonce;
     atomic_thread_fence(memory_order_release);
     h->magic = SEG_MAGIC;
   }
-  close(fd);
-  if (rc) shm_unlink(msg->name);
+  if (rc) close(fd);
+  else *fd_out = fd;
   msg->ring_bytes = s->ring_bytes;
   msg->chunk_bytes = s->chunk_bytes;
   msg->total = total;
@@ -511,11 +646,14 @@ static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
   if (total != msg->total)
     return shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: size %llu, expected %zu", msg->name,
                          (unsigned long long)msg->total, total);
-  int fd = shm_open(msg->name, O_RDWR, 0);
-  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "shm_open(%s): %s", msg->name, strerror(errno));
+  int fd = open(msg->name, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return shoal__seterr(SHOAL_ERR_SYSTEM, "open(%s), the host leader's shared-memory file: %s (ranks of one host "
+                         "must share a pid namespace and user; else set SHOAL_SHM=0 or distinct SHOAL_HOSTNAME)",
+                         msg->name, strerror(errno));
   int rc = map_segment(s, fd, total, 0);
   close(fd);
-  if (!rc && ((seg_hdr_t *)s->base)->magic != SEG_MAGIC) {
+  if (!rc && (((seg_hdr_t *)s->base)->magic != SEG_MAGIC || ((seg_hdr_t *)s->base)->nonce != msg->nonce)) {
     munmap(s->base, s->size);
     s->base = NULL;
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: bad magic", msg->name);
@@ -538,14 +676,15 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
   }
   op->count = sizeof msg;
   if (s->lrank == 0) {
-    int made = create_segment(w, s, &msg);
+    int seg_fd = -1;
+    int made = create_segment(w, s, &msg, &seg_fd);
     if (made) msg.name[0] = '\0'; /* tells the members that creation failed */
     for (int l = 1; l < n && !rc; l++) rc = shoal__isend(c, op, s->l2w[l], &msg, sizeof msg, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
     op->count = 1;
     for (int l = 1; l < n && !rc; l++) rc = shoal__irecv(c, op, s->l2w[l], &acks[l], 1, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
-    if (!made) shm_unlink(msg.name); /* every member mapped it (or failed): nothing can leak from here on */
+    if (seg_fd >= 0) close(seg_fd); /* every member mapped it (or failed); only the mappings keep it */
     if (made) rc = made;
     for (int l = 1; l < n && !rc; l++)
       if (acks[l]) rc = shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: same-host rank %d could not map the shm segment",
@@ -586,7 +725,10 @@ int shoal__shm_attach(shoal_comm_t *c) {
   s->w2l = malloc((size_t)w->size * sizeof *s->w2l);
   s->l2w = malloc((size_t)w->size * sizeof *s->l2w);
   s->last_check_ns = calloc((size_t)w->size, sizeof *s->last_check_ns);
-  if (!s->host_of || !s->w2l || !s->l2w || !s->last_check_ns) {
+  s->pidfd = malloc((size_t)w->size * sizeof *s->pidfd);
+  if (s->pidfd)
+    for (int i = 0; i < w->size; i++) s->pidfd[i] = -1;
+  if (!s->host_of || !s->w2l || !s->l2w || !s->last_check_ns || !s->pidfd) {
     w->shm = s;
     shoal__shm_detach(w);
     return shoal__seterr(SHOAL_ERR_NOMEM, "shm: out of memory");
@@ -627,7 +769,16 @@ int shoal__shm_attach(shoal_comm_t *c) {
     if (use && s->nlocal > 1) {
       s->ctrl[s->lrank].pid = (int32_t)getpid();
       for (int l = 0; l < s->nlocal; l++)
-        if (l != s->lrank) w->conns[s->l2w[l]].tp = &shoal__shm_transport;
+        if (l != s->lrank) {
+          w->conns[s->l2w[l]].tp = &shoal__shm_transport;
+          int pid = w->peers[s->l2w[l]].pid;
+#ifdef SYS_pidfd_open
+          s->pidfd[l] = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1; /* -1 on old kernels: socket only */
+          if (s->pidfd[l] < 0 && errno == ESRCH) s->pidfd[l] = -2; /* exited (and reaped) already */
+#else
+          (void)pid;
+#endif
+        }
       SHOAL_INFO("INIT", "rank %d: shared memory with %d same-host rank(s), %zu-byte segment (unlinked)", w->rank,
                  s->nlocal - 1, s->size);
     }
@@ -645,6 +796,9 @@ void shoal__shm_detach(shoal__world_t *w) {
   free(s->w2l);
   free(s->l2w);
   free(s->last_check_ns);
+  for (int l = 0; s->pidfd && l < s->nlocal; l++)
+    if (s->pidfd[l] >= 0) close(s->pidfd[l]);
+  free(s->pidfd);
   shoal__tune_free(s);
   free(s);
   w->shm = NULL;

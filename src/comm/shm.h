@@ -37,8 +37,17 @@ typedef struct shoal__shm_ctrl {
 #define SHOAL__SHM_BOX_BYTES 632
 typedef struct shoal__shm_box {
   _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t seq;
+  /* The call the owner's step of this parity belongs to (every shm step
+   * writes it, not only tiny allreduces): op, dtype, redop, algorithm, roots,
+   * count, sequence number, communicator, phase. Written before the step is
+   * published (in_step or seq, release), compared by every reader after it
+   * saw the step (acquire): mismatched calls are errors, not mixed data. */
+  _Atomic uint64_t desc[4]; /* [3]: the step (0 while being rewritten: a seqlock) */
   char data[SHOAL__SHM_BOX_BYTES];
 } shoal__shm_box_t;
+
+/* Phases of the shm collectives, part of each step's descriptor. */
+enum { SHOAL__SHM_PH_ALLREDUCE = 1, SHOAL__SHM_PH_REDUCE = 2, SHOAL__SHM_PH_BCAST = 3, SHOAL__SHM_PH_BARRIER = 4 };
 
 /* A single-producer single-consumer byte ring from one local rank to another. */
 typedef struct shoal__shm_ring {
@@ -60,10 +69,13 @@ typedef struct shoal__shm {
   char *result;            /* [NBUF][chunk_bytes] reduced chunks */
   shoal__shm_box_t *boxes; /* [nlocal][NBUF] tiny-allreduce boxes */
   uint64_t step;           /* steps done by this rank (identical on every member) */
+  uint64_t cur_desc[3];    /* descriptor of this rank's current step (cur_step), see shoal__shm_box_t */
+  uint64_t cur_step;
   uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
+  int *pidfd;              /* [nlocal] pidfd of each same-host peer (-1: none): readable once it exited */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
   int use_shm;
   uint64_t layout_id;      /* cache of shoal__shm_layout_ok for the last communicator asked about */
@@ -108,6 +120,9 @@ int  shoal__shm_progress_wait(shoal__world_t *w, int wait_ms);
  * empty, for notices and hang-ups), and sleep up to 1 ms until a ring to
  * this rank has data; returns the poll timeout to use next (0). */
 ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_t cap);
+/* The same-host peer's process has exited (its pidfd; checked at most every
+ * 2 ms): 1, else 0. Its socket may outlive it (shared with a child). */
+int     shoal__shm_peer_gone(shoal__world_t *w, shoal__conn_t *conn);
 int     shoal__shm_idle_wait(shoal__world_t *w, int wait_ms);
 
 static inline shoal__shm_ring_t *shoal__shm_ring(const shoal__shm_t *s, int from, int to) {
@@ -126,6 +141,35 @@ static inline shoal__shm_box_t *shoal__shm_box(const shoal__shm_t *s, int l, int
 void shoal__shm_ring_bell(shoal__shm_t *s, int l);
 /* Wake every other local rank that sleeps. */
 void shoal__shm_ring_all(shoal__shm_t *s);
+
+/* Record the descriptor of this rank's step g (op, phase, root_l) in its box
+ * of parity g; call before publishing the step. */
+void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l);
+/* The same, inline, for the tiny-allreduce box (written with its data, right
+ * before its seq: one cache-line transfer to each reader, as before). */
+static inline void shoal__shm_set_desc_fast(shoal__shm_t *s, uint64_t comm_id, uint64_t g, const shoal__op_t *op,
+                                            shoal__shm_box_t *box) {
+  uint64_t d0 = (uint64_t)op->opcode | (uint64_t)op->dtype << 8 | (uint64_t)op->redop << 16 |
+                (uint64_t)op->algo << 24 | (uint64_t)(uint16_t)0 << 32 | (uint64_t)(uint16_t)(op->root + 1) << 48;
+  uint64_t d2 = (uint64_t)op->seq | (uint64_t)SHOAL__SHM_PH_ALLREDUCE << 56 | (comm_id & 0xffffffull) << 32;
+  s->cur_desc[0] = d0, s->cur_desc[1] = op->count, s->cur_desc[2] = d2, s->cur_step = g;
+  atomic_store_explicit(&box->desc[3], 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&box->desc[0], d0, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[1], (uint64_t)op->count, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[2], d2, memory_order_relaxed);
+  atomic_store_explicit(&box->desc[3], g, memory_order_release);
+}
+/* After seeing a peer's box at step g (acquire): does its descriptor differ from mine? */
+static inline int shoal__shm_desc_differs(const shoal__shm_t *s, shoal__shm_box_t *box) {
+  return atomic_load_explicit(&box->desc[0], memory_order_relaxed) != s->cur_desc[0] ||
+         atomic_load_explicit(&box->desc[1], memory_order_relaxed) != s->cur_desc[1] ||
+         atomic_load_explicit(&box->desc[2], memory_order_relaxed) != s->cur_desc[2];
+}
+/* Compare the descriptors of step g of every other local rank (only_l >= 0:
+ * that one) with this rank's: 0, or SHOAL_ERR_MISMATCH naming both ranks and
+ * both calls. A peer whose box already holds a later step is skipped. */
+int  shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l);
 
 /* Wait until flag[l] >= want for every local rank l in mask (NULL: all but
  * me), field = 0 for in_step, 1 for red_step, 2 for the seq of box b =

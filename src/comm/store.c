@@ -44,6 +44,8 @@ struct shoal__store_server {
   int ncl, capcl;
   kv_t *kv;
   int nkv, capkv;
+  int size;                       /* rank 0's world size */
+  char job[SHOAL__JOB_ID_MAX + 1]; /* rank 0's SHOAL_JOB_ID ("" if unset) */
 };
 
 static void put_hdr(unsigned char *h, uint32_t len, int type) {
@@ -78,6 +80,102 @@ static kv_t *find(struct shoal__store_server *s, const char *key) {
   return NULL;
 }
 
+/* Set key = val (copied), then wake the waiters on it, or every waiter
+ * when the key is the abort key (the rendezvous is abandoned). NULL or the
+ * reason to drop the client. */
+static const char *put(struct shoal__store_server *s, const char *who, const char *k, size_t kl, const void *v,
+                       size_t vl) {
+  char *key = strndup(k, kl);
+  void *val = malloc(vl ? vl : 1);
+  if (!key || !val) {
+    free(key);
+    free(val);
+    return "out of memory";
+  }
+  memcpy(val, v, vl);
+  kv_t *e = find(s, key);
+  if (e) {
+    SHOAL_WARN("INIT", "store: key '%s' set again by %s", key, who);
+    free(e->val);
+    free(key);
+  } else {
+    if (s->nkv == s->capkv) {
+      int cap = s->capkv ? 2 * s->capkv : 64;
+      kv_t *nk = realloc(s->kv, (size_t)cap * sizeof *nk);
+      if (!nk) {
+        free(key);
+        free(val);
+        return "out of memory";
+      }
+      s->kv = nk;
+      s->capkv = cap;
+    }
+    e = &s->kv[s->nkv++];
+    e->key = key;
+  }
+  e->val = val;
+  e->len = vl;
+  int is_abort = !strcmp(e->key, SHOAL__STORE_ABORT_KEY);
+  for (int i = 0; i < s->ncl; i++) {
+    store_client_t *w = &s->cl[i];
+    if (w->wait_key && is_abort) {
+      free(w->wait_key);
+      w->wait_key = NULL;
+      if (reply(w, SHOAL__STORE_ERROR, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
+    } else if (w->wait_key && !strcmp(w->wait_key, e->key)) {
+      free(w->wait_key);
+      w->wait_key = NULL;
+      if (reply(w, SHOAL__STORE_VALUE, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
+    }
+  }
+  return NULL;
+}
+
+/* A rank registers: same job, same world size, a rank nobody took yet. */
+static const char *join(struct shoal__store_server *s, store_client_t *c, const unsigned char *p, size_t n) {
+  if (n < 8 || n > 8 + SHOAL__JOB_ID_MAX) return "bad JOIN frame";
+  int r = (int)shoal__get_u32(p), size = (int)shoal__get_u32(p + 4);
+  char job[SHOAL__JOB_ID_MAX + 1];
+  memcpy(job, p + 8, n - 8);
+  job[n - 8] = '\0';
+  char why[900], key[32];
+  int poison = 0;
+  kv_t *e = NULL;
+  snprintf(key, sizeof key, "join/%d", r);
+  if (strcmp(job, s->job))
+    snprintf(why, sizeof why, "rank %d from %s belongs to another job (SHOAL_JOB_ID '%s'; this store serves job "
+             "'%s'): two jobs on one store port? give each its own SHOAL_MASTER_PORT", r, c->addr, job, s->job);
+  else if (size != s->size)
+    poison = 1, snprintf(why, sizeof why, "rank %d (%s) was started with world size %d but rank 0 with %d: every "
+                         "rank must get the same world size", r, c->addr, size, s->size);
+  else if (r < 0 || r >= size)
+    snprintf(why, sizeof why, "rank %d from %s is out of range for a world of %d", r, c->addr, size);
+  else if ((e = find(s, key)))
+    poison = 1, snprintf(why, sizeof why, "rank %d joined twice, from %.*s and from %s: two ranks were given the "
+                         "same rank number, or two jobs share the store port %s (give each job its own port, or "
+                         "start them with `shoal launch`, which sets SHOAL_JOB_ID)", r, (int)e->len,
+                         (const char *)e->val, c->addr, job[0] ? "" : "without a job id");
+  else
+    why[0] = '\0';
+  if (!why[0]) {
+    if (reply(c, SHOAL__STORE_VALUE, NULL, 0, NULL, 0)) return "write failed";
+    return put(s, c->addr, key, strlen(key), c->addr, strlen(c->addr));
+  }
+  unsigned char st[4];
+  shoal__put_u32(st, (uint32_t)-SHOAL_ERR_CONFIG);
+  reply(c, SHOAL__STORE_ERROR, st, 4, why, strlen(why));
+  SHOAL_WARN("INIT", "store: refused: %s%s", why, poison ? "; the rendezvous is abandoned" : "");
+  if (poison) {
+    char ab[4 + sizeof why];
+    memcpy(ab, st, 4);
+    size_t wl = strlen(why);
+    memcpy(ab + 4, why, wl);
+    const char *err = put(s, c->addr, SHOAL__STORE_ABORT_KEY, strlen(SHOAL__STORE_ABORT_KEY), ab, 4 + wl);
+    if (err) return err;
+  }
+  return "refused";
+}
+
 /* Handle one complete frame; returns NULL or the reason to drop the client. */
 static const char *handle(struct shoal__store_server *s, store_client_t *c, int type, unsigned char *p, size_t n) {
   if (!c->authed) {
@@ -94,57 +192,13 @@ static const char *handle(struct shoal__store_server *s, store_client_t *c, int 
     c->authed = 1;
     return reply(c, SHOAL__STORE_AUTH_OK, out, 8, NULL, 0) ? "write failed" : NULL;
   }
+  if (type == SHOAL__STORE_JOIN) return join(s, c, p, n);
   if (type == SHOAL__STORE_SET) {
     if (n < 4) return "short SET frame";
     uint32_t kl = shoal__get_u32(p);
     if (kl == 0 || kl > n - 4 || kl > 1024) return "bad key length in SET frame";
-    char *key = strndup((char *)p + 4, kl);
-    size_t vl = n - 4 - kl;
-    void *val = malloc(vl ? vl : 1);
-    if (!key || !val) {
-      free(key);
-      free(val);
-      return "out of memory";
-    }
-    memcpy(val, p + 4 + kl, vl);
-    kv_t *e = find(s, key);
-    if (e) {
-      SHOAL_WARN("INIT", "store: key '%s' set again by %s (two ranks with the same rank number?)", key, c->addr);
-      free(e->val);
-      free(key);
-    } else {
-      if (s->nkv == s->capkv) {
-        int cap = s->capkv ? 2 * s->capkv : 64;
-        kv_t *nk = realloc(s->kv, (size_t)cap * sizeof *nk);
-        if (!nk) {
-          free(key);
-          free(val);
-          return "out of memory";
-        }
-        s->kv = nk;
-        s->capkv = cap;
-      }
-      e = &s->kv[s->nkv++];
-      e->key = key;
-    }
-    e->val = val;
-    e->len = vl;
     if (reply(c, SHOAL__STORE_VALUE, NULL, 0, NULL, 0)) return "write failed";
-    int is_abort = !strcmp(e->key, SHOAL__STORE_ABORT_KEY);
-    /* wake waiters on this key, or every waiter when rank 0 gives up */
-    for (int i = 0; i < s->ncl; i++) {
-      store_client_t *w = &s->cl[i];
-      if (w->wait_key && is_abort) {
-        free(w->wait_key);
-        w->wait_key = NULL;
-        if (reply(w, SHOAL__STORE_ERROR, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
-      } else if (w->wait_key && !strcmp(w->wait_key, e->key)) {
-        free(w->wait_key);
-        w->wait_key = NULL;
-        if (reply(w, SHOAL__STORE_VALUE, e->val, e->len, NULL, 0)) SHOAL_DEBUG("INIT", "store: %s is gone", w->addr);
-      }
-    }
-    return NULL;
+    return put(s, c->addr, (char *)p + 4, kl, p + 4 + kl, n - 4 - kl);
   }
   if (type == SHOAL__STORE_GET) {
     if (n < 2 || n > 1025) return "bad GET frame";
@@ -282,9 +336,12 @@ static void *serve(void *arg) {
   return NULL;
 }
 
-int shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, shoal__store_server_t **out) {
+int shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, int size, const char *job,
+                              shoal__store_server_t **out) {
   struct shoal__store_server *s = calloc(1, sizeof *s);
   if (!s) return shoal__seterr(SHOAL_ERR_NOMEM, "store: out of memory");
+  s->size = size;
+  snprintf(s->job, sizeof s->job, "%s", job ? job : "");
   s->lfd = listen_fd;
   s->key = *key;
   if (pipe2(s->wake, O_CLOEXEC) < 0) {
@@ -457,4 +514,24 @@ int shoal__store_get(shoal__store_client_t *c, const char *key, int wait, void *
 void shoal__store_close(shoal__store_client_t *c) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
+}
+
+int shoal__store_join(shoal__store_client_t *c, int rank, int size, const char *job, shoal__deadline_t dl) {
+  unsigned char h[8];
+  shoal__put_u32(h, (uint32_t)rank);
+  shoal__put_u32(h + 4, (uint32_t)size);
+  size_t jl = job ? strlen(job) : 0;
+  if (jl > SHOAL__JOB_ID_MAX) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_JOB_ID: longer than %d bytes", SHOAL__JOB_ID_MAX);
+  int rc = write_frame(c, SHOAL__STORE_JOIN, h, 8, job, jl, dl);
+  if (rc) return rc;
+  int type;
+  size_t n;
+  char buf[1024];
+  if ((rc = read_frame(c, &type, buf, sizeof buf - 1, &n, dl))) return rc;
+  if (type == SHOAL__STORE_VALUE) return 0;
+  if (type == SHOAL__STORE_ERROR && n >= 4 && n < sizeof buf) {
+    buf[n] = '\0';
+    return shoal__seterr(SHOAL_ERR_CONFIG, "the store at %s refused this rank: %s", c->addr, buf + 4);
+  }
+  return shoal__seterr(SHOAL_ERR_PROTOCOL, "store at %s: bad reply to JOIN", c->addr);
 }

@@ -24,7 +24,9 @@ enum shoal__store_frame {
   SHOAL__STORE_VALUE = 7, /* value */
   SHOAL__STORE_NOT_FOUND = 8,
   SHOAL__STORE_ERROR = 9, /* text */
+  SHOAL__STORE_JOIN = 10, /* u32 rank, u32 world size, job id: checked against rank 0's (reply VALUE or ERROR) */
 };
+#define SHOAL__JOB_ID_MAX 64
 #define SHOAL__STORE_MAX_FRAME (1u << 20)
 /* Rank 0 sets this key (u32 -status, then its error text) when it gives up;
  * every parked and later GET with wait then gets an ERROR frame with it. */
@@ -33,8 +35,14 @@ enum shoal__store_frame {
 
 typedef struct shoal__store_server shoal__store_server_t;
 
-/* Serve on an already listening socket (taken over; closed by stop). */
-int  shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, shoal__store_server_t **out);
+/* Serve on an already listening socket (taken over; closed by stop). The
+ * store belongs to one job: world size `size` and job id `job` (SHOAL_JOB_ID,
+ * may be ""). A JOIN of another job is refused; a JOIN with another world
+ * size or a rank that already joined abandons the rendezvous (every waiting
+ * rank gets the reason): the job is misconfigured, or two jobs without job
+ * ids share the port, and nobody can tell which rank is the stranger. */
+int  shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, int size, const char *job,
+                               shoal__store_server_t **out);
 void shoal__store_server_stop(shoal__store_server_t *s);
 
 typedef struct shoal__store_client {
@@ -52,5 +60,8 @@ int  shoal__store_set(shoal__store_client_t *c, const char *key, const void *val
 int  shoal__store_get(shoal__store_client_t *c, const char *key, int wait, void *buf, size_t cap, size_t *len,
                       shoal__deadline_t dl);
 void shoal__store_close(shoal__store_client_t *c);
+/* Register as `rank` of a world of `size` in job `job`: 0, or the store's
+ * refusal (SHOAL_ERR_CONFIG, text naming both sides). */
+int  shoal__store_join(shoal__store_client_t *c, int rank, int size, const char *job, shoal__deadline_t dl);
 
 #endif

@@ -258,11 +258,11 @@ int shoal__tune_allreduce(shoal_comm_t *c, const void *src, void *dst, size_t co
   } else {
     int ok = p == 1 || (s && shoal__shm_layout_ok(c, &nh));
     if (!ok || (algo == SHOAL_ALGO_SHM && nh > 1))
-      return shoal__seterr(SHOAL_ERR_UNSUPPORTED,
+      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_UNSUPPORTED,
                            "allreduce %s: %s", shoal_algo_name(algo),
                            !ok ? "the communicator does not hold every rank of each host it touches, or shared "
                                  "memory is off (SHOAL_SHM=0); use ring, rhd or rd"
-                               : "the ranks span several hosts; use hier");
+                               : "the ranks span several hosts; use hier"));
     snprintf(why, sizeof why, "requested");
   }
   shoal__op_t op = {.opcode = SHOAL__OP_ALLREDUCE, .dtype = (uint8_t)dtype, .redop = (uint8_t)redop,

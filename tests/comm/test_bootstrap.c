@@ -157,7 +157,7 @@ TEST_T(store_set_get_wait, 30) {
   int lfd, port;
   CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &port));
   shoal__store_server_t *s;
-  CHECK_OK(shoal__store_server_start(lfd, &key, &s));
+  CHECK_OK(shoal__store_server_start(lfd, &key, 1, "", &s));
   pid_t pid = fork();
   if (pid == 0) {
     shoal__store_client_t c;
@@ -290,7 +290,7 @@ TEST_T(store_survives_malformed_frames, 30) {
   int lfd, port;
   CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &port));
   shoal__store_server_t *s;
-  CHECK_OK(shoal__store_server_start(lfd, &key, &s));
+  CHECK_OK(shoal__store_server_start(lfd, &key, 1, "", &s));
   static const unsigned char bad[][16] = {
       {4, 0, 0, 0, SHOAL__STORE_SET, 0, 0, 0, 0xff, 0xff, 0, 0},     /* SET, key length beyond the frame */
       {4, 0, 0, 0, SHOAL__STORE_SET, 0, 0, 0, 0, 0, 0, 0},           /* SET, empty key */

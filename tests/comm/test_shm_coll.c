@@ -70,13 +70,14 @@ static int layout_rank(int rank, void *arg) {
       nhosts += !seen;
     }
     fails += extra(c, nhosts > 1 ? SHOAL_ALGO_HIER : SHOAL_ALGO_SHM);
-    if (nhosts > 1) { /* shm on a multi-host communicator: refused, naming the way out */
-      float v = 1;
-      int rc = shoal_allreduce_algo(c, &v, &v, 1, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_SHM);
-      if (rc != SHOAL_ERR_UNSUPPORTED || !strstr(shoal_last_error(), "use hier"))
+    if (l->g.n > 2) fails += split_checks(c);
+    if (nhosts > 1) { /* shm on a multi-host communicator: refused, naming the way out (last: it aborts c, */
+      float v = 1;         /* so a rank still in the barrier may see a peer's refusal instead) */
+      int rc = shoal_barrier(c);
+      if (rc == 0) rc = shoal_allreduce_algo(c, &v, &v, 1, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_SHM);
+      if ((rc != SHOAL_ERR_UNSUPPORTED && rc != SHOAL_ERR_PEER_CLOSED) || !strstr(shoal_last_error(), "use hier"))
         FAILF("shm on %d hosts: rc %d: %s", nhosts, rc, shoal_last_error());
     }
-    if (l->g.n > 2) fails += split_checks(c);
   }
   shoal_comm_destroy(c);
   if (fails) fprintf(stderr, "rank %d: %d failures\n", rank, fails);

@@ -176,7 +176,7 @@ static int rank_lifetime(int rank, void *arg) {
   char line[512];
   int mapped = 0, deleted = 0;
   while (m && fgets(line, sizeof line, m))
-    if (strstr(line, "/dev/shm/shoal-")) mapped++, deleted += strstr(line, "(deleted)") != NULL;
+    if (strstr(line, "/memfd:shoal-")) mapped++, deleted += strstr(line, "(deleted)") != NULL;
   if (m) fclose(m);
   if (!mapped || deleted != mapped) bad = fprintf(stderr, "rank %d: %d shoal mappings, %d deleted\n", rank, mapped, deleted);
   if (rank == 0 && shm_entries_of(getpid())) bad = fprintf(stderr, "rank 0: its segment still has a name\n");
