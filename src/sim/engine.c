@@ -607,7 +607,12 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
     }
     if (e.s.events) {
       r.decisions++;
-      if ((rc = ops->schedule(e.pstate, &e.s))) goto fail_policy;
+      double d0 = shoal__now_s();
+      rc = ops->schedule(e.pstate, &e.s);
+      double dt = shoal__now_s() - d0;
+      r.decide_s += dt;
+      if (dt > r.decide_max_s) r.decide_max_s = dt;
+      if (rc) goto fail_policy;
       e.s.events = 0;
     }
     if ((rc = apply_changes(&e, t))) goto fail_policy;
@@ -648,6 +653,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   if (r.unfinished)
     SHOAL_WARN("SIM", "policy %s: %ld of %ld jobs unfinished at t=%.0f s", ops->name, r.unfinished, r.njobs, t);
   r.wall_s = shoal__now_s() - wall0;
+  if (ops->stats) ops->stats(e.pstate, r.policy_stats, sizeof r.policy_stats);
   ops->destroy(e.pstate);
   /* release what unfinished jobs hold */
   for (long i = 0; i < w->njobs; i++) {
