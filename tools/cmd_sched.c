@@ -89,7 +89,7 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
   o.ps_fraction = 1;
   o.cluster_gpus = cl->gpus_total;
   o.max_gpus = 16;
-  o.synth_jobs = (long)machines * 8 + arrivals;
+  o.synth_jobs = (long)machines * 8 * 16 + arrivals; /* enough to preload 70% of 20 slots */
   if ((rc = shoal__synth_generate(&o, &w)) || (rc = shoal__workload_assign_models(&w, speed, cl, &o)) ||
       (rc = shoal__sched_init(&s, cl, speed, 16)) || (rc = shoal__ps_view_cluster(cl, &pc)))
     goto out;
@@ -158,14 +158,14 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
     /* larr with re-planning: the whole batch (release, plan the new job,
      * re-plan the released) on copies, so every arrival sees the same load */
     shoal__ps_cluster_t cc;
-    shoal__ps_sched_t *Sc = calloc((size_t)n, sizeof *Sc);
+    shoal__ps_sched_t *Sc = calloc((size_t)n, sizeof *Sc); /* jobs past i: empty */
     int def[1], ndef = 0, nrel = 0, batch[1] = {k};
     if (!Sc || (rc = shoal__ps_cluster_copy(&cc, &pc))) {
       free(Sc);
       rc = rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "decide-time");
       goto out;
     }
-    for (int q = 0; q < n && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
+    for (int q = 0; q < i && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
     t0 = shoal__now_s();
     c0 = cpu_s();
     if (!rc) rc = shoal__ps_replan(&cc, pj, Sc, act, na, batch, 1, 0, &rp, 0, rate, &st2, def, &ndef, &nrel);
@@ -174,7 +174,7 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
     tr += dt;
     if (dt > trmax) trmax = dt;
     rel += nrel;
-    for (int q = 0; q < n; q++) shoal__ps_sched_free(&Sc[q]);
+    for (int q = 0; q < i; q++) shoal__ps_sched_free(&Sc[q]);
     free(Sc);
     shoal__ps_cluster_free(&cc);
     if (rc) goto out;

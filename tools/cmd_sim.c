@@ -29,16 +29,18 @@ typedef struct {
   double win_a, win_b;          /* Philly submission window (s after the first) */
   int machines, gpus;           /* cluster */
   long k0, k1;                  /* measured window (arrival ranks), k1 < 0: all */
+  double load_scale;            /* arrivals compressed by this factor (--load-scale overrides) */
 } scenario_t;
 static const scenario_t scen[] = {
     {"synthetic", "3,000 Philly-like jobs (bursty) at load 0.9 on 16 x 8 GPUs; jobs 500..2499 measured", 0, 3000, 0.9, 0, 0, 0,
-     0, 16, 8, 500, 2500},
+     0, 16, 8, 500, 2500, 1},
     {"philly-busy", "Philly: the busiest week (days 46-53, 12,417 jobs, ~790 GPUs offered) on 80 x 8 GPUs", 1, 0, 0, 0, 0,
-     46 * 86400.0, 53 * 86400.0, 80, 8, 0, -1},
-    {"pollux", "Pollux-style: 160 filtered Philly jobs of the busiest 8 hours on 16 x 4 GPUs (--load-scale 0.5..2)", 1, 160, 0,
-     0, 1, 1096 * 3600.0, 1104 * 3600.0, 16, 4, 0, -1},
+     46 * 86400.0, 53 * 86400.0, 80, 8, 0, -1, 1},
+    {"pollux", "Pollux-style: 160 filtered Philly jobs of a busy 8 hours (hours 730-738) submitted within 2 hours "
+     "(--load-scale 4; 0.5x-2x: 2..8) on 16 x 4 GPUs",
+     1, 160, 0, 0, 1, 730 * 3600.0, 738 * 3600.0, 16, 4, 0, -1, 4},
     {"gavel", "Gavel-style steady state: 6,000 synthetic jobs, Poisson at load 0.9 on 27 x 4 GPUs; jobs 4000..4999 measured", 0,
-     6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000},
+     6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000, 1},
 };
 #define NSCEN ((int)(sizeof scen / sizeof scen[0]))
 
@@ -370,6 +372,7 @@ int shoal_cmd_sim(int argc, char **argv) {
       flags.racks = sc->machines >= 16 ? sc->machines / 16 : 1;
       k0 = sc->k0;
       k1 = sc->k1;
+      load_scale = sc->load_scale;
     }
   }
   for (int i = 1; i < argc; i++) {
