@@ -36,7 +36,7 @@ TIME=/usr/bin/time
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "# shoal sim speed under contention, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), best of $REPS"
+echo "# shoal sim speed under contention, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), best of $REPS runs (the planners: one run)"
 printf '%-14s %-9s %7s %8s %8s %7s %11s %12s %10s %9s %s\n' cluster policy waited proc_s sim_s RSS_MB events/s decisions/s decide_ms avgJCT verdict
 
 run() { # machines goal_s policy

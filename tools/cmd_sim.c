@@ -103,6 +103,8 @@ typedef struct {
   double *jct;
   long njct;
   double *queue;                /* queueing delay (first start - arrival) of the same jobs, sorted */
+  double *ftf;                  /* finish-time fairness rho = JCT / isolated time of the same jobs, sorted */
+  long nftf;
   long waited;                  /* jobs that waited at all */
   double flow_slots;            /* --lower-bound: total flow in slots */
   double rss_mb;
@@ -233,6 +235,22 @@ static int write_plots(const char *dir, run_t *runs, int nruns, int gpus) {
   snprintf(path, sizeof path, "%s/queue_cdf.svg", dir);
   if ((rc = shoal__svg_lines(path, "Queueing delay CDF per policy", "time from arrival to first start (s, log scale; 0 not shown)",
                              "fraction of jobs", s, nruns, 1)))
+    goto done;
+  for (int i = 0; i < nruns; i++) {
+    long n = runs[i].nftf;
+    double *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    if (!y) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "plots: out of memory");
+      goto done;
+    }
+    for (long k = 0; k < n; k++) y[k] = (double)(k + 1) / (double)n;
+    free(ys[i]);
+    ys[i] = y;
+    s[i] = (shoal_svg_series_t){runs[i].name, runs[i].ftf, y, n};
+  }
+  snprintf(path, sizeof path, "%s/ftf_cdf.svg", dir);
+  if ((rc = shoal__svg_lines(path, "Finish-time fairness CDF per policy (JCT / isolated time; > 1 is unfair)",
+                             "finish-time fairness rho (log scale)", "fraction of jobs", s, nruns, 1)))
     goto done;
   for (int i = 0; i < nruns; i++) {
     const shoal_sim_result_t *r = &runs[i].r;
@@ -598,7 +616,8 @@ int shoal_cmd_sim(int argc, char **argv) {
     const shoal_metrics_t *m = &r->m;
     r->jct = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->jct);
     r->queue = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->queue);
-    if (!r->jct || !r->queue) {
+    r->ftf = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->ftf);
+    if (!r->jct || !r->queue || !r->ftf) {
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
       goto fail_runs;
     }
@@ -608,9 +627,11 @@ int shoal_cmd_sim(int argc, char **argv) {
         r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
         r->queue[nq] = w.jobs[k].first_start - w.jobs[k].arrival;
         if (r->queue[nq++] > 1e-6) r->waited++;
+        if (w.jobs[k].iso_time > 0) r->ftf[r->nftf++] = (w.jobs[k].finish - w.jobs[k].arrival) / w.jobs[k].iso_time;
       }
     qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
     qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
+    qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
     if (lower_bound)
       for (long k = 0; k < w.njobs; k++)
         if (w.jobs[k].state == SHOAL_JOB_DONE)
@@ -664,13 +685,14 @@ int shoal_cmd_sim(int argc, char **argv) {
   if (out) {
     if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns))) goto fail_runs;
     if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;
-    if (!csv) printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, utilization.svg\n", out);
+    if (!csv) printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, ftf_cdf.svg, utilization.svg\n", out);
   }
   if (!csv) printf("peak RSS %.1f MB\n", peak_rss_mb());
 fail_runs:
   for (int i = 0; i < nruns; i++) {
     free(runs[i].jct);
     free(runs[i].queue);
+    free(runs[i].ftf);
     shoal__sim_result_free(&runs[i].r);
   }
   free(runs);
