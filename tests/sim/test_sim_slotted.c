@@ -53,61 +53,61 @@ TEST(slotted_hand_computed_timeline) {
 /* Contended PS/all-reduce workloads on a small cluster: every slotted
  * variant keeps the engine's invariants at every step (cfg.check), finishes
  * every job, and gives the same finish times on a second run. */
-TEST_T(slotted_variants_invariants_and_determinism, 110) {
+static void slotted_variants(const char *const (*pols)[2], int npols) {
   shoal_speed_t *sp;
   CHECK_OK(shoal__speed_analytic_create(&sp));
   shoal_cluster_spec_t cs;
   one_machine(&cs, 3, 4);
   shoal_cluster_t *c;
   CHECK_OK(shoal__cluster_create(&cs, &c));
-  const char *pols[][2] = {{"larr", "slot=600"},           {"larr", "slot=600:replan=0"}, {"greedy", "slot=600"},
-                           {"greedy", "slot=600:replan=1"}, {"oasis", "slot=600"},         {"larr", "slot=600:estimate=1800"}};
-  uint64_t seeds = getenv("SHOAL_SANITIZE") ? 1 : 2; /* bounded under the sanitizers (3x slower) */
-  for (uint64_t seed = 1; seed <= seeds; seed++) {
-    shoal_workload_opts_t o;
-    shoal__workload_opts_default(&o);
-    o.synth_jobs = 40;
-    o.load = 2; /* overloaded over the arrival span: jobs queue */
-    o.cluster_gpus = 12;
-    o.max_gpus = 8;
-    o.seed = seed;
-    o.ps_fraction = 0.5;
-    shoal_workload_t w;
-    CHECK_OK(shoal__synth_generate(&o, &w));
-    CHECK_OK(shoal__workload_assign_models(&w, sp, c, &o));
-    double *fin = malloc(sizeof(double) * (size_t)w.njobs);
-    { /* the workload contends: under FIFO jobs queue */
-      shoal_sim_result_t r;
-      run_policy(&w, &cs, sp, "fifo", NULL, 30, &r);
-      long waited = 0;
-      for (int i = 0; i < w.njobs; i++) waited += w.jobs[i].first_start > w.jobs[i].arrival + 1e-6;
-      CHECK_MSG(waited >= w.njobs / 8, "seed %llu: %ld of %d jobs waited under fifo: not contended", (unsigned long long)seed,
-                waited, w.njobs);
-      shoal__sim_result_free(&r);
-    }
-    for (int p = 0; p < 6; p++) {
-      shoal_sim_result_t r;
-      run_policy(&w, &cs, sp, pols[p][0], pols[p][1], 30, &r);
-      CHECK_MSG(r.finished == w.njobs, "%s:%s finished %ld of %d", pols[p][0], pols[p][1], r.finished, w.njobs);
-      long waited = 0;
-      for (int i = 0; i < w.njobs; i++) {
-        fin[i] = w.jobs[i].finish;
-        waited += w.jobs[i].first_start > w.jobs[i].arrival + 1e-6;
-      }
-      printf("  seed %llu %s:%s: span %.0f s, %ld waited, %s\n", (unsigned long long)seed, pols[p][0], pols[p][1],
-             (r.t_last - r.t_first), waited, r.policy_stats);
-      shoal__sim_result_free(&r);
-      run_policy(&w, &cs, sp, pols[p][0], pols[p][1], 30, &r);
-      for (int i = 0; i < w.njobs; i++)
-        CHECK_MSG(w.jobs[i].finish == fin[i], "%s:%s job %d: finish %.17g then %.17g", pols[p][0], pols[p][1], i, fin[i],
-                  w.jobs[i].finish);
-      shoal__sim_result_free(&r);
-    }
-    free(fin);
-    shoal__workload_free(&w);
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  o.synth_jobs = 24;
+  o.load = 2;
+  o.cluster_gpus = 12;
+  o.max_gpus = 8;
+  o.seed = 1;
+  o.ps_fraction = 0.5;
+  shoal_workload_t w;
+  CHECK_OK(shoal__synth_generate(&o, &w));
+  shoal__workload_scale_arrivals(&w, 20); /* arrivals within a few slots: jobs queue */
+  CHECK_OK(shoal__workload_assign_models(&w, sp, c, &o));
+  double *fin = malloc(sizeof(double) * (size_t)w.njobs);
+  { /* the workload contends: under FIFO jobs queue */
+    shoal_sim_result_t r;
+    run_policy(&w, &cs, sp, "fifo", NULL, 30, &r);
+    long waited = 0;
+    for (int i = 0; i < w.njobs; i++) waited += w.jobs[i].first_start > w.jobs[i].arrival + 1e-6;
+    CHECK_MSG(waited >= 3, "%ld of %d jobs waited under fifo: not contended", waited, w.njobs);
+    shoal__sim_result_free(&r);
   }
+  for (int p = 0; p < npols; p++) {
+    shoal_sim_result_t r;
+    run_policy(&w, &cs, sp, pols[p][0], pols[p][1], 30, &r);
+    CHECK_MSG(r.finished == w.njobs, "%s:%s finished %ld of %d", pols[p][0], pols[p][1], r.finished, w.njobs);
+    for (int i = 0; i < w.njobs; i++) fin[i] = w.jobs[i].finish;
+    printf("  %s:%s: span %.0f s, %s\n", pols[p][0], pols[p][1], r.t_last - r.t_first, r.policy_stats);
+    shoal__sim_result_free(&r);
+    run_policy(&w, &cs, sp, pols[p][0], pols[p][1], 30, &r);
+    for (int i = 0; i < w.njobs; i++)
+      CHECK_MSG(w.jobs[i].finish == fin[i], "%s:%s job %d: finish %.17g then %.17g", pols[p][0], pols[p][1], i, fin[i],
+                w.jobs[i].finish);
+    shoal__sim_result_free(&r);
+  }
+  free(fin);
+  shoal__workload_free(&w);
   shoal__cluster_destroy(c);
   shoal__speed_destroy(sp);
+}
+
+TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
+  const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"}};
+  slotted_variants(pols, 3);
+}
+
+TEST_T(slotted_replanning_invariants_and_determinism, 110) {
+  const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"}};
+  slotted_variants(pols, 3);
 }
 
 static int slurp(const char *path, char *buf, size_t cap, size_t *len) {
