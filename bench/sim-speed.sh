@@ -1,70 +1,74 @@
 #!/bin/sh
-# Simulator speed (issue 4): every policy on the full Philly-derived trace
-# (82,247 jobs) on a 2,048-GPU cluster, then synthetic scaling with 10k, 100k
-# and 1M jobs (load 0.8 of 2,048 GPUs). One process per (workload, policy),
-# so peak RSS is per policy.
-#   bench/sim-speed.sh [BUILD_DIR=build] [--quick|--contended]
-#     --quick      skip the 1M-job rows
-#     --contended  also Philly on 512 GPUs (heavily contended: thousands of
-#                  jobs wait; each run is cut at 120 s)
-# Columns: sim_s = engine wall time (reading the trace excluded), proc_s =
-# whole process (reading, converting, simulating, metrics), RSS = peak
-# resident set (getrusage ru_maxrss via /usr/bin/time), events/s = engine
-# events (completions, restarts, arrivals, timers) per second of sim_s,
-# x_fifo = sim_s / FIFO's sim_s on the same workload (FIFO is the anchor: the
-# cheapest policy, so the ratio is each policy's decision overhead).
+# Simulator speed under contention: every policy on the full Philly-derived
+# trace (82,247 jobs) where jobs queue, one process per (cluster, policy), each
+# run REPS times (best wall time kept: the machine is shared), against the goals
+#   64 x 8 GPUs: every baseline < 2 s wall, peak RSS < 200 MB
+#   32 x 8 GPUs (overloaded): every baseline < 5 s
+#   64 x 8 GPUs: larr, oasis, greedy < 60 s
+#   bench/sim-speed.sh [BUILD_DIR=build] [--reps N (3)] [--only 64|32|planners] [--quick: = --only 64]
+# A run longer than LIMIT seconds (default: 10x its goal) is cut and reported
+# as "> LIMIT". Columns: proc_s = whole `shoal sim` process (reading 3.4 MB of
+# CSV, model assignment, simulating, metrics; best of REPS), sim_s = engine
+# wall time of that run, RSS_MB = peak resident set (/usr/bin/time),
+# events/s and decisions/s per second of sim_s, decide_ms = mean wall time
+# inside the policy's schedule() per decision, verdict against the goal.
 set -eu
-BUILD=${1:-build}
-QUICK=0
-CONTENDED=0
-for a in "$@"; do
-  case $a in
-  --quick) QUICK=1 ;;
-  --contended) CONTENDED=1 ;;
+BUILD=build
+REPS=3
+ONLY=all
+while [ $# -gt 0 ]; do
+  case $1 in
+  --reps) REPS=$2; shift ;;
+  --quick) ONLY=64 ;;
+  --only) ONLY=$2; shift ;;
+  *) BUILD=$1 ;;
   esac
+  shift
 done
-case $BUILD in --*) BUILD=build ;; esac
 cd "$(dirname "$0")/.."
 SHOAL=$BUILD/shoal
 PHILLY=../shared/data/philly/philly.csv
-POLICIES="fifo srtf tiresias optimus drf gavel"
+BASE="fifo srtf tiresias optimus drf gavel"
 [ -x "$SHOAL" ] || { echo "bench/sim-speed.sh: $SHOAL not built (make BUILD=$BUILD $SHOAL)" >&2; exit 1; }
+[ -r "$PHILLY" ] || { echo "bench/sim-speed.sh: $PHILLY not found" >&2; exit 1; }
 TIME=/usr/bin/time
 [ -x "$TIME" ] || { echo "bench/sim-speed.sh: needs /usr/bin/time (Debian package time)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "# shoal sim speed, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg)"
-printf '%-26s %-9s %9s %8s %8s %7s %12s %7s\n' workload policy jobs sim_s proc_s RSS_MB events/s x_fifo
+echo "# shoal sim speed under contention, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg), best of $REPS runs (the planners: one run)"
+printf '%-14s %-9s %7s %8s %8s %7s %11s %12s %10s %9s %s\n' cluster policy waited proc_s sim_s RSS_MB events/s decisions/s decide_ms avgJCT verdict
 
-run() { # label policy args...
-  label=$1; pol=$2; shift 2
-  if ! $TIME -f '%e %M' -o "$tmp/time" timeout "${LIMIT:-600}" "$SHOAL" sim --policy "$pol" --no-progress "$@" > "$tmp/out" 2> "$tmp/err"; then
-    printf '%-26s %-9s %9s\n' "$label" "$pol" "(failed or cut at ${LIMIT:-600} s)"
-    cat "$tmp/err" >&2
+run() { # machines goal_s policy
+  m=$1; goal=$2; pol=$3
+  lim=${LIMIT:-$(awk -v g="$goal" 'BEGIN { print 10 * g }')}
+  best=""
+  for r in $(seq "$REPS"); do
+    if $TIME -f '%e %M' -o "$tmp/time" timeout "$lim" "$SHOAL" sim --trace "$PHILLY" --machines "$m" --racks $((m / 8)) \
+      --policy "$pol" --csv --no-progress > "$tmp/out" 2> "$tmp/err"; then
+      t=$(awk '{print $1}' "$tmp/time")
+      if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+        best=$t
+        cp "$tmp/out" "$tmp/best"
+        rss=$(awk '{printf "%.1f", $2/1024}' "$tmp/time")
+      fi
+    fi
+  done
+  if [ -z "$best" ]; then
+    printf '%-14s %-9s %7s %8s %8s %7s %11s %12s %10s %9s %s\n' "${m}x8" "$pol" - "> $lim" - - - - - - "NOT MET (cut at ${lim} s)"
     return 0
   fi
-  line=$(grep -E "^$pol " "$tmp/out" | head -1)
-  jobs=$(echo "$line" | awk '{print $2}')
-  sim=$(echo "$line" | awk '{print $13}')
-  evs=$(echo "$line" | awk '{print $14}')
-  proc=$(awk '{print $1}' "$tmp/time")
-  rss=$(awk '{printf "%.1f", $2/1024}' "$tmp/time")
-  [ "$pol" = fifo ] && anchor=$sim
-  ratio=$(awk -v a="$sim" -v b="$anchor" 'BEGIN{ if (b > 0) printf "%.1f", a/b; else print "-" }')
-  printf '%-26s %-9s %9s %8s %8s %7s %12s %7s\n' "$label" "$pol" "$jobs" "$sim" "$proc" "$rss" "$evs" "$ratio"
+  # CSV fields: 5 jct_avg_s, 11 waited, 17 decide_ms_avg, 19 events_per_s, 20 decisions_per_s, 21 wall_s
+  line=$(sed -n 2p "$tmp/best")
+  verdict=$(awk -v t="$best" -v g="$goal" -v r="$rss" -v m="$m" 'BEGIN {
+    ok = t < g; if (m == 64 && g == 2 && r >= 200) ok = 0; print ok ? "met" : "NOT MET" }')
+  echo "$line" | awk -F, -v c="${m}x8" -v p="$pol" -v t="$best" -v r="$rss" -v v="$verdict (goal < $goal s)" \
+    '{ printf "%-14s %-9s %7s %8s %8.2f %7s %11.0f %12.0f %10.4f %9.0f %s\n", c, p, $11, t, $21, r, $19, $20, $17, $5, v }'
 }
 
-if [ -r "$PHILLY" ]; then
-  for p in $POLICIES; do run "philly 2048 GPUs" "$p" --trace "$PHILLY"; done
-  if [ "$CONTENDED" = 1 ]; then
-    for p in $POLICIES; do LIMIT=120 run "philly 512 GPUs" "$p" --trace "$PHILLY" --machines 64 --racks 8; done
-  fi
-else
-  echo "($PHILLY not found: Philly rows skipped)"
+if [ "$ONLY" = all ] || [ "$ONLY" = 64 ]; then for p in $BASE; do run 64 2 "$p"; done; fi
+if [ "$ONLY" = all ] || [ "$ONLY" = 32 ]; then for p in $BASE; do run 32 5 "$p"; done; fi
+if [ "$ONLY" = all ] || [ "$ONLY" = planners ]; then
+  REPS=1 # one run each: minutes per run
+  for p in greedy oasis larr; do run 64 60 "$p"; done
 fi
-sizes="10000 100000 1000000"
-[ "$QUICK" = 1 ] && sizes="10000 100000"
-for n in $sizes; do
-  for p in $POLICIES; do run "synthetic $n, load 0.8" "$p" --synthetic "$n"; done
-done

@@ -3,9 +3,9 @@
 #   1. communication: 4 local ranks run every collective once with a bit-exact check
 #   2. a short allreduce benchmark (nccl-tests columns) over TCP and shared memory
 #   3. training: MLP on Fashion-MNIST, 4 ranks, BSP vs DS-Sync, accuracy-vs-time plot
-#   4. cluster scheduling: baseline policies on a synthetic Philly-like workload
-#      (and on the real Philly-derived trace when ../shared/data is there)
-#   5. online worker/parameter-server scheduling: larr, oasis, greedy vs baselines
+#   4. cluster scheduling on contended scenarios (jobs queue): every policy,
+#      baselines and the slot planners larr, greedy, oasis, on the one event
+#      engine; where the policies differ and by how much; the lower bound
 # Outputs (CSV, JSON, SVG) go to out/demo/.
 set -euo pipefail
 build=${1:-build}
@@ -35,24 +35,40 @@ bold "training: MLP on Fashion-MNIST, 4 ranks, 1 epoch on 12k images: BSP, then 
   --epochs 1 --batch 32 --csv "$out/train-dssync.csv" --label dssync
 "$shoal" train --plot "$out/train-accuracy.svg" "$out/train-bsp.csv" "$out/train-dssync.csv"
 
-bold "cluster simulation: 2,000 synthetic Philly-like jobs on 256 x 8 GPUs, every baseline policy"
-"$shoal" sim --synthetic 2000 --load 0.9 --policy fifo,srtf,tiresias,optimus,drf,gavel --out "$out/sim-synthetic"
+# where the policies differ: one line per policy from shoal sim's CSV, then the spread
+differ() { # CSV file
+  awk -F, 'NR == 1 { printf "%-22s %10s %10s %10s %6s %9s %10s\n", "policy", "avgJCT(s)", "p95(s)", "queue(s)", "util", "FTFmax", "decide_ms"; next }
+    { n++; p[n] = $2; j[n] = $5; q[n] = $10; f[n] = $14
+      printf "%-22s %10.0f %10.0f %10.0f %6.3f %9.2f %10.4f\n", $2, $5, $7, $10, $12, $14, $17 }
+    END { b = w = 1; for (i = 2; i <= n; i++) { if (j[i] < j[b]) b = i; if (j[i] > j[w]) w = i }
+      qb = qw = 1; for (i = 2; i <= n; i++) { if (q[i] < q[qb]) qb = i; if (q[i] > q[qw]) qw = i }
+      printf "-> the policies differ: average JCT %.0f s (%s) to %.0f s (%s), %.2fx; average queueing %.0f s (%s) to %.0f s (%s)\n",
+        j[b], p[b], j[w], p[w], j[w] / j[b], q[qb], p[qb], q[qw], p[qw] }' "$1"
+}
+
+bold "cluster simulation, default scenario: 3,000 Philly-like jobs at load 0.9 on 16 x 8 GPUs (jobs 500..2499 measured)"
+"$shoal" sim --no-progress --csv --policy fifo,srtf,tiresias,optimus,drf,gavel,greedy,larr,oasis --out "$out/sim-synthetic" \
+  > "$out/sim-synthetic.csv"
+differ "$out/sim-synthetic.csv"
 
 philly=../shared/data/philly/philly.csv
 if [ -r "$philly" ]; then
-  bold "cluster simulation: the Philly-derived trace (82,247 jobs) on 2,048 GPUs (at this size the trace hardly queues)"
-  "$shoal" sim --trace "$philly" --policy fifo,srtf,tiresias --out "$out/sim-philly"
+  bold "cluster simulation: the busiest week of the Philly trace (12,417 jobs) on 80 x 8 GPUs"
+  "$shoal" sim --scenario philly-busy --no-progress --csv --policy fifo,srtf,tiresias,optimus,drf,gavel,greedy \
+    --out "$out/sim-philly-busy" > "$out/sim-philly-busy.csv"
+  differ "$out/sim-philly-busy.csv"
+
+  bold "Pollux-style: 160 Philly jobs of busy hours on 64 GPUs, every policy, with the offline lower bound (slots of 30 min)"
+  "$shoal" sched run --scenario pollux --lb-slot 1800 --lb-time 10 --no-progress --out "$out/sim-pollux" 2>&1 | grep -v "LP failed"
 fi
 
-bold "online worker/parameter-server scheduling: larr, oasis, greedy vs FIFO and DRF (300 jobs, 20 machines)"
-"$shoal" sched run --machines 20 --jobs 300 --window 40 --lb-time 10
+bold "Gavel-style steady state: Poisson arrivals at load 0.9 on 108 GPUs, jobs 4000..4999 measured"
+"$shoal" sim --scenario gavel --no-progress --csv --policy fifo,srtf,tiresias,optimus,drf,gavel,greedy \
+  --out "$out/sim-gavel" > "$out/sim-gavel.csv"
+differ "$out/sim-gavel.csv"
 
-bold "the same policies inside the event-driven simulator, next to Optimus and Tiresias (parameter-server jobs)"
-"$shoal" sim --synthetic 60 --machines 4 --ps-fraction 1 --policy larr,oasis,greedy,fifo,drf,optimus,tiresias \
-  --no-progress --out "$out/sim-ps"
-
-bold "decision time per arrival of larr"
+bold "decision time per arrival of the slot planners (larr, larr with re-planning, greedy, oasis)"
 "$shoal" sched decide-time --machines 100,500 --jobs 10
 
 echo
-echo "outputs in $out/: per-job CSVs, JSON summaries, SVG plots (JCT CDF, utilization, accuracy vs time)"
+echo "outputs in $out/: per-job CSVs, JSON summaries, SVG plots (JCT and queueing-delay CDFs, utilization, accuracy vs time)"

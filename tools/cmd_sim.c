@@ -13,16 +13,50 @@
 #include "core/error.h"
 #include "shoal/shoal.h"
 #include "sched/policy.h"
+#include "sched/ps_policy.h"
+#include "sched/ps_replan.h"
 #include "sim/sim.h"
+
+#define PHILLY_CSV "../shared/data/philly/philly.csv"
+
+/* Named contended scenarios (docs/simulator.md "Scenarios"). */
+typedef struct {
+  const char *name, *desc;
+  int philly;                   /* 1: the Philly trace, else synthetic */
+  long jobs;                    /* synthetic jobs / Philly sample (0: all in the window) */
+  double load;                  /* synthetic load */
+  int poisson, pollux;
+  double win_a, win_b;          /* Philly submission window (s after the first) */
+  int machines, gpus;           /* cluster */
+  long k0, k1;                  /* measured window (arrival ranks), k1 < 0: all */
+  double load_scale;            /* arrivals compressed by this factor (--load-scale overrides) */
+} scenario_t;
+static const scenario_t scen[] = {
+    {"synthetic", "3,000 Philly-like jobs (bursty) at load 0.9 on 16 x 8 GPUs; jobs 500..2499 measured", 0, 3000, 0.9, 0, 0, 0,
+     0, 16, 8, 500, 2500, 1},
+    {"philly-busy", "Philly: the busiest week (days 46-53, 12,417 jobs, ~790 GPUs offered) on 80 x 8 GPUs", 1, 0, 0, 0, 0,
+     46 * 86400.0, 53 * 86400.0, 80, 8, 0, -1, 1},
+    {"pollux", "Pollux-style: 160 filtered Philly jobs of a busy 8 hours (hours 730-738) submitted within 2 hours "
+     "(--load-scale 4; 0.5x-2x: 2..8) on 16 x 4 GPUs",
+     1, 160, 0, 0, 1, 730 * 3600.0, 738 * 3600.0, 16, 4, 0, -1, 4},
+    {"gavel", "Gavel-style steady state: 6,000 synthetic jobs, Poisson at load 0.9 on 27 x 4 GPUs; jobs 4000..4999 measured", 0,
+     6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000, 1},
+};
+#define NSCEN ((int)(sizeof scen / sizeof scen[0]))
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: shoal sim [--trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
+          "usage: shoal sim [--scenario NAME | --trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
           "                 [--policy P1,P2,...] [--out DIR] [--seed S] [options]\n"
+          "\nscenarios (contended; later flags override their settings; default without workload flags: synthetic):\n");
+  for (int i = 0; i < NSCEN; i++) fprintf(f, "  %-12s %s\n", scen[i].name, scen[i].desc);
+  fprintf(f,
           "\nworkload:\n"
           "  --trace FILE          Philly-derived CSV (timestamp,duration,num_gpus,gpu_time,cluster) or shoal job CSV\n"
           "  --synthetic N         N Philly-like synthetic jobs (default when no trace: 1000)\n"
           "  --load L              synthetic offered load, fraction of the cluster's GPUs (default 0.8)\n"
+          "  --arrivals poisson|bursty  synthetic arrival process (default bursty: the trace's H2 gaps, cv 15.1)\n"
+          "  --load-scale X        divide every arrival time by X (X x the offered load; traces and synthetic)\n"
           "  --seed S              seed of the generator, model assignment and policies (default 1)\n"
           "  --ps-fraction F       share of jobs made parameter-server jobs (default 0)\n"
           "  --ps-ratio K          PSs per worker of PS jobs, ceil(K*W) (default 0.5)\n"
@@ -49,6 +83,11 @@ static void usage(FILE *f) {
           "  --policy LIST         comma list; parameters as name:key=value:key=value (default all)\n"
           "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, utilization.svg\n"
           "  --no-progress         no progress bar (it is drawn only on a terminal anyway)\n"
+          "  --csv                 one CSV row per policy (summary.json's names) instead of the table\n"
+          "  --no-header           CSV without its header line     --tag TEXT  first CSV column (sweep label)\n"
+          "  --lower-bound         offline lower bound on total flow time (slots of --lb-slot S, default 3600;\n"
+          "                        LP limited to --lb-time S, default 60; LB_solo/LB_srpt above 3000 jobs) and every\n"
+          "                        policy's flow in the same slots (policy none: the bound alone)\n"
           "\npolicies:\n");
   for (int i = 0; shoal__policy_at(i); i++)
     fprintf(f, "  %-9s %s\n            params: %s\n", shoal__policy_at(i)->name, shoal__policy_at(i)->summary,
@@ -63,6 +102,11 @@ typedef struct {
   shoal_sim_result_t r;
   double *jct;
   long njct;
+  double *queue;                /* queueing delay (first start - arrival) of the same jobs, sorted */
+  double *ftf;                  /* finish-time fairness rho = JCT / isolated time of the same jobs, sorted */
+  long nftf;
+  long waited;                  /* jobs that waited at all */
+  double flow_slots;            /* --lower-bound: total flow in slots */
   double rss_mb;
 } run_t;
 
@@ -152,6 +196,11 @@ static int write_summary(const char *dir, const char *workload, const char *clus
     NUM("events_per_s", r->r.wall_s > 0 ? r->r.events / r->r.wall_s : NAN);
     NUM("sim_s_per_wall_s", r->r.wall_s > 0 ? (r->r.t_last - r->r.t_first) / r->r.wall_s : NAN);
     NUM("peak_rss_mb", r->rss_mb);
+    NUM("decisions_per_s", r->r.wall_s > 0 ? r->r.decisions / r->r.wall_s : NAN);
+    NUM("decide_ms_avg", r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0);
+    NUM("decide_ms_max", 1e3 * r->r.decide_max_s);
+    fprintf(f, ", \"policy_stats\": ");
+    json_str(f, r->r.policy_stats);
     fprintf(f, "}%s\n", i + 1 < nruns ? "," : "");
 #undef NUM
   }
@@ -182,6 +231,27 @@ static int write_plots(const char *dir, run_t *runs, int nruns, int gpus) {
   snprintf(path, sizeof path, "%s/jct_cdf.svg", dir);
   if ((rc = shoal__svg_lines(path, "JCT CDF per policy", "job completion time (s, log scale)", "fraction of jobs", s, nruns, 1)))
     goto done;
+  for (int i = 0; i < nruns; i++) s[i].x = runs[i].queue;
+  snprintf(path, sizeof path, "%s/queue_cdf.svg", dir);
+  if ((rc = shoal__svg_lines(path, "Queueing delay CDF per policy", "time from arrival to first start (s, log scale; 0 not shown)",
+                             "fraction of jobs", s, nruns, 1)))
+    goto done;
+  for (int i = 0; i < nruns; i++) {
+    long n = runs[i].nftf;
+    double *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    if (!y) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "plots: out of memory");
+      goto done;
+    }
+    for (long k = 0; k < n; k++) y[k] = (double)(k + 1) / (double)n;
+    free(ys[i]);
+    ys[i] = y;
+    s[i] = (shoal_svg_series_t){runs[i].name, runs[i].ftf, y, n};
+  }
+  snprintf(path, sizeof path, "%s/ftf_cdf.svg", dir);
+  if ((rc = shoal__svg_lines(path, "Finish-time fairness CDF per policy (JCT / isolated time; > 1 is unfair)",
+                             "finish-time fairness rho (log scale)", "fraction of jobs", s, nruns, 1)))
+    goto done;
   for (int i = 0; i < nruns; i++) {
     const shoal_sim_result_t *r = &runs[i].r;
     double *x = malloc((size_t)(r->ntimeline ? r->ntimeline : 1) * sizeof *x);
@@ -209,6 +279,58 @@ done:
   return rc;
 }
 
+/* The offline lower bound (spec §7.3) on the planners' view of the
+ * workload: slots of slot_s seconds, arrival slot = floor(arrival / slot_s),
+ * every worker at the fastest per-worker rate the speed model gives the job
+ * (its requested size or one worker, consolidated). The LP runs up to 3,000
+ * jobs; larger workloads get max(LB_solo, LB_srpt). */
+static int workload_lower_bound(shoal_workload_t *w, shoal_cluster_t *cl, const shoal_speed_t *speed, const run_t *runs,
+                                int nruns, double slot_s, double tm, int quiet, double *lb, double *lbs) {
+  shoal__workload_reset(w);
+  shoal_sched_t s;
+  shoal__ps_cluster_t pc;
+  int rc = shoal__sched_init(&s, cl, speed, 16);
+  if (rc) return rc;
+  if ((rc = shoal__ps_view_cluster(cl, &pc))) {
+    shoal__sched_fini(&s);
+    return rc;
+  }
+  int n = w->njobs, T = 1;
+  shoal__ps_job_t *pj = calloc((size_t)(n ? n : 1), sizeof *pj);
+  if (!pj) rc = shoal__seterr(SHOAL_ERR_NOMEM, "lower bound: out of memory");
+  for (int i = 0; i < n && !rc; i++) {
+    shoal_job_t *j = &w->jobs[i];
+    int slot = (int)floor(j->arrival / slot_s + 1e-9);
+    shoal__ps_view(&s, j, slot_s, slot, 0, &pj[i]);
+    pj[i].id = i;
+    int P1 = shoal__ps_count(pj[i].kappa, 1);
+    double r1 = shoal_sched_rate_consolidated(&s, j, 1, P1) * slot_s;
+    if (r1 > pj[i].rho_in) pj[i].rho_in = r1;
+    if (slot + 1 > T) T = slot + 1;
+  }
+  /* horizon: 1.5x the latest finish of the runs (the optimum ends by then) */
+  double last = 0;
+  for (int k = 0; k < nruns; k++) last = fmax(last, runs[k].r.t_last);
+  int Tr = (int)(last / slot_s) + 1;
+  if (Tr > T) T = Tr;
+  T += T / 2 + 2;
+  if (!rc && n <= 3000) {
+    rc = shoal__ps_lower_bound(&pc, pj, n, T, tm, lb, lbs);
+    if (rc && !quiet) fprintf(stderr, "shoal sim: lower bound LP failed (%s): using max(LB_solo, LB_srpt)\n", shoal_last_error());
+    if (rc) rc = 1;
+  } else if (!rc) rc = 1;
+  if (rc == 1) {
+    double srpt = 0;
+    rc = shoal__ps_lower_bound_solo(&pc, pj, n, T, lbs);
+    if (!rc) rc = shoal__ps_lower_bound_srpt(&pc, pj, n, &srpt);
+    if (!rc) *lb = fmax(*lbs, srpt);
+  }
+  free(pj);
+  shoal__ps_cluster_free(&pc);
+  shoal__sched_fini(&s);
+  return rc;
+}
+
 static const char *need(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) return NULL;
   return argv[++*i];
@@ -228,6 +350,49 @@ int shoal_cmd_sim(int argc, char **argv) {
   shoal_net_t net = cs.net;
   int rc = 0;
   long k0 = 0, k1 = -1;
+  int csv = 0, header = 1, lower_bound = 0;
+  double lb_slot = 3600, lb_time = 60, load_scale = 1;
+  const char *tag = "-", *scen_trace = NULL;
+  /* scenario first: its settings are defaults that later flags override */
+  const scenario_t *sc = NULL;
+  {
+    const char *name = NULL;
+    int any = 0;
+    for (int i = 1; i < argc; i++) {
+      if (!strcmp(argv[i], "--scenario") && i + 1 < argc) name = argv[i + 1];
+      if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--synthetic") || !strcmp(argv[i], "--cluster") ||
+          !strcmp(argv[i], "--machines"))
+        any = 1;
+    }
+    if (!name && !any) name = "synthetic";
+    for (int i = 0; name && i < NSCEN; i++)
+      if (!strcmp(scen[i].name, name)) sc = &scen[i];
+    if (name && !sc) {
+      fprintf(stderr, "shoal sim: --scenario '%s': unknown (", name);
+      for (int i = 0; i < NSCEN; i++) fprintf(stderr, "%s%s", i ? ", " : "", scen[i].name);
+      fprintf(stderr, ")\n");
+      return 2;
+    }
+    if (sc) {
+      if (sc->philly) {
+        scen_trace = PHILLY_CSV;
+        wo.window_start_s = sc->win_a;
+        wo.window_end_s = sc->win_b;
+        wo.sample = sc->jobs;
+        wo.pollux_filter = sc->pollux;
+      } else {
+        wo.synth_jobs = sc->jobs;
+        wo.load = sc->load;
+        wo.poisson = sc->poisson;
+      }
+      flags.machines = sc->machines;
+      flags.per_machine.gpus = sc->gpus;
+      flags.racks = sc->machines >= 16 ? sc->machines / 16 : 1;
+      k0 = sc->k0;
+      k1 = sc->k1;
+      load_scale = sc->load_scale;
+    }
+  }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     double d;
@@ -299,6 +464,19 @@ int shoal_cmd_sim(int argc, char **argv) {
     else if (!strcmp(a, "--policy")) { VAL(); policies = v; }
     else if (!strcmp(a, "--out")) { VAL(); out = v; }
     else if (!strcmp(a, "--no-progress")) progress = 0;
+    else if (!strcmp(a, "--scenario")) VAL();
+    else if (!strcmp(a, "--arrivals")) {
+      VAL();
+      if (!strcmp(v, "poisson")) wo.poisson = 1;
+      else if (!strcmp(v, "bursty")) wo.poisson = 0;
+      else goto bad_value_msg;
+    } else if (!strcmp(a, "--load-scale")) DBL(1e-3, 1e3, load_scale);
+    else if (!strcmp(a, "--csv")) csv = 1;
+    else if (!strcmp(a, "--no-header")) header = 0;
+    else if (!strcmp(a, "--tag")) { VAL(); tag = v; }
+    else if (!strcmp(a, "--lower-bound")) lower_bound = 1;
+    else if (!strcmp(a, "--lb-slot")) DBL(1, 1e7, lb_slot);
+    else if (!strcmp(a, "--lb-time")) DBL(0.1, 1e5, lb_time);
     else {
       fprintf(stderr, "shoal sim: unknown option '%s' (see shoal sim --help)\n", a);
       return 2;
@@ -314,6 +492,7 @@ int shoal_cmd_sim(int argc, char **argv) {
 #undef DBL
 #undef LNG
   }
+  if (!trace && !have_synth) trace = scen_trace;
   if (trace && have_synth) {
     fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
     return 2;
@@ -348,6 +527,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   if (trace) rc = shoal__trace_read(trace, &wo, speed, &w);
   else rc = shoal__synth_generate(&wo, &w);
   if (rc) goto fail_speed;
+  shoal__workload_scale_arrivals(&w, load_scale);
   if ((rc = shoal__workload_assign_models(&w, speed, cl, &wo))) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", shoal_last_error());
@@ -382,6 +562,7 @@ int shoal_cmd_sim(int argc, char **argv) {
       *colon = 0;
       snprintf(r->params, sizeof r->params, "%s", colon + 1);
     }
+    if (!strcmp(tok, "none")) continue; /* --lower-bound alone */
     r->ops = shoal__policy_find(tok);
     if (!r->ops) {
       rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: unknown policy '%s' (see shoal sim --help)", tok);
@@ -400,12 +581,22 @@ int shoal_cmd_sim(int argc, char **argv) {
   }
   char cdesc[256];
   shoal__cluster_describe(cl, cdesc, sizeof cdesc);
-  printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", w.source, cdesc, speed->name,
-         speed->nmodels, cfg.restart_cost);
-  if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, w.njobs);
-  printf("\n");
-  printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
-         "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "wall(s)", "events/s");
+  if (csv) {
+    if (header)
+      printf("tag,policy,jobs,unfinished,jct_avg_s,jct_p50_s,jct_p95_s,jct_p99_s,makespan_s,queue_avg_s,waited,gpu_util,"
+             "preemptions,ftf_max,ftf_avg,decisions,decide_ms_avg,decide_ms_max,events_per_s,decisions_per_s,wall_s,"
+             "peak_rss_mb,flow_slots,lb_slots,ratio_lb,policy_stats\n");
+  } else {
+    printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", w.source, cdesc, speed->name,
+           speed->nmodels, cfg.restart_cost);
+    if (sc) printf("scenario: %s (%s)\n", sc->name, sc->desc);
+    if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, w.njobs);
+    printf("\n");
+    if (nruns)
+      printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %9s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
+             "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "decide_ms", "wall(s)",
+             "events/s");
+  }
   for (int i = 0; i < nruns; i++) {
     run_t *r = &runs[i];
     shoal_progress_t pb;
@@ -423,19 +614,37 @@ int shoal_cmd_sim(int argc, char **argv) {
     r->rss_mb = peak_rss_mb();
     if ((rc = shoal__metrics_compute_window(&w, &r->r, k0, k1 < 0 ? w.njobs : k1, &r->m))) goto fail_runs;
     const shoal_metrics_t *m = &r->m;
-    printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %8.3f %11.0f\n", r->name, m->jobs,
-           m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions, m->ftf_max,
-           m->ftf_avg, r->r.wall_s, r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0);
-    if (m->unfinished) printf("%-22s   (%ld jobs unfinished, excluded from the JCT columns)\n", "", m->unfinished);
-    fflush(stdout);
     r->jct = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->jct);
-    if (!r->jct) {
+    r->queue = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->queue);
+    r->ftf = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->ftf);
+    if (!r->jct || !r->queue || !r->ftf) {
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
       goto fail_runs;
     }
+    long nq = 0;
     for (long k = k0; k < (k1 < 0 ? w.njobs : k1) && k < w.njobs; k++)
-      if (w.jobs[k].state == SHOAL_JOB_DONE) r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
+      if (w.jobs[k].state == SHOAL_JOB_DONE) {
+        r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
+        r->queue[nq] = w.jobs[k].first_start - w.jobs[k].arrival;
+        if (r->queue[nq++] > 1e-6) r->waited++;
+        if (w.jobs[k].iso_time > 0) r->ftf[r->nftf++] = (w.jobs[k].finish - w.jobs[k].arrival) / w.jobs[k].iso_time;
+      }
     qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
+    qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
+    qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
+    if (lower_bound)
+      for (long k = 0; k < w.njobs; k++)
+        if (w.jobs[k].state == SHOAL_JOB_DONE)
+          r->flow_slots += floor(w.jobs[k].finish / lb_slot + 1e-9) - floor(w.jobs[k].arrival / lb_slot + 1e-9) + 1;
+    double dms = r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0;
+    if (!csv) {
+      printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %9.4f %8.3f %11.0f\n", r->name,
+             m->jobs, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions,
+             m->ftf_max, m->ftf_avg, dms, r->r.wall_s, r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0);
+      if (m->unfinished) printf("%-22s   (%ld jobs unfinished, excluded from the JCT columns)\n", "", m->unfinished);
+      if (r->r.policy_stats[0]) printf("%-22s   %s\n", "", r->r.policy_stats);
+    }
+    fflush(stdout);
     if (out) {
       char path[1200], safe[128];
       snprintf(safe, sizeof safe, "%s", r->name);
@@ -447,15 +656,43 @@ int shoal_cmd_sim(int argc, char **argv) {
       if ((rc = shoal__report_timeline_csv(path, &r->r))) goto fail_runs;
     }
   }
+  double lb = NAN, lbs = NAN;
+  if (lower_bound && (rc = workload_lower_bound(&w, cl, speed, runs, nruns, lb_slot, lb_time, csv, &lb, &lbs))) goto fail_runs;
+  if (csv)
+    for (int i = 0; i < nruns; i++) {
+      run_t *r = &runs[i];
+      const shoal_metrics_t *m = &r->m;
+      printf("%s,%s,%ld,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%ld,%.4f,%ld,%.4f,%.4f,%llu,%.5f,%.3f,%.0f,%.0f,%.3f,%.1f,%.0f,%.2f,%.4f,%s\n",
+             tag, r->name, m->jobs, m->unfinished, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg,
+             r->waited, m->util, m->preemptions, m->ftf_max, m->ftf_avg, (unsigned long long)r->r.decisions,
+             r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0, 1e3 * r->r.decide_max_s,
+             r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0, r->r.wall_s > 0 ? r->r.decisions / r->r.wall_s : 0.0,
+             r->r.wall_s, r->rss_mb, lower_bound ? r->flow_slots : NAN, lb, lower_bound ? r->flow_slots / lb : NAN,
+             r->r.policy_stats);
+    }
+  else if (lower_bound) {
+    printf("\nlower bound on total flow time: %.1f slots of %g s (LB_solo %.0f)%s\n", lb, lb_slot, lbs,
+           nruns ? "; policies' flow in the same slots:" : "");
+    for (int i = 0; i < nruns; i++)
+      printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", runs[i].name, runs[i].flow_slots, runs[i].flow_slots / lb);
+  }
+  /* a run where nobody ever waited cannot show policy differences */
+  long waited = 0;
+  for (int i = 0; i < nruns; i++) waited += runs[i].waited;
+  if (nruns && !waited)
+    fprintf(stderr, "shoal sim: warning: no job ever waited for resources under any policy: the cluster is not contended and "
+                    "policies cannot differ (try --scenario, a smaller cluster or a higher --load / --load-scale)\n");
   if (out) {
     if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns))) goto fail_runs;
     if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;
-    printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, utilization.svg\n", out);
+    if (!csv) printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, ftf_cdf.svg, utilization.svg\n", out);
   }
-  printf("peak RSS %.1f MB\n", peak_rss_mb());
+  if (!csv) printf("peak RSS %.1f MB\n", peak_rss_mb());
 fail_runs:
   for (int i = 0; i < nruns; i++) {
     free(runs[i].jct);
+    free(runs[i].queue);
+    free(runs[i].ftf);
     shoal__sim_result_free(&runs[i].r);
   }
   free(runs);

@@ -1,14 +1,22 @@
 #!/bin/sh
-# Issue 5 experiment: larr / oasis / greedy against FIFO, DRF, Optimus and
-# Tiresias (all in the same slot model) on synthetic PS workloads and the
-# Philly trace mapped to PS jobs. Sweeps load (jobs), cluster size, locality
-# ratio; larr with and without re-planning; Tiresias thresholds; decision
-# time at 100/500/2000 machines. Writes CSVs to results/, SVG plots to plots/
-# (gnuplot) and results/summary.txt (larr against the best baseline).
+# Online scheduling on the one engine: the slot planners larr, greedy and
+# oasis against FIFO, SRTF, Tiresias, Optimus, DRF and Gavel, all as policies
+# of `shoal sim` (the same workloads, placements, speed model and metrics),
+# on the contended scenarios, with the offline lower bound where it is
+# computable. Sections (PARTS, default all):
+#   scenarios  every policy on the synthetic default, philly-busy and gavel
+#              scenarios (seed 1; larr and oasis only on synthetic: their cost, docs)
+#   pollux     the Pollux-style scenario at load-scale 2, 4, 8 (0.5x-2x), seeds
+#              1-3 (the seed draws the 160-job sample), every policy + the bound
+#   ablation   what the LP adds: larr vs greedy with the same re-planning
+#              (greedy:replan=1), both without re-planning, and larr planning
+#              with remaining work estimated online from finished jobs
+#              (larr:estimate=3600) instead of known exactly; pollux at
+#              load-scale 4 and 8 and all-PS synthetic jobs, seeds 1-3
+#   decide     planner decision time per arrival at 100/500/2000 machines
+# Writes CSVs (shoal sim's columns) to results/, SVG plots to plots/
+# (gnuplot) and results/summary.txt.
 #   experiments/online-scheduling/run.sh [BUILD_DIR] [SEEDS]
-#   PARTS="load size locality theta philly replan tiresias decide" selects
-#   sections (default all; plots and summary are redrawn from results/).
-# Bounded: about 10-15 minutes on a shared 2-core machine with 3 seeds.
 set -eu
 B=${1:-build}
 SEEDS=${2:-"1 2 3"}
@@ -18,141 +26,75 @@ R=$D/results
 P=$D/plots
 mkdir -p "$R" "$P"
 [ -x "$SHOAL" ] || { echo "run.sh: $SHOAL not built (make BUILD=$B $SHOAL)" >&2; exit 1; }
-LB="--lb-time 10"
-want() { case " ${PARTS:-load size locality theta philly replan tiresias decide} " in *" $1 "*) return 0 ;; esac; return 1; }
-run() { "$SHOAL" sched run --csv --no-header $LB "$@"; }
-HDR="tag,policy,machines,jobs,locality,seed,total_flow,mean_flow,p95_flow,makespan,lb,lb_solo,ratio_lb,decide_ms_mean,decide_ms_max,coloc_share,deferrals,rejections,forced,wall_s"
-
-if want load; then
-echo "== load sweep (20 machines, arrivals over 40 slots)"
-echo "$HDR" > "$R/load.csv"
-for s in $SEEDS; do for n in 100 200 300 400 500; do
-  run --machines 20 --window 40 --jobs $n --seed $s --tag $n >> "$R/load.csv"
-done; done
-fi
-
-if want size; then
-echo "== cluster-size sweep (300 jobs over 40 slots)"
-echo "$HDR" > "$R/size.csv"
-for s in $SEEDS; do for h in 10 20 40 80; do
-  run --machines $h --window 40 --jobs 300 --seed $s --tag $h >> "$R/size.csv"
-done; done
-fi
-
-if want locality; then
-echo "== locality sweep (20 machines, 300 jobs)"
-echo "$HDR" > "$R/locality.csv"
-for s in $SEEDS; do for l in 1 2 5 10 50; do
-  run --machines 20 --window 40 --jobs 300 --locality $l --seed $s --tag $l >> "$R/locality.csv"
-done; done
-fi
-
-if want theta; then
-echo "== theta sweep of larr's prices (20 machines, 300 jobs; spec default 16)"
-echo "$HDR" > "$R/theta.csv"
-for s in $SEEDS; do for th in 16 4 1 0.5 0.125; do
-  run --machines 20 --window 40 --jobs 300 --seed $s --theta $th --policy larr,greedy --no-lb --tag $th >> "$R/theta.csv"
-done; done
-fi
-
+want() { case " ${PARTS:-scenarios pollux ablation decide} " in *" $1 "*) return 0 ;; esac; return 1; }
+sim() { "$SHOAL" sim --csv --no-header --no-progress "$@"; }
+HDR="tag,policy,jobs,unfinished,jct_avg_s,jct_p50_s,jct_p95_s,jct_p99_s,makespan_s,queue_avg_s,waited,gpu_util,preemptions,ftf_max,ftf_avg,decisions,decide_ms_avg,decide_ms_max,events_per_s,decisions_per_s,wall_s,peak_rss_mb,flow_slots,lb_slots,ratio_lb,policy_stats"
+BASE=fifo,srtf,tiresias,optimus,drf,gavel
 PHILLY=../shared/data/philly/philly.csv
-if want philly && [ -r "$PHILLY" ]; then
-  echo "== Philly trace mapped to PS jobs (300 sampled jobs over 40 slots of 1800 s, 5 and 10 machines)"
-  echo "$HDR" > "$R/philly.csv"
-  for s in $SEEDS; do for h in 5 10; do
-    run --trace "$PHILLY" --slot 1800 --machines $h --window 40 --jobs 300 --seed $s --tag $h >> "$R/philly.csv"
+
+if want scenarios; then
+  echo "== scenarios (seed 1)"
+  echo "$HDR" > "$R/scenarios.csv"
+  sim --scenario synthetic --policy $BASE,greedy,larr,oasis --tag synthetic >> "$R/scenarios.csv"
+  sim --scenario gavel --policy $BASE,greedy --tag gavel >> "$R/scenarios.csv"
+  [ -r "$PHILLY" ] && sim --scenario philly-busy --policy $BASE,greedy --tag philly-busy >> "$R/scenarios.csv"
+fi
+
+if want pollux && [ -r "$PHILLY" ]; then
+  echo "== pollux-style, load-scale 2 4 8, seeds $SEEDS, lower bound in 30-minute slots"
+  echo "$HDR" > "$R/pollux.csv"
+  for s in $SEEDS; do for x in 2 4 8; do
+    sim --scenario pollux --load-scale $x --seed $s --lower-bound --lb-slot 1800 --lb-time 10 \
+      --policy $BASE,greedy,larr,oasis --tag "$x" 2> /dev/null >> "$R/pollux.csv"
   done; done
 fi
 
-if want replan; then
-  # larr as the spec has it (commit on arrival, never revise) against the
-  # default re-planning, at the loaded points; policy column "larr-norp"
-  echo "== larr without re-planning (--replan 0)"
-  echo "$HDR" > "$R/replan.csv"
+if want ablation; then
+  echo "== ablation: LP vs greedy with the same re-planning; exact vs estimated remaining work"
+  echo "$HDR" > "$R/ablation.csv"
+  AB=larr,greedy:replan=1,larr:replan=0,greedy,larr:estimate=3600,greedy:replan=1:estimate=3600,srtf
   for s in $SEEDS; do
-    for n in 300 400 500; do
-      run --machines 20 --window 40 --jobs $n --seed $s --policy larr --replan 0 --no-lb --tag "synth-$n" | sed 's/,larr,/,larr-norp,/' >> "$R/replan.csv"
-    done
-    if [ -r "$PHILLY" ]; then for h in 5 10; do
-      run --trace "$PHILLY" --slot 1800 --machines $h --window 40 --jobs 300 --seed $s --policy larr --replan 0 --no-lb --tag "philly-$h" | sed 's/,larr,/,larr-norp,/' >> "$R/replan.csv"
+    if [ -r "$PHILLY" ]; then for x in 4 8; do
+      sim --scenario pollux --load-scale $x --seed $s --policy $AB --tag "pollux-x$x" >> "$R/ablation.csv"
     done; fi
+    sim --synthetic 1000 --load 0.9 --machines 8 --ps-fraction 1 --report-jobs 200:800 --seed $s --policy $AB \
+      --tag "synthetic-ps" >> "$R/ablation.csv"
   done
 fi
 
-if want tiresias; then
-  # Tiresias's queue thresholds (attained GPU-slots); default 4,32
-  echo "== Tiresias thresholds"
-  echo "$HDR" > "$R/tiresias.csv"
-  for s in $SEEDS; do for th in 4,32 8,64 16,128 32,256; do
-    thc=$(echo "$th" | tr , :)
-    for n in 300 400; do
-      run --machines 20 --window 40 --jobs $n --seed $s --policy tiresias --tiresias-thr $th --no-lb --tag "synth-$n" | sed "s/,tiresias,/,tiresias-$thc,/" >> "$R/tiresias.csv"
-    done
-    if [ -r "$PHILLY" ]; then for h in 5 10; do
-      run --trace "$PHILLY" --slot 1800 --machines $h --window 40 --jobs 300 --seed $s --policy tiresias --tiresias-thr $th --no-lb --tag "philly-$h" | sed "s/,tiresias,/,tiresias-$thc,/" >> "$R/tiresias.csv"
-    done; fi
-  done; done
-fi
-
 if want decide; then
-echo "== decision time per arrival (cluster preloaded to ~70% of its GPU-slots; wall and CPU ms, noisy)"
-"$SHOAL" sched decide-time --machines 100,500,2000 --jobs 20 | tee "$R/decide.txt"
+  echo "== decision time per arrival (cluster preloaded to ~70% of its GPU-slots; wall and CPU ms, noisy)"
+  "$SHOAL" sched decide-time --machines 100,500,2000 --jobs 20 | tee "$R/decide.txt"
 fi
 
-# mean over seeds per (tag, policy) of a column
-agg() { # file column -> tag policy mean
+# mean over seeds per (tag, policy) of column $2 of file $1
+agg() {
   awk -F, -v col="$2" 'NR > 1 { k = $1 "," $2; s[k] += $col; n[k]++; if (!(k in o)) { o[k] = ++m; key[m] = k } }
     END { for (i = 1; i <= m; i++) { split(key[i], a, ","); printf "%s %s %.4f\n", a[1], a[2], s[key[i]] / n[key[i]] } }' "$1"
 }
-for f in load size locality philly; do
-  [ -r "$R/$f.csv" ] || continue
-  agg "$R/$f.csv" 13 > "$R/$f.ratio.dat"
-  agg "$R/$f.csv" 8 > "$R/$f.mean.dat"
-done
-[ -r "$R/theta.csv" ] && agg "$R/theta.csv" 7 > "$R/theta.total.dat"
-
-plot() { # name xlabel ylabel datafile logx
-  [ -r "$4" ] || return 0
-  gnuplot <<GP
+if [ -r "$R/pollux.csv" ] && command -v gnuplot > /dev/null; then
+  agg "$R/pollux.csv" 5 > "$R/pollux.jct.dat"
+  agg "$R/pollux.csv" 25 > "$R/pollux.ratio.dat"
+  for what in jct ratio; do
+    case $what in jct) yl="average JCT (s)" ;; ratio) yl="total flow / lower bound (30-min slots)" ;; esac
+    gnuplot <<GP
 set terminal svg size 640,400 dynamic font "sans,11"
-set output "$P/$1.svg"
-set xlabel "$2"; set ylabel "$3"; set key outside right; set grid
-$5
-plot for [pol in "larr greedy oasis fifo drf optimus tiresias"] "< awk '\$2 == \"".pol."\"' $4" using 1:3 with linespoints title pol
+set output "$P/pollux_$what.svg"
+set xlabel "load scale (arrivals compressed; 4 = the scenario)"; set ylabel "$yl"; set key outside right; set grid
+set logscale x 2
+plot for [pol in "fifo srtf tiresias optimus drf gavel greedy larr oasis"] "< awk '\$2 == \"".pol."\"' $R/pollux.$what.dat" using 1:3 with linespoints title pol
 GP
-}
-plot load_ratio "jobs arriving in 40 slots (20 machines)" "total flow time / lower bound" "$R/load.ratio.dat" ""
-plot load_mean "jobs arriving in 40 slots (20 machines)" "mean flow time (slots)" "$R/load.mean.dat" ""
-plot size_ratio "machines (300 jobs)" "total flow time / lower bound" "$R/size.ratio.dat" "set logscale x 2"
-plot locality_ratio "locality ratio b_in/b_ex (20 machines, 300 jobs)" "total flow time / lower bound" "$R/locality.ratio.dat" "set logscale x"
-plot philly_ratio "machines (Philly, 300 jobs)" "total flow time / lower bound" "$R/philly.ratio.dat" ""
-# larr against the best of FIFO, DRF, Optimus, Tiresias per sweep point
-# (means over seeds): total flow, ratio to LB, and larr / best - 1
-summary() { # file label
-  [ -r "$1" ] || return 0
-  echo "## $2 (mean over seeds; total flow, [ratio to LB])"
-  awk -F, 'NR > 1 { k = $1 SUBSEP $2; f[k] += $7; rl[k] += $13; n[k]++; if (!($1 in seen)) { seen[$1] = 1; tags[++m] = $1 }; pols[$2] = 1 }
-    END {
-      printf "%-6s", "point"; split("larr greedy oasis fifo drf optimus tiresias", P, " ")
-      for (q = 1; q <= 7; q++) printf " %17s", P[q]; printf " %10s %8s\n", "best-base", "larr/best"
-      for (i = 1; i <= m; i++) {
-        t = tags[i]; printf "%-6s", t; best = -1; bn = ""
-        for (q = 1; q <= 7; q++) { k = t SUBSEP P[q]; if (!(k in n)) { printf " %17s", "-"; continue }
-          v = f[k] / n[k]; printf " %9.0f [%5.2f]", v, rl[k] / n[k]
-          if (q >= 4 && (best < 0 || v < best)) { best = v; bn = P[q] } }
-        l = t SUBSEP "larr"; if (best > 0 && (l in n)) printf " %10s %+7.1f%%\n", bn, 100 * (f[l] / n[l] / best - 1); else printf "\n"
-      } }' "$1"
-}
+  done
+fi
+
 {
-  summary "$R/load.csv" "load sweep, 20 machines"
-  summary "$R/size.csv" "cluster size, 300 jobs"
-  summary "$R/locality.csv" "locality ratio, 20 machines, 300 jobs"
-  summary "$R/philly.csv" "Philly mapped to PS jobs, 300 jobs"
-  for f in replan tiresias; do
+  for f in scenarios pollux ablation; do
     [ -r "$R/$f.csv" ] || continue
-    echo "## $f (mean total flow over seeds)"
-    awk -F, 'NR > 1 { k = $1 " " $2; s[k] += $7; n[k]++; if (!(k in o)) { o[k] = ++m; key[m] = k } }
-      END { for (i = 1; i <= m; i++) printf "%-12s %-18s %8.0f\n", substr(key[i], 1, index(key[i], " ") - 1), substr(key[i], index(key[i], " ") + 1), s[key[i]] / n[key[i]] }' "$R/$f.csv"
+    echo "## $f: mean over seeds of avg JCT (s), p95 JCT (s), queueing (s), FTF max, decide ms, ratio to LB"
+    awk -F, 'NR > 1 { k = $1 SUBSEP $2; j[k] += $5; p[k] += $7; q[k] += $10; f[k] += $14; d[k] += $17; r[k] += $25; n[k]++
+        if (!(k in seen)) { seen[k] = 1; keys[++m] = k } }
+      END { for (i = 1; i <= m; i++) { k = keys[i]; split(k, a, SUBSEP)
+        printf "%-14s %-34s %9.0f %9.0f %8.0f %9.2f %9.4f %7.3f\n", a[1], a[2], j[k] / n[k], p[k] / n[k], q[k] / n[k], f[k] / n[k], d[k] / n[k], r[k] / n[k] } }' "$R/$f.csv"
   done
 } > "$R/summary.txt"
 cat "$R/summary.txt"

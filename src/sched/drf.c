@@ -153,4 +153,5 @@ const shoal_policy_ops_t shoal__policy_drf = {
     drf_finish,
     NULL,
     drf_schedule,
+    NULL,
 };

@@ -111,4 +111,5 @@ const shoal_policy_ops_t shoal__policy_fifo = {
     NULL,
     NULL,
     fifo_schedule,
+    NULL,
 };

@@ -117,4 +117,5 @@ const shoal_policy_ops_t shoal__policy_gavel = {
     NULL,
     gavel_timer,
     gavel_schedule,
+    NULL,
 };

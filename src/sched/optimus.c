@@ -299,4 +299,5 @@ const shoal_policy_ops_t shoal__policy_optimus = {
     optimus_finish,
     NULL,
     optimus_schedule,
+    NULL,
 };

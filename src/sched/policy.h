@@ -109,6 +109,9 @@ typedef struct shoal_policy_ops {
   /* decide: change allocations with shoal_sched_assign(). A negative return
    * aborts the run (bug or solver failure), with shoal_last_error() set. */
   int (*schedule)(void *state, shoal_sched_t *s);
+  /* optional: policy-specific counters as "key=value key=value" (e.g. the
+   * planners' deferrals and rejections), shown after a run; may be NULL */
+  void (*stats)(void *state, char *buf, size_t cap);
 } shoal_policy_ops_t;
 
 /* Registry (policy_registry.c): the policy called name, NULL if none. */

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "sched/ps_greedy.h"
 #include "sched/ps_lp.h"
-#include "sched/ps_online.h"
+#include "sched/ps_replan.h"
 
 /* Standalone greedy end of every job on the empty cluster (exact, §5). */
 static int solo_ends(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, int *esolo, double *solo) {

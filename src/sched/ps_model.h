@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHOAL_PS_NRES 4 /* GPU, CPU, MEM, NET (any unit: only ratios matter) */
+/* Resource vectors (demands, capacities, residuals) are indexed by name;
+ * any unit, only ratios matter. */
+enum { SHOAL_PS_GPU = 0, SHOAL_PS_CPU = 1, SHOAL_PS_MEM = 2, SHOAL_PS_NET = 3, SHOAL_PS_NRES = 4 };
 
 typedef struct {
   int id;

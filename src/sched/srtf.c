@@ -138,4 +138,5 @@ const shoal_policy_ops_t shoal__policy_srtf = {
     NULL,
     NULL,
     srtf_schedule,
+    NULL,
 };

@@ -677,4 +677,5 @@ const shoal_policy_ops_t shoal__policy_tiresias = {
     tiresias_finish,
     tiresias_timer,
     tiresias_schedule,
+    NULL,
 };

@@ -3,8 +3,9 @@
  * Time only jumps to the next event: a completion (exact: rates are constant
  * between events), the end of a restart, an arrival (from the sorted job
  * array, never stored in the heap) or a policy timer. Events live in a binary
- * min-heap ordered by (time, kind, sequence number); each carries the job's
- * version and stale ones are dropped on pop. After all events of one instant
+ * min-heap ordered by (time, kind, sequence number) with at most one entry
+ * per job (moved in place when the job's completion moves); each carries the
+ * job's version, and one left behind by a preemption is dropped on pop. After all events of one instant
  * the policy decides once; only jobs whose allocation changed are touched. */
 #include <math.h>
 #include <stdlib.h>
@@ -27,9 +28,14 @@ typedef struct {
   int64_t tag;
 } event_t;
 
+/* Min-heap of events with at most one entry per job: pos[job] is the
+ * job's entry (-1: none), so a job whose completion moves (rate change,
+ * restart, preemption) updates its entry in place instead of leaving a stale
+ * one behind (under contention stale entries were most of the heap). */
 typedef struct {
   event_t *a;
   size_t n, cap;
+  int32_t *pos;     /* [njobs] */
 } heap_t;
 
 static inline int ev_less(const event_t *x, const event_t *y) {
@@ -37,7 +43,44 @@ static inline int ev_less(const event_t *x, const event_t *y) {
   return x->seq < y->seq;
 }
 
+static inline void heap_set(heap_t *h, size_t i, const event_t *e) {
+  h->a[i] = *e;
+  if (e->job >= 0) h->pos[e->job] = (int32_t)i;
+}
+
+static void sift_up(heap_t *h, size_t i, event_t e) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!ev_less(&e, &h->a[p])) break;
+    heap_set(h, i, &h->a[p]);
+    i = p;
+  }
+  heap_set(h, i, &e);
+}
+
+static void sift_down(heap_t *h, size_t i, event_t e) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    const event_t *best = &e;
+    if (l < h->n && ev_less(&h->a[l], best)) {
+      m = l;
+      best = &h->a[l];
+    }
+    if (r < h->n && ev_less(&h->a[r], best)) m = r;
+    if (m == i) break;
+    heap_set(h, i, &h->a[m]);
+    i = m;
+  }
+  heap_set(h, i, &e);
+}
+
 static int heap_push(heap_t *h, event_t e) {
+  if (e.job >= 0 && h->pos[e.job] >= 0) { /* the job's entry moves */
+    size_t i = (size_t)h->pos[e.job];
+    if (ev_less(&e, &h->a[i])) sift_up(h, i, e);
+    else sift_down(h, i, e);
+    return 0;
+  }
   if (h->n == h->cap) {
     size_t nc = h->cap ? h->cap * 2 : 1024;
     event_t *a = realloc(h->a, nc * sizeof *a);
@@ -45,33 +88,14 @@ static int heap_push(heap_t *h, event_t e) {
     h->a = a;
     h->cap = nc;
   }
-  size_t i = h->n++;
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (!ev_less(&e, &h->a[p])) break;
-    h->a[i] = h->a[p];
-    i = p;
-  }
-  h->a[i] = e;
+  sift_up(h, h->n++, e);
   return 0;
 }
 
 static event_t heap_pop(heap_t *h) {
   event_t top = h->a[0], last = h->a[--h->n];
-  size_t i = 0;
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
-    const event_t *best = &last;
-    if (l < h->n && ev_less(&h->a[l], best)) {
-      m = l;
-      best = &h->a[l];
-    }
-    if (r < h->n && ev_less(&h->a[r], best)) m = r;
-    if (m == i) break;
-    h->a[i] = h->a[m];
-    i = m;
-  }
-  if (h->n) h->a[i] = last;
+  if (top.job >= 0) h->pos[top.job] = -1;
+  if (h->n) sift_down(h, 0, last);
   return top;
 }
 
@@ -488,8 +512,9 @@ static int engine_setup(engine_t *e) {
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
   e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
-  if (!e->xidx || !e->xk) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-  for (size_t i = 0; i < n; i++) e->xidx[i] = -1;
+  e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
+  if (!e->xidx || !e->xk || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
   e->res->timeline = malloc((size_t)e->tl_cap * sizeof *e->res->timeline);
@@ -554,7 +579,12 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   e.s.events = SHOAL_EV_START;
   long progress_step = w->njobs / 200 + 1, progress_next = progress_step;
   for (;;) {
-    /* next instant */
+    /* next instant (a job event left behind by a preemption is dropped
+     * here, so it never wakes the engine up) */
+    while (e.heap.n && e.heap.a[0].job >= 0 && e.heap.a[0].version != w->jobs[e.heap.a[0].job].version) {
+      heap_pop(&e.heap);
+      r.events++;
+    }
     int have_heap = e.heap.n > 0, have_arr = next < w->njobs;
     if (!have_heap && !have_arr) break;
     double tn = have_heap ? e.heap.a[0].t : INFINITY;
@@ -607,7 +637,12 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
     }
     if (e.s.events) {
       r.decisions++;
-      if ((rc = ops->schedule(e.pstate, &e.s))) goto fail_policy;
+      double d0 = shoal__now_s();
+      rc = ops->schedule(e.pstate, &e.s);
+      double dt = shoal__now_s() - d0;
+      r.decide_s += dt;
+      if (dt > r.decide_max_s) r.decide_max_s = dt;
+      if (rc) goto fail_policy;
       e.s.events = 0;
     }
     if ((rc = apply_changes(&e, t))) goto fail_policy;
@@ -648,6 +683,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   if (r.unfinished)
     SHOAL_WARN("SIM", "policy %s: %ld of %ld jobs unfinished at t=%.0f s", ops->name, r.unfinished, r.njobs, t);
   r.wall_s = shoal__now_s() - wall0;
+  if (ops->stats) ops->stats(e.pstate, r.policy_stats, sizeof r.policy_stats);
   ops->destroy(e.pstate);
   /* release what unfinished jobs hold */
   for (long i = 0; i < w->njobs; i++) {
@@ -658,6 +694,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   shoal__sched_fini(&e.s);
   shoal__cluster_destroy(e.c);
   free(e.heap.a);
+  free(e.heap.pos);
   free(e.sref);
   free(e.phi_at);
   free(e.size_idx);
@@ -679,6 +716,7 @@ fail_sched:
   for (int i = 0; i < e.ntouched; i++) free(e.prev[i].p);
   shoal__sched_fini(&e.s);
   free(e.heap.a);
+  free(e.heap.pos);
   free(e.sref);
   free(e.phi_at);
   free(e.size_idx);

@@ -35,6 +35,7 @@ typedef struct shoal_workload_opts {
   long synth_jobs;
   double load;                /* offered load as a fraction of cluster GPUs (default 0.8) */
   int cluster_gpus;           /* for the load knob */
+  int poisson;                /* synthetic: Poisson arrivals instead of the trace's bursty H2 gaps */
 } shoal_workload_opts_t;
 
 void shoal__workload_opts_default(shoal_workload_opts_t *o);
@@ -45,6 +46,9 @@ void shoal__workload_reset(shoal_workload_t *w);
 int shoal__workload_alloc(shoal_workload_t *w, long njobs);
 /* Intern a VC name; returns its index. */
 int shoal__workload_vc(shoal_workload_t *w, const char *name);
+/* Divide every arrival time by x (load scaling of a trace: x = 2 offers
+ * twice the load over half the span). */
+void shoal__workload_scale_arrivals(shoal_workload_t *w, double x);
 /* Sort by (arrival, row), shift time so the first arrival is 0, renumber ids. */
 void shoal__workload_finalize(shoal_workload_t *w);
 /* Fill model, arch, PS count, work from durations (spec §2): model by
@@ -94,6 +98,8 @@ typedef struct shoal_sim_result {
   shoal_timeline_pt_t *timeline;
   int ntimeline;
   long peak_active;
+  double decide_s, decide_max_s;  /* wall time inside the policy's schedule() calls: total, largest */
+  char policy_stats[256];         /* the policy's own counters (ops->stats), "" if none */
 } shoal_sim_result_t;
 
 void shoal__sim_config_default(shoal_sim_config_t *c);

@@ -16,6 +16,13 @@ void shoal__workload_opts_default(shoal_workload_opts_t *o) {
   o->cluster_gpus = 2048;
 }
 
+void shoal__workload_scale_arrivals(shoal_workload_t *w, double x) {
+  if (!(x > 0) || x == 1) return;
+  for (long i = 0; i < w->njobs; i++) w->jobs[i].arrival /= x;
+  size_t l = strlen(w->source);
+  if (l < sizeof w->source) snprintf(w->source + l, sizeof w->source - l, "; arrivals x1/%g (load x%g)", x, x);
+}
+
 void shoal__workload_free(shoal_workload_t *w) {
   if (!w) return;
   if (w->jobs)

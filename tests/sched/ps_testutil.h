@@ -12,10 +12,10 @@
 static inline int ps_tiny_cluster(int H, shoal__ps_cluster_t *c) {
   double cap[8 * SHOAL_PS_NRES];
   for (int h = 0; h < H; h++) {
-    cap[h * 4 + 0] = 4;
-    cap[h * 4 + 1] = 16;
-    cap[h * 4 + 2] = 64;
-    cap[h * 4 + 3] = 20;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 16;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 64;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 20;
   }
   return shoal__ps_cluster_init(c, H, cap);
 }
@@ -25,15 +25,15 @@ static inline void ps_tiny_job(shoal_rng_t *g, int id, int amax, shoal__ps_job_t
   j->id = id;
   j->arrival = amax ? (int)shoal_rng_below(g, (uint64_t)amax + 1) : 0;
   j->wmax = 1 + (int)shoal_rng_below(g, 4);
-  j->dw[0] = 1;
-  j->dw[1] = 1 + (int)shoal_rng_below(g, 6);
-  j->dw[2] = 4 + (int)shoal_rng_below(g, 20);
-  j->dw[3] = 0.5 + 4 * shoal_rng_uniform(g);
-  j->dp[0] = 0;
-  j->dp[1] = 1 + (int)shoal_rng_below(g, 6);
-  j->dp[2] = 4 + (int)shoal_rng_below(g, 20);
-  j->dp[3] = 4 + 10 * shoal_rng_uniform(g);
-  j->kappa = j->dw[3] / j->dp[3];
+  j->dw[SHOAL_PS_GPU] = 1;
+  j->dw[SHOAL_PS_CPU] = 1 + (int)shoal_rng_below(g, 6);
+  j->dw[SHOAL_PS_MEM] = 4 + (int)shoal_rng_below(g, 20);
+  j->dw[SHOAL_PS_NET] = 0.5 + 4 * shoal_rng_uniform(g);
+  j->dp[SHOAL_PS_GPU] = 0;
+  j->dp[SHOAL_PS_CPU] = 1 + (int)shoal_rng_below(g, 6);
+  j->dp[SHOAL_PS_MEM] = 4 + (int)shoal_rng_below(g, 20);
+  j->dp[SHOAL_PS_NET] = 4 + 10 * shoal_rng_uniform(g);
+  j->kappa = j->dw[SHOAL_PS_NET] / j->dp[SHOAL_PS_NET];
   j->rho_ex = 1 + 2 * shoal_rng_uniform(g);
   j->rho_in = j->rho_ex * (1 + 3 * shoal_rng_uniform(g));
   j->work = (1 + 2 * shoal_rng_uniform(g)) * j->wmax * j->rho_ex;

@@ -40,7 +40,7 @@ TEST(larr_greedy_reports_uncoverable) {
   shoal__ps_sched_t S;
   CHECK_EQ(shoal__ps_greedy(&c, &j, 0, 5, 16, &S), SHOAL_ERR_INFEASIBLE);
   CHECK_CONTAINS(shoal_last_error(), "job 7");
-  j.dw[1] = 100; /* a worker fits nowhere */
+  j.dw[SHOAL_PS_CPU] = 100; /* a worker fits nowhere */
   j.work = 1;
   CHECK_EQ(shoal__ps_greedy(&c, &j, 0, 5, 16, &S), SHOAL_ERR_INFEASIBLE);
   shoal__ps_cluster_free(&c);

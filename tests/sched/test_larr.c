@@ -1,13 +1,15 @@
 /* larr (spec §4): tiny instances against GLPK's exact MIP, rounding+repair on
- * thousands of random instances, determinism, and the lower bound. */
+ * thousands of random instances, and the lower bound. The planners run here
+ * as pure libraries; their online runs inside the engine are tested in
+ * tests/sim/test_sim_slotted.c. */
 #include "../runner.h"
 #include "core/clock.h"
 #include "ps_testutil.h"
 #include "sched/ps_greedy.h"
 #include "sched/ps_larr.h"
 #include "sched/ps_lp.h"
-#include "sched/ps_online.h"
-#include "sched/ps_workload.h"
+#include "sched/ps_oasis.h"
+#include "sched/ps_replan.h"
 
 /* Preload a cluster with random committed usage in slots [0, T). */
 static void preload(shoal_rng_t *g, shoal__ps_cluster_t *c, int T) {
@@ -20,17 +22,54 @@ static void preload(shoal_rng_t *g, shoal__ps_cluster_t *c, int T) {
     }
 }
 
+/* Online commit-on-arrival of one planner over the jobs (arrival order, ties
+ * by id) on a copy of c: every schedule checked against the capacity left at
+ * its commit; returns the total flow time in slots. kind: 0 larr, 1 greedy,
+ * 2 oasis (forced admission: the flow of the schedule it would take). */
+static double commit_online(const shoal__ps_cluster_t *c, shoal__ps_job_t *jobs, int n, int kind,
+                            const shoal__ps_larr_params_t *lp, const shoal__ps_oasis_params_t *op) {
+  shoal__ps_cluster_t cc;
+  CHECK_OK(shoal__ps_cluster_copy(&cc, c));
+  shoal__ps_oasis_est_t est;
+  shoal__ps_oasis_est_init(&est);
+  char done[8] = {0};
+  double flow = 0;
+  for (int step = 0; step < n; step++) {
+    int k = -1;
+    for (int q = 0; q < n; q++)
+      if (!done[q] && (k < 0 || jobs[q].arrival < jobs[k].arrival)) k = q;
+    done[k] = 1;
+    shoal__ps_job_t *j = &jobs[k];
+    shoal__ps_sched_t S;
+    double payoff;
+    if (kind == 0) CHECK_OK(shoal__ps_larr(&cc, j, j->arrival, lp, &S, NULL));
+    else if (kind == 1) CHECK_OK(shoal__ps_greedy(&cc, j, j->arrival, lp->hmax, lp->theta, &S));
+    else {
+      shoal__ps_oasis_observe(&est, &cc, j, op);
+      CHECK_OK(shoal__ps_oasis(&cc, j, j->arrival, op, &est, &payoff, &S));
+    }
+    CHECK_OK(shoal__ps_sched_check(&cc, j, &S, 1));
+    CHECK_OK(shoal__ps_commit(&cc, j, &S));
+    flow += shoal__ps_sched_finish(j, &S) - j->arrival + 1;
+    shoal__ps_sched_free(&S);
+  }
+  shoal__ps_cluster_free(&cc);
+  return flow;
+}
+
 TEST_T(larr_tiny_instances_vs_mip, 110) {
   shoal_rng_t g;
   shoal_rng_seed(&g, 2026);
-  shoal__ps_run_params_t rp;
-  shoal__ps_run_defaults(&rp);
-  rp.larr.hmax = 30;
-  rp.oasis.T = 30;
-  rp.oasis.hmax = 30;
+  shoal__ps_larr_params_t lpar;
+  shoal__ps_larr_defaults(&lpar);
+  lpar.hmax = 30;
+  shoal__ps_oasis_params_t opar;
+  shoal__ps_oasis_defaults(&opar);
+  opar.T = 30;
+  opar.hmax = 30;
   const int T = 10;
-  /* index SHOAL_PS_POL__N: larr without re-planning (commit on arrival) */
-  double ratio[SHOAL_PS_POL__N + 1] = {0}, worst[SHOAL_PS_POL__N + 1] = {0}, lbratio = 0;
+  const char *names[3] = {"larr", "greedy", "oasis"};
+  double ratio[3] = {0}, worst[3] = {0}, lbratio = 0;
   int solved = 0, relations = 0;
   double t_start = shoal__now_s();
   for (int inst = 0; inst < 30 && shoal__now_s() - t_start < 75; inst++) { /* bounded under sanitizers too */
@@ -52,25 +91,18 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
     CHECK_OK(shoal__ps_lower_bound(&c, jobs, n, T, 10, &lb, &lbs));
     CHECK_MSG(lb <= opt + 1e-6, "instance %d: lower bound %g > optimum %g", inst, lb, opt);
     lbratio += opt / lb;
-    for (int p = 0; p <= SHOAL_PS_POL__N; p++) {
-      shoal__ps_run_result_t r;
-      shoal__ps_sched_t S[4];
-      shoal__ps_run_params_t rq = rp;
-      rq.replan = p < SHOAL_PS_POL__N;
-      CHECK_OK(shoal__ps_run(&c, jobs, n, p < SHOAL_PS_POL__N ? (shoal__ps_pol_t)p : SHOAL_PS_POL_LARR, &rq, &r, S));
-      CHECK_OK(ps_check_all(&c, jobs, n, S)); /* every policy: capacities, ratios, coverage */
-      for (int i = 0; i < n; i++) shoal__ps_sched_free(&S[i]);
-      CHECK_MSG(r.total_flow >= opt - 1e-6 || r.makespan > T, "instance %d: %s flow %g < optimum %g", inst,
-                shoal__ps_pol_name((shoal__ps_pol_t)p), r.total_flow, opt);
-      ratio[p] += r.total_flow / opt;
-      if (r.total_flow / opt > worst[p]) worst[p] = r.total_flow / opt;
-      free(r.end);
+    /* every planner's online schedules: feasible, never better than the optimum */
+    for (int p = 0; p < 3; p++) {
+      double f = commit_online(&c, jobs, n, p, &lpar, &opar);
+      CHECK_MSG(f >= opt - 1e-6, "instance %d: %s flow %g < optimum %g", inst, names[p], f, opt);
+      ratio[p] += f / opt;
+      if (f / opt > worst[p]) worst[p] = f / opt;
     }
     /* oracle relations job by job: E_lp <= E_g <= end(larr) <= E_g + sigma */
     for (int sigma = 0; sigma <= 1; sigma++) {
       shoal__ps_cluster_t cc;
       CHECK_OK(shoal__ps_cluster_copy(&cc, &c));
-      shoal__ps_larr_params_t lp = rp.larr;
+      shoal__ps_larr_params_t lp = lpar;
       lp.sigma = sigma;
       lp.search = sigma; /* both with and without the horizon search of §4.4 */
       for (int i = 0; i < n; i++) { /* ids are in arrival order only by chance: use arrival order */
@@ -100,10 +132,9 @@ TEST_T(larr_tiny_instances_vs_mip, 110) {
     shoal__ps_cluster_free(&c);
   }
   CHECK(solved >= 10);
-  printf("tiny instances vs MIP optimum (%d solved, %d larr oracle checks): mean (worst) total-flow ratio\n", solved, relations);
-  for (int p = 0; p <= SHOAL_PS_POL__N; p++)
-    printf("  %-14s %.3f (%.3f)\n", p < SHOAL_PS_POL__N ? shoal__ps_pol_name((shoal__ps_pol_t)p) : "larr replan=0",
-           ratio[p] / solved, worst[p]);
+  printf("tiny instances vs MIP optimum (%d solved, %d larr oracle checks): mean (worst) total-flow ratio, commit on arrival\n",
+         solved, relations);
+  for (int p = 0; p < 3; p++) printf("  %-7s %.3f (%.3f)\n", names[p], ratio[p] / solved, worst[p]);
   printf("  optimum / lower bound: %.3f\n", lbratio / solved);
 }
 
@@ -117,7 +148,8 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
     int H = 2 + (int)shoal_rng_below(&g, 5);
     double cap[6 * SHOAL_PS_NRES];
     for (int h = 0; h < H; h++)
-      cap[h * 4] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * 4 + 1] = 32, cap[h * 4 + 2] = 128, cap[h * 4 + 3] = 40;
+      cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32, cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128,
+      cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 40;
     CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
     preload(&g, &c, 30);
     shoal__ps_job_t j;
@@ -154,47 +186,4 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
   CHECK(rounds >= 3000);
   printf("rounding: %d rounded schedules on %d LPs, all covering and within capacity; %d (%.1f%%) needed covering repair\n",
          rounds, lp_ok, repaired, 100.0 * repaired / rounds);
-}
-
-TEST_T(larr_online_workload_feasible_and_deterministic, 110) {
-  shoal__ps_workload_params_t wp;
-  shoal__ps_workload_defaults(&wp);
-  wp.machines = 8;
-  wp.njobs = 40;
-  wp.window = 15;
-  shoal__ps_cluster_t c;
-  shoal__ps_job_t *jobs;
-  CHECK_OK(shoal__ps_workload_cluster(&wp, &c));
-  CHECK_OK(shoal__ps_workload_synth(&wp, &jobs));
-  shoal__ps_run_params_t rp;
-  shoal__ps_run_defaults(&rp);
-  double lb, lbs, flow[SHOAL_PS_POL__N];
-  for (int p = 0; p < SHOAL_PS_POL__N; p++) {
-    shoal__ps_run_result_t r;
-    shoal__ps_sched_t *S = calloc(wp.njobs, sizeof *S);
-    CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, (shoal__ps_pol_t)p, &rp, &r, S));
-    CHECK_OK(ps_check_all(&c, jobs, wp.njobs, S));
-    for (int i = 0; i < wp.njobs; i++) CHECK_EQ(shoal__ps_sched_finish(&jobs[i], &S[i]), r.end[i]);
-    for (int i = 0; i < wp.njobs; i++) shoal__ps_sched_free(&S[i]);
-    flow[p] = r.total_flow;
-    CHECK(r.makespan < wp.window + 60);
-    if (p == SHOAL_PS_POL_LARR) { /* same seed, same schedule */
-      shoal__ps_run_result_t r2;
-      CHECK_OK(shoal__ps_run(&c, jobs, wp.njobs, SHOAL_PS_POL_LARR, &rp, &r2, NULL));
-      CHECK_NEAR(r2.total_flow, r.total_flow, 0);
-      for (int i = 0; i < wp.njobs; i++) CHECK_EQ(r2.end[i], r.end[i]);
-      free(r2.end);
-    }
-    free(r.end);
-    free(S);
-  }
-  int T = wp.window + 60; /* past every policy's makespan here */
-  CHECK_OK(shoal__ps_lower_bound(&c, jobs, wp.njobs, T, 30, &lb, &lbs));
-  for (int p = 0; p < SHOAL_PS_POL__N; p++) {
-    CHECK_MSG(flow[p] >= lb - 1e-6, "%s flow %g below the lower bound %g", shoal__ps_pol_name((shoal__ps_pol_t)p), flow[p], lb);
-    printf("  %-7s total flow %6.0f  ratio to LB %.3f\n", shoal__ps_pol_name((shoal__ps_pol_t)p), flow[p], flow[p] / lb);
-  }
-  printf("  LB %.1f (LB_solo %.1f)\n", lb, lbs);
-  free(jobs);
-  shoal__ps_cluster_free(&c);
 }

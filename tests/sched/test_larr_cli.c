@@ -1,33 +1,60 @@
-/* The CLI faces of issue 5: `shoal sched run` and the policies inside
- * `shoal sim` (the adapter behind the policy interface, with --check). */
+/* The CLI faces of the slot planners: `shoal sched run` (shoal sim with the
+ * lower bound) and the planners inside `shoal sim` with --check; per-policy
+ * parameter checking. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "../runner.h"
 
-TEST_T(larr_cli_sched_run_csv, 60) {
-  char out[16384], cmd[512];
-  snprintf(cmd, sizeof cmd, "%s sched run --machines 6 --jobs 30 --window 10 --csv --lb-time 5", shoal_test_cli());
-  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+TEST_T(larr_cli_sched_run_csv, 90) {
+  char out[32768], cmd[512];
+  /* `shoal sched run` is shoal sim on the engine plus the lower bound: same columns as summary.json */
+  snprintf(cmd, sizeof cmd,
+           "%s sched run --synthetic 40 --load 2 --machines 3 --gpus-per-machine 4 --ps-fraction 0.5 --csv --lb-time 5 "
+           "--lb-slot 600 --no-progress --policy larr,greedy,oasis,fifo,drf,optimus,tiresias",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 80);
   CHECK_MSG(st == 0, "exit %d: %s", st, out);
-  CHECK_CONTAINS(out, "tag,policy,machines");
+  CHECK_CONTAINS(out, "tag,policy,jobs,unfinished,jct_avg_s");
+  CHECK_CONTAINS(out, "flow_slots,lb_slots,ratio_lb");
   const char *pols[] = {",larr,", ",greedy,", ",oasis,", ",fifo,", ",drf,", ",optimus,", ",tiresias,"};
   for (int i = 0; i < 7; i++) CHECK_CONTAINS(out, pols[i]);
-  snprintf(cmd, sizeof cmd, "%s sched run --machines 4 --jobs 20 --window 5 --policy larr --replan 0 --no-lb", shoal_test_cli());
+  /* every policy's flow is at least the lower bound (ratio column >= 1) */
+  for (const char *l = strchr(out, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+    int commas = 0;
+    const char *c = l + 1, *ratio = NULL;
+    for (; *c && *c != '\n'; c++)
+      if (*c == ',' && ++commas == 24) ratio = c + 1;
+    if (ratio) CHECK_MSG(atof(ratio) >= 1 - 1e-9, "ratio to LB below 1: %.*s", (int)(c - l - 1), l + 1);
+  }
+  snprintf(cmd, sizeof cmd, "%s sched run --synthetic 20 --machines 2 --policy larr:replan=0 --no-progress", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
   CHECK_MSG(st == 0, "exit %d: %s", st, out);
-  CHECK_CONTAINS(out, "larr ");
+  CHECK_CONTAINS(out, "larr:replan=0 ");
+  CHECK_CONTAINS(out, "lower bound on total flow time");
   snprintf(cmd, sizeof cmd, "%s sched run --machines 6 --bogus 1", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(st != 0);
-  CHECK_CONTAINS(out, "unknown option --bogus");
+  CHECK_CONTAINS(out, "unknown option '--bogus'");
   snprintf(cmd, sizeof cmd, "%s sched run --policy larr,nope", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(st != 0);
-  CHECK_CONTAINS(out, "unknown PS policy 'nope'");
+  CHECK_CONTAINS(out, "unknown policy 'nope'");
+  /* parameters are checked per policy: larr's keys are not greedy's */
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --machines 2 --policy greedy:trials=3 --no-progress", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, "policy greedy: unknown parameter 'trials'");
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --machines 2 --policy oasis:theta=1 --no-progress", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(st != 0);
+  CHECK_CONTAINS(out, "policy oasis: unknown parameter 'theta'");
 }
 
 TEST_T(larr_cli_sim_policies_check_invariants, 90) {
   char out[16384], cmd[512];
   snprintf(cmd, sizeof cmd,
-           "%s sim --synthetic 60 --machines 4 --ps-fraction 1 --policy larr,oasis,greedy,larr:slot=900:theta=16,larr:replan=0 --check "
+           "%s sim --synthetic 60 --machines 4 --ps-fraction 1 --policy larr,oasis,greedy,larr:slot=900:theta=16,larr:replan=0,greedy:replan=1,larr:estimate=3600 --check "
            "--no-progress",
            shoal_test_cli());
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 80);

@@ -38,7 +38,8 @@ TEST(larr_lp_time_limit_is_solver_error) {
   /* a big LP (200 machines x 60 slots) with a 1 ms limit */
   int H = 200;
   double *cap = malloc(sizeof(double) * H * SHOAL_PS_NRES);
-  for (int h = 0; h < H; h++) cap[h * 4] = 8, cap[h * 4 + 1] = 64, cap[h * 4 + 2] = 256, cap[h * 4 + 3] = 50;
+  for (int h = 0; h < H; h++) cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 8, cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 64, cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 256,
+      cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 50;
   shoal__ps_cluster_t c;
   CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
   free(cap);
