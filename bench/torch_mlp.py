@@ -3,12 +3,16 @@
 same data (Fashion-MNIST IDX from dataset-fashion-mnist, same normalization),
 SGD with the same momentum / weight decay, same per-worker batch, one thread.
 
-  torch_mlp.py [--epochs E] [--batch B] [--lr X] [--ddp N]
+  torch_mlp.py [--epochs E] [--batch B] [--lr X] [--ddp N] [--bind core|none] [--target-acc A]
 
 --ddp N spawns N ranks by hand (env:// rendezvous, Gloo backend; torchrun is
 broken on Debian's Python 3.11) and trains with DistributedDataParallel, each
-rank on its slice of every global batch of N*B, like shoal's BSP. Prints one
-line per epoch and a final `RESULT samples_per_s=... test_acc=...` line."""
+rank on its slice of every global batch of N*B, like shoal's BSP. --bind core
+pins rank r to the (r mod n)-th CPU of the launcher's affinity mask, as
+`shoal launch --bind core` does for shoal's ranks. Prints one line per epoch
+and a final `RESULT samples_per_s=... test_acc=... time_to_target=...` line
+(training time, evaluation excluded, until the first epoch whose test
+accuracy reaches --target-acc; "none" if never)."""
 import argparse, gzip, os, socket, struct, subprocess, sys, time
 
 import numpy as np
@@ -31,6 +35,8 @@ def load(split):
 
 
 def run(args, rank, world):
+    if args.cpu >= 0:
+        os.sched_setaffinity(0, {args.cpu})
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     xtr, ytr = load("train")
@@ -45,6 +51,7 @@ def run(args, rank, world):
     gb = world * args.batch
     ipe = xtr.shape[0] // gb
     total = 0.0
+    to_target = None
     for e in range(args.epochs):
         g = torch.Generator().manual_seed(args.seed * 1000 + e)
         perm = torch.randperm(xtr.shape[0], generator=g)
@@ -68,12 +75,15 @@ def run(args, rank, world):
         model.eval()
         with torch.no_grad():
             acc = (model(xte).argmax(1) == yte).float().mean().item()
+        if to_target is None and acc >= args.target_acc:
+            to_target = total
         if rank == 0:
             print(f"torch epoch {e + 1}/{args.epochs}  loss {lsum / ipe:.4f}  test acc {100 * acc:.2f}%  "
-                  f"{gb * ipe / dt:.0f} samples/s", flush=True)
+                  f"{gb * ipe / dt:.0f} samples/s  time {total:.2f} s", flush=True)
     if rank == 0:
+        tt = f"{to_target:.2f}" if to_target is not None else "none"
         print(f"RESULT samples_per_s={gb * ipe * args.epochs / total:.1f} test_acc={acc:.4f} world={world} "
-              f"batch={args.batch}", flush=True)
+              f"batch={args.batch} target_acc={args.target_acc} time_to_target={tt}", flush=True)
     if world > 1:
         torch.distributed.destroy_process_group()
 
@@ -85,7 +95,10 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ddp", type=int, default=0, help="spawn N ranks with DDP/Gloo")
+    ap.add_argument("--bind", choices=["core", "none"], default="none", help="pin each DDP rank to one CPU")
+    ap.add_argument("--target-acc", type=float, default=0.85)
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu", type=int, default=-1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank >= 0:
         run(args, args.rank, int(os.environ["WORLD_SIZE"]))
@@ -98,11 +111,14 @@ def main():
     port = s.getsockname()[1]
     s.close()
     procs = []
+    cpus = sorted(os.sched_getaffinity(0))
     for r in range(args.ddp):
+        cpu = cpus[r % len(cpus)] if args.bind == "core" else -1
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(args.ddp),
                    RANK=str(r), OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, __file__, "--rank", str(r), "--epochs", str(args.epochs),
-                                       "--batch", str(args.batch), "--lr", str(args.lr), "--seed", str(args.seed)],
+                                       "--batch", str(args.batch), "--lr", str(args.lr), "--seed", str(args.seed),
+                                       "--cpu", str(cpu), "--target-acc", str(args.target_acc)],
                                       env=env))
     rc = 0
     for p in procs:

@@ -3,6 +3,8 @@
  * the environment (shoal_comm_init_env); without a launcher it trains in one
  * process. `shoal train --plot OUT.svg A.csv B.csv ...` draws test accuracy
  * against time for several runs. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@ static void usage(FILE *f) {
           "model and data:\n"
           "  --model softmax|mlp|cnn   (mlp: 784-512-256-10 ReLU)            [mlp]\n"
           "  --data DIR                IDX files (train-/t10k-*-ubyte[.gz])  [" SHOAL_FASHION_MNIST_DIR "]\n"
+          "  --classes N               classes of the data set; a label >= N is an error  [10]\n"
           "  --train-subset N, --test-subset N   use the first N images      [all]\n"
           "optimizer (lr is for the global batch):\n"
           "  --epochs N [10]  --batch B per worker [64]  --lr X [0.05]  --momentum X [0.9]  --wd X [5e-4]\n"
@@ -25,7 +28,8 @@ static void usage(FILE *f) {
           "  --max-iters N         stop after N iterations in total\n"
           "synchronization:\n"
           "  --sync bsp|dssync|ps|localsgd                                   [bsp]\n"
-          "  bsp:      --bucket-kb K [256] (0: one bucket per layer)  --no-overlap\n"
+          "  --no-overlap   bsp: no bucket allreduce during backward; dssync: no group average during the step\n"
+          "  bsp:      --bucket-kb K [256] (0: one bucket per layer)\n"
           "  dssync:   --ds-pattern random|butterfly|topo|fixed [butterfly]  --ds-k K [2]\n"
           "            --ds-global-every P [0: off]  --bridge-period H  --bridge-width B\n"
           "            --racks 0,0,1,1 (rack of each worker; default: by host name)\n"
@@ -34,6 +38,7 @@ static void usage(FILE *f) {
           "  localsgd: --local-h H [8]\n"
           "output:\n"
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
+          "  --checkpoint-every N   also checkpoint every N iterations (default: at epoch ends only)\n"
           "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
           "  --threads N   OpenBLAS threads per rank [1]\n");
 }
@@ -69,6 +74,45 @@ static int plot_main(int argc, char **argv) {
   return rc ? 1 : 0;
 }
 
+/* Options that belong to one strategy (or pattern, or mode) are errors with
+ * another one rather than silently ignored. */
+static int check_applies(const shoal_train_opts_t *o, const char **given, int n) {
+  static const struct {
+    const char *opt;
+    int sync;       /* shoal_sync_kind_t, or -1: every strategy but bsp */
+    int sub;        /* dssync: pattern, ps: mode (-1: any) */
+  } only[] = {
+      {"--bucket-kb", SHOAL_SYNC_BSP, -1},           {"--ds-pattern", SHOAL_SYNC_DSSYNC, -1},
+      {"--ds-k", SHOAL_SYNC_DSSYNC, -1},             {"--ds-global-every", SHOAL_SYNC_DSSYNC, -1},
+      {"--bridge-period", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--bridge-width", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO},
+      {"--racks", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--servers", SHOAL_SYNC_PS, -1},
+      {"--ps-mode", SHOAL_SYNC_PS, -1},              {"--staleness", SHOAL_SYNC_PS, SHOAL_PS_SSP},
+      {"--slow-worker-ms", SHOAL_SYNC_PS, -1},       {"--local-h", SHOAL_SYNC_LOCALSGD, -1},
+      {"--consensus-every", -1, -1},
+  };
+  for (int i = 0; i < n; i++)
+    for (size_t k = 0; k < sizeof only / sizeof only[0]; k++) {
+      if (strcmp(given[i], only[k].opt)) continue;
+      if (only[k].sync < 0 ? o->sync == SHOAL_SYNC_BSP : (int)o->sync != only[k].sync) {
+        fprintf(stderr, "shoal train: %s does not apply to --sync %s (it is a setting of %s)\n", only[k].opt,
+                shoal_sync_kind_name(o->sync),
+                only[k].sync < 0 ? "dssync, ps and localsgd" : shoal_sync_kind_name((shoal_sync_kind_t)only[k].sync));
+        return -1;
+      }
+      if (only[k].sub >= 0 && o->sync == SHOAL_SYNC_DSSYNC && (int)o->ds_pattern != only[k].sub) {
+        fprintf(stderr, "shoal train: %s applies to --ds-pattern topo only (this run: --ds-pattern %s)\n",
+                only[k].opt, shoal_ds_pattern_name(o->ds_pattern));
+        return -1;
+      }
+      if (only[k].sub >= 0 && o->sync == SHOAL_SYNC_PS && (int)o->ps_mode != only[k].sub) {
+        fprintf(stderr, "shoal train: %s applies to --ps-mode ssp only (this run: --ps-mode %s)\n", only[k].opt,
+                shoal_ps_mode_name(o->ps_mode));
+        return -1;
+      }
+    }
+  return 0;
+}
+
 static int launched(void) {
   static const char *vars[] = {"SHOAL_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -86,12 +130,27 @@ int shoal_cmd_train(int argc, char **argv) {
   }
   shoal_train_opts_t o;
   shoal_train_opts_init(&o);
+  const char **given = calloc((size_t)argc, sizeof *given); /* options seen, for the checks below */
+  int ngiven = 0;
+  if (!given) return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     double d;
+    given[ngiven++] = a;
 #define NUM(name, lo, hi, dst)                                  \
   if (!strcmp(a, name)) {                                       \
-    if (parse_num(a, v, lo, hi, &d)) return 2;                  \
+    if (parse_num(a, v, lo, hi, &d)) goto bad;                  \
+    dst = d;                                                    \
+    i++;                                                        \
+    continue;                                                   \
+  }
+#define NUMI(name, lo, hi, dst)                                 \
+  if (!strcmp(a, name)) {                                       \
+    if (parse_num(a, v, lo, hi, &d)) goto bad;                  \
+    if (d != floor(d)) {                                        \
+      fprintf(stderr, "shoal train: %s %s: expected an integer\n", a, v); \
+      goto bad;                                                 \
+    }                                                           \
     dst = d;                                                    \
     i++;                                                        \
     continue;                                                   \
@@ -100,45 +159,48 @@ int shoal_cmd_train(int argc, char **argv) {
   if (!strcmp(a, name)) {                                       \
     if (!v) {                                                   \
       fprintf(stderr, "shoal train: %s needs a value\n", a);    \
-      return 2;                                                 \
+      goto bad;                                                 \
     }                                                           \
     dst = v;                                                    \
     i++;                                                        \
     continue;                                                   \
   }
-    NUM("--epochs", 1, 100000, o.epochs)
-    NUM("--batch", 1, 65536, o.batch)
+    NUMI("--epochs", 1, 100000, o.epochs)
+    NUMI("--batch", 1, 65536, o.batch)
     NUM("--lr", 1e-9, 100, o.lr)
     NUM("--momentum", 0, 0.999999, o.momentum)
     NUM("--wd", 0, 0.999999, o.weight_decay)
-    NUM("--warmup", 0, 1e9, o.warmup_iters)
+    NUMI("--warmup", 0, 1e9, o.warmup_iters)
     NUM("--decay-gamma", 0, 1, o.decay_gamma)
-    NUM("--seed", 0, 9e15, o.seed)
-    NUM("--max-iters", 0, 1e12, o.max_iters)
-    NUM("--train-subset", 0, 1e12, o.train_subset)
-    NUM("--test-subset", 0, 1e12, o.test_subset)
-    NUM("--ds-k", 2, 1 << 20, o.ds_k)
-    NUM("--ds-global-every", 0, 1e9, o.ds_global_every)
-    NUM("--bridge-period", 0, 1e6, o.ds_bridge_period)
-    NUM("--bridge-width", 0, 1e6, o.ds_bridge_width)
-    NUM("--consensus-every", 0, 1e9, o.consensus_every)
-    NUM("--servers", 1, 4096, o.servers)
-    NUM("--staleness", 0, 1e6, o.staleness)
+    NUMI("--seed", 0, 9e15, o.seed)
+    NUMI("--max-iters", 0, INT_MAX, o.max_iters)
+    NUMI("--classes", 2, 256, o.nclass)
+    NUMI("--train-subset", 0, 1e12, o.train_subset)
+    NUMI("--test-subset", 0, 1e12, o.test_subset)
+    NUMI("--ds-k", 2, 1 << 20, o.ds_k)
+    NUMI("--ds-global-every", 0, 1e9, o.ds_global_every)
+    NUMI("--bridge-period", 0, 1e6, o.ds_bridge_period)
+    NUMI("--bridge-width", 0, 1e6, o.ds_bridge_width)
+    NUMI("--consensus-every", 0, 1e9, o.consensus_every)
+    NUMI("--servers", 1, 4096, o.servers)
+    NUMI("--staleness", 0, 1e6, o.staleness)
     NUM("--slow-worker-ms", 0, 1e5, o.ps_slow_worker_ms)
-    NUM("--local-h", 1, 1e9, o.local_h)
-    NUM("--threads", 1, 256, o.blas_threads)
+    NUMI("--local-h", 1, 1e9, o.local_h)
+    NUMI("--threads", 1, 256, o.blas_threads)
     STR("--data", o.data_dir)
     STR("--racks", o.racks)
     STR("--csv", o.csv_path)
     STR("--iter-log", o.iter_log)
     STR("--label", o.label)
     STR("--checkpoint", o.ckpt_path)
+    NUMI("--checkpoint-every", 0, INT_MAX, o.ckpt_every)
     STR("--resume", o.resume_path)
     STR("--params-out", o.params_out)
 #undef NUM
+#undef NUMI
 #undef STR
     if (!strcmp(a, "--bucket-kb")) {
-      if (parse_num(a, v, 0, 1 << 22, &d)) return 2;
+      if (parse_num(a, v, 0, 1 << 22, &d)) goto bad;
       o.bucket_bytes = (size_t)(d * 1024);
       i++;
     } else if (!strcmp(a, "--no-overlap")) {
@@ -151,7 +213,7 @@ int shoal_cmd_train(int argc, char **argv) {
         long e = strtol(s, &end, 10);
         if (end == s || e < 1 || (*end && *end != ',')) {
           fprintf(stderr, "shoal train: --decay-epochs '%s': expected a comma list of epochs >= 1\n", v);
-          return 2;
+          goto bad;
         }
         o.decay_epochs[k] = (int)e;
         s = *end ? end + 1 : end;
@@ -165,14 +227,16 @@ int shoal_cmd_train(int argc, char **argv) {
                                             : shoal_ps_mode_parse(v, &o.ps_mode);
       if (rc) {
         fprintf(stderr, "shoal train: %s\n", shoal_last_error());
-        return 2;
+        goto bad;
       }
       i++;
     } else {
       fprintf(stderr, "shoal train: unknown option '%s' (see shoal train --help)\n", a);
-      return 2;
+      goto bad;
     }
   }
+  if (check_applies(&o, given, ngiven)) goto bad;
+  free(given);
   shoal_comm_t *world = NULL;
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
@@ -189,4 +253,7 @@ int shoal_cmd_train(int argc, char **argv) {
     printf("server rank %d: largest staleness applied %d\n", rank, res.max_staleness);
   if (world) shoal_comm_destroy(world);
   return rc ? 1 : 0;
+bad:
+  free(given);
+  return 2;
 }

@@ -5,6 +5,7 @@
 
 #include "shoal/status.h"
 #include "shoal/comm.h"
+#include "shoal/sync.h"
 
 #define SHOAL_VERSION_MAJOR 0
 #define SHOAL_VERSION_MINOR 1

@@ -22,7 +22,7 @@ extern "C" {
 
 /* An image classification set: n images of rows*cols pixels scaled to [0,1]
  * and normalized with (x - 0.2860) / 0.3530 (Fashion-MNIST's mean/std), and
- * labels in 0..nclass-1 (nclass = largest label + 1, at least 2). */
+ * labels in 0..nclass-1, nclass being the class count the caller declares. */
 typedef struct shoal_dataset {
   size_t n;
   int rows, cols;
@@ -31,11 +31,15 @@ typedef struct shoal_dataset {
   uint8_t *y;    /* n */
 } shoal_dataset_t;
 
-/* Read an IDX image file and label file (gzip or plain, via zlib). Errors name
- * the file: bad magic, truncated data, mismatched counts. */
-int  shoal_dataset_load_idx(const char *images_path, const char *labels_path, shoal_dataset_t **out);
+/* Read an IDX image file and label file (gzip or plain, via zlib) of a set
+ * with nclass classes (2..256; 0: SHOAL_DATASET_CLASSES). Errors name the
+ * file: bad magic, truncated data, mismatched counts, and a label outside
+ * 0..nclass-1 with its byte offset in the (uncompressed) label file. */
+int  shoal_dataset_load_idx(const char *images_path, const char *labels_path, int nclass, shoal_dataset_t **out);
 /* dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. split: "train" or "t10k". */
-int  shoal_dataset_load_dir(const char *dir, const char *split, shoal_dataset_t **out);
+int  shoal_dataset_load_dir(const char *dir, const char *split, int nclass, shoal_dataset_t **out);
+/* Fashion-MNIST's class count, the default. */
+#define SHOAL_DATASET_CLASSES 10
 void shoal_dataset_destroy(shoal_dataset_t *d);
 /* The Debian package dataset-fashion-mnist's directory. */
 #define SHOAL_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -110,6 +114,7 @@ typedef struct shoal_train_opts {
   const shoal_dataset_t *train_data, *test_data; /* preloaded (tests); NULL: load from data_dir */
   size_t train_subset;         /* 0: all; else the first n training images */
   size_t test_subset;          /* 0: all */
+  int nclass;                  /* classes of the data set (0: SHOAL_DATASET_CLASSES) */
   int epochs;
   int batch;                   /* per worker */
   double lr;                   /* for the global batch (workers * batch) */
@@ -141,7 +146,9 @@ typedef struct shoal_train_opts {
   /* output */
   const char *csv_path;        /* per-epoch log (rank 0); NULL: none */
   const char *iter_log;        /* per-iteration log of every worker (r > 0: PATH.rankR); NULL: none */
-  const char *ckpt_path;       /* save at the end of every epoch (rank 0); NULL: none */
+  const char *ckpt_path;       /* save at the end of every epoch (bsp: rank 0; others: every worker,
+                                  FILE.rankR; ps servers FILE.serverS); NULL: none */
+  int ckpt_every;              /* > 0: also every n iterations inside an epoch (not ps) */
   const char *resume_path;     /* resume from this checkpoint; NULL: start fresh */
   const char *params_out;      /* final parameters (raw float32), worker r > 0 to PATH.rankR; NULL: none */
   const char *label;           /* run name in the CSV (for plots) */

@@ -1,6 +1,10 @@
 /* Checkpoint file: "SHOALCK1", meta (little-endian host layout, fixed-width
  * fields), params, momentum, CRC-32 of everything before it. */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
@@ -8,7 +12,7 @@
 #include "core/error.h"
 #include "train/ckpt.h"
 
-static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '1'};
+static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '2'};
 
 static int write_all(FILE *f, const void *p, size_t n, uLong *crc) {
   *crc = crc32(*crc, p, (uInt)n);
@@ -34,6 +38,7 @@ int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const flo
             write_floats(f, params, meta->nparams, &crc) || write_floats(f, momentum, meta->nparams, &crc);
   uint32_t c32 = (uint32_t)crc;
   bad = bad || fwrite(&c32, 1, 4, f) != 4;
+  bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
   if (fclose(f)) bad = 1;
   if (bad) {
     remove(tmp);
@@ -43,7 +48,30 @@ int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const flo
     remove(tmp);
     return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: rename from %s failed: %s", path, tmp, strerror(errno));
   }
+  /* the rename itself is durable once the directory is */
+  char *dup = strdup(path);
+  int dfd = dup ? open(dirname(dup), O_RDONLY | O_DIRECTORY) : -1;
+  int drc = dfd >= 0 ? fsync(dfd) : -1;
+  int derr = errno;
+  if (dfd >= 0) close(dfd);
+  free(dup);
+  if (drc) return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: fsync of its directory failed: %s", path, strerror(derr));
   return 0;
+}
+
+int shoal__ckpt_peek(const char *path, shoal__ckpt_meta_t *meta) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "checkpoint %s: cannot open: %s", path, strerror(errno));
+  char magic[8];
+  shoal__ckpt_meta_t m;
+  int rc = 0;
+  if (fread(magic, 1, 8, f) != 8 || memcmp(magic, MAGIC, 8))
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: bad magic (not a shoal checkpoint of this version)", path);
+  else if (fread(&m, 1, sizeof m, f) != sizeof m)
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "checkpoint %s: truncated header", path);
+  fclose(f);
+  if (!rc) *meta = m;
+  return rc;
 }
 
 static int read_all(FILE *f, void *p, size_t n, uLong *crc) {

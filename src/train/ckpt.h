@@ -1,7 +1,8 @@
 /* Checkpoints: parameters and momentum of one rank plus the position in
- * training (completed epochs and iterations), with a CRC-32 over the whole
- * file. Resuming at an epoch boundary is bit-exact for BSP because the data
- * order is a pure function of (seed, epoch) and every step is deterministic. */
+ * training (completed epochs, iterations, training time), with a CRC-32 over
+ * the whole file. Resuming is bit-exact for BSP, at an epoch boundary or in
+ * the middle of an epoch, because the data order is a pure function of
+ * (seed, epoch) and every step is deterministic. */
 #ifndef SHOAL_TRAIN_CKPT_H
 #define SHOAL_TRAIN_CKPT_H
 
@@ -16,11 +17,17 @@ typedef struct shoal__ckpt_meta {
   uint64_t iters_done;
   uint64_t seed;
   uint64_t nparams;
+  uint32_t batch;      /* per worker */
+  uint32_t ranks;      /* world size (ps: workers + servers) */
+  double train_s;      /* cumulative training time (the CSV's time_s) */
 } shoal__ckpt_meta_t;
 
-/* Written to path.tmp, then renamed: a crash never leaves a torn checkpoint. */
+/* Written to path.tmp, fsync'ed, renamed over path, and the directory
+ * fsync'ed: a crash leaves the old or the new checkpoint, never a torn one. */
 int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const float *params, const float *momentum);
 /* Reads into params/momentum (nparams each, which must match). Errors name the file. */
+/* Only the header (no CRC check of the data: shoal__ckpt_load does that). */
+int shoal__ckpt_peek(const char *path, shoal__ckpt_meta_t *meta);
 int shoal__ckpt_load(const char *path, shoal__ckpt_meta_t *meta, float *params, float *momentum, size_t nparams);
 
 #endif

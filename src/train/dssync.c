@@ -6,10 +6,12 @@
  * groups of a round run their allreduces concurrently, each on its own
  * communicator. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "train/sync.h"
 
 #define CACHE_MAX 64
@@ -280,6 +282,20 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
     }
     ds->cache[slot].group_of = key;
     ds->cache[slot].sub = sub;
+    if (sub)
+      SHOAL_DEBUG("DSSYNC", "round %llu: new partition (cache slot %d): group communicator of %d ranks, allreduce of %zu "
+                  "bytes runs %s (the communicator's automatic choice)",
+                  (unsigned long long)t, slot, size, n * sizeof(float),
+                  shoal_algo_name(shoal_allreduce_choose(sub, n * sizeof(float))));
+  }
+  if (SHOAL_LOG_DEBUG <= shoal__log_level_cur && shoal__log_enabled(SHOAL_LOG_DEBUG, "DSSYNC")) {
+    char mem[512];
+    size_t len = 0;
+    mem[0] = 0;
+    for (int i = 0; i < N && len < sizeof mem - 16; i++)
+      if (g[i] == g[me]) len += (size_t)snprintf(mem + len, sizeof mem - len, "%s%d", len ? "," : "", i);
+    shoal__log_write(SHOAL_LOG_DEBUG, "DSSYNC", "round %llu: %d groups; rank %d in group %d of %d members {%s}",
+                     (unsigned long long)t, ng, me, g[me], size, mem);
   }
   shoal_comm_t *sub = ds->cache[slot].sub;
   if (sub) {
@@ -291,3 +307,160 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
   if (group_size) *group_size = size;
   return 0;
 }
+
+/* ---- the dssync strategy (include/shoal/sync.h) ----
+ * Parameters averaged within the round's group after the caller's optimizer
+ * step, by shoal_allreduce on the group's sub-communicator: the same
+ * automatic algorithm choice as bsp on its communicator. With overlap the
+ * average of step t's starting parameters runs on the communication thread
+ * while the caller computes step t's gradients (ds-sync.md §3.1, option
+ * `overlap`): x_{t+1} = avg_G(x_t) + (x'_{t+1} - x_t), where x'_{t+1} is the
+ * caller's locally updated parameters. */
+
+typedef struct dsstrat {
+  shoal__ds_t *ds;
+  int overlap;
+  long global_every;
+  int *racks;
+  float *flat;  /* total: parameters in flight (averaged copy) */
+  float *old;   /* total: the starting parameters of the step (overlap) */
+  int gsize;
+} dsstrat_t;
+
+static int parse_racks(const char *v, int n, int *out) {
+  const char *s = v;
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || x < 0 || x > 1000000 || (i < n - 1 && *end != ',') || (i == n - 1 && *end != '\0'))
+      return shoal__seterr(SHOAL_ERR_INVALID, "sync config dssync: racks=%s: expected %d comma-separated rack ids (one per worker)",
+                           v, n);
+    out[i] = (int)x;
+    s = end + 1;
+  }
+  return 0;
+}
+
+static void ds_strat_destroy(shoal_sync_t *s) {
+  dsstrat_t *d = s->impl;
+  shoal__ds_destroy(d->ds);
+  free(d->racks);
+  free(d->flat);
+  free(d->old);
+  free(d);
+}
+
+static int ds_strat_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
+  int n = shoal_comm_size(s->comm);
+  long k, h, b, seed, ge, ov;
+  shoal_ds_pattern_t kind = SHOAL_DS_BUTTERFLY;
+  const char *pat = shoal__cfg_str(cfg, "pattern");
+  int rc = 0;
+  if (pat && shoal_ds_pattern_parse(pat, &kind))
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config dssync: pattern=%s: expected random, butterfly, topo or fixed",
+                         pat);
+  if ((rc = shoal__cfg_int(cfg, "k", 2, 2, 1 << 20, &k)) || (rc = shoal__cfg_int(cfg, "h", 0, 0, 1000000, &h)) ||
+      (rc = shoal__cfg_int(cfg, "b", 0, 0, 1000000, &b)) ||
+      (rc = shoal__cfg_int(cfg, "seed", 1, 0, 0x7fffffffffffffffL, &seed)) ||
+      (rc = shoal__cfg_int(cfg, "global_every", 0, 0, 1000000000L, &ge)) ||
+      (rc = shoal__cfg_int(cfg, "overlap", 0, 0, 1, &ov)))
+    return rc;
+  const char *racks = shoal__cfg_str(cfg, "racks");
+  if (kind != SHOAL_DS_TOPO && (racks || h || b))
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config dssync: %s applies to pattern=topo only (pattern is %s)",
+                         racks ? "racks" : h ? "h" : "b", shoal_ds_pattern_name(kind));
+  dsstrat_t *d = calloc(1, sizeof *d);
+  if (!d) return shoal__seterr(SHOAL_ERR_NOMEM, "sync dssync: out of memory");
+  s->impl = d;
+  d->overlap = (int)ov;
+  d->global_every = ge;
+  if (racks) {
+    if (!(d->racks = malloc((size_t)n * sizeof(int)))) return shoal__seterr(SHOAL_ERR_NOMEM, "sync dssync: out of memory");
+    if ((rc = parse_racks(racks, n, d->racks))) return rc;
+  }
+  if (kind == SHOAL_DS_TOPO && !racks)
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config dssync: pattern=topo needs racks=ID,ID,... (one per worker)");
+  shoal__ds_params_t p = {.kind = kind, .n = n, .k = (int)k, .h = (int)h, .b = (int)b, .seed = (uint64_t)seed,
+                          .rack_of = d->racks};
+  if ((rc = shoal__ds_create(s->comm, &p, &d->ds))) return rc;
+  if (n > 1 && n <= k && kind != SHOAL_DS_TOPO && shoal_comm_rank(s->comm) == 0)
+    SHOAL_WARN("DSSYNC",
+               "%d workers with group size k=%ld: every round is one group of all workers, i.e. a global parameter "
+               "average each step with no shuffling and no traffic saved; DS-Sync needs more workers than k "
+               "(or pattern=topo with racks)",
+               n, k);
+  s->flags = SHOAL_SYNC_F_PARAMS;
+  return 0;
+}
+
+static int ds_strat_setup(shoal_sync_t *s) {
+  dsstrat_t *d = s->impl;
+  if (d->overlap || s->nb > 1) d->flat = malloc(s->total * sizeof(float));
+  if (d->overlap) d->old = malloc(s->total * sizeof(float));
+  if ((d->overlap || s->nb > 1) && (!d->flat || (d->overlap && !d->old)))
+    return shoal__seterr(SHOAL_ERR_NOMEM, "sync dssync: out of memory");
+  return 0;
+}
+
+/* Average buf (s->total floats) in the group of round s->step. */
+static int group_average(shoal_sync_t *s, float *buf) {
+  dsstrat_t *d = s->impl;
+  int gs = 1;
+  int rc = shoal__ds_sync(d->ds, (uint64_t)s->step, buf, s->total, &gs);
+  if (rc) return rc;
+  d->gsize = gs;
+  return 0;
+}
+
+static int overlap_job(shoal_sync_t *s, int arg) {
+  (void)arg;
+  dsstrat_t *d = s->impl;
+  return group_average(s, d->flat);
+}
+
+static int ds_strat_begin(shoal_sync_t *s) {
+  dsstrat_t *d = s->impl;
+  if (!d->overlap) return 0;
+  shoal__sync_gather(s, 0, d->old);
+  memcpy(d->flat, d->old, s->total * sizeof(float));
+  return shoal__sync_post(s, overlap_job, 0, 1);
+}
+
+static int ds_strat_end(shoal_sync_t *s) {
+  dsstrat_t *d = s->impl;
+  int rc;
+  if (d->overlap) {
+    if ((rc = shoal__sync_drain(s))) return rc;
+    for (int i = 0; i < s->nb; i++) {
+      float *p = s->b[i].p;
+      const float *a = d->flat + s->b[i].off, *o = d->old + s->b[i].off;
+      for (size_t j = 0; j < s->b[i].n; j++) p[j] += a[j] - o[j];
+    }
+  } else if (s->nb == 1) {
+    if ((rc = group_average(s, s->b[0].p))) return rc;
+  } else {
+    shoal__sync_gather(s, 0, d->flat);
+    if ((rc = group_average(s, d->flat))) return rc;
+    shoal__sync_scatter(s, 0, d->flat);
+  }
+  s->gsize = d->gsize;
+  if (d->gsize > 1) s->payload += (double)s->total * sizeof(float);
+  if (d->global_every > 0 && (s->step + 1) % d->global_every == 0) {
+    if ((rc = shoal__sync_average_params(s, "periodic global average"))) return rc;
+    s->gsize = shoal_comm_size(s->workers);
+  }
+  return 0;
+}
+
+static int ds_strat_final(shoal_sync_t *s) { return shoal__sync_average_params(s, "final global average"); }
+
+const shoal__strategy_t shoal__strategy_dssync = {
+    .name = "dssync",
+    .keys = "pattern, k, h, b, racks, seed, global_every, overlap",
+    .create = ds_strat_create,
+    .destroy = ds_strat_destroy,
+    .setup = ds_strat_setup,
+    .begin = ds_strat_begin,
+    .end = ds_strat_end,
+    .final = ds_strat_final,
+};

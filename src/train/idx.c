@@ -85,9 +85,12 @@ err_close:
   return rc;
 }
 
-int shoal_dataset_load_idx(const char *images_path, const char *labels_path, shoal_dataset_t **out) {
+int shoal_dataset_load_idx(const char *images_path, const char *labels_path, int nclass, shoal_dataset_t **out) {
   uint32_t idims[3], ldims[3];
   uint8_t *pix = NULL, *lab = NULL;
+  if (nclass == 0) nclass = SHOAL_DATASET_CLASSES;
+  if (nclass < 2 || nclass > 256)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: %d classes: expected 2..256", labels_path, nclass);
   int rc = idx_read(images_path, 3, idims, &pix);
   if (rc) return rc;
   if ((rc = idx_read(labels_path, 1, ldims, &lab))) goto err_pix;
@@ -96,9 +99,13 @@ int shoal_dataset_load_idx(const char *images_path, const char *labels_path, sho
                        idims[0]);
     goto err_lab;
   }
-  int maxlab = 1;
   for (uint32_t i = 0; i < ldims[0]; i++)
-    if (lab[i] > maxlab) maxlab = lab[i];
+    if (lab[i] >= nclass) {
+      /* the label file is an 8-byte header (magic, count) and one byte per item */
+      rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: label %u at byte offset %lu (item %u) is outside the %d classes 0..%d",
+                         labels_path, lab[i], 8UL + i, i, nclass, nclass - 1);
+      goto err_lab;
+    }
   shoal_dataset_t *d = calloc(1, sizeof *d);
   size_t npix = (size_t)idims[0] * idims[1] * idims[2];
   float *x = malloc(npix * sizeof *x);
@@ -112,7 +119,7 @@ int shoal_dataset_load_idx(const char *images_path, const char *labels_path, sho
   d->n = idims[0];
   d->rows = (int)idims[1];
   d->cols = (int)idims[2];
-  d->nclass = maxlab + 1;
+  d->nclass = nclass;
   d->x = x;
   d->y = lab;
   free(pix);
@@ -142,13 +149,13 @@ static void idx_path(char *buf, size_t cap, const char *dir, const char *split, 
   snprintf(buf, cap, "%s/%s-%s-ubyte.gz", dir, split, kind); /* the error names the usual file */
 }
 
-int shoal_dataset_load_dir(const char *dir, const char *split, shoal_dataset_t **out) {
+int shoal_dataset_load_dir(const char *dir, const char *split, int nclass, shoal_dataset_t **out) {
   if (strcmp(split, "train") && strcmp(split, "t10k"))
     return shoal__seterr(SHOAL_ERR_INVALID, "dataset split '%s': expected train or t10k", split);
   char ip[4096], lp[4096];
   idx_path(ip, sizeof ip, dir, split, "images-idx3");
   idx_path(lp, sizeof lp, dir, split, "labels-idx1");
-  return shoal_dataset_load_idx(ip, lp, out);
+  return shoal_dataset_load_idx(ip, lp, nclass, out);
 }
 
 void shoal_dataset_destroy(shoal_dataset_t *d) {

@@ -16,18 +16,29 @@
  *    held until every live worker has had clock c - s - 1 applied, so no
  *    applied gradient is more than s clocks stale (checked on apply). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "train/ckpt.h"
 #include "train/optim.h"
 #include "train/sync.h"
 
-enum { TAG_HDR = 0x5053, TAG_GRAD = 0x5054, TAG_PARAM = 0x5055 };
-enum { KIND_GRAD = 0, KIND_DONE = 1 };
+typedef struct ps_cfg {
+  char ckpt[1024], resume[1024]; /* "" when not set */
+  int S, W;
+  shoal_ps_mode_t mode;
+  int staleness;
+  double momentum, wd;
+  double slow_s;
+} ps_cfg_t;
 
-void shoal__ps_shard(size_t n, int S, int s, size_t *off, size_t *len) {
+enum { TAG_HDR = 0x5053, TAG_GRAD = 0x5054, TAG_PARAM = 0x5055 };
+enum { KIND_GRAD = 0, KIND_DONE = 1, KIND_CKPT = 2 };
+
+static void ps_shard(size_t n, int S, int s, size_t *off, size_t *len) {
   size_t base = n / (size_t)S, rem = n % (size_t)S;
   *off = (size_t)s * base + ((size_t)s < rem ? (size_t)s : rem);
   *len = base + ((size_t)s < rem ? 1 : 0);
@@ -41,7 +52,7 @@ static int comm_err(shoal_comm_t *c, int rc, const char *what, int peer) {
 
 typedef struct server {
   shoal_comm_t *c;
-  const shoal_train_opts_t *o;
+  const ps_cfg_t *o;
   int W;
   float *p, *v;     /* shard parameters and momentum */
   size_t len;
@@ -69,27 +80,41 @@ static int reply(server_t *s, int w) {
 
 /* SSP: may worker w, about to compute clock applied[w], get parameters now? */
 static int may_reply(const server_t *s, int w) {
-  if (s->o->ps_mode != SHOAL_PS_SSP) return 1;
+  if (s->o->mode != SHOAL_PS_SSP) return 1;
   return min_applied(s) >= s->applied[w] - s->o->staleness;
 }
 
-int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int W, shoal_model_t *m,
-                     shoal_train_result_t *res) {
-  int S = shoal_comm_size(world) - W, sidx = shoal_comm_rank(world) - W;
+static int ps_server(shoal_comm_t *world, const ps_cfg_t *o, float *params, size_t nparams, int *max_stale) {
+  int W = o->W, S = o->S, sidx = shoal_comm_rank(world) - W;
   size_t off, len;
-  shoal__ps_shard(m->nparams, S, sidx, &off, &len);
-  server_t s = {.c = world, .o = o, .W = W, .p = m->params + off, .len = len};
+  ps_shard(nparams, S, sidx, &off, &len);
+  server_t s = {.c = world, .o = o, .W = W, .p = params + off, .len = len};
   int rc = 0;
   s.v = calloc(len ? len : 1, sizeof(float));
   s.applied = calloc((size_t)W, sizeof(long));
   s.done = calloc((size_t)W, sizeof(int));
   s.waiting = calloc((size_t)W, sizeof(int));
-  float *gbuf = malloc(((o->ps_mode == SHOAL_PS_SYNC ? (size_t)W : 1) * len + 1) * sizeof(float));
+  float *gbuf = malloc(((o->mode == SHOAL_PS_SYNC ? (size_t)W : 1) * len + 1) * sizeof(float));
   float *gsum = malloc((len + 1) * sizeof(float));
   double *lrs = calloc((size_t)W, sizeof(double));
   if (!s.v || !s.applied || !s.done || !s.waiting || !gbuf || !gsum || !lrs) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "ps server: out of memory");
     goto out_free;
+  }
+  long ckpt_clock = 0;
+  char path[1100];
+  if (o->resume[0]) {
+    /* this server's shard and momentum; every worker continues from the checkpoint's clock */
+    shoal__ckpt_meta_t meta;
+    snprintf(path, sizeof path, "%s.server%d", o->resume, sidx);
+    if ((rc = shoal__ckpt_load(path, &meta, s.p, s.v, len))) goto out_free;
+    if (meta.workers != (uint32_t)W) {
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "ps server checkpoint %s: written with %u workers, this run has %d", path,
+                         meta.workers, W);
+      goto out_free;
+    }
+    for (int w = 0; w < W; w++) s.applied[w] = (long)meta.iters_done;
+    ckpt_clock = (long)meta.iters_done;
   }
   int live = W, arrived = 0;
   while (live > 0) {
@@ -107,26 +132,48 @@ int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int W, sh
     if ((int)hdr[0] == KIND_DONE) {
       s.done[w] = 1;
       live--;
+    } else if ((int)hdr[0] == KIND_CKPT) {
+      /* The first request for clock c: every worker has had its reply for clock c-1, so all pushes
+       * up to c are applied and none beyond (a worker's next push follows its own request). */
+      long c = (long)hdr[1];
+      if (c <= ckpt_clock) continue; /* the other workers' requests for the same clock */
+      for (int u = 0; u < W; u++)
+        if (s.applied[u] != c) {
+          rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server %d: checkpoint at clock %ld but worker %d is at clock %ld",
+                             sidx, c, u, s.applied[u]);
+          goto out_free;
+        }
+      if (!o->ckpt[0]) {
+        rc = shoal__seterr(SHOAL_ERR_INVALID, "ps server %d: checkpoint requested but no ckpt= path configured", sidx);
+        goto out_free;
+      }
+      snprintf(path, sizeof path, "%s.server%d", o->ckpt, sidx);
+      shoal__ckpt_meta_t meta = {.workers = (uint32_t)W, .iters_done = (uint64_t)c, .nparams = len,
+                                 .ranks = (uint32_t)(W + S)};
+      if ((rc = shoal__ckpt_save(path, &meta, s.p, s.v))) goto out_free;
+      ckpt_clock = c;
+      continue;
     } else {
       long clock = (long)hdr[1], incl = (long)hdr[2];
-      float *g = gbuf + (o->ps_mode == SHOAL_PS_SYNC ? (size_t)w * len : 0);
+      float *g = gbuf + (o->mode == SHOAL_PS_SYNC ? (size_t)w * len : 0);
       if ((rc = shoal_recv(world, g, len, SHOAL_FLOAT32, w, TAG_GRAD))) {
         rc = comm_err(world, rc, "receive a gradient from", w);
         goto out_free;
       }
       if (clock != s.applied[w]) {
-        rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: worker %d pushed clock %ld, expected %ld", w, clock,
-                           s.applied[w]);
+        rc = shoal__seterr(SHOAL_ERR_PROTOCOL,
+                           "ps server: worker %d pushed clock %ld, expected %ld%s", w, clock, s.applied[w],
+                           o->resume[0] ? " (the workers' and the servers' checkpoints are from different points)" : "");
         goto out_free;
       }
       int stale = (int)(clock - incl);
       if (stale > s.max_stale) s.max_stale = stale;
-      if (o->ps_mode == SHOAL_PS_SSP && stale > o->staleness) {
+      if (o->mode == SHOAL_PS_SSP && stale > o->staleness) {
         rc = shoal__seterr(SHOAL_ERR_INTERNAL, "ps server: gradient of worker %d is %d clocks stale (bound %d)", w,
                            stale, o->staleness);
         goto out_free;
       }
-      if (o->ps_mode == SHOAL_PS_SYNC) {
+      if (o->mode == SHOAL_PS_SYNC) {
         lrs[w] = hdr[3];
         s.waiting[w] = 1;
         if (++arrived < live) continue;
@@ -135,7 +182,7 @@ int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int W, sh
         for (int u = 0; u < W; u++)
           if (s.waiting[u])
             for (size_t i = 0; i < len; i++) gsum[i] += gbuf[(size_t)u * len + i];
-        shoal__sgd_step_scaled(s.p, s.v, gsum, len, (float)lrs[w], (float)o->momentum, (float)o->weight_decay,
+        shoal__sgd_step_scaled(s.p, s.v, gsum, len, (float)lrs[w], (float)o->momentum, (float)o->wd,
                                1.0f / (float)arrived);
         arrived = 0;
         for (int u = 0; u < W; u++)
@@ -144,16 +191,16 @@ int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int W, sh
           if (s.waiting[u] && (rc = reply(&s, u))) goto out_free;
         continue;
       }
-      shoal__sgd_step_scaled(s.p, s.v, g, len, (float)hdr[3], (float)o->momentum, (float)o->weight_decay,
+      shoal__sgd_step_scaled(s.p, s.v, g, len, (float)hdr[3], (float)o->momentum, (float)o->wd,
                              1.0f / (float)W);
       s.applied[w]++;
       s.waiting[w] = 1;
     }
     /* async / ssp: answer every worker whose bound now holds */
-    if (o->ps_mode != SHOAL_PS_SYNC)
+    if (o->mode != SHOAL_PS_SYNC)
       for (int u = 0; u < W; u++)
         if (s.waiting[u] && !s.done[u] && may_reply(&s, u) && (rc = reply(&s, u))) goto out_free;
-    if (o->ps_mode == SHOAL_PS_SYNC && arrived > 0 && arrived == live) {
+    if (o->mode == SHOAL_PS_SYNC && arrived > 0 && arrived == live) {
       rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: a worker finished while others wait in sync mode");
       goto out_free;
     }
@@ -167,7 +214,7 @@ int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int W, sh
       goto out_free;
     }
   }
-  if (res) res->max_staleness = s.max_stale;
+  *max_stale = s.max_stale;
 out_free:
   free(s.v);
   free(s.applied);
@@ -181,69 +228,169 @@ out_free:
 
 /* ---- worker ---- */
 
-struct shoal__ps_worker {
-  shoal_comm_t *c;
-  int W, S;
-  size_t n;
+typedef struct ps {
+  ps_cfg_t cfg;
   long clock;
+  int first;
   double *incl; /* per server: `included` of the parameters last received */
-  double slow_s;
-};
+  float *flat;  /* total: when there are several buckets */
+  float *flatg;
+} ps_t;
 
-int shoal__ps_worker_create(shoal_comm_t *world, const shoal_train_opts_t *o, int nworkers, size_t nparams,
-                            shoal__ps_worker_t **out) {
-  shoal__ps_worker_t *w = calloc(1, sizeof *w);
-  int S = shoal_comm_size(world) - nworkers;
-  if (w) w->incl = calloc((size_t)S, sizeof(double));
-  if (!w || !w->incl) {
-    free(w);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "ps worker: out of memory");
+static int pull(shoal_sync_t *x, float *params) {
+  ps_t *w = x->impl;
+  for (int s = 0; s < w->cfg.S; s++) {
+    size_t off, len;
+    ps_shard(x->total, w->cfg.S, s, &off, &len);
+    int rc = shoal_recv(x->comm, &w->incl[s], 1, SHOAL_FLOAT64, w->cfg.W + s, TAG_PARAM);
+    if (!rc) rc = shoal_recv(x->comm, params + off, len, SHOAL_FLOAT32, w->cfg.W + s, TAG_PARAM);
+    if (rc) return comm_err(x->comm, rc, "receive parameters from server", w->cfg.W + s);
   }
-  w->c = world;
-  w->W = nworkers;
-  w->S = S;
-  w->n = nparams;
-  w->slow_s = shoal_comm_rank(world) == 0 ? o->ps_slow_worker_ms * 1e-3 : 0.0;
-  *out = w;
   return 0;
 }
 
-void shoal__ps_worker_destroy(shoal__ps_worker_t *w) {
-  if (!w) return;
+static int ps_checkpoint(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (!w->cfg.ckpt[0])
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync ps: shoal_sync_checkpoint needs the config key ckpt=PATH");
+  for (int s = 0; s < w->cfg.S; s++) {
+    double hdr[4] = {KIND_CKPT, (double)w->clock, 0, 0};
+    int rc = shoal_send(x->comm, hdr, 4, SHOAL_FLOAT64, w->cfg.W + s, TAG_HDR);
+    if (rc) return comm_err(x->comm, rc, "request a checkpoint from server", w->cfg.W + s);
+  }
+  return 0;
+}
+
+static int ps_begin(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (w->first) { /* a resumed run starts at the checkpoint's clock */
+    w->clock = x->step;
+    w->first = 0;
+  }
+  return 0;
+}
+
+static int ps_finish(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (w->cfg.slow_s > 0 && shoal_comm_rank(x->comm) == 0) shoal__sleep_s(w->cfg.slow_s); /* tests: a straggler */
+  const float *grads = x->nb == 1 ? x->b[0].g : w->flatg;
+  float *params = x->nb == 1 ? x->b[0].p : w->flat;
+  if (x->nb > 1) shoal__sync_gather(x, 1, w->flatg);
+  for (int s = 0; s < w->cfg.S; s++) {
+    size_t off, len;
+    ps_shard(x->total, w->cfg.S, s, &off, &len);
+    double hdr[4] = {KIND_GRAD, (double)w->clock, w->incl[s], x->lr};
+    int rc = shoal_send(x->comm, hdr, 4, SHOAL_FLOAT64, w->cfg.W + s, TAG_HDR);
+    if (!rc) rc = shoal_send(x->comm, grads + off, len, SHOAL_FLOAT32, w->cfg.W + s, TAG_GRAD);
+    if (rc) return comm_err(x->comm, rc, "push gradients to server", w->cfg.W + s);
+  }
+  x->payload += (double)x->total * sizeof(float);
+  w->clock++;
+  int rc = pull(x, params);
+  if (!rc && x->nb > 1) shoal__sync_scatter(x, 0, w->flat);
+  return rc;
+}
+
+static int ps_final(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  for (int s = 0; s < w->cfg.S; s++) {
+    double hdr[4] = {KIND_DONE, (double)w->clock, 0, 0};
+    int rc = shoal_send(x->comm, hdr, 4, SHOAL_FLOAT64, w->cfg.W + s, TAG_HDR);
+    if (rc) return comm_err(x->comm, rc, "send done to server", w->cfg.W + s);
+  }
+  float *params = x->nb == 1 ? x->b[0].p : w->flat;
+  int rc = pull(x, params);
+  if (!rc && x->nb > 1) shoal__sync_scatter(x, 0, w->flat);
+  return rc;
+}
+
+static int ps_serve(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  float *params = x->nb == 1 ? x->b[0].p : w->flat;
+  if (x->nb > 1) shoal__sync_gather(x, 0, w->flat);
+  int rc = ps_server(x->comm, &w->cfg, params, x->total, &x->max_stale);
+  if (!rc && x->nb > 1) shoal__sync_scatter(x, 0, w->flat);
+  return rc;
+}
+
+static void ps_destroy(shoal_sync_t *x) {
+  ps_t *w = x->impl;
   free(w->incl);
+  free(w->flat);
+  free(w->flatg);
   free(w);
 }
 
-static int pull(shoal__ps_worker_t *w, float *params) {
-  for (int s = 0; s < w->S; s++) {
-    size_t off, len;
-    shoal__ps_shard(w->n, w->S, s, &off, &len);
-    int rc = shoal_recv(w->c, &w->incl[s], 1, SHOAL_FLOAT64, w->W + s, TAG_PARAM);
-    if (!rc) rc = shoal_recv(w->c, params + off, len, SHOAL_FLOAT32, w->W + s, TAG_PARAM);
-    if (rc) return comm_err(w->c, rc, "receive parameters from server", w->W + s);
-  }
+static int ps_create(shoal_sync_t *x, shoal__cfg_t *cfg) {
+  int size = shoal_comm_size(x->comm), rank = shoal_comm_rank(x->comm);
+  long S, st;
+  double lr, mom, wd, slow;
+  const char *mode = shoal__cfg_str(cfg, "mode");
+  shoal_ps_mode_t m = SHOAL_PS_SYNC;
+  int rc;
+  if (mode && shoal_ps_mode_parse(mode, &m))
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config ps: mode=%s: expected sync, async or ssp", mode);
+  if ((rc = shoal__cfg_int(cfg, "servers", 1, 1, 1 << 20, &S)) ||
+      (rc = shoal__cfg_int(cfg, "staleness", 2, 0, 1000000, &st)) ||
+      (rc = shoal__cfg_double(cfg, "lr", 0.05, 0, 1e6, &lr)) ||
+      (rc = shoal__cfg_double(cfg, "momentum", 0.9, 0, 0.999999, &mom)) ||
+      (rc = shoal__cfg_double(cfg, "wd", 0, 0, 0.999999, &wd)) ||
+      (rc = shoal__cfg_double(cfg, "slow_ms", 0, 0, 1e6, &slow)))
+    return rc;
+  if (m != SHOAL_PS_SSP && shoal__cfg_str(cfg, "staleness"))
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config ps: staleness applies to mode=ssp only (mode is %s)",
+                         shoal_ps_mode_name(m));
+  if (size < 2)
+    return shoal__seterr(SHOAL_ERR_INVALID,
+                         "sync ps: a parameter server needs at least 2 ranks (workers plus %ld server%s); this "
+                         "communicator has 1 (run under `shoal launch -n N`)",
+                         S, S > 1 ? "s" : "");
+  if (S >= size)
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync ps: servers=%ld leaves no worker among %d ranks (at most %d servers)",
+                         S, size, size - 1);
+  ps_t *w = calloc(1, sizeof *w);
+  if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "sync ps: out of memory");
+  x->impl = w;
+  w->cfg = (ps_cfg_t){.S = (int)S, .W = size - (int)S, .mode = m, .staleness = (int)st, .momentum = mom, .wd = wd,
+                      .slow_s = slow * 1e-3};
+  x->lr = lr;
+  w->first = 1;
+  const char *ck = shoal__cfg_str(cfg, "ckpt"), *rs = shoal__cfg_str(cfg, "resume");
+  if (ck) snprintf(w->cfg.ckpt, sizeof w->cfg.ckpt, "%s", ck);
+  if (rs) snprintf(w->cfg.resume, sizeof w->cfg.resume, "%s", rs);
+  if (!(w->incl = calloc((size_t)S, sizeof(double)))) return shoal__seterr(SHOAL_ERR_NOMEM, "sync ps: out of memory");
+  int server = rank >= w->cfg.W;
+  shoal_comm_t *split = NULL;
+  if ((rc = shoal_comm_split(x->comm, server, rank, &split)))
+    return shoal__seterr(rc, "sync ps: split workers from servers: %s", shoal_comm_errmsg(x->comm));
+  x->workers = split;
+  x->owns_workers = 1;
+  x->flags = server ? SHOAL_SYNC_F_SERVER : SHOAL_SYNC_F_SERVER_STEP;
   return 0;
 }
 
-int shoal__ps_push_pull(shoal__ps_worker_t *w, const float *grads, float *params, double lr) {
-  if (w->slow_s > 0) shoal__sleep_s(w->slow_s); /* tests: a straggler makes staleness happen */
-  for (int s = 0; s < w->S; s++) {
-    size_t off, len;
-    shoal__ps_shard(w->n, w->S, s, &off, &len);
-    double hdr[4] = {KIND_GRAD, (double)w->clock, w->incl[s], lr};
-    int rc = shoal_send(w->c, hdr, 4, SHOAL_FLOAT64, w->W + s, TAG_HDR);
-    if (!rc) rc = shoal_send(w->c, grads + off, len, SHOAL_FLOAT32, w->W + s, TAG_GRAD);
-    if (rc) return comm_err(w->c, rc, "push gradients to server", w->W + s);
+static int ps_setup(shoal_sync_t *x) {
+  ps_t *w = x->impl;
+  if (x->nb > 1) {
+    w->flat = malloc(x->total * sizeof(float));
+    w->flatg = malloc(x->total * sizeof(float));
+    if (!w->flat || !w->flatg) return shoal__seterr(SHOAL_ERR_NOMEM, "sync ps: out of memory");
   }
-  w->clock++;
-  return pull(w, params);
+  if (x->total < (size_t)w->cfg.S)
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync ps: %zu parameters cannot be sharded over %d servers", x->total,
+                         w->cfg.S);
+  return 0;
 }
 
-int shoal__ps_finish(shoal__ps_worker_t *w, float *params) {
-  for (int s = 0; s < w->S; s++) {
-    double hdr[4] = {KIND_DONE, (double)w->clock, 0, 0};
-    int rc = shoal_send(w->c, hdr, 4, SHOAL_FLOAT64, w->W + s, TAG_HDR);
-    if (rc) return comm_err(w->c, rc, "send done to server", w->W + s);
-  }
-  return pull(w, params);
-}
+const shoal__strategy_t shoal__strategy_ps = {
+    .name = "ps",
+    .keys = "servers, mode, staleness, lr, momentum, wd, slow_ms, ckpt, resume",
+    .create = ps_create,
+    .destroy = ps_destroy,
+    .setup = ps_setup,
+    .begin = ps_begin,
+    .finish = ps_finish,
+    .final = ps_final,
+    .checkpoint = ps_checkpoint,
+    .serve = ps_serve,
+};

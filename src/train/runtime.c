@@ -53,13 +53,22 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "--momentum %g: expected [0, 1)", o->momentum);
   if (!(o->weight_decay >= 0 && o->weight_decay < 1))
     return shoal__seterr(SHOAL_ERR_INVALID, "--wd %g: expected [0, 1)", o->weight_decay);
+  if (o->label && strpbrk(o->label, ",\n\r\""))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--label '%s': may not contain commas, quotes or line breaks (a CSV column)",
+                         o->label);
   if ((unsigned)o->sync >= SHOAL_SYNC__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   if (o->sync == SHOAL_SYNC_PS) {
+    if (wsize < 2)
+      return shoal__seterr(SHOAL_ERR_INVALID,
+                           "--sync ps needs at least 2 processes (--servers %d server%s plus workers); this is one "
+                           "process: run it under `shoal launch -n N` (or mpirun/srun)",
+                           o->servers, o->servers == 1 ? "" : "s");
     if (o->servers < 1 || o->servers >= wsize)
       return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
                            o->servers, wsize - 1, wsize);
-    if (o->ckpt_path || o->resume_path)
-      return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "--checkpoint/--resume are not supported with --sync ps");
+    if (o->ckpt_every > 0)
+      return shoal__seterr(SHOAL_ERR_INVALID, "--checkpoint-every: ps checkpoints are written at epoch ends only "
+                                              "(the servers' state is consistent there)");
     if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
   }
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
@@ -74,11 +83,11 @@ static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **ow
   r->train = o->train_data;
   r->test = o->test_data;
   if (!r->train) {
-    if ((rc = shoal_dataset_load_dir(dir, "train", own_train))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "train", o->nclass, own_train))) return rc;
     r->train = *own_train;
   }
   if (!r->test) {
-    if ((rc = shoal_dataset_load_dir(dir, "t10k", own_test))) return rc;
+    if ((rc = shoal_dataset_load_dir(dir, "t10k", o->nclass, own_test))) return rc;
     r->test = *own_test;
   }
   if (r->train->rows != r->test->rows || r->train->cols != r->test->cols)
@@ -182,6 +191,183 @@ static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t
   return buf;
 }
 
+typedef struct ready_arg {
+  shoal_sync_t *sync;
+  const int *bucket_of_layer;
+  int rc;
+} ready_arg_t;
+
+/* Backward's hook: a layer whose gradients complete a bucket reports it. */
+static void layer_ready(int layer, void *arg) {
+  ready_arg_t *a = arg;
+  int b = a->bucket_of_layer[layer];
+  if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
+}
+
+/* The strategy (include/shoal/sync.h) for the options, with the model's
+ * buckets: for bsp, whole layers of at least bucket_bytes, last layer first
+ * (a suffix of layers is a contiguous range of the parameter array), so a
+ * bucket is complete when backward finishes its lowest layer; for the
+ * parameter-averaging strategies and ps, one flat bucket. */
+static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int **racks_out) {
+  const shoal_train_opts_t *o = r->o;
+  char cfg[8192];
+  int rc;
+  switch (o->sync) {
+  case SHOAL_SYNC_BSP:
+    snprintf(cfg, sizeof cfg, "overlap=%d", o->overlap ? 1 : 0);
+    break;
+  case SHOAL_SYNC_DSSYNC: {
+    int len = snprintf(cfg, sizeof cfg, "pattern=%s k=%d seed=%llu global_every=%d overlap=%d",
+                       shoal_ds_pattern_name(o->ds_pattern), o->ds_k, (unsigned long long)(o->seed & 0x7fffffffffffffffULL),
+                       o->ds_global_every, o->overlap ? 1 : 0);
+    if (o->ds_pattern == SHOAL_DS_TOPO) {
+      if ((rc = rack_map(r, racks_out))) return rc;
+      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " h=%d b=%d racks=", o->ds_bridge_period, o->ds_bridge_width);
+      for (int i = 0; i < r->W && len < (int)sizeof cfg - 16; i++)
+        len += snprintf(cfg + len, sizeof cfg - (size_t)len, "%s%d", i ? "," : "", (*racks_out)[i]);
+    }
+    break;
+  }
+  case SHOAL_SYNC_LOCALSGD:
+    snprintf(cfg, sizeof cfg, "period=%d", o->local_h);
+    break;
+  case SHOAL_SYNC_PS: {
+    int len = snprintf(cfg, sizeof cfg, "servers=%d mode=%s momentum=%.17g wd=%.17g slow_ms=%.17g", o->servers,
+                       shoal_ps_mode_name(o->ps_mode), o->momentum, o->weight_decay, o->ps_slow_worker_ms);
+    if (o->ps_mode == SHOAL_PS_SSP) len += snprintf(cfg + len, sizeof cfg - (size_t)len, " staleness=%d", o->staleness);
+    const char *paths[2] = {o->ckpt_path, o->resume_path}, *keys[2] = {"ckpt", "resume"};
+    for (int i = 0; i < 2; i++) {
+      if (!paths[i]) continue;
+      if (strpbrk(paths[i], " ;\t\n"))
+        return shoal__seterr(SHOAL_ERR_INVALID, "--%s %s: with --sync ps the path may not contain spaces or ';'",
+                             i ? "resume" : "checkpoint", paths[i]);
+      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " %s=%s", keys[i], paths[i]);
+    }
+    break;
+  }
+  default:
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
+  }
+  shoal_sync_t *s = NULL;
+  if ((rc = shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, &s))) return rc;
+  shoal_model_t *m = r->m;
+  for (int l = 0; l < 8; l++) bucket_of_layer[l] = -1;
+  if (o->sync == SHOAL_SYNC_BSP) {
+    size_t acc = 0;
+    int top = m->nlayers - 1; /* highest layer of the open bucket */
+    for (int l = m->nlayers - 1; l >= 0 && rc >= 0; l--) {
+      acc += m->layers[l].nparam * sizeof(float);
+      if (acc >= o->bucket_bytes || l == 0 || o->bucket_bytes == 0) {
+        size_t off = m->layers[l].w_off, len = m->layers[top].w_off + m->layers[top].nparam - off;
+        rc = shoal_sync_add_bucket(s, m->params + off, m->grads + off, len);
+        bucket_of_layer[l] = rc;
+        acc = 0;
+        top = l - 1;
+      }
+    }
+  } else {
+    rc = shoal_sync_add_bucket(s, m->params, m->grads, m->nparams);
+  }
+  if (rc < 0) {
+    shoal_sync_destroy(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+static shoal__ckpt_meta_t ckpt_meta(const run_t *r, int epochs_done, long iters, double train_s) {
+  const shoal_train_opts_t *o = r->o;
+  return (shoal__ckpt_meta_t){.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
+                              .workers = (uint32_t)r->W, .epochs_done = (uint32_t)epochs_done,
+                              .iters_done = (uint64_t)iters, .seed = o->seed, .nparams = r->m->nparams,
+                              .batch = (uint32_t)o->batch,
+                              .ranks = (uint32_t)(r->world ? shoal_comm_size(r->world) : 1), .train_s = train_s};
+}
+
+/* This worker's checkpoint (bsp: rank 0 only, all ranks hold the same bytes). */
+static int save_ckpt(run_t *r, int epochs_done, long iters, double train_s) {
+  if (r->o->sync == SHOAL_SYNC_BSP && r->wrank != 0) return 0;
+  char buf[4096];
+  shoal__ckpt_meta_t meta = ckpt_meta(r, epochs_done, iters, train_s);
+  return shoal__ckpt_save(ckpt_name(r, r->o->ckpt_path, buf, sizeof buf), &meta, r->m->params, r->mom);
+}
+
+/* Check the checkpoint against this run before reading anything (rank 0's
+ * file, which every strategy writes), load this worker's file, and check
+ * that all workers resume from the same iteration. Collective over the
+ * workers: every worker reaches the exchange even if its own load failed. */
+static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
+  const shoal_train_opts_t *o = r->o;
+  const char *base = o->resume_path;
+  shoal__ckpt_meta_t m0 = {0}, want = ckpt_meta(r, 0, 0, 0), meta = {0};
+  int rc = shoal__ckpt_peek(base, &m0);
+  if (!rc) {
+    char diff[1024] = "";
+    size_t len = 0;
+#define DIFF(cond, ...)                                                               \
+  if (cond) len += (size_t)snprintf(diff + len, sizeof diff - (len < sizeof diff ? len : sizeof diff), __VA_ARGS__)
+    DIFF(m0.sync_kind != want.sync_kind, "; it was written by --sync %s and this run is --sync %s",
+         shoal_sync_kind_name((shoal_sync_kind_t)m0.sync_kind), shoal_sync_kind_name(o->sync));
+    DIFF(m0.model_kind != want.model_kind, "; it holds --model %s and this run is --model %s",
+         shoal_model_kind_name((shoal_model_kind_t)m0.model_kind), shoal_model_kind_name(o->model));
+    DIFF(m0.workers != want.workers || m0.ranks != want.ranks,
+         "; it was written by %u workers (%u ranks) and this run has %u workers (%u ranks)", m0.workers, m0.ranks,
+         want.workers, want.ranks);
+    DIFF(m0.seed != want.seed, "; it was written with --seed %llu and this run has --seed %llu",
+         (unsigned long long)m0.seed, (unsigned long long)want.seed);
+    DIFF(m0.batch != want.batch, "; it was written with --batch %u and this run has --batch %u", m0.batch, want.batch);
+#undef DIFF
+    if (len)
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "--resume %s: cannot continue this run%s (resume with the same settings)",
+                         base, diff);
+  }
+  if (!rc) {
+    char buf[4096];
+    const char *path = ckpt_name(r, base, buf, sizeof buf);
+    rc = shoal__ckpt_load(path, &meta, r->m->params, r->mom, r->m->nparams);
+  }
+  if (!multi) {
+    if (!rc) *out = meta;
+    return rc;
+  }
+  /* {ok, iterations, epochs} of every worker */
+  int64_t *all = calloc(3 * (size_t)r->W, sizeof *all);
+  if (!all) return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+  char mine[1024];
+  snprintf(mine, sizeof mine, "%s", rc ? shoal_last_error() : "");
+  int64_t *me = all + 3 * (size_t)r->wrank;
+  me[0] = rc ? 0 : 1;
+  me[1] = rc ? -1 : (int64_t)meta.iters_done;
+  me[2] = rc ? -1 : (int64_t)meta.epochs_done;
+  int crc = shoal_allgather(r->wcomm, SHOAL_IN_PLACE, all, 3, SHOAL_INT64);
+  if (crc) {
+    free(all);
+    return comm_fail(r->wcomm, crc, "exchange of the checkpoint positions");
+  }
+  if (rc) {
+    free(all);
+    return shoal__seterr(rc, "%s", mine);
+  }
+  for (int w = 0; w < r->W && !rc; w++) {
+    char buf[4096];
+    const char *path = w == 0 || o->sync == SHOAL_SYNC_BSP ? base : (snprintf(buf, sizeof buf, "%s.rank%d", base, w), buf);
+    if (!all[3 * w])
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "--resume %s: worker %d could not read its checkpoint %s", base, w, path);
+    else if (all[3 * w + 1] != me[1])
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
+                         "--resume %s: the workers' checkpoints are from different points: this worker (%d) is at "
+                         "iteration %lld (epoch %lld) and worker %d's %s at iteration %lld (epoch %lld); resume "
+                         "from one checkpoint written by all workers together",
+                         base, r->wrank, (long long)me[1], (long long)me[2], w, path, (long long)all[3 * w + 1],
+                         (long long)all[3 * w + 2]);
+  }
+  free(all);
+  if (!rc) *out = meta;
+  return rc;
+}
+
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
@@ -193,10 +379,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   int is_server = rank >= r.W;
   r.wrank = is_server ? -1 : rank;
   shoal_dataset_t *own_train = NULL, *own_test = NULL;
-  shoal__bsp_t *bsp = NULL;
-  shoal__ds_t *ds = NULL;
-  shoal__ps_worker_t *psw = NULL;
-  shoal_comm_t *split = NULL;
+  shoal_sync_t *sync = NULL;
   int *racks = NULL;
   shoal_train_result_t out = {0};
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
@@ -206,16 +389,14 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
                                &r.m)))
     goto out_free;
   r.wcomm = world;
-  if (S > 0) {
-    if ((rc = shoal_comm_split(world, is_server, rank, &split))) {
-      rc = comm_fail(world, rc, "split workers from servers");
-      goto out_free;
-    }
-    r.wcomm = split;
-  }
+  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
+  int bucket_of_layer[8];
+  if (multi && (rc = make_sync(&r, &sync, bucket_of_layer, &racks))) goto out_free;
+  if (sync) r.wcomm = shoal_sync_workers(sync);
   if (is_server) {
     out.is_server = 1;
-    if ((rc = shoal__ps_server(world, o, r.W, r.m, &out))) goto out_free;
+    if ((rc = shoal_sync_serve(sync))) goto out_free;
+    out.max_staleness = shoal_sync_max_staleness(sync);
     if (res) *res = out;
     goto out_free;
   }
@@ -229,37 +410,25 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
     goto out_free;
   }
-  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
   int start_epoch = 0;
-  long iter = 0;
+  long iter = 0, skip = 0;
+  double resumed_s = 0;
   if (o->resume_path) {
-    char buf[4096];
-    const char *path = ckpt_name(&r, o->resume_path, buf, sizeof buf);
-    shoal__ckpt_meta_t meta;
-    if ((rc = shoal__ckpt_load(path, &meta, r.m->params, r.mom, n))) goto out_free;
-    if (meta.model_kind != (uint32_t)o->model || meta.sync_kind != (uint32_t)o->sync || meta.workers != (uint32_t)r.W ||
-        meta.seed != o->seed) {
-      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
-                         "checkpoint %s: written by --model %s --sync %s with %u workers and seed %llu; this run "
-                         "differs (resume needs the same)",
-                         path, shoal_model_kind_name((shoal_model_kind_t)meta.model_kind),
-                         shoal_sync_kind_name((shoal_sync_kind_t)meta.sync_kind), meta.workers,
-                         (unsigned long long)meta.seed);
-      goto out_free;
-    }
+    shoal__ckpt_meta_t meta = {0};
+    if ((rc = resume(&r, multi, &meta))) goto out_free;
     start_epoch = (int)meta.epochs_done;
     iter = (long)meta.iters_done;
+    resumed_s = meta.train_s;
+    long ipe0 = (long)(r.ntrain / ((size_t)r.W * o->batch));
+    skip = iter - (long)start_epoch * ipe0; /* mid-epoch checkpoint: iterations of this epoch already done */
+    if (skip < 0 || skip >= ipe0) {
+      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
+                         "checkpoint %s: %ld iterations after %d epochs, but an epoch has %ld here (other "
+                         "--train-subset?)",
+                         o->resume_path, iter, start_epoch, ipe0);
+      goto out_free;
+    }
   }
-  if (multi && o->sync == SHOAL_SYNC_BSP &&
-      (rc = shoal__bsp_create(r.wcomm, r.m, o->bucket_bytes, o->overlap, &bsp)))
-    goto out_free;
-  if (multi && o->sync == SHOAL_SYNC_DSSYNC) {
-    if (o->ds_pattern == SHOAL_DS_TOPO && (rc = rack_map(&r, &racks))) goto out_free;
-    shoal__ds_params_t dp = {.kind = o->ds_pattern, .n = r.W, .k = o->ds_k, .h = o->ds_bridge_period,
-                             .b = o->ds_bridge_width, .seed = o->seed, .rack_of = racks};
-    if ((rc = shoal__ds_create(r.wcomm, &dp, &ds))) goto out_free;
-  }
-  if (S > 0 && (rc = shoal__ps_worker_create(world, o, r.W, n, &psw))) goto out_free;
   if (o->csv_path && r.wrank == 0) {
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
     r.csv = fopen(o->csv_path, exists ? "a" : "w");
@@ -282,7 +451,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing", path);
       goto out_free;
     }
-    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus\n");
+    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes\n");
   }
   if (r.wrank == 0 && !o->quiet)
     printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
@@ -291,7 +460,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
            S ? " + servers" : "", o->batch, r.ntrain, r.ntest);
   size_t gb = (size_t)r.W * o->batch;
   long ipe = (long)(r.ntrain / gb);
-  double total_train = 0, consensus = 0;
+  double total_train = resumed_s, consensus = 0;
   int stopped = 0;
   for (int e = start_epoch; e < o->epochs && !stopped; e++) {
     if (o->max_iters > 0 && iter >= o->max_iters) break;
@@ -301,58 +470,37 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
     double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
     long its = 0;
-    for (long i = 0; i < ipe; i++) {
+    for (long i = e == start_epoch ? skip : 0; i < ipe; i++) {
       if (o->max_iters > 0 && iter >= o->max_iters) {
         stopped = 1;
         break;
       }
       double it0 = shoal__now_s(), comm0 = comm_s;
       int gsize = r.W;
+      double payload = 0;
       const uint32_t *idx = r.perm + (size_t)i * gb + (size_t)r.wrank * o->batch;
       for (int j = 0; j < o->batch; j++) {
         memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
         r.yb[j] = r.train->y[idx[j]];
       }
       lr = shoal__lr_at(o, iter, e);
+      if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto out_free;
       shoal__model_forward(r.m, r.xb, o->batch);
       double it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
       loss_sum += it_loss;
-      shoal__model_backward(r.m, r.xb, o->batch, bsp && o->overlap ? shoal__bsp_layer_ready : NULL, bsp);
-      double tc = shoal__now_s(), wait = 0;
-      switch (multi ? o->sync : SHOAL_SYNC_BSP) {
-      case SHOAL_SYNC_BSP:
-        if (bsp && (rc = shoal__bsp_finish(bsp, &wait))) goto out_free;
+      ready_arg_t ra = {sync, bucket_of_layer, 0};
+      shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
+      if (ra.rc) {
+        rc = ra.rc;
+        goto out_free;
+      }
+      if (sync && (rc = shoal_sync_finish(sync))) goto out_free;
+      if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
+        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
+      if (sync) {
+        double wait = 0;
+        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, &payload))) goto out_free;
         comm_s += wait;
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        break;
-      case SHOAL_SYNC_DSSYNC:
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        tc = shoal__now_s();
-        if ((rc = shoal__ds_sync(ds, (uint64_t)iter, r.m->params, n, &gsize))) goto out_free;
-        if (o->ds_global_every > 0 && (iter + 1) % o->ds_global_every == 0 &&
-            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-          rc = comm_fail(r.wcomm, rc, "dssync periodic global average");
-          goto out_free;
-        }
-        comm_s += shoal__now_s() - tc;
-        break;
-      case SHOAL_SYNC_LOCALSGD:
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-        tc = shoal__now_s();
-        gsize = (iter + 1) % o->local_h == 0 ? r.W : 1;
-        if ((iter + 1) % o->local_h == 0 &&
-            (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-          rc = comm_fail(r.wcomm, rc, "localsgd average");
-          goto out_free;
-        }
-        comm_s += shoal__now_s() - tc;
-        break;
-      case SHOAL_SYNC_PS:
-        if ((rc = shoal__ps_push_pull(psw, r.m->grads, r.m->params, lr))) goto out_free;
-        comm_s += shoal__now_s() - tc;
-        break;
-      default:
-        break;
       }
       double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
       iter++;
@@ -369,8 +517,12 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         fprintf(r.ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", iter - 1, e, gsize, 1e3 * (it_s - it_sync), 1e3 * it_sync,
                 it_loss, lr);
         if (measured) fprintf(r.ilog, "%.6g", consensus);
-        fputc('\n', r.ilog);
+        fprintf(r.ilog, ",%.0f\n", payload);
       }
+      /* periodic checkpoint inside the epoch (the epoch end writes its own) */
+      if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
+          (rc = save_ckpt(&r, e, iter, total_train + shoal__now_s() - t_epoch)))
+        goto out_free;
     }
     double epoch_s = shoal__now_s() - t_epoch;
     total_train += epoch_s;
@@ -415,23 +567,14 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
               sps, out.compute_s, out.comm_s, consensus, lr);
       fflush(r.csv);
     }
-    if (o->ckpt_path && !stopped && (o->sync != SHOAL_SYNC_BSP || r.wrank == 0)) {
-      char buf[4096];
-      shoal__ckpt_meta_t meta = {.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
-                                 .workers = (uint32_t)r.W, .epochs_done = (uint32_t)(e + 1),
-                                 .iters_done = (uint64_t)iter, .seed = o->seed, .nparams = n};
-      if ((rc = shoal__ckpt_save(ckpt_name(&r, o->ckpt_path, buf, sizeof buf), &meta, r.m->params, r.mom)))
-        goto out_free;
+    if (o->ckpt_path && !stopped) {
+      if ((rc = save_ckpt(&r, e + 1, iter, total_train))) goto out_free;
+      /* ps: the servers write their shards; every worker's pushes up to here are applied */
+      if (sync && (rc = shoal_sync_checkpoint(sync))) goto out_free;
     }
   }
   /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
-  if (multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD)) {
-    if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, r.m->params, n, SHOAL_FLOAT32, SHOAL_AVG))) {
-      rc = comm_fail(r.wcomm, rc, "final global average");
-      goto out_free;
-    }
-  }
-  if (psw && (rc = shoal__ps_finish(psw, r.m->params))) goto out_free;
+  if (sync && (rc = shoal_sync_final(sync))) goto out_free;
   if (multi && o->sync != SHOAL_SYNC_BSP && !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
     double ev[2];
     eval_shard(&r, ev);
@@ -464,10 +607,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
 out_free:
   if (r.csv) fclose(r.csv);
   if (r.ilog) fclose(r.ilog);
-  shoal__bsp_destroy(bsp);
-  shoal__ds_destroy(ds);
-  shoal__ps_worker_destroy(psw);
-  if (split) shoal_comm_destroy(split);
+  shoal_sync_destroy(sync);
   free(racks);
   free(r.mom);
   free(r.save);

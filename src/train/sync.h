@@ -1,28 +1,19 @@
-/* The synchronization strategies behind shoal_train_run (runtime.c):
- * bsp.c (bucketed gradient allreduce, overlapped with backward on a
- * communication thread), dssync.c (group parameter averaging with shuffled
- * groups), ps.c (sharded parameter servers), and localsgd (runtime.c). */
+/* The synchronization strategies behind include/shoal/sync.h (sync.c): one
+ * table of strategies, each one file: bsp.c (bucketed gradient allreduce),
+ * dssync.c (group parameter averaging with shuffled groups), localsgd.c
+ * (periodic parameter average), ps.c (sharded parameter servers). sync.c
+ * holds what they share: buckets, config parsing, the communication thread. */
 #ifndef SHOAL_TRAIN_SYNC_H
 #define SHOAL_TRAIN_SYNC_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "shoal/comm.h"
 #include "shoal/train.h"
 #include "train/model.h"
-
-/* ---- bsp ---- */
-typedef struct shoal__bsp shoal__bsp_t;
-/* Buckets of at least bucket_bytes, whole layers, last layer first. */
-int  shoal__bsp_create(shoal_comm_t *comm, shoal_model_t *m, size_t bucket_bytes, int overlap, shoal__bsp_t **out);
-void shoal__bsp_destroy(shoal__bsp_t *b);
-/* The grad-ready hook for shoal__model_backward (arg = the bsp). */
-void shoal__bsp_layer_ready(int layer, void *arg);
-/* Wait until every bucket of this iteration is averaged (without overlap,
- * allreduce them all now). *wait_s = time this thread was blocked. */
-int  shoal__bsp_finish(shoal__bsp_t *b, double *wait_s);
-int  shoal__bsp_nbuckets(const shoal__bsp_t *b);
+#include "shoal/sync.h"
 
 /* ---- dssync ---- */
 typedef struct shoal__ds_params {
@@ -48,19 +39,84 @@ int  shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *g
 /* The spec's expected contraction rho = (N-k) / (k (N-1)) of random partitions. */
 double shoal__ds_random_rho(int n, int k);
 
-/* ---- ps ---- */
-/* Run the server loop on this (server) rank until every worker is done. */
-int shoal__ps_server(shoal_comm_t *world, const shoal_train_opts_t *o, int nworkers, shoal_model_t *m,
-                     shoal_train_result_t *res);
-typedef struct shoal__ps_worker shoal__ps_worker_t;
-int  shoal__ps_worker_create(shoal_comm_t *world, const shoal_train_opts_t *o, int nworkers, size_t nparams,
-                             shoal__ps_worker_t **out);
-void shoal__ps_worker_destroy(shoal__ps_worker_t *w);
-/* Push this iteration's gradients (lr for the servers' step), pull new parameters. */
-int  shoal__ps_push_pull(shoal__ps_worker_t *w, const float *grads, float *params, double lr);
-/* Tell the servers this worker is done and receive the final parameters. */
-int  shoal__ps_finish(shoal__ps_worker_t *w, float *params);
-/* Shard s of n parameters over S servers: [*off, *off + *len). */
-void shoal__ps_shard(size_t n, int S, int s, size_t *off, size_t *len);
+/* ---- the strategy table ---- */
+
+typedef struct shoal__cfg shoal__cfg_t; /* parsed key=value config */
+/* Fetch a key (marks it used); absent: *out = def. Errors name the key. */
+int shoal__cfg_int(shoal__cfg_t *c, const char *key, long def, long lo, long hi, long *out);
+int shoal__cfg_double(shoal__cfg_t *c, const char *key, double def, double lo, double hi, double *out);
+/* NULL when absent. */
+const char *shoal__cfg_str(shoal__cfg_t *c, const char *key);
+
+typedef struct shoal__strategy {
+  const char *name;
+  const char *keys; /* for messages: "overlap" */
+  /* Parse the config (every key must be fetched) and set s->impl. */
+  int (*create)(shoal_sync_t *s, shoal__cfg_t *cfg);
+  void (*destroy)(shoal_sync_t *s);
+  /* Called once after the buckets are registered, before the first step. */
+  int (*setup)(shoal_sync_t *s);
+  int (*begin)(shoal_sync_t *s);
+  int (*bucket_ready)(shoal_sync_t *s, int i);
+  int (*finish)(shoal_sync_t *s);
+  int (*end)(shoal_sync_t *s);
+  int (*final)(shoal_sync_t *s);
+  int (*serve)(shoal_sync_t *s);
+  int (*checkpoint)(shoal_sync_t *s);
+} shoal__strategy_t;
+
+extern const shoal__strategy_t shoal__strategy_bsp, shoal__strategy_dssync, shoal__strategy_localsgd,
+    shoal__strategy_ps;
+
+typedef struct shoal__bucket {
+  float *p, *g;
+  size_t n, off; /* off: position in the flat concatenation */
+} shoal__bucket_t;
+
+typedef int (*shoal__job_fn)(shoal_sync_t *s, int arg);
+
+struct shoal_sync {
+  const shoal__strategy_t *st;
+  shoal_comm_t *comm;    /* as given */
+  shoal_comm_t *workers; /* comm, or the strategy's split (owned then) */
+  int owns_workers;
+  int flags;
+  shoal__bucket_t *b;
+  int nb, capb;
+  size_t total;          /* parameters over all buckets */
+  int set_up;
+  long step;
+  int in_step;           /* 1 after begin, 2 after finish */
+  double lr;
+  void *impl;
+  /* the last step's figures */
+  double wait_s, payload;
+  int gsize;
+  int max_stale;
+  /* the communication thread: jobs run in the order posted */
+  pthread_t th;
+  int th_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct {
+    shoal__job_fn fn;
+    int arg;
+  } q[64];
+  int posted, done, stop, job_err;
+  char job_msg[512];
+  int failed;
+  char err[512];
+};
+
+/* Run fn(s, arg) on the communication thread (started on first use), in
+ * order; `threaded` 0 runs it here at once. */
+int shoal__sync_post(shoal_sync_t *s, shoal__job_fn fn, int arg, int threaded);
+/* Wait until every posted job ran; the first job error, with its message set. */
+int shoal__sync_drain(shoal_sync_t *s);
+/* Copy the buckets' parameters (or gradients) to/from one flat array of s->total. */
+void shoal__sync_gather(const shoal_sync_t *s, int grads, float *flat);
+void shoal__sync_scatter(shoal_sync_t *s, int grads, const float *flat);
+/* Allreduce-average every bucket's parameters over the workers. */
+int shoal__sync_average_params(shoal_sync_t *s, const char *what);
 
 #endif

@@ -41,18 +41,35 @@ TEST(idx_reader_errors_name_the_file) {
   write_gz(img, ih, sizeof ih);
   write_gz(lab, lh, sizeof lh);
   shoal_dataset_t *d = NULL;
-  CHECK_OK(shoal_dataset_load_dir(dir, "train", &d));
+  CHECK_OK(shoal_dataset_load_dir(dir, "train", 0, &d));
   CHECK_EQ(d->n, 2);
   CHECK_EQ(d->rows, 2);
   CHECK_EQ(d->cols, 3);
-  CHECK_EQ(d->nclass, 8);
+  CHECK_EQ(d->nclass, 10);
   CHECK_EQ(d->y[1], 7);
   CHECK_NEAR(d->x[1], (1.0 - 0.2860) / 0.3530, 1e-5);
   shoal_dataset_destroy(d);
+  /* A corrupt label byte (200) is outside the declared classes: file and offset named. */
+  unsigned char bad[8 + 2] = {0, 0, 8, 1, 0, 0, 0, 2, 3, 200};
+  write_gz(lab, bad, sizeof bad);
+  d = NULL;
+  CHECK_EQ(shoal_dataset_load_dir(dir, "train", 0, &d), SHOAL_ERR_PARSE);
+  CHECK(d == NULL);
+  CHECK_CONTAINS(shoal_last_error(), lab);
+  CHECK_CONTAINS(shoal_last_error(), "label 200 at byte offset 9 (item 1)");
+  /* declared 3 classes: label 7 is outside too; 256 classes accept 200 */
+  write_gz(lab, lh, sizeof lh);
+  CHECK_EQ(shoal_dataset_load_dir(dir, "train", 3, &d), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), "outside the 3 classes 0..2");
+  write_gz(lab, bad, sizeof bad);
+  CHECK_OK(shoal_dataset_load_dir(dir, "train", 256, &d));
+  CHECK_EQ(d->nclass, 256);
+  shoal_dataset_destroy(d);
+  write_gz(lab, lh, sizeof lh);
   /* Bad magic: a label file where an image file should be. */
   write_gz(img, lh, sizeof lh);
   d = NULL;
-  CHECK_EQ(shoal_dataset_load_dir(dir, "train", &d), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal_dataset_load_dir(dir, "train", 0, &d), SHOAL_ERR_PARSE);
   CHECK(d == NULL);
   CHECK_CONTAINS(shoal_last_error(), img);
   CHECK_CONTAINS(shoal_last_error(), "bad magic");
@@ -64,7 +81,7 @@ TEST(idx_reader_errors_name_the_file) {
   CHECK(f);
   fwrite(ih, 1, sizeof ih - 4, f);
   fclose(f);
-  CHECK_EQ(shoal_dataset_load_dir(dir, "train", &d), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal_dataset_load_dir(dir, "train", 0, &d), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), img);
   CHECK_CONTAINS(shoal_last_error(), "truncated");
   /* Counts disagree. */
@@ -73,10 +90,10 @@ TEST(idx_reader_errors_name_the_file) {
   fclose(f);
   lh[7] = 3;
   write_gz(lab, lh, sizeof lh);
-  CHECK_EQ(shoal_dataset_load_dir(dir, "train", &d), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal_dataset_load_dir(dir, "train", 0, &d), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), lab);
   /* Missing file. */
-  CHECK_EQ(shoal_dataset_load_dir("/nonexistent-dir", "t10k", &d), SHOAL_ERR_NOT_FOUND);
+  CHECK_EQ(shoal_dataset_load_dir("/nonexistent-dir", "t10k", 0, &d), SHOAL_ERR_NOT_FOUND);
   CHECK_CONTAINS(shoal_last_error(), "/nonexistent-dir/t10k-images-idx3-ubyte.gz");
   unlink(img);
   unlink(lab);
@@ -86,7 +103,7 @@ TEST(idx_reader_errors_name_the_file) {
 TEST(idx_reads_fashion_mnist) {
   const char *dir = fmnist();
   shoal_dataset_t *d;
-  CHECK_OK(shoal_dataset_load_dir(dir, "t10k", &d));
+  CHECK_OK(shoal_dataset_load_dir(dir, "t10k", 0, &d));
   CHECK_EQ(d->n, 10000);
   CHECK_EQ(d->rows, 28);
   CHECK_EQ(d->cols, 28);
@@ -237,8 +254,8 @@ TEST(checkpoint_roundtrip_and_corruption) {
 static shoal_dataset_t *g_train, *g_test;
 static void load_fmnist(void) {
   const char *dir = fmnist();
-  CHECK_OK(shoal_dataset_load_dir(dir, "train", &g_train));
-  CHECK_OK(shoal_dataset_load_dir(dir, "t10k", &g_test));
+  CHECK_OK(shoal_dataset_load_dir(dir, "train", 0, &g_train));
+  CHECK_OK(shoal_dataset_load_dir(dir, "t10k", 0, &g_test));
 }
 
 static void small_opts(shoal_train_opts_t *o) {

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +21,8 @@ static int g_port;
 static void load_fmnist(void) {
   if (access(SHOAL_FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK))
     shoal_test_skip("dataset-fashion-mnist is not installed");
-  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", &g_train));
-  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", &g_test));
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", 0, &g_train));
+  CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", 0, &g_test));
 }
 
 /* In a forked child: join a world of n ranks on g_port. */
@@ -47,6 +48,7 @@ typedef struct job {
   int n;
   shoal_train_opts_t o;
   int want_max_stale_le, want_max_stale_ge; /* servers' checks (-1: none) */
+  const char *expect_err;                    /* every worker must fail with this in its message */
 } job_t;
 
 static int train_rank(int rank, void *arg) {
@@ -55,6 +57,13 @@ static int train_rank(int rank, void *arg) {
   if (!c) return 10;
   shoal_train_result_t r;
   int rc = shoal_train_run(&j->o, c, &r);
+  if (j->expect_err) {
+    int ok = rc && (strstr(shoal_last_error(), j->expect_err) || (r.is_server = 0, 0));
+    if (!ok) fprintf(stderr, "rank %d: expected an error with \"%s\", got rc %d: %s\n", rank, j->expect_err, rc,
+                     rc ? shoal_last_error() : "");
+    shoal_comm_destroy(c);
+    return ok ? 0 : 30;
+  }
   if (rc) fprintf(stderr, "rank %d: train: %s\n", rank, shoal_last_error());
   shoal_comm_destroy(c);
   if (rc) return 11;
@@ -444,4 +453,144 @@ TEST_T(bsp_resume_is_bit_exact, 120) {
   unlink_all(a, 2);
   unlink_all(b, 2);
   unlink(ck);
+}
+
+static void copy_file(const char *from, const char *to) {
+  FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+  CHECK_MSG(a && b, "copy %s -> %s", from, to);
+  char buf[65536];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, a)) > 0) CHECK(fwrite(buf, 1, k, b) == k);
+  fclose(a);
+  fclose(b);
+}
+
+/* time_s of every CSV row (after the header) */
+static int csv_times(const char *path, double *t, int cap) {
+  FILE *f = fopen(path, "r");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  char line[1024];
+  int n = 0;
+  CHECK(fgets(line, sizeof line, f) != NULL);
+  while (n < cap && fgets(line, sizeof line, f)) {
+    char *p = line;
+    for (int c = 0; c < 6; c++) p = strchr(p, ',') + 1; /* 7th column */
+    t[n++] = atof(p);
+  }
+  fclose(f);
+  return n;
+}
+
+/* BSP resumed from a checkpoint written in the middle of an epoch is still
+ * bit-exact, and the CSV's time continues where the checkpoint left it. */
+TEST_T(resume_mid_epoch_bit_exact_and_csv_time_continues, 150) {
+  load_fmnist();
+  char a[256], b[256], ck[256], csv[256];
+  tmpname(a, "midA");
+  tmpname(b, "midB");
+  tmpname(ck, "midC");
+  tmpname(csv, "mid.csv");
+  job_t j = {.n = 2, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, a);
+  j.o.train_subset = 2048; /* 32 iterations per epoch on 2 workers x 32 */
+  j.o.batch = 32;
+  j.o.epochs = 2;
+  run_ranks(&j, 100);
+  j.o.params_out = NULL;
+  j.o.ckpt_path = ck;
+  j.o.ckpt_every = 10;
+  j.o.max_iters = 40; /* stops in epoch 2 after the checkpoint of iteration 40 */
+  j.o.csv_path = csv;
+  unlink(csv);
+  run_ranks(&j, 100);
+  double t[8];
+  CHECK_EQ(csv_times(csv, t, 8), 2); /* epoch 1, and the part of epoch 2 before the stop */
+  j.o.max_iters = 0;
+  j.o.ckpt_path = NULL;
+  j.o.ckpt_every = 0;
+  j.o.resume_path = ck;
+  j.o.params_out = b;
+  run_ranks(&j, 100);
+  float *pa = read_params(a), *pb = read_params(b);
+  CHECK_MSG(!memcmp(pa, pb, mlp_n() * sizeof(float)), "resumed parameters differ by %g", max_diff(pa, pb));
+  free(pa);
+  free(pb);
+  CHECK_EQ(csv_times(csv, t, 8), 3);
+  CHECK_MSG(t[2] > t[1] && t[1] > t[0], "time restarted after resume: %g, %g, then %g", t[0], t[1], t[2]);
+  unlink_all(a, 2);
+  unlink_all(b, 2);
+  unlink(ck);
+  unlink(csv);
+}
+
+/* Resuming with another strategy, or from workers' files of different
+ * points, is a direct error naming both. */
+TEST_T(resume_mismatches_are_direct_errors, 150) {
+  load_fmnist();
+  char ck[256], old[300], r1[300];
+  tmpname(ck, "misC");
+  job_t j = {.n = 2, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, NULL);
+  j.o.train_subset = 2048;
+  j.o.batch = 32;
+  j.o.epochs = 1;
+  j.o.sync = SHOAL_SYNC_DSSYNC;
+  j.o.ckpt_path = ck;
+  run_ranks(&j, 100);
+  snprintf(r1, sizeof r1, "%s.rank1", ck);
+  snprintf(old, sizeof old, "%s.old", ck);
+  copy_file(r1, old); /* worker 1's file after epoch 1 */
+  j.o.epochs = 2;
+  j.o.resume_path = ck;
+  run_ranks(&j, 100); /* now both files are at epoch 2 */
+  /* another sync mode */
+  j.o.ckpt_path = NULL;
+  j.o.epochs = 3;
+  j.o.sync = SHOAL_SYNC_BSP;
+  j.expect_err = "it was written by --sync dssync and this run is --sync bsp";
+  run_ranks(&j, 100);
+  /* workers at different epochs */
+  j.o.sync = SHOAL_SYNC_DSSYNC;
+  copy_file(old, r1);
+  j.expect_err = "the workers' checkpoints are from different points";
+  run_ranks(&j, 100);
+  unlink_all(ck, 2);
+  unlink(old);
+}
+
+/* PS checkpoints: servers write their shards at the epoch end; 1 epoch +
+ * resume equals 2 epochs straight (sync mode is deterministic). */
+TEST_T(ps_resume_equals_straight_run, 150) {
+  load_fmnist();
+  char a[256], b[256], ck[256], sv[300];
+  tmpname(a, "psA");
+  tmpname(b, "psB");
+  tmpname(ck, "psC");
+  job_t j = {.n = 3, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, a);
+  j.o.train_subset = 2048;
+  j.o.batch = 32;
+  j.o.epochs = 2;
+  j.o.sync = SHOAL_SYNC_PS;
+  j.o.servers = 1;
+  run_ranks(&j, 100);
+  j.o.params_out = NULL;
+  j.o.epochs = 1;
+  j.o.ckpt_path = ck;
+  run_ranks(&j, 100);
+  snprintf(sv, sizeof sv, "%s.server0", ck);
+  CHECK_MSG(access(sv, R_OK) == 0, "no server checkpoint %s", sv);
+  j.o.epochs = 2;
+  j.o.ckpt_path = NULL;
+  j.o.resume_path = ck;
+  j.o.params_out = b;
+  run_ranks(&j, 100);
+  float *pa = read_params(a), *pb = read_params(b);
+  CHECK_MSG(!memcmp(pa, pb, mlp_n() * sizeof(float)), "resumed ps parameters differ by %g", max_diff(pa, pb));
+  free(pa);
+  free(pb);
+  unlink_all(a, 2);
+  unlink_all(b, 2);
+  unlink_all(ck, 2);
+  unlink(sv);
 }

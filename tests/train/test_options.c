@@ -1,0 +1,46 @@
+/* What a training user can get wrong on the command line: options of another
+ * strategy, pattern or mode, integers that overflow, ps on one process. Each
+ * must be a clear error naming the option, never silently ignored. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../runner.h"
+
+static void expect_error(const char *args, const char *want) {
+  char cmd[1024], out[4096];
+  /* a data dir that does not exist: a run that got past option checking fails differently */
+  snprintf(cmd, sizeof cmd, "%s train --data /nonexistent-shoal-data --epochs 1 %s", shoal_test_cli(), args);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(st != 0, "'%s' succeeded: %s", args, out);
+  CHECK_MSG(strstr(out, want) != NULL, "'%s': expected \"%s\" in: %s", args, want, out);
+}
+
+TEST_T(cli_options_of_another_strategy_are_errors, 60) {
+  expect_error("--ps-mode async", "--ps-mode does not apply to --sync bsp (it is a setting of ps)");
+  expect_error("--servers 2", "--servers does not apply to --sync bsp");
+  expect_error("--sync dssync --local-h 4", "--local-h does not apply to --sync dssync (it is a setting of localsgd)");
+  expect_error("--sync localsgd --ds-k 4", "--ds-k does not apply to --sync localsgd");
+  expect_error("--sync ps --bucket-kb 64", "--bucket-kb does not apply to --sync ps");
+  expect_error("--consensus-every 5", "--consensus-every does not apply to --sync bsp");
+  expect_error("--sync dssync --racks 0,0,1,1", "--racks applies to --ds-pattern topo only (this run: --ds-pattern butterfly)");
+  expect_error("--sync dssync --ds-pattern random --bridge-period 3", "--bridge-period applies to --ds-pattern topo only");
+  expect_error("--sync ps --staleness 3", "--staleness applies to --ps-mode ssp only (this run: --ps-mode sync)");
+}
+
+TEST_T(cli_integers_do_not_overflow, 60) {
+  expect_error("--max-iters 3000000000", "--max-iters='3000000000': out of range");
+  expect_error("--max-iters 2.5", "--max-iters 2.5: expected an integer");
+  expect_error("--epochs 1e6", "--epochs='1e6': out of range");
+  expect_error("--classes 300", "--classes='300': out of range");
+}
+
+TEST_T(cli_ps_on_one_process, 60) {
+  char cmd[1024], out[4096];
+  /* needs the data set: the check comes after the options, in the runtime */
+  snprintf(cmd, sizeof cmd, "env -u SHOAL_WORLD_SIZE -u WORLD_SIZE %s train --sync ps --epochs 1 --train-subset 512",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(st != 0, "succeeded: %s", out);
+  CHECK_CONTAINS(out, "--sync ps needs at least 2 processes");
+  CHECK_CONTAINS(out, "shoal launch -n N");
+}
