@@ -50,7 +50,7 @@ awk 'FNR == 1 { f++ } { b[f, $1] = $11; s[$1] = 1 }
         n = 0; for (x in s) ss[++n] = x + 0
         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (ss[j] < ss[i]) { t = ss[i]; ss[i] = ss[j]; ss[j] = t }
         for (i = 1; i <= n; i++) { x = ss[i]; fl = b[2, x] > b[3, x] ? b[2, x] : b[3, x]
-          printf "%10d %8s %8s %8s %8.2f\n", x, b[1, x], b[2, x], b[3, x], fl > 0 ? b[1, x] / fl : 0 } }' \
+          printf "%10d %8s %8s %8s %8.2f\n", x, b[1, x], b[2, x], b[3, x], (fl > 0 ? b[1, x] / fl : 0) } }' \
   "$out/hier.txt" "$out/ring.txt" "$out/rhd.txt"
 cs=$(numfmt --from=iec "$count_size")
 echo
