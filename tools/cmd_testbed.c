@@ -342,10 +342,13 @@ static int tbf(char *err, size_t cap, const char *ns, const char *dev, double bp
     run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
     return 0;
   }
-  /* burst: 1 ms at the rate (at least 15 kB); queue: 20 ms */
-  double burst = bps / 8 * 1e-3;
-  if (burst < 15000) burst = 15000;
-  return run(err, cap, "tc -n %s qdisc replace dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 20ms", ns, dev, bps,
+  /* burst: 5 ms at the rate (at least 32 kB); queue: 50 ms. A 1 ms burst lost up to
+   * 80% of the rate when the 2 cores were busy: tbf refills only when its timer
+   * runs, and a late timer with a small bucket leaves the link idle. The cost:
+   * a message up to the burst passes an idle link at memory speed. */
+  double burst = bps / 8 * 5e-3;
+  if (burst < 32768) burst = 32768;
+  return run(err, cap, "tc -n %s qdisc replace dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
              burst);
 }
 
