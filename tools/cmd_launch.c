@@ -41,6 +41,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "testbed.h"
 
 #define LINE_MAX_BYTES 65536
 
@@ -82,12 +83,86 @@ static void usage(FILE *f) {
           "  --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 3)\n"
           "  --hosts h1,h2     several machines: not started from here (no ssh); prints the per-host commands\n"
           "  --no-prefix       do not prefix output lines with [rank]\n"
+          "  --testbed NAME    place the ranks on the hosts of `shoal testbed` NAME (network namespaces):\n"
+          "                    --per-host K ranks per host (default: spread evenly), --place block|rr,\n"
+          "                    --hosts h0,h3 to use only those hosts (docs/testbed.md)\n"
           "  --bind MODE       core: pin rank r to the (r mod ncpu)-th usable CPU; none; auto (default,\n"
           "                    SHOAL_BIND): core when the ranks fit on the usable CPUs or shared memory\n"
           "                    is on (SHOAL_SHM), else none\n\n"
           "Each rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
           "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
           "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
+}
+
+/* --testbed placement: which host each rank runs on (testbed.h). */
+static tb_plan_t *tb_plan;
+static const char *tb_name, *tb_place;
+static double tb_per_host;
+
+static int parse_num(const char *opt, const char *s, double min, double max, double *out);
+static void set_env_int(const char *name, long v);
+
+/* The --testbed options; 1 if argv[*i] was one (consumed), 0 if not, -1 on error. */
+static int testbed_opt(int argc, char **argv, int *i) {
+  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if (!strcmp(a, "--testbed") || !strcmp(a, "--place")) {
+    if (!v) return fprintf(stderr, "shoal launch: %s needs a value\n", a), -1;
+    *(a[2] == 't' ? &tb_name : &tb_place) = v;
+  } else if (!strcmp(a, "--per-host")) {
+    if (parse_num(a, v, 1, 4096, &tb_per_host)) return -1;
+  } else {
+    return 0;
+  }
+  (*i)++;
+  return 1;
+}
+
+/* Plan the placement; the store address becomes rank 0's host address. */
+static int testbed_setup(int n, const char *hosts, const char **addr) {
+  if (!tb_name) {
+    if (tb_place || tb_per_host > 0) return fprintf(stderr, "shoal launch: --place and --per-host need --testbed\n"), -1;
+    return 0;
+  }
+  char err[512];
+  tb_plan = malloc(sizeof *tb_plan);
+  if (!tb_plan || shoal__tb_plan(tb_name, hosts, n, (int)tb_per_host, tb_place, tb_plan, err, sizeof err)) {
+    fprintf(stderr, "shoal launch: %s\n", tb_plan ? err : "out of memory");
+    return -1;
+  }
+  *addr = tb_plan->tb.h[tb_plan->host_of[0]].addr;
+  return 0;
+}
+
+typedef struct { int port, fd; } tb_listen_t;
+static int tb_listen_cb(void *arg) {
+  tb_listen_t *l = arg;
+  struct in_addr any = {htonl(INADDR_ANY)};
+  return shoal__sock_listen(any, l->port, &l->fd, &l->port) ? -1 : 0;
+}
+
+/* The store socket, bound inside rank 0's host namespace. */
+static int testbed_listen(int *port, int *fd) {
+  tb_listen_t l = {*port, -1};
+  char err[512] = "";
+  if (shoal__tb_in_netns(&tb_plan->tb, tb_plan->host_of[0], tb_listen_cb, &l, err, sizeof err)) {
+    fprintf(stderr, "shoal launch: store socket on host %s: %s\n", tb_plan->tb.h[tb_plan->host_of[0]].name,
+            err[0] ? err : shoal_last_error());
+    return -1;
+  }
+  *port = l.port, *fd = l.fd;
+  return 0;
+}
+
+/* In rank r's child: move onto its host and give it the host-local variables. */
+static void testbed_child(int r) {
+  char err[512];
+  int h = tb_plan->host_of[r];
+  if (shoal__tb_enter(&tb_plan->tb, h, err, sizeof err)) {
+    fprintf(stderr, "shoal launch: rank %d: %s\n", r, err);
+    _exit(127);
+  }
+  set_env_int("LOCAL_RANK", tb_plan->local_rank[r]);
+  set_env_int("LOCAL_WORLD_SIZE", tb_plan->local_size[h]);
 }
 
 static int parse_num(const char *opt, const char *s, double min, double max, double *out) {
@@ -263,6 +338,7 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
     } else {
       unsetenv("SHOAL_STORE_FD");
     }
+    if (tb_plan) testbed_child(r);
     execvp(prog[0], prog);
     fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(errno));
     _exit(127);
@@ -281,7 +357,7 @@ int shoal_cmd_launch(int argc, char **argv) {
   int n = 0, prefix = 1;
   double port_d = 0, timeout = 0, grace = 3;
   const char *addr = NULL, *hosts = NULL, *bind_mode = NULL, *bind_src = "--bind";
-  int i;
+  int i, tbo;
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     double v;
@@ -309,6 +385,8 @@ int shoal_cmd_launch(int argc, char **argv) {
     } else if (!strcmp(a, "--bind")) {
       if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --bind needs a value (core, none or auto)\n"), 2;
       bind_mode = argv[++i];
+    } else if ((tbo = testbed_opt(argc, argv, &i)) != 0) {
+      if (tbo < 0) return 2;
     } else if (!strcmp(a, "--no-prefix")) {
       prefix = 0;
     } else if (a[0] == '-') {
@@ -344,11 +422,12 @@ int shoal_cmd_launch(int argc, char **argv) {
   if (strcmp(bind_mode, "none") && sched_getaffinity(0, sizeof usable, &usable) == 0 &&
       (!strcmp(bind_mode, "core") || n <= CPU_COUNT(&usable) || shm_on))
     bind = &usable;
+  if (testbed_setup(n, hosts, &addr)) return 2;
   if (!addr) addr = shoal__config_raw("SHOAL_MASTER_ADDR");
   if (!addr) addr = getenv("MASTER_ADDR");
   if (!addr) addr = "127.0.0.1";
   int port = (int)port_d;
-  if (hosts) {
+  if (hosts && !tb_plan) {
     int rc = hosts_instructions(hosts, n, addr, port, prog);
     if (rc) return rc;
   }
@@ -359,7 +438,9 @@ int shoal_cmd_launch(int argc, char **argv) {
   }
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
   int store_fd = -1;
-  if (shoal__sock_listen(ip, port, &store_fd, &port)) {
+  if (tb_plan) {
+    if (testbed_listen(&port, &store_fd)) return 1;
+  } else if (shoal__sock_listen(ip, port, &store_fd, &port)) {
     fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
     return 1;
   }

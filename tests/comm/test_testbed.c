@@ -1,0 +1,191 @@
+/* `shoal testbed` and `shoal launch --testbed` through the real CLI: a
+ * 2-host x 2-rank emulated cluster (network namespaces, veth, bridge, tbf),
+ * collectives across hosts, a link degraded while a job runs, and teardown
+ * after kill -9 of the launcher. Each test's testbed has its own name
+ * (st<pid>), lives inside one shell script whose EXIT trap takes it down, and
+ * the test then checks that nothing of it is left. Skipped (with the reason)
+ * when not root or without `ip`/`tc` or namespaces. */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+
+static char out[1 << 17];
+
+static void need_namespaces(void) {
+  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and tc need root");
+  if (access("/usr/sbin/ip", X_OK) && access("/sbin/ip", X_OK) && access("/usr/bin/ip", X_OK))
+    shoal_test_skip("no ip command (iproute2)");
+  if (access("/usr/sbin/tc", X_OK) && access("/sbin/tc", X_OK) && access("/usr/bin/tc", X_OK))
+    shoal_test_skip("no tc command (iproute2)");
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ip netns add stp%d && ip netns del stp%d", (int)getpid(), (int)getpid());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
+}
+
+/* Nothing of testbed `name` remains: namespaces, state, cgroups, processes. */
+static void check_gone(const char *name) {
+  char p[256];
+  struct stat st;
+  snprintf(p, sizeof p, "/run/shoal-testbed/%s", name);
+  CHECK_MSG(stat(p, &st) != 0, "%s still exists", p);
+  snprintf(p, sizeof p, "/sys/fs/cgroup/cpu/shoal-testbed/%s", name);
+  CHECK_MSG(stat(p, &st) != 0, "%s still exists", p);
+  DIR *d = opendir("/run/netns");
+  size_t nl = strlen(name);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)))
+      CHECK_MSG(strncmp(e->d_name, name, nl) || e->d_name[nl] != '-', "namespace %s left behind", e->d_name);
+    closedir(d);
+  }
+  /* no interface of ours in the root namespace either (the design creates none there) */
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ip -o link | grep -c '%s' || true", name);
+  char links[4096];
+  shoal_test_run_cmd(cmd, links, sizeof links, 10);
+  CHECK_MSG(atoi(links) == 0, "interfaces named after %s in the root namespace: %s", name, links);
+}
+
+static void tb_name(char *b, size_t cap) { snprintf(b, cap, "st%d", (int)getpid() % 10000000); }
+
+TEST_T(testbed_allreduce_across_hosts_hier_and_flat, 60) {
+  need_namespaces();
+  char name[32], cmd[4096];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  snprintf(cmd, sizeof cmd,
+           "set -e; S=%s; N=%s; trap '$S testbed down --name $N >/dev/null' EXIT\n"
+           "$S testbed up --name $N --hosts 2 --rate 1gbit\n"
+           "$S testbed up --name $N --hosts 2 2>&1 && exit 9 || true\n" /* a second up is an error */
+           "$S testbed status --name $N\n"
+           "timeout 20 $S launch --testbed $N -n 4 --per-host 2 -- sh -c 'echo where $(hostname) $LOCAL_RANK/$LOCAL_WORLD_SIZE'\n"
+           "for a in hier ring rhd; do\n"
+           "  SHOAL_ALGO=$a SHOAL_DEBUG=INFO SHOAL_DEBUG_SUBSYS=COLL timeout 25 $S launch --testbed $N -n 4 --per-host 2 "
+           "--timeout 20 -- $S selftest --count 8192 >$TMPDIR/tb$$.out 2>&1; echo $a-rc=$?\n"
+           "  grep -E 'PASS|FAIL' $TMPDIR/tb$$.out\n"
+           "  sed -n 's/.*\\[shoal \\([^:]*\\):[0-9]* \\(r[0-9]*\\)\\] INFO COLL: allreduce.* -> \\([a-z]*\\).*/\\1 \\2] -> \\3/p' "
+           "$TMPDIR/tb$$.out | sort -u; rm -f $TMPDIR/tb$$.out\n"
+           "done\n",
+           S, name);
+  setenv("TMPDIR", "/tmp", 0);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 55);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "hier-rc=0");
+  CHECK_CONTAINS(out, "ring-rc=0");
+  CHECK_CONTAINS(out, "rhd-rc=0");
+  char want[256];
+  CHECK_CONTAINS(out, "already exists");
+  for (int r = 0; r < 4; r++) {
+    snprintf(want, sizeof want, "[%d] where %s-h%d %d/2", r, name, r / 2, r % 2);
+    CHECK_CONTAINS(out, want);
+  }
+  CHECK_MSG(!strstr(out, "FAIL"), "a collective failed: %s", out);
+  /* every algorithm ran on every rank, named host by host, and the checks passed */
+  const char *algos[] = {"hier", "ring", "rhd"};
+  for (int a = 0; a < 3; a++)
+    for (int r = 0; r < 4; r++) {
+      snprintf(want, sizeof want, "%s-h%d r%d] -> %s", name, r / 2, r, algos[a]);
+      CHECK_CONTAINS(out, want);
+    }
+  CHECK_CONTAINS(out, "PASS");
+}
+
+TEST_T(testbed_degraded_link_during_a_run, 60) {
+  need_namespaces();
+  char name[32], cmd[4096];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  /* 2 hosts x 2 ranks; 1 MiB allreduces with element checks; after 1 s host
+   * h1's link drops to 50 Mbit/s and its CPU to a quarter, then comes back */
+  snprintf(cmd, sizeof cmd,
+           "set -e; S=%s; N=%s; trap '$S testbed down --name $N >/dev/null' EXIT\n"
+           "$S testbed up --name $N --hosts 2 --rate 500mbit\n"
+           "timeout 40 $S launch --testbed $N -n 4 --per-host 2 --timeout 35 -- $S bench allreduce -b 1M -e 1M -n 60 -w 2 --check "
+           ">$TMPDIR/tb$$.out 2>&1 & L=$!\n"
+           "sleep 1; $S testbed set --name $N h1 --rate 50mbit; $S testbed set --name $N h1 --cpu 0.25\n"
+           "kill -0 $L && echo degraded-while-running\n"
+           "$S testbed status --name $N | grep '^h1 '\n"
+           "sleep 1; $S testbed set --name $N h1 --rate 500mbit --cpu 0\n"
+           "wait $L; echo launch-rc=$?\n"
+           "grep -E '^\\[0\\] +1048576' $TMPDIR/tb$$.out; rm -f $TMPDIR/tb$$.out\n",
+           S, name);
+  setenv("TMPDIR", "/tmp", 0);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 55);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "degraded-while-running");
+  CHECK_CONTAINS(out, "50mbit");
+  CHECK_CONTAINS(out, "0.25(cgroup)");
+  CHECK_CONTAINS(out, "launch-rc=0");
+  /* nccl-tests row: ... #wrong columns (out-of-place and in-place) must be 0 */
+  const char *row = strstr(out, "[0]      1048576");
+  CHECK_MSG(row, "no result row: %s", out);
+  /* [0] size count type redop algo | p50 p99 max algbw busbw #wrong | (the same in place) */
+  char w1[32] = "", w2[32] = "";
+  int k = sscanf(row, "%*s %*s %*s %*s %*s %*s | %*s %*s %*s %*s %*s %31s | %*s %*s %*s %*s %*s %31s", w1, w2);
+  CHECK_MSG(k == 2, "unexpected row: %s", row);
+  CHECK_MSG(!strcmp(w1, "0") && !strcmp(w2, "0"), "#wrong not 0: %s", row);
+}
+
+TEST_T(testbed_teardown_after_kill9_of_launcher, 60) {
+  need_namespaces();
+  char name[32], cmd[4096];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  snprintf(cmd, sizeof cmd,
+           "S=%s; N=%s; trap '$S testbed down --name $N >/dev/null 2>&1' EXIT\n"
+           "$S testbed up --name $N --hosts 2 --rate 1gbit || exit 3\n"
+           "$S testbed set --name $N h1 --cpu 0.5 --cpu-method stop || exit 4\n" /* a duty-cycle daemon to clean up too */
+           "$S launch --testbed $N -n 4 --per-host 2 -- sleep 30 >/dev/null 2>&1 & L=$!\n"
+           "i=0; while [ $i -lt 100 ] && [ \"$($S testbed status --name $N | awk '/^h[01] /{s+=$NF} END{print s}')\" != 4 ]; do "
+           "sleep 0.05; i=$((i+1)); done\n"
+           "echo before: $($S testbed status --name $N | awk '/^h[01] /{s+=$NF} END{print s}') ranks\n"
+           "kill -9 $L; wait $L 2>/dev/null\n"
+           "i=0; while [ $i -lt 100 ] && [ \"$($S testbed status --name $N | awk '/^h[01] /{s+=$NF} END{print s}')\" != 0 ]; do "
+           "sleep 0.05; i=$((i+1)); done\n"
+           "echo after-kill9: $($S testbed status --name $N | awk '/^h[01] /{s+=$NF} END{print s}') ranks\n"
+           "$S testbed down --name $N && echo down-ok\n"
+           "$S testbed status --name $N >/dev/null 2>&1 || echo status-says-gone\n"
+           "$S testbed down --name $N 2>&1 | sed 's/^/second-down: /'\n",
+           S, name);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st), "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "before: 4 ranks");
+  CHECK_CONTAINS(out, "after-kill9: 0 ranks"); /* the ranks die with their launcher */
+  CHECK_CONTAINS(out, "down-ok");
+  CHECK_CONTAINS(out, "status-says-gone");
+  CHECK_CONTAINS(out, "second-down: shoal testbed: no testbed");
+}
+
+TEST_T(testbed_interrupted_up_rolls_back, 60) {
+  need_namespaces();
+  char name[32], cmd[2048];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  /* 24 hosts take a few seconds to create: SIGTERM after 0.4 s lands mid-way */
+  snprintf(cmd, sizeof cmd,
+           "S=%s; N=%s\n"
+           "$S testbed up --name $N --hosts 24 --racks 2 --oversub 4 & U=$!\n"
+           "sleep 0.4; kill -TERM $U; wait $U; echo up-rc=$?\n"
+           "ls /run/netns | grep -c \"^$N-\" | sed 's/^/left: /'\n"
+           "$S testbed down --name $N >/dev/null 2>&1; true\n"
+           "$S testbed up --name $N --topo /nonexistent 2>&1; echo topo-rc=$?\n",
+           S, name);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  if (strstr(out, "up-rc=0")) shoal_test_skip("up finished before the signal arrived (machine too fast for this check)");
+  CHECK_CONTAINS(out, "interrupted by");
+  CHECK_CONTAINS(out, "rolling back");
+  CHECK_CONTAINS(out, "up-rc=143");
+  CHECK_CONTAINS(out, "left: 0");
+  CHECK_CONTAINS(out, "--topo /nonexistent");
+  CHECK_CONTAINS(out, "topo-rc=2");
+}
