@@ -4,7 +4,8 @@
 #   deps.sh bench  plus the anchors benchmarks run against (Open MPI, PyTorch/Gloo)
 set -euo pipefail
 what=${1:-test}
-pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps)
+pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps
+      slurmctld slurmd slurm-client munge)
 if [ "$what" = bench ]; then
   pkgs+=(openmpi-bin libopenmpi-dev python3-torch gnuplot-nox linux-perf)
 fi
