@@ -19,7 +19,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 "$S" testbed up --name "$NAME" --hosts 2 --slurm --gpus 1 || exit 1
 sub() { "$S" submit --testbed "$NAME" --output "$D/%j.out" "$@"; }
-A=$(sub --gpus 2 --work 1000000 --name A -- "$job" "$D" 24 0.5) || exit 1
+A=$(sub --gpus 2 --work 1000000 --name A -- "$job" "$D" 16 0.5) || exit 1
 "$S" sched serve --testbed "$NAME" --policy srtf --journal "$D/journal" --grace 1 --tick 0.5 --max-time 100 \
   >> "$D/serve.log" 2>&1 &
 pid=$!
