@@ -3,9 +3,13 @@
 # DIR/<SLURM_JOB_ID>.ckpt (rank 0 writes it). On SIGUSR1 (the controller's
 # checkpoint request) or SIGTERM it saves and exits; a requeued run resumes
 # from the saved step. Each run appends "run <restart> <start step> <nodes>"
-# and, at the end, "done" to DIR/<SLURM_JOB_ID>.log.
-#   ckjob.sh DIR STEPS DT
-dir=$1 steps=$2 dt=$3
+# and, at the end, "done <time>" to DIR/<SLURM_JOB_ID>.log. With REQ, a step
+# takes DT * REQ / nodes seconds: the job's fixed work scales linearly with
+# the nodes it is given (an emulation of a data-parallel job's speed-up; the
+# steps are sleeps, not computation).
+#   ckjob.sh DIR STEPS DT [REQ]
+dir=$1 steps=$2 dt=$3 req=${4:-}
+[ -n "$req" ] && dt=$(awk -v d="$dt" -v r="$req" -v n="${SLURM_NNODES:-1}" 'BEGIN { printf "%.3f", d * r / n }')
 id=${SLURM_JOB_ID:?not in a Slurm job}
 ck=$dir/$id.ckpt
 rank=${SLURM_PROCID:-0}
@@ -17,4 +21,4 @@ while [ "$i" -lt "$steps" ]; do
   sleep "$dt" & wait $!
   i=$((i + 1))
 done
-if [ "$rank" = 0 ]; then echo "$i" > "$ck"; echo done >> "$dir/$id.log"; fi
+if [ "$rank" = 0 ]; then echo "$i" > "$ck"; echo "done $(date +%s.%N)" >> "$dir/$id.log"; fi
