@@ -4,9 +4,10 @@
 #   deps.sh bench  plus the anchors benchmarks run against (Open MPI, PyTorch/Gloo)
 set -euo pipefail
 what=${1:-test}
-# pkg-config: the install test; python3-numpy/python3-torch: the Python binding's tests (Debian's /usr/bin/python3)
+# pkg-config: the install test; python3-numpy/python3-torch: the Python binding's tests (Debian's /usr/bin/python3);
+# slurm + munge: the live controller's test on the testbed
 pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps pkg-config
-      python3-numpy python3-torch)
+      python3-numpy python3-torch slurmctld slurmd slurm-client munge)
 if [ "$what" = bench ]; then
   pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox linux-perf)
 fi

@@ -26,6 +26,7 @@ int shoal_cmd_sim(int argc, char **argv);
 static void usage(FILE *f) {
   fprintf(f,
           "usage: shoal sched run|lp-bound [shoal sim options]\n"
+          "       shoal sched serve [options]   live controller beside Slurm (shoal sched serve --help, docs/live.md)\n"
           "       shoal sched decide-time [--machines LIST] [--jobs N] [--seed S] [--slot S] [--replank K]\n"
           "  run          = shoal sim --lower-bound: the policies on the event engine with shoal sim's metrics,\n"
           "                 plus the offline lower bound on total flow time in slots (--lb-slot S, --lb-time S)\n"
@@ -230,6 +231,8 @@ static int cmd_decide(int argc, char **argv) {
   return 0;
 }
 
+int shoal_sched_serve(int argc, char **argv);
+
 int shoal_cmd_sched(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     usage(argc < 2 ? stderr : stdout);
@@ -243,6 +246,7 @@ int shoal_cmd_sched(int argc, char **argv) {
     const char *extra[] = {"--lower-bound", "--policy", "none"};
     return forward(argc, argv, extra, 3);
   }
+  if (!strcmp(argv[1], "serve")) return shoal_sched_serve(argc, argv); /* cmd_live.c */
   if (!strcmp(argv[1], "decide-time")) {
     if (cmd_decide(argc, argv)) {
       fprintf(stderr, "shoal sched: %s\n", shoal_last_error());

@@ -43,6 +43,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: shoal testbed up     [--name NAME] [--hosts H] [--racks R] [--rate RATE] [--oversub X | --uplink RATE]\n"
           "                            [--topo FILE] [--no-cgroup]\n"
+          "       shoal testbed up ... --slurm [--gpus G] [--cpus C]   (also Slurm: docs/live.md)\n"
           "       shoal testbed down   [--name NAME]\n"
           "       shoal testbed status [--name NAME]\n"
           "       shoal testbed set    [--name NAME] HOST [--rate RATE] [--egress RATE] [--ingress RATE]\n"
@@ -246,6 +247,7 @@ static void stop_daemons(const char *dir, int host) {
 
 static int tb_down(const char *name, int quiet) {
   char dir[96], p[160], line[512], err[768];
+  int slurm_rc = shoal__tb_slurm_down(name, quiet); /* its daemons first, by their recorded pids */
   snprintf(dir, sizeof dir, "%s/%s", TB_RUN_DIR, name);
   snprintf(p, sizeof p, "%s/state", dir);
   struct stat st;
@@ -300,7 +302,7 @@ static int tb_down(const char *name, int quiet) {
   if (rmdir(dir)) fprintf(stderr, "shoal testbed: rmdir %s: %s\n", dir, strerror(errno)), rc = 1;
   rmdir(TB_RUN_DIR); /* only when empty */
   if (!quiet && !rc) printf("testbed %s: removed\n", name);
-  return rc;
+  return rc | slurm_rc;
 }
 
 /* ---- up ---- */
@@ -538,6 +540,7 @@ static int tb_status(const char *name) {
     printf("rack r%d uplink: rack->core %s, core->rack %s\n", r, rate_str(tb->up_bps[r], b1, sizeof b1),
            rate_str(tb->down_bps[r], b2, sizeof b2));
   if (tb->cgroup[0]) printf("cgroup: %s/h<i>\n", tb->cgroup);
+  shoal__tb_slurm_status(name);
   free(tb);
   return 0;
 }
@@ -775,6 +778,7 @@ int shoal_cmd_testbed(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   const char *sub = argv[1], *name = DEFAULT_NAME;
+  int slurm = 0, slurm_gpus = 1, slurm_cpus = 0;
   topo_t t = {.hosts = 2, .racks = 1, .cgroup = 1, .rate = 1e9, .oversub = 1, .uplink = -1};
   /* options before the positional arguments; exec stops at its host */
   int i = 2;
@@ -814,6 +818,15 @@ int shoal_cmd_testbed(int argc, char **argv) {
       if (!v) return fprintf(stderr, "shoal testbed: --topo needs a file\n"), free(pos), 2;
       if (read_topo(v, &t)) return free(pos), 2;
       i++;
+    } else if (!strcmp(sub, "up") && !strcmp(a, "--slurm")) {
+      slurm = 1;
+    } else if (!strcmp(sub, "up") && (!strcmp(a, "--gpus") || !strcmp(a, "--cpus"))) {
+      char *e = NULL;
+      int v2 = v ? (int)strtol(v, &e, 10) : 0;
+      if (!v || *e || v2 < 1 || v2 > 64) return fprintf(stderr, "shoal testbed: %s '%s': 1..64 per host\n", a, v ? v : ""), free(pos), 2;
+      if (a[2] == 'g') slurm_gpus = v2;
+      else slurm_cpus = v2;
+      i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--no-cgroup")) {
       t.cgroup = 0;
     } else if (!strcmp(sub, "set") || !strcmp(sub, "exec")) {
@@ -828,7 +841,15 @@ int shoal_cmd_testbed(int argc, char **argv) {
   free(pos);
   if (!shoal__tb_name_ok(name))
     return fprintf(stderr, "shoal testbed: --name '%s': a lower-case letter then up to 11 letters or digits\n", name), 2;
-  if (!strcmp(sub, "up")) return tb_up(name, &t);
+  if (!strcmp(sub, "up")) {
+    int rc = tb_up(name, &t);
+    if (rc || !slurm) return rc;
+    char err[768];
+    if (shoal__tb_slurm_up(name, slurm_gpus, slurm_cpus, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "shoal testbed: up --slurm %s: %s; rolling back\n", name, err);
+    tb_down(name, 1);
+    return 1;
+  }
   if (!strcmp(sub, "down")) return tb_down(name, 0);
   if (!strcmp(sub, "status")) return tb_status(name);
   if (!strcmp(sub, "set")) return tb_set(name, nrest, rest);

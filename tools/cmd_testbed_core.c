@@ -148,6 +148,8 @@ int shoal__tb_enter(const tb_t *tb, int i, char *err, size_t cap) {
     return fail(err, cap, "host %s: private /etc/hosts (%s): %s", h->name, p, strerror(errno));
   setenv("SHOAL_SOCKET_IFNAME", TB_IFNAME, 0);
   setenv("GLOO_SOCKET_IFNAME", TB_IFNAME, 0);
+  snprintf(p, sizeof p, "%s/slurm/slurm.conf", tb->dir); /* Slurm's commands work on a host */
+  if (access(p, R_OK) == 0) setenv("SLURM_CONF", p, 0);
   return 0;
 }
 

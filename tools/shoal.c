@@ -8,7 +8,7 @@
 typedef int (*cmd_fn)(int argc, char **argv);
 /* Weak so that the dispatcher links whatever subcommands exist. */
 #define DECL(n) int shoal_cmd_##n(int argc, char **argv) __attribute__((weak));
-DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed)
+DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed) DECL(submit)
 #undef DECL
 
 static const struct {
@@ -23,6 +23,7 @@ static const struct {
   {"sim", shoal_cmd_sim, "trace-driven cluster scheduling simulator"},
   {"sched", shoal_cmd_sched, "online worker/parameter-server scheduling experiments"},
   {"selftest", shoal_cmd_selftest, "run every collective once with a correctness check"},
+  {"submit", shoal_cmd_submit, "submit a job to Slurm for shoal sched serve to place (docs/live.md)"},
   {"testbed", shoal_cmd_testbed, "an emulated multi-host cluster on this machine (namespaces, tc)"},
   {"config", shoal_cmd_config, "print every SHOAL_* variable with its value and default"},
 };

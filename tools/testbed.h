@@ -65,4 +65,11 @@ typedef struct tb_plan {
 int shoal__tb_plan(const char *name, const char *hosts, int n, int per_host, const char *place, tb_plan_t *p,
                    char *err, size_t cap);
 
+/* Slurm on a testbed (cmd_testbed_slurm.c, docs/live.md). */
+void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap);
+int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t cap);
+int shoal__tb_slurm_down(const char *name, int quiet);
+void shoal__tb_slurm_status(const char *name);
+int shoal__tb_slurm_enter(const char *name, char *err, size_t cap);
+
 #endif

@@ -15,7 +15,8 @@
   X(gavel)          \
   X(larr)           \
   X(oasis)          \
-  X(greedy)
+  X(greedy)         \
+  X(elastic)
 
 #define DECLARE(n) extern const shoal_policy_ops_t shoal__policy_##n;
 POLICIES(DECLARE)

@@ -1,0 +1,95 @@
+/* The live controller beside a real Slurm (docs/live.md), reduced: a 2-host
+ * testbed with munge/slurmctld/slurmd, 3 short checkpointing jobs placed by
+ * `shoal sched serve --policy srtf`, one preemption, and the controller killed
+ * with SIGKILL mid-run and started again on its journal
+ * (experiments/live-slurm/reduced.sh). Checks from the jobs' own logs that
+ * every job completed once, the preempted one resumed from its checkpoint,
+ * nothing was started twice, and that no Slurm process or file is left.
+ * Skipped (with the reason) without root, ip, namespaces or Slurm. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../runner.h"
+
+static char out[1 << 16];
+
+static int count_lines(const char *path, const char *prefix) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += !strncmp(line, prefix, strlen(prefix));
+  fclose(f);
+  return n;
+}
+
+TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
+  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
+  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
+      access("/usr/bin/sbatch", X_OK))
+    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+  if (access("experiments/live-slurm/reduced.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "ip netns add slp%d && ip netns del slp%d", (int)getpid(), (int)getpid());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
+  char name[32], dir[128];
+  snprintf(name, sizeof name, "sl%d", (int)getpid() % 1000000);
+  snprintf(dir, sizeof dir, "/tmp/shoal-live-%d", (int)getpid());
+  snprintf(cmd, sizeof cmd, "rm -rf %s; experiments/live-slurm/reduced.sh %s %s %s 2>&1; echo reduced-rc=$?", dir,
+           shoal_test_cli(), name, dir);
+  shoal_test_run_cmd(cmd, out, sizeof out, 140);
+  /* nothing of the cluster is left: state, daemons (their command lines name the testbed's directory) */
+  char p[256];
+  struct stat st;
+  snprintf(p, sizeof p, "/run/shoal-testbed/%s", name);
+  CHECK_MSG(stat(p, &st) != 0, "%s still exists", p);
+  char left[4096];
+  snprintf(cmd, sizeof cmd, "pgrep -af 'shoal-testbed/%s/' | grep -v pgrep || true", name);
+  shoal_test_run_cmd(cmd, left, sizeof left, 10);
+  CHECK_MSG(strstr(left, "slurm") == NULL && strstr(left, "munged") == NULL, "processes left: %s", left);
+  CHECK_MSG(strstr(out, "reduced-rc=0") != NULL, "reduced run failed: %s", out);
+  char serve[1 << 14] = "";
+  snprintf(p, sizeof p, "%s/serve.log", dir);
+  FILE *f = fopen(p, "r");
+  if (f) {
+    size_t n = fread(serve, 1, sizeof serve - 1, f);
+    serve[n] = 0;
+    fclose(f);
+  }
+  long ids[3] = {0, 0, 0};
+  snprintf(p, sizeof p, "%s/ids", dir);
+  f = fopen(p, "r");
+  CHECK_MSG(f && fscanf(f, "%ld %ld %ld", &ids[0], &ids[1], &ids[2]) == 3, "no job ids in %s: %s", p, out);
+  if (f) fclose(f);
+  char want[128];
+  snprintf(want, sizeof want, "preempt job %ld", ids[0]);
+  CHECK_MSG(strstr(serve, want) != NULL, "no preemption of job %ld: %s", ids[0], serve);
+  CHECK_MSG(strstr(serve, "adopted") != NULL, "the restarted controller adopted nothing: %s", serve);
+  CHECK_MSG(strstr(serve, "3 jobs seen, 3 finished here") != NULL, "not every job finished: %s", serve);
+  for (int k = 0; k < 3; k++) {
+    snprintf(p, sizeof p, "%s/%ld.log", dir, ids[k]);
+    int runs = count_lines(p, "run "), done = count_lines(p, "done");
+    CHECK_MSG(done == 1, "job %ld finished %d times (%s)", ids[k], done, p);
+    /* the preempted job ran twice (second run from its checkpoint); the others once: none started twice */
+    CHECK_MSG(runs == (k == 0 ? 2 : 1), "job %ld ran %d times, expected %d", ids[k], runs, k == 0 ? 2 : 1);
+  }
+  snprintf(p, sizeof p, "%s/%ld.log", dir, ids[0]);
+  f = fopen(p, "r");
+  int r0 = -1, s0 = -1, r1 = -1, s1 = -1;
+  if (f) {
+    char l1[256], l2[256];
+    if (fgets(l1, sizeof l1, f) && fgets(l2, sizeof l2, f)) {
+      sscanf(l1, "run %d %d", &r0, &s0);
+      sscanf(l2, "run %d %d", &r1, &s1);
+    }
+    fclose(f);
+  }
+  CHECK_MSG(r0 == 0 && s0 == 0 && r1 == 1 && s1 > 0, "job %ld did not resume from its checkpoint (runs %d@%d, %d@%d)", ids[0],
+            r0, s0, r1, s1);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir); /* kept for inspection when a check failed */
+  shoal_test_run_cmd(cmd, out, sizeof out, 10);
+}

@@ -1,0 +1,929 @@
+/* The live controller beside Slurm (docs/live.md):
+ *   shoal submit       sbatch --hold with the job's shoal parameters in its comment
+ *   shoal sched serve  watches squeue --json / sinfo --json, decides with a shoal
+ *                      policy (policy.h, the simulator's objects) on the live
+ *                      clock, and acts through scontrol: start (NumNodes,
+ *                      ReqNodeList, Gres, StartTime=now, release), preempt
+ *                      (USR1 to the batch script, grace, requeuehold), resize
+ *                      (preempt, then start at the new size).
+ * State lives in Slurm (comment = parameters, hold = not started by us,
+ * released = started) plus an append-only journal (epoch and the placements
+ * given), so a restarted controller loses no job and starts none twice. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "sched/json.h"
+#include "sched/place.h"
+#include "sched/policy.h"
+#include "testbed.h"
+
+#define COMMENT_TAG "shoal:"
+#define MAX_NODES 256
+#define CMD_DEADLINE_S 20
+
+/* ---- running Slurm's commands ---- */
+
+/* Run argv, capture stdout into a malloc'ed buffer (if out), bounded. 0 on exit 0. */
+static int slurm_cmd(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int slurm_cmd(char **out, const char *fmt, ...) {
+  char cmd[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  char full[2200];
+  snprintf(full, sizeof full, "timeout %d %s", CMD_DEADLINE_S, cmd);
+  FILE *f = popen(full, "r");
+  if (!f) return -1;
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  if (!b) {
+    pclose(f);
+    return -1;
+  }
+  size_t k;
+  while ((k = fread(b + n, 1, cap - n - 1, f)) > 0) {
+    n += k;
+    if (n + 1 == cap) {
+      char *nb = realloc(b, cap * 2);
+      if (!nb) break;
+      b = nb, cap *= 2;
+    }
+  }
+  b[n] = 0;
+  int st = pclose(f);
+  if (out) *out = b;
+  else free(b);
+  return (WIFEXITED(st) && WEXITSTATUS(st) == 0) ? 0 : -1;
+}
+
+static const char *jstr(const shoal_json_t *o, const char *k) {
+  const shoal_json_t *v = shoal__json_get(o, k);
+  return v && v->type == SHOAL_JSON_STR ? v->str : "";
+}
+static double jnum(const shoal_json_t *o, const char *k) {
+  const shoal_json_t *v = shoal__json_get(o, k);
+  return v && (v->type == SHOAL_JSON_NUM || v->type == SHOAL_JSON_BOOL) ? v->num : 0;
+}
+
+/* ---- shoal submit ---- */
+
+static int enter_testbed(const char *tb) {
+  if (!tb) return 0;
+  char err[512];
+  if (shoal__tb_slurm_enter(tb, err, sizeof err)) return fprintf(stderr, "shoal: --testbed %s: %s\n", tb, err), -1;
+  return 0;
+}
+
+/* single-quote for sh */
+static void shq(char *dst, size_t cap, const char *s) {
+  size_t n = 0;
+  if (cap < 3) return;
+  dst[n++] = '\'';
+  for (; *s && n + 5 < cap; s++) {
+    if (*s == '\'') memcpy(dst + n, "'\\''", 4), n += 4;
+    else dst[n++] = *s;
+  }
+  dst[n++] = '\'';
+  dst[n] = 0;
+}
+
+int shoal_cmd_submit(int argc, char **argv) {
+  const char *tb = NULL, *name = "shoal-job", *model = "resnet50", *output = NULL;
+  long gpus = 1, minw = 0, maxw = 0;
+  double work = 0;
+  int i = 1;
+  for (; i < argc && strcmp(argv[i], "--"); i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *e = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf("usage: shoal submit [--testbed NAME] [--gpus N] [--min N] [--max N] [--model NAME] [--work STEPS]\n"
+             "                    [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
+             "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..:model=..:work=..'\n"
+             "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
+             "allocation (one task per node, --gres gpu:<workers on that node>); a USR1 to the batch script asks\n"
+             "for a checkpoint before a preemption or resize. Prints the Slurm job id.\n");
+      return 0;
+    }
+    if (!v) return fprintf(stderr, "shoal submit: %s needs a value\n", a), 2;
+    if (!strcmp(a, "--testbed")) tb = v;
+    else if (!strcmp(a, "--name")) name = v;
+    else if (!strcmp(a, "--model")) model = v;
+    else if (!strcmp(a, "--output")) output = v;
+    else if (!strcmp(a, "--gpus") || !strcmp(a, "--min") || !strcmp(a, "--max")) {
+      long x = strtol(v, &e, 10);
+      if (*e || x < 1 || x > 4096) return fprintf(stderr, "shoal submit: %s '%s': 1..4096\n", a, v), 2;
+      if (a[2] == 'g') gpus = x;
+      else if (a[3] == 'i') minw = x;
+      else maxw = x;
+    } else if (!strcmp(a, "--work")) {
+      work = strtod(v, &e);
+      if (*e || !(work > 0)) return fprintf(stderr, "shoal submit: --work '%s': steps > 0\n", v), 2;
+    } else return fprintf(stderr, "shoal submit: unknown option '%s' (shoal submit --help)\n", a), 2;
+    i++;
+  }
+  if (i >= argc - 1) return fprintf(stderr, "shoal submit: no command (shoal submit --gpus 2 -- shoal train ...)\n"), 2;
+  if (!minw) minw = gpus;
+  if (!maxw) maxw = gpus;
+  if (minw > gpus || maxw < gpus) return fprintf(stderr, "shoal submit: need --min <= --gpus <= --max\n"), 2;
+  for (const char *c = model; *c; c++)
+    if (*c == ':' || *c == '=' || *c == ' ' || *c == '\'')
+      return fprintf(stderr, "shoal submit: --model '%s': no ':', '=', quote or space\n", model), 2;
+  if (enter_testbed(tb)) return 1;
+  char cmd[8192], q[1024];
+  size_t n = 0;
+  n += (size_t)snprintf(cmd + n, sizeof cmd - n, "srun --kill-on-bad-exit=1 -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1");
+  for (int k = i + 1; k < argc && n < sizeof cmd; k++) {
+    shq(q, sizeof q, argv[k]);
+    n += (size_t)snprintf(cmd + n, sizeof cmd - n, " %s", q);
+  }
+  if (n >= sizeof cmd - 1) return fprintf(stderr, "shoal submit: command too long\n"), 2;
+  /* the batch script forwards USR1 (checkpoint request) to the job's tasks */
+  char script[9000];
+  snprintf(script, sizeof script, "trap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; %s & p=$!; "
+                                  "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done", cmd);
+  char qs[9500], qn[256], qo[600] = "";
+  shq(qs, sizeof qs, script);
+  shq(qn, sizeof qn, name);
+  if (output) {
+    char t[512];
+    shq(t, sizeof t, output);
+    snprintf(qo, sizeof qo, "-o %s --open-mode=append", t);
+  }
+  char *out = NULL;
+  char comment[256];
+  snprintf(comment, sizeof comment, COMMENT_TAG "gpus=%ld:min=%ld:max=%ld:model=%s:work=%.0f", gpus, minw, maxw, model,
+           work);
+  int rc = slurm_cmd(&out, "sbatch --hold --parsable --job-name %s --comment %s --gres=gpu:1 --ntasks-per-node=1 %s --wrap %s",
+                     qn, comment, qo, qs);
+  if (rc) {
+    fprintf(stderr, "shoal submit: sbatch failed%s%s\n", out && *out ? ": " : "", out ? out : "");
+    free(out);
+    return 1;
+  }
+  printf("%s", out);
+  free(out);
+  return 0;
+}
+
+/* ---- the controller ---- */
+
+enum { PH_HELD, PH_RELEASED, PH_STOPPING, PH_REQUEUED, PH_DONE };
+
+typedef struct lj {
+  long sid;
+  int phase;
+  double stop_at;
+  shoal_place_t want[MAX_NODES];
+  int nwant;
+  char final[32];
+  shoal_job_t j;
+} lj_t;
+
+typedef struct live {
+  const char *journal_path;
+  FILE *journal;
+  double epoch, grace, tick;
+  int nnodes;
+  char node[MAX_NODES][64];
+  int drained[MAX_NODES];
+  shoal_res_t blocked[MAX_NODES];
+  shoal_cluster_t *c;
+  shoal_speed_t *speed;
+  shoal_sched_t s;
+  const shoal_policy_ops_t *ops;
+  void *pstate;
+  lj_t **jobs;
+  int njobs, cap;
+  shoal_job_t **touched;
+  shoal_alloc_t *prev;
+  int ntouched;
+  struct {
+    double at;
+    int64_t tag;
+  } timers[4096];
+  int ntimers;
+  int starts, preempts, resizes, finished;
+  FILE *log;
+} live_t;
+
+static volatile sig_atomic_t live_stop;
+static void on_stop(int sig) { live_stop = sig; }
+
+static double wall(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void logf_(live_t *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(live_t *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(L->log, "[%8.1f] ", wall() - L->epoch);
+  vfprintf(L->log, fmt, ap);
+  fputc('\n', L->log);
+  fflush(L->log);
+  va_end(ap);
+}
+
+static void jrec(live_t *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jrec(live_t *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(L->journal, fmt, ap);
+  va_end(ap);
+  fputc('\n', L->journal);
+  fflush(L->journal);
+  fsync(fileno(L->journal));
+}
+
+static void hook_touch(void *arg, shoal_job_t *j) {
+  live_t *L = arg;
+  if (j->touched) return;
+  shoal_alloc_t *pv = &L->prev[L->ntouched];
+  *pv = j->alloc;
+  pv->p = NULL;
+  if (j->alloc.n) {
+    pv->p = malloc((size_t)j->alloc.n * sizeof *pv->p);
+    if (!pv->p) abort();
+    memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
+  }
+  L->touched[L->ntouched++] = j;
+  j->touched = L->ntouched;
+}
+
+static int hook_timer(void *arg, double at, int64_t tag) {
+  live_t *L = arg;
+  if (L->ntimers == (int)(sizeof L->timers / sizeof L->timers[0]))
+    return shoal__seterr(SHOAL_ERR_NOMEM, "live: too many pending timers");
+  L->timers[L->ntimers].at = at;
+  L->timers[L->ntimers].tag = tag;
+  L->ntimers++;
+  return 0;
+}
+
+static int node_index(live_t *L, const char *name) {
+  for (int i = 0; i < L->nnodes; i++)
+    if (!strcmp(L->node[i], name)) return i;
+  return -1;
+}
+
+/* Bring counters of a holding job to now (the engine's lazy accounting). */
+static void advance(live_t *L, shoal_job_t *j) {
+  double now = L->s.now, dt = now - j->t_last;
+  if (dt > 0 && j->state == SHOAL_JOB_RUN) {
+    j->work_done += j->rate * dt;
+    if (j->work_done > j->work) j->work_done = j->work;
+    j->run_s += dt;
+    j->gpu_s += dt * j->alloc.workers;
+  }
+  if (dt > 0) j->t_last = now;
+}
+
+static void set_running(live_t *L, shoal_job_t *j) {
+  j->state = SHOAL_JOB_RUN;
+  j->rate = shoal_sched_rate(&L->s, j, j->alloc.p, j->alloc.n);
+  if (!(j->rate > 0)) j->rate = 1e-9; /* a job Slurm runs progresses; the model only ranks */
+  if (j->first_start < 0) j->first_start = L->s.now;
+  if (j->alloc.n > j->max_machines) j->max_machines = j->alloc.n;
+}
+
+static void place_str(live_t *L, const shoal_place_t *p, int n, char *nodes, size_t cap, int *maxw) {
+  size_t k = 0;
+  *maxw = 0;
+  nodes[0] = 0;
+  for (int i = 0; i < n; i++) {
+    k += (size_t)snprintf(nodes + k, k < cap ? cap - k : 0, "%s%s", i ? "," : "", L->node[p[i].machine]);
+    if (p[i].workers > *maxw) *maxw = p[i].workers;
+  }
+}
+
+/* start a held job on its placement: journal first, then Slurm */
+static int do_start(live_t *L, lj_t *x, const shoal_place_t *p, int n) {
+  char nodes[4096], jp[4096];
+  int maxw;
+  place_str(L, p, n, nodes, sizeof nodes, &maxw);
+  size_t k = 0;
+  for (int i = 0; i < n; i++) k += (size_t)snprintf(jp + k, sizeof jp - k, "%s%d:%d", i ? "," : "", p[i].machine, p[i].workers);
+  jrec(L, "start %ld %.3f %s", x->sid, L->s.now, jp);
+  int rc = slurm_cmd(NULL, "scontrol update JobId=%ld NumNodes=%d-%d NumTasks=%d ReqNodeList=%s Gres=gpu:%d StartTime=now", x->sid,
+                     n, n, n, nodes, maxw);
+  if (!rc) rc = slurm_cmd(NULL, "scontrol release %ld", x->sid);
+  if (rc) {
+    logf_(L, "job %ld: start on %s failed (scontrol); it stays held and is retried", x->sid, nodes);
+    return -1;
+  }
+  x->phase = PH_RELEASED;
+  x->nwant = 0;
+  L->starts++;
+  logf_(L, "start job %ld on %s (%d workers)", x->sid, nodes, x->j.alloc.workers);
+  return 0;
+}
+
+static void do_stop(live_t *L, lj_t *x) {
+  jrec(L, "stop %ld %.3f", x->sid, L->s.now);
+  slurm_cmd(NULL, "scancel --signal=USR1 --batch %ld", x->sid); /* checkpoint request */
+  x->phase = PH_STOPPING;
+  x->stop_at = L->s.now + L->grace;
+}
+
+static lj_t *find_job(live_t *L, long sid) {
+  for (int i = 0; i < L->njobs; i++)
+    if (L->jobs[i]->sid == sid) return L->jobs[i];
+  return NULL;
+}
+
+static int parse_comment(const char *c, lj_t *x, const shoal_speed_t *sp) {
+  if (strncmp(c, COMMENT_TAG, strlen(COMMENT_TAG))) return -1;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", c + strlen(COMMENT_TAG));
+  x->j.gpus = 1;
+  x->j.work = 0;
+  for (char *sv = NULL, *t = strtok_r(buf, ":", &sv); t; t = strtok_r(NULL, ":", &sv)) {
+    char *eq = strchr(t, '=');
+    if (!eq) continue;
+    *eq++ = 0;
+    if (!strcmp(t, "gpus")) x->j.gpus = atoi(eq);
+    else if (!strcmp(t, "min")) x->j.min_workers = atoi(eq);
+    else if (!strcmp(t, "max")) x->j.max_workers = atoi(eq);
+    else if (!strcmp(t, "work")) x->j.work = atof(eq);
+    else if (!strcmp(t, "model")) {
+      int m = shoal__speed_find_model(sp, eq);
+      x->j.model = (int16_t)(m >= 0 ? m : 0);
+    }
+  }
+  if (x->j.gpus < 1) x->j.gpus = 1;
+  if (x->j.min_workers < 1 || x->j.min_workers > x->j.gpus) x->j.min_workers = x->j.gpus;
+  if (x->j.max_workers < x->j.gpus) x->j.max_workers = x->j.gpus;
+  if (!(x->j.work > 0)) x->j.work = 1e9;
+  return 0;
+}
+
+/* journal replay: epoch and the last placement given to each job */
+typedef struct jstate {
+  long sid;
+  double last_start;
+  double held_s, arrival;
+  int stopped, npre, arrived;
+  shoal_place_t p[MAX_NODES];
+  int n;
+} jstate_t;
+
+static int replay(live_t *L, jstate_t **out, int *nout) {
+  *out = NULL;
+  *nout = 0;
+  FILE *f = fopen(L->journal_path, "r");
+  if (!f) return 0;
+  char line[8192];
+  int ln = 0, cap = 0;
+  jstate_t *js = NULL;
+  while (fgets(line, sizeof line, f)) {
+    ln++;
+    long sid;
+    double t;
+    char pl[8000];
+    if (sscanf(line, "epoch %lf", &t) == 1) {
+      L->epoch = t;
+      continue;
+    }
+    int isstart = sscanf(line, "start %ld %lf %7999s", &sid, &t, pl) == 3;
+    int isstop = !isstart && sscanf(line, "stop %ld %lf", &sid, &t) == 2;
+    int isarr = !isstart && !isstop && sscanf(line, "arrive %ld %lf", &sid, &t) == 2;
+    if (!isstart && !isstop && !isarr) continue;
+    jstate_t *e = NULL;
+    for (int k = 0; k < *nout; k++)
+      if (js[k].sid == sid) e = &js[k];
+    if (!e) {
+      if (*nout == cap) {
+        cap = cap ? cap * 2 : 64;
+        jstate_t *nj = realloc(js, (size_t)cap * sizeof *nj);
+        if (!nj) break;
+        js = nj;
+      }
+      e = &js[(*nout)++];
+      memset(e, 0, sizeof *e);
+      e->sid = sid;
+      e->stopped = 1;
+    }
+    if (isarr) {
+      e->arrival = t;
+      e->arrived = 1;
+    } else if (isstart) {
+      if (e->n > 0 && e->stopped) e->npre++;
+      e->n = 0;
+      for (char *sv = NULL, *tk = strtok_r(pl, ",", &sv); tk && e->n < MAX_NODES; tk = strtok_r(NULL, ",", &sv)) {
+        int m, w;
+        if (sscanf(tk, "%d:%d", &m, &w) == 2) e->p[e->n].machine = m, e->p[e->n].workers = (int16_t)w, e->p[e->n].ps = 0, e->n++;
+      }
+      e->last_start = t;
+      e->stopped = 0;
+    } else if (!e->stopped) {
+      e->held_s += t - e->last_start;
+      e->stopped = 1;
+    }
+  }
+  fclose(f);
+  *out = js;
+  return 0;
+}
+
+static int read_nodes(live_t *L, int first, const char *tbname) {
+  char *out = NULL;
+  shoal_json_t *root = NULL;
+  if (slurm_cmd(&out, "sinfo --json") || shoal__json_parse("sinfo --json", out, strlen(out), &root)) {
+    fprintf(stderr, "shoal sched serve: sinfo --json failed: %s\n", out ? out : "");
+    free(out);
+    return -1;
+  }
+  free(out);
+  const shoal_json_t *nodes = shoal__json_get(root, "nodes");
+  int rc = 0;
+  if (first) {
+    tb_t *tb = NULL;
+    if (tbname) {
+      char err[256];
+      tb = calloc(1, sizeof *tb);
+      if (tb && shoal__tb_load(tbname, tb, err, sizeof err)) free(tb), tb = NULL;
+    }
+    int rack_of[MAX_NODES], gpus = 1;
+    L->nnodes = 0;
+    for (int i = 0; nodes && i < nodes->n && L->nnodes < MAX_NODES; i++) {
+      const shoal_json_t *nd = nodes->kids[i];
+      snprintf(L->node[L->nnodes], 64, "%s", jstr(nd, "name"));
+      const char *g = jstr(nd, "gres");
+      const char *c = strstr(g, "gpu:");
+      if (c) {
+        const char *d = strrchr(c, ':');
+        int v = atoi(d + 1);
+        if (v > gpus) gpus = v;
+      }
+      rack_of[L->nnodes] = 0;
+      if (tb) {
+        int h = shoal__tb_host_index(tb, L->node[L->nnodes]);
+        if (h >= 0) rack_of[L->nnodes] = tb->h[h].rack;
+      }
+      L->nnodes++;
+    }
+    free(tb);
+    if (L->nnodes == 0) {
+      shoal__json_free(root);
+      fprintf(stderr, "shoal sched serve: sinfo lists no nodes\n");
+      return -1;
+    }
+    /* nodes sorted by rack (racks contiguous), one group per rack */
+    for (int a = 1; a < L->nnodes; a++)
+      for (int b = a; b > 0 && rack_of[b - 1] > rack_of[b]; b--) {
+        int t = rack_of[b];
+        rack_of[b] = rack_of[b - 1], rack_of[b - 1] = t;
+        char tmp[64];
+        memcpy(tmp, L->node[b], 64), memcpy(L->node[b], L->node[b - 1], 64), memcpy(L->node[b - 1], tmp, 64);
+      }
+    shoal_cluster_spec_t cs;
+    shoal__cluster_spec_default(&cs);
+    cs.ngroups = 0;
+    for (int i = 0; i < L->nnodes && cs.ngroups < 8;) {
+      int k = i;
+      while (k < L->nnodes && rack_of[k] == rack_of[i]) k++;
+      shoal_cluster_group_t *g = &cs.group[cs.ngroups++];
+      memset(g, 0, sizeof *g);
+      g->machines = k - i;
+      g->racks = 1;
+      g->per_machine.gpus = gpus;
+      g->per_machine.cpus = 1e6;
+      g->per_machine.mem_gb = 1e6;
+      g->nic_gbps = 1;
+      i = k;
+    }
+    if (shoal__cluster_create(&cs, &L->c)) {
+      fprintf(stderr, "shoal sched serve: cluster: %s\n", shoal_last_error());
+      rc = -1;
+    }
+  } else {
+    for (int i = 0; nodes && i < nodes->n; i++) {
+      const shoal_json_t *nd = nodes->kids[i];
+      int m = node_index(L, jstr(nd, "name"));
+      if (m < 0) continue;
+      const char *st = jstr(nd, "state");
+      int bad = strstr(st, "down") || strstr(st, "fail") != NULL;
+      const shoal_json_t *fl = shoal__json_get(nd, "state_flags");
+      for (int k = 0; fl && k < fl->n; k++)
+        if (fl->kids[k]->type == SHOAL_JSON_STR && (strstr(fl->kids[k]->str, "DRAIN") || strstr(fl->kids[k]->str, "NOT_RESPONDING")))
+          bad = 1;
+      if (bad && !L->drained[m]) logf_(L, "node %s is %s: no new work there", L->node[m], st);
+      if (!bad && L->drained[m]) {
+        shoal__cluster_give(L->c, m, &L->blocked[m]);
+        memset(&L->blocked[m], 0, sizeof L->blocked[m]);
+        logf_(L, "node %s is back", L->node[m]);
+      }
+      L->drained[m] = bad;
+    }
+  }
+  shoal__json_free(root);
+  return rc;
+}
+
+/* a drained node: block whatever is free on it now (more frees up as its jobs leave) */
+static void block_drained(live_t *L) {
+  for (int m = 0; m < L->nnodes; m++) {
+    if (!L->drained[m]) continue;
+    shoal_res_t f = L->c->m[m].free;
+    if (f.gpus > 0 || f.cpus > 0 || f.mem_gb > 0) {
+      if (shoal__cluster_take(L->c, m, &f) == 0) {
+        L->blocked[m].gpus += f.gpus;
+        L->blocked[m].cpus += f.cpus;
+        L->blocked[m].mem_gb += f.mem_gb;
+      }
+    }
+  }
+}
+
+static int is_terminal(const char *st) {
+  static const char *t[] = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+                            "DEADLINE", "PREEMPTED", NULL};
+  for (int i = 0; t[i]; i++)
+    if (!strcmp(st, t[i])) return 1;
+  return 0;
+}
+
+static void finish_job(live_t *L, lj_t *x, const char *st) {
+  shoal_job_t *j = &x->j;
+  advance(L, j);
+  void (*touch)(void *, shoal_job_t *) = L->s.hooks.touch;
+  L->s.hooks.touch = NULL;
+  if (j->alloc.n) shoal_sched_assign(&L->s, j, NULL, 0);
+  L->s.hooks.touch = touch;
+  j->state = SHOAL_JOB_DONE;
+  j->rate = 0;
+  j->finish = L->s.now;
+  shoal__sched_remove_active(&L->s, j);
+  x->phase = PH_DONE;
+  snprintf(x->final, sizeof x->final, "%s", st);
+  L->finished++;
+  if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
+  L->s.events |= SHOAL_EV_FINISH;
+  logf_(L, "job %ld %s (jct %.1f s, %d preemptions)", x->sid, st, j->finish - j->arrival, j->n_preempt);
+}
+
+static int tick(live_t *L, const jstate_t *js, int njs) {
+  char *out = NULL;
+  shoal_json_t *root = NULL;
+  if (slurm_cmd(&out, "squeue --json -t all") || shoal__json_parse("squeue --json", out, strlen(out), &root)) {
+    logf_(L, "squeue --json failed; retrying next tick");
+    free(out);
+    return 0;
+  }
+  free(out);
+  if (read_nodes(L, 0, NULL)) {
+    shoal__json_free(root);
+    return 0;
+  }
+  L->s.now = wall() - L->epoch;
+  for (int i = 0; i < L->s.nactive; i++) advance(L, L->s.active[i]);
+  const shoal_json_t *jobs = shoal__json_get(root, "jobs");
+  /* arrivals in submit order (ties: job id) */
+  int n = jobs ? jobs->n : 0;
+  for (int pass = 0; pass < n; pass++) {
+    const shoal_json_t *o = jobs->kids[pass];
+    const char *c = jstr(o, "comment");
+    long sid = (long)jnum(o, "job_id");
+    if (strncmp(c, COMMENT_TAG, strlen(COMMENT_TAG)) || find_job(L, sid)) continue;
+    lj_t *x = calloc(1, sizeof *x);
+    if (!x) return -1;
+    x->sid = sid;
+    parse_comment(c, x, L->speed);
+    shoal_job_t *j = &x->j;
+    j->id = L->njobs;
+    j->row = sid;
+    j->arrival = jnum(o, "submit_time") - L->epoch;
+    if (j->arrival > L->s.now) j->arrival = L->s.now;
+    j->arch = SHOAL_ARCH_ALLREDUCE;
+    j->sync = 1;
+    j->worker_demand.gpus = 1;
+    j->first_start = -1;
+    j->finish = -1;
+    j->active_index = -1;
+    j->t_last = L->s.now;
+    j->state = SHOAL_JOB_WAIT;
+    if (L->njobs == L->cap) {
+      L->cap = L->cap ? L->cap * 2 : 64;
+      lj_t **nj = realloc(L->jobs, (size_t)L->cap * sizeof *nj);
+      shoal_job_t **nt = realloc(L->touched, (size_t)L->cap * sizeof *nt);
+      shoal_alloc_t *np = realloc(L->prev, (size_t)L->cap * sizeof *np);
+      if (nj) L->jobs = nj;
+      if (nt) L->touched = nt;
+      if (np) L->prev = np;
+      if (!nj || !nt || !np) return -1;
+    }
+    L->jobs[L->njobs++] = x;
+    const char *st = jstr(o, "job_state");
+    const jstate_t *e0 = NULL;
+    for (int k = 0; k < njs; k++)
+      if (js[k].sid == sid) e0 = &js[k];
+    if (is_terminal(st) && !e0) { /* ended without ever being ours (cancelled while held, or another controller's) */
+      L->njobs--;
+      free(x);
+      x = calloc(1, sizeof *x); /* remember the id so it is not looked at again */
+      if (!x) return -1;
+      x->sid = sid;
+      x->phase = PH_DONE;
+      x->j.id = L->njobs;
+      x->j.state = SHOAL_JOB_DONE;
+      x->j.finish = -1;
+      snprintf(x->final, sizeof x->final, "ignored");
+      L->jobs[L->njobs++] = x;
+      continue;
+    }
+    int stopped_by_us = e0 && e0->stopped && e0->n > 0 && (!strcmp(st, "COMPLETED") || !strcmp(st, "RUNNING") ||
+                                              !strcmp(st, "COMPLETING") || !strcmp(st, "PENDING"));
+    if (is_terminal(st) && !stopped_by_us) { /* ours, finished while the controller was down */
+      j->finish = jnum(o, "end_time") - L->epoch;
+      L->finished++;
+      j->state = SHOAL_JOB_DONE;
+      x->phase = PH_DONE;
+      snprintf(x->final, sizeof x->final, "%s", st);
+      continue;
+    }
+    shoal__sched_add_active(&L->s, j);
+    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL;
+    const jstate_t *e = NULL;
+    for (int k = 0; k < njs; k++)
+      if (js[k].sid == sid) e = &js[k];
+    if (e) j->run_s = e->held_s, j->n_preempt = e->npre + (e->stopped && e->n > 0);
+    if (e && e->arrived) j->arrival = e->arrival;
+    else jrec(L, "arrive %ld %.3f", sid, j->arrival);
+    if (stopped_by_us && !(held && !strcmp(st, "PENDING"))) {
+      /* the previous controller asked it to checkpoint and died before the requeue: finish that */
+      x->phase = PH_STOPPING;
+      x->stop_at = L->s.now;
+      if (e) j->run_s = e->held_s;
+      logf_(L, "job %ld: was being preempted; requeue it", sid);
+    } else if (!held && e && !e->stopped) { /* started by an earlier controller: take its placement back */
+      x->phase = PH_RELEASED;
+      if (shoal_sched_assign(&L->s, j, e->p, e->n) == 0) {
+        j->first_start = e->last_start;
+        set_running(L, j);
+        logf_(L, "job %ld: adopted (running on the placement the journal recorded)", sid);
+      }
+    } else if (!held) {
+      x->phase = PH_RELEASED; /* released by someone else: Slurm runs it; we don't account it */
+      logf_(L, "job %ld: not held and not in the journal: left to Slurm", sid);
+    } else {
+      x->phase = PH_HELD;
+      if (e && !e->stopped) jrec(L, "stop %ld %.3f", sid, L->s.now); /* a start that never reached Slurm */
+    }
+    if (L->ops->arrive) L->ops->arrive(L->pstate, &L->s, j);
+    L->s.events |= SHOAL_EV_ARRIVAL;
+  }
+  /* state changes seen in Slurm */
+  for (int k = 0; k < n; k++) {
+    const shoal_json_t *o = jobs->kids[k];
+    lj_t *x = find_job(L, (long)jnum(o, "job_id"));
+    if (!x || x->phase == PH_DONE) continue;
+    const char *st = jstr(o, "job_state");
+    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
+               strstr(jstr(o, "state_reason"), "held") != NULL;
+    if (is_terminal(st) && x->phase != PH_STOPPING && x->phase != PH_REQUEUED) {
+      finish_job(L, x, st);
+      continue;
+    }
+    if (x->phase == PH_STOPPING && (L->s.now >= x->stop_at || is_terminal(st))) {
+      /* also after the job ended at the checkpoint signal: Slurm requeues finished batch jobs, and the
+       * job's own checkpoint tells the resumed run whether anything is left */
+      if (slurm_cmd(NULL, "scontrol requeuehold %ld", x->sid) == 0) x->phase = PH_REQUEUED;
+      else logf_(L, "job %ld: requeuehold failed (state %s); retried", x->sid, st);
+      continue;
+    }
+    if (x->phase == PH_REQUEUED && !strcmp(st, "PENDING") && held) {
+      if (x->nwant > 0) do_start(L, x, x->want, x->nwant);
+      else x->phase = PH_HELD;
+    }
+  }
+  shoal__json_free(root);
+  block_drained(L);
+  /* jobs on a drained node: preempt them (the policy sees the node as full) */
+  for (int i = 0; i < L->s.nactive; i++) {
+    shoal_job_t *j = L->s.active[i];
+    for (int k = 0; k < j->alloc.n; k++)
+      if (L->drained[j->alloc.p[k].machine]) {
+        lj_t *x = L->jobs[j->id];
+        logf_(L, "job %ld runs on drained node %s: requeued", x->sid, L->node[j->alloc.p[k].machine]);
+        if (x->phase == PH_RELEASED) do_stop(L, x);
+        x->nwant = 0;
+        shoal_sched_assign(&L->s, j, NULL, 0);
+        j->state = SHOAL_JOB_WAIT, j->rate = 0, j->n_preempt++;
+        L->preempts++;
+        block_drained(L);
+        break;
+      }
+  }
+  /* timers due */
+  for (int i = 0; i < L->ntimers;) {
+    if (L->timers[i].at <= L->s.now) {
+      int64_t tag = L->timers[i].tag;
+      L->timers[i] = L->timers[--L->ntimers];
+      if (L->ops->timer) L->ops->timer(L->pstate, &L->s, tag);
+      L->s.events |= SHOAL_EV_TIMER;
+    } else i++;
+  }
+  /* decide */
+  L->ntouched = 0;
+  int rc = L->ops->schedule(L->pstate, &L->s);
+  L->s.events = 0;
+  if (rc < 0) {
+    logf_(L, "policy %s failed: %s", L->ops->name, shoal_last_error());
+    return -1;
+  }
+  /* act */
+  for (int i = 0; i < L->ntouched; i++) {
+    shoal_job_t *j = L->touched[i];
+    shoal_alloc_t *old = &L->prev[i];
+    j->touched = 0;
+    lj_t *x = L->jobs[j->id];
+    int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
+    if (changed) {
+      j->version++;
+      if (j->alloc.n == 0) {
+        j->state = SHOAL_JOB_WAIT;
+        j->rate = 0;
+        if (old->n) j->n_preempt++, L->preempts++;
+        if (x->phase == PH_RELEASED) {
+          logf_(L, "preempt job %ld", x->sid);
+          do_stop(L, x);
+        }
+        x->nwant = 0;
+      } else {
+        if (old->n) j->n_realloc++;
+        set_running(L, j);
+        if (x->phase == PH_HELD) do_start(L, x, j->alloc.p, j->alloc.n);
+        else {
+          if (x->phase == PH_RELEASED) {
+            logf_(L, "resize/migrate job %ld: %d -> %d workers", x->sid, old->workers, j->alloc.workers);
+            L->resizes++;
+            do_stop(L, x);
+          }
+          memcpy(x->want, j->alloc.p, (size_t)j->alloc.n * sizeof *x->want);
+          x->nwant = j->alloc.n;
+        }
+      }
+    }
+    free(old->p);
+    old->p = NULL;
+  }
+  L->ntouched = 0;
+  return 0;
+}
+
+static void serve_usage(FILE *f) {
+  fprintf(f, "usage: shoal sched serve [--testbed NAME] [--policy NAME[:k=v...]] [--journal FILE] [--tick S]\n"
+             "                         [--grace S] [--until-done N] [--max-time S] [--log FILE]\n"
+             "Controller beside Slurm: places the jobs `shoal submit` left held, with a shoal policy (the simulator's\n"
+             "policy objects, on the live clock), through scontrol. --until-done N: exit once N shoal jobs finished.\n"
+             "--journal (default ./shoal-live.journal): the epoch and placements given; a restarted controller\n"
+             "reads it and adopts the running jobs. Default policy fifo, tick 1 s, grace 3 s.\n");
+}
+
+int shoal_sched_serve(int argc, char **argv) {
+  const char *tb = NULL, *policy = "fifo", *jpath = "shoal-live.journal", *logp = NULL;
+  double tick_s = 1, grace = 3, max_time = 0;
+  long until = 0;
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return serve_usage(stdout), 0;
+    if (!v) return fprintf(stderr, "shoal sched serve: %s needs a value\n", a), 2;
+    char *e = NULL;
+    if (!strcmp(a, "--testbed")) tb = v;
+    else if (!strcmp(a, "--policy")) policy = v;
+    else if (!strcmp(a, "--journal")) jpath = v;
+    else if (!strcmp(a, "--log")) logp = v;
+    else if (!strcmp(a, "--tick") || !strcmp(a, "--grace") || !strcmp(a, "--max-time")) {
+      double d = strtod(v, &e);
+      if (*e || !(d >= 0) || d > 1e7) return fprintf(stderr, "shoal sched serve: %s '%s': seconds >= 0\n", a, v), 2;
+      if (a[2] == 't') tick_s = d > 0.05 ? d : 0.05;
+      else if (a[2] == 'g') grace = d;
+      else max_time = d;
+    } else if (!strcmp(a, "--until-done")) {
+      until = strtol(v, &e, 10);
+      if (*e || until < 0) return fprintf(stderr, "shoal sched serve: --until-done '%s': a count >= 0\n", v), 2;
+    } else return fprintf(stderr, "shoal sched serve: unknown option '%s' (shoal sched serve --help)\n", a), 2;
+    i++;
+  }
+  if (enter_testbed(tb)) return 1;
+  live_t *L = calloc(1, sizeof *L);
+  if (!L) return 1;
+  L->log = stdout;
+  if (logp && !(L->log = fopen(logp, "a"))) return fprintf(stderr, "shoal sched serve: --log %s: %s\n", logp, strerror(errno)), free(L), 1;
+  L->journal_path = jpath;
+  L->grace = grace;
+  L->tick = tick_s;
+  char pname[64], params[512] = "";
+  snprintf(pname, sizeof pname, "%s", policy);
+  char *colon = strchr(pname, ':');
+  if (colon) {
+    *colon = 0;
+    snprintf(params, sizeof params, "%s", strchr(policy, ':') + 1);
+  }
+  L->ops = shoal__policy_find(pname);
+  int rc = 1;
+  jstate_t *js = NULL;
+  int njs = 0;
+  if (!L->ops) {
+    fprintf(stderr, "shoal sched serve: --policy '%s': no such policy (see shoal sim --help)\n", pname);
+    goto out;
+  }
+  if (replay(L, &js, &njs)) goto out;
+  if (!(L->journal = fopen(jpath, "a"))) {
+    fprintf(stderr, "shoal sched serve: --journal %s: %s\n", jpath, strerror(errno));
+    goto out;
+  }
+  if (L->epoch <= 0) {
+    L->epoch = floor(wall());
+    jrec(L, "epoch %.3f", L->epoch);
+  }
+  if (read_nodes(L, 1, tb) || shoal__speed_analytic_create(&L->speed) ||
+      shoal__sched_init(&L->s, L->c, L->speed, 256)) {
+    fprintf(stderr, "shoal sched serve: %s\n", shoal_last_error());
+    goto out;
+  }
+  L->s.hooks.touch = hook_touch;
+  L->s.hooks.timer = hook_timer;
+  L->s.engine = L;
+  L->s.nvcs = 1;
+  L->s.restart_cost = grace;
+  if (L->ops->create(&L->s, params, &L->pstate)) {
+    fprintf(stderr, "shoal sched serve: policy %s: %s\n", pname, shoal_last_error());
+    goto out;
+  }
+  L->s.events = SHOAL_EV_START;
+  signal(SIGINT, on_stop);
+  signal(SIGTERM, on_stop);
+  char cdesc[256];
+  shoal__cluster_describe(L->c, cdesc, sizeof cdesc);
+  logf_(L, "serving with policy %s on %d Slurm nodes (%s); journal %s", L->ops->name, L->nnodes, cdesc, jpath);
+  double t_end = max_time > 0 ? shoal__now_s() + max_time : 0;
+  rc = 0;
+  while (!live_stop) {
+    if (tick(L, js, njs)) {
+      rc = 1;
+      break;
+    }
+    int done = 0;
+    for (int i = 0; i < L->njobs; i++) done += L->jobs[i]->phase == PH_DONE && strcmp(L->jobs[i]->final, "ignored");
+    if (until > 0 && done >= until) break;
+    if (t_end > 0 && shoal__now_s() > t_end) {
+      logf_(L, "--max-time reached with %d of %d jobs done", done, L->njobs);
+      rc = 3;
+      break;
+    }
+    struct timespec ts = {(time_t)L->tick, (long)(fmod(L->tick, 1) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  /* summary: every job accounted for */
+  double jct = 0, first = 1e30, last = 0;
+  int nd = 0;
+  for (int i = 0; i < L->njobs; i++) {
+    lj_t *x = L->jobs[i];
+    if (x->phase != PH_DONE || x->j.finish < 0 || !strcmp(x->final, "ignored")) continue;
+    nd++;
+    jct += x->j.finish - x->j.arrival;
+    if (x->j.arrival < first) first = x->j.arrival;
+    if (x->j.finish > last) last = x->j.finish;
+  }
+  logf_(L, "summary: policy %s, %d jobs seen, %d finished here (avg JCT %.1f s, makespan %.1f s), starts %d, preemptions %d, "
+           "resizes %d",
+        L->ops->name, L->njobs, nd, nd ? jct / nd : 0, nd ? last - first : 0, L->starts, L->preempts, L->resizes);
+  for (int i = 0; i < L->njobs; i++) {
+    lj_t *x = L->jobs[i];
+    if (!strcmp(x->final, "ignored")) continue;
+    logf_(L, "  job %ld: %s arrival %.1f start %.1f finish %.1f preemptions %d", x->sid,
+          x->phase == PH_DONE ? x->final : "active", x->j.arrival, x->j.first_start, x->j.finish, x->j.n_preempt);
+  }
+  if (L->pstate) L->ops->destroy(L->pstate);
+out:
+  free(js);
+  if (L->journal) fclose(L->journal);
+  if (L->log && L->log != stdout) fclose(L->log);
+  for (int i = 0; i < L->njobs; i++) {
+    free(L->jobs[i]->j.alloc.p);
+    free(L->jobs[i]);
+  }
+  free(L->jobs);
+  free(L->touched);
+  free(L->prev);
+  if (L->s.active) shoal__sched_fini(&L->s);
+  if (L->speed) shoal__speed_destroy(L->speed);
+  if (L->c) shoal__cluster_destroy(L->c);
+  free(L);
+  return rc;
+}
