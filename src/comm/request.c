@@ -150,17 +150,24 @@ static int issue(shoal_comm_t *c, rq_kind_t kind, const void *sendbuf, void *rec
                  shoal_dtype_t dtype, shoal_redop_t op, int root, shoal_request_t **req) {
   const char *what = rq_names[kind];
   if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "%s: communicator is NULL", what);
-  if (!req) return shoal__seterr(SHOAL_ERR_INVALID, "%s: request pointer is NULL", what);
+  if (!req) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: request pointer is NULL", what));
+  /* An argument error aborts the communicator, as in the blocking calls: the
+   * other ranks then fail naming this one instead of waiting for a call this
+   * rank never makes. */
   if (kind != RQ_BARRIER) {
-    if (shoal_dtype_size(dtype) == 0) return shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid dtype %d", what, (int)dtype);
+    if (shoal_dtype_size(dtype) == 0)
+      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid dtype %d", what, (int)dtype));
+    if ((const void *)recvbuf == SHOAL_IN_PLACE)
+      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: SHOAL_IN_PLACE is for the send buffer, not "
+                                                 "the receive buffer", what));
     if (count > 0 && !recvbuf && kind != RQ_REDUCE)
-      return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, count);
+      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, count));
   }
   if ((kind == RQ_ALLREDUCE || kind == RQ_REDUCE || kind == RQ_REDUCE_SCATTER) && (unsigned)op >= SHOAL_REDOP__COUNT)
-    return shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid reduction %d", what, (int)op);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid reduction %d", what, (int)op));
   if ((kind == RQ_BROADCAST || kind == RQ_REDUCE) && (root < 0 || root >= c->size))
-    return shoal__seterr(SHOAL_ERR_INVALID, "%s: root %d out of range (communicator of %d ranks)", what, root,
-                         c->size);
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: root %d out of range (communicator of %d ranks)",
+                                               what, root, c->size));
   if (c->aborted || c->w->aborted)
     return shoal__seterr(SHOAL_ERR_ABORTED, "%s: rank %d: communicator aborted after an earlier error: %s", what,
                          c->rank, c->errmsg[0] ? c->errmsg : c->w->abort_msg);

@@ -222,22 +222,47 @@ TEST(request_invalid_arguments) {
   CHECK_EQ(shoal_test(&nul, &d), SHOAL_ERR_INVALID);
   CHECK_EQ(shoal_waitall(1, &nul), 0); /* NULL entries skipped */
   shoal_request_free(NULL);
-  /* a one-rank world: real communicator, arguments out of range */
+  /* one-rank worlds: real communicators, arguments out of range. An argument
+   * error aborts the communicator (as in the blocking calls), so each case
+   * gets a fresh world and checks that the next call reports the abort. */
+  for (int k = 0; k < 5; k++) {
+    p2p_world_arg_t a = {.n = 1, .port = shoal_test_free_port()};
+    shoal_comm_t *c = p2p_join(0, &a);
+    CHECK(c != NULL);
+    r = sentinel;
+    switch (k) {
+    case 0:
+      CHECK_EQ(shoal_ibroadcast(c, &x, 1, SHOAL_FLOAT32, 3, &r), SHOAL_ERR_INVALID);
+      CHECK_CONTAINS(shoal_last_error(), "ibroadcast: root 3 out of range");
+      break;
+    case 1: CHECK_EQ(shoal_iallreduce(c, &x, &x, 1, (shoal_dtype_t)99, SHOAL_SUM, &r), SHOAL_ERR_INVALID); break;
+    case 2: CHECK_EQ(shoal_iallreduce(c, &x, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, NULL), SHOAL_ERR_INVALID); break;
+    case 3:
+      CHECK_EQ(shoal_iallreduce(c, &x, (void *)SHOAL_IN_PLACE, 1, SHOAL_FLOAT32, SHOAL_SUM, &r), SHOAL_ERR_INVALID);
+      CHECK_CONTAINS(shoal_last_error(), "SHOAL_IN_PLACE");
+      break;
+    case 4: {
+      /* errors found when the operation runs come back from wait */
+      uint8_t b[4] = {1, 2, 3, 4};
+      CHECK_OK(shoal_iallreduce(c, SHOAL_IN_PLACE, b, 4, SHOAL_UINT8, SHOAL_SUM, &r));
+      CHECK(r != sentinel);
+      CHECK_EQ(shoal_wait(&r), SHOAL_ERR_UNSUPPORTED);
+      CHECK(r == NULL);
+      r = sentinel;
+      break;
+    }
+    }
+    CHECK(r == sentinel);
+    CHECK(shoal_comm_errmsg(c)[0] != 0);
+    x = 2;
+    CHECK_EQ(shoal_iallreduce(c, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, &r), SHOAL_ERR_ABORTED);
+    CHECK(r == sentinel);
+    shoal_comm_destroy(c);
+  }
+  /* a healthy world still works */
   p2p_world_arg_t a = {.n = 1, .port = shoal_test_free_port()};
   shoal_comm_t *c = p2p_join(0, &a);
   CHECK(c != NULL);
-  CHECK_EQ(shoal_ibroadcast(c, &x, 1, SHOAL_FLOAT32, 3, &r), SHOAL_ERR_INVALID);
-  CHECK_CONTAINS(shoal_last_error(), "ibroadcast: root 3 out of range");
-  CHECK_EQ(shoal_iallreduce(c, &x, &x, 1, (shoal_dtype_t)99, SHOAL_SUM, &r), SHOAL_ERR_INVALID);
-  CHECK_EQ(shoal_iallreduce(c, &x, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, NULL), SHOAL_ERR_INVALID);
-  CHECK(r == sentinel);
-  /* errors found when the operation runs come back from wait */
-  uint8_t b[4] = {1, 2, 3, 4};
-  CHECK_OK(shoal_iallreduce(c, SHOAL_IN_PLACE, b, 4, SHOAL_UINT8, SHOAL_SUM, &r));
-  CHECK(r != sentinel);
-  int rc = shoal_wait(&r);
-  CHECK_EQ(rc, SHOAL_ERR_UNSUPPORTED);
-  CHECK(r == NULL);
   x = 2;
   CHECK_OK(shoal_iallreduce(c, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, &r));
   CHECK_OK(shoal_wait(&r));
