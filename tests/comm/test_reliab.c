@@ -645,18 +645,18 @@ TEST_T(reliab_threads_one_at_a_time_per_world_tcp, 60) {
 
 /* ---- the launcher names the rank that was killed or stopped ---- */
 
-TEST_T(reliab_launcher_names_killed_and_stopped_rank, 120) {
+TEST_T(reliab_launcher_names_killed_and_stopped_rank, 230) {
   static char out[1 << 16];
   char cmd[1024];
-  for (int k = 0; k < 4; k++) {
-    int stop = k >= 2;
+  for (int k = 0; k < 2; k++) { /* bench/fault-drill.sh repeats this at random moments */
+    int stop = k == 1;
     /* rank 2 is killed (or stopped) from outside the launcher, mid-allreduce; its peers notice
      * within milliseconds (or at their 2 s deadline) and exit first */
     snprintf(cmd, sizeof cmd,
              "SHOAL_TIMEOUT=2 %s launch -n 3 --grace 1 -- sh -c 'if [ $SHOAL_RANK = 2 ]; then (sleep 0.5; kill -%s $$) & "
              "fi; exec %s bench allreduce -b 256K -e 256K -n 10000000 -w 0'",
              shoal_test_cli(), stop ? "STOP" : "9", shoal_test_cli());
-    int st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 110);
     if (stop) {
       CHECK_CONTAINS(out, "shoal launch: rank 2 was stopped by signal 19");
     } else {
