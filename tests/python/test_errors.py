@@ -30,11 +30,18 @@ def expect(exc, fn, *words):
 def local_errors():
     import torch
     import shoal
-    c = shoal.Comm(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0)
+    def fresh():
+        return shoal.Comm(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0)
+    c = fresh()
     a = np.zeros(8, np.float32)
     e = expect(shoal.InvalidArgument, lambda: c.broadcast(a, root=3), "root 3 out of range")
     check(e.status == -1 and e.status_name == "invalid argument", "status fields: %r %r" % (e.status, e.status_name))
     check(isinstance(e, ValueError), "InvalidArgument is a ValueError")
+    # an argument error found by the C library aborts the communicator (its other ranks must not wait for
+    # a call this rank skipped): the next call says so
+    expect(shoal.Aborted, lambda: c.barrier(), "aborted after an earlier error", "root 3 out of range")
+    c.destroy()
+    c = fresh()
     expect(shoal.InvalidArgument, lambda: c.iallreduce(a, op="median"), "unknown reduction 'median'")
     expect(shoal.InvalidArgument, lambda: c.allreduce(np.zeros((4, 4), np.float32)[:, 1]), "not C-contiguous")
     expect(shoal.InvalidArgument, lambda: c.allreduce(torch.zeros(4, 4).t()), "not contiguous")
@@ -49,6 +56,8 @@ def local_errors():
     req = c.iallreduce(np.zeros(4, np.uint8))
     e = expect(shoal.ShoalError, req.wait, "uint8")
     check(e.status == -11, "uint8 reduction: status %d" % e.status)
+    c.destroy()
+    c = fresh()
     # strategies: configuration errors name the key; wrong buffers are refused
     expect(shoal.InvalidArgument, lambda: shoal.Sync(c, "dssync", "bogus=1"), "bogus")
     expect(shoal.ShoalError, lambda: shoal.Sync(c, "nosuch"), "nosuch")
@@ -106,7 +115,7 @@ def child():
 def main():
     local_errors()
     me = os.path.abspath(__file__)
-    # over TCP: the shared-memory allreduce does not compare counts between ranks (docs/python.md)
+    # over TCP, where the message names the peer and the sequence (shared-memory mismatches: tests/comm)
     res = harness.torchrun_style(2, me, ["mismatch"], timeout=40, env={"SHOAL_SHM": "0"})
     for r, (rc, out) in enumerate(res):
         check(rc == 0 and "OK mismatch rank %d" % r in out, "mismatch rank %d (exit %d):\n%s" % (r, rc, out))
