@@ -17,7 +17,7 @@
 # git archive REV | tar -x -C /tmp/base && make -C /tmp/base build/shoal) in the
 # same alternation, and print a latency table shoal vs baseline vs Open MPI
 # for the sizes up to 4 KiB (what a change to the small-message path costs).
-# Goal (issue 3): busbw >= 1.2x Open MPI's at every size from 64 KiB; p50
+# Goal: busbw >= 1.2x Open MPI's at every size from 64 KiB; p50
 # latency <= Open MPI's from 8 B to 4 KiB; N = 2 and 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,7 +5,7 @@
 #   bench/tcp-anchors.sh [--build DIR] [--ranks "2 4"] [--sizes 8:256M | --min 8 --max 256M] [--factor 2]
 #                        [--iters N] [--target SEC] [--warmup N] [--out DIR] [--skip-mpi] [--skip-gloo]
 #                        [--reps R]   (default 3: alternate the programs R times, keep each one's best run)
-# Goal (issue 2): shoal busbw >= Gloo's and >= Open MPI's from 64 KiB up, and
+# Goal: shoal busbw >= Gloo's and >= Open MPI's from 64 KiB up, and
 # small-message (8 B..4 KiB) p50 latency <= Open MPI's, at 2 and 4 ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/bin/sh
-# shoal train against PyTorch on the CPU, and the accuracy runs of issue 6.
+# shoal train against PyTorch on the CPU, and the accuracy runs of docs/experiments.md.
 #
 #   bench/train-vs-torch.sh [BUILD] speed      single process and 4-rank BSP vs torch / DDP-Gloo
 #   bench/train-vs-torch.sh [BUILD] accuracy   MLP, full Fashion-MNIST, 4 workers: bsp, dssync, ps

@@ -1,6 +1,6 @@
 /* A training job as schedulers see it: a static description (from a trace or
  * a generator) and a runtime part kept up to date by whoever runs the jobs
- * (the simulator's engine, or the live scheduler of a later issue).
+ * (the simulator's engine, or the live controller beside Slurm).
  *
  * Allocation: per machine, a number of workers (1 GPU each, plus the job's
  * per-worker CPU/memory) and of parameter servers (no GPU, the job's per-PS

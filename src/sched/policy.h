@@ -1,5 +1,5 @@
 /* The scheduling-policy interface, shared by the simulator (src/sim) and the
- * live scheduler of a later issue. A policy does not know whether time is
+ * live controller beside Slurm (tools/cmd_live.c). A policy does not know whether time is
  * simulated: it sees a scheduler context (shoal_sched_t: the cluster, its
  * free resources, the active jobs, the current time) and changes job
  * allocations through shoal_sched_assign(). The runner (simulated engine or

@@ -379,7 +379,7 @@ static void run_world(int n) {
   group_t g = {.n = n, .port = shoal_test_free_port()};
   const char *full = getenv("SHOAL_TEST_FULL");
   g.full = full && !strcmp(full, "1");
-  /* issue 2 is about TCP: keep same-host ranks off the shared-memory path */
+  /* this test is about TCP: keep same-host ranks off the shared-memory path */
   setenv("SHOAL_SHM", "0", 1);
   snprintf(g.dir, sizeof g.dir, "/tmp/shoal-coll-XXXXXX");
   CHECK(mkdtemp(g.dir) != NULL);
