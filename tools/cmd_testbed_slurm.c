@@ -53,16 +53,22 @@ static int fail(char *err, size_t cap, const char *fmt, ...) {
 
 void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap) { snprintf(buf, cap, "%s/%s/slurm", TB_RUN_DIR, name); }
 
-/* start time of pid (field 22 of /proc/pid/stat), 0 if gone */
-static unsigned long long proc_start(pid_t pid) {
-  char p[64], b[1024];
+/* /proc/pid/stat read into b; the text after the command's closing ')', NULL if the process is gone */
+static const char *proc_stat(pid_t pid, char *b, size_t size) {
+  char p[64];
   snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
   FILE *f = fopen(p, "r");
-  if (!f) return 0;
-  size_t n = fread(b, 1, sizeof b - 1, f);
+  if (!f) return NULL;
+  size_t n = fread(b, 1, size - 1, f);
   fclose(f);
   b[n] = 0;
-  char *s = strrchr(b, ')');
+  return strrchr(b, ')');
+}
+
+/* start time of pid (field 22 of /proc/pid/stat), 0 if gone */
+static unsigned long long proc_start(pid_t pid) {
+  char b[1024];
+  const char *s = proc_stat(pid, b, sizeof b);
   if (!s) return 0;
   unsigned long long v = 0;
   /* after ") ": state(3) ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
@@ -424,14 +430,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 }
 
 static int is_zombie(pid_t pid) {
-  char p[64], b[512];
-  snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(p, "r");
-  if (!f) return 1;
-  size_t n = fread(b, 1, sizeof b - 1, f);
-  fclose(f);
-  b[n] = 0;
-  char *s = strrchr(b, ')');
+  char b[512];
+  const char *s = proc_stat(pid, b, sizeof b);
   return !s || s[1] == 0 || s[2] == 'Z' || s[2] == 'X';
 }
 
