@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,7 +33,6 @@
 #include "testbed.h"
 
 #define DEFAULT_NAME "shoal"
-#define CMD_DEADLINE_S 20.0
 
 static volatile sig_atomic_t tb_interrupted;
 static void on_sig(int s) { tb_interrupted = s; }
@@ -86,68 +84,6 @@ static const char *rate_str(double bps, char *b, size_t cap) {
   else if (bps >= 1e6) snprintf(b, cap, "%gmbit", bps / 1e6);
   else snprintf(b, cap, "%gkbit", bps / 1e3);
   return b;
-}
-
-/* Run a command given as one string of space-separated words (none of ours
- * contains a space), capturing stderr; bounded by CMD_DEADLINE_S. */
-static int run(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run(char *err, size_t cap, const char *fmt, ...) {
-  char cmd[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  char copy[1024], *argv[64];
-  int argc = 0;
-  snprintf(copy, sizeof copy, "%s", cmd);
-  for (char *s = NULL, *t = strtok_r(copy, " ", &s); t && argc < 63; t = strtok_r(NULL, " ", &s)) argv[argc++] = t;
-  argv[argc] = NULL;
-  int pe[2];
-  if (pipe2(pe, O_CLOEXEC)) return snprintf(err, cap, "pipe: %s", strerror(errno)), -1;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return snprintf(err, cap, "fork: %s", strerror(errno)), close(pe[0]), close(pe[1]), -1;
-  if (pid == 0) {
-    setpgid(0, 0); /* a ^C reaches us, not the half-done command */
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    dup2(pe[1], 2);
-    execvp(argv[0], argv);
-    fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
-    _exit(127);
-  }
-  close(pe[1]);
-  char buf[512];
-  size_t len = 0;
-  double deadline = shoal__now_s() + CMD_DEADLINE_S;
-  int timed_out = 0;
-  for (;;) {
-    int left = (int)((deadline - shoal__now_s()) * 1000);
-    if (left <= 0) {
-      timed_out = 1;
-      kill(pid, SIGKILL);
-      break;
-    }
-    struct pollfd pf = {pe[0], POLLIN, 0};
-    int pr = poll(&pf, 1, left);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) continue;
-    ssize_t k = read(pe[0], buf + len, sizeof buf - 1 - len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    len += (size_t)k;
-    if (len >= sizeof buf - 1) len = sizeof buf - 2;
-  }
-  close(pe[0]);
-  buf[len] = 0;
-  while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' ')) buf[--len] = 0;
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return snprintf(err, cap, "'%s' did not finish within %g s", cmd, CMD_DEADLINE_S), -1;
-  if (!WIFEXITED(st) || WEXITSTATUS(st)) return snprintf(err, cap, "'%s' failed: %s", cmd, len ? buf : "(no message)"), -1;
-  return 0;
 }
 
 /* ---- state file ---- */
@@ -285,7 +221,7 @@ static int tb_down(const char *name, int quiet) {
   free(pids);
   for (int i = nns - 1; i >= 0; i--) {
     snprintf(p, sizeof p, "/run/netns/%s", ns[i]);
-    if (stat(p, &st) == 0 && run(err, sizeof err, "ip netns del %s", ns[i]))
+    if (stat(p, &st) == 0 && shoal__tb_run(err, sizeof err, "ip netns del %s", ns[i]))
       fprintf(stderr, "shoal testbed: %s\n", err), rc = 1;
   }
   for (int i = ncg - 1; i >= 0; i--) { /* host groups were recorded after the testbed's group */
@@ -341,7 +277,7 @@ static int read_topo(const char *path, topo_t *t) {
 
 static int tbf(char *err, size_t cap, const char *ns, const char *dev, double bps) {
   if (bps <= 0) {
-    run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
+    shoal__tb_run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
     return 0;
   }
   /* burst: 5 ms at the rate (at least 32 kB); queue: 50 ms. A 1 ms burst lost up to
@@ -350,7 +286,7 @@ static int tbf(char *err, size_t cap, const char *ns, const char *dev, double bp
    * a message up to the burst passes an idle link at memory speed. */
   double burst = bps / 8 * 5e-3;
   if (burst < 32768) burst = 32768;
-  return run(err, cap, "tc -n %s qdisc replace dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
+  return shoal__tb_run(err, cap, "tc -n %s qdisc replace dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
              burst);
 }
 
@@ -405,7 +341,7 @@ static int tb_up(const char *name, const topo_t *t) {
 #define STEP(...)                              \
   do {                                         \
     if (tb_interrupted) goto interrupted;      \
-    if (run(err, sizeof err, __VA_ARGS__)) goto failed; \
+    if (shoal__tb_run(err, sizeof err, __VA_ARGS__)) goto failed; \
   } while (0)
   rec("testbed %s hosts %d racks %d rate %.0f", name, H, R, t->rate);
   rec("ns %s", fab);
@@ -686,9 +622,9 @@ static int tb_set(const char *name, int argc, char **argv) {
   }
   if (eg >= 0 || in >= 0) append_state(tb->dir, "rate %d %.0f %.0f", host, h->egress_bps, h->ingress_bps);
   if (delay >= 0) {
-    int r2 = h->egress_bps > 0 ? run(err, sizeof err, "tc -n %s qdisc replace dev %s parent 1:1 handle 10: netem delay %gms",
+    int r2 = h->egress_bps > 0 ? shoal__tb_run(err, sizeof err, "tc -n %s qdisc replace dev %s parent 1:1 handle 10: netem delay %gms",
                                      h->ns, TB_IFNAME, delay)
-                               : run(err, sizeof err, "tc -n %s qdisc replace dev %s root handle 10: netem delay %gms", h->ns,
+                               : shoal__tb_run(err, sizeof err, "tc -n %s qdisc replace dev %s root handle 10: netem delay %gms", h->ns,
                                      TB_IFNAME, delay);
     if (r2) {
       fprintf(stderr, "shoal testbed set: --delay needs the netem qdisc, which this kernel lacks (%s).\n"

@@ -25,7 +25,6 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +41,6 @@
 #define SLURM_UP_DEADLINE_S 30.0
 #define TB_SLURM_MAX_GPUS 16
 
-static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, cap, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap) { snprintf(buf, cap, "%s/%s/slurm", TB_RUN_DIR, name); }
 
@@ -117,7 +108,7 @@ static int write_configs(const tb_t *tb, const char *dir, int gpus, int cpus, ch
   char p[256], nodes[64];
   size_t bufcap = 16384;
   char *b = malloc(bufcap);
-  if (!b) return fail(err, cap, "out of memory");
+  if (!b) return shoal__tb_fail(err, cap, "out of memory");
   size_t n = 0;
 #define W(...) (n += (size_t)snprintf(b + n, n < bufcap ? bufcap - n : 0, __VA_ARGS__))
   W("# written by shoal testbed up --slurm; removed by shoal testbed down\n");
@@ -171,73 +162,48 @@ static int write_configs(const tb_t *tb, const char *dir, int gpus, int cpus, ch
   return 0;
 io:
   free(b);
-  return fail(err, cap, "%s: %s", p, strerror(errno));
+  return shoal__tb_fail(err, cap, "%s: %s", p, strerror(errno));
 }
 
 static int enter_fabric(const tb_t *tb, char *err, size_t cap) {
   char p[128];
   snprintf(p, sizeof p, "/run/netns/%s", tb->fabric);
   int fd = open(p, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(err, cap, "cannot open %s: %s", p, strerror(errno));
+  if (fd < 0) return shoal__tb_fail(err, cap, "cannot open %s: %s", p, strerror(errno));
   int rc = setns(fd, CLONE_NEWNET);
   int e = errno;
   close(fd);
-  if (rc) return fail(err, cap, "setns(%s): %s", tb->fabric, strerror(e));
-  return 0;
-}
-
-/* Run argv with stdout/stderr to /dev/null (or err), bounded. */
-static int run_argv(char *const argv[], char *err, size_t cap) {
-  pid_t pid = fork();
-  if (pid < 0) return fail(err, cap, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    redirect_out("/dev/null");
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  double dl = shoal__now_s() + 20;
-  int st = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    if (shoal__now_s() > dl) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return fail(err, cap, "%s did not finish within 20 s", argv[0]);
-    }
-    usleep(20000);
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st)) return fail(err, cap, "%s %s %s ... failed (status %d)", argv[0], argv[1] ? argv[1] : "", argv[1] && argv[2] ? argv[2] : "", st);
+  if (rc) return shoal__tb_fail(err, cap, "setns(%s): %s", tb->fabric, strerror(e));
   return 0;
 }
 
 int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t cap) {
   tb_t *tb = calloc(1, sizeof *tb);
-  if (!tb) return fail(err, cap, "out of memory");
+  if (!tb) return shoal__tb_fail(err, cap, "out of memory");
   int rc = -1;
   char dir[160], p[320], q[320];
   if (shoal__tb_load(name, tb, err, cap)) goto out;
   if (gpus < 1 || gpus > TB_SLURM_MAX_GPUS) {
-    fail(err, cap, "--gpus %d: 1..%d per host", gpus, TB_SLURM_MAX_GPUS);
+    shoal__tb_fail(err, cap, "--gpus %d: 1..%d per host", gpus, TB_SLURM_MAX_GPUS);
     goto out;
   }
   if (cpus < 1) cpus = gpus > 2 ? gpus : 2;
   const char *bins[] = {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch"};
   for (size_t k = 0; k < sizeof bins / sizeof *bins; k++)
     if (access(bins[k], X_OK)) {
-      fail(err, cap, "%s not found: install Debian's slurmctld slurmd slurm-client munge (scripts/deps.sh test)", bins[k]);
+      shoal__tb_fail(err, cap, "%s not found: install Debian's slurmctld slurmd slurm-client munge (scripts/deps.sh test)", bins[k]);
       goto out;
     }
   struct passwd *mu = getpwnam("munge");
   if (!mu) {
-    fail(err, cap, "no 'munge' user (the munge package creates it)");
+    shoal__tb_fail(err, cap, "no 'munge' user (the munge package creates it)");
     goto out;
   }
   uid_t muid = mu->pw_uid;
   gid_t mgid = mu->pw_gid;
   shoal__tb_slurm_dir(name, dir, sizeof dir);
   if (mkdir(dir, 0755)) {
-    fail(err, cap, errno == EEXIST ? "%s exists: Slurm already up on testbed %s" : "mkdir %s: %s", dir,
+    shoal__tb_fail(err, cap, errno == EEXIST ? "%s exists: Slurm already up on testbed %s" : "mkdir %s: %s", dir,
          errno == EEXIST ? name : strerror(errno));
     goto out;
   }
@@ -246,14 +212,14 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   for (size_t k = 0; k < 4; k++) {
     snprintf(p, sizeof p, "%s/%s", dir, subs[k]);
     if (mkdir(p, 0755)) {
-      fail(err, cap, "mkdir %s: %s", p, strerror(errno));
+      shoal__tb_fail(err, cap, "mkdir %s: %s", p, strerror(errno));
       goto out;
     }
   }
   for (int g = 0; g < gpus; g++) {
     snprintf(p, sizeof p, "%s/dev/gpu%d", dir, g);
     if (mknod(p, S_IFCHR | 0666, makedev(1, 3))) {
-      fail(err, cap, "mknod %s: %s", p, strerror(errno));
+      shoal__tb_fail(err, cap, "mknod %s: %s", p, strerror(errno));
       goto out;
     }
   }
@@ -267,13 +233,13 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
     int kf = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (got != (ssize_t)sizeof key || kf < 0 || write(kf, key, sizeof key) != (ssize_t)sizeof key) {
       if (kf >= 0) close(kf);
-      fail(err, cap, "cannot write the munge key %s", p);
+      shoal__tb_fail(err, cap, "cannot write the munge key %s", p);
       goto out;
     }
     close(kf);
     snprintf(q, sizeof q, "%s/munge", dir);
     if (chown(p, muid, mgid) || chown(q, muid, mgid)) {
-      fail(err, cap, "chown %s to munge: %s", q, strerror(errno));
+      shoal__tb_fail(err, cap, "chown %s to munge: %s", q, strerror(errno));
       goto out;
     }
   }
@@ -282,24 +248,21 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   snprintf(p, sizeof p, "%s/hosts", tb->dir);
   FILE *hf = fopen(p, "a");
   if (!hf) {
-    fail(err, cap, "%s: %s", p, strerror(errno));
+    shoal__tb_fail(err, cap, "%s: %s", p, strerror(errno));
     goto out;
   }
   fprintf(hf, "%s\t%s-ctl\n", CTL_ADDR, name);
   fclose(hf);
   /* the controller's address, in the fabric */
   {
-    char ns[64], addr[32];
-    snprintf(ns, sizeof ns, "%s", tb->fabric);
-    snprintf(addr, sizeof addr, "%s/16", CTL_ADDR);
-    char *argv[] = {"ip", "-n", ns, "addr", "add", addr, "dev", tb->nracks > 1 ? "brc" : "br0", NULL};
-    if (run_argv(argv, err, cap)) goto out;
+    if (shoal__tb_run(err, cap, "ip -n %s addr add %s/16 dev %s", tb->fabric, CTL_ADDR, tb->nracks > 1 ? "brc" : "br0"))
+      goto out;
   }
   fflush(NULL);
   /* munged */
   pid_t pid = fork();
   if (pid < 0) {
-    fail(err, cap, "fork: %s", strerror(errno));
+    shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
     goto out;
   }
   if (pid == 0) {
@@ -316,7 +279,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
     _exit(127);
   }
   if (record_pid(dir, "munged", pid)) {
-    fail(err, cap, "%s/pids: %s", dir, strerror(errno));
+    shoal__tb_fail(err, cap, "%s/pids: %s", dir, strerror(errno));
     goto out;
   }
   snprintf(p, sizeof p, "%s/munge/sock", dir);
@@ -324,20 +287,20 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   double dl = shoal__now_s() + 10;
   while (stat(p, &st) && shoal__now_s() < dl) {
     if (waitpid(pid, NULL, WNOHANG) == pid) {
-      fail(err, cap, "munged exited at start (see %s/munge/log)", dir);
+      shoal__tb_fail(err, cap, "munged exited at start (see %s/munge/log)", dir);
       goto out;
     }
     usleep(10000);
   }
   if (stat(p, &st)) {
-    fail(err, cap, "munged did not create %s within 10 s", p);
+    shoal__tb_fail(err, cap, "munged did not create %s within 10 s", p);
     goto out;
   }
   snprintf(q, sizeof q, "%s/slurm.conf", dir);
   /* slurmctld, in the fabric namespace with its own host name */
   pid = fork();
   if (pid < 0) {
-    fail(err, cap, "fork: %s", strerror(errno));
+    shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
     goto out;
   }
   if (pid == 0) {
@@ -359,7 +322,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   for (int i = 0; i < tb->nhosts; i++) {
     pid = fork();
     if (pid < 0) {
-      fail(err, cap, "fork: %s", strerror(errno));
+      shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
       goto out;
     }
     if (pid == 0) {
@@ -400,13 +363,13 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
     int dead = 0;
     while (waitpid(-1, NULL, WNOHANG) > 0) dead++;
     if (dead) {
-      fail(err, cap, "a Slurm daemon exited at start (logs: %s/ctld/, %s/d/)", dir, dir);
+      shoal__tb_fail(err, cap, "a Slurm daemon exited at start (logs: %s/ctld/, %s/d/)", dir, dir);
       goto out;
     }
     usleep(100000);
   }
   if (idle != tb->nhosts) {
-    fail(err, cap, "the Slurm nodes were not idle within %g s (logs: %s/ctld/slurmctld.log, %s/d/)", SLURM_UP_DEADLINE_S, dir,
+    shoal__tb_fail(err, cap, "the Slurm nodes were not idle within %g s (logs: %s/ctld/slurmctld.log, %s/d/)", SLURM_UP_DEADLINE_S, dir,
          dir);
     goto out;
   }
@@ -416,7 +379,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   rc = 0;
   goto out;
 pidfail:
-  fail(err, cap, "%s/pids: %s", dir, strerror(errno));
+  shoal__tb_fail(err, cap, "%s/pids: %s", dir, strerror(errno));
 out:
   free(tb);
   return rc;
@@ -519,7 +482,7 @@ void shoal__tb_slurm_status(const char *name) {
  * fabric namespace (where the controller listens) and set SLURM_CONF. */
 int shoal__tb_slurm_enter(const char *name, char *err, size_t cap) {
   tb_t *tb = calloc(1, sizeof *tb);
-  if (!tb) return fail(err, cap, "out of memory");
+  if (!tb) return shoal__tb_fail(err, cap, "out of memory");
   int rc = -1;
   char dir[160], p[256];
   struct stat st;
@@ -527,7 +490,7 @@ int shoal__tb_slurm_enter(const char *name, char *err, size_t cap) {
   shoal__tb_slurm_dir(name, dir, sizeof dir);
   snprintf(p, sizeof p, "%s/slurm.conf", dir);
   if (stat(p, &st)) {
-    fail(err, cap, "testbed %s has no Slurm (%s missing; start it with shoal testbed up --slurm)", name, p);
+    shoal__tb_fail(err, cap, "testbed %s has no Slurm (%s missing; start it with shoal testbed up --slurm)", name, p);
     goto out;
   }
   if (enter_fabric(tb, err, cap)) goto out;

@@ -40,6 +40,13 @@ typedef struct tb {
 } tb_t;
 
 /* Valid testbed name: [a-z][a-z0-9]{0,11}. */
+/* Write the message into err (cap bytes) and return -1. */
+int shoal__tb_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Run a command given as space-separated words (none contains a space), with
+ * stdin/stdout on /dev/null and stderr captured into the error; bounded by
+ * TB_CMD_DEADLINE_S. 0, or -1 with err set. */
+#define TB_CMD_DEADLINE_S 20.0
+int shoal__tb_run(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int shoal__tb_name_ok(const char *name);
 /* Load the state of testbed `name`; 0, or -1 with a message in err. */
 int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap);
