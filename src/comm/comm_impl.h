@@ -38,6 +38,10 @@ typedef struct shoal__transport {
 } shoal__transport_t;
 
 extern const shoal__transport_t shoal__tcp_transport;
+/* Send an abort or goodbye notice (wop; none when 0 or !boundary) and close the
+ * write side: the TCP transport's shutdown, also used by transports whose
+ * notices travel over the pair's TCP connection. */
+void shoal__tcp_close(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text, int boundary);
 
 enum { SHOAL__CONN_OPEN = 0, SHOAL__CONN_LEFT = 1, SHOAL__CONN_CLOSED = 2 };
 

@@ -257,8 +257,10 @@ static int shm_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
 }
 
 static void shm_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text) {
-  /* notices go over the TCP connection, which the peer watches */
-  shoal__tcp_transport.shutdown(w, conn, wop, text);
+  /* Notices go over the TCP connection, which the peer watches and which
+   * carries no payload between same-host ranks: always at a message boundary,
+   * even when a shared-memory message to this peer is half written. */
+  shoal__tcp_close(w, conn, wop, text, 1);
 }
 
 const shoal__transport_t shoal__shm_transport = {

@@ -78,10 +78,8 @@ static int tcp_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
   }
 }
 
-static void tcp_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text) {
+void shoal__tcp_close(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text, int boundary) {
   if (conn->fd < 0) return;
-  /* A notice only at a message boundary: mid-message it would be read as payload. */
-  int boundary = !conn->sq_head || (conn->sq_head->hdr_done == 0);
   if (boundary && wop) {
     unsigned char msg[SHOAL__HDR_BYTES + SHOAL__ABORT_TEXT_MAX];
     size_t tl = text ? strlen(text) : 0;
@@ -111,6 +109,11 @@ static void tcp_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const 
   close(conn->fd);
   conn->fd = -1;
   conn->state = SHOAL__CONN_CLOSED;
+}
+
+static void tcp_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text) {
+  /* A notice only at a message boundary: mid-message it would be read as payload. */
+  shoal__tcp_close(w, conn, wop, text, !conn->sq_head || conn->sq_head->hdr_done == 0);
 }
 
 const shoal__transport_t shoal__tcp_transport = {

@@ -10,28 +10,13 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "train_testutil.h"
 #include "shoal/sync.h"
 #include "train/sync.h"
 
 static int g_port;
 
-static shoal_comm_t *join(int rank, int n) {
-  char v[32];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("SHOAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", n);
-  setenv("SHOAL_WORLD_SIZE", v, 1);
-  snprintf(v, sizeof v, "%d", g_port);
-  setenv("SHOAL_MASTER_PORT", v, 1);
-  setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
-  setenv("SHOAL_TIMEOUT", "60", 1);
-  shoal_comm_t *c = NULL;
-  if (shoal_comm_init_env(&c)) {
-    fprintf(stderr, "rank %d: init: %s\n", rank, shoal_last_error());
-    return NULL;
-  }
-  return c;
-}
+static shoal_comm_t *join(int rank, int n) { return train_test_join(rank, n, g_port); }
 
 static void run(int n, int (*fn)(int, void *), void *arg) {
   g_port = shoal_test_free_port();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "train_testutil.h"
 #include "core/rng.h"
 #include "shoal/comm.h"
 #include "shoal/train.h"
@@ -25,24 +26,7 @@ static void load_fmnist(void) {
   CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", 0, &g_test));
 }
 
-/* In a forked child: join a world of n ranks on g_port. */
-static shoal_comm_t *join(int rank, int n) {
-  char v[32];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("SHOAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", n);
-  setenv("SHOAL_WORLD_SIZE", v, 1);
-  snprintf(v, sizeof v, "%d", g_port);
-  setenv("SHOAL_MASTER_PORT", v, 1);
-  setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
-  setenv("SHOAL_TIMEOUT", "60", 1);
-  shoal_comm_t *c = NULL;
-  if (shoal_comm_init_env(&c)) {
-    fprintf(stderr, "rank %d: init: %s\n", rank, shoal_last_error());
-    return NULL;
-  }
-  return c;
-}
+static shoal_comm_t *join(int rank, int n) { return train_test_join(rank, n, g_port); }
 
 typedef struct job {
   int n;
