@@ -38,8 +38,11 @@ DEPS_sched := sched core
 DEPS_sim   := sim sched core
 
 define layer_rules
-SRC_$(1) := $$(wildcard src/$(1)/*.c)
+SRC_$(1) := $$(wildcard src/$(1)/*.c src/$(1)/*/*.c)
 OBJ_$(1) := $$(SRC_$(1):%.c=$(BUILD)/%.o)
+# a static archive keeps one member per file name: sub-folders of a layer must not repeat one
+DUP_$(1) := $$(shell printf '%s\n' $$(notdir $$(SRC_$(1))) | sort | uniq -d)
+$$(if $$(DUP_$(1)),$$(error src/$(1): file names used twice across its sub-folders: $$(DUP_$(1))))
 $(BUILD)/libshoal_$(1).a: $$(OBJ_$(1))
 	@mkdir -p $$(@D)
 	@rm -f $$@

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "coll_check.h"
-#include "comm/coll.h"
-#include "comm/tune.h"
+#include "comm/coll/coll.h"
+#include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"

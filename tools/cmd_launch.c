@@ -37,8 +37,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm/auth.h"
-#include "comm/sock.h"
+#include "comm/bootstrap/auth.h"
+#include "comm/bootstrap/sock.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/tune.h"
+#include "comm/tune/tune.h"
 #include "core/config.h"
 #include "shoal/comm.h"
 

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "comm/coll/redop.h"
 #include "coll_check.h"
 
 double shoal_tool_val(int rank, size_t i, shoal_redop_t op) {

@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/auth.h"
-#include "comm/bootstrap.h"
+#include "comm/bootstrap/auth.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/comm_impl.h"
-#include "comm/mesh.h"
-#include "comm/shm.h"
-#include "comm/sock.h"
-#include "comm/store.h"
+#include "comm/bootstrap/mesh.h"
+#include "comm/transport/shm.h"
+#include "comm/bootstrap/sock.h"
+#include "comm/bootstrap/store.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/siphash.h"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "comm/async.h"
-#include "comm/p2p.h"
+#include "comm/p2p/p2p.h"
 
 /* Wire header, 40 bytes, little-endian (docs/comm.md):
  *   0 u32 magic "SHL1"   4 u8 opcode  5 u8 dtype  6 u8 redop  7 u8 flags(0)

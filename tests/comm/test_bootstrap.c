@@ -7,10 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm/bootstrap.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/comm_impl.h"
-#include "comm/sock.h"
-#include "comm/store.h"
+#include "comm/bootstrap/sock.h"
+#include "comm/bootstrap/store.h"
 #include "core/siphash.h"
 #include "test_p2p_util.h"
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
-#include "comm/reduce.h"
+#include "comm/coll/redop.h"
 #include "shoal/comm.h"
 
 #define BIG_BYTES (3u << 20)

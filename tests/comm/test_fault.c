@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/p2p.h"
-#include "comm/store.h"
+#include "comm/p2p/p2p.h"
+#include "comm/bootstrap/store.h"
 #include "core/clock.h"
 #include "test_p2p_util.h"
 

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "comm/p2p.h"
+#include "comm/p2p/p2p.h"
 #include "test_p2p_util.h"
 
 #define FAILR(...)                \

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "comm/coll/redop.h"
 #include "core/rng.h"
 #include "../runner.h"
 

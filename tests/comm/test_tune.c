@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
-#include "comm/tune.h"
+#include "comm/tune/tune.h"
 
 typedef struct tune_arg {
   int n, port;

@@ -3,7 +3,7 @@
  * once, so time ~ S/B + (p-2) chunks instead of lg p * S/B). */
 #include <stdlib.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -3,7 +3,7 @@
 #ifndef SHOAL_COMM_MESH_H
 #define SHOAL_COMM_MESH_H
 
-#include "comm/auth.h"
+#include "comm/bootstrap/auth.h"
 #include "comm/comm_impl.h"
 #include "core/clock.h"
 

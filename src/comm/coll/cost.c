@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/tune.h"
+#include "comm/coll/coll.h"
+#include "comm/tune/tune.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"

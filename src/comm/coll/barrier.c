@@ -1,8 +1,8 @@
 /* Barrier: dissemination (Hensgen, Finkel & Manber): ceil(lg p) rounds; in
  * round k every rank signals rank + 2^k and waits for rank - 2^k. One byte
  * per message so the transport's header checks see a real payload. */
-#include "comm/coll.h"
-#include "comm/shm.h"
+#include "comm/coll/coll.h"
+#include "comm/transport/shm.h"
 #include "core/error.h"
 
 int shoal_barrier(shoal_comm_t *c) {

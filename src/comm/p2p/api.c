@@ -5,8 +5,8 @@
 #include <sys/socket.h>
 
 #include "comm/comm_impl.h"
-#include "comm/shm.h"
-#include "comm/sock.h"
+#include "comm/transport/shm.h"
+#include "comm/bootstrap/sock.h"
 #include "core/error.h"
 
 static int check_args(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, const char *fn) {

@@ -5,7 +5,7 @@
  * them, so per-peer FIFO delivery matches sends to receives. */
 #include <stdlib.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 
 #define RING_MAX_CHUNKS 1024
 #define RING_WINDOW 4 /* receives posted ahead of the one being reduced */

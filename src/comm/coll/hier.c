@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/shm.h"
-#include "comm/tune.h"
+#include "comm/coll/coll.h"
+#include "comm/transport/shm.h"
+#include "comm/tune/tune.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "comm/coll/redop.h"
 #include "core/error.h"
 
 static inline uint32_t f2u(float f) {

@@ -23,8 +23,8 @@
 
 #include <stdio.h>
 
-#include "comm/coll.h"
-#include "comm/shm.h"
+#include "comm/coll/coll.h"
+#include "comm/transport/shm.h"
 
 enum { SHOAL__TUNE_NVALS = 8 };
 typedef struct shoal__tune {

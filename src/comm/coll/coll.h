@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-#include "comm/p2p.h"
-#include "comm/reduce.h"
+#include "comm/p2p/p2p.h"
+#include "comm/coll/redop.h"
 
 /* --- small utilities (coll_common.c) --- */
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm/auth.h"
+#include "comm/bootstrap/auth.h"
 #include "core/clock.h"
 
 enum shoal__store_frame {

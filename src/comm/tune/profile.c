@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/tune.h"
+#include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

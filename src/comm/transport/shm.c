@@ -1,7 +1,7 @@
 /* Shared-memory segment of a host group and the shm point-to-point
  * transport (per-pair SPSC byte rings carrying the same framed stream as
  * TCP: 40-byte header then payload). See shm.h and docs/shm.md. */
-#include "comm/shm.h"
+#include "comm/transport/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/auth.h"
-#include "comm/sock.h"
-#include "comm/tune.h"
+#include "comm/bootstrap/auth.h"
+#include "comm/bootstrap/sock.h"
+#include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"

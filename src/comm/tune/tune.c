@@ -1,7 +1,7 @@
 /* The fitted cost model: cache file, per-size choice of the allreduce
  * algorithm, the dispatcher hooked into shoal_allreduce_algo, and the
  * explanation printed by `shoal tune` / `shoal bench --explain`. */
-#include "comm/tune.h"
+#include "comm/tune/tune.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  *              > OMPI_COMM_WORLD_RANK/SIZE > PMI_RANK/PMI_SIZE > SLURM_PROCID/SLURM_NTASKS
  *              > a world of one;
  *   store:     params > SHOAL_MASTER_ADDR/PORT > MASTER_ADDR/PORT > 127.0.0.1:29500. */
-#include "comm/bootstrap.h"
+#include "comm/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"

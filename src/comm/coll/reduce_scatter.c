@@ -3,7 +3,7 @@
  * partial sums live in a scratch buffer and the last step writes recvbuf. */
 #include <string.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 #include "core/error.h"
 #include "core/log.h"
 

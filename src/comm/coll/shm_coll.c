@@ -28,8 +28,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "comm/coll.h"
-#include "comm/shm.h"
+#include "comm/coll/coll.h"
+#include "comm/transport/shm.h"
 #include "core/error.h"
 
 #define SMALL_MAX (16u << 10)

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/coll.h"
-#include "comm/tune.h"
+#include "comm/coll/coll.h"
+#include "comm/tune/tune.h"
 #include "core/error.h"
 #include "core/log.h"
 

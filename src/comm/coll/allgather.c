@@ -2,7 +2,7 @@
  * forwarded as soon as it arrives), receiving straight into recvbuf. */
 #include <string.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -1,4 +1,4 @@
-#include "comm/auth.h"
+#include "comm/bootstrap/auth.h"
 
 #include <string.h>
 #include <sys/random.h>

@@ -3,7 +3,7 @@
  * Both MACs bind the two nonces, both ranks and the world id, so a stale
  * rank of another job, a stray client or a wrong token is refused (and
  * logged) without the token ever being sent. */
-#include "comm/mesh.h"
+#include "comm/bootstrap/mesh.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/sock.h"
+#include "comm/bootstrap/sock.h"
 #include "core/error.h"
 #include "core/log.h"
 

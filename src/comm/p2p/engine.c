@@ -1,7 +1,7 @@
 /* The point-to-point engine behind p2p.h: per-connection FIFO queues of
  * caller-owned requests, driven by one poll() loop over every connection of
  * the world, with header checks, deadlines and abort propagation. */
-#include "comm/p2p.h"
+#include "comm/p2p/p2p.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "comm/comm_impl.h"
-#include "comm/shm.h"
-#include "comm/sock.h"
+#include "comm/transport/shm.h"
+#include "comm/bootstrap/sock.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"

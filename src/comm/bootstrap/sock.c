@@ -1,5 +1,5 @@
 /* Bootstrap socket helpers: deadlines everywhere, errors that name the target. */
-#include "comm/sock.h"
+#include "comm/bootstrap/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Rendezvous store: a poll()-driven server thread in rank 0, and a blocking
  * client with deadlines. Each client is a small state machine over its input
  * buffer, so a slow or hostile client never stalls the others. */
-#include "comm/store.h"
+#include "comm/bootstrap/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/sock.h"
+#include "comm/bootstrap/sock.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "comm/coll.h"
+#include "comm/coll/coll.h"
 #include "core/clock.h"
 #include "core/error.h"
 
