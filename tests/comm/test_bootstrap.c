@@ -207,7 +207,9 @@ static int rank_stray_peer(int rank, void *arg) {
     if (shoal__store_get(&sc, "rank/0", 1, val, sizeof val, NULL, shoal__deadline_in(10))) FAILR("get");
     shoal__store_close(&sc);
     int port = atoi(strchr(val, ':') + 1);
-    /* both connections first: rank 0 accepts in arrival order, so they are served before rank 1's */
+    /* Both connections first (queued at rank 0 before rank 1 starts), and both answered at once,
+     * before any verdict is read: rank 0 serves handshakes in parallel and stops once its world is
+     * complete, so a stranger still talking after rank 1 has connected may be dropped unanswered. */
     int fds[2];
     struct in_addr lo = {htonl(0x7f000001)};
     for (int k = 0; k < 2; k++)
@@ -216,7 +218,7 @@ static int rank_stray_peer(int rank, void *arg) {
     if (write(stray_done[1], &go, 1) != 1) FAILR("pipe");
     for (int attempt = 0; attempt < 2; attempt++) {
       int fd = fds[attempt];
-      unsigned char hello[20], ans[44] = {0}, verdict[12];
+      unsigned char hello[20], ans[44] = {0};
       if (shoal__sock_read_all(fd, hello, 20, shoal__deadline_in(10), "hello")) FAILR("hello: %s", shoal_last_error());
       shoal__put_u32(ans, 0x50484853u);
       shoal__put_u32(ans + 4, 1); /* claims to be rank 1 */
@@ -230,9 +232,12 @@ static int rank_stray_peer(int rank, void *arg) {
         shoal__put_u64(ans + 36, shoal__auth_mac(&key, 'C', hello + 4, ans + 20, ctx, sizeof ctx));
       }
       if (shoal__sock_write_all(fd, ans, 44, shoal__deadline_in(5), "answer")) FAILR("answer");
-      if (shoal__sock_read_all(fd, verdict, 12, shoal__deadline_in(5), "verdict")) FAILR("verdict");
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+      unsigned char verdict[12];
+      if (shoal__sock_read_all(fds[attempt], verdict, 12, shoal__deadline_in(5), "verdict")) FAILR("verdict");
       if (shoal__get_u32(verdict) != (attempt == 0 ? 1u : 2u)) FAILR("verdict %u", shoal__get_u32(verdict));
-      close(fd);
+      close(fds[attempt]);
     }
     return 0;
   }
