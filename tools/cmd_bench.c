@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "coll_check.h"
-#include "comm/coll/coll.h"
+#include "comm/coll/algo.h"
 #include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -60,10 +60,12 @@ static void usage(FILE *f) {
              "  -f FACTOR   size multiplier (2)                   -n ITERS  iterations (auto from warm-up)\n"
              "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
              "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations\n"
-             "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce: auto|ring|rhd|rd (auto)\n"
+             "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce algorithm (auto):\n"
+             "              %s\n"
              "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
              "  --check     count wrong elements (#wrong)         --explain print the cost model's choice per size\n"
-             "  -p RANKS    with --explain: rank count, without launching\n");
+             "  -p RANKS    with --explain: rank count, without launching\n",
+          shoal__algo_list());
 }
 
 static int parse_opts(int argc, char **argv, bopts_t *o) {
@@ -131,38 +133,47 @@ static size_t next_size(size_t b, double f) {
 }
 
 static int explain(const bopts_t *o, int p) {
-  shoal__cost_t m;
-  if (shoal__cost_params(&m)) {
+  shoal__coll_ctx_t x;
+  shoal_algo_t forced;
+  if (shoal__coll_ctx_model(p, &x) || shoal__algo_env(&forced)) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
     return 1;
   }
   printf("# allreduce cost model on %d ranks: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
          "(SHOAL_ALPHA_US, SHOAL_BETA_GBPS, SHOAL_GAMMA_GBPS)\n",
-         p, m.alpha_s * 1e6, 1e-9 / m.beta_s, 1e-9 / m.gamma_s);
-  printf("# %12s %12s %12s %12s  %-6s %-26s %10s\n", "size(B)", "ring(us)", "rhd(us)", "rd(us)", "choice", "why",
-         "chunk(B)");
-  shoal_algo_t forced;
-  if (shoal__algo_env(&forced)) {
-    fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
-    return 1;
+         p, x.net.alpha_s * 1e6, 1e-9 / x.net.beta_s, 1e-9 / x.net.gamma_s);
+  int n = shoal__algo_count();
+  printf("# %12s", "size(B)");
+  for (int i = 1; i < n; i++) {
+    char col[32];
+    snprintf(col, sizeof col, "%s(us)", shoal__algo((shoal_algo_t)i)->name);
+    printf(" %10s", col);
   }
+  printf("  %-6s %-26s %10s\n", "choice", "why", "chunk(B)");
   for (size_t b = o->minb; b <= o->maxb; b = next_size(b, o->factor)) {
-    double t[SHOAL_ALGO__COUNT];
-    shoal__cost_pick(p, b, &m, t);
-    shoal_algo_t a;
-    char why[192];
-    if (shoal__allreduce_resolve(p, b, o->algo, forced, &a, why, sizeof why)) {
+    shoal__choice_t ch;
+    if (shoal__coll_price(&x, b, SHOAL__CHOOSE_NOPLAN, &ch)) {
       fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
       return 1;
     }
-    size_t chunk = 0;
-    if (shoal__ring_chunk_bytes(p, b, &m, &chunk)) {
+    shoal_algo_t a = o->algo != SHOAL_ALGO_AUTO ? o->algo : forced != SHOAL_ALGO_AUTO ? forced : ch.algo;
+    const char *why = o->algo != SHOAL_ALGO_AUTO   ? "requested by the caller"
+                      : forced != SHOAL_ALGO_AUTO ? "forced by SHOAL_ALGO"
+                                                  : "cost model (cheapest)";
+    shoal__plan_t plan = {0};
+    const shoal__coll_algo_t *alg = shoal__algo(a);
+    if (alg && alg->plan && alg->plan(&x, b, &plan)) {
       fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
       return 1;
     }
-    printf("  %12zu %12.1f %12.1f %12.1f  %-6s %-26s %10zu\n", b, t[SHOAL_ALGO_RING] * 1e6, t[SHOAL_ALGO_RHD] * 1e6,
-           t[SHOAL_ALGO_RD] * 1e6, shoal_algo_name(a),
-           strncmp(why, "cost model", 10) ? why : "cost model (cheapest)", chunk);
+    printf("  %12zu", b);
+    for (int i = 1; i < n; i++) {
+      if (isinf(ch.t[i])) printf(" %10s", "-");
+      else printf(" %10.1f", ch.t[i] * 1e6);
+    }
+    char chunk[24] = "-";
+    if (plan.chunk_bytes) snprintf(chunk, sizeof chunk, "%zu", plan.chunk_bytes);
+    printf("  %-6s %-26s %10s\n", shoal_algo_name(a), why, chunk);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 /* shoal selftest: run under `shoal launch -n N -- shoal selftest`. Every
- * collective once per dtype/op (and algorithm for allreduce) with a bit-exact
+ * collective once per dtype/op (and, for allreduce, per algorithm of the
+ * table that applies to the communicator) with a bit-exact
  * check; rank 0 prints one PASS/FAIL line per collective with the number of
  * wrong elements summed over all ranks. Exit 1 on any failure. */
 #include <stdint.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include "coll_check.h"
+#include "comm/coll/algo.h"
+#include "core/error.h"
 #include "core/config.h"
 #include "shoal/comm.h"
 
@@ -21,11 +24,32 @@ typedef struct st {
 static const shoal_dtype_t red_dtypes[] = {SHOAL_FLOAT32, SHOAL_FLOAT64, SHOAL_INT32, SHOAL_INT64, SHOAL_BFLOAT16,
                                            SHOAL_FLOAT16};
 
+/* The allreduce algorithms of the table that apply to c, and their names. */
+static int applicable_algos(shoal_comm_t *c, shoal_algo_t *out, char *names, size_t cap) {
+  shoal__coll_ctx_t x;
+  shoal__coll_ctx(c, &x);
+  int n = 0;
+  size_t used = 0;
+  names[0] = '\0';
+  for (int a = 1; a < shoal__algo_count(); a++) {
+    const shoal__coll_algo_t *alg = shoal__algo((shoal_algo_t)a);
+    if (alg->applies && alg->applies(&x)) continue; /* shm on several hosts, hier without shared memory... */
+    out[n++] = (shoal_algo_t)a;
+    if (used < cap) used += (size_t)snprintf(names + used, cap - used, "%s%s", used ? ", " : "", alg->name);
+  }
+  shoal__clearerr();
+  return n;
+}
+
+static shoal_algo_t g_algos[SHOAL__ALGO_MAX];
+static int g_nalgos;
+static char g_allreduce_what[160];
+
 /* Each returns the number of wrong elements on this rank, or a negative status. */
 static long t_allreduce(st_t *s, int *checks) {
   long wrong = 0;
-  const shoal_algo_t algos[] = {SHOAL_ALGO_RING, SHOAL_ALGO_RHD, SHOAL_ALGO_RD};
-  for (int a = 0; a < 3; a++)
+  const shoal_algo_t *algos = g_algos;
+  for (int a = 0; a < g_nalgos; a++)
     for (int d = 0; d < 6; d++)
       for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
         shoal_dtype_t dt = red_dtypes[d];
@@ -138,12 +162,12 @@ static long t_sendrecv(st_t *s, int *checks) {
   return wrong;
 }
 
-static const struct {
+static struct {
   const char *name;
   long (*fn)(st_t *, int *);
   const char *what;
 } tests[] = {
-  {"allreduce", t_allreduce, "ring, rhd, rd x 6 dtypes x sum/avg/min/max/prod"},
+  {"allreduce", t_allreduce, g_allreduce_what}, /* the table's algorithms that apply x 6 dtypes x 5 ops */
   {"broadcast", t_broadcast, "7 dtypes x root first/last"},
   {"reduce", t_reduce, "6 dtypes x 5 ops, rotating root"},
   {"reduce_scatter", t_reduce_scatter, "6 dtypes x 5 ops"},
@@ -176,6 +200,9 @@ int shoal_cmd_selftest(int argc, char **argv) {
   }
   s.rank = shoal_comm_rank(s.c);
   s.size = shoal_comm_size(s.c);
+  char names[128];
+  g_nalgos = applicable_algos(s.c, g_algos, names, sizeof names);
+  snprintf(g_allreduce_what, sizeof g_allreduce_what, "%s x 6 dtypes x sum/avg/min/max/prod", names);
   size_t cap = s.count * (size_t)s.size * 8;
   s.a = malloc(cap), s.b = malloc(cap), s.w = malloc(cap);
   int failed = 0;

@@ -11,9 +11,12 @@
 
 #include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
 #include "comm/bootstrap/mesh.h"
+#include "comm/topo.h"
 #include "comm/transport/shm.h"
+#include "comm/tune/tune.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
 #include "core/error.h"
@@ -57,6 +60,8 @@ static void world_free(shoal__world_t *w) {
   shoal__async_stop(w);
   shoal__world_goodbye(w);
   shoal__shm_detach(w);
+  shoal__tune_free(w);
+  shoal__topo_free(w);
   for (int i = 0; i < w->size; i++) {
     if (w->conns[i].fd >= 0) close(w->conns[i].fd);
     if (w->conns[i].zombie_fd >= 0) close(w->conns[i].zombie_fd);
@@ -254,8 +259,9 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   }
   if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_init: out is NULL");
   shoal__boot_cfg_t cfg;
+  shoal_algo_t algo_env;
   int rc = shoal__boot_resolve(params, &cfg);
-  if (rc) return rc;
+  if (rc || (rc = shoal__algo_env(&algo_env))) return rc;
   shoal__log_set_rank(cfg.rank);
   SHOAL_INFO("INIT", "rank %d of %d (from %s); store %s:%d (address from %s, port from %s); timeout %.0f s, "
              "connect timeout %.0f s", cfg.rank, cfg.size, cfg.rank_src, cfg.master_addr, cfg.master_port,
@@ -276,7 +282,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   }
   w->emu_delay_ns = (uint64_t)(cfg.emu_delay_us * 1000.0);
   w->spin_ns = (uint64_t)(cfg.spin_us * 1000.0);
-  w->algo_env = (shoal_algo_t)cfg.algo_env;
+  w->algo_env = algo_env;
   if (w->emu_delay_ns) SHOAL_INFO("NET", "emulating %.0f us of one-way latency on every message", cfg.emu_delay_us);
   shoal_comm_t *c = comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
   if (!c) {
@@ -284,10 +290,15 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
     return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
   }
   for (int i = 0; i < cfg.size; i++) c->wranks[i] = i;
-  if ((rc = shoal__shm_attach(c))) { /* shared memory among same-host ranks + tuning profile (shm.c) */
+  /* the world's three owners, in order: host groups; the shared-memory segment of this rank's group
+   * (its connections switch to the shm transport); the tuning profile (cache lookup or measurement).
+   * Their set-up traffic does not count: users' sequence numbers start at 1. */
+  uint32_t seq0 = c->seq;
+  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) {
     shoal_comm_destroy(c);
     return rc;
   }
+  c->seq = seq0;
   *out = c;
   return 0;
 }

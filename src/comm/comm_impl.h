@@ -1,4 +1,4 @@
-/* Internal structures of communicators and connections (comm.c, p2p.c, tcp.c).
+/* Internal structures of worlds, communicators and connections.
  *
  * A world (one per shoal_comm_init) owns one connection per peer; every
  * communicator split from it shares the world and its connections, told
@@ -12,6 +12,7 @@
 
 #include "comm/async.h"
 #include "comm/p2p/p2p.h"
+#include "comm/topo.h"
 
 /* Wire header, 40 bytes, little-endian (docs/comm.md):
  *   0 u32 magic "SHL1"   4 u8 opcode  5 u8 dtype  6 u8 redop  7 u8 flags(0)
@@ -23,25 +24,7 @@
 #define SHOAL__WOP_GOODBYE 0xBE /* no payload; the sender destroyed its world normally */
 #define SHOAL__ABORT_TEXT_MAX 480
 
-typedef struct shoal__world shoal__world_t;
-typedef struct shoal__conn shoal__conn_t;
-
-/* Per-peer transport. A shared-memory transport fills the same slots. */
-typedef struct shoal__transport {
-  const char *name;
-  /* Move bytes of req (the head of conn's queue). 1: req complete; 0: would
-   * block; < 0: failed (status; the message is already recorded). */
-  int  (*send_progress)(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req);
-  int  (*recv_progress)(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req);
-  /* Best-effort notice (abort/goodbye) then close. */
-  void (*shutdown)(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text);
-} shoal__transport_t;
-
-extern const shoal__transport_t shoal__tcp_transport;
-/* Send an abort or goodbye notice (wop; none when 0 or !boundary) and close the
- * write side: the TCP transport's shutdown, also used by transports whose
- * notices travel over the pair's TCP connection. */
-void shoal__tcp_close(shoal__world_t *w, shoal__conn_t *conn, int wop, const char *text, int boundary);
+#include "comm/transport/transport.h"
 
 enum { SHOAL__CONN_OPEN = 0, SHOAL__CONN_LEFT = 1, SHOAL__CONN_CLOSED = 2 };
 
@@ -68,7 +51,13 @@ struct shoal__world {
   uint64_t id;
   shoal__conn_t *conns;      /* [size]; conns[rank] is unused */
   shoal__peer_info_t *peers; /* [size] */
-  struct shoal__shm *shm;    /* host groups, shm segment, tuning (shm.h); set by shoal__shm_attach */
+  shoal__topo_t *topo;       /* host groups (topo.c) */
+  struct shoal__shm *shm;    /* this host group's shared-memory segment (transport/shm.h), or NULL */
+  struct shoal__tune *tune;  /* tuning profile and the chooser's state (tune/tune.h) */
+  int shm_on;                /* SHOAL_SHM, read at creation (the same on every rank) */
+  /* transports with a wait hook in use on this world (p2p engine: before blocking in poll) */
+  const shoal__transport_t *waiters[SHOAL__MAX_TRANSPORTS];
+  int nwaiters;
   struct pollfd *pfd;        /* scratch for poll, [size] */
   int *pfd_conn;
   shoal__req_t *self_sq_head, *self_sq_tail, *self_rq_head, *self_rq_tail;
@@ -98,24 +87,16 @@ struct shoal_comm {
   char errmsg[1024];
 };
 
-/* p2p.c */
-void shoal__hdr_pack(unsigned char *h, int opcode, int dtype, int redop, uint64_t comm_id, uint32_t seq, int32_t tag,
-                     uint64_t count, uint64_t bytes);
-/* Called by a transport once a receive's header is complete: 0 to go on
- * with the payload, or a failure status (message recorded, world aborted). */
-int  shoal__recv_header(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req);
-/* Called by a transport on a broken connection: records the failure. */
-int  shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req, int status, const char *why);
-/* Abort the world: notices to every peer, close, fail queued requests. */
-void shoal__world_abort(shoal__world_t *w, int status, const char *msg);
-void shoal__world_goodbye(shoal__world_t *w);
+/* p2p engine (p2p/engine.c); the services transports call are in transport/transport.h */
 const char *shoal__dtype_label(int dtype);
 size_t shoal__dtype_bytes(int dtype);
-/* A connection with no receive posted is readable or hung up: consume a
- * goodbye, fail on an abort notice or an unannounced close, else note an
- * early message. 0 or a failure status. */
-int  shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *conn, short revents);
 /* One progress pass over every connection with work, then (wait_ms != 0) poll. */
 int  shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms);
+/* Abort the world: notices to every peer, close, fail queued requests. */
+void shoal__world_abort(shoal__world_t *w, int status, const char *msg);
+/* Normal end: goodbye notices on every connection. */
+void shoal__world_goodbye(shoal__world_t *w);
+/* Register a transport whose wait hook the engine calls before blocking (once per transport). */
+void shoal__world_add_waiter(shoal__world_t *w, const shoal__transport_t *tp);
 
 #endif

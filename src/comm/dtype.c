@@ -1,5 +1,6 @@
-/* Names and sizes of the public comm enums (dtypes, reduction ops,
- * allreduce algorithms) and their parsers for CLI options and SHOAL_ALGO. */
+/* Names and sizes of the public comm enums (dtypes, reduction ops) and their
+ * parsers for CLI options. The allreduce algorithms' names are in their
+ * table (coll/algos.c). */
 #include <string.h>
 #include <strings.h>
 
@@ -24,11 +25,6 @@ static const char *const redops[SHOAL_REDOP__COUNT] = {
   [SHOAL_SUM] = "sum", [SHOAL_AVG] = "avg", [SHOAL_MIN] = "min", [SHOAL_MAX] = "max", [SHOAL_PROD] = "prod",
 };
 
-static const char *const algos[SHOAL_ALGO__COUNT] = {
-  [SHOAL_ALGO_AUTO] = "auto", [SHOAL_ALGO_RING] = "ring", [SHOAL_ALGO_RHD] = "rhd", [SHOAL_ALGO_RD] = "rd",
-  [SHOAL_ALGO_SHM] = "shm",   [SHOAL_ALGO_HIER] = "hier",
-};
-
 size_t shoal_dtype_size(shoal_dtype_t dtype) {
   return (unsigned)dtype < SHOAL_DTYPE__COUNT ? dtypes[dtype].size : 0;
 }
@@ -39,10 +35,6 @@ const char *shoal_dtype_name(shoal_dtype_t dtype) {
 
 const char *shoal_redop_name(shoal_redop_t op) {
   return (unsigned)op < SHOAL_REDOP__COUNT ? redops[op] : "?";
-}
-
-const char *shoal_algo_name(shoal_algo_t algo) {
-  return (unsigned)algo < SHOAL_ALGO__COUNT ? algos[algo] : "?";
 }
 
 int shoal_dtype_parse(const char *s, shoal_dtype_t *out) {
@@ -71,22 +63,4 @@ int shoal_redop_parse(const char *s, shoal_redop_t *out) {
     return 0;
   }
   return shoal__seterr(SHOAL_ERR_INVALID, "unknown reduction op '%s' (expected sum, avg, min, max, prod)", s);
-}
-
-int shoal_algo_parse(const char *s, shoal_algo_t *out) {
-  if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "algorithm: missing value");
-  for (int a = 0; a < SHOAL_ALGO__COUNT; a++)
-    if (!strcasecmp(s, algos[a])) {
-      *out = (shoal_algo_t)a;
-      return 0;
-    }
-  if (!strcasecmp(s, "rabenseifner") || !strcasecmp(s, "halving-doubling")) {
-    *out = SHOAL_ALGO_RHD;
-    return 0;
-  }
-  if (!strcasecmp(s, "recursive-doubling")) {
-    *out = SHOAL_ALGO_RD;
-    return 0;
-  }
-  return shoal__seterr(SHOAL_ERR_INVALID, "unknown allreduce algorithm '%s' (expected ring, rhd, rd, auto)", s);
 }

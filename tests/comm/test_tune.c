@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "comm/coll/algo.h"
 #include "comm/tune/tune.h"
 
 typedef struct tune_arg {
@@ -41,11 +42,14 @@ static int rank_tune(int rank, void *arg) {
   shoal_comm_t *c = join(rank, a);
   if (!c) return 2;
   int bad = 0, nh = 0;
-  shoal__shm_layout_ok(c, &nh);
+  shoal__topo_shm_ok(c, &nh);
   /* every size: the pick is one the layout allows, and every rank agrees */
   for (size_t b = 8; b <= (64u << 20); b *= 8) {
-    double t[SHOAL_ALGO__COUNT];
-    shoal_algo_t pick = shoal__tune_pick(c, b, t);
+    shoal__coll_ctx_t x;
+    shoal__choice_t ch;
+    shoal__coll_ctx(c, &x);
+    shoal__coll_price(&x, b, SHOAL__CHOOSE_NOPLAN, &ch);
+    shoal_algo_t pick = ch.algo;
     if ((nh > 1 && pick == SHOAL_ALGO_SHM) || (nh == 1 && pick == SHOAL_ALGO_HIER))
       bad = fprintf(stderr, "rank %d: %zu B on %d hosts: picked %s\n", rank, b, nh, shoal_algo_name(pick));
     int32_t mine[2] = {(int32_t)pick, -(int32_t)pick}, agree[2];

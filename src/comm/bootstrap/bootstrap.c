@@ -14,7 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/coll/coll.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -165,9 +164,6 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TCP_CONGESTION='%s': expected auto, system or an algorithm name "
                          "(see /proc/sys/net/ipv4/tcp_available_congestion_control)", cc ? cc : "");
   snprintf(c.tcp_cc, sizeof c.tcp_cc, "%s", cc);
-  shoal_algo_t algo;
-  if ((rc = shoal__algo_env(&algo))) return rc;
-  c.algo_env = (int)algo;
   long fd;
   if ((rc = shoal__config_long("SHOAL_STORE_FD", -1, -1, 1 << 20, &fd))) return rc;
   c.store_fd = (int)fd;

@@ -23,7 +23,6 @@ typedef struct shoal__boot_cfg {
   double emu_delay_us; /* SHOAL_EMU_DELAY_US */
   double spin_us;      /* SHOAL_SPIN_US */
   char tcp_cc[16];     /* SHOAL_TCP_CONGESTION: auto, system or an algorithm name */
-  int algo_env;        /* SHOAL_ALGO parsed (a shoal_algo_t) */
   int store_fd; /* SHOAL_STORE_FD: listening socket handed over by `shoal launch` (rank 0), or -1 */
 } shoal__boot_cfg_t;
 

@@ -1,5 +1,6 @@
-/* Internal helpers shared by the collectives (coll_*.c) and the cost model
- * (algo.c). The algorithms only use the point-to-point layer (p2p.h). */
+/* Internal helpers shared by the collectives (coll/). The point-to-point
+ * algorithms only use the point-to-point layer (p2p.h); the shared-memory
+ * ones the host group's segment (transport/shm.h). */
 #ifndef SHOAL_COMM_COLL_H
 #define SHOAL_COMM_COLL_H
 
@@ -7,8 +8,9 @@
 
 #include "comm/p2p/p2p.h"
 #include "comm/coll/redop.h"
+#include "comm/tune/model.h"
 
-/* --- small utilities (coll_common.c) --- */
+/* --- small utilities (common.c) --- */
 
 /* Range of block b when n elements are split into nb near-equal blocks
  * (the first n % nb blocks get one extra element). */
@@ -45,7 +47,7 @@ int shoal__coll_sendrecv(shoal_comm_t *c, const shoal__op_t *op, int dst, const 
 /* Wait for one request if it was posted. */
 int shoal__wait_posted(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *req, char *posted);
 
-/* --- the pipelined ring engine (coll_ring.c) ---
+/* --- the pipelined ring engine (ring.c) ---
  * Runs rs_steps reduce-scatter steps then ag_steps allgather steps over p
  * blocks of `count` elements. At step s rank r sends block (r - s + shift)
  * and receives block (r - s - 1 + shift), each cut into nchunks chunks; the
@@ -65,33 +67,37 @@ typedef struct shoal__ring {
 } shoal__ring_t;
 int shoal__ring_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__ring_t *ring);
 
-/* --- allreduce algorithms (coll_allreduce.c) --- */
-int shoal__allreduce_ring(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
-                          size_t chunk_bytes);
-int shoal__allreduce_rhd(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count);
-int shoal__allreduce_rd(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count);
-
-/* --- the alpha-beta-gamma cost model (algo.c) --- */
-typedef struct shoal__cost {
-  double alpha_s;   /* per-message latency, s */
-  double beta_s;    /* per byte on a link, s (1 / bandwidth) */
-  double gamma_s;   /* per byte reduced, s (1 / reduction throughput) */
-} shoal__cost_t;
-/* Defaults overridden by SHOAL_ALPHA_US / SHOAL_BETA_GBPS / SHOAL_GAMMA_GBPS.
- * SHOAL_ERR_CONFIG with the variable named if one is malformed. */
-int    shoal__cost_params(shoal__cost_t *out);
-/* Predicted time (s) of an allreduce of `bytes` on p ranks. */
-double shoal__cost_allreduce(shoal_algo_t algo, int p, double bytes, const shoal__cost_t *m);
-/* The cheapest of ring/rhd/rd; times[] (may be NULL) receives each prediction. */
-shoal_algo_t shoal__cost_pick(int p, size_t bytes, const shoal__cost_t *m, double times[SHOAL_ALGO__COUNT]);
 /* Ring pipeline chunk: SHOAL_CHUNK_BYTES, else sqrt(block*alpha/((D-1)*beta))
- * clamped to [256 KiB, 4 MiB] (D = 2(p-1) pipeline stages). */
-int    shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t *out);
-/* SHOAL_ALGO parsed (AUTO when unset); a world reads it once, at creation. */
-int    shoal__algo_env(shoal_algo_t *out);
-/* Resolve the algorithm of one allreduce call: explicit > forced (the
- * world's SHOAL_ALGO) > model. why receives a short reason for the log. */
-int    shoal__allreduce_resolve(int p, size_t bytes, shoal_algo_t requested, shoal_algo_t forced, shoal_algo_t *out,
-                                char *why, size_t why_cap);
+ * clamped to [256 KiB, 4 MiB] (D = 2(p-1) pipeline stages) with the TCP
+ * link defaults (SHOAL_ALPHA_US, ...). 0 or a configuration error. */
+int shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t *out);
+int shoal__ring_chunk_default(int p, size_t bytes, size_t *out);
+
+/* --- MPICH's fold for non-powers of two (fold.c), shared by rhd and rd ---
+ * Of the first 2(p - p') ranks (p' = 2^floor(lg p)), each even rank hands
+ * its vector to the odd rank above it and sits out, then gets the result
+ * back. */
+int shoal__pof2_floor(int p);
+/* Real rank of a rank numbered in the folded power-of-two group. */
+int shoal__unfold_rank(int newrank, int rem);
+/* Returns the rank's number in the power-of-two group in *newrank, or -1 if
+ * it sits out. *srcp becomes dst once dst holds this rank's (folded)
+ * contribution. */
+int shoal__fold_in(shoal_comm_t *c, const shoal__op_t *op, const char **srcp, char *dst, char *tmp, size_t count,
+                   int *newrank);
+int shoal__fold_out(shoal_comm_t *c, const shoal__op_t *op, char *dst, size_t count);
+
+/* --- shared-memory-native collectives of one host group (shm_coll.c) ---
+ * c must pass shoal__topo_shm_ok with the segment mapped (or hold one rank
+ * per host: then they copy). root_l < 0: every rank gets the result
+ * (allreduce); else only local rank root_l does (reduce to the host
+ * leader). AVG divides only when root_l < 0. */
+int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
+                         int root_l);
+/* Barrier of a one-host communicator over the step flags: returns 1 and
+ * *rc when it handled the call (c inside one host, shared memory on). */
+int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc);
+/* Broadcast bytes from local rank root_l to the host group. */
+int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf, size_t bytes, int root_l);
 
 #endif

@@ -3,9 +3,11 @@
  * for the cost. Every message is one chunk: (step, chunk) units travel on the
  * link to the right in lexicographic order, which is the order both ends post
  * them, so per-peer FIFO delivery matches sends to receives. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "comm/coll/coll.h"
+#include "core/config.h"
 
 #define RING_MAX_CHUNKS 1024
 #define RING_WINDOW 4 /* receives posted ahead of the one being reduced */
@@ -131,4 +133,31 @@ int shoal__ring_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__ring_t 
   free(rr.spost);
   free(rr.rpost);
   return rc;
+}
+
+#define CHUNK_MIN (256u << 10) /* fewer, larger messages: each wait may cost a wakeup */
+#define CHUNK_MAX (4u << 20)
+
+int shoal__ring_chunk_bytes(int p, size_t bytes, const shoal__cost_t *m, size_t *out) {
+  long forced;
+  int rc = shoal__config_long("SHOAL_CHUNK_BYTES", 0, 0, 1L << 30, &forced);
+  if (rc) return rc;
+  if (forced > 0) {
+    *out = (size_t)forced;
+    return 0;
+  }
+  /* pipeline of D = 2(p-1) stages moving one block of S/p bytes:
+   * best chunk ~ sqrt(block * alpha / ((D - 1) * beta)) */
+  double block = (double)bytes / (p > 0 ? p : 1), D = 2.0 * (p > 1 ? p - 1 : 1);
+  double cb = D > 1 ? sqrt(block * m->alpha_s / ((D - 1) * m->beta_s)) : (double)CHUNK_MAX;
+  if (cb < CHUNK_MIN) cb = CHUNK_MIN;
+  if (cb > CHUNK_MAX) cb = CHUNK_MAX;
+  *out = (size_t)cb;
+  return 0;
+}
+
+int shoal__ring_chunk_default(int p, size_t bytes, size_t *out) {
+  shoal__cost_t m;
+  int rc = shoal__cost_params(&m);
+  return rc ? rc : shoal__ring_chunk_bytes(p, bytes, &m, out);
 }

@@ -29,18 +29,19 @@
 #endif
 
 #include "comm/coll/coll.h"
+#include "comm/comm_impl.h"
 #include "comm/transport/shm.h"
 #include "core/error.h"
 
 #define SMALL_MAX (16u << 10)
 
 static void publish_in(shoal__shm_t *s, uint64_t g) {
-  atomic_store_explicit(&s->ctrl[s->lrank].in_step, g, memory_order_release);
+  atomic_store_explicit(&s->ctrl[s->topo->lrank].in_step, g, memory_order_release);
   shoal__shm_ring_all(s);
 }
 
 static void publish_red(shoal__shm_t *s, uint64_t g) {
-  atomic_store_explicit(&s->ctrl[s->lrank].red_step, g, memory_order_release);
+  atomic_store_explicit(&s->ctrl[s->topo->lrank].red_step, g, memory_order_release);
   shoal__shm_ring_all(s);
 }
 
@@ -74,7 +75,7 @@ static void reduce_all(shoal__shm_t *s, const shoal__op_t *op, int b, size_t off
   shoal_dtype_t dt = (shoal_dtype_t)op->dtype;
   shoal_redop_t ro = (shoal_redop_t)op->redop;
   shoal__reduce3(out, shoal__shm_in(s, 0, b) + off, shoal__shm_in(s, 1, b) + off, n, dt, ro);
-  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, shoal__shm_in(s, l, b) + off, n, dt, ro);
+  for (int l = 2; l < s->topo->nlocal; l++) shoal__reduce3(out, out, shoal__shm_in(s, l, b) + off, n, dt, ro);
 }
 
 /* The same for the large path, with my own input taken from the user's buffer. */
@@ -82,10 +83,10 @@ static void reduce_slice(shoal__shm_t *s, const shoal__op_t *op, int b, size_t o
                          char *out) {
   shoal_dtype_t dt = (shoal_dtype_t)op->dtype;
   shoal_redop_t ro = (shoal_redop_t)op->redop;
-  const char *in0 = s->lrank == 0 ? own : shoal__shm_in(s, 0, b) + off;
-  const char *in1 = s->lrank == 1 ? own : shoal__shm_in(s, 1, b) + off;
+  const char *in0 = s->topo->lrank == 0 ? own : shoal__shm_in(s, 0, b) + off;
+  const char *in1 = s->topo->lrank == 1 ? own : shoal__shm_in(s, 1, b) + off;
   shoal__reduce3(out, in0, in1, n, dt, ro);
-  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(out, out, l == s->lrank ? own : shoal__shm_in(s, l, b) + off, n, dt, ro);
+  for (int l = 2; l < s->topo->nlocal; l++) shoal__reduce3(out, out, l == s->topo->lrank ? own : shoal__shm_in(s, l, b) + off, n, dt, ro);
 }
 
 /* Tiny allreduce (<= SHOAL__SHM_BOX_BYTES): inputs travel in the boxes, step
@@ -99,7 +100,7 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   shoal_redop_t ro = (shoal_redop_t)op->redop;
   size_t bytes = count * shoal_dtype_size(dt);
   uint64_t g = ++s->step;
-  int b = (int)(g % SHOAL__SHM_NBUF), me = s->lrank, rc;
+  int b = (int)(g % SHOAL__SHM_NBUF), me = s->topo->lrank, rc;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
   atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release); /* before seq: seq == g implies it */
   shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
@@ -107,7 +108,7 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   memcpy(mine->data, src, bytes);
   atomic_store_explicit(&mine->seq, g, memory_order_release);
   if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1))) return rc;
-  for (int l = 0; l < s->nlocal; l++)
+  for (int l = 0; l < s->topo->nlocal; l++)
     if (l != me && shoal__shm_desc_differs(s, shoal__shm_box(s, l, b)) && (rc = shoal__shm_check_desc(c, op, g, l)))
       return rc;
   if (s->seen_all < g) s->seen_all = g; /* every box holds g, so every in_step is g */
@@ -115,8 +116,8 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
    * my own input from my box too: in place, dst (== src) is overwritten
    * before my turn comes */
   shoal__reduce3(dst, shoal__shm_box(s, 0, b)->data, shoal__shm_box(s, 1, b)->data, count, dt, ro);
-  for (int l = 2; l < s->nlocal; l++) shoal__reduce3(dst, dst, shoal__shm_box(s, l, b)->data, count, dt, ro);
-  if (ro == SHOAL_AVG) shoal__reduce_avg_finish(dst, count, dt, s->nlocal);
+  for (int l = 2; l < s->topo->nlocal; l++) shoal__reduce3(dst, dst, shoal__shm_box(s, l, b)->data, count, dt, ro);
+  if (ro == SHOAL_AVG) shoal__reduce_avg_finish(dst, count, dt, s->topo->nlocal);
   shoal__shm_ring_all(s);
   return 0;
 }
@@ -129,13 +130,13 @@ static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *s
   int b = (int)(g % SHOAL__SHM_NBUF), rc;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
   shoal__shm_set_desc(c, g, op, root_l < 0 ? SHOAL__SHM_PH_ALLREDUCE : SHOAL__SHM_PH_REDUCE, root_l);
-  memcpy(shoal__shm_in(s, s->lrank, b), src, bytes);
+  memcpy(shoal__shm_in(s, s->topo->lrank, b), src, bytes);
   publish_in(s, g);
-  if (root_l >= 0 && root_l != s->lrank) return 0;
+  if (root_l >= 0 && root_l != s->topo->lrank) return 0;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
   reduce_all(s, op, b, 0, count, dst);
   if (root_l < 0 && op->redop == SHOAL_AVG)
-    shoal__reduce_avg_finish(dst, count, (shoal_dtype_t)op->dtype, s->nlocal);
+    shoal__reduce_avg_finish(dst, count, (shoal_dtype_t)op->dtype, s->topo->nlocal);
   return 0;
 }
 
@@ -145,14 +146,14 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   size_t es = shoal_dtype_size((shoal_dtype_t)op->dtype), bytes = count * es;
   const char *src = src_;
   char *dst = dst_;
-  if (s->nlocal == 1) {
+  if (!s) { /* a host of one rank: no segment */
     if (dst != src && bytes) memcpy(dst, src, bytes);
     return 0;
   }
   if (root_l < 0 && bytes <= SHOAL__SHM_BOX_BYTES) return box_allreduce(c, op, src, dst, count);
   if (bytes <= SMALL_MAX && bytes <= s->chunk_bytes) return small_allreduce(c, op, src, dst, count, root_l);
   size_t ce = s->chunk_bytes / es, line = 64 / es ? 64 / es : 1;
-  int p = s->nlocal, me = s->lrank, rc;
+  int p = s->topo->nlocal, me = s->topo->lrank, rc;
   int nt = s->nt_bytes && bytes >= s->nt_bytes;
   for (size_t off = 0; off < count; off += ce) {
     size_t n = count - off < ce ? count - off : ce;
@@ -192,13 +193,13 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
 int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t bytes, int root_l) {
   shoal__shm_t *s = c->w->shm;
   char *buf = buf_;
-  if (s->nlocal == 1) return 0;
+  if (!s) return 0; /* a host of one rank */
   int rc;
   for (size_t off = 0; off < bytes || (bytes == 0 && off == 0); off += s->chunk_bytes) {
     size_t n = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     uint64_t g = ++s->step;
     int b = (int)(g % SHOAL__SHM_NBUF);
-    if (s->lrank == root_l) {
+    if (s->topo->lrank == root_l) {
       if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc;
       shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_BCAST, root_l);
       memcpy(shoal__shm_out(s, b), buf + off, n);
@@ -218,7 +219,7 @@ int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t 
 int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc) {
   shoal__shm_t *s = c->w->shm;
   int nh;
-  if (!s || !s->base || c->size < 2 || !shoal__shm_layout_ok(c, &nh) || nh != 1) return 0;
+  if (!s || c->size < 2 || !shoal__topo_shm_ok(c, &nh) || nh != 1) return 0;
   uint64_t g = ++s->step; /* a step with nothing to write: in_step >= g means "arrived" */
   shoal__shm_set_desc(c, g, op, SHOAL__SHM_PH_BARRIER, -1);
   publish_in(s, g);

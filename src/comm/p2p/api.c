@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include "comm/comm_impl.h"
-#include "comm/transport/shm.h"
 #include "comm/bootstrap/sock.h"
 #include "core/error.h"
 
@@ -73,13 +72,12 @@ int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int d
 static int head_matches(shoal_comm_t *c, const shoal__op_t *op, int p, int wp, int tag) {
   shoal__conn_t *cn = &c->w->conns[wp];
   unsigned char h[SHOAL__HDR_BYTES];
-  ssize_t k = cn->tp == &shoal__shm_transport ? shoal__shm_peek(c->w, cn, h, sizeof h) /* the ring, then the socket */
-                                              : recv(cn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t k = cn->tp->peek(c->w, cn, h, sizeof h);
   if (k < (ssize_t)sizeof h) {
     if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (cn->tp == &shoal__shm_transport && shoal__shm_peer_gone(c->w, cn))
-        return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, p, "same-host peer (world rank %d) died or was killed "
-                                "while this rank waited for a message from any peer", wp);
+      if (cn->tp->peer_gone && cn->tp->peer_gone(c->w, cn))
+        return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, p, "the peer's process (world rank %d) died or was "
+                                "killed while this rank waited for a message from any peer", wp);
       return 0;
     }
     if (k > 0) return 0;
@@ -127,7 +125,8 @@ int shoal_recv_any(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype
                             c->timeout_s);
       return shoal__op_end(c, &op, rc);
     }
-    if (w->shm) left = shoal__shm_idle_wait(w, left); /* shm data does not wake poll: sleep on the futex first */
+    for (int i = 0; i < w->nwaiters && left != 0; i++) /* data that does not wake poll (shared memory) */
+      left = w->waiters[i]->wait(w, left, 1);
     if (poll(w->pfd, (nfds_t)np, left) < 0 && errno != EINTR)
       return shoal__op_end(c, &op, shoal__comm_fail(c, SHOAL_ERR_SYSTEM, &op, -1, "poll: %s", strerror(errno)));
   }

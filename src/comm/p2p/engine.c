@@ -13,7 +13,6 @@
 #include <time.h>
 
 #include "comm/comm_impl.h"
-#include "comm/transport/shm.h"
 #include "comm/bootstrap/sock.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -231,6 +230,12 @@ void shoal__world_abort(shoal__world_t *w, int status, const char *msg) {
   }
   q_fail_all(&w->self_sq_head, &w->self_sq_tail, SHOAL_ERR_ABORTED);
   q_fail_all(&w->self_rq_head, &w->self_rq_tail, SHOAL_ERR_ABORTED);
+}
+
+void shoal__world_add_waiter(shoal__world_t *w, const shoal__transport_t *tp) {
+  for (int i = 0; i < w->nwaiters; i++)
+    if (w->waiters[i] == tp) return;
+  if (tp->wait && w->nwaiters < SHOAL__MAX_TRANSPORTS) w->waiters[w->nwaiters++] = tp;
 }
 
 void shoal__world_goodbye(shoal__world_t *w) {
@@ -452,8 +457,9 @@ static int self_match(shoal__world_t *w) {
 int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
   shoal__world_t *w = c->w;
   if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
-  /* pending shm transfers: yield or sleep on this rank's futex, then drive without blocking in poll */
-  if (wait_ms != 0 && w->shm) wait_ms = shoal__shm_progress_wait(w, wait_ms);
+  /* transports whose data does not wake poll() wait their own way first (shared memory: spin, yield,
+   * sleep on a futex) and say whether to block in poll() at all */
+  for (int i = 0; i < w->nwaiters && wait_ms != 0; i++) wait_ms = w->waiters[i]->wait(w, wait_ms, 0);
   if (wait_ms == 0) {
     for (int i = 0; i < w->size; i++) {
       shoal__conn_t *cn = &w->conns[i];

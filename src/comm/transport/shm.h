@@ -1,22 +1,25 @@
-/* Shared memory among the ranks of one world that share a host (same host
- * name and boot id): one segment per host group, a point-to-point transport
- * over per-pair byte rings (shm.c), and the step flags and arenas of the
- * shared-memory-native collectives (coll_shm.c). Design: docs/shm.md.
+/* Shared memory among the ranks of one world that share a host (the host
+ * group of topo.h): the group's segment (shm_segment.c), a point-to-point
+ * transport over per-pair byte rings (shm_transport.c), and the waits, step
+ * flags and call descriptors that the shared-memory-native collectives
+ * (coll/shm_coll.c) build on (shm_sync.c). Design: docs/shm.md.
  *
- * Segment lifetime: the host group's lowest world rank creates it with
- * shm_open(O_CREAT|O_EXCL, 0600) under a name made of the uid, the world id
- * and a random nonce; every member maps it and acknowledges over TCP; the
- * creator then shm_unlinks it. From then on only the mappings keep it alive,
- * so a crash (even SIGKILL) leaks nothing. */
+ * Segment lifetime: the host group's lowest world rank creates it as an
+ * anonymous memory file (memfd: it never has a name in /dev/shm); every
+ * member opens it through /proc/<leader pid>/fd/<fd>, maps it and
+ * acknowledges over TCP; the leader then closes its descriptor. From then on
+ * only the mappings keep it alive, so a crash (even SIGKILL) leaks nothing. */
 #ifndef SHOAL_COMM_SHM_H
 #define SHOAL_COMM_SHM_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "comm/comm_impl.h"
+#include "comm/topo.h"
 
 #define SHOAL__SHM_LINE 128 /* two cache lines: no false sharing with the adjacent-line prefetcher */
 #define SHOAL__SHM_NBUF 2   /* arena buffers per rank: steps alternate between them */
@@ -56,11 +59,9 @@ typedef struct shoal__shm_ring {
 } shoal__shm_ring_t;
 
 typedef struct shoal__shm {
+  const shoal__topo_t *topo; /* the host group: members (nlocal), this rank's slot (lrank), l2w/w2l */
   void *base;
   size_t size;
-  int nlocal, lrank;       /* size of the host group, this rank's index in it */
-  int *l2w;                /* local index -> world rank */
-  int *w2l;                /* world rank -> local index or -1 */
   size_t ring_bytes;       /* data bytes of each pair's ring */
   size_t chunk_bytes;      /* bytes of each arena buffer */
   shoal__shm_ctrl_t *ctrl; /* [nlocal] */
@@ -75,59 +76,29 @@ typedef struct shoal__shm {
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
-  int *pidfd;              /* [nlocal] pidfd of each same-host peer (-1: none): readable once it exited */
+  int *pidfd;              /* [nlocal] pidfd of each same-host peer (-1: none, -2: gone already) */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
-  int use_shm;
-  uint64_t layout_id;      /* cache of shoal__shm_layout_ok for the last communicator asked about */
-  int layout_ok, layout_nh;             /* SHOAL_SHM (must be the same on every rank: decisions use it, not base) */
-  /* host layout of the world, for the hierarchical collectives */
-  int nhosts;
-  int *host_of;            /* world rank -> host index (hosts numbered by lowest world rank) */
-  struct shoal__tune *tune; /* fitted cost model (tune.c) */
 } shoal__shm_t;
-
-/* Shared-memory-native collectives (coll_shm.c). c must pass
- * shoal__shm_layout_ok with one host and the segment mapped.
- * root_l < 0: every rank gets the result (allreduce); else only local rank
- * root_l does (reduce to the host leader). AVG divides only when root_l < 0. */
-int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
-                         int root_l);
-/* Barrier of a one-host communicator over the step flags: returns 1 and
- * *rc when it handled the call (c inside one host, shared memory on). */
-int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc);
-/* Broadcast bytes from local rank root_l to the host group. */
-int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf, size_t bytes, int root_l);
-/* Hierarchical allreduce (coll_hier.c): shm reduce to each host's leader,
- * allreduce among the leaders over TCP, shm broadcast. */
-int shoal__hier_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count);
 
 extern const shoal__transport_t shoal__shm_transport;
 
-/* Called once by shoal_comm_init on the new world communicator, collectively:
- * detects host groups, maps the segment, switches same-host connections to
- * the shm transport, then loads or measures the tuning profile (tune.c).
- * SHOAL_SHM=0 keeps TCP everywhere. */
+/* Called once by shoal_comm_init on the new world communicator (after the
+ * topology), collectively: when SHOAL_SHM is on and this rank shares its host,
+ * maps the host group's segment (w->shm) and switches the same-host
+ * connections to the shm transport. Internal traffic only (op INTERNAL). */
 int  shoal__shm_attach(shoal_comm_t *c);
-/* Called when the world is freed: unmaps (the segment is already unlinked). */
+/* Called when the world is freed: unmaps (the memory file is already closed). */
 void shoal__shm_detach(shoal__world_t *w);
-/* Hook of shoal__progress: while shm requests are pending, sleep briefly on
- * this rank's futex (or yield) instead of blocking in poll(); returns the
- * poll timeout to use (0 when shm work is pending). */
-int  shoal__shm_progress_wait(shoal__world_t *w, int wait_ms);
-
-/* recv_any (p2p_api.c): peek at the next bytes from a same-host peer
- * (like recv(MSG_PEEK) on its socket; the socket itself when the ring is
- * empty, for notices and hang-ups), and sleep up to 1 ms until a ring to
- * this rank has data; returns the poll timeout to use next (0). */
-ssize_t shoal__shm_peek(shoal__world_t *w, shoal__conn_t *conn, void *hdr, size_t cap);
-/* The same-host peer's process has exited (its pidfd; checked at most every
- * 2 ms): 1, else 0. Its socket may outlive it (shared with a child). */
-int     shoal__shm_peer_gone(shoal__world_t *w, shoal__conn_t *conn);
-int     shoal__shm_idle_wait(shoal__world_t *w, int wait_ms);
 
 static inline shoal__shm_ring_t *shoal__shm_ring(const shoal__shm_t *s, int from, int to) {
   size_t slot = sizeof(shoal__shm_ring_t) + s->ring_bytes;
-  return (shoal__shm_ring_t *)(s->rings + ((size_t)from * (size_t)s->nlocal + (size_t)to) * slot);
+  return (shoal__shm_ring_t *)(s->rings + ((size_t)from * (size_t)s->topo->nlocal + (size_t)to) * slot);
+}
+/* Copy n bytes at stream position pos out of a ring's data (wrapping). */
+static inline void shoal__shm_ring_get(const char *data, size_t cap, uint64_t pos, void *dst, size_t n) {
+  size_t at = (size_t)(pos % cap), first = cap - at < n ? cap - at : n;
+  memcpy(dst, data + at, first);
+  if (n > first) memcpy((char *)dst + first, data, n - first);
 }
 static inline char *shoal__shm_in(const shoal__shm_t *s, int l, int b) {
   return s->arena + ((size_t)l * SHOAL__SHM_NBUF + (size_t)b) * s->chunk_bytes;
@@ -178,10 +149,16 @@ int  shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, i
  * peer fails the op naming it). */
 int  shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l);
 
-/* The comm's host layout if every host group of the world that c touches is
- * entirely inside c (so that the shm collectives, which use the per-rank
- * flags of the whole host group, may run on c): 1 and the number of hosts
- * c spans; else 0. */
-int  shoal__shm_layout_ok(const shoal_comm_t *c, int *nhosts);
+/* ---- inside the shm transport (shm_*.c) ---- */
+/* Liveness of same-host peer conn while waiting: 0 alive; 1 hung up, said
+ * goodbye or its process exited; < 0 it sent an abort notice (the op is
+ * failed, status returned). */
+int  shoal__shm_probe_conn(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *conn);
+/* Rate limit of the probes: 1 when local rank l is due (every 2 ms). */
+int  shoal__shm_probe_due(shoal__shm_t *s, int l);
+/* One spin of a wait that started `waited` ns ago (pause, then sched_yield). */
+void shoal__shm_spin_once(const shoal__shm_t *s, uint64_t waited);
+/* Sleep on this rank's bell (at most max_ns) unless ready(arg) already holds. */
+void shoal__shm_bell_sleep(shoal__shm_t *s, int (*ready)(void *), void *arg, long max_ns);
 
 #endif

@@ -1,4 +1,4 @@
-/* TCP transport: nonblocking sockets driven by p2p.c's poll loop. Header and
+/* TCP transport: nonblocking sockets driven by the p2p engine's poll loop. Header and
  * payload leave in one sendmsg (no copy of the payload) and arrive in one
  * readv straight into the user's buffer. */
 #include <errno.h>
@@ -116,9 +116,17 @@ static void tcp_shutdown(shoal__world_t *w, shoal__conn_t *conn, int wop, const 
   shoal__tcp_close(w, conn, wop, text, !conn->sq_head || conn->sq_head->hdr_done == 0);
 }
 
+static ssize_t tcp_peek(shoal__world_t *w, shoal__conn_t *conn, void *buf, size_t cap) {
+  (void)w;
+  return recv(conn->fd, buf, cap, MSG_PEEK | MSG_DONTWAIT);
+}
+
 const shoal__transport_t shoal__tcp_transport = {
     .name = "tcp",
     .send_progress = tcp_send_progress,
     .recv_progress = tcp_recv_progress,
     .shutdown = tcp_shutdown,
+    .peek = tcp_peek,
+    .peer_gone = NULL, /* the socket is the process's: a hang-up says it */
+    .wait = NULL,      /* poll() on the socket wakes for its data */
 };

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/coll/algo.h"
+#include "comm/comm_impl.h"
 #include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -126,17 +128,20 @@ static double gamma_probe(void) {
 static int op_probe(shoal_comm_t *c, double *o) {
   enum { ITERS = 40 };
   float x = 1.0f;
-  double samples[ITERS], t[SHOAL_ALGO__COUNT];
+  double samples[ITERS];
   int rc;
-  c->w->shm->tune->v[T_OP_O] = 0;
+  c->w->tune->v[T_OP_O] = 0;
   for (int it = 0; it <= ITERS; it++) { /* iteration 0 warms up */
     if ((rc = shoal_barrier(c))) return rc; /* start together, as the shm-native probe does */
     uint64_t t0 = shoal__now_ns();
     if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RD))) return rc;
     if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
   }
-  shoal__tune_pick(c, sizeof x, t);
-  double v = median(samples, ITERS) - t[SHOAL_ALGO_RD];
+  shoal__coll_ctx_t cx;
+  shoal__choice_t ch;
+  shoal__coll_ctx(c, &cx);
+  shoal__coll_price(&cx, sizeof x, SHOAL__CHOOSE_NOPLAN, &ch);
+  double v = median(samples, ITERS) - ch.t[SHOAL_ALGO_RD];
   if (v < 0) v = 0;
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, &v, 1, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD))) return rc;
   *o = v;
@@ -145,7 +150,7 @@ static int op_probe(shoal_comm_t *c, double *o) {
 
 int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   shoal__world_t *w = c->w;
-  shoal__shm_t *s = w->shm;
+  const shoal__topo_t *s = w->topo;
   if (c->size != w->size) return shoal__seterr(SHOAL_ERR_INVALID, "tune: profile the world communicator");
   double v[SHOAL__TUNE_NVALS];
   for (int i = 0; i < SHOAL__TUNE_NVALS; i++) v[i] = -1;
@@ -156,7 +161,7 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   /* same-host pairs (0,1), (2,3), ... all at once: with more ranks than cores the
    * pairs share the cores, as the ranks of a collective do (contended bandwidth) */
   int pl = s->lrank ^ 1;
-  if (s->base && pl < s->nlocal)
+  if (w->shm && pl < s->nlocal)
     rc = p2p_probe(c, &op, s->l2w[s->lrank & ~1], s->l2w[s->lrank | 1], &v[T_SHM_A], &v[T_SHM_B]);
   if (!rc && s->nhosts > 1) { /* other-host pair: the leaders of hosts 0 and 1 */
     int l0 = -1, l1 = -1;
@@ -166,19 +171,19 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
     }
     if (w->rank == l0 || w->rank == l1) rc = p2p_probe(c, &op, l0, l1, &v[T_NET_A], &v[T_NET_B]);
   }
-  if (!rc && s->base && s->nlocal > 1) rc = coll_probe(c, &op, &v[T_COLL_A], &v[T_COLL_B]);
+  if (!rc && w->shm) rc = coll_probe(c, &op, &v[T_COLL_A], &v[T_COLL_B]);
   if (!rc) v[T_GAMMA] = gamma_probe();
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, v, SHOAL__TUNE_NVALS, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD)))
     return rc;
-  memcpy(s->tune->v, v, sizeof v);
-  s->tune->source = 1;
-  if ((rc = op_probe(c, &s->tune->v[T_OP_O]))) return rc;
-  s->tune->last_valid = 0; /* new values: forget the last choice */
+  memcpy(w->tune->v, v, sizeof v);
+  w->tune->source = 1;
+  if ((rc = op_probe(c, &w->tune->v[T_OP_O]))) return rc;
+  shoal__tune_changed(w); /* new values: forget the last choice */
   SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
   SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
               "shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
               v[T_NET_A] * 1e6, v[T_NET_B] > 0 ? 1e-9 / v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
-              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, s->tune->v[T_OP_O] * 1e6);
+              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, w->tune->v[T_OP_O] * 1e6);
   return write_cache ? shoal__tune_store(c) : 0;
 }

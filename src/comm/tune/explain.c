@@ -1,0 +1,50 @@
+/* `shoal tune` / `shoal bench --explain`: the link model of a world and the
+ * chooser's prediction for every algorithm of the table, per size. */
+#include <math.h>
+#include <stdio.h>
+
+#include "comm/coll/algo.h"
+#include "comm/comm_impl.h"
+#include "comm/tune/tune.h"
+
+void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
+  const shoal__world_t *w = c->w;
+  const shoal__tune_t *t = w->tune;
+  shoal__coll_ctx_t x;
+  shoal__coll_ctx(c, &x);
+  shoal__cost_t shm, net;
+  shoal__tune_class(w, 1, &shm);
+  shoal__tune_class(w, 0, &net);
+  fprintf(f, "# tuning: %s; host set %s; %d rank(s) on %d host(s)%s\n", shoal__tune_source(w), t ? t->key : "?",
+          c->size, x.layout.nhosts, x.shm_ok ? "" : " (layout: shm/hier not applicable)");
+  fprintf(f, "# link shm : alpha %8.2f us  bandwidth %7.2f GB/s%s\n", shm.alpha_s * 1e6, 1e-9 / shm.beta_s,
+          t && t->v[T_SHM_A] > 0 ? " (fitted)" : " (default)");
+  fprintf(f, "# link net : alpha %8.2f us  bandwidth %7.2f GB/s%s\n", net.alpha_s * 1e6, 1e-9 / net.beta_s,
+          t && t->v[T_NET_A] > 0 ? " (fitted)" : " (default or SHOAL_ALPHA_US/SHOAL_BETA_GBPS)");
+  fprintf(f, "# reduction: gamma %.2f GB/s%s\n", 1e-9 / shm.gamma_s, t && t->v[T_GAMMA] > 0 ? " (measured)" : "");
+  double coll0 = shoal__tune_shm_allreduce_time(w, 0), coll_gb = shoal__tune_shm_allreduce_time(w, 1e9) - coll0;
+  fprintf(f, "# shm allreduce fit: %.2f us + S / %.2f GB/s%s\n", coll0 * 1e6, 1.0 / coll_gb,
+          t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
+  fprintf(f, "# op overhead (point-to-point algorithms, per collective): %.2f us%s\n",
+          shoal__tune_op_overhead(w) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
+  if (w->algo_env != SHOAL_ALGO_AUTO)
+    fprintf(f, "# SHOAL_ALGO=%s forces the choice below\n", shoal_algo_name(w->algo_env));
+  int n = shoal__algo_count();
+  fprintf(f, "# %12s", "size(B)");
+  for (int i = 1; i < n; i++) {
+    char col[32];
+    snprintf(col, sizeof col, "%s(us)", shoal__algo((shoal_algo_t)i)->name);
+    fprintf(f, " %10s", col);
+  }
+  fprintf(f, "  %s\n", "model pick");
+  for (size_t b = 8; b <= (256u << 20); b *= 4) {
+    shoal__choice_t ch;
+    if (shoal__coll_price(&x, b, SHOAL__CHOOSE_NOPLAN, &ch)) break;
+    fprintf(f, "# %12zu", b);
+    for (int i = 1; i < n; i++) {
+      if (isinf(ch.t[i])) fprintf(f, " %10s", "-");
+      else fprintf(f, " %10.1f", ch.t[i] * 1e6);
+    }
+    fprintf(f, "  %s\n", shoal_algo_name(ch.algo));
+  }
+}

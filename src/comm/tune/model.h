@@ -1,0 +1,60 @@
+/* The link model the collectives are priced with: the tuning profile of a
+ * world (measured, cached or built in) as the chooser reads it.
+ *
+ * Owner: the world (w->tune), created by shoal__tune_init (tune.h). The
+ * collectives (coll/) only read it through the functions below; the profile
+ * (tune/profile.c) writes it. */
+#ifndef SHOAL_COMM_TUNE_MODEL_H
+#define SHOAL_COMM_TUNE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/comm.h"
+
+/* alpha-beta-gamma of a link (Thakur, Rabenseifner & Gropp 2005). */
+typedef struct shoal__cost {
+  double alpha_s; /* per-message latency, s */
+  double beta_s;  /* per byte on a link, s (1 / bandwidth) */
+  double gamma_s; /* per byte reduced, s (1 / reduction throughput) */
+} shoal__cost_t;
+
+/* The values of a profile, in seconds and seconds per byte; < 0 unknown. */
+enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B, T_OP_O, SHOAL__TUNE_NVALS };
+
+typedef struct shoal__tune {
+  int source;    /* 0 built-in defaults, 1 measured now, 2 from the cache file */
+  char key[256]; /* host set: "hostA:2,hostB:2" */
+  /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o */
+  double v[SHOAL__TUNE_NVALS];
+  shoal__cost_t env_net; /* the TCP defaults (SHOAL_ALPHA_US, ...), read once at creation */
+  /* the chooser's last automatic choice (comm id, bytes -> algorithm),
+   * forgotten when the profile changes (shoal__tune_changed) */
+  int last_valid;
+  uint64_t last_comm;
+  size_t last_bytes;
+  shoal_algo_t last_pick;
+} shoal__tune_t;
+
+/* The TCP link defaults, overridden by SHOAL_ALPHA_US / SHOAL_BETA_GBPS /
+ * SHOAL_GAMMA_GBPS; SHOAL_ERR_CONFIG naming the variable if one is malformed. */
+int  shoal__cost_params(shoal__cost_t *out);
+/* Built-in defaults of the same (used when the variables are malformed and
+ * no error can be returned). */
+void shoal__cost_defaults(shoal__cost_t *out);
+
+struct shoal__world;
+/* alpha-beta-gamma of a link class of world w: shm != 0 for two ranks of one
+ * host over shared memory, else the network between hosts. */
+void shoal__tune_class(const struct shoal__world *w, int shm, shoal__cost_t *out);
+/* The shared-memory-native allreduce of a host group: its fitted time for
+ * `bytes` (it is not a point-to-point formula). */
+double shoal__tune_shm_allreduce_time(const struct shoal__world *w, double bytes);
+/* Software overhead of one collective on the point-to-point path. */
+double shoal__tune_op_overhead(const struct shoal__world *w);
+/* Source of the profile ("measured", "cache", "built-in defaults"). */
+const char *shoal__tune_source(const struct shoal__world *w);
+/* The profile's values changed: forget cached choices. */
+void shoal__tune_changed(struct shoal__world *w);
+
+#endif
