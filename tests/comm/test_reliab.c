@@ -163,10 +163,12 @@ typedef struct mmarg {
   const char *hosts[4]; /* SHOAL_HOSTNAME per rank (hier), or NULL */
 } mmarg_t;
 
-enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM__N };
-/* MM_ROOT: a reduce whose ranks disagree on the root (the root rides in the header) */
+enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM_BCAST_ROOT, MM__N };
+/* MM_ROOT: a reduce whose ranks disagree on the root (the root rides in the header).
+ * MM_BCAST_ROOT: the last rank broadcasts from root 1, the others from root 0: it
+ * waits for rank 1, which moves on to the next call (found at once, not at the deadline). */
 static const char *const mm_names[] = {"count (tiny)", "count (large)", "dtype", "op", "allreduce vs barrier",
-                                       "skipped call", "reduce root"};
+                                       "skipped call", "reduce root", "broadcast root"};
 
 static int mm_rank(int rank, void *arg) {
   mmarg_t *m = arg;
@@ -196,6 +198,7 @@ static int mm_rank(int rank, void *arg) {
     if (!rc) rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 8, SHOAL_FLOAT32, SHOAL_SUM, a);
     break;
   case MM_ROOT: rc = shoal_reduce(c, SHOAL_IN_PLACE, f, 64, SHOAL_FLOAT32, SHOAL_SUM, odd ? 0 : 1); break;
+  case MM_BCAST_ROOT: rc = shoal_broadcast(c, f, 100, SHOAL_FLOAT32, rank == shoal_comm_size(c) - 1 ? 1 : 0); break;
   }
   /* every rank fails: in this call, or (a root that only sends) in the next one */
   if (rc == 0) rc = shoal_barrier(c);
@@ -204,6 +207,7 @@ static int mm_rank(int rank, void *arg) {
   /* two ranks that both believe they are the root of a reduce wait for each other: the deadline */
   CHECK_MSG(strstr(e, "mismatch") || strstr(e, "expected") || strstr(e, "aborted") ||
                 (m->kind == MM_ROOT && strstr(e, "timed out")), "%s: %s", mm_names[m->kind], e);
+  CHECK_MSG(m->kind != MM_BCAST_ROOT || !strstr(e, "timed out"), "%s: found at the deadline: %s", mm_names[m->kind], e);
   if (rc == SHOAL_ERR_MISMATCH) { /* the rank that saw it names both calls */
     CHECK_MSG(strstr(e, "peer") != NULL, "%s", e);
   }

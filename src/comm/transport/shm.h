@@ -154,6 +154,11 @@ int  shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, ui
  * goodbye or its process exited; < 0 it sent an abort notice (the op is
  * failed, status returned). */
 int  shoal__shm_probe_conn(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t *conn);
+/* This rank waits for a point-to-point message of call op from same-host peer
+ * l and found l's ring empty at stream position head: 0, or (l has published
+ * a step of a later call of the same communicator, so the message will never
+ * come) SHOAL_ERR_MISMATCH naming both ranks and both calls. */
+int  shoal__shm_peer_moved_on(shoal_comm_t *c, const shoal__op_t *op, int l, uint64_t head);
 /* Rate limit of the probes: 1 when local rank l is due (every 2 ms). */
 int  shoal__shm_probe_due(shoal__shm_t *s, int l);
 /* One spin of a wait that started `waited` ns ago (pause, then sched_yield). */

@@ -212,6 +212,44 @@ int shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, in
   return 0;
 }
 
+/* Local rank l's latest published step on communicator c, if any: its
+ * descriptor into d and 1 (the box of either parity, seqlock-read). */
+static int latest_desc_on(const shoal__shm_t *s, const shoal_comm_t *c, int l, uint64_t *d) {
+  uint64_t best = 0;
+  for (int b = 0; b < SHOAL__SHM_NBUF; b++) {
+    _Atomic uint64_t *bd = shoal__shm_box(s, l, b)->desc;
+    uint64_t g = atomic_load_explicit(&bd[3], memory_order_acquire), t[3];
+    if (!g || g <= best) continue;
+    for (int i = 0; i < 3; i++) t[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&bd[3], memory_order_relaxed) != g) continue;
+    if ((t[2] >> 32 & 0xffffff) != (c->id & 0xffffff)) continue;
+    best = g;
+    memcpy(d, t, sizeof t);
+  }
+  return best != 0;
+}
+
+int shoal__shm_peer_moved_on(shoal_comm_t *c, const shoal__op_t *op, int l, uint64_t head) {
+  shoal__shm_t *s = c->w->shm;
+  if (op->opcode == SHOAL__OP_SEND || op->opcode == SHOAL__OP_INTERNAL) return 0; /* no call sequence */
+  uint64_t d[3];
+  if (!latest_desc_on(s, c, l, d) || (int32_t)((uint32_t)d[2] - op->seq) <= 0) return 0;
+  /* The peer published a later call's step after writing everything it sent
+   * in this one (release, then our acquire above): an empty ring now means
+   * the message will never come. */
+  shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->topo->lrank);
+  if (atomic_load_explicit(&r->tail, memory_order_acquire) != head) return 0;
+  char got[200];
+  desc_str(d, got, sizeof got);
+  int wr = s->topo->l2w[l];
+  return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                          "mismatch: this rank (world rank %d) waits for a message of %s seq %u from the same-host "
+                          "peer (world rank %d), which has moved on to %s without sending it: the ranks disagree on "
+                          "the call (another root or peer, or a skipped call)",
+                          c->w->rank, shoal__opcode_name(op->opcode), op->seq, wr, got);
+}
+
 /* While waiting in a shm collective: a peer that published this step with
  * another call's descriptor, or that sent a point-to-point message of this
  * same call (it runs another algorithm over the rings), will never produce

@@ -96,7 +96,7 @@ static int shm_recv_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
     if (!shoal__shm_probe_due(s, from)) return 0;
     int pr = shoal__shm_probe_conn(req->comm, &req->op, conn);
     if (pr < 0) return req->state = pr;
-    if (!pr) return 0;
+    if (!pr) return (pr = shoal__shm_peer_moved_on(req->comm, &req->op, from, head)) ? (req->state = pr) : 0;
   }
   return shoal__conn_broken(w, conn, req, SHOAL_ERR_PEER_CLOSED, NULL);
 }
