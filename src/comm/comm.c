@@ -299,6 +299,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
     return rc;
   }
   c->seq = seq0;
+  if (w->shm) w->shm->user_step0 = w->shm->step; /* the same on every member: set-up ran the same steps */
   *out = c;
   return 0;
 }

@@ -70,6 +70,7 @@ typedef struct shoal__shm {
   char *result;            /* [NBUF][chunk_bytes] reduced chunks */
   shoal__shm_box_t *boxes; /* [nlocal][NBUF] tiny-allreduce boxes */
   uint64_t step;           /* steps done by this rank (identical on every member) */
+  uint64_t user_step0;     /* steps of the world's set-up (topology, tuning), whose calls reuse sequence numbers */
   uint64_t cur_desc[3];    /* descriptor of this rank's current step (cur_step), see shoal__shm_box_t */
   uint64_t cur_step;
   uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */

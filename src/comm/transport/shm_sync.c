@@ -219,7 +219,7 @@ static int latest_desc_on(const shoal__shm_t *s, const shoal_comm_t *c, int l, u
   for (int b = 0; b < SHOAL__SHM_NBUF; b++) {
     _Atomic uint64_t *bd = shoal__shm_box(s, l, b)->desc;
     uint64_t g = atomic_load_explicit(&bd[3], memory_order_acquire), t[3];
-    if (!g || g <= best) continue;
+    if (g <= s->user_step0 || g <= best) continue; /* set-up calls: their sequence numbers start again */
     for (int i = 0; i < 3; i++) t[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&bd[3], memory_order_relaxed) != g) continue;
