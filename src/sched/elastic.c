@@ -27,6 +27,8 @@
 
 typedef struct {
   double interval, reclaim, gain;
+  shoal__arrivals_t act; /* active jobs in arrival order */
+  int oom;
   shoal_place_t *buf, *buf2;
   int cap;
 } elastic_t;
@@ -37,6 +39,7 @@ static int el_create(shoal_sched_t *s, const char *params, void **state) {
   if (rc) return rc;
   elastic_t *e = calloc(1, sizeof *e);
   if (!e) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
+  shoal__arrivals_init(&e->act);
   if ((rc = shoal__param_double("elastic", params, "interval", 60, 0, 1e9, &e->interval)) ||
       (rc = shoal__param_double("elastic", params, "reclaim", 1, 0, 1e6, &e->reclaim)) ||
       (rc = shoal__param_double("elastic", params, "gain", 2, 0, 1e6, &e->gain))) {
@@ -61,6 +64,7 @@ static void el_destroy(void *state) {
   if (!e) return;
   free(e->buf);
   free(e->buf2);
+  shoal__arrivals_free(&e->act);
   free(e);
 }
 
@@ -132,13 +136,22 @@ static int el_schedule(void *state, shoal_sched_t *s) {
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH | SHOAL_EV_TIMER | SHOAL_EV_START))) return 0;
   int nwait = 0, rc;
   double next_timer = INFINITY;
+  if (e->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
   shoal_job_t **cand = malloc((size_t)(s->nactive + 1) * sizeof *cand);
   if (!cand) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
-  for (int i = 0; i < s->nactive; i++) {
-    shoal_job_t *j = s->active[i];
+  /* the running jobs that could shrink (and when the others could): the
+   * same for every waiting job until an allocation changes, so computed
+   * once per change instead of once per waiting job */
+  int nc = 0, avail = 0, cand_ok = 0;
+  double cand_timer = INFINITY;
+  for (int id = e->act.head; id >= 0; id = e->act.next[id]) {
+    shoal_job_t *j = e->act.job[id];
     if (j->alloc.n > 0) continue;
     if ((rc = try_start(e, s, j)) < 0) goto out;
-    if (rc) continue;
+    if (rc) {
+      cand_ok = 0;
+      continue;
+    }
     /* reclaim from elastic jobs above their minimum */
     double waited = s->now - j->arrival - shoal_sched_held_s(s, j);
     int need = jmin(j) - s->cluster->gpus_free;
@@ -148,21 +161,27 @@ static int el_schedule(void *state, shoal_sched_t *s) {
       nwait++;
       continue;
     }
-    int nc = 0, avail = 0;
-    for (int k = 0; k < s->nactive; k++) {
-      shoal_job_t *r = s->active[k];
-      if (r->alloc.n > 0 && r->alloc.workers > jmin(r) && resizable(e, s, r)) {
-        cand[nc++] = r;
-        avail += r->alloc.workers - jmin(r);
-      } else if (r->alloc.n > 0 && r->alloc.workers > jmin(r) && r->pkey[0] + e->interval < next_timer) {
-        next_timer = r->pkey[0] + e->interval;
+    if (!cand_ok) {
+      nc = avail = 0;
+      cand_timer = INFINITY;
+      for (int k = e->act.head; k >= 0; k = e->act.next[k]) {
+        shoal_job_t *r = e->act.job[k];
+        if (r->alloc.n > 0 && r->alloc.workers > jmin(r) && resizable(e, s, r)) {
+          cand[nc++] = r;
+          avail += r->alloc.workers - jmin(r);
+        } else if (r->alloc.n > 0 && r->alloc.workers > jmin(r) && r->pkey[0] + e->interval < cand_timer) {
+          cand_timer = r->pkey[0] + e->interval;
+        }
       }
+      qsort(cand, (size_t)nc, sizeof *cand, cmp_above_min);
+      cand_ok = 1;
     }
+    if (cand_timer < next_timer) next_timer = cand_timer;
     if (avail < need) {
       nwait++;
       continue;
     }
-    qsort(cand, (size_t)nc, sizeof *cand, cmp_above_min);
+    cand_ok = 0;
     for (int k = 0; k < nc && need > 0; k++) {
       shoal_job_t *r = cand[k];
       int drop = r->alloc.workers - jmin(r);
@@ -179,8 +198,8 @@ static int el_schedule(void *state, shoal_sched_t *s) {
     shoal_job_t *best = NULL;
     int best_add = 0;
     double best_save = 0;
-    for (int i = 0; i < s->nactive; i++) {
-      shoal_job_t *j = s->active[i];
+    for (int id = e->act.head; id >= 0; id = e->act.next[id]) {
+      shoal_job_t *j = e->act.job[id];
       if (j->alloc.n == 0 || j->alloc.workers >= jmax(j)) continue;
       if (!resizable(e, s, j)) {
         if (j->pkey[0] + e->interval < next_timer) next_timer = j->pkey[0] + e->interval;
@@ -209,8 +228,14 @@ out:
 }
 
 static void el_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
-  (void)state;
+  elastic_t *e = state;
   j->pkey[0] = s->now;
+  if (shoal__arrivals_add(&e->act, j)) e->oom = 1;
+}
+
+static void el_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  elastic_t *e = state;
+  shoal__arrivals_remove(&e->act, j);
 }
 
 const shoal_policy_ops_t shoal__policy_elastic = {
@@ -221,5 +246,6 @@ const shoal_policy_ops_t shoal__policy_elastic = {
     .create = el_create,
     .destroy = el_destroy,
     .arrive = el_arrive,
+    .finish = el_finish,
     .schedule = el_schedule,
 };

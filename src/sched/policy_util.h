@@ -29,6 +29,21 @@ int shoal__apply_selection(shoal_sched_t *s, shoal_job_t **order, const char *wa
  * Returns k, or < 0 when out of memory. */
 int shoal__walk_select(shoal_job_t **order, char *want, int n, long total, int (*cmp)(const void *, const void *));
 
+/* The active jobs in arrival order, for policies that walk them in that
+ * order (s->active is unordered): a doubly linked list indexed by job id,
+ * jobs appended in arrive() and unlinked in finish(), both O(1), and a walk
+ * sees only live jobs:
+ *   for (int id = q.head; id >= 0; id = q.next[id]) { shoal_job_t *j = q.job[id]; ... } */
+typedef struct shoal__arrivals {
+  shoal_job_t **job;   /* [cap] by id */
+  int32_t *next, *prev;
+  int head, tail, n, cap;
+} shoal__arrivals_t;
+void shoal__arrivals_init(shoal__arrivals_t *q);
+int shoal__arrivals_add(shoal__arrivals_t *q, shoal_job_t *j);
+void shoal__arrivals_remove(shoal__arrivals_t *q, const shoal_job_t *j);
+void shoal__arrivals_free(shoal__arrivals_t *q);
+
 /* 1 if j holds resources in the current plan */
 static inline int shoal__holding(const shoal_job_t *j) { return j->alloc.n > 0; }
 

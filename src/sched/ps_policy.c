@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "sched/place.h"
+#include "sched/policy_util.h"
 #include "sched/ps_greedy.h"
 #include "sched/ps_larr.h"
 #include "sched/ps_oasis.h"
@@ -34,6 +35,7 @@ typedef struct {
   double *rate_best;
   char *planned;
   int *tries;
+  shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
   shoal_job_t **pend; /* arrived or out of plan, not planned yet */
   int npend, cappend;
   int *idx;           /* scratch: active committed jobs, batch, deferred */
@@ -77,6 +79,7 @@ int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char 
   ps_pol_t *p = calloc(1, sizeof *p);
   if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
   p->kind = kind;
+  shoal__arrivals_init(&p->act);
   shoal__ps_replan_defaults(&p->rp);
   shoal__ps_oasis_defaults(&p->op);
   long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
@@ -138,6 +141,7 @@ void shoal__ps_policy_destroy(void *state) {
   free(p->planned);
   free(p->tries);
   free(p->pend);
+  shoal__arrivals_free(&p->act);
   free(p->idx);
   free(p->buf);
   shoal__ps_cluster_free(&p->pc);
@@ -201,6 +205,10 @@ void shoal__ps_policy_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   ps_pol_t *p = state;
   (void)s;
   if (grow(p, j->id)) return;
+  if (shoal__arrivals_add(&p->act, j)) {
+    p->err = SHOAL_ERR_NOMEM;
+    return;
+  }
   push_pending(p, j);
   p->nfresh++;
 }
@@ -218,6 +226,7 @@ static void drop_plan(ps_pol_t *p, int id, int from) {
 
 void shoal__ps_policy_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   ps_pol_t *p = state;
+  shoal__arrivals_remove(&p->act, j);
   if (p->est_s > 0) {
     double full = standalone_rate(s, j), d = full > 0 ? j->work / full : 0;
     p->est_n[est_bin(d)] += 1;
@@ -365,8 +374,8 @@ static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int releas
   if ((rc = idx_room(p, s->nactive + 2 * nb + 1))) return rc;
   int *act = p->idx, na = 0;
   if (release)
-    for (int a = 0; a < s->nactive; a++) {
-      shoal_job_t *j = s->active[a];
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
       int id = j->id;
       if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k) continue;
       shoal__ps_job_t now;
@@ -411,8 +420,8 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
   int rc = shoal__ps_cluster_ensure(&p->pc, (int)k + 2);
   if (rc) return rc;
   /* jobs whose plan ran out before their work: plan again */
-  for (int a = 0; a < s->nactive; a++) {
-    shoal_job_t *j = s->active[a];
+  for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+    shoal_job_t *j = p->act.job[a];
     if (p->planned[j->id] && shoal__ps_sched_end(&p->plan[j->id]) < k) {
       drop_plan(p, j->id, (int)k);
       push_pending(p, j);
@@ -445,8 +454,8 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
   /* apply slot k: first take resources from jobs whose placement changes,
    * then give the new placements (the plans fit the capacity together) */
   for (int pass = 0; pass < 2; pass++)
-    for (int a = 0; a < s->nactive; a++) {
-      shoal_job_t *j = s->active[a];
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
       int n = 0, id = j->id;
       const shoal__ps_sched_t *pl = &p->plan[id];
       if (p->planned[id] && k >= pl->start && k < pl->start + pl->len) {

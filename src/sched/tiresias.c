@@ -607,11 +607,14 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
     int hi = 0;
     free_gpus = s->cluster->gpus_total;
+    /* waiting jobs larger than the free GPUs are skipped: the walk would
+     * not select them, and popping them made a decision O(W log W); the
+     * first waiting job is looked up again only when it was taken or no
+     * longer fits */
+    int ci = 0;
+    shoal_job_t *w = wnext(t, free_gpus, &ci);
     while (free_gpus > 0) {
-      /* waiting jobs larger than the free GPUs are skipped: the walk would
-       * not select them, and popping them made a decision O(W log W) */
-      int ci = 0;
-      shoal_job_t *w = wnext(t, free_gpus, &ci), *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
+      shoal_job_t *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
       if (!w && !h) break;
       if (h && (!w || cmp_order(&h, &w) < 0)) {
         j = h;
@@ -619,11 +622,13 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       } else {
         j = w;
         cpop(&t->cls[ci]);
+        w = NULL;
       }
       t->order[n] = j;
       t->want[n] = j->gpus <= free_gpus;
       if (t->want[n]) free_gpus -= j->gpus;
       n++;
+      if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
     }
     for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
       t->order[n] = t->walked_wait[hi];
