@@ -36,6 +36,7 @@ typedef struct shoal_alloc {
   int n;                       /* entries used (machines touched) */
   int workers, ps;             /* totals */
   shoal_place_t *p;            /* [n], sorted by machine, no zero entries */
+  int cap;                     /* entries p has room for (0: p is not owned, or NULL) */
 } shoal_alloc_t;
 
 typedef struct shoal_job {

@@ -135,6 +135,15 @@ nomem:
 
 int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
                         shoal__ps_slot_t *out) {
+  /* a slot where no machine has room for one worker gives nothing, in
+   * either form (a planner scanning a booked future sees many of those) */
+  int any = 0;
+  if (worker_room(j, shoal__ps_slot_max(c, t), 1) >= 1) /* else no machine has room */
+    for (int h = 0; h < c->H && !any; h++) any = worker_room(j, shoal__ps_res(c, t, h), 1) >= 1;
+  if (!any) {
+    shoal__ps_slot_clear(out);
+    return 0;
+  }
   int bh = -1, bw = 0;
   double bcost = 0;
   for (int h = 0; h < c->H; h++) {

@@ -103,19 +103,21 @@ int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p,
     goto done;
   }
   if (s->hooks.touch) s->hooks.touch(s->engine, j);
-  shoal_place_t *mem = NULL;
-  if (n > 0) {
-    mem = malloc((size_t)n * sizeof *mem);
+  /* the job's placement array is reused when it has room (a preempted and
+   * restarted job does not allocate again) */
+  if (n > 0 && (!j->alloc.p || n > j->alloc.cap)) {
+    shoal_place_t *mem = malloc((size_t)n * sizeof *mem);
     if (!mem) {
       give_all(s->cluster, j, np, n);
       take_all(s->cluster, j, j->alloc.p, j->alloc.n);
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "assign: out of memory");
       goto done;
     }
-    memcpy(mem, np, (size_t)n * sizeof *mem);
+    free(j->alloc.p);
+    j->alloc.p = mem;
+    j->alloc.cap = n;
   }
-  free(j->alloc.p);
-  j->alloc.p = mem;
+  if (n > 0) memcpy(j->alloc.p, np, (size_t)n * sizeof *np);
   j->alloc.n = n;
   j->alloc.workers = workers;
   j->alloc.ps = ps;
@@ -158,7 +160,7 @@ shoal_shape_t shoal__shape_consolidated(const shoal_cluster_t *c, int workers, i
 }
 
 double shoal_sched_rate(const shoal_sched_t *s, const shoal_job_t *j, const shoal_place_t *p, int n) {
-  shoal_alloc_t a = {n, 0, 0, (shoal_place_t *)p};
+  shoal_alloc_t a = {n, 0, 0, (shoal_place_t *)p, 0};
   shoal_shape_t sh = shoal__shape_of(s->cluster, &a);
   return s->speed->rate(s->speed, s->cluster, j, &sh);
 }

@@ -157,18 +157,27 @@ static void hook_touch(void *arg, shoal_job_t *j) {
     shoal_job_t **t = realloc(e->touched, (size_t)nc * sizeof *t);
     shoal_alloc_t *p = realloc(e->prev, (size_t)nc * sizeof *p);
     if (t) e->touched = t;
-    if (p) e->prev = p;
+    if (p) {
+      e->prev = p;
+      for (int i = e->touched_cap; i < nc; i++) p[i].p = NULL, p[i].cap = 0;
+    }
     if (!t || !p) abort(); /* cannot continue consistently; out of memory */
     e->touched_cap = nc;
   }
+  /* the previous allocation, in a buffer kept by the slot (no allocation
+   * per touched job) */
   shoal_alloc_t *pv = &e->prev[e->ntouched];
-  *pv = j->alloc;
-  pv->p = NULL;
-  if (j->alloc.n) {
-    pv->p = malloc((size_t)j->alloc.n * sizeof *pv->p);
-    if (!pv->p) abort();
-    memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
+  shoal_place_t *buf = pv->p;
+  int cap = pv->cap;
+  if (j->alloc.n > cap) {
+    cap = j->alloc.n > 8 ? j->alloc.n : 8;
+    buf = realloc(buf, (size_t)cap * sizeof *buf);
+    if (!buf) abort();
   }
+  *pv = j->alloc;
+  pv->p = buf;
+  pv->cap = cap;
+  if (j->alloc.n) memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
   e->touched[e->ntouched++] = j;
   j->touched = e->ntouched;
 }
@@ -392,8 +401,6 @@ static int apply_changes(engine_t *e, double t) {
       rc = x_set(e, j, now_x);
     }
     if (rc) break;
-    free(old->p);
-    old->p = NULL;
   }
   e->ntouched = 0;
   return rc;
@@ -513,7 +520,7 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
     shoal__cluster_give(e->c, j->alloc.p[k].machine, &d);
   }
   free(j->alloc.p);
-  memset(&j->alloc, 0, sizeof j->alloc);
+  memset(&j->alloc, 0, sizeof j->alloc); /* p NULL, cap 0 */
   j->finish = t;
   j->version++;
   shoal__sched_remove_active(&e->s, j);
@@ -727,7 +734,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   for (long i = 0; i < w->njobs; i++) {
     free(w->jobs[i].alloc.p);
     w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = 0;
+    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
   }
   shoal__sched_fini(&e.s);
   shoal__cluster_destroy(e.c);
@@ -745,6 +752,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.shape_ok);
   free(e.xjobs);
   free(e.touched);
+  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
   free(e.prev);
   *res = r;
   return 0;
@@ -754,9 +762,9 @@ fail_sched:
   for (long i = 0; i < w->njobs; i++) {
     free(w->jobs[i].alloc.p);
     w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = 0;
+    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
   }
-  for (int i = 0; i < e.ntouched; i++) free(e.prev[i].p);
+  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
   shoal__sched_fini(&e.s);
   free(e.heap.a);
   free(e.heap.pos);

@@ -92,6 +92,20 @@ void shoal__workload_reset(shoal_workload_t *w) {
   }
 }
 
+/* arrival order, ties by trace row (then by position: a stable sort) */
+typedef struct {
+  double arrival;
+  int64_t row;
+  long i;
+} order_t;
+
+static int cmp_order(const void *a, const void *b) {
+  const order_t *x = a, *y = b;
+  if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
+  if (x->row != y->row) return x->row < y->row ? -1 : 1;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
 static int cmp_job(const void *a, const void *b) {
   const shoal_job_t *x = a, *y = b;
   if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
@@ -100,8 +114,21 @@ static int cmp_job(const void *a, const void *b) {
 
 void shoal__workload_finalize(shoal_workload_t *w) {
   if (w->njobs <= 0) return;
-  qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
-  double t0 = w->njobs ? w->jobs[0].arrival : 0;
+  /* sort small keys, then move every job once (sorting the jobs themselves
+   * copied ~300-byte records log n times) */
+  order_t *o = malloc((size_t)w->njobs * sizeof *o);
+  shoal_job_t *sorted = o ? malloc((size_t)w->njobs * sizeof *sorted) : NULL;
+  if (sorted) {
+    for (long i = 0; i < w->njobs; i++) o[i] = (order_t){w->jobs[i].arrival, w->jobs[i].row, i};
+    qsort(o, (size_t)w->njobs, sizeof *o, cmp_order);
+    for (long i = 0; i < w->njobs; i++) sorted[i] = w->jobs[o[i].i];
+    free(w->jobs);
+    w->jobs = sorted;
+  } else { /* out of memory for the keys: sort the jobs themselves */
+    qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
+  }
+  free(o);
+  double t0 = w->jobs[0].arrival;
   for (long i = 0; i < w->njobs; i++) {
     w->jobs[i].id = (int32_t)i;
     w->jobs[i].arrival -= t0;
