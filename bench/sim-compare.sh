@@ -27,7 +27,7 @@ gavel|$BASE|--scenario gavel
 pollux|$BASE,larr,oasis,greedy,greedy:replan=1,larr:replan=0,larr:estimate=3600|--scenario pollux
 busy|$BASE|--scenario philly-busy
 ps|$(echo "$BASE" | sed 's/round=100/round=1000/')|--synthetic 1500 --load 3 --machines 16 --racks 4 --oversub 4 --ps-fraction 0.5 --checkpoint 600 --check --report-jobs 200:1300
-small|$BASE,larr,oasis,greedy,greedy:replan=1,oasis:slot=600|--synthetic 300 --load 2 --machines 6 --racks 2 --oversub 2 --ps-fraction 0.3 --check
+small|$BASE,larr,oasis,greedy,greedy:replan=1|--synthetic 300 --load 2 --machines 6 --racks 2 --oversub 2 --ps-fraction 0.3 --check
 EOF
   if [ "${1:-quick}" = full ]; then
     echo "philly64|$BASE|--trace $PHILLY --machines 64 --racks 8"

@@ -137,10 +137,7 @@ int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, 
                         shoal__ps_slot_t *out) {
   /* a slot where no machine has room for one worker gives nothing, in
    * either form (a planner scanning a booked future sees many of those) */
-  int any = 0;
-  if (worker_room(j, shoal__ps_slot_max(c, t), 1) >= 1) /* else no machine has room */
-    for (int h = 0; h < c->H && !any; h++) any = worker_room(j, shoal__ps_res(c, t, h), 1) >= 1;
-  if (!any) {
+  if (!shoal__ps_slot_fits_worker(c, j, t)) {
     shoal__ps_slot_clear(out);
     return 0;
   }

@@ -327,25 +327,44 @@ void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const s
   }
 }
 
-/* theta^u, memoized in the cluster (a cache: the same inputs give the same
- * value); an empty slot has theta 0, which no price uses */
-static double price_pow(const shoal__ps_cluster_t *c, double theta, double u) {
+/* a cache: the same inputs give the same value; an empty entry has base 0,
+ * which no price uses (a 0 base is computed, not cached) */
+double shoal__ps_pow(const shoal__ps_cluster_t *c, double base, double ex) {
+  if (!(base > 0)) return pow(base, ex);
   uint64_t bt, bu;
-  memcpy(&bt, &theta, sizeof bt);
-  memcpy(&bu, &u, sizeof bu);
+  memcpy(&bt, &base, sizeof bt);
+  memcpy(&bu, &ex, sizeof bu);
   int k = (int)(((bt * 0x9E3779B97F4A7C15ull) ^ (bu * 0xC2B2AE3D27D4EB4Full)) >> 56);
-  if (c->pm_theta[k] == theta && c->pm_u[k] == u) return c->pm_v[k];
+  if (c->pm_theta[k] == base && c->pm_u[k] == ex) return c->pm_v[k];
   shoal__ps_cluster_t *m = (shoal__ps_cluster_t *)c;
-  m->pm_theta[k] = theta;
-  m->pm_u[k] = u;
-  return m->pm_v[k] = pow(theta, u);
+  m->pm_theta[k] = base;
+  m->pm_u[k] = ex;
+  return m->pm_v[k] = pow(base, ex);
+}
+
+/* most workers of j alone on res, at most cap_w (the planners' worker test) */
+static int worker_room(const shoal__ps_job_t *j, const double *res, int cap_w) {
+  int a = cap_w;
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (j->dw[r] > 0) {
+      double f = floor((res[r] + EPS) / j->dw[r]);
+      if (f < a) a = (int)f;
+    }
+  return a < 0 ? 0 : a;
+}
+
+int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t) {
+  if (worker_room(j, shoal__ps_slot_max(c, t), 1) < 1) return 0; /* no machine has enough of some resource */
+  for (int h = 0; h < c->H; h++)
+    if (worker_room(j, shoal__ps_res(c, t, h), 1) >= 1) return 1;
+  return 0;
 }
 
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta) {
   double cap = shoal__ps_cap(c, h)[r];
   if (cap <= 0) return 0;
   double u = 1.0 - shoal__ps_res(c, t, h)[r] / cap;
-  return price_pow(c, theta, u) * (1.0 + 1e-3 * (t - s));
+  return shoal__ps_pow(c, theta, u) * (1.0 + 1e-3 * (t - s));
 }
 
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand) {

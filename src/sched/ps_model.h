@@ -70,6 +70,12 @@ static inline const double *shoal__ps_cap(const shoal__ps_cluster_t *c, int h) {
 /* The largest residual of each resource over the machines in slot t (a
  * bound: no machine has more of any resource). */
 const double *shoal__ps_slot_max(const shoal__ps_cluster_t *c, int t);
+/* 1 if some machine has room for one worker of j in slot t (else every
+ * placement of workers in the slot is empty). */
+int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t);
+/* pow(base, ex), memoized in the cluster (prices take a few distinct
+ * exponents: usage fractions); the very value pow() returns. */
+double shoal__ps_pow(const shoal__ps_cluster_t *c, double base, double ex);
 /* Largest w <= wmax co-located workers (with their PSs) fitting in res. */
 int shoal__ps_max_coloc(const shoal__ps_job_t *j, const double *res);
 
