@@ -146,8 +146,9 @@ int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, 
   for (int h = 0; h < c->H; h++) {
     int w = shoal__ps_max_coloc(j, shoal__ps_res(c, t, h));
     if (w < bw || w == 0) continue;
-    double cost = shoal__ps_unit_cost(c, t, h, s0, theta, j->dw) * w +
-                  shoal__ps_unit_cost(c, t, h, s0, theta, j->dp) * shoal__ps_count(j->kappa, w);
+    double cost = shoal__ps_unit_cost(c, t, h, s0, theta, j->dw) * w;
+    int np = shoal__ps_count(j->kappa, w); /* (no PS: its price times 0 adds nothing) */
+    if (np) cost += shoal__ps_unit_cost(c, t, h, s0, theta, j->dp) * np;
     if (w > bw || cost < bcost - EPS) bh = h, bw = w, bcost = cost;
   }
   shoal__ps_slot_clear(out);
@@ -191,8 +192,9 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
       if (need_in < 1) need_in = 1;
       for (int h = 0; h < c->H && need_in <= j->wmax; h++) {
         if (shoal__ps_max_coloc(j, shoal__ps_res(c, t, h)) < need_in) continue;
-        double cost = shoal__ps_unit_cost(c, t, h, s, theta, j->dw) * need_in +
-                      shoal__ps_unit_cost(c, t, h, s, theta, j->dp) * shoal__ps_count(j->kappa, need_in);
+        double cost = shoal__ps_unit_cost(c, t, h, s, theta, j->dw) * need_in;
+        int np = shoal__ps_count(j->kappa, need_in);
+        if (np) cost += shoal__ps_unit_cost(c, t, h, s, theta, j->dp) * np;
         if (cost < bcost - EPS) bcost = cost, bh = h;
       }
       if (bh >= 0) {
