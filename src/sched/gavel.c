@@ -22,6 +22,7 @@
  * active job (flat entries, one sort). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "sched/policy_util.h"
@@ -246,6 +247,21 @@ static int round_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
   for (int i = h / 2 - 1; i >= 0; i--) ent_sift(g->ent, h, i);
   long free_gpus = s->cluster->gpus_total;
   while (h > 0 && free_gpus > 0) {
+    if (k > 64 && k > n / 8) {
+      /* the walk goes deep: sorting the rest is cheaper than popping it */
+      qsort(g->ent, (size_t)h, sizeof *g->ent, ent_cmp);
+      int i = 0;
+      for (; i < h && free_gpus > 0; i++) {
+        shoal_job_t *j = g->ent[i].j;
+        g->order[k] = j;
+        g->want[k] = j->gpus <= free_gpus;
+        if (g->want[k]) free_gpus -= j->gpus;
+        k++;
+      }
+      memmove(g->ent, g->ent + i, (size_t)(h - i) * sizeof *g->ent);
+      h -= i;
+      break;
+    }
     shoal_job_t *j = g->ent[0].j;
     g->ent[0] = g->ent[--h];
     if (h) ent_sift(g->ent, h, 0);

@@ -114,20 +114,31 @@ static int cmp_job(const void *a, const void *b) {
 
 void shoal__workload_finalize(shoal_workload_t *w) {
   if (w->njobs <= 0) return;
-  /* sort small keys, then move every job once (sorting the jobs themselves
-   * copied ~300-byte records log n times) */
+  /* sort small keys, then move every job once, in place (sorting the jobs
+   * themselves copied ~300-byte records log n times) */
   order_t *o = malloc((size_t)w->njobs * sizeof *o);
-  shoal_job_t *sorted = o ? malloc((size_t)w->njobs * sizeof *sorted) : NULL;
-  if (sorted) {
+  if (o) {
     for (long i = 0; i < w->njobs; i++) o[i] = (order_t){w->jobs[i].arrival, w->jobs[i].row, i};
     qsort(o, (size_t)w->njobs, sizeof *o, cmp_order);
-    for (long i = 0; i < w->njobs; i++) sorted[i] = w->jobs[o[i].i];
-    free(w->jobs);
-    w->jobs = sorted;
+    /* position i takes the job at o[i].i: follow each cycle of the
+     * permutation once (o[i].i = -1 marks a filled position) */
+    for (long i = 0; i < w->njobs; i++) {
+      if (o[i].i < 0 || o[i].i == i) continue;
+      shoal_job_t tmp = w->jobs[i];
+      long k = i;
+      while (o[k].i != i) {
+        long from = o[k].i;
+        w->jobs[k] = w->jobs[from];
+        o[k].i = -1;
+        k = from;
+      }
+      w->jobs[k] = tmp;
+      o[k].i = -1;
+    }
+    free(o);
   } else { /* out of memory for the keys: sort the jobs themselves */
     qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
   }
-  free(o);
   double t0 = w->jobs[0].arrival;
   for (long i = 0; i < w->njobs; i++) {
     w->jobs[i].id = (int32_t)i;
