@@ -102,7 +102,8 @@ static int dist_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
      * is exact because F sums independent per-machine maxima */
     int need = shoal__ps_count(j->kappa, W);
     shoal__ps_slot_clear(out);
-    /* PSs first where workers are (locality-neutral here), cheapest first */
+    /* PSs first on the machines with workers, then on the others, each in
+     * machine order (the DP is price-blind; locality-neutral here) */
     for (int k = 0; k < nm && !*err; k++)
       if (wk[k]) *err = shoal__ps_slot_add(out, mach[k], wk[k], 0);
     for (int pass = 0; pass < 2 && need > 0 && !*err; pass++)
