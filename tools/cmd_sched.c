@@ -31,7 +31,8 @@ static void usage(FILE *f) {
           "  run          = shoal sim --lower-bound: the policies on the event engine with shoal sim's metrics,\n"
           "                 plus the offline lower bound on total flow time in slots (--lb-slot S, --lb-time S)\n"
           "  lp-bound     = shoal sim --lower-bound --policy none: the lower bound of the workload alone\n"
-          "  decide-time  larr / larr re-plan / greedy / oasis decision time per arrival, on clusters of\n"
+          "  decide-time  decision time per arrival of larr:replan=0, larr (re-planning), greedy and oasis\n"
+          "               (decide_ms_avg, decide_ms_max, decide_cpu_ms_avg as in shoal sim) on clusters of\n"
           "               --machines LIST (100,500,2000) x 8 GPUs preloaded to ~70%% of their GPU-slots by\n"
           "               greedy plans of Philly-like PS jobs; --jobs arrivals timed (20)\n"
           "see shoal sim --help for the workload, cluster and policy options\n");
@@ -136,26 +137,29 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
   shoal__ps_oasis_est_t est;
   shoal__ps_oasis_est_init(&est);
   for (int k = 0; k < i; k++) shoal__ps_oasis_observe(&est, &pc, &pj[k], &op);
-  double tl = 0, tlmax = 0, tg = 0, to = 0, tcpu = 0, tr = 0, trmax = 0, trcpu = 0;
+  /* per policy (shoal sim's names): wall ms mean and max, CPU ms mean */
+  enum { P_LARR0, P_LARR, P_GREEDY, P_OASIS, NPOL };
+  static const char *const pname[NPOL] = {"larr:replan=0", "larr", "greedy", "oasis"};
+  double wsum[NPOL] = {0}, wmax[NPOL] = {0}, csum[NPOL] = {0};
   long rel = 0;
   int m = 0;
   shoal__ps_larr_stats_t st = {0}, st2 = {0};
+#define TIMED(pol, call)                                        \
+  do {                                                          \
+    double t0_ = shoal__now_s(), c0_ = cpu_s();                 \
+    call;                                                       \
+    double dt_ = shoal__now_s() - t0_;                          \
+    wsum[pol] += dt_;                                           \
+    csum[pol] += cpu_s() - c0_;                                 \
+    if (dt_ > wmax[pol]) wmax[pol] = dt_;                       \
+  } while (0)
   for (int k = i; k < n && m < arrivals; k++, m++) {
     shoal__ps_sched_t S;
-    double t0 = shoal__now_s(), c0 = cpu_s();
-    if (!shoal__ps_larr(&pc, &pj[k], 0, &rp.larr, &S, &st)) shoal__ps_sched_free(&S);
-    double dt = shoal__now_s() - t0;
-    tcpu += cpu_s() - c0;
-    tl += dt;
-    if (dt > tlmax) tlmax = dt;
-    t0 = shoal__now_s();
-    if (!shoal__ps_greedy(&pc, &pj[k], 0, rp.larr.hmax, rp.larr.theta, &S)) shoal__ps_sched_free(&S);
-    tg += shoal__now_s() - t0;
+    TIMED(P_LARR0, if (!shoal__ps_larr(&pc, &pj[k], 0, &rp.larr, &S, &st)) shoal__ps_sched_free(&S));
+    TIMED(P_GREEDY, if (!shoal__ps_greedy(&pc, &pj[k], 0, rp.larr.hmax, rp.larr.theta, &S)) shoal__ps_sched_free(&S));
     shoal__ps_oasis_observe(&est, &pc, &pj[k], &op);
     double mu;
-    t0 = shoal__now_s();
-    if (!shoal__ps_oasis(&pc, &pj[k], 0, &op, &est, &mu, &S)) shoal__ps_sched_free(&S);
-    to += shoal__now_s() - t0;
+    TIMED(P_OASIS, if (!shoal__ps_oasis(&pc, &pj[k], 0, &op, &est, &mu, &S)) shoal__ps_sched_free(&S));
     /* larr with re-planning: the whole batch (release, plan the new job,
      * re-plan the released) on copies, so every arrival sees the same load */
     shoal__ps_cluster_t cc;
@@ -167,26 +171,22 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
       goto out;
     }
     for (int q = 0; q < i && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
-    t0 = shoal__now_s();
-    c0 = cpu_s();
-    if (!rc) rc = shoal__ps_replan(&cc, pj, Sc, act, na, batch, 1, 0, &rp, 0, rate, &st2, def, &ndef, &nrel);
-    dt = shoal__now_s() - t0;
-    trcpu += cpu_s() - c0;
-    tr += dt;
-    if (dt > trmax) trmax = dt;
+    if (!rc) TIMED(P_LARR, rc = shoal__ps_replan(&cc, pj, Sc, act, na, batch, 1, 0, &rp, 0, rate, &st2, def, &ndef, &nrel, NULL));
     rel += nrel;
     for (int q = 0; q < i; q++) shoal__ps_sched_free(&Sc[q]);
     free(Sc);
     shoal__ps_cluster_free(&cc);
     if (rc) goto out;
   }
+#undef TIMED
   if (m > 0) {
-    printf("%-9d %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", machines, m, gpus / (cl->gpus_total * 20.0),
-           1e3 * tl / m, 1e3 * tcpu / m, 1e3 * tlmax, 1e3 * tr / m, 1e3 * trcpu / m, 1e3 * trmax, 1e3 * tg / m, 1e3 * to / m);
-    printf("          larr phases per arrival: greedy %.2f ms, LP %.2f ms (%.0f columns), rounding+repair %.2f ms; E_g - s = %.1f slots;"
-           " re-plan: %d committed jobs, %.1f released per arrival (replank %d)\n",
-           1e3 * st.t_greedy_s / m, 1e3 * st.t_lp_s / m, (double)st.lp_cols_sum / m, 1e3 * st.t_round_s / m,
-           (double)st.e_g_sum / m, na, (double)rel / m, replan_k);
+    for (int q = 0; q < NPOL; q++)
+      printf("%-9d %-14s %9d %9.2f %13.2f %13.2f %17.2f\n", machines, pname[q], m, gpus / (cl->gpus_total * 20.0),
+             1e3 * wsum[q] / m, 1e3 * wmax[q], 1e3 * csum[q] / m);
+    printf("# %d machines: larr:replan=0 phases per arrival: greedy %.2f ms, LP %.2f ms (%.0f columns), rounding+repair %.2f ms;"
+           " E_g - s = %.1f slots; larr re-plans %.1f of %d committed jobs per arrival (replank %d)\n",
+           machines, 1e3 * st.t_greedy_s / m, 1e3 * st.t_lp_s / m, (double)st.lp_cols_sum / m, 1e3 * st.t_round_s / m,
+           (double)st.e_g_sum / m, (double)rel / m, na, replan_k);
   }
   fflush(stdout);
 out:
@@ -221,8 +221,10 @@ static int cmd_decide(int argc, char **argv) {
     else return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched decide-time: unknown option %s", a);
     if (rc) return rc;
   }
-  printf("%-9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "machines", "arrivals", "gpu_load", "larr_ms", "larr_cpu", "larr_max",
-         "replan_ms", "rpl_cpu", "rpl_max", "greedy_ms", "oasis_ms");
+  /* the names of shoal sim's decision-cost columns: wall ms per decision
+   * (here: per arrival), plus the CPU time of the same calls */
+  printf("%-9s %-14s %9s %9s %13s %13s %17s\n", "machines", "policy", "arrivals", "gpu_load", "decide_ms_avg", "decide_ms_max",
+         "decide_cpu_ms_avg");
   for (char *sv = NULL, *tok = strtok_r(mlist, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
     long h;
     int rc = shoal__parse_long("--machines", tok, 1, 100000, &h);

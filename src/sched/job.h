@@ -36,6 +36,7 @@ typedef struct shoal_alloc {
   int n;                       /* entries used (machines touched) */
   int workers, ps;             /* totals */
   shoal_place_t *p;            /* [n], sorted by machine, no zero entries */
+  int cap;                     /* entries p has room for (0: p is not owned, or NULL) */
 } shoal_alloc_t;
 
 typedef struct shoal_job {
@@ -77,8 +78,8 @@ typedef struct shoal_job {
   int32_t touched;             /* engine: index+1 in the changed list, 0 if untouched */
 
   /* ---- scratch owned by the running policy (never touched by the engine) ---- */
-  double pkey[3];
-  int64_t pint[4];
+  double pkey[4];
+  int64_t pint[6];
 } shoal_job_t;
 
 /* Remaining work as of time t (lazy: work_done + rate*(t - t_last)). */

@@ -17,7 +17,18 @@
  * prevents it, the job gets one worker less until it fits. Changes pay the
  * restart cost. Fast path: when every job can have its best size (largest
  * n <= max_workers up to which the speed keeps growing) at once, it gets it
- * without the heap. */
+ * without the heap.
+ * Speed (same result): the first-worker pass stops where the aggregate GPUs
+ * run out (every worker needs a GPU, so no later job can get one), so jobs
+ * past that point are not looked at unless they hold resources (the holders
+ * are kept in a list: they are preempted); speeds come from the context's
+ * memo. The gain of a job's second worker is R x a constant of the job in
+ * exact arithmetic, so the heap starts with an upper bound R x K_j of every
+ * job's first gain (K_j covers the rounding of the gain's formula) and a
+ * gain is evaluated only when its bound reaches the top; a bound sorts
+ * before an evaluated gain of the same value, so the evaluated gains come
+ * out in exactly the order of the full heap. Most decisions add a few
+ * workers: a few gains are evaluated instead of every job's. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -26,9 +37,11 @@
 
 typedef struct {
   double gain;
-  int idx;   /* index in order[] */
-  int kind;  /* 0 worker, 1 PS */
-  int64_t ver; /* the job's pint[3] when pushed: older entries are stale */
+  int32_t idx;  /* index in order[] */
+  int32_t id;   /* the job's id (ties) */
+  int8_t kind;  /* 0 worker, 1 PS */
+  int8_t bound; /* 1: gain is an upper bound of the second worker's gain, not evaluated yet */
+  int64_t ver;  /* the job's pint[3] when pushed: older entries are stale */
 } gain_t;
 
 typedef struct {
@@ -41,12 +54,19 @@ typedef struct {
   double best_g, best_c, best_m;
   int n_ps;            /* active PS jobs (no fast path while > 0) */
   int all_at_best;     /* after the last decision every job held its best size */
+  shoal__arrivals_t act; /* active jobs in arrival order */
+  shoal_job_t **hold;    /* jobs holding resources (pint[4]: index) */
+  int nhold, holdcap;
+  int64_t stamp;         /* decision number: pint[5] = stamp when the job was looked at */
+  int n_gpuless;         /* active jobs whose workers need no GPU (no early stop then) */
   shoal_job_t **fresh; /* arrivals since the last decision */
   int nfresh, fcap, oom;
 } optimus_t;
 
 /* fields: pint[0] target workers, pint[1] target PSs, pint[2] best size,
- * pint[3] version of the job's heap entries */
+ * pint[3] version of the job's heap entries, pint[4] index in hold[] (-1:
+ * none), pint[5] decision stamp; pkey[0] K_j (< 0: the first worker is
+ * all the job ever gets) */
 
 static int optimus_create(shoal_sched_t *s, const char *params, void **state) {
   int rc = shoal__param_check("optimus", params, NULL);
@@ -56,6 +76,7 @@ static int optimus_create(shoal_sched_t *s, const char *params, void **state) {
     free(o);
     return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
   }
+  shoal__arrivals_init(&o->act);
   for (int m = 0; m < s->cluster->nmachines; m++) {
     o->cpu_total += s->cluster->m[m].cap.cpus;
     o->mem_total += s->cluster->m[m].cap.mem_gb;
@@ -68,6 +89,8 @@ static void optimus_destroy(void *state) {
   optimus_t *o = state;
   if (!o) return;
   free(o->fresh);
+  free(o->hold);
+  shoal__arrivals_free(&o->act);
   free(o->order);
   free(o->heap);
   free(o->buf);
@@ -77,6 +100,8 @@ static void optimus_destroy(void *state) {
 static double rate_of(const shoal_sched_t *s, const shoal_job_t *j, int w, int p) {
   return shoal_sched_rate_consolidated(s, j, w, j->arch == SHOAL_ARCH_PS ? p : 0);
 }
+
+static double first_gain_k(const optimus_t *o, const shoal_sched_t *s, const shoal_job_t *j);
 
 static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   /* best size for the fast path: grow while the speed grows */
@@ -108,10 +133,39 @@ static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
     o->fcap = nc;
   }
   o->fresh[o->nfresh++] = j;
+  if (shoal__arrivals_add(&o->act, j)) o->oom = 1;
+  j->pint[4] = -1;
+  j->pint[5] = -1;
+  j->pkey[0] = first_gain_k(o, s, j);
+  if (!(j->worker_demand.gpus >= 1)) o->n_gpuless++;
+}
+
+static int hold_set(optimus_t *o, shoal_job_t *j, int holding) {
+  int i = (int)j->pint[4];
+  if (holding == (i >= 0)) return 0;
+  if (!holding) {
+    o->hold[i] = o->hold[--o->nhold];
+    o->hold[i]->pint[4] = i;
+    j->pint[4] = -1;
+    return 0;
+  }
+  if (o->nhold == o->holdcap) {
+    int nc = o->holdcap ? o->holdcap * 2 : 256;
+    shoal_job_t **h = realloc(o->hold, (size_t)nc * sizeof *h);
+    if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+    o->hold = h;
+    o->holdcap = nc;
+  }
+  j->pint[4] = o->nhold;
+  o->hold[o->nhold++] = j;
+  return 0;
 }
 
 static void optimus_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   optimus_t *o = state;
+  shoal__arrivals_remove(&o->act, j);
+  hold_set(o, j, 0);
+  if (!(j->worker_demand.gpus >= 1)) o->n_gpuless--;
   if (j->arch == SHOAL_ARCH_PS) o->n_ps--;
   shoal_res_t d = shoal_job_demand(j, (int)j->pint[2], 0);
   o->best_g -= d.gpus;
@@ -119,9 +173,10 @@ static void optimus_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   o->best_m -= d.mem_gb;
 }
 
-static int gain_better(const gain_t *a, const gain_t *b, shoal_job_t **order) {
+static inline int gain_better(const gain_t *a, const gain_t *b) {
   if (a->gain != b->gain) return a->gain > b->gain;
-  if (order[a->idx]->id != order[b->idx]->id) return order[a->idx]->id < order[b->idx]->id;
+  if (a->bound != b->bound) return a->bound; /* evaluate before trusting an equal gain */
+  if (a->id != b->id) return a->id < b->id;
   return a->kind < b->kind;
 }
 
@@ -136,7 +191,7 @@ static int hpush(optimus_t *o, gain_t g) {
   int i = o->nheap++;
   while (i > 0) {
     int p = (i - 1) / 2;
-    if (!gain_better(&g, &o->heap[p], o->order)) break;
+    if (!gain_better(&g, &o->heap[p])) break;
     o->heap[i] = o->heap[p];
     i = p;
   }
@@ -144,19 +199,24 @@ static int hpush(optimus_t *o, gain_t g) {
   return 0;
 }
 
-static gain_t hpop(optimus_t *o) {
-  gain_t top = o->heap[0], last = o->heap[--o->nheap];
-  int i = 0;
+static void sift_down(optimus_t *o, int i) {
+  gain_t x = o->heap[i];
   for (;;) {
     int l = 2 * i + 1, r = l + 1, m = i;
-    const gain_t *b = &last;
-    if (l < o->nheap && gain_better(&o->heap[l], b, o->order)) m = l, b = &o->heap[l];
-    if (r < o->nheap && gain_better(&o->heap[r], b, o->order)) m = r;
+    const gain_t *b = &x;
+    if (l < o->nheap && gain_better(&o->heap[l], b)) m = l, b = &o->heap[l];
+    if (r < o->nheap && gain_better(&o->heap[r], b)) m = r;
     if (m == i) break;
     o->heap[i] = o->heap[m];
     i = m;
   }
-  if (o->nheap) o->heap[i] = last;
+  o->heap[i] = x;
+}
+
+static gain_t hpop(optimus_t *o) {
+  gain_t top = o->heap[0];
+  o->heap[0] = o->heap[--o->nheap];
+  if (o->nheap) sift_down(o, 0);
   return top;
 }
 
@@ -167,7 +227,8 @@ static double dshare(const optimus_t *o, const shoal_sched_t *s, const shoal_res
   return x > 0 ? x : 1e-12;
 }
 
-static int push_gain(optimus_t *o, const shoal_sched_t *s, int idx, int kind) {
+/* the gain entry of order[idx]'s next task of `kind`; 0 if none */
+static int gain_of(optimus_t *o, const shoal_sched_t *s, int idx, int kind, gain_t *out) {
   shoal_job_t *j = o->order[idx];
   int w = (int)j->pint[0], p = (int)j->pint[1];
   int maxw = j->max_workers > 0 ? j->max_workers : j->gpus;
@@ -178,7 +239,31 @@ static int push_gain(optimus_t *o, const shoal_sched_t *s, int idx, int kind) {
   if (!(f0 > 0) || !(f1 > 0)) return 0;
   double g = (R / f0 - R / f1) / dshare(o, s, kind == 0 ? &j->worker_demand : &j->ps_demand);
   if (!(g > 1e-9 * R / f0)) return 0;
-  return hpush(o, (gain_t){g, idx, kind, j->pint[3]});
+  *out = (gain_t){g, idx, j->id, (int8_t)kind, 0, j->pint[3]};
+  return 1;
+}
+
+/* K_j: for every R, the gain of j's second worker as gain_of() computes it,
+ * ((R/f1 - R/f2) / dshare in floating point), is <= R x K_j. With u the unit
+ * roundoff, fl(R/f1) - fl(R/f2) <= R (d + u s)(1 + u) for d = 1/f1 - 1/f2,
+ * s = 1/f1 + 1/f2, and the division adds (1 + u); d itself is computed
+ * within 3 u s. K_j < 0 when the job never gets a second worker's entry
+ * (one worker is its maximum, no speed, or a gain below gain_of()'s floor
+ * 1e-9 R/f1 for every R). */
+static double first_gain_k(const optimus_t *o, const shoal_sched_t *s, const shoal_job_t *j) {
+  int maxw = j->max_workers > 0 ? j->max_workers : j->gpus, ps = j->arch == SHOAL_ARCH_PS ? 1 : 0;
+  if (maxw <= 1) return -1;
+  double f1 = rate_of(s, j, 1, ps), f2 = rate_of(s, j, 2, ps);
+  if (!(f1 > 0) || !(f2 > 0)) return -1;
+  double u = 1.2e-16, sum = 1 / f1 + 1 / f2, d = 1 / f1 - 1 / f2;
+  double k = ((d > 0 ? d : 0) + 8 * u * sum) / dshare(o, s, &j->worker_demand) * (1 + 1e-12);
+  if (k < 1e-9 / f1 * (1 - 1e-6)) return -1;
+  return k;
+}
+
+static int push_gain(optimus_t *o, const shoal_sched_t *s, int idx, int kind) {
+  gain_t g;
+  return gain_of(o, s, idx, kind, &g) ? hpush(o, g) : 0;
 }
 
 static int fits(double *free_g, double *free_c, double *free_m, const shoal_res_t *d) {
@@ -195,10 +280,15 @@ static int cmp_place_order(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
+static int cmp_id(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
 static int optimus_schedule(void *state, shoal_sched_t *s) {
   optimus_t *o = state;
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
-  int n = s->nactive, rc;
+  int n = s->nactive + o->nhold, rc;
   if (n > o->cap) {
     shoal_job_t **ord = realloc(o->order, (size_t)n * 2 * sizeof *ord);
     if (!ord) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
@@ -206,23 +296,21 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     o->cap = n * 2;
   }
   if (o->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+  o->stamp++;
   double fg = s->cluster->gpus_total, fc = o->cpu_total, fm = o->mem_total;
   /* fast path: everybody at its best size (sums kept at arrivals/completions) */
   int fast = o->n_ps == 0 && o->best_g <= fg + 1e-9 && o->best_c <= fc + 1e-9 && o->best_m <= fm + 1e-9;
+  n = 0;
   if (fast && o->all_at_best) {
     /* only the new arrivals change: place them, largest first */
-    int k = 0;
     for (int i = 0; i < o->nfresh; i++)
-      if (o->fresh[i]->state != SHOAL_JOB_DONE) o->order[k++] = o->fresh[i];
+      if (o->fresh[i]->state != SHOAL_JOB_DONE) o->order[n++] = o->fresh[i];
     o->nfresh = 0;
-    for (int i = 0; i < k; i++) {
-      o->order[i]->pint[0] = o->order[i]->pint[2];
-      o->order[i]->pint[1] = 0;
-    }
-    n = k;
+  } else if (fast) {
+    o->nfresh = 0;
+    for (int id = o->act.head; id >= 0; id = o->act.next[id]) o->order[n++] = o->act.job[id]; /* arrival order */
   } else {
     o->nfresh = 0;
-    for (int i = 0; i < n; i++) o->order[i] = s->active[i]; /* arrival order */
   }
   if (fast) {
     for (int i = 0; i < n; i++) {
@@ -230,26 +318,55 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
       o->order[i]->pint[1] = 0;
     }
   } else {
-    o->nheap = 0;
-    for (int i = 0; i < n; i++) {
-      shoal_job_t *j = o->order[i];
+    /* first worker (+ PS) in arrival order while the aggregate allows; once
+     * less than a GPU is left no later job fits: they get nothing, and only
+     * those holding resources are looked at (they are preempted) */
+    for (int id = o->act.head; id >= 0; id = o->act.next[id]) {
+      shoal_job_t *j = o->act.job[id];
+      if (o->n_gpuless == 0 && fg + 1e-9 < 1) break;
       int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0;
       shoal_res_t d = shoal_job_demand(j, 1, ps);
       j->pint[0] = j->pint[1] = 0;
+      j->pint[5] = o->stamp;
       if (fits(&fg, &fc, &fm, &d)) {
         j->pint[0] = 1;
         j->pint[1] = ps;
       }
+      o->order[n++] = j;
     }
-    for (int i = 0; i < n; i++) {
-      if (!o->order[i]->pint[0]) continue;
-      if ((rc = push_gain(o, s, i, 0)) || (rc = push_gain(o, s, i, 1))) return rc;
+    int nlook = n;
+    for (int i = 0; i < o->nhold; i++)
+      if (o->hold[i]->pint[5] != o->stamp) {
+        o->hold[i]->pint[0] = o->hold[i]->pint[1] = 0;
+        o->order[n++] = o->hold[i];
+      }
+    qsort(o->order + nlook, (size_t)(n - nlook), sizeof *o->order, cmp_id); /* arrival order */
+    if (nlook > o->hcap) {
+      gain_t *h = realloc(o->heap, (size_t)nlook * 2 * sizeof *h);
+      if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+      o->heap = h;
+      o->hcap = nlook * 2;
     }
+    /* every job now has its first worker (+ PS): a PS job has no second-PS
+     * gain yet (PSs <= workers), so only the second worker's gain, as a
+     * bound R x K_j */
+    o->nheap = 0;
+    for (int i = 0; i < nlook; i++) {
+      shoal_job_t *j = o->order[i];
+      if (!j->pint[0] || !(j->pkey[0] >= 0)) continue;
+      double b = shoal_job_remaining(j, s->now) * j->pkey[0];
+      if (b > 0) o->heap[o->nheap++] = (gain_t){b, i, j->id, 0, 1, j->pint[3]};
+    }
+    for (int i = o->nheap / 2 - 1; i >= 0; i--) sift_down(o, i);
     while (o->nheap > 0 && fg > 0.5) {
       gain_t g = hpop(o);
       shoal_job_t *j = o->order[g.idx];
       const shoal_res_t *d = g.kind == 0 ? &j->worker_demand : &j->ps_demand;
       if (g.ver != j->pint[3]) continue; /* stale: the job grew since */
+      if (g.bound) { /* its turn: the gain itself */
+        if ((rc = push_gain(o, s, g.idx, g.kind))) return rc;
+        continue;
+      }
       if (!fits(&fg, &fc, &fm, d)) {
         /* this kind does not fit any more; the other kind may still */
         continue;
@@ -265,7 +382,9 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = o->order[i];
     if (j->alloc.workers == j->pint[0] && j->alloc.ps == j->pint[1] && j->alloc.n > 0) continue;
-    if (shoal__holding(j) && (rc = shoal_sched_preempt(s, j))) return rc;
+    if (shoal__holding(j)) {
+      if ((rc = shoal_sched_preempt(s, j)) || (rc = hold_set(o, j, 0))) return rc;
+    }
     if (j->pint[0] > 0) o->order[nchg++] = j;
   }
   qsort(o->order, (size_t)nchg, sizeof *o->order, cmp_place_order);
@@ -280,6 +399,7 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
       if (rc == 0) break;
       if (rc != SHOAL_ERR_INFEASIBLE) return rc;
     }
+    if ((rc = hold_set(o, j, shoal__holding(j)))) return rc;
   }
   /* did every job get its best size? (lets the next decision take the fast path) */
   o->all_at_best = fast;

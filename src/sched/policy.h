@@ -57,7 +57,9 @@ typedef struct shoal_sched_hooks {
 struct shoal_sched {
   shoal_cluster_t *cluster;     /* free resources reflect assignments made so far */
   const shoal_speed_t *speed;
-  shoal_job_t **active;         /* arrived, not finished (WAIT, RUN, RESTART) */
+  shoal_job_t **active;         /* arrived, not finished (WAIT, RUN, RESTART), in no particular
+                                 * order (a completion moves the last job into its slot): a policy
+                                 * that needs arrival order keeps its own list (shoal__arrivals_t) */
   int nactive;
   double now;                   /* seconds since the first arrival (simulated or real) */
   unsigned events;              /* SHOAL_EV_* since the last schedule() */
@@ -67,8 +69,9 @@ struct shoal_sched {
   /* runner side */
   shoal_sched_hooks_t hooks;
   void *engine;
-  /* private: the active set's capacity */
+  /* private: the active set's capacity; memo of consolidated rates */
   int active_cap;
+  struct shoal__rate_memo *memo;
 };
 
 /* ---- what a policy may call ---- */
@@ -86,7 +89,9 @@ int shoal_sched_timer(shoal_sched_t *s, double at, int64_t tag);
 
 /* Speed of j under placement p (steps/s, from the speed model). */
 double shoal_sched_rate(const shoal_sched_t *s, const shoal_job_t *j, const shoal_place_t *p, int n);
-/* Speed of j with `workers` (+ `ps`) consolidated on the fewest machines. */
+/* Speed of j with `workers` (+ `ps`) consolidated on the fewest machines
+ * (memoized per model, architecture and size: the speed model is a pure
+ * function of them, so the memo returns the very same value). */
 double shoal_sched_rate_consolidated(const shoal_sched_t *s, const shoal_job_t *j, int workers, int ps);
 /* Work done / remaining as of now. */
 double shoal_sched_work_done(const shoal_sched_t *s, const shoal_job_t *j);

@@ -21,13 +21,20 @@ int shoal__start_requested(shoal_sched_t *s, shoal_job_t *j, shoal_place_t *buf)
  * placement. Returns the number of jobs that could not be started, or < 0. */
 int shoal__apply_selection(shoal_sched_t *s, shoal_job_t **order, const char *want, int n, shoal_place_t *buf);
 
-/* The priority walk of SRTF/Tiresias/Gavel without a full sort: puts the
- * jobs in cmp order into order[0..k) (a heap selection), walking with free =
- * `total` GPUs and setting want[i] = (GPUs <= free); stops as soon as free
- * reaches 0, when no later job can be selected (want = 0 for the rest, left
- * unordered in order[k..n)). O(n + k log n) instead of O(n log n).
- * Returns k, or < 0 when out of memory. */
-int shoal__walk_select(shoal_job_t **order, char *want, int n, long total, int (*cmp)(const void *, const void *));
+/* The active jobs in arrival order, for policies that walk them in that
+ * order (s->active is unordered): a doubly linked list indexed by job id,
+ * jobs appended in arrive() and unlinked in finish(), both O(1), and a walk
+ * sees only live jobs:
+ *   for (int id = q.head; id >= 0; id = q.next[id]) { shoal_job_t *j = q.job[id]; ... } */
+typedef struct shoal__arrivals {
+  shoal_job_t **job;   /* [cap] by id */
+  int32_t *next, *prev;
+  int head, tail, n, cap;
+} shoal__arrivals_t;
+void shoal__arrivals_init(shoal__arrivals_t *q);
+int shoal__arrivals_add(shoal__arrivals_t *q, shoal_job_t *j);
+void shoal__arrivals_remove(shoal__arrivals_t *q, const shoal_job_t *j);
+void shoal__arrivals_free(shoal__arrivals_t *q);
 
 /* 1 if j holds resources in the current plan */
 static inline int shoal__holding(const shoal_job_t *j) { return j->alloc.n > 0; }

@@ -102,7 +102,8 @@ static int dist_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
      * is exact because F sums independent per-machine maxima */
     int need = shoal__ps_count(j->kappa, W);
     shoal__ps_slot_clear(out);
-    /* PSs first where workers are (locality-neutral here), cheapest first */
+    /* PSs first on the machines with workers, then on the others, each in
+     * machine order (the DP is price-blind; locality-neutral here) */
     for (int k = 0; k < nm && !*err; k++)
       if (wk[k]) *err = shoal__ps_slot_add(out, mach[k], wk[k], 0);
     for (int pass = 0; pass < 2 && need > 0 && !*err; pass++)
@@ -135,13 +136,20 @@ nomem:
 
 int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
                         shoal__ps_slot_t *out) {
+  /* a slot where no machine has room for one worker gives nothing, in
+   * either form (a planner scanning a booked future sees many of those) */
+  if (!shoal__ps_slot_fits_worker(c, j, t)) {
+    shoal__ps_slot_clear(out);
+    return 0;
+  }
   int bh = -1, bw = 0;
   double bcost = 0;
   for (int h = 0; h < c->H; h++) {
     int w = shoal__ps_max_coloc(j, shoal__ps_res(c, t, h));
     if (w < bw || w == 0) continue;
-    double cost = shoal__ps_unit_cost(c, t, h, s0, theta, j->dw) * w +
-                  shoal__ps_unit_cost(c, t, h, s0, theta, j->dp) * shoal__ps_count(j->kappa, w);
+    double cost = shoal__ps_unit_cost(c, t, h, s0, theta, j->dw) * w;
+    int np = shoal__ps_count(j->kappa, w); /* (no PS: its price times 0 adds nothing) */
+    if (np) cost += shoal__ps_unit_cost(c, t, h, s0, theta, j->dp) * np;
     if (w > bw || cost < bcost - EPS) bh = h, bw = w, bcost = cost;
   }
   shoal__ps_slot_clear(out);
@@ -185,8 +193,9 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
       if (need_in < 1) need_in = 1;
       for (int h = 0; h < c->H && need_in <= j->wmax; h++) {
         if (shoal__ps_max_coloc(j, shoal__ps_res(c, t, h)) < need_in) continue;
-        double cost = shoal__ps_unit_cost(c, t, h, s, theta, j->dw) * need_in +
-                      shoal__ps_unit_cost(c, t, h, s, theta, j->dp) * shoal__ps_count(j->kappa, need_in);
+        double cost = shoal__ps_unit_cost(c, t, h, s, theta, j->dw) * need_in;
+        int np = shoal__ps_count(j->kappa, need_in);
+        if (np) cost += shoal__ps_unit_cost(c, t, h, s, theta, j->dp) * np;
         if (cost < bcost - EPS) bcost = cost, bh = h;
       }
       if (bh >= 0) {

@@ -19,7 +19,7 @@ void shoal__ps_larr_defaults(shoal__ps_larr_params_t *p) {
   p->beta = 1;
   p->sigma = 0;
   p->k_lp = 32;
-  p->lp_tm_lim_s = 1.0;
+  p->lp_it_lim = 5000;
   p->search = 0;
   p->hmax = 400;
   p->seed = 1;
@@ -432,7 +432,7 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
   if ((rc = pick_machines(c, &G, s, e_max, p->k_lp, &mach, &nm))) goto fail;
   /* without the horizon search the LP is solved once at E_g: build only up
    * to there and merge runs of identical slots */
-  rc = shoal__ps_lp_build(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_tm_lim_s, !p->search, &lp);
+  rc = shoal__ps_lp_build(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_it_lim, !p->search, &lp);
   if (!rc) {
     int ns = 0;
     if (p->search) rc = shoal__ps_lp_horizon(lp, e_lo, e_g, &e_lp, &ns);

@@ -13,7 +13,7 @@ typedef struct {
   double beta;      /* rounding scale factor (1) */
   int sigma;        /* slack over the greedy end, slots (0) */
   int k_lp;         /* machines in the LP besides the greedy's (32) */
-  double lp_tm_lim_s; /* per-solve time limit (1 s) */
+  int lp_it_lim;      /* simplex iterations per solve (5000; a count, so results do not depend on the load) */
   int search;       /* 1: binary-search the LP end E_lp (spec §4.4); 0: E* = E_g, one solve */
   int hmax;         /* slots searched by the greedy */
   uint64_t seed;

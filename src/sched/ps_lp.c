@@ -2,6 +2,7 @@
 #include "sched/ps_lp.h"
 
 #include <glpk.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ struct shoal__ps_lp {
   int *blk_first, *blk_len; /* [nb] first slot offset, length */
   int *mcap;           /* nm * nb */
   int *col_x;          /* base column of (k, b): x, z, y, q consecutive */
-  double tm_lim_s;
+  int it_lim;
   int presolve;        /* single-solve LPs (merged): GLPK's presolver pays off; searches keep the warm basis */
   int curE;
   int jid;
@@ -81,7 +82,7 @@ struct shoal__ps_lp {
 static inline int cx(const shoal__ps_lp_t *lp, int k, int b) { return lp->col_x[(size_t)k * lp->nb + b]; }
 
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
-                       int nm, double theta, double tm_lim_s, int merge, shoal__ps_lp_t **out) {
+                       int nm, double theta, int it_lim, int merge, shoal__ps_lp_t **out) {
   if (e_max < s || nm <= 0) return shoal__seterr(SHOAL_ERR_INVALID, "LP of job %d: empty horizon %d..%d or %d machines", j->id, s, e_max, nm);
   shoal__ps_glpk_quiet();
   int L = e_max - s + 1, rc = 0;
@@ -91,7 +92,7 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   lp->s = s;
   lp->L = L;
   lp->nm = nm;
-  lp->tm_lim_s = tm_lim_s;
+  lp->it_lim = it_lim;
   lp->presolve = merge;
   lp->curE = e_max;
   lp->jid = j->id;
@@ -251,7 +252,8 @@ int shoal__ps_lp_solve(shoal__ps_lp_t *lp, int E) {
   p.msg_lev = GLP_MSG_OFF;
   p.meth = GLP_DUALP;
   p.presolve = lp->presolve ? GLP_ON : GLP_OFF;
-  p.tm_lim = (int)fmax(1, lp->tm_lim_s * 1000);
+  p.it_lim = lp->it_lim > 0 ? lp->it_lim : INT_MAX;
+  p.tm_lim = 60000; /* a guard against a hang, never the limit that decides */
   int ret = glp_simplex(lp->P, &p);
   if (ret == GLP_EBADB || ret == GLP_ESING || ret == GLP_ECOND) { /* stale basis: rebuild once */
     glp_adv_basis(lp->P, 0);

@@ -12,15 +12,18 @@
 typedef struct shoal__ps_lp shoal__ps_lp_t;
 
 /* LP of job j over slots s..e_max and machines mach[0..nm-1] against the
- * residual capacity of c, objective: priced usage (theta, §4.2). merge: one
+ * residual capacity of c, objective: priced usage (theta, §4.2). Each solve
+ * stops after it_lim simplex iterations (a count, not a time: the result does
+ * not depend on how loaded the machine is; a 60 s time limit only guards
+ * against a hang). merge: one
  * block of columns per run of slots with identical residuals (exact up to the
  * time tie-break; a horizon E then switches whole blocks, so use it only when
  * solving at E = e_max or at block ends). */
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
-                       int nm, double theta, double tm_lim_s, int merge, shoal__ps_lp_t **out);
+                       int nm, double theta, int it_lim, int merge, shoal__ps_lp_t **out);
 void shoal__ps_lp_free(shoal__ps_lp_t *lp);
 /* Solve with slots after E switched off. 0: optimal; SHOAL_ERR_INFEASIBLE:
- * no fractional schedule ends by E; SHOAL_ERR_SOLVER: GLPK failed or timed out. */
+ * no fractional schedule ends by E; SHOAL_ERR_SOLVER: GLPK failed or hit a limit. */
 int shoal__ps_lp_solve(shoal__ps_lp_t *lp, int E);
 /* Smallest E in [e_lo, e_hi] with a feasible LP (binary search, §4.4); the LP
  * is left solved at that E. e_hi must be feasible (an integral schedule). */

@@ -41,6 +41,7 @@ int shoal__ps_cluster_init(shoal__ps_cluster_t *c, int H, const double *cap) {
                            k % SHOAL_PS_NRES, cap[k]);
     }
     c->cap[k] = cap[k];
+    if (cap[k] > c->capmax[k % SHOAL_PS_NRES]) c->capmax[k % SHOAL_PS_NRES] = cap[k];
   }
   c->H = H;
   return 0;
@@ -49,6 +50,8 @@ int shoal__ps_cluster_init(shoal__ps_cluster_t *c, int H, const double *cap) {
 void shoal__ps_cluster_free(shoal__ps_cluster_t *c) {
   free(c->cap);
   free(c->res);
+  free(c->smax);
+  free(c->sok);
   memset(c, 0, sizeof *c);
 }
 
@@ -64,7 +67,13 @@ int shoal__ps_cluster_copy(shoal__ps_cluster_t *dst, const shoal__ps_cluster_t *
       return shoal__seterr(SHOAL_ERR_NOMEM, "ps cluster copy");
     }
     memcpy(d.res, src->res, sizeof(double) * n);
+    d.smax = malloc(sizeof(double) * (size_t)src->nslots * SHOAL_PS_NRES);
+    d.sok = calloc((size_t)src->nslots, 1);
     d.nslots = src->nslots;
+    if (!d.smax || !d.sok) {
+      shoal__ps_cluster_free(&d);
+      return shoal__seterr(SHOAL_ERR_NOMEM, "ps cluster copy");
+    }
   }
   *dst = d;
   return 0;
@@ -77,10 +86,35 @@ int shoal__ps_cluster_ensure(shoal__ps_cluster_t *c, int t_end) {
   size_t per = (size_t)c->H * SHOAL_PS_NRES;
   double *r = realloc(c->res, sizeof(double) * per * (size_t)n);
   if (!r) return shoal__seterr(SHOAL_ERR_NOMEM, "ps cluster: %d slots of %d machines", n, c->H);
-  for (int t = c->nslots; t < n; t++) memcpy(r + per * (size_t)t, c->cap, sizeof(double) * per);
   c->res = r;
+  double *mx = realloc(c->smax, sizeof(double) * SHOAL_PS_NRES * (size_t)n);
+  if (!mx) return shoal__seterr(SHOAL_ERR_NOMEM, "ps cluster: %d slots of %d machines", n, c->H);
+  c->smax = mx;
+  unsigned char *ok = realloc(c->sok, (size_t)n);
+  if (!ok) return shoal__seterr(SHOAL_ERR_NOMEM, "ps cluster: %d slots of %d machines", n, c->H);
+  c->sok = ok;
+  for (int t = c->nslots; t < n; t++) {
+    memcpy(r + per * (size_t)t, c->cap, sizeof(double) * per);
+    c->sok[t] = 0;
+  }
   c->nslots = n;
   return 0;
+}
+
+const double *shoal__ps_slot_max(const shoal__ps_cluster_t *c, int t) {
+  if (t < 0 || t >= c->nslots) return c->capmax;
+  shoal__ps_cluster_t *m = (shoal__ps_cluster_t *)c; /* a cache: logically const */
+  double *mx = m->smax + (size_t)t * SHOAL_PS_NRES;
+  if (!m->sok[t]) {
+    for (int r = 0; r < SHOAL_PS_NRES; r++) mx[r] = 0;
+    for (int h = 0; h < c->H; h++) {
+      const double *res = shoal__ps_res(c, t, h);
+      for (int r = 0; r < SHOAL_PS_NRES; r++)
+        if (res[r] > mx[r]) mx[r] = res[r];
+    }
+    m->sok[t] = 1;
+  }
+  return mx;
 }
 
 /* Does (w workers, p PSs) fit into res? */
@@ -264,6 +298,7 @@ int shoal__ps_commit(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const sho
   if ((rc = shoal__ps_cluster_ensure(c, s->start + s->len))) return rc;
   for (int k = 0; k < s->len; k++) {
     const shoal__ps_slot_t *sl = &s->slot[k];
+    if (sl->n) c->sok[s->start + k] = 0;
     for (int e = 0; e < sl->n; e++) {
       double *res = c->res + ((size_t)(s->start + k) * c->H + sl->pl[e].h) * SHOAL_PS_NRES;
       for (int r = 0; r < SHOAL_PS_NRES; r++) {
@@ -280,6 +315,7 @@ void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const s
     int t = s->start + k;
     if (t < from || t >= c->nslots) continue;
     const shoal__ps_slot_t *sl = &s->slot[k];
+    if (sl->n) c->sok[t] = 0;
     for (int e = 0; e < sl->n; e++) {
       double *res = c->res + ((size_t)t * c->H + sl->pl[e].h) * SHOAL_PS_NRES;
       const double *cap = shoal__ps_cap(c, sl->pl[e].h);
@@ -291,11 +327,44 @@ void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const s
   }
 }
 
+/* a cache: the same inputs give the same value; an empty entry has base 0,
+ * which no price uses (a 0 base is computed, not cached) */
+double shoal__ps_pow(const shoal__ps_cluster_t *c, double base, double ex) {
+  if (!(base > 0)) return pow(base, ex);
+  uint64_t bt, bu;
+  memcpy(&bt, &base, sizeof bt);
+  memcpy(&bu, &ex, sizeof bu);
+  int k = (int)(((bt * 0x9E3779B97F4A7C15ull) ^ (bu * 0xC2B2AE3D27D4EB4Full)) >> 56);
+  if (c->pm_theta[k] == base && c->pm_u[k] == ex) return c->pm_v[k];
+  shoal__ps_cluster_t *m = (shoal__ps_cluster_t *)c;
+  m->pm_theta[k] = base;
+  m->pm_u[k] = ex;
+  return m->pm_v[k] = pow(base, ex);
+}
+
+/* most workers of j alone on res, at most cap_w (the planners' worker test) */
+static int worker_room(const shoal__ps_job_t *j, const double *res, int cap_w) {
+  int a = cap_w;
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (j->dw[r] > 0) {
+      double f = floor((res[r] + EPS) / j->dw[r]);
+      if (f < a) a = (int)f;
+    }
+  return a < 0 ? 0 : a;
+}
+
+int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t) {
+  if (worker_room(j, shoal__ps_slot_max(c, t), 1) < 1) return 0; /* no machine has enough of some resource */
+  for (int h = 0; h < c->H; h++)
+    if (worker_room(j, shoal__ps_res(c, t, h), 1) >= 1) return 1;
+  return 0;
+}
+
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta) {
   double cap = shoal__ps_cap(c, h)[r];
   if (cap <= 0) return 0;
   double u = 1.0 - shoal__ps_res(c, t, h)[r] / cap;
-  return pow(theta, u) * (1.0 + 1e-3 * (t - s));
+  return shoal__ps_pow(c, theta, u) * (1.0 + 1e-3 * (t - s));
 }
 
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand) {

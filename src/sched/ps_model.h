@@ -45,6 +45,14 @@ typedef struct {
   double *cap;   /* H * NRES */
   int nslots;
   double *res;   /* nslots * H * NRES */
+  /* per slot, the largest residual of each resource over the machines
+   * (smax, valid where sok[t]; commit and release clear sok of the slots they
+   * touch; code that writes res directly must do so before the first query) */
+  double *smax;  /* nslots * NRES */
+  unsigned char *sok;
+  double capmax[SHOAL_PS_NRES];
+  /* memo of theta^u for the prices (a few distinct u: usage fractions) */
+  double pm_theta[256], pm_u[256], pm_v[256];
 } shoal__ps_cluster_t;
 
 int  shoal__ps_cluster_init(shoal__ps_cluster_t *c, int H, const double *cap /* H*NRES */);
@@ -59,6 +67,15 @@ static inline const double *shoal__ps_res(const shoal__ps_cluster_t *c, int t, i
 static inline const double *shoal__ps_cap(const shoal__ps_cluster_t *c, int h) {
   return c->cap + (size_t)h * SHOAL_PS_NRES;
 }
+/* The largest residual of each resource over the machines in slot t (a
+ * bound: no machine has more of any resource). */
+const double *shoal__ps_slot_max(const shoal__ps_cluster_t *c, int t);
+/* 1 if some machine has room for one worker of j in slot t (else every
+ * placement of workers in the slot is empty). */
+int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t);
+/* pow(base, ex), memoized in the cluster (prices take a few distinct
+ * exponents: usage fractions); the very value pow() returns. */
+double shoal__ps_pow(const shoal__ps_cluster_t *c, double base, double ex);
 /* Largest w <= wmax co-located workers (with their PSs) fitting in res. */
 int shoal__ps_max_coloc(const shoal__ps_job_t *j, const double *res);
 

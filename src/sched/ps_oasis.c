@@ -58,7 +58,7 @@ static double price(const shoal__ps_cluster_t *c, const shoal__ps_oasis_params_t
   double L = p->mult * e->Lnum / (4 * eta), U = p->mult * e->U[r];
   if (!(U > L)) U = L;
   double g = (cap - shoal__ps_res(c, t, h)[r]) / cap;
-  return L * pow(U / L, g);
+  return L * shoal__ps_pow(c, U / L, g);
 }
 
 static double unit_price(const shoal__ps_cluster_t *c, const shoal__ps_oasis_params_t *p, const shoal__ps_oasis_est_t *e,
@@ -77,10 +77,20 @@ static int cmp_key(const void *a, const void *b) {
   return x->h - y->h;
 }
 
-/* Per slot: machines sorted by worker price and by PS price. */
+/* Per slot: machines sorted by worker price and by PS price, only those with
+ * room for one worker (resp. one PS next to no worker): deploy() skips the
+ * others wherever they are in the order, so leaving them out changes
+ * nothing but the cost of pricing and sorting them. */
 typedef struct {
   mkey_t *wk, *pk;
+  int nw, np;
 } order_t;
+
+static int room_for(const double *res, const double *d) {
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (d[r] > 0 && floor((res[r] + EPS) / d[r]) < 1) return 0;
+  return 1;
+}
 
 static int make_order(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, const shoal__ps_oasis_params_t *p,
                       const shoal__ps_oasis_est_t *e, order_t *o) {
@@ -91,12 +101,14 @@ static int make_order(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, in
     free(o->pk);
     return shoal__seterr(SHOAL_ERR_NOMEM, "oasis order");
   }
+  o->nw = o->np = 0;
   for (int h = 0; h < c->H; h++) {
-    o->wk[h] = (mkey_t){unit_price(c, p, e, t, h, j->dw), h};
-    o->pk[h] = (mkey_t){unit_price(c, p, e, t, h, j->dp), h};
+    const double *res = shoal__ps_res(c, t, h);
+    if (room_for(res, j->dw)) o->wk[o->nw++] = (mkey_t){unit_price(c, p, e, t, h, j->dw), h};
+    if (room_for(res, j->dp)) o->pk[o->np++] = (mkey_t){unit_price(c, p, e, t, h, j->dp), h};
   }
-  qsort(o->wk, (size_t)c->H, sizeof(mkey_t), cmp_key);
-  qsort(o->pk, (size_t)c->H, sizeof(mkey_t), cmp_key);
+  qsort(o->wk, (size_t)o->nw, sizeof(mkey_t), cmp_key);
+  qsort(o->pk, (size_t)o->np, sizeof(mkey_t), cmp_key);
   return 0;
 }
 
@@ -115,7 +127,7 @@ static double deploy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
     *err = shoal__seterr(SHOAL_ERR_NOMEM, "oasis deploy");
     return INFINITY;
   }
-  for (int k = 0; k < H && Y < n; k++) {
+  for (int k = 0; k < o->nw && Y < n; k++) {
     int h = o->wk[k].h;
     const double *res = shoal__ps_res(c, t, h);
     int y = n - Y;
@@ -132,7 +144,7 @@ static double deploy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
     return INFINITY;
   }
   int need = shoal__ps_count(j->kappa, n), Z = 0;
-  for (int k = 0; k < H && Z < need; k++) {
+  for (int k = 0; k < o->np && Z < need; k++) {
     int h = o->pk[k].h;
     const double *res = shoal__ps_res(c, t, h);
     int z = need - Z;
@@ -144,7 +156,7 @@ static double deploy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
     cost += z * o->pk[k].key;
   }
   if (out && !*err)
-    for (int k = 0; k < H && !*err; k++)
+    for (int k = 0; k < o->nw && !*err; k++)
       if (wk[o->wk[k].h]) *err = shoal__ps_slot_add(out, o->wk[k].h, wk[o->wk[k].h], 0);
   free(wk);
   (void)nw;
@@ -207,20 +219,25 @@ int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int 
   int best_k = -1;
   for (int k = 0; k < L; k++) {
     int t = s + k;
-    order_t o;
-    if ((rc = make_order(c, j, t, p, e, &o))) goto out;
     int err = 0;
-    int lastn = -1;
-    double lastc = 0;
-    for (int q = 0; q <= e1; q++) { /* memoized by worker count */
-      int n = (int)ceil(q * u / j->rho_ex - EPS);
-      if (n > j->wmax) n = j->wmax + 1;
-      if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
-      if (err) break;
-      cost_e[q] = lastc;
+    if (!shoal__ps_slot_fits_worker(c, j, t)) { /* a full slot: only 0 units (no prices needed) */
+      cost_e[0] = 0;
+      for (int q = 1; q <= e1; q++) cost_e[q] = (int)ceil(q * u / j->rho_ex - EPS) == 0 ? 0 : INFINITY;
+    } else {
+      order_t o;
+      if ((rc = make_order(c, j, t, p, e, &o))) goto out;
+      int lastn = -1;
+      double lastc = 0;
+      for (int q = 0; q <= e1; q++) { /* memoized by worker count */
+        int n = (int)ceil(q * u / j->rho_ex - EPS);
+        if (n > j->wmax) n = j->wmax + 1;
+        if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
+        if (err) break;
+        cost_e[q] = lastc;
+      }
+      free(o.wk);
+      free(o.pk);
     }
-    free(o.wk);
-    free(o.pk);
     if ((rc = err)) goto out;
     /* placeability is monotone in the worker count: skip what cannot fit */
     int qcap = 0;

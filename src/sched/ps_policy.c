@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "sched/place.h"
+#include "sched/policy_util.h"
 #include "sched/ps_greedy.h"
 #include "sched/ps_larr.h"
 #include "sched/ps_oasis.h"
@@ -34,6 +35,18 @@ typedef struct {
   double *rate_best;
   char *planned;
   int *tries;
+  shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
+  /* Which jobs a decision must look at (the others' placement for the
+   * current slot is the one they hold): per id the plan's version; a heap of
+   * plan ends (a plan that ran out is planned again) and one of the next slot
+   * at which a plan's placement changes; the plans changed in this decision */
+  int *pver;
+  struct slotq { struct slotq_e { int slot, id, ver; } *a; int n, cap; } endq, chgq;
+  int *chg;
+  int nchg, capchg;
+  int *mark; /* per id: stamp of the last decision that listed it */
+  int stamp;
+  int *rel;  /* released by a re-planning batch (room for replank) */
   shoal_job_t **pend; /* arrived or out of plan, not planned yet */
   int npend, cappend;
   int *idx;           /* scratch: active committed jobs, batch, deferred */
@@ -77,6 +90,7 @@ int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char 
   ps_pol_t *p = calloc(1, sizeof *p);
   if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
   p->kind = kind;
+  shoal__arrivals_init(&p->act);
   shoal__ps_replan_defaults(&p->rp);
   shoal__ps_oasis_defaults(&p->op);
   long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
@@ -138,6 +152,13 @@ void shoal__ps_policy_destroy(void *state) {
   free(p->planned);
   free(p->tries);
   free(p->pend);
+  shoal__arrivals_free(&p->act);
+  free(p->pver);
+  free(p->endq.a);
+  free(p->chgq.a);
+  free(p->chg);
+  free(p->mark);
+  free(p->rel);
   free(p->idx);
   free(p->buf);
   shoal__ps_cluster_free(&p->pc);
@@ -171,16 +192,78 @@ static int grow(ps_pol_t *p, int id) {
   if (pd) p->planned = pd;
   int *tr = realloc(p->tries, sizeof *tr * (size_t)n);
   if (tr) p->tries = tr;
-  if (!pj || !pl || !rb || !pd || !tr) return p->err = SHOAL_ERR_NOMEM;
+  int *pv = realloc(p->pver, sizeof *pv * (size_t)n);
+  if (pv) p->pver = pv;
+  int *mk = realloc(p->mark, sizeof *mk * (size_t)n);
+  if (mk) p->mark = mk;
+  if (!pj || !pl || !rb || !pd || !tr || !pv || !mk) return p->err = SHOAL_ERR_NOMEM;
   for (int i = p->cap; i < n; i++) {
     memset(&p->pj[i], 0, sizeof p->pj[i]);
     shoal__ps_sched_init(&p->plan[i], 0);
     p->rate_best[i] = 0;
     p->planned[i] = 0;
     p->tries[i] = 0;
+    p->pver[i] = 0;
+    p->mark[i] = -1;
   }
   p->cap = n;
   return 0;
+}
+
+static int slotq_less(const struct slotq_e *a, const struct slotq_e *b) {
+  return a->slot < b->slot || (a->slot == b->slot && a->id < b->id);
+}
+
+static void slotq_push(ps_pol_t *p, struct slotq *q, int slot, int id) {
+  if (q->n == q->cap) {
+    int nc = q->cap ? q->cap * 2 : 256;
+    struct slotq_e *a = realloc(q->a, sizeof *a * (size_t)nc);
+    if (!a) {
+      p->err = SHOAL_ERR_NOMEM;
+      return;
+    }
+    q->a = a;
+    q->cap = nc;
+  }
+  struct slotq_e e = {slot, id, p->pver[id]};
+  int i = q->n++;
+  while (i > 0 && slotq_less(&e, &q->a[(i - 1) / 2])) {
+    q->a[i] = q->a[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  q->a[i] = e;
+}
+
+static void slotq_pop(struct slotq *q) {
+  struct slotq_e last = q->a[--q->n];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    const struct slotq_e *b = &last;
+    if (l < q->n && slotq_less(&q->a[l], b)) m = l, b = &q->a[l];
+    if (l + 1 < q->n && slotq_less(&q->a[l + 1], b)) m = l + 1;
+    if (m == i) break;
+    q->a[i] = q->a[m];
+    i = m;
+  }
+  if (q->n) q->a[i] = last;
+}
+
+/* plan[id] changed (set, re-planned, dropped): the decision looks at it */
+static void plan_changed(ps_pol_t *p, int id) {
+  p->pver[id]++;
+  if (p->nchg == p->capchg) {
+    int nc = p->capchg ? p->capchg * 2 : 256;
+    int *c = realloc(p->chg, sizeof *c * (size_t)nc);
+    if (!c) {
+      p->err = SHOAL_ERR_NOMEM;
+      return;
+    }
+    p->chg = c;
+    p->capchg = nc;
+  }
+  p->chg[p->nchg++] = id;
+  if (p->planned[id]) slotq_push(p, &p->endq, shoal__ps_sched_end(&p->plan[id]), id);
 }
 
 static void push_pending(ps_pol_t *p, shoal_job_t *j) {
@@ -201,6 +284,10 @@ void shoal__ps_policy_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   ps_pol_t *p = state;
   (void)s;
   if (grow(p, j->id)) return;
+  if (shoal__arrivals_add(&p->act, j)) {
+    p->err = SHOAL_ERR_NOMEM;
+    return;
+  }
   push_pending(p, j);
   p->nfresh++;
 }
@@ -214,10 +301,12 @@ static void drop_plan(ps_pol_t *p, int id, int from) {
   shoal__ps_release(&p->pc, &p->pj[id], &p->plan[id], from);
   shoal__ps_sched_free(&p->plan[id]);
   p->planned[id] = 0;
+  plan_changed(p, id);
 }
 
 void shoal__ps_policy_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   ps_pol_t *p = state;
+  shoal__arrivals_remove(&p->act, j);
   if (p->est_s > 0) {
     double full = standalone_rate(s, j), d = full > 0 ? j->work / full : 0;
     p->est_n[est_bin(d)] += 1;
@@ -343,6 +432,7 @@ static int plan_one(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int
   shoal__ps_sched_free(&p->plan[id]);
   p->plan[id] = S;
   p->planned[id] = 1;
+  plan_changed(p, id);
   p->plans++;
   *planned = 1;
   return 0;
@@ -365,8 +455,8 @@ static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int releas
   if ((rc = idx_room(p, s->nactive + 2 * nb + 1))) return rc;
   int *act = p->idx, na = 0;
   if (release)
-    for (int a = 0; a < s->nactive; a++) {
-      shoal_job_t *j = s->active[a];
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
       int id = j->id;
       if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k) continue;
       shoal__ps_job_t now;
@@ -386,8 +476,10 @@ static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int releas
     shoal__ps_sched_init(&p->plan[id], k);
     batch[q] = id;
   }
+  if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(p->rp.replan_k + 1))))
+    return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", kind_name[p->kind]);
   rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &p->rp, p->kind == SHOAL__PS_GREEDY,
-                        p->rate_best, &p->lst, def, &ndef, &nrel);
+                        p->rate_best, &p->lst, def, &ndef, &nrel, p->rel);
   if (rc) return rc;
   if (release) p->replans++;
   p->released += nrel;
@@ -395,12 +487,52 @@ static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int releas
   /* mark planned: everything in the batch but the deferred */
   for (int q = 0; q < nb; q++) p->planned[batch[q]] = 1;
   for (int q = 0; q < ndef; q++) p->planned[def[q]] = 0;
+  for (int q = 0; q < nb; q++) plan_changed(p, batch[q]);
+  for (int q = 0; q < nrel; q++) plan_changed(p, p->rel[q]);
   p->plans += nb - ndef;
   int keep = from;
   for (int q = from; q < p->npend; q++)
     if (!p->planned[p->pend[q]->id]) p->pend[keep++] = p->pend[q];
   p->npend = keep;
   return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The placement plan[id] gives job id in slot k, into p->buf; entries. */
+static int desired(ps_pol_t *p, int id, long k) {
+  int n = 0;
+  const shoal__ps_sched_t *pl = &p->plan[id];
+  if (p->planned[id] && k >= pl->start && k < pl->start + pl->len) {
+    const shoal__ps_slot_t *sl = &pl->slot[k - pl->start];
+    for (int e = 0; e < sl->n; e++) p->buf[n++] = (shoal_place_t){sl->pl[e].h, (int16_t)sl->pl[e].w, (int16_t)sl->pl[e].p};
+    n = shoal__place_normalize(p->buf, n);
+  }
+  return n;
+}
+
+static int slot_same(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
+  if (a->n != b->n) return 0;
+  for (int e = 0; e < a->n; e++)
+    if (a->pl[e].h != b->pl[e].h || a->pl[e].w != b->pl[e].w || a->pl[e].p != b->pl[e].p) return 0;
+  return 1;
+}
+
+/* First slot after k whose planned placement may differ from slot k's
+ * (identical plan entries give identical placements), -1 if none. */
+static int next_change(const ps_pol_t *p, int id, int k) {
+  if (!p->planned[id]) return -1;
+  const shoal__ps_sched_t *pl = &p->plan[id];
+  int end = pl->start + pl->len;
+  if (k < pl->start) return pl->start;
+  if (k >= end) return -1;
+  const shoal__ps_slot_t *cur = &pl->slot[k - pl->start];
+  for (int t = k + 1; t < end; t++)
+    if (!slot_same(&pl->slot[t - pl->start], cur)) return t;
+  return cur->n ? end : -1;
 }
 
 int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
@@ -410,14 +542,22 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
   long k = slot_of(p, s->now);
   int rc = shoal__ps_cluster_ensure(&p->pc, (int)k + 2);
   if (rc) return rc;
-  /* jobs whose plan ran out before their work: plan again */
-  for (int a = 0; a < s->nactive; a++) {
-    shoal_job_t *j = s->active[a];
-    if (p->planned[j->id] && shoal__ps_sched_end(&p->plan[j->id]) < k) {
-      drop_plan(p, j->id, (int)k);
-      push_pending(p, j);
-      p->nfresh++;
-    }
+  /* jobs whose plan ran out before their work: plan again (in arrival
+   * order; the heap of plan ends gives them without looking at the others) */
+  int nran = 0;
+  while (p->endq.n && p->endq.a[0].slot < k) {
+    struct slotq_e e = p->endq.a[0];
+    slotq_pop(&p->endq);
+    if (e.ver != p->pver[e.id] || !p->planned[e.id] || e.id >= p->act.cap || !p->act.job[e.id]) continue;
+    if ((rc = idx_room(p, nran + 1))) return rc;
+    p->idx[nran++] = e.id;
+  }
+  qsort(p->idx, (size_t)nran, sizeof *p->idx, cmp_int);
+  for (int q = 0; q < nran; q++) {
+    shoal_job_t *j = p->act.job[p->idx[q]];
+    drop_plan(p, j->id, (int)k);
+    push_pending(p, j);
+    p->nfresh++;
   }
   if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
   /* new slot: everyone waiting is offered again; otherwise only the fresh */
@@ -443,23 +583,43 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
     p->npend = keep;
   }
   /* apply slot k: first take resources from jobs whose placement changes,
-   * then give the new placements (the plans fit the capacity together) */
+   * then give the new placements (the plans fit the capacity together). Only
+   * jobs whose plan changed in this decision or whose plan's placement
+   * changes by slot k can differ from what they hold; in arrival order. */
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
+  p->stamp++;
+  int ncand = 0;
+  for (int q = 0; q < p->nchg; q++) {
+    int id = p->chg[q];
+    if (p->mark[id] == p->stamp || id >= p->act.cap || !p->act.job[id]) continue;
+    if ((rc = idx_room(p, ncand + 1))) return rc;
+    p->mark[id] = p->stamp;
+    p->idx[ncand++] = id;
+  }
+  p->nchg = 0;
+  while (p->chgq.n && p->chgq.a[0].slot <= k) {
+    struct slotq_e e = p->chgq.a[0];
+    slotq_pop(&p->chgq);
+    if (e.ver != p->pver[e.id] || p->mark[e.id] == p->stamp || e.id >= p->act.cap || !p->act.job[e.id]) continue;
+    if ((rc = idx_room(p, ncand + 1))) return rc;
+    p->mark[e.id] = p->stamp;
+    p->idx[ncand++] = e.id;
+  }
+  qsort(p->idx, (size_t)ncand, sizeof *p->idx, cmp_int);
   for (int pass = 0; pass < 2; pass++)
-    for (int a = 0; a < s->nactive; a++) {
-      shoal_job_t *j = s->active[a];
-      int n = 0, id = j->id;
-      const shoal__ps_sched_t *pl = &p->plan[id];
-      if (p->planned[id] && k >= pl->start && k < pl->start + pl->len) {
-        const shoal__ps_slot_t *sl = &pl->slot[k - pl->start];
-        for (int e = 0; e < sl->n; e++)
-          p->buf[n++] = (shoal_place_t){sl->pl[e].h, (int16_t)sl->pl[e].w, (int16_t)sl->pl[e].p};
-        n = shoal__place_normalize(p->buf, n);
-      }
+    for (int q = 0; q < ncand; q++) {
+      shoal_job_t *j = p->act.job[p->idx[q]];
+      int n = desired(p, j->id, k);
       if (shoal__place_equal(p->buf, n, j->alloc.p, j->alloc.n)) continue;
       if (pass == 0) rc = j->alloc.n ? shoal_sched_preempt(s, j) : 0;
       else rc = n ? shoal_sched_assign(s, j, p->buf, n) : 0;
       if (rc) return shoal__seterr(rc, "%s: job %d at slot %ld: %s", name, j->id, k, shoal_last_error());
     }
+  for (int q = 0; q < ncand; q++) {
+    int next = next_change(p, p->idx[q], (int)k);
+    if (next > k) slotq_push(p, &p->chgq, next, p->idx[q]);
+  }
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
   if ((s->nactive > 0 || p->npend > 0) && p->timer_slot < k + 1) {
     if ((rc = shoal_sched_timer(s, (k + 1) * p->slot_s, k + 1))) return rc;
     p->timer_slot = k + 1;

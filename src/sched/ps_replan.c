@@ -80,7 +80,7 @@ double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
 
 int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
                      int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new, double *rate_best,
-                     shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel) {
+                     shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released) {
   *ndef = 0;
   *nrel = 0;
   if (nb <= 0) return 0;
@@ -120,6 +120,7 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
   int first = nc > p->replan_k ? nc - p->replan_k : 0;
   for (int q = first; q < nc; q++) {
     int i = cand[q].i;
+    if (released) released[q - first] = i;
     shoal__ps_release(c, &jobs[i], &S[i], t);
     sched_cut(&S[i], t);
     it[m] = cand[q];

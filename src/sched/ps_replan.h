@@ -30,11 +30,13 @@ double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
  * (replan_lp = 0) or the LP. Jobs that cannot be planned within hmax are
  * written to deferred (*ndef), with S[i] cut at t. rate_best[i] caches the
  * job's best one-slot rate on an empty machine (0 = not yet computed).
- * Returns the number of released jobs in *nrel. greedy_new = 1 plans the new
- * jobs with the greedy too (the "greedy with re-planning" ablation). */
+ * Returns the number of released jobs in *nrel and, when released is not
+ * NULL, their indices in released[0..*nrel) (room for replan_k). greedy_new =
+ * 1 plans the new jobs with the greedy too (the "greedy with re-planning"
+ * ablation). */
 int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
                      int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new,
-                     double *rate_best, shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel);
+                     double *rate_best, shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released);
 
 /* Offline lower bound on total flow time (§7.3): LP with capacity pooled per
  * resource, PS usage kappa*W, all work at rho_in, v[i,t] >= 1 - done/Q, and

@@ -18,6 +18,8 @@ int shoal__sched_init(shoal_sched_t *s, shoal_cluster_t *c, const shoal_speed_t 
 }
 
 void shoal__sched_fini(shoal_sched_t *s) {
+  free(s->memo);
+  s->memo = NULL;
   free(s->active);
   s->active = NULL;
   s->nactive = 0;
@@ -39,11 +41,12 @@ int shoal__sched_add_active(shoal_sched_t *s, shoal_job_t *j) {
 void shoal__sched_remove_active(shoal_sched_t *s, shoal_job_t *j) {
   int i = j->active_index;
   if (i < 0 || i >= s->nactive || s->active[i] != j) return;
-  /* keep arrival order (policies iterate it; determinism and FIFO-like
-   * scans benefit): shift, O(active) but only on completions */
-  memmove(&s->active[i], &s->active[i + 1], (size_t)(s->nactive - i - 1) * sizeof *s->active);
-  s->nactive--;
-  for (int k = i; k < s->nactive; k++) s->active[k]->active_index = k;
+  /* O(1): the last job fills the hole, so the array is in no particular
+   * order (policy.h); a shift kept arrival order at O(active) per completion,
+   * most of an overloaded run's time */
+  shoal_job_t *last = s->active[--s->nactive];
+  s->active[i] = last;
+  last->active_index = i;
   j->active_index = -1;
 }
 
@@ -100,19 +103,21 @@ int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p,
     goto done;
   }
   if (s->hooks.touch) s->hooks.touch(s->engine, j);
-  shoal_place_t *mem = NULL;
-  if (n > 0) {
-    mem = malloc((size_t)n * sizeof *mem);
+  /* the job's placement array is reused when it has room (a preempted and
+   * restarted job does not allocate again) */
+  if (n > 0 && (!j->alloc.p || n > j->alloc.cap)) {
+    shoal_place_t *mem = malloc((size_t)n * sizeof *mem);
     if (!mem) {
       give_all(s->cluster, j, np, n);
       take_all(s->cluster, j, j->alloc.p, j->alloc.n);
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "assign: out of memory");
       goto done;
     }
-    memcpy(mem, np, (size_t)n * sizeof *mem);
+    free(j->alloc.p);
+    j->alloc.p = mem;
+    j->alloc.cap = n;
   }
-  free(j->alloc.p);
-  j->alloc.p = mem;
+  if (n > 0) memcpy(j->alloc.p, np, (size_t)n * sizeof *np);
   j->alloc.n = n;
   j->alloc.workers = workers;
   j->alloc.ps = ps;
@@ -155,12 +160,39 @@ shoal_shape_t shoal__shape_consolidated(const shoal_cluster_t *c, int workers, i
 }
 
 double shoal_sched_rate(const shoal_sched_t *s, const shoal_job_t *j, const shoal_place_t *p, int n) {
-  shoal_alloc_t a = {n, 0, 0, (shoal_place_t *)p};
+  shoal_alloc_t a = {n, 0, 0, (shoal_place_t *)p, 0};
   shoal_shape_t sh = shoal__shape_of(s->cluster, &a);
   return s->speed->rate(s->speed, s->cluster, j, &sh);
 }
 
+/* A direct-mapped memo of consolidated rates keyed by (model, architecture,
+ * workers, PSs): policies ask for the same few sizes of the same few models
+ * millions of times (Optimus's marginal gains, elastic's estimates). */
+#define MEMO_SLOTS 4096
+struct shoal__rate_memo {
+  uint64_t key[MEMO_SLOTS];
+  double rate[MEMO_SLOTS];
+};
+
 double shoal_sched_rate_consolidated(const shoal_sched_t *s, const shoal_job_t *j, int workers, int ps) {
+  shoal_sched_t *ms = (shoal_sched_t *)s; /* the memo is a cache: logically const */
+  uint64_t key = 0;
+  int cacheable = workers >= 0 && workers < (1 << 24) && ps >= 0 && ps < (1 << 24) && j->model >= 0 && j->model < 0x7fff;
+  if (cacheable) {
+    /* +1: key 0 marks an empty slot */
+    key = ((uint64_t)(j->model & 0x7fff) << 49 | (uint64_t)(j->arch & 1) << 48 | (uint64_t)workers << 24 | (uint64_t)ps) + 1;
+    if (!ms->memo) ms->memo = calloc(1, sizeof *ms->memo);
+    if (ms->memo) {
+      uint64_t h = key * 0x9E3779B97F4A7C15ull;
+      int slot = (int)(h >> 52); /* 12 bits */
+      if (ms->memo->key[slot] == key) return ms->memo->rate[slot];
+      shoal_shape_t sh = shoal__shape_consolidated(s->cluster, workers, ps);
+      double r = s->speed->rate(s->speed, s->cluster, j, &sh);
+      ms->memo->key[slot] = key;
+      ms->memo->rate[slot] = r;
+      return r;
+    }
+  }
   shoal_shape_t sh = shoal__shape_consolidated(s->cluster, workers, ps);
   return s->speed->rate(s->speed, s->cluster, j, &sh);
 }

@@ -46,7 +46,8 @@
 #define MAX_QUEUES 16
 
 /* per-job fields: pint[0] queue, pint[1] entry time into the queue (double
- * bits), pint[2] index in the holding list (-1: none), pint[3] version of its
+ * bits), pint[2] index in the holding list (-1: none), pint[4] key changed
+ * since the holders were sorted, pint[5] decision stamp, pint[3] version of its
  * heap entry, pkey[0] held_s at the last reset, pkey[1] waiting time at the
  * last reset, pkey[2] pending timer time (0: none) */
 /* A waiting-heap entry carries a copy of the key it was pushed with: a
@@ -79,9 +80,11 @@ typedef struct {
     int gpus;
     went_t *h;
     int n, cap;
+    long cnt[MAX_QUEUES]; /* waiting jobs of this size per queue */
   } *cls;
   int ncls, clscap;
   long waiting_gpus, nwaiting;
+  long hq[MAX_QUEUES]; /* GPUs of the holders per queue */
   /* Jobs holding GPUs, in walk order as of the last contended decision for
    * hold[0..nsorted) (NULL: left since), appended after that. A contended
    * decision sorts only the holders whose key changed or that are new and
@@ -103,6 +106,9 @@ typedef struct {
   int narmed, armedcap;
   shoal_job_t **dirty; /* jobs whose timer must be (re)computed after the decision */
   int ndirty, dirtycap;
+  shoal_job_t **due;   /* holders checked for a crossing in this decision */
+  int ndue, duecap;
+  int64_t stamp;       /* decision number (pint[5]: listed in due[] in that decision) */
   int timers_off;      /* holders' timers were not set (nobody waited) */
   /* scratch of one decision */
   shoal_job_t **order, **walked_wait;
@@ -175,6 +181,7 @@ static void tiresias_destroy(void *state) {
   free(t->tq);
   free(t->armed);
   free(t->dirty);
+  free(t->due);
   free(t->order);
   free(t->walked_wait);
   free(t->want);
@@ -231,9 +238,18 @@ static int class_of(tiresias_t *t, int g) {
     t->clscap = nc;
   }
   memmove(&t->cls[lo + 1], &t->cls[lo], (size_t)(t->ncls - lo) * sizeof *t->cls);
-  t->cls[lo] = (struct wclass){g, NULL, 0, 0};
+  memset(&t->cls[lo], 0, sizeof t->cls[lo]);
+  t->cls[lo].gpus = g;
   t->ncls++;
   return lo;
+}
+
+/* count j as waiting in its queue (d = +1) or not any more (-1) */
+static int wcount(tiresias_t *t, const shoal_job_t *j, int d) {
+  int ci = class_of(t, j->gpus);
+  if (ci < 0) return SHOAL_ERR_NOMEM;
+  t->cls[ci].cnt[j->pint[0]] += d;
+  return 0;
 }
 
 static int wpush(tiresias_t *t, shoal_job_t *j) {
@@ -328,6 +344,7 @@ static int hold_add(tiresias_t *t, shoal_job_t *j) {
   j->pint[2] = t->nhold;
   t->hold[t->nhold++] = j;
   t->nlive++;
+  t->hq[j->pint[0]] += j->gpus;
   return 0;
 }
 
@@ -337,6 +354,7 @@ static void hold_remove(tiresias_t *t, shoal_job_t *j) {
   t->hold[i] = NULL;
   j->pint[2] = -1;
   t->nlive--;
+  t->hq[j->pint[0]] -= j->gpus;
 }
 
 /* ---- crossing timers ---- */
@@ -426,12 +444,15 @@ static void tiresias_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   set_entry(j, s->now);
   j->pint[2] = -1;
   j->pint[3] = 0;
+  j->pint[4] = 0;
+  j->pint[5] = -1;
   j->pkey[0] = j->pkey[1] = j->pkey[2] = 0;
   if (grow_ptrs(t, &t->byid, &t->byidcap, j->id + 1)) return;
   while (t->nbyid <= j->id) t->byid[t->nbyid++] = NULL;
   t->byid[j->id] = j;
   t->waiting_gpus += j->gpus;
   t->nwaiting++;
+  if (wcount(t, j, +1)) return;
   wput(t, j);
 }
 
@@ -490,12 +511,31 @@ static int update_queue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
   return changed;
 }
 
+/* update_queue() plus the per-queue sums: holders' GPUs (hq) and waiting
+ * jobs' sizes (cnt) */
+static int requeue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
+  int q0 = (int)j->pint[0];
+  int ch = update_queue(t, s, j);
+  if (ch && j->pint[0] != q0) {
+    if (j->pint[2] >= 0) {
+      t->hq[q0] -= j->gpus;
+      t->hq[j->pint[0]] += j->gpus;
+    } else {
+      int ci = class_of(t, j->gpus);
+      if (ci < 0) return ch;
+      t->cls[ci].cnt[q0]--;
+      t->cls[ci].cnt[j->pint[0]]++;
+    }
+  }
+  return ch;
+}
+
 static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
   double held = shoal_sched_held_s(s, j), at = 0;
   if (shoal__holding(j)) {
     /* a crossing due now is applied here (an uncontended decision does not
      * update the holders): a holder's timer is then always in the future */
-    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now && update_queue(t, s, j)) t->hold_unsorted = 1;
+    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now && requeue(t, s, j)) t->hold_unsorted = 1;
     if (j->pint[0] < t->nq - 1) at = demote_at(t, s, j, held);
   } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
     at = promote_at(t, s, j, held);
@@ -513,6 +553,80 @@ static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
     j->pkey[2] = 0; /* none pending: an old entry is dropped when it comes due */
   }
   return rc;
+}
+
+static int cmp_hold_index(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  return (x->pint[2] > y->pint[2]) - (x->pint[2] < y->pint[2]);
+}
+
+/* collect into due[] the holders with a valid crossing timer at <= limit
+ * (the timer heap is ordered by time: prune below later entries) */
+static int due_walk(tiresias_t *t, int i, double limit) {
+  if (i >= t->ntq || t->tq[i].at > limit) return 0;
+  const tent_t *e = &t->tq[i];
+  shoal_job_t *j = e->id < t->nbyid ? t->byid[e->id] : NULL;
+  if (j && e->at == j->pkey[2] && j->pint[2] >= 0 && j->pint[5] != t->stamp) {
+    if (grow_ptrs(t, &t->due, &t->duecap, t->ndue + 1)) return SHOAL_ERR_NOMEM;
+    j->pint[5] = t->stamp;
+    t->due[t->ndue++] = j;
+  }
+  int rc = due_walk(t, 2 * i + 1, limit);
+  return rc ? rc : due_walk(t, 2 * i + 2, limit);
+}
+
+/* Apply the holders' due demotions. pint[4] = 1 marks a holder whose key
+ * changed since the holders were last sorted (cleared by the sort). */
+static int holders_due(tiresias_t *t, shoal_sched_t *s) {
+  int rc;
+  if (t->timers_off) {
+    for (int i = 0; i < t->nhold; i++) {
+      shoal_job_t *j = t->hold[i];
+      if (j && requeue(t, s, j)) {
+        j->pint[4] = 1;
+        if ((rc = mark_dirty(t, j))) return rc;
+      }
+    }
+    return 0;
+  }
+  /* candidates: the holders whose timer fired, then those due within the
+   * margin; in holding-list order (the order a full pass would use) */
+  t->ndue = 0;
+  t->stamp++;
+  for (int i = 0; i < t->ndirty; i++) {
+    shoal_job_t *j = t->dirty[i];
+    if (j->pint[2] >= 0 && j->pint[5] != t->stamp) {
+      if (grow_ptrs(t, &t->due, &t->duecap, t->ndue + 1)) return SHOAL_ERR_NOMEM;
+      j->pint[5] = t->stamp;
+      t->due[t->ndue++] = j;
+    }
+  }
+  if ((rc = due_walk(t, 0, s->now + 1e-6 * (1 + fabs(s->now)) + 1))) return rc;
+  qsort(t->due, (size_t)t->ndue, sizeof *t->due, cmp_hold_index);
+  for (int i = 0; i < t->ndue; i++) {
+    shoal_job_t *j = t->due[i];
+    if (requeue(t, s, j)) {
+      j->pint[4] = 1;
+      if ((rc = mark_dirty(t, j))) return rc;
+    }
+  }
+  return 0;
+}
+
+/* Would the walk select any waiting job? It walks queue by queue, in each
+ * the holders first: with no waiting job selected before, every holder fits
+ * (together they hold at most all GPUs), so a waiting job of queue q finds
+ * total - (GPUs of the holders in queues <= q) free GPUs. If no waiting job
+ * fits there, the walk keeps every holder and starts nobody. */
+static int walk_selects(const tiresias_t *t, const shoal_sched_t *s) {
+  long held = 0;
+  for (int q = 0; q < t->nq; q++) {
+    held += t->hq[q];
+    long room = s->cluster->gpus_total - held;
+    for (int c = 0; c < t->ncls && t->cls[c].gpus <= room; c++)
+      if (t->cls[c].cnt[q] > 0) return 1;
+  }
+  return 0;
 }
 
 static int tiresias_schedule(void *state, shoal_sched_t *s) {
@@ -553,7 +667,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     if (j->state == SHOAL_JOB_DONE) continue;
     if ((rc = mark_dirty(t, j))) return rc;
     if (j->pint[2] >= 0) continue;
-    if (update_queue(t, s, j) && (rc = wput(t, j))) return rc;
+    if (requeue(t, s, j) && (rc = wput(t, j))) return rc;
   }
   t->nfired = 0;
   if (t->nwaiting == 0) {
@@ -584,17 +698,21 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       t->want[n++] = 1;
     }
   } else {
-    /* holding jobs: demotions, then sort; merge with the waiting heap */
-    /* holders: demotions; unchanged ones of the sorted prefix keep their
+    /* holders' demotions: every holder when their timers may be unset
+     * (nobody waited before), else only those whose crossing timer is due
+     * within a margin far wider than update_queue()'s tolerance (the others
+     * cannot have crossed) */
+    if ((rc = holders_due(t, s))) return rc;
+    if (!walk_selects(t, s)) goto timers; /* no waiting job fits anywhere: nothing changes */
+    /* holders in walk order: unchanged ones of the sorted prefix keep their
      * order, the others (crossed, new) are sorted and merged in */
     int nc = 0, nd = 0;
     for (int i = 0; i < t->nhold; i++) {
       shoal_job_t *j = t->hold[i];
       if (!j) continue;
-      int ch = update_queue(t, s, j);
-      if (ch && (rc = mark_dirty(t, j))) return rc;
-      if (ch || i >= t->nsorted || t->hold_unsorted) t->order[nd++] = j; /* order[]: scratch until the walk */
+      if (j->pint[4] || i >= t->nsorted || t->hold_unsorted) t->order[nd++] = j; /* order[]: scratch until the walk */
       else t->walked_wait[nc++] = j;
+      j->pint[4] = 0;
     }
     qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
     for (int a = 0, b = 0, k = 0; a < nc || b < nd; k++) {
@@ -607,11 +725,14 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
     int hi = 0;
     free_gpus = s->cluster->gpus_total;
+    /* waiting jobs larger than the free GPUs are skipped: the walk would
+     * not select them, and popping them made a decision O(W log W); the
+     * first waiting job is looked up again only when it was taken or no
+     * longer fits */
+    int ci = 0;
+    shoal_job_t *w = wnext(t, free_gpus, &ci);
     while (free_gpus > 0) {
-      /* waiting jobs larger than the free GPUs are skipped: the walk would
-       * not select them, and popping them made a decision O(W log W) */
-      int ci = 0;
-      shoal_job_t *w = wnext(t, free_gpus, &ci), *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
+      shoal_job_t *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
       if (!w && !h) break;
       if (h && (!w || cmp_order(&h, &w) < 0)) {
         j = h;
@@ -619,11 +740,13 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       } else {
         j = w;
         cpop(&t->cls[ci]);
+        w = NULL;
       }
       t->order[n] = j;
       t->want[n] = j->gpus <= free_gpus;
       if (t->want[n]) free_gpus -= j->gpus;
       n++;
+      if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
     }
     for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
       t->order[n] = t->walked_wait[hi];
@@ -640,9 +763,9 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       hold_remove(t, j);
       t->waiting_gpus += j->gpus;
       t->nwaiting++;
-      if ((rc = wput(t, j))) return rc;
+      if ((rc = wcount(t, j, +1)) || (rc = wput(t, j))) return rc;
     } else if (!was && is) {
-      if ((rc = hold_add(t, j))) return rc;
+      if ((rc = wcount(t, j, -1)) || (rc = hold_add(t, j))) return rc;
       t->waiting_gpus -= j->gpus;
       t->nwaiting--;
     } else if (!was && !is) {
@@ -653,6 +776,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     t->timers_off = 1;
     return 0;
   }
+timers:
   /* Timers of the jobs that changed (started, preempted, crossed, fired);
    * an unchanged job's crossing time is unchanged (attained service grows at
    * n_j per second while holding, waiting time at 1 per second while

@@ -133,9 +133,14 @@ typedef struct engine {
   double tl_dt;
   /* rack contention (spec §3.6): jobs holding GPUs in more than one rack */
   int *xk;              /* per rack: RUN jobs with cross-rack traffic there */
+  int *xk_old;          /* the counts before the last recount */
   shoal_job_t **xjobs;
   int nx, xcap;
   int32_t *xidx;        /* per job: index in xjobs, -1 if absent */
+  /* per job: the shape of its allocation and its last rating (alloc_rate) */
+  shoal_shape_t *shape;
+  double *shape_share, *shape_rate;
+  uint8_t *shape_ok;
   int xdirty;
 } engine_t;
 
@@ -152,18 +157,27 @@ static void hook_touch(void *arg, shoal_job_t *j) {
     shoal_job_t **t = realloc(e->touched, (size_t)nc * sizeof *t);
     shoal_alloc_t *p = realloc(e->prev, (size_t)nc * sizeof *p);
     if (t) e->touched = t;
-    if (p) e->prev = p;
+    if (p) {
+      e->prev = p;
+      for (int i = e->touched_cap; i < nc; i++) p[i].p = NULL, p[i].cap = 0;
+    }
     if (!t || !p) abort(); /* cannot continue consistently; out of memory */
     e->touched_cap = nc;
   }
+  /* the previous allocation, in a buffer kept by the slot (no allocation
+   * per touched job) */
   shoal_alloc_t *pv = &e->prev[e->ntouched];
-  *pv = j->alloc;
-  pv->p = NULL;
-  if (j->alloc.n) {
-    pv->p = malloc((size_t)j->alloc.n * sizeof *pv->p);
-    if (!pv->p) abort();
-    memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
+  shoal_place_t *buf = pv->p;
+  int cap = pv->cap;
+  if (j->alloc.n > cap) {
+    cap = j->alloc.n > 8 ? j->alloc.n : 8;
+    buf = realloc(buf, (size_t)cap * sizeof *buf);
+    if (!buf) abort();
   }
+  *pv = j->alloc;
+  pv->p = buf;
+  pv->cap = cap;
+  if (j->alloc.n) memcpy(pv->p, j->alloc.p, (size_t)j->alloc.n * sizeof *pv->p);
   e->touched[e->ntouched++] = j;
   j->touched = e->ntouched;
 }
@@ -223,10 +237,24 @@ static double xrack_share(const engine_t *e, const shoal_job_t *j) {
   return b;
 }
 
+/* The rate of j's allocation. Its shape is kept from the allocation's first
+ * rating (shape_ok[j] until the allocation changes), and a cross-rack job
+ * whose uplink share is the one it was last rated with keeps that rate: the
+ * speed model is a pure function of the shape and the share. */
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
-  shoal_shape_t sh = shoal__shape_of(e->c, &j->alloc);
+  int id = j->id;
+  if (!e->shape_ok[id]) {
+    e->shape[id] = shoal__shape_of(e->c, &j->alloc);
+    e->shape_ok[id] = 1;
+    e->shape_rate[id] = -1;
+  }
+  shoal_shape_t sh = e->shape[id];
   if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
-  return e->speed->rate(e->speed, e->c, j, &sh);
+  if (e->shape_rate[id] >= 0 && sh.xrack_gbps == e->shape_share[id]) return e->shape_rate[id];
+  double r = e->speed->rate(e->speed, e->c, j, &sh);
+  e->shape_share[id] = sh.xrack_gbps;
+  e->shape_rate[id] = r;
+  return r;
 }
 
 static int x_set(engine_t *e, shoal_job_t *j, int member) {
@@ -252,9 +280,13 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   return 0;
 }
 
-/* Recount x_k and re-rate the running cross-rack jobs whose share changed. */
+/* Recount x_k and re-rate the running cross-rack jobs whose share changed:
+ * only those touching a rack whose count changed can have a new rate (a
+ * rate is always computed from the counts of the last recount), so the
+ * others are not re-rated. */
 static int update_contention(engine_t *e, double t) {
   e->xdirty = 0;
+  memcpy(e->xk_old, e->xk, (size_t)e->c->nracks * sizeof *e->xk);
   memset(e->xk, 0, (size_t)e->c->nracks * sizeof *e->xk);
   for (int i = 0; i < e->nx; i++) {
     const shoal_job_t *j = e->xjobs[i];
@@ -266,9 +298,18 @@ static int update_contention(engine_t *e, double t) {
       last = r;
     }
   }
+  int any = 0;
+  for (int r = 0; r < e->c->nracks; r++) any |= e->xk[r] != e->xk_old[r];
+  if (!any) return 0;
   for (int i = 0; i < e->nx; i++) {
     shoal_job_t *j = e->xjobs[i];
     if (j->state != SHOAL_JOB_RUN) continue;
+    int touched = 0;
+    for (int k = 0; k < j->alloc.n && !touched; k++) {
+      int r = e->c->m[j->alloc.p[k].machine].rack;
+      touched = e->xk[r] != e->xk_old[r];
+    }
+    if (!touched) continue;
     double r = alloc_rate(e, j);
     if (r == j->rate) continue;
     advance_job(e, j, t);
@@ -307,6 +348,7 @@ static int apply_changes(engine_t *e, double t) {
     j->touched = 0;
     int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
     if (!changed) goto next;
+    e->shape_ok[j->id] = 0;
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
     {
@@ -342,14 +384,13 @@ static int apply_changes(engine_t *e, double t) {
       j->n_realloc++;
       e->res->reallocations++;
     }
-    double r = alloc_rate(e, j);
     if (delay > 0) {
       set_state(e, j, SHOAL_JOB_RESTART);
       j->restart_until = t + delay;
       rc = push(e, EV_RESTART_DONE, t + delay, j->id, j->version, 0);
     } else {
       set_state(e, j, SHOAL_JOB_RUN);
-      set_rate(e, j, r);
+      set_rate(e, j, alloc_rate(e, j));
       rc = schedule_finish(e, j, t);
     }
     if (rc) break;
@@ -360,8 +401,6 @@ static int apply_changes(engine_t *e, double t) {
       rc = x_set(e, j, now_x);
     }
     if (rc) break;
-    free(old->p);
-    old->p = NULL;
   }
   e->ntouched = 0;
   return rc;
@@ -481,7 +520,7 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
     shoal__cluster_give(e->c, j->alloc.p[k].machine, &d);
   }
   free(j->alloc.p);
-  memset(&j->alloc, 0, sizeof j->alloc);
+  memset(&j->alloc, 0, sizeof j->alloc); /* p NULL, cap 0 */
   j->finish = t;
   j->version++;
   shoal__sched_remove_active(&e->s, j);
@@ -512,8 +551,14 @@ static int engine_setup(engine_t *e) {
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
   e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
+  e->xk_old = calloc((size_t)e->c->nracks, sizeof *e->xk_old);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
-  if (!e->xidx || !e->xk || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  e->shape = malloc((n ? n : 1) * sizeof *e->shape);
+  e->shape_share = malloc((n ? n : 1) * sizeof *e->shape_share);
+  e->shape_rate = malloc((n ? n : 1) * sizeof *e->shape_rate);
+  e->shape_ok = calloc(n ? n : 1, 1);
+  if (!e->shape || !e->shape_share || !e->shape_rate || !e->shape_ok) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  if (!e->xidx || !e->xk || !e->xk_old || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
@@ -689,7 +734,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   for (long i = 0; i < w->njobs; i++) {
     free(w->jobs[i].alloc.p);
     w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = 0;
+    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
   }
   shoal__sched_fini(&e.s);
   shoal__cluster_destroy(e.c);
@@ -700,8 +745,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
+  free(e.xk_old);
+  free(e.shape);
+  free(e.shape_share);
+  free(e.shape_rate);
+  free(e.shape_ok);
   free(e.xjobs);
   free(e.touched);
+  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
   free(e.prev);
   *res = r;
   return 0;
@@ -711,9 +762,9 @@ fail_sched:
   for (long i = 0; i < w->njobs; i++) {
     free(w->jobs[i].alloc.p);
     w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = 0;
+    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
   }
-  for (int i = 0; i < e.ntouched; i++) free(e.prev[i].p);
+  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
   shoal__sched_fini(&e.s);
   free(e.heap.a);
   free(e.heap.pos);
@@ -722,6 +773,11 @@ fail_sched:
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
+  free(e.xk_old);
+  free(e.shape);
+  free(e.shape_share);
+  free(e.shape_rate);
+  free(e.shape_ok);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);

@@ -378,6 +378,12 @@ int shoal__trace_parse(const char *name, const char *text, size_t len, const sho
   int format = 0, nhead = 0, col[C_COUNT];
   int rc = 0;
   size_t pos = 0;
+  { /* one allocation for every row (growing by doubling copied the jobs
+     * over and over: most of reading the Philly trace) */
+    long lines = 1;
+    for (const char *q = text; (q = memchr(q, '\n', len - (size_t)(q - text))) != NULL; q++) lines++;
+    if (lines <= 100000000 && (w.jobs = malloc((size_t)lines * sizeof *w.jobs)) != NULL) v.cap = lines;
+  }
   while (pos < len) {
     const char *ln = text + pos;
     const char *nl = memchr(ln, '\n', len - pos);

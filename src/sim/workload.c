@@ -92,6 +92,20 @@ void shoal__workload_reset(shoal_workload_t *w) {
   }
 }
 
+/* arrival order, ties by trace row (then by position: a stable sort) */
+typedef struct {
+  double arrival;
+  int64_t row;
+  long i;
+} order_t;
+
+static int cmp_order(const void *a, const void *b) {
+  const order_t *x = a, *y = b;
+  if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
+  if (x->row != y->row) return x->row < y->row ? -1 : 1;
+  return (x->i > y->i) - (x->i < y->i);
+}
+
 static int cmp_job(const void *a, const void *b) {
   const shoal_job_t *x = a, *y = b;
   if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
@@ -100,8 +114,32 @@ static int cmp_job(const void *a, const void *b) {
 
 void shoal__workload_finalize(shoal_workload_t *w) {
   if (w->njobs <= 0) return;
-  qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
-  double t0 = w->njobs ? w->jobs[0].arrival : 0;
+  /* sort small keys, then move every job once, in place (sorting the jobs
+   * themselves copied ~300-byte records log n times) */
+  order_t *o = malloc((size_t)w->njobs * sizeof *o);
+  if (o) {
+    for (long i = 0; i < w->njobs; i++) o[i] = (order_t){w->jobs[i].arrival, w->jobs[i].row, i};
+    qsort(o, (size_t)w->njobs, sizeof *o, cmp_order);
+    /* position i takes the job at o[i].i: follow each cycle of the
+     * permutation once (o[i].i = -1 marks a filled position) */
+    for (long i = 0; i < w->njobs; i++) {
+      if (o[i].i < 0 || o[i].i == i) continue;
+      shoal_job_t tmp = w->jobs[i];
+      long k = i;
+      while (o[k].i != i) {
+        long from = o[k].i;
+        w->jobs[k] = w->jobs[from];
+        o[k].i = -1;
+        k = from;
+      }
+      w->jobs[k] = tmp;
+      o[k].i = -1;
+    }
+    free(o);
+  } else { /* out of memory for the keys: sort the jobs themselves */
+    qsort(w->jobs, (size_t)w->njobs, sizeof *w->jobs, cmp_job);
+  }
+  double t0 = w->jobs[0].arrival;
   for (long i = 0; i < w->njobs; i++) {
     w->jobs[i].id = (int32_t)i;
     w->jobs[i].arrival -= t0;

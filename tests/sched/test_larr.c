@@ -166,7 +166,7 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
     int eg = shoal__ps_sched_end(&G), mach[6], e;
     for (int h = 0; h < H; h++) mach[h] = h;
     shoal__ps_lp_t *lp;
-    CHECK_OK(shoal__ps_lp_build(&c, &j, 0, eg, mach, H, 16, 5, inst % 2, &lp));
+    CHECK_OK(shoal__ps_lp_build(&c, &j, 0, eg, mach, H, 16, 0, inst % 2, &lp));
     CHECK_OK(shoal__ps_lp_horizon(lp, 0, eg, &e, NULL));
     lp_ok++;
     for (int b = 0; b < 5; b++) {

@@ -66,7 +66,7 @@ TEST_T(larr_replan_never_touches_executed_work, 60) {
     rp.replan_k = 1 + inst % 4;
     double rate[8] = {0};
     shoal__ps_larr_stats_t st = {0};
-    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, n0, batch, nn, t, &rp, inst % 5 == 4, rate, &st, def, &ndef, &nrel));
+    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, n0, batch, nn, t, &rp, inst % 5 == 4, rate, &st, def, &ndef, &nrel, NULL));
     CHECK_EQ(ndef, 0);
     CHECK(nrel <= rp.replan_k);
     released_total += nrel;
