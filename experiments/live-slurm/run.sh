@@ -8,7 +8,7 @@
 # one) or by `shoal sched serve --policy SCHED` (the shoal policy decides
 # placement, preemption and size). Per job: submit time, runs (from the job's
 # own log), end; then average JCT, makespan, GPU utilization.
-#   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (32), SEED (1), CPU (0.2),
+#   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (30), SEED (8), CPU (0.2),
 #                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +16,7 @@ sched=${1:?scheduler: slurm or a shoal policy (tiresias:..., elastic:..., larr:.
 S=$(realpath "${SHOAL:-build/shoal}")
 tag=${sched%%:*}
 out=$(realpath -m "${2:-build/experiments/live-slurm/$tag}")
-N=${JOBS:-32} SEED=${SEED:-1} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
+N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
 TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
 DATA=${DATA:-/tmp/shoal-fmnist-raw}
 GRACE=${GRACE:-5} RESTART=${RESTART_COST:-10} TICK=${TICK:-0.5}

@@ -3,9 +3,9 @@
 
 A shared GPU cluster's mix: many short jobs and a few long, large ones (job
 length heavy-tailed and larger jobs running longer, as in Philly):
-  long   (10%): 4 workers (2 for a third of them), 200-320 s of training;
-  medium (15%): 2 or 4 workers, 50-100 s;
-  short  (75%): 1 or 2 workers, 15-40 s.
+  long   (10%): 4 workers (2 for a third of them), 180-280 s of training;
+  medium (15%): 2 or 4 workers, 45-90 s;
+  short  (75%): 1 or 2 workers, 15-35 s.
 Models mlp and cnn (half each); three quarters elastic (1-4 workers), the rest
 rigid. Lengths are at the requested size, turned into samples with the
 measured speeds (throughputs.json, the table `shoal sim --speed table` reads:
@@ -21,9 +21,9 @@ import argparse, json, math, random, re
 ap = argparse.ArgumentParser()
 ap.add_argument("throughputs")
 ap.add_argument("out")
-ap.add_argument("--jobs", type=int, default=32)
+ap.add_argument("--jobs", type=int, default=30)
 ap.add_argument("--seed", type=int, default=1)
-ap.add_argument("--window", type=float, default=300)
+ap.add_argument("--window", type=float, default=240)
 a = ap.parse_args()
 
 t = json.load(open(a.throughputs))
@@ -47,11 +47,11 @@ rng.shuffle(kinds)
 for i in range(a.jobs):
     kind = kinds[i]
     if kind == "long":
-        g, dur = (4 if rng.random() < 2 / 3 else 2), rng.uniform(200, 320)
+        g, dur = (4 if rng.random() < 2 / 3 else 2), rng.uniform(180, 280)
     elif kind == "medium":
-        g, dur = rng.choice((2, 4)), rng.uniform(50, 100)
+        g, dur = rng.choice((2, 4)), rng.uniform(45, 90)
     else:
-        g, dur = rng.choice((1, 1, 2)), rng.uniform(15, 40)
+        g, dur = rng.choice((1, 1, 2)), rng.uniform(15, 35)
     model = rng.choice(("mlp", "cnn"))
     elastic = rng.random() < 0.75
     lo, hi = (1, 4) if elastic else (g, g)
