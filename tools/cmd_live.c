@@ -333,11 +333,13 @@ static int do_start(live_t *L, lj_t *x, const shoal_place_t *p, int n) {
   size_t k = 0;
   for (int i = 0; i < n; i++) k += (size_t)snprintf(jp + k, sizeof jp - k, "%s%d:%d", i ? "," : "", p[i].machine, p[i].workers);
   jrec(L, "start %ld %.3f %s", x->sid, L->s.now, jp);
-  /* one scontrol process for both commands (it exits non-zero if either fails) */
+  /* one scontrol process for both commands (it exits non-zero if either fails). NumCPUs too: a
+   * requeued job keeps the CPU count of its last run, and k nodes with fewer CPUs than that never
+   * run (BadConstraints) */
   int rc = slurm_cmd(NULL,
-                     "printf 'update JobId=%ld NumNodes=%d-%d NumTasks=%d ReqNodeList=%s Gres=gpu:%d StartTime=now\\n"
-                     "release %ld\\n' | timeout 20 scontrol -Q",
-                     x->sid, n, n, n, nodes, maxw, x->sid);
+                     "printf 'update JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d "
+                     "StartTime=now\\nrelease %ld\\n' | timeout 20 scontrol -Q",
+                     x->sid, n, n, n, n, nodes, maxw, x->sid);
   if (rc) {
     logf_(L, "job %ld: start on %s failed (scontrol); it stays held and is retried", x->sid, nodes);
     return -1;
@@ -809,6 +811,17 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         char why[64];
         snprintf(why, sizeof why, "%s (%s)", st, d);
         finish_job(L, x, why);
+      }
+      continue;
+    }
+    if (x->phase == PH_RELEASED && !strcmp(st, "PENDING") && !held && strstr(jstr(o, "state_reason"), "BadConstraints") &&
+        x->j.alloc.n > 0) {
+      /* Slurm cannot run it as placed: hold it and give the placement again */
+      logf_(L, "job %ld: Slurm cannot run it as placed (%s): held and started again", x->sid, jstr(o, "state_reason"));
+      if (slurm_cmd(NULL, "scontrol hold %ld", x->sid) == 0) {
+        memcpy(x->want, x->j.alloc.p, (size_t)x->j.alloc.n * sizeof *x->want);
+        x->nwant = x->j.alloc.n;
+        x->phase = PH_REQUEUED;
       }
       continue;
     }

@@ -43,7 +43,7 @@ serve() {
 }
 serve
 t0=$(date +%s.%N)
-at() { sleep "$(awk -v a="$1" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print d > 0 ? d : 0 }')"; }
+at() { sleep "$(awk -v a="$1" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"; }
 G=$("$S" submit --testbed "$NAME" --gpus 8 --work 1000000 --name grace --output "$out/%j.out" -- "$here/gracejob.sh" "$out" 22) || exit 1
 echo "$G G 8 8 8 none 1000000 22 $(date +%s.%N)" >> "$out/submitted"
 while read -r i arr g lo hi model epochs subset work expect; do

@@ -47,7 +47,7 @@ echo "$t0" > "$out/t0"
 while read -r i arr g lo hi model epochs subset work expect; do
   case $i in \#*) continue;; esac
   now=$(date +%s.%N)
-  wait_s=$(awk -v a="$arr" -v t0="$t0" -v n="$now" 'BEGIN { d = t0 + a - n; print d > 0 ? d : 0 }')
+  wait_s=$(awk -v a="$arr" -v t0="$t0" -v n="$now" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')
   sleep "$wait_s"
   id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
        --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
