@@ -25,6 +25,7 @@ for line in open(os.path.join(d, "submitted")):
     try:
         for l in open(os.path.join(d, sid + ".log")):
             g = l.split()
+            if len(g) < 3: continue
             if g[0] == "run": runs.append(float(g[2]))
             elif g[0] == "exit": exits.append((int(g[1]), float(g[2])))
     except OSError:

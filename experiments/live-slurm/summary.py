@@ -19,6 +19,7 @@ for line in open(os.path.join(d, "submitted")):
     try:
         for l in open(os.path.join(d, sid + ".log")):
             f = l.split()
+            if len(f) < 3: continue
             if f[0] == "run": starts.append((float(f[2]), int(f[3])))
             elif f[0] == "exit":
                 exits.append((int(f[1]), float(f[2])))
