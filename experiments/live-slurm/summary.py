@@ -43,6 +43,28 @@ with open(os.path.join(d, "jobs.csv"), "w") as f:
     for r in rows: f.write(",".join(str(x) for x in r) + "\n")
 ms = max(ends) - min(subs) if ends else 0
 avg = sum(jct) / len(jct) if jct else 0
+# the controller's start latency: its start decision (journal "start", absolute with the epoch) to the
+# job's own "run" line
+lat = []
+jp = os.path.join(d, "journal")
+if os.path.exists(jp):
+    epoch, dec = 0.0, {}
+    for l in open(jp):
+        f = l.split()
+        if f and f[0] == "epoch": epoch = float(f[1])
+        elif f and f[0] == "start": dec.setdefault(f[1], []).append(epoch + float(f[2]))
+    for sid, ts in dec.items():
+        try:
+            rs = [float(l.split()[2]) for l in open(os.path.join(d, sid + ".log")) if l.startswith("run ") and len(l.split()) >= 3]
+        except OSError:
+            continue
+        for a, b in zip(sorted(ts), sorted(rs)):
+            if b >= a: lat.append(b - a)
+if lat:
+    lat.sort()
+    with open(os.path.join(d, "start_latency"), "w") as f:
+        f.write("starts %d  decision -> job running: median %.2f s  mean %.2f s  max %.2f s\n" %
+                (len(lat), lat[len(lat) // 2], sum(lat) / len(lat), lat[-1]))
 print("%-28s avg_jct_s %7.1f  makespan_s %7.1f  util %.3f  completed %d/%d  runs %d%s" %
       (sched, avg, ms, busy / (hosts * ms) if ms else 0, len(jct), len(rows), runs,
        ("  not completed: " + " ".join(bad)) if bad else ""))
