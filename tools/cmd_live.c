@@ -833,7 +833,8 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         continue;
       }
     }
-    if (x->phase == PH_STOPPING && L->s.now >= x->stop_at && !x->killed) {
+    if (x->phase == PH_STOPPING && L->s.now >= x->stop_at && !x->killed && strcmp(st, "COMPLETING")) {
+      /* (COMPLETING: it has exited, Slurm is cleaning up its nodes; its end state follows) */
       /* the grace is over and it still runs: it does not checkpoint; kill it, requeue it once it ended
        * (a job that completes meanwhile is COMPLETED and is not run again) */
       logf_(L, "job %ld: no exit within the %.1f s grace: killed", x->sid, L->grace);
