@@ -1,10 +1,10 @@
 #!/bin/bash
 # Faults on the live controller (8 hosts, 2 racks, Slurm, policy srtf):
-#  t=0    job G: 8 nodes, a command that cannot checkpoint (gracejob.sh, 22 s),
+#  t=0    job G: 8 nodes, a command that cannot checkpoint (gracejob.sh, 20 s),
 #         declared long (--work 1e6), so srtf preempts it for the jobs below;
 #         it completes within the grace after the checkpoint request: it must
 #         be reported completed and never run again;
-#  t=20   12 `shoal train --preemptible` jobs (workload.py --jobs 12, 60 s window);
+#  t=18   12 `shoal train --preemptible` jobs (workload.py --jobs 12, 60 s window);
 #  t=45   the controller is killed (SIGKILL); t=55 a new one starts on the journal;
 #  t=75   a node under a running job is drained (resumed at t=150);
 #  t=100  one rank (SLURM_PROCID 1) of a running multi-node job is killed (SIGKILL).
@@ -44,32 +44,32 @@ serve() {
 serve
 t0=$(date +%s.%N)
 at() { sleep "$(awk -v a="$1" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"; }
-G=$("$S" submit --testbed "$NAME" --gpus 8 --work 1000000 --name grace --output "$out/%j.out" -- "$here/gracejob.sh" "$out" 22) || exit 1
-echo "$G G 8 8 8 none 1000000 22 $(date +%s.%N)" >> "$out/submitted"
+G=$("$S" submit --testbed "$NAME" --gpus 8 --work 1000000 --name grace --output "$out/%j.out" -- "$here/gracejob.sh" "$out" 20) || exit 1
+echo "$G G 8 8 8 none 1000000 20 $(date +%s.%N)" >> "$out/submitted"
 while read -r i arr g lo hi model epochs subset work expect; do
   case $i in \#*) continue;; esac
-  at "$(awk -v a="$arr" 'BEGIN { print a + 20 }')"
+  at "$(awk -v a="$arr" 'BEGIN { print a + 18 }')"
   id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
        --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
   echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
-done < <(awk '$1 == "#" || $2 + 20 < 45' "$out/jobs.txt")
+done < <(awk '$1 == "#" || $2 + 18 < 45' "$out/jobs.txt")
 at 45; kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=; ev "controller killed (SIGKILL)"
 echo "--- controller killed" >> "$out/serve.log"
 while read -r i arr g lo hi model epochs subset work expect; do  # arrivals while it is down
   case $i in \#*) continue;; esac
-  at "$(awk -v a="$arr" 'BEGIN { print a + 20 }')"
+  at "$(awk -v a="$arr" 'BEGIN { print a + 18 }')"
   id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
        --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
   echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
-done < <(awk '$1 != "#" && $2 + 20 >= 45 && $2 + 20 < 55' "$out/jobs.txt")
+done < <(awk '$1 != "#" && $2 + 18 >= 45 && $2 + 18 < 55' "$out/jobs.txt")
 at 55; serve; ev "controller restarted"
 while read -r i arr g lo hi model epochs subset work expect; do
   case $i in \#*) continue;; esac
-  at "$(awk -v a="$arr" 'BEGIN { print a + 20 }')"
+  at "$(awk -v a="$arr" 'BEGIN { print a + 18 }')"
   id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
        --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
   echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
-done < <(awk '$1 != "#" && $2 + 20 >= 55' "$out/jobs.txt")
+done < <(awk '$1 != "#" && $2 + 18 >= 55' "$out/jobs.txt")
 at 75
 node=$(X squeue -h -t R -o '%N' | grep -v '^$' | head -n 1 | sed 's/\[\([0-9]*\).*/\1/; s/,.*//')
 if [ -n "$node" ]; then X scontrol update NodeName="$node" State=DRAIN Reason=fault-drill; ev "drained $node"; fi
