@@ -835,10 +835,18 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     }
     if (x->phase == PH_STOPPING && L->s.now >= x->stop_at && !x->killed && strcmp(st, "COMPLETING")) {
       /* (COMPLETING: it has exited, Slurm is cleaning up its nodes; its end state follows) */
-      /* the grace is over and it still runs: it does not checkpoint; kill it, requeue it once it ended
-       * (a job that completes meanwhile is COMPLETED and is not run again) */
-      logf_(L, "job %ld: no exit within the %.1f s grace: killed", x->sid, L->grace);
-      if (slurm_cmd(NULL, "scancel --signal=KILL %ld", x->sid) == 0) x->killed = 1;
+      /* The grace is over and it still runs: it does not checkpoint. Kill its tasks (step 0), not its
+       * batch script: the script then ends with srun's failure and the job is requeued once it ended,
+       * while a job whose tasks ended 0 just before completes and is not run again (killing the
+       * whole job here cancelled such a job 0.2 s before its script exited 0, and it ran twice). A
+       * job without a running step is killed whole one grace later. */
+      if (slurm_cmd(NULL, "scancel --signal=KILL %ld.0", x->sid) == 0) {
+        x->killed = 1;
+        logf_(L, "job %ld: no exit within the %.1f s grace: its tasks killed", x->sid, L->grace);
+      } else if (L->s.now >= x->stop_at + L->grace && slurm_cmd(NULL, "scancel --signal=KILL %ld", x->sid) == 0) {
+        x->killed = 1;
+        logf_(L, "job %ld: no exit within twice the %.1f s grace and no running step: killed", x->sid, L->grace);
+      }
       continue;
     }
     if (x->phase == PH_REQUEUED && !strcmp(st, "PENDING") && held) {
