@@ -116,8 +116,10 @@ int shoal_cmd_submit(int argc, char **argv) {
              "                    [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
              "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..:model=..:work=..'\n"
              "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
-             "allocation (one task per node, --gres gpu:<workers on that node>); a USR1 to the batch script asks\n"
-             "for a checkpoint before a preemption or resize. Prints the Slurm job id.\n");
+             "allocation (one task per node, --gres gpu:<workers on that node>, SHOAL_MASTER_ADDR = the first node);\n"
+             "a USR1 to the batch script asks for a checkpoint before a preemption or resize: the job exits\n"
+             SHOAL_EXIT_REQUEUE_STR " after checkpointing (requeue me); exit 0 means finished (shoal train --preemptible\n"
+             "does both). Prints the Slurm job id.\n");
       return 0;
     }
     if (!v) return fprintf(stderr, "shoal submit: %s needs a value\n", a), 2;
