@@ -4,8 +4,11 @@
  *                      policy (policy.h, the simulator's objects) on the live
  *                      clock, and acts through scontrol: start (NumNodes,
  *                      ReqNodeList, Gres, StartTime=now, release), preempt
- *                      (USR1 to the batch script, grace, requeuehold), resize
- *                      (preempt, then start at the new size).
+ *                      (USR1 to the batch script; the job checkpoints and exits
+ *                      SHOAL_EXIT_REQUEUE, or is killed after the grace; then
+ *                      requeuehold), resize (preempt, then start at the new
+ *                      size). A job that exits 0 has finished, also when it was
+ *                      being preempted: it is never run again.
  * State lives in Slurm (comment = parameters, hold = not started by us,
  * released = started) plus an append-only journal (epoch and the placements
  * given), so a restarted controller loses no job and starts none twice. */
@@ -25,6 +28,7 @@
 #include "core/error.h"
 #include "sched/json.h"
 #include "sched/place.h"
+#include "live.h"
 #include "sched/policy.h"
 #include "testbed.h"
 
@@ -112,8 +116,10 @@ int shoal_cmd_submit(int argc, char **argv) {
              "                    [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
              "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..:model=..:work=..'\n"
              "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
-             "allocation (one task per node, --gres gpu:<workers on that node>); a USR1 to the batch script asks\n"
-             "for a checkpoint before a preemption or resize. Prints the Slurm job id.\n");
+             "allocation (one task per node, --gres gpu:<workers on that node>, SHOAL_MASTER_ADDR = the first node);\n"
+             "a USR1 to the batch script asks for a checkpoint before a preemption or resize: the job exits\n"
+             SHOAL_EXIT_REQUEUE_STR " after checkpointing (requeue me); exit 0 means finished (shoal train --preemptible\n"
+             "does both). Prints the Slurm job id.\n");
       return 0;
     }
     if (!v) return fprintf(stderr, "shoal submit: %s needs a value\n", a), 2;
@@ -149,10 +155,17 @@ int shoal_cmd_submit(int argc, char **argv) {
     n += (size_t)snprintf(cmd + n, sizeof cmd - n, " %s", q);
   }
   if (n >= sizeof cmd - 1) return fprintf(stderr, "shoal submit: command too long\n"), 2;
-  /* the batch script forwards USR1 (checkpoint request) to the job's tasks */
+  /* The batch script forwards USR1 (checkpoint request) to the job's tasks and gives them the
+   * rendezvous: the allocation's first node, a port from the job id, and a job identity per run
+   * (a rank left over from an earlier run of a requeued job cannot join the next one). */
   char script[9000];
-  snprintf(script, sizeof script, "trap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; %s & p=$!; "
-                                  "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done", cmd);
+  snprintf(script, sizeof script,
+           "trap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; "
+           "export SHOAL_MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
+           "SHOAL_MASTER_PORT=$((20000 + SLURM_JOB_ID %% 20000)) SHOAL_JOB_ID=slurm:$SLURM_JOB_ID.r${SLURM_RESTART_COUNT:-0}; "
+           "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
+           "%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done",
+           cmd);
   char qs[9500], qn[256], qo[600] = "";
   shq(qs, sizeof qs, script);
   shq(qn, sizeof qn, name);
@@ -185,6 +198,8 @@ typedef struct lj {
   long sid;
   int phase;
   double stop_at;
+  int killed;     /* PH_STOPPING: the grace ran out, SIGKILL sent */
+  int retries;    /* requeues after the job failed on its own */
   shoal_place_t want[MAX_NODES];
   int nwant;
   char final[32];
@@ -214,7 +229,9 @@ typedef struct live {
     int64_t tag;
   } timers[4096];
   int ntimers;
-  int starts, preempts, resizes, finished;
+  int starts, preempts, resizes, finished, retried, failed;
+  int retries_max;
+  double sinfo_every, sinfo_next;
   FILE *log;
 } live_t;
 
@@ -318,9 +335,13 @@ static int do_start(live_t *L, lj_t *x, const shoal_place_t *p, int n) {
   size_t k = 0;
   for (int i = 0; i < n; i++) k += (size_t)snprintf(jp + k, sizeof jp - k, "%s%d:%d", i ? "," : "", p[i].machine, p[i].workers);
   jrec(L, "start %ld %.3f %s", x->sid, L->s.now, jp);
-  int rc = slurm_cmd(NULL, "scontrol update JobId=%ld NumNodes=%d-%d NumTasks=%d ReqNodeList=%s Gres=gpu:%d StartTime=now", x->sid,
-                     n, n, n, nodes, maxw);
-  if (!rc) rc = slurm_cmd(NULL, "scontrol release %ld", x->sid);
+  /* one scontrol process for both commands (it exits non-zero if either fails). NumCPUs too: a
+   * requeued job keeps the CPU count of its last run, and k nodes with fewer CPUs than that never
+   * run (BadConstraints) */
+  int rc = slurm_cmd(NULL,
+                     "printf 'update JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d "
+                     "StartTime=now\\nrelease %ld\\n' | timeout 20 scontrol -Q",
+                     x->sid, n, n, n, n, nodes, maxw, x->sid);
   if (rc) {
     logf_(L, "job %ld: start on %s failed (scontrol); it stays held and is retried", x->sid, nodes);
     return -1;
@@ -336,7 +357,24 @@ static void do_stop(live_t *L, lj_t *x) {
   jrec(L, "stop %ld %.3f", x->sid, L->s.now);
   slurm_cmd(NULL, "scancel --signal=USR1 --batch %ld", x->sid); /* checkpoint request */
   x->phase = PH_STOPPING;
+  x->killed = 0;
   x->stop_at = L->s.now + L->grace;
+}
+
+/* an ended run of the job goes back to the queue, held (Slurm requeues ended batch jobs too) */
+static int do_requeue(live_t *L, lj_t *x, const char *why) {
+  if (slurm_cmd(NULL, "scontrol requeuehold %ld", x->sid)) {
+    logf_(L, "job %ld: requeuehold failed (%s); retried next tick", x->sid, why);
+    return -1;
+  }
+  x->phase = PH_REQUEUED;
+  return 0;
+}
+
+/* Slurm's exit_code field is the batch script's wait status */
+static void exit_desc(int ws, char *buf, size_t cap) {
+  if (WIFSIGNALED(ws)) snprintf(buf, cap, "killed by signal %d", WTERMSIG(ws));
+  else snprintf(buf, cap, "exit %d", WEXITSTATUS(ws));
 }
 
 static lj_t *find_job(live_t *L, long sid) {
@@ -376,7 +414,7 @@ typedef struct jstate {
   long sid;
   double last_start;
   double held_s, arrival;
-  int stopped, npre, arrived;
+  int stopped, npre, arrived, retries;
   shoal_place_t p[MAX_NODES];
   int n;
 } jstate_t;
@@ -399,7 +437,8 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
       continue;
     }
     int isstart = sscanf(line, "start %ld %lf %7999s", &sid, &t, pl) == 3;
-    int isstop = !isstart && sscanf(line, "stop %ld %lf", &sid, &t) == 2;
+    int isretry = !isstart && sscanf(line, "retry %ld %lf", &sid, &t) == 2;
+    int isstop = !isstart && (isretry || sscanf(line, "stop %ld %lf", &sid, &t) == 2);
     int isarr = !isstart && !isstop && sscanf(line, "arrive %ld %lf", &sid, &t) == 2;
     if (!isstart && !isstop && !isarr) continue;
     jstate_t *e = NULL;
@@ -417,6 +456,7 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
       e->sid = sid;
       e->stopped = 1;
     }
+    if (isretry) e->retries++;
     if (isarr) {
       e->arrival = t;
       e->arrived = 1;
@@ -570,10 +610,38 @@ static void finish_job(live_t *L, lj_t *x, const char *st) {
   shoal__sched_remove_active(&L->s, j);
   x->phase = PH_DONE;
   snprintf(x->final, sizeof x->final, "%s", st);
-  L->finished++;
+  if (!strcmp(st, "COMPLETED")) L->finished++;
+  else L->failed++;
   if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
   L->s.events |= SHOAL_EV_FINISH;
   logf_(L, "job %ld %s (jct %.1f s, %d preemptions)", x->sid, st, j->finish - j->arrival, j->n_preempt);
+}
+
+/* The job lost its nodes outside a decision (it failed, or its node was drained). Policies learn of
+ * changes they did not make only through finish and arrive, so it finishes for the policy and arrives
+ * again at once: same job, same arrival time, its work and service so far kept; its policy state
+ * starts afresh (Tiresias: queue 0). */
+static void forced_off(live_t *L, lj_t *x) {
+  shoal_job_t *j = &x->j;
+  advance(L, j);
+  void (*touch)(void *, shoal_job_t *) = L->s.hooks.touch;
+  L->s.hooks.touch = NULL; /* not a decision */
+  if (j->alloc.n) shoal_sched_assign(&L->s, j, NULL, 0);
+  L->s.hooks.touch = touch;
+  j->state = SHOAL_JOB_DONE;
+  j->rate = 0;
+  shoal__sched_remove_active(&L->s, j);
+  if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
+  j->state = SHOAL_JOB_WAIT;
+  j->n_preempt++;
+  memset(j->pkey, 0, sizeof j->pkey);
+  memset(j->pint, 0, sizeof j->pint);
+  j->t_last = L->s.now;
+  shoal__sched_add_active(&L->s, j);
+  if (L->ops->arrive) L->ops->arrive(L->pstate, &L->s, j);
+  L->s.events |= SHOAL_EV_FINISH | SHOAL_EV_ARRIVAL;
+  L->preempts++;
+  x->nwant = 0;
 }
 
 static int tick(live_t *L, const jstate_t *js, int njs) {
@@ -585,9 +653,13 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     return 0;
   }
   free(out);
-  if (read_nodes(L, 0, NULL)) {
-    shoal__json_free(root);
-    return 0;
+  /* nodes change rarely (a drain, a failure): sinfo every sinfo_every seconds, not every tick */
+  if (shoal__now_s() >= L->sinfo_next) {
+    if (read_nodes(L, 0, NULL)) {
+      shoal__json_free(root);
+      return 0;
+    }
+    L->sinfo_next = shoal__now_s() + L->sinfo_every;
   }
   L->s.now = wall() - L->epoch;
   for (int i = 0; i < L->s.nactive; i++) advance(L, L->s.active[i]);
@@ -645,34 +717,57 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
       L->jobs[L->njobs++] = x;
       continue;
     }
-    int stopped_by_us = e0 && e0->stopped && e0->n > 0 && (!strcmp(st, "COMPLETED") || !strcmp(st, "RUNNING") ||
-                                              !strcmp(st, "COMPLETING") || !strcmp(st, "PENDING"));
-    if (is_terminal(st) && !stopped_by_us) { /* ours, finished while the controller was down */
+    /* what Slurm shows, with what the journal says we did */
+    int ws = (int)jnum(o, "exit_code");
+    int completed = !strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+    int wants_requeue = is_terminal(st) && WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE;
+    int stopped_by_us = e0 && e0->stopped && e0->n > 0; /* its last start is closed: we asked it to stop */
+    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
+               strstr(jstr(o, "state_reason"), "held") != NULL;
+    if (e0) x->retries = e0->retries;
+    if (completed || (is_terminal(st) && !stopped_by_us && !wants_requeue && x->retries >= L->retries_max)) {
+      /* ours, ended while the controller was down: finished (exit 0 always means finished), or failed */
       j->finish = jnum(o, "end_time") - L->epoch;
-      L->finished++;
       j->state = SHOAL_JOB_DONE;
       x->phase = PH_DONE;
-      snprintf(x->final, sizeof x->final, "%s", st);
+      if (completed) {
+        L->finished++;
+        snprintf(x->final, sizeof x->final, "COMPLETED");
+      } else {
+        char d[48];
+        exit_desc(ws, d, sizeof d);
+        L->failed++;
+        snprintf(x->final, sizeof x->final, "%s (%s)", st, d);
+      }
+      if (e0 && e0->arrived) j->arrival = e0->arrival;
+      if (e0) j->first_start = e0->last_start, j->n_preempt = e0->npre;
       continue;
     }
     shoal__sched_add_active(&L->s, j);
-    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL;
-    const jstate_t *e = NULL;
-    for (int k = 0; k < njs; k++)
-      if (js[k].sid == sid) e = &js[k];
+    const jstate_t *e = e0;
     if (e) j->run_s = e->held_s, j->n_preempt = e->npre + (e->stopped && e->n > 0);
     if (e && e->arrived) j->arrival = e->arrival;
     else jrec(L, "arrive %ld %.3f", sid, j->arrival);
-    if (stopped_by_us && !(held && !strcmp(st, "PENDING"))) {
+    if (e && e->n > 0) j->first_start = e->last_start;
+    if (is_terminal(st)) {
+      /* asked to stop (or checkpointed on its own, or failed with retries left) while the controller was
+       * down: finish the requeue; the policy places it again */
+      x->phase = PH_STOPPING;
+      x->killed = 1;
+      if (!stopped_by_us && !wants_requeue) {
+        x->retries++, L->retried++;
+        jrec(L, "retry %ld %.3f", sid, L->s.now);
+      } else if (!stopped_by_us && e && e->n > 0) jrec(L, "stop %ld %.3f", sid, L->s.now);
+      logf_(L, "job %ld: ended (%s) while the controller was down: requeued", sid, st);
+    } else if (stopped_by_us && !(held && !strcmp(st, "PENDING"))) {
       /* the previous controller asked it to checkpoint and died before the requeue: finish that */
       x->phase = PH_STOPPING;
-      x->stop_at = L->s.now;
-      if (e) j->run_s = e->held_s;
+      x->stop_at = L->s.now + L->grace;
+      slurm_cmd(NULL, "scancel --signal=USR1 --batch %ld", sid); /* again: it may never have been sent */
       logf_(L, "job %ld: was being preempted; requeue it", sid);
     } else if (!held && e && !e->stopped) { /* started by an earlier controller: take its placement back */
       x->phase = PH_RELEASED;
       if (shoal_sched_assign(&L->s, j, e->p, e->n) == 0) {
-        j->first_start = e->last_start;
         set_running(L, j);
         logf_(L, "job %ld: adopted (running on the placement the journal recorded)", sid);
       }
@@ -694,15 +789,66 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     const char *st = jstr(o, "job_state");
     int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
                strstr(jstr(o, "state_reason"), "held") != NULL;
-    if (is_terminal(st) && x->phase != PH_STOPPING && x->phase != PH_REQUEUED) {
-      finish_job(L, x, st);
+    int ws = (int)jnum(o, "exit_code");
+    if (is_terminal(st) && x->phase != PH_REQUEUED) {
+      char d[48];
+      exit_desc(ws, d, sizeof d);
+      if (!strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+        /* finished, also when it was being preempted (it completed within the grace): never run again */
+        if (x->phase == PH_STOPPING) logf_(L, "job %ld completed while being preempted: not requeued", x->sid);
+        finish_job(L, x, "COMPLETED");
+      } else if (x->phase == PH_STOPPING || (WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE)) {
+        /* checkpointed on our request (or killed after the grace): back to the queue, held */
+        do_requeue(L, x, d);
+      } else if (x->retries < L->retries_max) {
+        /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy
+         * places it next */
+        x->retries++, L->retried++;
+        jrec(L, "retry %ld %.3f", x->sid, L->s.now);
+        logf_(L, "job %ld %s (%s): requeued from its checkpoint (retry %d of %d)", x->sid, st, d, x->retries,
+              L->retries_max);
+        forced_off(L, x);
+        do_requeue(L, x, d);
+      } else {
+        char why[64];
+        snprintf(why, sizeof why, "%s (%s)", st, d);
+        finish_job(L, x, why);
+      }
       continue;
     }
-    if (x->phase == PH_STOPPING && (L->s.now >= x->stop_at || is_terminal(st))) {
-      /* also after the job ended at the checkpoint signal: Slurm requeues finished batch jobs, and the
-       * job's own checkpoint tells the resumed run whether anything is left */
-      if (slurm_cmd(NULL, "scontrol requeuehold %ld", x->sid) == 0) x->phase = PH_REQUEUED;
-      else logf_(L, "job %ld: requeuehold failed (state %s); retried", x->sid, st);
+    if (x->phase == PH_RELEASED && !strcmp(st, "PENDING") && !held && strstr(jstr(o, "state_reason"), "BadConstraints") &&
+        x->j.alloc.n > 0) {
+      /* Slurm cannot run it as placed: hold it and give the placement again */
+      logf_(L, "job %ld: Slurm cannot run it as placed (%s): held and started again", x->sid, jstr(o, "state_reason"));
+      if (slurm_cmd(NULL, "scontrol hold %ld", x->sid) == 0) {
+        memcpy(x->want, x->j.alloc.p, (size_t)x->j.alloc.n * sizeof *x->want);
+        x->nwant = x->j.alloc.n;
+        x->phase = PH_REQUEUED;
+      }
+      continue;
+    }
+    if (x->phase == PH_STOPPING && !strcmp(st, "PENDING")) {
+      /* released but not started yet (its nodes were still busy): hold it again instead */
+      if (held) x->phase = PH_REQUEUED;
+      else {
+        if (slurm_cmd(NULL, "scontrol hold %ld", x->sid) == 0) x->phase = PH_REQUEUED;
+        continue;
+      }
+    }
+    if (x->phase == PH_STOPPING && L->s.now >= x->stop_at && !x->killed && strcmp(st, "COMPLETING")) {
+      /* (COMPLETING: it has exited, Slurm is cleaning up its nodes; its end state follows) */
+      /* The grace is over and it still runs: it does not checkpoint. Kill its tasks (step 0), not its
+       * batch script: the script then ends with srun's failure and the job is requeued once it ended,
+       * while a job whose tasks ended 0 just before completes and is not run again (killing the
+       * whole job here cancelled such a job 0.2 s before its script exited 0, and it ran twice). A
+       * job without a running step is killed whole one grace later. */
+      if (slurm_cmd(NULL, "scancel --signal=KILL %ld.0", x->sid) == 0) {
+        x->killed = 1;
+        logf_(L, "job %ld: no exit within the %.1f s grace: its tasks killed", x->sid, L->grace);
+      } else if (L->s.now >= x->stop_at + L->grace && slurm_cmd(NULL, "scancel --signal=KILL %ld", x->sid) == 0) {
+        x->killed = 1;
+        logf_(L, "job %ld: no exit within twice the %.1f s grace and no running step: killed", x->sid, L->grace);
+      }
       continue;
     }
     if (x->phase == PH_REQUEUED && !strcmp(st, "PENDING") && held) {
@@ -720,11 +866,9 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         lj_t *x = L->jobs[j->id];
         logf_(L, "job %ld runs on drained node %s: requeued", x->sid, L->node[j->alloc.p[k].machine]);
         if (x->phase == PH_RELEASED) do_stop(L, x);
-        x->nwant = 0;
-        shoal_sched_assign(&L->s, j, NULL, 0);
-        j->state = SHOAL_JOB_WAIT, j->rate = 0, j->n_preempt++;
-        L->preempts++;
+        forced_off(L, x);
         block_drained(L);
+        i--; /* forced_off moved j to the end of the active set */
         break;
       }
   }
@@ -787,35 +931,50 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
 
 static void serve_usage(FILE *f) {
   fprintf(f, "usage: shoal sched serve [--testbed NAME] [--policy NAME[:k=v...]] [--journal FILE] [--tick S]\n"
-             "                         [--grace S] [--until-done N] [--max-time S] [--log FILE]\n"
+             "                         [--grace S] [--restart-cost S] [--retries N] [--until-done N] [--max-time S]\n"
+             "                         [--throughputs FILE --gpu TYPE [--raw-spread]] [--log FILE]\n"
              "Controller beside Slurm: places the jobs `shoal submit` left held, with a shoal policy (the simulator's\n"
-             "policy objects, on the live clock), through scontrol. --until-done N: exit once N shoal jobs finished.\n"
+             "policy objects, on the live clock), through scontrol. --until-done N: exit once N shoal jobs ended.\n"
              "--journal (default ./shoal-live.journal): the epoch and placements given; a restarted controller\n"
-             "reads it and adopts the running jobs. Default policy fifo, tick 1 s, grace 3 s.\n");
+             "reads it and adopts the running jobs. --grace: seconds a preempted job has to checkpoint and exit\n"
+             "(" SHOAL_EXIT_REQUEUE_STR ") before it is killed; --restart-cost: what a preemption or resize costs a job\n"
+             "(the policies weigh it); --retries: requeues of a job that failed on its own before it is reported\n"
+             "failed. Speeds: the analytic model, or --throughputs (the table `shoal sim --speed table` reads).\n"
+             "Defaults: policy fifo, tick 0.5 s, grace 5 s, restart cost 10 s, 1 retry.\n");
 }
 
 int shoal_sched_serve(int argc, char **argv) {
-  const char *tb = NULL, *policy = "fifo", *jpath = "shoal-live.journal", *logp = NULL;
-  double tick_s = 1, grace = 3, max_time = 0;
-  long until = 0;
+  const char *tb = NULL, *policy = "fifo", *jpath = "shoal-live.journal", *logp = NULL, *tput = NULL, *gpu = "v100";
+  double tick_s = 0.5, grace = 5, max_time = 0, restart_cost = 10;
+  long until = 0, retries = 1;
+  int raw_spread = 0;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return serve_usage(stdout), 0;
+    if (!strcmp(a, "--raw-spread")) {
+      raw_spread = 1;
+      continue;
+    }
     if (!v) return fprintf(stderr, "shoal sched serve: %s needs a value\n", a), 2;
     char *e = NULL;
     if (!strcmp(a, "--testbed")) tb = v;
     else if (!strcmp(a, "--policy")) policy = v;
     else if (!strcmp(a, "--journal")) jpath = v;
     else if (!strcmp(a, "--log")) logp = v;
-    else if (!strcmp(a, "--tick") || !strcmp(a, "--grace") || !strcmp(a, "--max-time")) {
+    else if (!strcmp(a, "--throughputs")) tput = v;
+    else if (!strcmp(a, "--gpu")) gpu = v;
+    else if (!strcmp(a, "--tick") || !strcmp(a, "--grace") || !strcmp(a, "--max-time") || !strcmp(a, "--restart-cost")) {
       double d = strtod(v, &e);
       if (*e || !(d >= 0) || d > 1e7) return fprintf(stderr, "shoal sched serve: %s '%s': seconds >= 0\n", a, v), 2;
       if (a[2] == 't') tick_s = d > 0.05 ? d : 0.05;
       else if (a[2] == 'g') grace = d;
+      else if (a[2] == 'r') restart_cost = d;
       else max_time = d;
-    } else if (!strcmp(a, "--until-done")) {
-      until = strtol(v, &e, 10);
-      if (*e || until < 0) return fprintf(stderr, "shoal sched serve: --until-done '%s': a count >= 0\n", v), 2;
+    } else if (!strcmp(a, "--until-done") || !strcmp(a, "--retries")) {
+      long x = strtol(v, &e, 10);
+      if (*e || x < 0 || x > 1000000) return fprintf(stderr, "shoal sched serve: %s '%s': a count >= 0\n", a, v), 2;
+      if (a[2] == 'u') until = x;
+      else retries = x;
     } else return fprintf(stderr, "shoal sched serve: unknown option '%s' (shoal sched serve --help)\n", a), 2;
     i++;
   }
@@ -827,6 +986,8 @@ int shoal_sched_serve(int argc, char **argv) {
   L->journal_path = jpath;
   L->grace = grace;
   L->tick = tick_s;
+  L->retries_max = (int)retries;
+  L->sinfo_every = 2;
   char pname[64], params[512] = "";
   snprintf(pname, sizeof pname, "%s", policy);
   char *colon = strchr(pname, ':');
@@ -851,7 +1012,8 @@ int shoal_sched_serve(int argc, char **argv) {
     L->epoch = floor(wall());
     jrec(L, "epoch %.3f", L->epoch);
   }
-  if (read_nodes(L, 1, tb) || shoal__speed_analytic_create(&L->speed) ||
+  if (read_nodes(L, 1, tb) ||
+      (tput ? shoal__speed_table_create(tput, gpu, !raw_spread, &L->speed) : shoal__speed_analytic_create(&L->speed)) ||
       shoal__sched_init(&L->s, L->c, L->speed, 256)) {
     fprintf(stderr, "shoal sched serve: %s\n", shoal_last_error());
     goto out;
@@ -860,7 +1022,7 @@ int shoal_sched_serve(int argc, char **argv) {
   L->s.hooks.timer = hook_timer;
   L->s.engine = L;
   L->s.nvcs = 1;
-  L->s.restart_cost = grace;
+  L->s.restart_cost = restart_cost;
   if (L->ops->create(&L->s, params, &L->pstate)) {
     fprintf(stderr, "shoal sched serve: policy %s: %s\n", pname, shoal_last_error());
     goto out;
@@ -880,6 +1042,7 @@ int shoal_sched_serve(int argc, char **argv) {
     }
     int done = 0;
     for (int i = 0; i < L->njobs; i++) done += L->jobs[i]->phase == PH_DONE && strcmp(L->jobs[i]->final, "ignored");
+    /* --until-done counts ended jobs (completed or failed) */
     if (until > 0 && done >= until) break;
     if (t_end > 0 && shoal__now_s() > t_end) {
       logf_(L, "--max-time reached with %d of %d jobs done", done, L->njobs);
@@ -891,23 +1054,28 @@ int shoal_sched_serve(int argc, char **argv) {
   }
   /* summary: every job accounted for */
   double jct = 0, first = 1e30, last = 0;
-  int nd = 0;
+  int nd = 0, nact = 0;
   for (int i = 0; i < L->njobs; i++) {
     lj_t *x = L->jobs[i];
-    if (x->phase != PH_DONE || x->j.finish < 0 || !strcmp(x->final, "ignored")) continue;
+    nact += x->phase != PH_DONE;
+    if (x->phase != PH_DONE || x->j.finish < 0 || strcmp(x->final, "COMPLETED")) continue;
     nd++;
     jct += x->j.finish - x->j.arrival;
     if (x->j.arrival < first) first = x->j.arrival;
     if (x->j.finish > last) last = x->j.finish;
   }
-  logf_(L, "summary: policy %s, %d jobs seen, %d finished here (avg JCT %.1f s, makespan %.1f s), starts %d, preemptions %d, "
-           "resizes %d",
-        L->ops->name, L->njobs, nd, nd ? jct / nd : 0, nd ? last - first : 0, L->starts, L->preempts, L->resizes);
+  int nign = 0;
+  for (int i = 0; i < L->njobs; i++) nign += !strcmp(L->jobs[i]->final, "ignored");
+  logf_(L, "summary: policy %s, %d jobs seen, %d completed, %d failed, %d not ended (avg JCT %.1f s, makespan %.1f s "
+           "over the completed), starts %d, preemptions %d, resizes %d, retries %d",
+        L->ops->name, L->njobs - nign, L->finished, L->failed, nact, nd ? jct / nd : 0, nd ? last - first : 0, L->starts,
+        L->preempts, L->resizes, L->retried);
   for (int i = 0; i < L->njobs; i++) {
     lj_t *x = L->jobs[i];
     if (!strcmp(x->final, "ignored")) continue;
-    logf_(L, "  job %ld: %s arrival %.1f start %.1f finish %.1f preemptions %d", x->sid,
-          x->phase == PH_DONE ? x->final : "active", x->j.arrival, x->j.first_start, x->j.finish, x->j.n_preempt);
+    logf_(L, "  job %ld: %s arrival %.1f start %.1f finish %.1f preemptions %d retries %d", x->sid,
+          x->phase == PH_DONE ? x->final : "not ended", x->j.arrival, x->j.first_start, x->j.finish, x->j.n_preempt,
+          x->retries);
   }
   if (L->pstate) L->ops->destroy(L->pstate);
 out:

@@ -5,12 +5,15 @@
  * against time for several runs. */
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "shoal/comm.h"
+#include "live.h"
 #include "shoal/train.h"
 
 static void usage(FILE *f) {
@@ -39,6 +42,11 @@ static void usage(FILE *f) {
           "output:\n"
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
           "  --checkpoint-every N   also checkpoint every N iterations (default: at epoch ends only)\n"
+          "preemption (bsp; for schedulers such as `shoal sched serve`):\n"
+          "  --preemptible   on SIGUSR1 or SIGTERM every rank stops after the same iteration, rank 0 writes\n"
+          "                  --checkpoint FILE, and the run exits " SHOAL_EXIT_REQUEUE_STR " (\"checkpointed, requeue me\");\n"
+          "                  a run starts from FILE when it exists, at any worker count. %%j in FILE is\n"
+          "                  replaced by $SLURM_JOB_ID\n"
           "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
           "  --threads N   OpenBLAS threads per rank [1]\n");
 }
@@ -114,6 +122,21 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
   return 0;
 }
 
+static volatile int stop_requested;
+static void on_stop_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+/* FILE with %j replaced by $SLURM_JOB_ID (the same path in every run of a requeued job) */
+static const char *expand_job_id(const char *path, char *buf, size_t cap) {
+  const char *p = strstr(path, "%j");
+  if (!p) return path;
+  const char *id = getenv("SLURM_JOB_ID");
+  snprintf(buf, cap, "%.*s%s%s", (int)(p - path), path, id && *id ? id : "nojob", p + 2);
+  return buf;
+}
+
 static int launched(void) {
   static const char *vars[] = {"SHOAL_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -132,7 +155,8 @@ int shoal_cmd_train(int argc, char **argv) {
   shoal_train_opts_t o;
   shoal_train_opts_init(&o);
   const char **given = calloc((size_t)argc, sizeof *given); /* options seen, for the checks below */
-  int ngiven = 0;
+  int ngiven = 0, preemptible = 0;
+  char ckbuf[4096];
   if (!given) return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -208,6 +232,8 @@ int shoal_cmd_train(int argc, char **argv) {
       o.ds_overlap = 1;
     } else if (!strcmp(a, "--no-overlap")) {
       o.overlap = 0;
+    } else if (!strcmp(a, "--preemptible")) {
+      preemptible = 1;
     } else if (!strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (!strcmp(a, "--decay-epochs") && v) {
@@ -240,6 +266,28 @@ int shoal_cmd_train(int argc, char **argv) {
   }
   if (check_applies(&o, given, ngiven)) goto bad;
   free(given);
+  given = NULL;
+  if (o.ckpt_path) o.ckpt_path = expand_job_id(o.ckpt_path, ckbuf, sizeof ckbuf);
+  if (preemptible) {
+    /* handlers first: a signal during start-up asks for a stop after the first iteration */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (o.sync != SHOAL_SYNC_BSP) {
+      fprintf(stderr, "shoal train: --preemptible: bsp only (this run is --sync %s)\n", shoal_sync_kind_name(o.sync));
+      return 2;
+    }
+    if (!o.ckpt_path) {
+      fprintf(stderr, "shoal train: --preemptible needs --checkpoint FILE (where the run stops and resumes)\n");
+      return 2;
+    }
+    o.stop_flag = &stop_requested;
+    o.elastic = 1;
+    if (!o.resume_path && access(o.ckpt_path, F_OK) == 0) o.resume_path = o.ckpt_path;
+  }
   shoal_comm_t *world = NULL;
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
@@ -255,7 +303,7 @@ int shoal_cmd_train(int argc, char **argv) {
   else if (res.is_server && o.ps_mode != SHOAL_PS_SYNC && !o.quiet)
     printf("server rank %d: largest staleness applied %d\n", rank, res.max_staleness);
   if (world) shoal_comm_destroy(world);
-  return rc ? 1 : 0;
+  return rc ? 1 : res.stopped ? SHOAL_EXIT_REQUEUE : 0;
 bad:
   free(given);
   return 2;

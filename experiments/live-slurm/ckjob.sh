@@ -1,7 +1,8 @@
 #!/bin/sh
 # A job that checkpoints: STEPS steps of DT seconds each; progress is kept in
 # DIR/<SLURM_JOB_ID>.ckpt (rank 0 writes it). On SIGUSR1 (the controller's
-# checkpoint request) or SIGTERM it saves and exits; a requeued run resumes
+# checkpoint request) or SIGTERM it saves and exits 75 ("checkpointed, requeue
+# me", as `shoal train --preemptible` does); a requeued run resumes
 # from the saved step. Each run appends "run <restart> <start step> <nodes>"
 # and, at the end, "done <time>" to DIR/<SLURM_JOB_ID>.log. With REQ, a step
 # takes DT * REQ / nodes seconds: the job's fixed work scales linearly with
@@ -15,7 +16,7 @@ ck=$dir/$id.ckpt
 rank=${SLURM_PROCID:-0}
 i=$(cat "$ck" 2>/dev/null || echo 0)
 [ "$rank" = 0 ] && echo "run ${SLURM_RESTART_COUNT:-0} $i ${SLURM_JOB_NODELIST:-?} ${SLURM_NNODES:-1}" >> "$dir/$id.log"
-save() { [ "$rank" = 0 ] && echo "$i" > "$ck.tmp" && mv "$ck.tmp" "$ck"; exit 0; }
+save() { [ "$rank" = 0 ] && echo "$i" > "$ck.tmp" && mv "$ck.tmp" "$ck"; exit 75; }
 trap save USR1 TERM
 while [ "$i" -lt "$steps" ]; do
   sleep "$dt" & wait $!

@@ -1,75 +1,74 @@
 #!/bin/bash
-# The live workload: N checkpointing jobs (ckjob.sh; 1, 2 or 4 nodes requested,
-# elastic range 1-4, 4-40 steps of DT s at the requested size, linear speed-up) with staggered arrivals on an 8-host, 2-rack testbed with
-# Slurm, once per scheduler: Slurm's own (backfill, FIFO priority; the jobs are
-# released at once with their node count) and shoal's policies through
-# `shoal sched serve`. Prints average JCT, makespan and GPU utilization per
-# scheduler (JCT from the submit time recorded here to the job's own "done").
-#   run.sh [SHOAL_BIN] [N] [SCHEDULERS...]     default: build/shoal 30 slurm fifo srtf tiresias
+# The live workload on Slurm, one scheduler per run: N `shoal train` jobs
+# (workload.py: 1/2/4 workers, mlp and cnn, heavy-tailed lengths, Poisson
+# arrivals) on an 8-host, 2-rack testbed with Slurm (one emulated GPU and a
+# CPU limit per host), scheduled either by Slurm itself (SCHED=slurm:
+# sched/backfill, FIFO priority; every job released at once with its node count
+# and a time limit of twice its expected length plus a minute, as users give
+# one) or by `shoal sched serve --policy SCHED` (the shoal policy decides
+# placement, preemption and size). Per job: submit time, runs (from the job's
+# own log), end; then average JCT, makespan, GPU utilization.
+#   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (30), SEED (8), CPU (0.2),
+#                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live)
 set -u
-S=${1:-build/shoal}; N=${2:-30}; shift 2 2>/dev/null
-scheds=("$@"); [ ${#scheds[@]} -eq 0 ] && scheds=(slurm fifo srtf "tiresias:thresholds=20" "elastic:interval=10")
 here=$(cd "$(dirname "$0")" && pwd)
-job=$here/ckjob.sh NAME=lw$$ DT=0.5 HOSTS=8 GAP=${GAP:-1.0}
-out=${OUT:-/tmp/shoal-live-workload}
-mkdir -p "$out"
+sched=${1:?scheduler: slurm or a shoal policy (tiresias:..., elastic:..., larr:..., srtf, fifo)}
+S=$(realpath "${SHOAL:-build/shoal}")
+tag=${sched%%:*}
+out=$(realpath -m "${2:-build/experiments/live-slurm/$tag}")
+N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
+TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
+DATA=${DATA:-/tmp/shoal-fmnist-raw}
+GRACE=${GRACE:-5} RESTART=${RESTART_COST:-10} TICK=${TICK:-0.5}
+rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
+for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
+  b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
+done
+/usr/bin/python3 "$here/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" | tee "$out/workload.txt"
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; "$S" testbed down --name "$NAME" >/dev/null 2>&1; }
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  "$S" testbed down --name "$NAME" > /dev/null 2>&1
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+uptime > "$out/uptime"
+"$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --oversub 2 --slurm --gpus 1 > "$out/up.log" || exit 1
+for h in $(seq 0 $((HOSTS - 1))); do "$S" testbed set --name "$NAME" "h$h" --cpu "$CPU" > /dev/null || exit 1; done
 X() { "$S" testbed exec --name "$NAME" h0 -- "$@"; }
-# the workload (seeded, the same for every scheduler): size steps
-rand=12345
-sizes=(); steps=()
-for i in $(seq "$N"); do
-  rand=$(( (rand * 1103515245 + 12345) % 2147483648 )); r=$(( rand / 65536 ))
-  case $((r % 8)) in 0|1|2|3) g=1;; 4|5|6) g=2;; *) g=4;; esac
-  rand=$(( (rand * 1103515245 + 12345) % 2147483648 )); r=$(( rand / 65536 ))
-  s=$((4 + r % 37))
-  sizes+=("$g"); steps+=("$s")
-done
-printf "%-26s %8s %10s %8s %6s\n" scheduler avg_jct_s makespan_s util jobs
-for sc in "${scheds[@]}"; do
-  d=$out/${sc%%:*}; rm -rf "$d"; mkdir -p "$d"
-  "$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --slurm --gpus 1 > "$d/up.log" || exit 1
-  if [ "$sc" != slurm ]; then
-    "$S" sched serve --testbed "$NAME" --policy "$sc" --journal "$d/journal" --grace 1 --tick 0.5 --until-done "$N" \
-      --max-time 900 > "$d/serve.log" 2>&1 &
-    pid=$!
+if [ "$sched" != slurm ]; then
+  "$S" sched serve --testbed "$NAME" --policy "$sched" --journal "$out/journal" --tick "$TICK" --grace "$GRACE" \
+    --restart-cost "$RESTART" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time 1700 \
+    > "$out/serve.log" 2>&1 &
+  pid=$!
+fi
+t0=$(date +%s.%N)
+echo "$t0" > "$out/t0"
+while read -r i arr g lo hi model epochs subset work expect; do
+  case $i in \#*) continue;; esac
+  now=$(date +%s.%N)
+  wait_s=$(awk -v a="$arr" -v t0="$t0" -v n="$now" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')
+  sleep "$wait_s"
+  id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
+       --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
+  echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
+  if [ "$sched" = slurm ]; then
+    lim=$(awk -v e="$expect" 'BEGIN { printf "%d", (2 * e + 60 + 59) / 60 }')
+    X scontrol update JobId="$id" NumNodes="$g-$g" NumTasks="$g" TimeLimit="$lim" StartTime=now > /dev/null &&
+      X scontrol release "$id" || exit 1
   fi
-  for i in $(seq 0 $((N - 1))); do
-    g=${sizes[$i]} s=${steps[$i]}
-    id=$("$S" submit --testbed "$NAME" --gpus "$g" --min 1 --max 4 --work "$s" --name "j$i" --output "$d/%j.out" -- \
-      "$job" "$d" "$s" "$DT" "$g")
-    echo "$id $g $s $(date +%s.%N)" >> "$d/submitted"
-    if [ "$sc" = slurm ]; then
-      X scontrol update JobId="$id" NumNodes="$g-$g" NumTasks="$g" StartTime=now >/dev/null && X scontrol release "$id"
-    fi
-    sleep "$GAP"
+done < "$out/jobs.txt"
+if [ -n "$pid" ]; then
+  wait "$pid"; echo "controller exit $?" >> "$out/serve.log"; pid=
+else
+  # Slurm alone: until every job ended (bounded)
+  for _ in $(seq 3400); do
+    left=$(X squeue -h -t PD,R,CG,CF -o %i | wc -l)
+    [ "$left" -eq 0 ] && break
+    sleep 0.5
   done
-  # wait for every job's "done" (bounded)
-  for _ in $(seq 1800); do
-    k=$(cat "$d"/*.log 2>/dev/null | grep -c '^done') ; [ "$k" -ge "$N" ] && break; sleep 0.5
-  done
-  [ -n "$pid" ] && { wait "$pid"; pid=; }
-  "$S" testbed down --name "$NAME" > /dev/null
-  /usr/bin/python3 - "$d" "$HOSTS" "$DT" > "$d/result" <<'PY'
-import sys
-d, hosts, dt = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-jct, first, last, work, n, miss = 0.0, None, 0.0, 0.0, 0, 0
-for line in open(d + "/submitted"):
-    jid, g, st, t = line.split()
-    t = float(t); first = t if first is None else min(first, t)
-    end = None
-    try:
-        for l in open("%s/%s.log" % (d, jid)):
-            if l.startswith("done"): end = float(l.split()[1])
-    except OSError: pass
-    if end is None: miss += 1; continue
-    n += 1; jct += end - t; last = max(last, end); work += int(g) * int(st) * dt
-ms = last - first if n else 0
-print("%.1f %.1f %.3f %d %d" % (jct / n if n else 0, ms, work / (hosts * ms) if ms > 0 else 0, n, miss))
-PY
-  read -r jct ms util n miss < "$d/result"
-  printf "%-26s %8s %10s %8s %6s%s\n" "$sc" "$jct" "$ms" "$util" "$n" "$([ "$miss" -gt 0 ] && echo " ($miss unfinished)")"
-done
+  X squeue -t all -o '%i %j %T %r %M %D' > "$out/squeue.txt"
+fi
+"$S" testbed down --name "$NAME" > /dev/null
+uptime >> "$out/uptime"
+/usr/bin/python3 "$here/summary.py" "$out" "$HOSTS" "$sched" | tee "$out/result"

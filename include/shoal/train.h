@@ -155,6 +155,14 @@ typedef struct shoal_train_opts {
   const char *label;           /* run name in the CSV (for plots) */
   int quiet;                   /* no per-epoch lines on stdout */
   int blas_threads;            /* OpenBLAS threads (default 1) */
+  /* preemption (bsp or a single process) */
+  const volatile int *stop_flag; /* non-NULL: once *stop_flag is nonzero on any worker (set it from a signal
+                                    handler), the workers agree at the end of an iteration (one 4-byte allreduce
+                                    per iteration), rank 0 writes ckpt_path, and shoal_train_run returns 0 with
+                                    res->stopped = 1; a stop in the last iteration of the run is a normal end */
+  int elastic;                 /* bsp: --resume from a checkpoint written by another number of workers; training
+                                  continues at the same sample of the same epoch (the global batch is this run's
+                                  workers x batch) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);
@@ -170,6 +178,7 @@ typedef struct shoal_train_result {
   double consensus;         /* last measured consensus distance (dssync/localsgd/ps async), else 0 */
   int max_staleness;        /* ps: largest staleness applied by this server rank (servers only) */
   int is_server;
+  int stopped;              /* 1: stopped on stop_flag after writing its checkpoint (not finished) */
 } shoal_train_result_t;
 
 /* Train on `world` (NULL: single process). All ranks call it with the same

@@ -1,4 +1,4 @@
-/* Checkpoint file: "SHOALCK1", meta (little-endian host layout, fixed-width
+/* Checkpoint file: "SHOALCK3", meta (little-endian host layout, fixed-width
  * fields), params, momentum, CRC-32 of everything before it. */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "train/ckpt.h"
 
-static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '2'};
+static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '3'};
 
 static int write_all(FILE *f, const void *p, size_t n, uLong *crc) {
   *crc = crc32(*crc, p, (uInt)n);

@@ -20,6 +20,8 @@ typedef struct shoal__ckpt_meta {
   uint32_t batch;      /* per worker */
   uint32_t ranks;      /* world size (ps: workers + servers) */
   double train_s;      /* cumulative training time (the CSV's time_s) */
+  uint64_t epoch_samples; /* training samples of epoch epochs_done already used (a multiple of the
+                             global batch of the run that wrote it; 0 at an epoch end) */
 } shoal__ckpt_meta_t;
 
 /* Written to path.tmp, fsync'ed, renamed over path, and the directory

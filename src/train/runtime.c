@@ -71,6 +71,10 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
                                               "(the servers' state is consistent there)");
     if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
   }
+  if ((o->stop_flag || o->elastic) && o->sync != SHOAL_SYNC_BSP && wsize > 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: bsp only (this run is --sync %s: its workers' models or the servers' "
+                                            "state would have to be checkpointed together)",
+                         o->stop_flag ? "stopping on a signal to checkpoint" : "elastic resume", shoal_sync_kind_name(o->sync));
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
     return shoal__seterr(SHOAL_ERR_INVALID, "--local-h %d: expected >= 1", o->local_h);
   return 0;
@@ -277,20 +281,21 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   return 0;
 }
 
-static shoal__ckpt_meta_t ckpt_meta(const run_t *r, int epochs_done, long iters, double train_s) {
+static shoal__ckpt_meta_t ckpt_meta(const run_t *r, int epochs_done, long iters, size_t epoch_samples, double train_s) {
   const shoal_train_opts_t *o = r->o;
   return (shoal__ckpt_meta_t){.model_kind = (uint32_t)o->model, .sync_kind = (uint32_t)o->sync,
                               .workers = (uint32_t)r->W, .epochs_done = (uint32_t)epochs_done,
                               .iters_done = (uint64_t)iters, .seed = o->seed, .nparams = r->m->nparams,
                               .batch = (uint32_t)o->batch,
-                              .ranks = (uint32_t)(r->world ? shoal_comm_size(r->world) : 1), .train_s = train_s};
+                              .ranks = (uint32_t)(r->world ? shoal_comm_size(r->world) : 1), .train_s = train_s,
+                              .epoch_samples = (uint64_t)epoch_samples};
 }
 
 /* This worker's checkpoint (bsp: rank 0 only, all ranks hold the same bytes). */
-static int save_ckpt(run_t *r, int epochs_done, long iters, double train_s) {
+static int save_ckpt(run_t *r, int epochs_done, long iters, size_t epoch_samples, double train_s) {
   if (r->o->sync == SHOAL_SYNC_BSP && r->wrank != 0) return 0;
   char buf[4096];
-  shoal__ckpt_meta_t meta = ckpt_meta(r, epochs_done, iters, train_s);
+  shoal__ckpt_meta_t meta = ckpt_meta(r, epochs_done, iters, epoch_samples, train_s);
   return shoal__ckpt_save(ckpt_name(r, r->o->ckpt_path, buf, sizeof buf), &meta, r->m->params, r->mom);
 }
 
@@ -301,7 +306,8 @@ static int save_ckpt(run_t *r, int epochs_done, long iters, double train_s) {
 static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
   const shoal_train_opts_t *o = r->o;
   const char *base = o->resume_path;
-  shoal__ckpt_meta_t m0 = {0}, want = ckpt_meta(r, 0, 0, 0), meta = {0};
+  shoal__ckpt_meta_t m0 = {0}, want = ckpt_meta(r, 0, 0, 0, 0), meta = {0};
+  int other_size_ok = o->elastic && o->sync == SHOAL_SYNC_BSP; /* bsp ranks hold one model: any worker count resumes */
   int rc = shoal__ckpt_peek(base, &m0);
   if (!rc) {
     char diff[1024] = "";
@@ -312,7 +318,7 @@ static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
          shoal_sync_kind_name((shoal_sync_kind_t)m0.sync_kind), shoal_sync_kind_name(o->sync));
     DIFF(m0.model_kind != want.model_kind, "; it holds --model %s and this run is --model %s",
          shoal_model_kind_name((shoal_model_kind_t)m0.model_kind), shoal_model_kind_name(o->model));
-    DIFF(m0.workers != want.workers || m0.ranks != want.ranks,
+    DIFF(!other_size_ok && (m0.workers != want.workers || m0.ranks != want.ranks),
          "; it was written by %u workers (%u ranks) and this run has %u workers (%u ranks)", m0.workers, m0.ranks,
          want.workers, want.ranks);
     DIFF(m0.seed != want.seed, "; it was written with --seed %llu and this run has --seed %llu",
@@ -411,7 +417,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     goto out_free;
   }
   int start_epoch = 0;
-  long iter = 0, skip = 0;
+  long iter = 0;
+  size_t skip = 0; /* samples of start_epoch already used (mid-epoch checkpoint) */
   double resumed_s = 0;
   if (o->resume_path) {
     shoal__ckpt_meta_t meta = {0};
@@ -419,13 +426,16 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     start_epoch = (int)meta.epochs_done;
     iter = (long)meta.iters_done;
     resumed_s = meta.train_s;
-    long ipe0 = (long)(r.ntrain / ((size_t)r.W * o->batch));
-    skip = iter - (long)start_epoch * ipe0; /* mid-epoch checkpoint: iterations of this epoch already done */
-    if (skip < 0 || skip >= ipe0) {
+    size_t gb0 = (size_t)meta.workers * meta.batch;
+    skip = (size_t)meta.epoch_samples;
+    /* same worker count: the epoch's remaining iterations are whole global batches of this run; another
+     * count (elastic): the samples left in the epoch that do not fill a global batch are dropped, as at
+     * every epoch end */
+    if (skip >= r.ntrain || (meta.workers == (uint32_t)r.W && (gb0 == 0 || skip % gb0 || skip + gb0 > r.ntrain))) {
       rc = shoal__seterr(SHOAL_ERR_MISMATCH,
-                         "checkpoint %s: %ld iterations after %d epochs, but an epoch has %ld here (other "
+                         "checkpoint %s: %zu samples of epoch %d used, but an epoch has %zu here (other "
                          "--train-subset?)",
-                         o->resume_path, iter, start_epoch, ipe0);
+                         o->resume_path, skip, start_epoch + 1, r.ntrain);
       goto out_free;
     }
   }
@@ -459,10 +469,9 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
            shoal_model_kind_name(o->model), n, shoal_sync_kind_name(o->sync), r.W, r.W > 1 ? "s" : "",
            S ? " + servers" : "", o->batch, r.ntrain, r.ntest);
   size_t gb = (size_t)r.W * o->batch;
-  long ipe = (long)(r.ntrain / gb);
   double total_train = resumed_s, consensus = 0;
-  int stopped = 0;
-  for (int e = start_epoch; e < o->epochs && !stopped; e++) {
+  int stopped = 0, stop_req = 0;
+  for (int e = start_epoch; e < o->epochs && !stopped && !stop_req; e++) {
     if (o->max_iters > 0 && iter >= o->max_iters) break;
     shoal_rng_t rng;
     shoal_rng_seed2(&rng, o->seed, 1000 + (uint64_t)e);
@@ -470,7 +479,9 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
     double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
     long its = 0;
-    for (long i = e == start_epoch ? skip : 0; i < ipe; i++) {
+    size_t off = e == start_epoch ? skip : 0; /* samples of this epoch used before this run */
+    long ipe = (long)((r.ntrain - off) / gb);
+    for (long i = 0; i < ipe; i++) {
       if (o->max_iters > 0 && iter >= o->max_iters) {
         stopped = 1;
         break;
@@ -478,7 +489,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       double it0 = shoal__now_s(), comm0 = comm_s;
       int gsize = r.W;
       double payload = 0;
-      const uint32_t *idx = r.perm + (size_t)i * gb + (size_t)r.wrank * o->batch;
+      const uint32_t *idx = r.perm + off + (size_t)i * gb + (size_t)r.wrank * o->batch;
       for (int j = 0; j < o->batch; j++) {
         memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
         r.yb[j] = r.train->y[idx[j]];
@@ -521,8 +532,33 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       }
       /* periodic checkpoint inside the epoch (the epoch end writes its own) */
       if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
-          (rc = save_ckpt(&r, e, iter, total_train + shoal__now_s() - t_epoch)))
+          (rc = save_ckpt(&r, e, iter, off + (size_t)(i + 1) * gb, total_train + shoal__now_s() - t_epoch)))
         goto out_free;
+      /* a stop request (checkpoint and leave, e.g. before a preemption): every worker learns whether any
+       * got one, so all stop after the same iteration; inside an epoch the checkpoint is written here, at
+       * its last iteration by the epoch end below */
+      if (o->stop_flag && !stop_req) {
+        int32_t want = *o->stop_flag != 0;
+        if (multi && (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &want, 1, SHOAL_INT32, SHOAL_MAX))) {
+          rc = comm_fail(r.wcomm, rc, "agreement on a stop request");
+          goto out_free;
+        }
+        stop_req = want != 0;
+        if (stop_req && i + 1 < ipe) {
+          if (o->ckpt_path && (rc = save_ckpt(&r, e, iter, off + (size_t)(i + 1) * gb, total_train + shoal__now_s() - t_epoch)))
+            goto out_free;
+          /* nobody leaves before rank 0's checkpoint is on disk (a launcher may kill the others' peers
+           * as soon as one exits) */
+          if (multi && (rc = shoal_barrier(r.wcomm))) {
+            rc = comm_fail(r.wcomm, rc, "barrier after the stop checkpoint");
+            goto out_free;
+          }
+          out.stopped = 1;
+          out.iters_done = iter;
+          out.epochs_done = e;
+          goto stop;
+        }
+      }
     }
     double epoch_s = shoal__now_s() - t_epoch;
     total_train += epoch_s;
@@ -568,9 +604,17 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       fflush(r.csv);
     }
     if (o->ckpt_path && !stopped) {
-      if ((rc = save_ckpt(&r, e + 1, iter, total_train))) goto out_free;
+      if ((rc = save_ckpt(&r, e + 1, iter, 0, total_train))) goto out_free;
       /* ps: the servers write their shards; every worker's pushes up to here are applied */
       if (sync && (rc = shoal_sync_checkpoint(sync))) goto out_free;
+    }
+    if (stop_req && e + 1 < o->epochs && !(o->max_iters > 0 && iter >= o->max_iters)) {
+      if (multi && (rc = shoal_barrier(r.wcomm))) {
+        rc = comm_fail(r.wcomm, rc, "barrier after the stop checkpoint");
+        goto out_free;
+      }
+      out.stopped = 1;
+      goto stop;
     }
   }
   /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
@@ -602,6 +646,15 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", path);
       goto out_free;
     }
+  }
+  if (res) *res = out;
+  goto out_free;
+stop:
+  out.train_s = total_train;
+  if (r.wrank == 0 && !o->quiet) {
+    printf("stopped on request after iteration %ld (epoch %d)%s%s\n", iter, out.epochs_done + 1,
+           o->ckpt_path ? ", checkpoint " : ", no checkpoint (no --checkpoint)", o->ckpt_path ? o->ckpt_path : "");
+    fflush(stdout);
   }
   if (res) *res = out;
 out_free:

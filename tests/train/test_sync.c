@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "shoal/comm.h"
 #include "shoal/train.h"
+#include "train/ckpt.h"
 #include "train/sync.h"
 
 static shoal_dataset_t *g_train, *g_test;
@@ -33,14 +34,27 @@ typedef struct job {
   shoal_train_opts_t o;
   int want_max_stale_le, want_max_stale_ge; /* servers' checks (-1: none) */
   const char *expect_err;                    /* every worker must fail with this in its message */
+  int stop_rank1;                            /* > 0: rank stop_rank1 - 1 has its stop flag set from the start */
+  int want_stopped;                          /* every worker must report res.stopped == want_stopped */
 } job_t;
+
+static volatile int g_stop_flag;
 
 static int train_rank(int rank, void *arg) {
   job_t *j = arg;
   shoal_comm_t *c = join(rank, j->n);
   if (!c) return 10;
   shoal_train_result_t r;
+  if (j->stop_rank1 > 0) {
+    g_stop_flag = rank == j->stop_rank1 - 1;
+    j->o.stop_flag = &g_stop_flag;
+  }
   int rc = shoal_train_run(&j->o, c, &r);
+  if (!rc && !r.is_server && r.stopped != j->want_stopped) {
+    fprintf(stderr, "rank %d: stopped %d, expected %d\n", rank, r.stopped, j->want_stopped);
+    shoal_comm_destroy(c);
+    return 14;
+  }
   if (j->expect_err) {
     int ok = rc && (strstr(shoal_last_error(), j->expect_err) || (r.is_server = 0, 0));
     if (!ok) fprintf(stderr, "rank %d: expected an error with \"%s\", got rc %d: %s\n", rank, j->expect_err, rc,
@@ -577,4 +591,42 @@ TEST_T(ps_resume_equals_straight_run, 150) {
   unlink_all(b, 2);
   unlink_all(ck, 2);
   unlink(sv);
+}
+
+/* A stop request seen by one rank stops every rank after the same iteration
+ * with a checkpoint of the position (samples of the epoch used); an elastic
+ * resume on another number of workers continues at that sample, drops the
+ * epoch's last partial global batch, and a non-elastic one is refused. */
+TEST_T(bsp_stop_request_and_elastic_resume, 150) {
+  load_fmnist();
+  char ck[256];
+  tmpname(ck, "stopck");
+  job_t j = {.n = 2, .want_max_stale_le = -1, .want_max_stale_ge = -1, .stop_rank1 = 2, .want_stopped = 1};
+  base_opts(&j.o, NULL);
+  j.o.train_subset = 2048;
+  j.o.batch = 32;
+  j.o.epochs = 2;
+  j.o.ckpt_path = ck;
+  run_ranks(&j, 100);
+  shoal__ckpt_meta_t m;
+  CHECK_OK(shoal__ckpt_peek(ck, &m));
+  CHECK_MSG(m.iters_done == 1 && m.epochs_done == 0 && m.epoch_samples == 64 && m.workers == 2,
+            "stop checkpoint at iteration %llu, epoch %u, %llu samples, %u workers; expected 1, 0, 64, 2",
+            (unsigned long long)m.iters_done, m.epochs_done, (unsigned long long)m.epoch_samples, m.workers);
+  /* 3 workers, not elastic: refused, naming the counts */
+  job_t k = {.n = 3, .want_max_stale_le = -1, .want_max_stale_ge = -1, .expect_err = "written by 2 workers"};
+  k.o = j.o;
+  k.o.resume_path = ck;
+  run_ranks(&k, 100);
+  /* elastic: (2048 - 64) / 96 = 20 iterations left in epoch 1, 21 in epoch 2 */
+  job_t e = {.n = 3, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  e.o = j.o;
+  e.o.resume_path = ck;
+  e.o.elastic = 1;
+  run_ranks(&e, 100);
+  CHECK_OK(shoal__ckpt_peek(ck, &m));
+  CHECK_MSG(m.iters_done == 42 && m.epochs_done == 2 && m.epoch_samples == 0 && m.workers == 3,
+            "after the elastic resume: iteration %llu, epoch %u, %llu samples, %u workers; expected 42, 2, 0, 3",
+            (unsigned long long)m.iters_done, m.epochs_done, (unsigned long long)m.epoch_samples, m.workers);
+  unlink(ck);
 }

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""The live workload: N shoal train jobs with staggered arrivals, seeded.
+
+A shared GPU cluster's mix: many short jobs and a few long, large ones (job
+length heavy-tailed and larger jobs running longer, as in Philly):
+  long   (10%): 4 workers (2 for a third of them), 180-280 s of training;
+  medium (15%): 2 or 4 workers, 45-90 s;
+  short  (75%): 1 or 2 workers, 15-35 s.
+Models mlp and cnn (half each); three quarters elastic (1-4 workers), the rest
+rigid. Lengths are at the requested size, turned into samples with the
+measured speeds (throughputs.json, the table `shoal sim --speed table` reads:
+worker-steps/s of batch 64). Arrivals: a Poisson process over WINDOW seconds,
+the first job at 0.
+
+Writes OUT/jobs.txt (one line per job for run.sh: index arrival gpus min max
+model epochs train_subset work expected_s) and OUT/trace.csv (the same jobs as a
+shoal job CSV for `shoal sim --trace`).
+  workload.py THROUGHPUTS OUT [--jobs N] [--seed S] [--window W]"""
+import argparse, json, math, random, re
+
+ap = argparse.ArgumentParser()
+ap.add_argument("throughputs")
+ap.add_argument("out")
+ap.add_argument("--jobs", type=int, default=30)
+ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--window", type=float, default=240)
+a = ap.parse_args()
+
+t = json.load(open(a.throughputs))
+speed = {}  # (model, workers) -> worker-steps/s
+for cls in ("testbed", "testbed_unconsolidated"):
+    for k, v in t[cls].items():
+        m = re.match(r"\('(.+)', (\d+)\)", k)
+        speed[(m.group(1), int(m.group(2)))] = v["null"]
+
+rng = random.Random(a.seed)
+gaps = [rng.expovariate(a.jobs / a.window) for _ in range(a.jobs)]
+arr, now = [], 0.0
+for g in gaps:
+    arr.append(round(now, 1))
+    now += g
+jobs = []
+nlong = max(1, round(0.10 * a.jobs))
+nmed = max(1, round(0.15 * a.jobs))
+kinds = ["long"] * nlong + ["medium"] * nmed + ["short"] * (a.jobs - nlong - nmed)
+rng.shuffle(kinds)
+for i in range(a.jobs):
+    kind = kinds[i]
+    if kind == "long":
+        g, dur = (4 if rng.random() < 2 / 3 else 2), rng.uniform(180, 280)
+    elif kind == "medium":
+        g, dur = rng.choice((2, 4)), rng.uniform(45, 90)
+    else:
+        g, dur = rng.choice((1, 1, 2)), rng.uniform(15, 35)
+    model = rng.choice(("mlp", "cnn"))
+    elastic = rng.random() < 0.75
+    lo, hi = (1, 4) if elastic else (g, g)
+    samples = dur * speed[(model, g)] * 64
+    epochs = max(1, math.ceil(samples / 60000))
+    subset = max(1024, int(round(samples / epochs / 256)) * 256)
+    work = epochs * subset // 64
+    jobs.append((i, arr[i], g, lo, hi, model, epochs, subset, work, work / speed[(model, g)]))
+
+with open(a.out + "/jobs.txt", "w") as f:
+    f.write("# index arrival_s gpus min max model epochs train_subset work_worker_steps expected_s\n")
+    for j in jobs:
+        f.write("%d %.1f %d %d %d %s %d %d %d %.1f\n" % j)
+with open(a.out + "/trace.csv", "w") as f:
+    f.write("arrival,gpus,work,model,min_workers,max_workers,worker_cpus,worker_mem_gb\n")
+    for j in jobs:
+        f.write("%.1f,%d,%d,%s,%d,%d,1,1\n" % (j[1], j[2], j[8], j[5], j[3], j[4]))
+gs = sum(j[2] * j[9] for j in jobs)
+print("%d jobs over %.0f s, %.0f GPU-s of training at the requested sizes (%.0f s of 8 GPUs)" % (len(jobs), arr[-1], gs, gs / 8))
