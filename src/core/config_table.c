@@ -40,6 +40,12 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_SHM_SPIN_US", "50", "comm", "shm waits spin (yielding the CPU) this long before sleeping on a futex"},
   {"SHOAL_TUNE", "cache", "comm", "tuning profile: off, cache (use SHOAL_TUNE_FILE's entry if any), init (profile at creation if none), force"},
   {"SHOAL_TUNE_FILE", "", "comm", "file caching tuning profiles keyed by host set (written by `shoal tune`)"},
+  {"SHOAL_PROFILE_FLOWS", "0", "comm", "link profile: host pairs measured at once (0: every host's link at once; hosts emulated on one machine share its CPUs)"},
+  {"SHOAL_PROFILE_BYTES", "4194304", "comm", "link profile: bytes timed per host pair (after a 1 MiB lead-in)"},
+  {"SHOAL_REPROFILE", "auto", "comm", "measure the link matrix again when allreduce times drift from the model: auto (with a measured or cached profile), on, off"},
+  {"SHOAL_REPROFILE_CALLS", "8", "comm", "re-profiling: world-communicator allreduces per check (a change is seen within twice this many)"},
+  {"SHOAL_REPROFILE_FACTOR", "1.5", "comm", "re-profiling: drift of time/prediction (either way) that triggers it"},
+  {"SHOAL_REPROFILE_MIN_BYTES", "262144", "comm", "re-profiling: allreduces smaller than this are not watched"},
   /* bench */
   {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
   /* sim */
