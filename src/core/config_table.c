@@ -23,7 +23,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_JOB_ID", "", "comm", "identity of the job (set by `shoal launch`): the rendezvous store refuses ranks of another job"},
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0: an inherited socket already listening on the store port"},
   /* comm: collectives */
-  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, auto (read when the world is created)"},
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},
