@@ -39,6 +39,7 @@ typedef struct bopts {
   int root, check, explain, explain_ranks;
   long steps;     /* --steps: a training-like loop of one size (allreduce) */
   double step_ms; /* --step-ms: compute time emulated between steps */
+  double step_s;  /* --seconds: with --steps, stop once this much time has passed (all ranks agree) */
   double target_s;
 } bopts_t;
 
@@ -71,7 +72,8 @@ static void usage(FILE *f) {
              "  -p RANKS    with --explain: rank count, without launching\n"
              "  --steps N   allreduce only: N calls of size -b in a loop, as a training job makes them; one line\n"
              "              per step (time, the algorithm, re-profiles of the link watch so far)\n"
-             "  --step-ms MS  with --steps: emulated compute between steps (sleep)\n",
+             "  --step-ms MS  with --steps: emulated compute between steps (sleep)\n"
+             "  --seconds S with --steps: stop after S seconds (rank 0's clock, agreed by all)\n",
           shoal__algo_list());
 }
 
@@ -115,7 +117,9 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     else if (!strcmp(a, "-p") && !(rc = shoal__parse_long("-p", v, 1, 1 << 20, &l))) o->explain_ranks = (int)l;
     else if (!strcmp(a, "--steps")) rc = shoal__parse_long("--steps", v, 1, 100000000, &o->steps);
     else if (!strcmp(a, "--step-ms")) rc = shoal__parse_double("--step-ms", v, 0, 3600e3, &o->step_ms);
-    else if (strcmp(a, "-r") && strcmp(a, "-p") && strcmp(a, "--steps") && strcmp(a, "--step-ms")) {
+    else if (!strcmp(a, "--seconds")) rc = shoal__parse_double("--seconds", v, 0, 1e6, &o->step_s);
+    else if (strcmp(a, "-r") && strcmp(a, "-p") && strcmp(a, "--steps") && strcmp(a, "--step-ms") &&
+             strcmp(a, "--seconds")) {
       fprintf(stderr, "shoal bench: unknown option '%s' (try --help)\n", a);
       return 2;
     }
@@ -365,10 +369,12 @@ static int steps_loop(run_t *R) {
   shoal_tool_fill(buf, count, o->dtype, R->rank, o->op, 0);
   if (R->rank == 0)
     printf("# shoal bench allreduce --steps %ld: %d ranks, %zu B, %s, step compute %.1f ms\n"
-           "# %6s %10s %12s %-6s %s\n", o->steps, R->size, count * R->es, shoal_algo_name(o->algo), o->step_ms, "step",
-           "time(ms)", "re-profiles", "algo", "plan");
+           "# %6s %10s %12s %-6s %9s %s\n", o->steps, R->size, count * R->es, shoal_algo_name(o->algo), o->step_ms,
+           "step", "time(ms)", "re-profiles", "algo", "t(s)", "plan");
   int rc = 0;
   double total = 0;
+  long done = 0;
+  uint64_t start = shoal__now_ns();
   for (long k = 0; k < o->steps && !rc; k++) {
     if (o->step_ms > 0) {
       struct timespec ts = {(time_t)(o->step_ms / 1e3), (long)(fmod(o->step_ms, 1e3) * 1e6)};
@@ -385,22 +391,26 @@ static int steps_loop(run_t *R) {
     }
     uint64_t t0 = shoal__now_ns();
     rc = shoal_allreduce_algo(R->c, SHOAL_IN_PLACE, buf, count, o->dtype, o->op, o->algo);
-    double dt = (double)(shoal__now_ns() - t0) * 1e-9;
-    if (!rc) rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, &dt, 1, SHOAL_FLOAT64, SHOAL_MAX); /* the slowest rank's */
+    /* the slowest rank's time, and rank 0's clock since the start (for --seconds) */
+    double tv[2] = {(double)(shoal__now_ns() - t0) * 1e-9, R->rank == 0 ? (double)(shoal__now_ns() - start) * 1e-9 : 0};
+    if (!rc) rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, tv, 2, SHOAL_FLOAT64, SHOAL_MAX);
+    double dt = tv[0];
     unsigned checks, reprofiles;
     shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
     if (!rc && R->rank == 0) {
-      printf("  %6ld %10.2f %12u %-6s %s\n", k, dt * 1e3, reprofiles, shoal_algo_name(a), plan);
+      printf("  %6ld %10.2f %12u %-6s %9.3f %s\n", k, dt * 1e3, reprofiles, shoal_algo_name(a), tv[1], plan);
       fflush(stdout);
     }
-    t[k] = dt, total += dt;
+    t[k] = dt, total += dt, done++;
+    if (o->step_s > 0 && tv[1] >= o->step_s) break;
   }
   if (rc) fprintf(stderr, "shoal bench: rank %d: %s\n", R->rank, shoal_comm_errmsg(R->c));
   else if (R->rank == 0) {
     unsigned checks, reprofiles;
     shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
-    printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms; link watch: %u checks, %u re-profiles\n",
-           o->steps, total, total / (double)o->steps * 1e3, checks, reprofiles);
+    printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s; link watch: %u checks, %u "
+           "re-profiles\n", done, total, done ? total / (double)done * 1e3 : 0, (double)(shoal__now_ns() - start) * 1e-9,
+           checks, reprofiles);
   }
   fflush(stdout);
   if (!rc) rc = shoal_barrier(R->c);

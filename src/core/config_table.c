@@ -28,6 +28,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},
   {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
+  {"SHOAL_TREES", "auto", "comm", "trees allreduce shape: auto (cost model), or P trees with an optional key, P:pin, P:bdp, P:bw (ablations)"},
   {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},
   {"SHOAL_EMU_DELAY_US", "0", "comm", "emulated one-way latency added to every outgoing message (testing)"},
   {"SHOAL_TCP_CONGESTION", "auto", "comm", "TCP congestion control of peer sockets: auto (bbr -> cubic or reno), system, or a name"},

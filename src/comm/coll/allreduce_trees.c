@@ -5,9 +5,11 @@
  * tree m (m = 0 .. P-1) is the heap layout of that order rotated left by m
  * (children of position i: 2i+1, 2i+2), so every tree has another root and
  * other interior ranks. With the pinning key the slowest ranks (a key below
- * SLOW_FRAC of the best) stay at the end, out of the rotation: they are
- * leaves in every tree and move S/P up and down per tree, S in all, which is
- * the least any rank can move (the ring moves 2(p-1)/p S through every rank).
+ * SLOW_FRAC of the best) stay at the end, out of the rotation, under the same
+ * parent in every tree (the best ranks): they are leaves in every tree and
+ * move S/P up and down per tree, S in all, which is the least any rank can
+ * move (the ring moves 2(p-1)/p S through every rank), over one flow each
+ * way (several flows through one slow link only fight for it).
  * The tensor is cut into P slices, slice m reduced up tree m and broadcast
  * down it, in chunks, all trees at once. Keys (plan.key): KEY_BW_PIN (link
  * capacity, slow ranks pinned as leaves), KEY_BDP (bandwidth x latency to
@@ -53,13 +55,16 @@ enum { KEY_BW_PIN = 0, KEY_BDP = 1, KEY_BW = 2, NKEYS = 3 };
 /* ---- the shape ---- */
 
 typedef struct shape {
-  int p, P, nrot;
-  int *order; /* [p] ranks of the context, best key first; positions >= nrot are pinned */
+  int p, P, nrot, npin;
+  int *order; /* [p] ranks of the context, best key first */
+  int *fixed; /* [p] the rank at heap position q in every tree, or -1: q rotates */
+  int *rot;   /* [p] for a rotating position, its index among them */
+  int *rranks;/* [nrot] the rotating ranks, in key order */
   int *pos;   /* [P * p] position of rank r in tree m */
 } shape_t;
 
-static int shape_rank(const shape_t *s, int m, int pos) {
-  return pos < s->nrot ? s->order[(pos + m) % s->nrot] : s->order[pos];
+static int shape_rank(const shape_t *s, int m, int q) {
+  return s->fixed[q] >= 0 ? s->fixed[q] : s->rranks[(s->rot[q] + m) % s->nrot];
 }
 
 typedef struct keyed {
@@ -75,11 +80,16 @@ static int cmp_keyed(const void *a, const void *b) {
 
 static int host_of(const shoal__coll_ctx_t *x, int i) { return x->w ? x->w->topo->host_of[x->wranks[i]] : i; }
 
-/* The order of the ranks for a key; 0 or NOMEM. */
+/* The order of the ranks for a key, and which heap positions stay put: with
+ * the pinning key the slow ranks sit at the last positions (leaves) in every
+ * tree and their parents' positions hold the best ranks in every tree, so a
+ * slow host talks to one peer, one flow each way (several flows through one
+ * slow link only fight for it); the other positions rotate. 0 or NOMEM. */
 static int make_shape(const shoal__coll_ctx_t *x, int P, int key, shape_t *s) {
   int p = x->p, nh = x->w ? x->w->topo->nhosts : p;
+  memset(s, 0, sizeof *s);
   s->p = p, s->P = P;
-  s->order = malloc(sizeof *s->order * (size_t)p);
+  s->order = malloc(sizeof *s->order * (size_t)p * 4);
   s->pos = malloc(sizeof *s->pos * (size_t)(P * p));
   keyed_t *k = malloc(sizeof *k * (size_t)p);
   int *per_host = calloc((size_t)nh, sizeof *per_host);
@@ -88,6 +98,7 @@ static int make_shape(const shoal__coll_ctx_t *x, int P, int key, shape_t *s) {
     s->order = s->pos = NULL;
     return SHOAL_ERR_NOMEM;
   }
+  s->fixed = s->order + p, s->rot = s->fixed + p, s->rranks = s->rot + p;
   for (int i = 0; i < p; i++) per_host[host_of(x, i)]++;
   double best = 0;
   for (int i = 0; i < p; i++) {
@@ -106,11 +117,19 @@ static int make_shape(const shoal__coll_ctx_t *x, int P, int key, shape_t *s) {
     if (cap > best) best = cap;
   }
   qsort(k, (size_t)p, sizeof *k, cmp_keyed);
-  int pinned = 0;
+  for (int i = 0; i < p; i++) s->order[i] = k[i].r, s->fixed[i] = -1;
+  int pinned = 0, anchors = 0;
   if (key == KEY_BW_PIN) /* the slowest, as leaves: at most the heap's leaf positions, ceil(p/2) */
     while (pinned < (p + 1) / 2 && k[p - 1 - pinned].key < SLOW_FRAC * best) pinned++;
-  for (int i = 0; i < p; i++) s->order[i] = k[i].r;
-  s->nrot = p - pinned;
+  for (int i = 0; i < pinned; i++) s->fixed[p - 1 - i] = s->order[p - 1 - i];
+  for (int i = 0; i < pinned; i++) { /* their parents: the best ranks, in every tree */
+    int par = (p - 2 - i) / 2;
+    if (s->fixed[par] < 0) s->fixed[par] = s->order[anchors++];
+  }
+  s->npin = pinned;
+  s->nrot = 0;
+  for (int q = 0, next = anchors; q < p; q++)
+    if (s->fixed[q] < 0) s->rot[q] = s->nrot, s->rranks[s->nrot++] = s->order[next++];
   for (int m = 0; m < P; m++)
     for (int q = 0; q < p; q++) s->pos[m * p + shape_rank(s, m, q)] = q;
   free(k), free(per_host);
@@ -203,12 +222,42 @@ static double trees_cost(const shoal__coll_ctx_t *x, size_t bytes) {
   return x->p < 2 ? INFINITY : search(x, bytes, NULL);
 }
 
+/* SHOAL_TREES: "auto", or "P" / "P:key" (key pin, bdp or bw) to force the shape (ablations). */
+static int forced_shape(int *P, int *key) {
+  const char *v = shoal__config_str("SHOAL_TREES", "auto");
+  *P = 0, *key = -1;
+  if (!v || !*v || !strcmp(v, "auto")) return 0;
+  char *end;
+  long n = strtol(v, &end, 10);
+  static const char *const keys[] = {"pin", "bdp", "bw"};
+  if (end != v && n >= 1 && n <= TREES_MAX && (!*end || *end == ':')) {
+    *P = (int)n;
+    if (!*end) return 0;
+    for (int k = 0; k < NKEYS; k++)
+      if (!strcmp(end + 1, keys[k])) *key = k;
+    if (*key >= 0) return 0;
+  }
+  return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TREES='%s': expected auto, or trees 1..%d with an optional :pin, :bdp "
+                       "or :bw (e.g. 4:pin)", v, TREES_MAX);
+}
+
 static int trees_plan(const shoal__coll_ctx_t *x, size_t bytes, shoal__plan_t *out) {
   long forced;
-  int rc = shoal__config_long("SHOAL_CHUNK_BYTES", 0, 0, 1L << 30, &forced);
-  if (rc) return rc;
+  int rc = shoal__config_long("SHOAL_CHUNK_BYTES", 0, 0, 1L << 30, &forced), P, key;
+  if (rc || (rc = forced_shape(&P, &key))) return rc;
   if (x->p < 2) {
     *out = (shoal__plan_t){.chunk_bytes = CHUNK_MIN, .ntrees = 1, .key = KEY_BW_PIN};
+    return 0;
+  }
+  if (P) { /* forced: that shape, the chunk from the model */
+    if (P > x->p) P = x->p;
+    shape_t s;
+    if (make_shape(x, P, key < 0 ? KEY_BW_PIN : key, &s))
+      return shoal__seterr(SHOAL_ERR_NOMEM, "allreduce trees: out of memory");
+    size_t chunk = CHUNK_MIN;
+    shape_cost(x, &s, (double)bytes, &chunk);
+    free_shape(&s);
+    *out = (shoal__plan_t){.chunk_bytes = chunk, .ntrees = P, .key = key < 0 ? KEY_BW_PIN : key};
     return 0;
   }
   if (isinf(search(x, bytes, out))) return shoal__seterr(SHOAL_ERR_NOMEM, "allreduce trees: out of memory");
@@ -472,7 +521,7 @@ static int trees_run(shoal_comm_t *c, const shoal__op_t *op, const void *src, vo
   } else {
     if (shoal__log_enabled(SHOAL_LOG_DEBUG, "COLL") && shoal__comm_rank(c) == 0)
       SHOAL_DEBUG("COLL", "allreduce seq %u trees: %d tree(s), key %d, %d pinned leaves, chunk %zu B, roots %d%s",
-                  op->seq, P, plan->key, s.p - s.nrot, R.ce * R.es, shape_rank(&s, 0, 0), P > 1 ? " ..." : "");
+                  op->seq, P, plan->key, s.npin, R.ce * R.es, shape_rank(&s, 0, 0), P > 1 ? " ..." : "");
     rc = trees_body(&R);
   }
   free(R.idx);
@@ -501,8 +550,9 @@ static void trees_describe(const shoal__coll_ctx_t *x, const shoal__plan_t *plan
   }
   int n = snprintf(out, cap, "%d trees, key %s, chunk %zu B, pinned leaves:", P,
                    plan->key >= 0 && plan->key < NKEYS ? keys[plan->key] : "?", plan->chunk_bytes);
-  for (int q = s.nrot; q < s.p && n > 0 && (size_t)n < cap; q++) n += snprintf(out + n, cap - (size_t)n, " %d", s.order[q]);
-  if (s.nrot == s.p && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, " none");
+  for (int q = s.p - s.npin; q < s.p && n > 0 && (size_t)n < cap; q++)
+    n += snprintf(out + n, cap - (size_t)n, " %d", s.fixed[q]);
+  if (!s.npin && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, " none");
   free_shape(&s);
 }
 

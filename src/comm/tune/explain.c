@@ -48,7 +48,7 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
       fprintf(f, "# h%-9d", i);
       for (int j = 0; j < nh; j++) {
         if (i == j) fprintf(f, " %14s", "-");
-        else fprintf(f, " %7.1f/%6.0f", t->bw[i * nh + j] * 1e-6, t->lat[i * nh + j] * 1e6);
+        else fprintf(f, " %7.1f/%-6.0f", t->bw[i * nh + j] * 1e-6, t->lat[i * nh + j] * 1e6);
       }
       fprintf(f, "\n");
     }
