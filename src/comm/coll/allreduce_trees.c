@@ -548,11 +548,14 @@ static void trees_describe(const shoal__coll_ctx_t *x, const shoal__plan_t *plan
     snprintf(out, cap, "?");
     return;
   }
-  int n = snprintf(out, cap, "%d trees, key %s, chunk %zu B, pinned leaves:", P,
-                   plan->key >= 0 && plan->key < NKEYS ? keys[plan->key] : "?", plan->chunk_bytes);
-  for (int q = s.p - s.npin; q < s.p && n > 0 && (size_t)n < cap; q++)
-    n += snprintf(out + n, cap - (size_t)n, " %d", s.fixed[q]);
-  if (!s.npin && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, " none");
+  int n = snprintf(out, cap, "%d trees, key %s, chunk %zu B, leaves in every tree:", P,
+                   plan->key >= 0 && plan->key < NKEYS ? keys[plan->key] : "?", plan->chunk_bytes), any = 0;
+  for (int r = 0; r < s.p && n > 0 && (size_t)n < cap; r++) {
+    int leaf = 1;
+    for (int m = 0; m < P && leaf; m++) leaf = 2 * s.pos[m * s.p + r] + 1 >= s.p;
+    if (leaf) n += snprintf(out + n, cap - (size_t)n, " %d", r), any = 1;
+  }
+  if (!any && n > 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, " none");
   free_shape(&s);
 }
 

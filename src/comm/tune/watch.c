@@ -5,15 +5,20 @@
  * prediction. Every SHOAL_REPROFILE_CALLS such calls the ranks agree (a
  * 16-byte MAX allreduce on a transient view of the world, so the users'
  * sequence numbers are untouched) on the slowest rank's median ratio. The
- * first agreement after a profile is the baseline; when a later one drifts
- * from it by SHOAL_REPROFILE_FACTOR or more, either way (a link slowed or
- * came back), the link matrix is measured again on the view, every rank
- * takes the new matrix at the same call, and the chooser prices the
- * algorithms again (a new algorithm, or trees over a new order). A change
- * is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls: the window
- * that holds it, then a window all after it. Only the world communicator is
- * watched: its calls are in the same order on every rank, so every rank
- * agrees, and a re-profile needs every rank of the world. */
+ * first agreement after the start-up profile is the reference (how far the
+ * model is off on this system); when a later one drifts from it by
+ * SHOAL_REPROFILE_FACTOR or more, either way (a link slowed or came back),
+ * the link matrix is measured again on the view, every rank takes the new
+ * matrix at the same call, and the chooser prices the algorithms again (a
+ * new algorithm, or trees over a new order). The reference stays: if the
+ * times still drift after a re-profile (it ran while the link was changing),
+ * the next check measures again. A re-profile that finds the links as they
+ * were (bandwidths within CHANGED of the last matrix) means the model, not
+ * the network, is off by that much here: that ratio becomes the reference.
+ * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls: the
+ * window that holds it, then a window all after it. Only the world
+ * communicator is watched: its calls are in the same order on every rank, so
+ * every rank agrees, and a re-profile needs every rank of the world. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,7 @@
 #include "core/log.h"
 
 #define MAX_CALLS 256
+#define CHANGED 0.2 /* a re-profile found the links changed: some pair's bandwidth moved by 20 % or more */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -34,7 +40,7 @@ typedef struct shoal__watch {
   size_t min_bytes;
   int n;
   double ratio[MAX_CALLS];
-  double base;         /* agreed ratio after the last profile; 0: not yet */
+  double base;         /* the reference ratio (time / prediction); 0: not yet */
   unsigned long views; /* transient views made (their ids) */
   unsigned checks, reprofiles;
 } shoal__watch_t;
@@ -106,14 +112,22 @@ int shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, doubl
       SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
                   wt->calls);
     } else if (r >= wt->factor * wt->base || r * wt->factor <= wt->base) {
-      double old = wt->base;
+      double ref = wt->base, moved = 0;
+      int nn = t->nh * t->nh;
+      double *old = malloc(sizeof *old * (size_t)(nn ? nn : 1));
+      if (old) memcpy(old, t->bw, sizeof *old * (size_t)nn);
       rc = shoal__tune_probe_links(v);
+      for (int i = 0; !rc && old && i < nn; i++) { /* how far the links moved */
+        if ((old[i] > 0) != (t->bw[i] > 0)) moved = 1;
+        else if (old[i] > 0 && fabs(t->bw[i] / old[i] - 1) > moved) moved = fabs(t->bw[i] / old[i] - 1);
+      }
+      free(old);
       if (!rc) {
-        wt->base = 0; /* measured against the new matrix from the next calls on */
         wt->reprofiles++;
-        SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the profile's (%.2f -> %.2f); link "
-                   "matrix measured again in %.0f ms (re-profile %u)", r / old, old, r, t->links_s * 1e3,
-                   wt->reprofiles);
+        if (moved < CHANGED) wt->base = r; /* the links are as they were: the model is off by r here */
+        SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); link "
+                   "matrix measured again in %.0f ms, largest change %.0f %% (re-profile %u)%s", r / ref, ref, r,
+                   t->links_s * 1e3, moved * 100, wt->reprofiles, moved < CHANGED ? "; the new reference" : "");
       }
     }
   }
