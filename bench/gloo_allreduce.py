@@ -6,6 +6,9 @@ broadcasts it; a barrier before each iteration; per-iteration time = max over
 ranks; p50/p99/max; algbw = S/p50, GB = 1e9; busbw = algbw * 2(n-1)/n).
 Prints the same columns as shoal bench; the out-of-place group is '-'
 (torch's all_reduce is in place).
+--steps N [--step-ms MS] [--seconds S]: instead, N all_reduces of -b bytes in a loop with MS of emulated
+compute (sleep) before each (at most S seconds), one line per step (the slowest rank's time, rank 0's
+clock), like `shoal bench allreduce --steps`.
 Spawn ranks by hand with env:// (torchrun is broken on Python 3.11):
   MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 WORLD_SIZE=2 RANK=r GLOO_SOCKET_IFNAME=lo \
       /usr/bin/python3 bench/gloo_allreduce.py -b 8 -e 256M -f 2
@@ -26,6 +29,33 @@ def size(s):
     return int(float(s))
 
 
+def steps_loop(a, rank):
+    """A training-like loop of one size (--steps)."""
+    count = max(1, a.b // 4)
+    t = (torch.arange(count, dtype=torch.float32) * 7 + rank * 13) % 17 - 8
+    if rank == 0:
+        print(f"# PyTorch Gloo all_reduce --steps {a.steps}: {count * 4} B, step compute {a.step_ms:.1f} ms", flush=True)
+    total, done, start = 0.0, 0, time.perf_counter()
+    for k in range(a.steps):
+        if a.step_ms > 0:
+            time.sleep(a.step_ms / 1e3)
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        # the slowest rank's time, and rank 0's clock since the start
+        tv = torch.tensor([time.perf_counter() - t0, time.perf_counter() - start if rank == 0 else 0.0],
+                          dtype=torch.float64)
+        dist.all_reduce(tv, op=dist.ReduceOp.MAX)
+        total += tv[0].item()
+        done += 1
+        if rank == 0:
+            print("  %6d %10.2f %12s %-6s %9.3f" % (k, tv[0].item() * 1e3, "-", "gloo", tv[1].item()), flush=True)
+        if a.seconds > 0 and tv[1].item() >= a.seconds:
+            break
+    if rank == 0:
+        print("# steps %d, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s" % (
+            done, total, total / done * 1e3, time.perf_counter() - start), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-b", type=size, default=8)
@@ -35,10 +65,17 @@ def main():
     ap.add_argument("-W", type=float, default=0.02)
     ap.add_argument("-n", type=int, default=0)
     ap.add_argument("-T", type=float, default=0.2)
+    ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--step-ms", type=float, default=0)
+    ap.add_argument("--seconds", type=float, default=0)
     a = ap.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
+    if a.steps > 0:
+        steps_loop(a, rank)
+        dist.destroy_process_group()
+        return
     if rank == 0:
         print(f"# PyTorch {torch.__version__} Gloo all_reduce: {n} ranks, float32 sum; same method as shoal bench")
         print("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s" % (

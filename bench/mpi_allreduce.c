@@ -5,12 +5,16 @@
  * p99, max; algbw = S/p50 with GB = 1e9; busbw = algbw * 2(n-1)/n) and
  * printed in the same columns, out-of-place then MPI_IN_PLACE.
  * Build: mpicc.openmpi -O2 bench/mpi_allreduce.c -o mpi_allreduce
- * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -W WARMUP_S -n ITERS(0=auto) -T TARGET_S */
+ * Args:  -b MINBYTES -e MAXBYTES -f FACTOR -w WARMUP -W WARMUP_S -n ITERS(0=auto) -T TARGET_S
+ *        --steps N [--step-ms MS] [--seconds S]: instead, N allreduces of -b bytes in a loop with
+ *        MS of emulated compute (sleep) before each (at most S seconds), one line per step (the
+ *        slowest rank's time, rank 0's clock), like `shoal bench allreduce --steps`. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -69,14 +73,45 @@ static void run(float *sb, float *rb, size_t count, int inplace, int warm, doubl
   (void)rank;
 }
 
+/* --steps: a training-like loop of one size. */
+static void steps_loop(size_t bytes, long steps, double step_ms, double seconds, int rank) {
+  size_t count = bytes / 4 ? bytes / 4 : 1;
+  float *buf = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) buf[i] = (float)((i * 7 + (size_t)rank * 13) % 17) - 8;
+  if (rank == 0) printf("# Open MPI MPI_Allreduce --steps %ld: %zu B, step compute %.1f ms\n", steps, count * 4, step_ms);
+  double total = 0, start = MPI_Wtime();
+  long done = 0;
+  for (long k = 0; k < steps; k++) {
+    if (step_ms > 0) {
+      struct timespec ts = {(time_t)(step_ms / 1e3), (long)(fmod(step_ms, 1e3) * 1e6)};
+      nanosleep(&ts, NULL);
+    }
+    double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double tv[2] = {MPI_Wtime() - t0, rank == 0 ? MPI_Wtime() - start : 0};
+    MPI_Allreduce(MPI_IN_PLACE, tv, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); /* slowest rank; rank 0's clock */
+    total += tv[0], done++;
+    if (rank == 0) printf("  %6ld %10.2f %12s %-6s %9.3f\n", k, tv[0] * 1e3, "-", "ompi", tv[1]), fflush(stdout);
+    if (seconds > 0 && tv[1] >= seconds) break;
+  }
+  if (rank == 0)
+    printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s\n", done, total, total / done * 1e3,
+           MPI_Wtime() - start);
+  free(buf);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   size_t minb = 8, maxb = 256u << 20;
-  double f = 2, target = 0.2;
+  double f = 2, target = 0.2, step_ms = 0, seconds = 0;
   int warm = 5;
   double warm_s = 0.02;
-  long fixed = 0;
+  long fixed = 0, steps = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--steps")) steps = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--step-ms")) step_ms = atof(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+    else
     if (!strcmp(argv[i], "-b")) minb = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-e")) maxb = parse_size(argv[i + 1]);
     else if (!strcmp(argv[i], "-f")) f = atof(argv[i + 1]);
@@ -88,6 +123,11 @@ int main(int argc, char **argv) {
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
+  if (steps > 0) {
+    steps_loop(minb, steps, step_ms, seconds, rank);
+    MPI_Finalize();
+    return 0;
+  }
   float *sb = malloc(maxb + 8), *rb = malloc(maxb + 8);
   for (size_t i = 0; i < maxb / 4 + 2; i++) sb[i] = (float)((i * 7 + (size_t)rank * 13) % 17) - 8, rb[i] = 0;
   if (rank == 0) {

@@ -14,9 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll_check.h"
 #include "comm/coll/algo.h"
+#include "comm/comm_impl.h"
 #include "comm/tune/tune.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -35,6 +37,9 @@ typedef struct bopts {
   shoal_redop_t op;
   shoal_algo_t algo;
   int root, check, explain, explain_ranks;
+  long steps;     /* --steps: a training-like loop of one size (allreduce) */
+  double step_ms; /* --step-ms: compute time emulated between steps */
+  double step_s;  /* --seconds: with --steps, stop once this much time has passed (all ranks agree) */
   double target_s;
 } bopts_t;
 
@@ -64,7 +69,11 @@ static void usage(FILE *f) {
              "              %s\n"
              "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
              "  --check     count wrong elements (#wrong)         --explain print the cost model's choice per size\n"
-             "  -p RANKS    with --explain: rank count, without launching\n",
+             "  -p RANKS    with --explain: rank count, without launching\n"
+             "  --steps N   allreduce only: N calls of size -b in a loop, as a training job makes them; one line\n"
+             "              per step (time, the algorithm, re-profiles of the link watch so far)\n"
+             "  --step-ms MS  with --steps: emulated compute between steps (sleep)\n"
+             "  --seconds S with --steps: stop after S seconds (rank 0's clock, agreed by all)\n",
           shoal__algo_list());
 }
 
@@ -106,7 +115,11 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     else if (!strcmp(a, "-a")) rc = shoal_algo_parse(v, &o->algo);
     else if (!strcmp(a, "-r") && !(rc = shoal__parse_long("-r", v, 0, 1 << 20, &l))) o->root = (int)l;
     else if (!strcmp(a, "-p") && !(rc = shoal__parse_long("-p", v, 1, 1 << 20, &l))) o->explain_ranks = (int)l;
-    else if (strcmp(a, "-r") && strcmp(a, "-p")) {
+    else if (!strcmp(a, "--steps")) rc = shoal__parse_long("--steps", v, 1, 100000000, &o->steps);
+    else if (!strcmp(a, "--step-ms")) rc = shoal__parse_double("--step-ms", v, 0, 3600e3, &o->step_ms);
+    else if (!strcmp(a, "--seconds")) rc = shoal__parse_double("--seconds", v, 0, 1e6, &o->step_s);
+    else if (strcmp(a, "-r") && strcmp(a, "-p") && strcmp(a, "--steps") && strcmp(a, "--step-ms") &&
+             strcmp(a, "--seconds")) {
       fprintf(stderr, "shoal bench: unknown option '%s' (try --help)\n", a);
       return 2;
     }
@@ -341,6 +354,70 @@ static const char *algo_label(const run_t *R, size_t S) {
   }
 }
 
+/* --steps: one allreduce size in a loop, as a training job calls it (same buffer, automatic choice
+ * unless -a), each step timed as the slowest rank's, with what the chooser and the link watch did. */
+static int steps_loop(run_t *R) {
+  const bopts_t *o = R->o;
+  size_t count = o->minb / R->es ? o->minb / R->es : 1;
+  char *buf = malloc(count * R->es);
+  double *t = malloc(sizeof *t * (size_t)o->steps);
+  if (!buf || !t) {
+    free(buf), free(t);
+    fprintf(stderr, "shoal bench: rank %d: out of memory\n", R->rank);
+    return 1;
+  }
+  shoal_tool_fill(buf, count, o->dtype, R->rank, o->op, 0);
+  if (R->rank == 0)
+    printf("# shoal bench allreduce --steps %ld: %d ranks, %zu B, %s, step compute %.1f ms\n"
+           "# %6s %10s %12s %-6s %9s %s\n", o->steps, R->size, count * R->es, shoal_algo_name(o->algo), o->step_ms,
+           "step", "time(ms)", "re-profiles", "algo", "t(s)", "plan");
+  int rc = 0;
+  double total = 0;
+  long done = 0;
+  uint64_t start = shoal__now_ns();
+  for (long k = 0; k < o->steps && !rc; k++) {
+    if (o->step_ms > 0) {
+      struct timespec ts = {(time_t)(o->step_ms / 1e3), (long)(fmod(o->step_ms, 1e3) * 1e6)};
+      nanosleep(&ts, NULL);
+    }
+    shoal__choice_t ch; /* what this call will run (the chooser's answer for it) */
+    shoal__coll_ctx_t x;
+    char plan[160] = "";
+    shoal_algo_t a = o->algo;
+    if (!shoal__coll_choose(R->c, count * R->es, o->algo, SHOAL__CHOOSE_QUIET, &ch)) {
+      a = ch.algo;
+      shoal__coll_ctx(R->c, &x);
+      shoal__plan_describe(a, &x, &ch.plan, plan, sizeof plan);
+    }
+    uint64_t t0 = shoal__now_ns();
+    rc = shoal_allreduce_algo(R->c, SHOAL_IN_PLACE, buf, count, o->dtype, o->op, o->algo);
+    /* the slowest rank's time, and rank 0's clock since the start (for --seconds) */
+    double tv[2] = {(double)(shoal__now_ns() - t0) * 1e-9, R->rank == 0 ? (double)(shoal__now_ns() - start) * 1e-9 : 0};
+    if (!rc) rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, tv, 2, SHOAL_FLOAT64, SHOAL_MAX);
+    double dt = tv[0];
+    unsigned checks, reprofiles;
+    shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
+    if (!rc && R->rank == 0) {
+      printf("  %6ld %10.2f %12u %-6s %9.3f %s\n", k, dt * 1e3, reprofiles, shoal_algo_name(a), tv[1], plan);
+      fflush(stdout);
+    }
+    t[k] = dt, total += dt, done++;
+    if (o->step_s > 0 && tv[1] >= o->step_s) break;
+  }
+  if (rc) fprintf(stderr, "shoal bench: rank %d: %s\n", R->rank, shoal_comm_errmsg(R->c));
+  else if (R->rank == 0) {
+    unsigned checks, reprofiles;
+    shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
+    printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s; link watch: %u checks, %u "
+           "re-profiles\n", done, total, done ? total / (double)done * 1e3 : 0, (double)(shoal__now_ns() - start) * 1e-9,
+           checks, reprofiles);
+  }
+  fflush(stdout);
+  if (!rc) rc = shoal_barrier(R->c);
+  free(buf), free(t);
+  return rc ? 1 : 0;
+}
+
 int shoal_cmd_bench(int argc, char **argv) {
   bopts_t o;
   int prc = parse_opts(argc, argv, &o);
@@ -357,6 +434,10 @@ int shoal_cmd_bench(int argc, char **argv) {
   if (o.explain) {
     if (R.rank == 0) status = explain(&o, R.size);
     if (R.rank == 0 && !status) shoal__tune_explain(R.c, stdout); /* fitted model, shm/hier (tune.c) */
+    goto out_comm;
+  }
+  if (o.steps > 0) {
+    status = steps_loop(&R);
     goto out_comm;
   }
   if (o.root >= R.size) {

@@ -23,11 +23,12 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_JOB_ID", "", "comm", "identity of the job (set by `shoal launch`): the rendezvous store refuses ranks of another job"},
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0: an inherited socket already listening on the store port"},
   /* comm: collectives */
-  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, auto (read when the world is created)"},
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},
   {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
+  {"SHOAL_TREES", "auto", "comm", "trees allreduce shape: auto (cost model), or P trees with an optional key, P:pin, P:bdp, P:bw (ablations)"},
   {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},
   {"SHOAL_EMU_DELAY_US", "0", "comm", "emulated one-way latency added to every outgoing message (testing)"},
   {"SHOAL_TCP_CONGESTION", "auto", "comm", "TCP congestion control of peer sockets: auto (bbr -> cubic or reno), system, or a name"},
@@ -40,6 +41,12 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_SHM_SPIN_US", "50", "comm", "shm waits spin (yielding the CPU) this long before sleeping on a futex"},
   {"SHOAL_TUNE", "cache", "comm", "tuning profile: off, cache (use SHOAL_TUNE_FILE's entry if any), init (profile at creation if none), force"},
   {"SHOAL_TUNE_FILE", "", "comm", "file caching tuning profiles keyed by host set (written by `shoal tune`)"},
+  {"SHOAL_PROFILE_FLOWS", "0", "comm", "link profile: host pairs measured at once (0: every host's link at once; hosts emulated on one machine share its CPUs)"},
+  {"SHOAL_PROFILE_BYTES", "4194304", "comm", "link profile: bytes timed per host pair (after a 1 MiB lead-in)"},
+  {"SHOAL_REPROFILE", "auto", "comm", "measure the link matrix again when allreduce times drift from the model: auto (with a measured or cached profile), on, off"},
+  {"SHOAL_REPROFILE_CALLS", "8", "comm", "re-profiling: world-communicator allreduces per check (a change is seen within twice this many)"},
+  {"SHOAL_REPROFILE_FACTOR", "1.5", "comm", "re-profiling: drift of time/prediction (either way) that triggers it"},
+  {"SHOAL_REPROFILE_MIN_BYTES", "262144", "comm", "re-profiling: allreduces smaller than this are not watched"},
   /* bench */
   {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
   /* sim */

@@ -1,5 +1,6 @@
 /* Collectives against serial references computed here: every collective x
- * algorithm x dtype x op x world sizes 1..8 x counts 0, 1, 1009 (prime) and
+ * algorithm (every flat row of the allreduce table) x dtype x op x world sizes
+ * 1..8 x counts 0, 1, 1009 (prime) and
  * 3 MiB worth, in place and not. Inputs are small integers, so every
  * summation order gives the exact same value in every dtype (bf16 holds
  * integers up to 256 exactly, and |sums| <= 64, |products| <= 256 here);
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "comm/coll/algo.h"
 #include "comm/coll/redop.h"
 #include "shoal/comm.h"
 
@@ -279,7 +281,16 @@ static int t_identical(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
 static const shoal_dtype_t red_dtypes[] = {SHOAL_FLOAT32, SHOAL_FLOAT64, SHOAL_INT32,
                                            SHOAL_INT64,   SHOAL_BFLOAT16, SHOAL_FLOAT16};
 #define NRED 6
-static const shoal_algo_t algos[] = {SHOAL_ALGO_RING, SHOAL_ALGO_RHD, SHOAL_ALGO_RD, SHOAL_ALGO_AUTO};
+/* Every point-to-point (flat) algorithm of the table, then the automatic choice: a new row of the
+ * table is checked here without a line of this test. */
+static shoal_algo_t algos[SHOAL__ALGO_MAX + 1];
+static int nalgos;
+static void list_algos(void) {
+  nalgos = 0;
+  for (int a = 1; a < shoal__algo_count(); a++)
+    if (shoal__algo((shoal_algo_t)a)->flags & SHOAL__ALGO_FLAT) algos[nalgos++] = (shoal_algo_t)a;
+  algos[nalgos++] = SHOAL_ALGO_AUTO;
+}
 
 /* The big (3 MiB) cases run for these pairs, or for all with SHOAL_TEST_FULL=1. */
 static int big_pair(const group_t *g, shoal_dtype_t dt, shoal_redop_t op) {
@@ -291,7 +302,8 @@ static int big_pair(const group_t *g, shoal_dtype_t dt, shoal_redop_t op) {
 static int matrix(shoal_comm_t *c, const group_t *g) {
   int fails = 0, n = g->n;
   const size_t small[] = {0, 1, PRIME};
-  for (int a = 0; a < 4; a++)
+  list_algos();
+  for (int a = 0; a < nalgos; a++)
     for (int di = 0; di < NRED; di++)
       for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
         for (int k = 0; k < 3; k++)
@@ -301,7 +313,7 @@ static int matrix(shoal_comm_t *c, const group_t *g) {
           for (int mode = 0; mode < 2; mode++)
             fails += t_allreduce(c, algos[a], red_dtypes[di], op, BIG_BYTES / shoal_dtype_size(red_dtypes[di]), mode);
       }
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < nalgos - 1; a++) {
     fails += t_identical(c, algos[a], SHOAL_FLOAT32, SHOAL_SUM, PRIME);
     fails += t_identical(c, algos[a], SHOAL_FLOAT32, SHOAL_MIN, PRIME);
     fails += t_identical(c, algos[a], SHOAL_FLOAT64, SHOAL_PROD, PRIME);
@@ -315,6 +327,7 @@ static int matrix(shoal_comm_t *c, const group_t *g) {
     fails += t_allreduce(c, SHOAL_ALGO_RING, SHOAL_FLOAT16, SHOAL_AVG, PRIME * 3, mode);
     fails += t_allreduce(c, SHOAL_ALGO_RHD, SHOAL_FLOAT32, SHOAL_SUM, PRIME, mode);
     fails += t_allreduce(c, SHOAL_ALGO_RHD, SHOAL_INT64, SHOAL_MIN, PRIME * 3, mode);
+    fails += t_allreduce(c, SHOAL_ALGO_TREES, SHOAL_BFLOAT16, SHOAL_SUM, PRIME * 3, mode);
     fails += t_reduce_scatter(c, SHOAL_INT32, SHOAL_MAX, PRIME, mode);
     fails += t_allgather(c, SHOAL_FLOAT64, PRIME, mode);
   }

@@ -56,6 +56,10 @@ TEST_T(coll_cli_bench_columns_check_and_gate, 120) {
   CHECK_EQ(run("2 -- @ bench allreduce -b 1K -e 1K -n 2 -w 1 -a rhd -d bf16 -o max --check", NULL, out, sizeof out), 0);
   CHECK_CONTAINS(out, "rhd");
   CHECK_CONTAINS(out, "bfloat16");
+  /* a training-like loop: one line per step, then the link watch's counts */
+  CHECK_EQ(run("3 -- @ bench allreduce --steps 4 -b 64K -a trees", NULL, out, sizeof out), 0);
+  CHECK_EQ(count_of(out, " trees "), 4);
+  CHECK_CONTAINS(out, "link watch: ");
   /* the CI gate: an impossible minimum fails the run */
   CHECK(run("2 -- @ bench allreduce -b 1K -e 4K -n 2 -w 1", "SHOAL_BENCH_MIN_BW=1e6", out, sizeof out) != 0);
   CHECK_CONTAINS(out, "SHOAL_BENCH_MIN_BW");

@@ -189,3 +189,69 @@ TEST_T(testbed_interrupted_up_rolls_back, 60) {
   CHECK_CONTAINS(out, "--topo /nonexistent");
   CHECK_CONTAINS(out, "topo-rc=2");
 }
+
+/* Re-profiling while running: a training-like loop of 1 MiB allreduces on 4
+ * hosts; one host's link is cut to a tenth while it runs. The link watch
+ * must notice it from the allreduce times within 2 x SHOAL_REPROFILE_CALLS
+ * calls after the change is in place, measure the links again, and the
+ * chooser must then run the trees with that host a leaf of every tree. */
+TEST_T(testbed_link_slowdown_noticed_and_choice_changes, 110) {
+  need_namespaces();
+  char name[32], cmd[4096];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  snprintf(cmd, sizeof cmd,
+           "set -e; S=%s; N=%s; O=$TMPDIR/tbw$$.out; trap '$S testbed down --name $N >/dev/null; rm -f $O' EXIT\n"
+           "$S testbed up --name $N --hosts 4 --rate 1gbit >/dev/null\n"
+           "SHOAL_TUNE=force SHOAL_PROFILE_FLOWS=2 SHOAL_REPROFILE_CALLS=4 SHOAL_TIMEOUT=40 timeout 95 $S launch "
+           "--testbed $N -n 4 --timeout 90 -- $S bench allreduce --steps 60 --step-ms 40 -b 1M >$O 2>&1 &\n"
+           "pid=$!; steps() { grep -c '^\\[0\\] *[0-9]' $O || true; }\n"
+           "i=0; while [ $(steps) -lt 6 ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done\n"
+           "echo slowing-at $(steps)\n"
+           "$S testbed set --name $N h3 --rate 100mbit >/dev/null\n"
+           "echo slowed-at $(steps)\n"
+           "wait $pid && echo bench-rc=0 || echo bench-rc=$?\n"
+           "sed -n 's/^\\[0\\] //p' $O\n",
+           S, name);
+  setenv("TMPDIR", "/tmp", 0);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 105);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "bench-rc=0");
+  const char *p = strstr(out, "slowed-at "), *p0 = strstr(out, "slowing-at ");
+  CHECK_MSG(p && p0, "no mark: %s", out);
+  /* the change takes a while (tc on both ends of the link): from step `slowing` to step `slowed` */
+  int slowing = atoi(p0 + 11), slowed = atoi(p + 10), first_re = -1, last_re = 0, step = -1;
+  char last_plan[256] = "";
+  /* step lines: "  <step> <ms> <re-profiles> <algo> <plan...>" */
+  for (const char *l = strstr(out, "re-profiles algo"); l && (l = strchr(l, '\n')); l++) {
+    int k, re, n = 0;
+    double ms;
+    if (sscanf(l + 1, " %d %lf %d %n", &k, &ms, &re, &n) != 3 || !n) continue;
+    if (k >= slowing && re > last_re && first_re < 0) first_re = k;
+    if (k >= slowed && first_re >= 0) {
+      const char *e = strchr(l + 1, '\n');
+      size_t len = e ? (size_t)(e - (l + 1 + n)) : strlen(l + 1 + n);
+      if (len >= sizeof last_plan) len = sizeof last_plan - 1;
+      memcpy(last_plan, l + 1 + n, len);
+      last_plan[len] = '\0';
+    }
+    last_re = re, step = k;
+  }
+  CHECK_MSG(step == 59, "not every step ran: %s", out);
+  CHECK_MSG(slowed <= 45, "the slowdown came too late to be seen (step %d of 60): %s", slowed, out);
+  /* the check that sees the change runs inside the call, at most 2 x 4 calls after it is in place (+1:
+   * the step count is read when `testbed set` has returned, a step may be under way) */
+  CHECK_MSG(first_re >= 0 && first_re <= slowed + 2 * 4 + 1,
+            "re-profile after the slowdown at step %d: first at %d\n%s", slowed, first_re, out);
+  /* rank 3 (on h3) is then a leaf of every tree */
+  const char *lv = strstr(last_plan, "leaves in every tree:");
+  int leaf3 = 0;
+  for (const char *q = lv ? lv + 21 : NULL; q && *q;) {
+    char *e;
+    long r = strtol(q, &e, 10);
+    if (e == q) break;
+    leaf3 |= r == 3, q = e;
+  }
+  CHECK_MSG(strstr(last_plan, "trees") && leaf3, "plan at the end: '%s'\n%s", last_plan, out);
+}

@@ -17,6 +17,7 @@ typedef struct tune_arg {
   const char *mode; /* SHOAL_TUNE */
   char file[96];
   const char *want_source; /* text expected in rank 0's explanation */
+  const char *want_extra;  /* and this too, if set */
 } tune_arg_t;
 
 static shoal_comm_t *join(int rank, const tune_arg_t *a) {
@@ -69,8 +70,9 @@ static int rank_tune(int rank, void *arg) {
     FILE *f = open_memstream(&text, &len);
     shoal__tune_explain(c, f);
     fclose(f);
-    if (!strstr(text, a->want_source) || !strstr(text, "model pick"))
-      bad = fprintf(stderr, "explanation lacks '%s':\n%s", a->want_source, text);
+    if (!strstr(text, a->want_source) || !strstr(text, "model pick") || (a->want_extra && !strstr(text, a->want_extra)))
+      bad = fprintf(stderr, "explanation lacks '%s' or '%s':\n%s", a->want_source, a->want_extra ? a->want_extra : "",
+                    text);
     free(text);
   }
   shoal_comm_destroy(c);
@@ -98,8 +100,10 @@ TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
   tune_arg_t a = {.n = 3, .hosts = {"hA", "hB", "hA"}, .mode = "force", .want_source = "measured"};
   snprintf(a.file, sizeof a.file, "/tmp/shoal-tune-test-%d", (int)getpid());
   unlink(a.file);
+  a.want_extra = "link matrix (measured in"; /* the host pairs, measured */
   run(&a);
   CHECK(file_has(a.file, "hA:2,hB:1\t"));
+  CHECK(file_has(a.file, " links 2 ")); /* the matrix of the two hosts is cached with the class values */
   /* every class measured: no -1 left in the entry */
   FILE *f = fopen(a.file, "r");
   char line[1024];
@@ -113,7 +117,9 @@ TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
   CHECK_MSG(v[7] >= 0, "op overhead of the profile: %g", v[7]); /* may be 0 when the model overestimates */
   a.mode = "cache";
   a.want_source = "cache";
-  run(&a); /* the same host set: reused */
+  a.want_extra = "link matrix (from the cache)";
+  run(&a); /* the same host set: reused, matrix included */
+  a.want_extra = NULL;
   /* a different host set has no entry: defaults */
   tune_arg_t b = {.n = 2, .mode = "cache", .want_source = "built-in defaults"};
   memcpy(b.file, a.file, sizeof b.file);

@@ -60,10 +60,36 @@ typedef struct shoal__coll_algo {
   double (*cost)(const shoal__coll_ctx_t *x, size_t bytes);
   /* Optional: the parameters for `bytes` (0 or a configuration error). */
   int (*plan)(const shoal__coll_ctx_t *x, size_t bytes, shoal__plan_t *out);
+  /* Optional: the plan in words, for logs and tools ("4 trees, pinned leaves 3, chunk 110 KiB"). */
+  void (*describe)(const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out, size_t cap);
   /* Run it: c's op is begun; p > 1 and count > 0. */
   int (*run)(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
              const shoal__plan_t *plan);
 } shoal__coll_algo_t;
+
+/* ---- the fluid link model (flows.c) ---- */
+typedef struct shoal__flow {
+  int a, b;     /* ranks of the context (0 .. p-1): from a to b */
+  double bytes;
+} shoal__flow_t;
+/* alpha (s) and beta (s/byte) of the link from rank i to rank j of x. */
+void   shoal__ctx_link(const shoal__coll_ctx_t *x, int i, int j, double *alpha, double *beta);
+/* Seconds to move every flow at once: each rank's flows out (and in) one
+ * after the other over their pairs' links, and each host's outgoing and
+ * incoming bytes over its link's capacity (flows of one host share its
+ * link). *alpha_max (may be NULL): the largest latency among the flows. */
+double shoal__flows_time(const shoal__coll_ctx_t *x, const shoal__flow_t *f, int n, double *alpha_max);
+
+/* Costs of the pairwise-exchange algorithms (fold.c): rhd's halving and
+ * doubling steps, rd's full-vector steps, each after MPICH's fold. */
+double shoal__cost_rhd(const shoal__coll_ctx_t *x, double S);
+double shoal__cost_rd(const shoal__coll_ctx_t *x, double S);
+
+/* Trees (allreduce_trees.c): in how many of the plan's trees rank r of x is
+ * an interior rank (has children); -1 when out of memory. */
+int shoal__trees_interior(const shoal__coll_ctx_t *x, const shoal__plan_t *plan, int rank);
+/* The plan of algorithm a in words (its describe, else its chunk). */
+void shoal__plan_describe(shoal_algo_t a, const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out, size_t cap);
 
 /* ---- the table (algos.c) ---- */
 int shoal__algo_count(void);                            /* ids are 0 .. count-1; id 0 is AUTO */

@@ -5,6 +5,7 @@
 
 #include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -31,15 +32,27 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
                      * the shared-memory algorithms compare it in their step descriptors */
                     .tag = a->flags & SHOAL__ALGO_TAGGED ? (int32_t)ch.algo : 0};
   if ((rc = shoal__op_begin(c, &op))) return rc;
-  SHOAL_INFO("COLL", "allreduce seq %u: %zu x %s %s (%zu B) on %d ranks%s -> %s (%s)", op.seq, count,
-             shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "",
-             a->name, ch.why);
+  if (shoal__log_enabled(SHOAL_LOG_INFO, "COLL") && SHOAL_LOG_INFO <= shoal__log_level_cur) {
+    char plan[160] = "";
+    if (a->describe) {
+      shoal__coll_ctx_t x;
+      shoal__coll_ctx(c, &x);
+      a->describe(&x, &ch.plan, plan, sizeof plan);
+    }
+    SHOAL_INFO("COLL", "allreduce seq %u: %zu x %s %s (%zu B) on %d ranks%s -> %s%s%s%s (%s)", op.seq, count,
+               shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "", a->name,
+               plan[0] ? " [" : "", plan, plan[0] ? "]" : "", ch.why);
+  }
+  uint64_t t0 = shoal__now_ns();
   if (p == 1 || count == 0) {
     if (!inplace && bytes) memcpy(recvbuf, src, bytes);
   } else {
     rc = a->run(c, &op, src, recvbuf, count, &ch.plan);
   }
-  return shoal__op_end(c, &op, rc);
+  double elapsed = (double)(shoal__now_ns() - t0) * 1e-9;
+  if ((rc = shoal__op_end(c, &op, rc))) return rc;
+  /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c) */
+  return algo == SHOAL_ALGO_AUTO ? shoal__tune_observe(c, bytes, ch.t[ch.algo], elapsed) : 0;
 }
 
 int shoal_allreduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,

@@ -111,7 +111,8 @@ static int hier_applies(const shoal__coll_ctx_t *x) {
 }
 
 static double hier_cost(const shoal__coll_ctx_t *x, size_t bytes) {
-  if (!x->c || !x->shm_ok || x->layout.nhosts < 2) return INFINITY;
+  /* with one rank per host there is nothing to do inside the hosts: the leaders' algorithm itself runs */
+  if (!x->c || !x->shm_ok || x->layout.nhosts < 2 || x->layout.maxq < 2) return INFINITY;
   int *leaders = malloc((size_t)x->p * sizeof *leaders), m = 0, me;
   if (!leaders || find_leaders(x->c, leaders, &m, &me)) {
     free(leaders);

@@ -35,11 +35,7 @@ static int rd_run(shoal_comm_t *c, const shoal__op_t *op, const void *src_, void
 }
 
 static double rd_cost(const shoal__coll_ctx_t *x, size_t bytes) {
-  int p = x->p, q = shoal__pof2_floor(p);
-  if (p <= 1) return 0.0;
-  double a = x->flat.alpha_s, b = x->flat.beta_s, g = x->flat.gamma_s, S = (double)bytes;
-  double fold = q == p ? 0.0 : 2 * a + 2 * S * b + S * g;
-  return log2((double)q) * (a + S * b + S * g) + fold + x->o;
+  return x->p <= 1 ? 0.0 : shoal__cost_rd(x, (double)bytes);
 }
 
 const shoal__coll_algo_t shoal__algo_rd = {

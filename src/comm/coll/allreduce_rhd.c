@@ -120,11 +120,7 @@ static int rhd_run(shoal_comm_t *c, const shoal__op_t *op, const void *src_, voi
 }
 
 static double rhd_cost(const shoal__coll_ctx_t *x, size_t bytes) {
-  int p = x->p, q = shoal__pof2_floor(p);
-  if (p <= 1) return 0.0;
-  double a = x->flat.alpha_s, b = x->flat.beta_s, g = x->flat.gamma_s, S = (double)bytes;
-  double fold = q == p ? 0.0 : 2 * a + 2 * S * b + S * g;
-  return 2 * log2((double)q) * a + 2.0 * (q - 1) / q * S * b + (double)(q - 1) / q * S * g + fold + x->o;
+  return x->p <= 1 ? 0.0 : shoal__cost_rhd(x, (double)bytes);
 }
 
 /* The halving exchanges are pipelined in the ring's chunks. */

@@ -108,8 +108,14 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
     return 0;
   }
   shoal__tune_t *tn = c->w->tune;
-  if (tn && tn->last_valid && tn->last_comm == c->id && tn->last_bytes == bytes) {
-    out->algo = tn->last_pick; /* the same size again (every training step): the model's answer has not changed */
+  struct shoal__tune_pick *slot = NULL;
+  if (tn) {
+    size_t nslots = sizeof tn->picks / sizeof tn->picks[0];
+    slot = &tn->picks[(c->id * 0x9E3779B97F4A7C15ull ^ bytes * 0xff51afd7ed558ccdull) >> 32 & (nslots - 1)];
+  }
+  if (slot && slot->valid && slot->comm == c->id && slot->bytes == bytes) {
+    out->algo = slot->algo; /* the same size again (every training step): the model's answer has not changed */
+    out->t[out->algo] = slot->t;
     snprintf(out->why, sizeof out->why, "cost model (%s), as for the last call of this size",
              shoal__tune_source(c->w));
     const shoal__coll_algo_t *a = shoal__algo(out->algo); /* its parameters: read again (SHOAL_CHUNK_BYTES) */
@@ -121,6 +127,14 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
   if (!(flags & SHOAL__CHOOSE_QUIET))
     SHOAL_DEBUG("TUNING", "allreduce %zu B on %d ranks -> %s (%s)", bytes, c->size, shoal_algo_name(out->algo),
                 out->why);
-  if (tn) tn->last_valid = 1, tn->last_comm = c->id, tn->last_bytes = bytes, tn->last_pick = out->algo;
+  if (slot) *slot = (struct shoal__tune_pick){1, c->id, bytes, out->algo, out->t[out->algo]};
   return 0;
+}
+
+void shoal__plan_describe(shoal_algo_t a, const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out,
+                          size_t cap) {
+  const shoal__coll_algo_t *alg = shoal__algo(a);
+  out[0] = '\0';
+  if (alg && alg->describe) alg->describe(x, plan, out, cap);
+  else if (plan->chunk_bytes) snprintf(out, cap, "chunk %zu B", plan->chunk_bytes);
 }

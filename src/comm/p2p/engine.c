@@ -664,6 +664,43 @@ int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, i
   }
 }
 
+int shoal__waitany(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *reqs, int n) {
+  shoal__world_t *w = c->w;
+  uint64_t t0 = shoal__now_ns();
+  uint64_t deadline = op->deadline_ns ? op->deadline_ns : t0 + (uint64_t)(c->timeout_s * 1e9);
+  int pending = 0, rc = 0;
+  shoal__req_t *first = NULL;
+  for (int i = 0; i < n; i++) { /* only the requests pending now count: the callers list their heads */
+    shoal__req_t *r = reqs[i];
+    if (!r || r->kind == 0 || r->state == 1) continue;
+    if (r->state < 0) return w->aborted && w->abort_status ? w->abort_status : r->state;
+    pending++;
+    if (!first) first = r;
+  }
+  if (!pending) return 0;
+  for (int pass = 0;; pass++) {
+    int still = 0;
+    for (int i = 0; i < n; i++) {
+      shoal__req_t *r = reqs[i];
+      if (!r || r->kind == 0) continue;
+      if (r->state < 0) return w->aborted && w->abort_status ? w->abort_status : r->state;
+      still += r->state == 0;
+    }
+    if (still < pending) return 0; /* one of those pending at entry completed */
+    if (rc < 0) return w->aborted && w->abort_status ? w->abort_status : rc;
+    uint64_t now = shoal__now_ns();
+    if (now >= deadline) {
+      int recv = first->kind == 2;
+      return fail(c, SHOAL_ERR_TIMEOUT, op, first->peer, recv ? '<' : '>',
+                  "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done; %d requests "
+                  "pending)", (double)(now - t0) * 1e-9, recv ? "receive from" : "send to", first->done,
+                  first->bytes, pending);
+    }
+    uint64_t left_ms = (deadline - now + 999999) / 1000000;
+    rc = shoal__progress(c, op, pass == 0 ? 0 : left_ms > 1000000 ? 1000000 : (int)left_ms);
+  }
+}
+
 int shoal__test(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, int *ndone) {
   int rc = shoal__progress(c, op, 0);
   if (rc < 0) return rc;

@@ -75,6 +75,9 @@ int shoal__irecv(shoal_comm_t *c, const shoal__op_t *op, int src, void *buf, siz
                  shoal__req_t *req);
 /* Progress until all n requests are complete or op's deadline passes. */
 int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n);
+/* Progress until at least one of the n listed requests is complete (NULL
+ * entries and unused requests are skipped; none pending: returns at once). */
+int shoal__waitany(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *reqs, int n);
 /* Progress without blocking: *ndone = number of the n requests complete. */
 int shoal__test(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, int *ndone);
 /* Progress contract the collectives rely on (added by the collectives helper):

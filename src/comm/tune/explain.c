@@ -27,6 +27,32 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
           t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
   fprintf(f, "# op overhead (point-to-point algorithms, per collective): %.2f us%s\n",
           shoal__tune_op_overhead(w) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
+  int nh = t ? t->nh : 0, known = 0;
+  for (int i = 0; i < nh * nh; i++) known |= t->bw[i] > 0;
+  if (known) {
+    char when[48];
+    if (t->links_s > 0) snprintf(when, sizeof when, "measured in %.0f ms", t->links_s * 1e3);
+    else snprintf(when, sizeof when, "from the cache");
+    fprintf(f, "# link matrix (%s): bandwidth MB/s / one-way latency us, from row host to column host (host: its "
+               "first world rank)\n# %10s", when, "");
+    for (int j = 0; j < nh; j++) {
+      int r0 = -1;
+      for (int r = w->size - 1; r >= 0; r--)
+        if (w->topo->host_of[r] == j) r0 = r;
+      char col[32];
+      snprintf(col, sizeof col, "h%d(r%d)", j, r0);
+      fprintf(f, " %14s", col);
+    }
+    fprintf(f, "\n");
+    for (int i = 0; i < nh; i++) {
+      fprintf(f, "# h%-9d", i);
+      for (int j = 0; j < nh; j++) {
+        if (i == j) fprintf(f, " %14s", "-");
+        else fprintf(f, " %7.1f/%-6.0f", t->bw[i * nh + j] * 1e-6, t->lat[i * nh + j] * 1e6);
+      }
+      fprintf(f, "\n");
+    }
+  }
   if (w->algo_env != SHOAL_ALGO_AUTO)
     fprintf(f, "# SHOAL_ALGO=%s forces the choice below\n", shoal_algo_name(w->algo_env));
   int n = shoal__algo_count();

@@ -3,6 +3,7 @@
 #include "comm/tune/model.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "comm/comm_impl.h"
 #include "core/config.h"
@@ -67,5 +68,35 @@ const char *shoal__tune_source(const shoal__world_t *w) {
 }
 
 void shoal__tune_changed(shoal__world_t *w) {
-  if (w && w->tune) w->tune->last_valid = 0;
+  if (w && w->tune) memset(w->tune->picks, 0, sizeof w->tune->picks);
+}
+
+void shoal__tune_link(const shoal__world_t *w, int a, int b, double *alpha, double *beta) {
+  const shoal__topo_t *tp = w->topo;
+  int ha = tp->host_of[a], hb = tp->host_of[b];
+  shoal__cost_t k;
+  if (ha == hb) {
+    shoal__tune_class(w, w->shm_on, &k);
+    *alpha = k.alpha_s, *beta = k.beta_s;
+    return;
+  }
+  shoal__tune_class(w, 0, &k);
+  const shoal__tune_t *t = w->tune;
+  int i = ha * (t ? t->nh : 0) + hb;
+  *alpha = t && t->lat && ha < t->nh && hb < t->nh && t->lat[i] > 0 ? t->lat[i] : k.alpha_s;
+  *beta = t && t->bw && ha < t->nh && hb < t->nh && t->bw[i] > 0 ? 1.0 / t->bw[i] : k.beta_s;
+}
+
+void shoal__tune_host_caps(const shoal__world_t *w, int h, double *out_bw, double *in_bw) {
+  shoal__cost_t k;
+  shoal__tune_class(w, 0, &k);
+  const shoal__tune_t *t = w->tune;
+  double o = -1, in = -1;
+  for (int j = 0; t && t->bw && h < t->nh && j < t->nh; j++) {
+    if (j == h) continue;
+    if (t->bw[h * t->nh + j] > o) o = t->bw[h * t->nh + j];
+    if (t->bw[j * t->nh + h] > in) in = t->bw[j * t->nh + h];
+  }
+  *out_bw = o > 0 ? o : 1.0 / k.beta_s;
+  *in_bw = in > 0 ? in : 1.0 / k.beta_s;
 }

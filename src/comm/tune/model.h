@@ -28,12 +28,24 @@ typedef struct shoal__tune {
   /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o */
   double v[SHOAL__TUNE_NVALS];
   shoal__cost_t env_net; /* the TCP defaults (SHOAL_ALPHA_US, ...), read once at creation */
-  /* the chooser's last automatic choice (comm id, bytes -> algorithm),
-   * forgotten when the profile changes (shoal__tune_changed) */
-  int last_valid;
-  uint64_t last_comm;
-  size_t last_bytes;
-  shoal_algo_t last_pick;
+  /* per pair of hosts (topology's host indices, nh = its host count): one-way
+   * small-message latency (s) and bandwidth (bytes/s) from host i to host j,
+   * [i * nh + j]; < 0 unknown (then the net class stands in) */
+  int nh;
+  double *lat, *bw;
+  double links_s;      /* how long the last measurement of the matrix took (0: from the cache) */
+  unsigned links_gen;  /* incremented whenever the matrix changes */
+  struct shoal__watch *watch; /* re-profiling from the times of real collectives (watch.c) */
+  /* the chooser's recent automatic choices (comm id, bytes -> algorithm and
+   * its prediction), forgotten when the profile changes (shoal__tune_changed):
+   * a training loop asks for the same few sizes every step */
+  struct shoal__tune_pick {
+    int valid;
+    uint64_t comm;
+    size_t bytes;
+    shoal_algo_t algo;
+    double t;
+  } picks[8];
 } shoal__tune_t;
 
 /* The TCP link defaults, overridden by SHOAL_ALPHA_US / SHOAL_BETA_GBPS /
@@ -52,8 +64,22 @@ void shoal__tune_class(const struct shoal__world *w, int shm, shoal__cost_t *out
 double shoal__tune_shm_allreduce_time(const struct shoal__world *w, double bytes);
 /* Software overhead of one collective on the point-to-point path. */
 double shoal__tune_op_overhead(const struct shoal__world *w);
+/* alpha (s) and beta (s/byte) between world ranks a != b: two ranks of one
+ * host over shared memory (SHOAL_SHM on) have the shm class; two hosts the
+ * matrix entry where measured, else the net class (also for same-host ranks
+ * over TCP). */
+void shoal__tune_link(const struct shoal__world *w, int a, int b, double *alpha, double *beta);
+/* Capacity (bytes/s) of host h's link out of it and into it: the best rate
+ * measured from / to it (concurrent flows of one host share it), else the
+ * net class. */
+void shoal__tune_host_caps(const struct shoal__world *w, int h, double *out_bw, double *in_bw);
 /* Source of the profile ("measured", "cache", "built-in defaults"). */
 const char *shoal__tune_source(const struct shoal__world *w);
+/* After an allreduce on c (dispatcher): its time against the chooser's
+ * prediction; may measure the link matrix again (watch.c). 0 or a failure. */
+int  shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s);
+/* Agreements made and re-profiles triggered so far. */
+void shoal__tune_watch_stats(const struct shoal__world *w, unsigned *checks, unsigned *reprofiles);
 /* The profile's values changed: forget cached choices. */
 void shoal__tune_changed(struct shoal__world *w);
 

@@ -1,16 +1,19 @@
 /* The tuning profile (AdapCC-style, spec adaptive-comm.md A1, adapted):
- * per link class, the time T(S) of exchanging S bytes each way for a few
- * sizes, fitted as T = alpha + beta S by least squares weighted by
- * 1/T^2 (relative errors, so the 64-byte point sets alpha and the 4 MiB
- * point beta); the shm-native allreduce fitted as T = a + b S the same way;
- * gamma from timing the float32 sum kernel. Medians over iterations; the
- * ranks agree on the MAX of each value (conservative under contention). */
+ * same-host pairs: the time T(S) of exchanging S bytes each way for a few
+ * sizes, fitted as T = alpha + beta S by least squares weighted by 1/T^2
+ * (relative errors, so the 64-byte point sets alpha and the large point
+ * beta); between hosts: the matrix of every host pair (links.c), whose
+ * medians are the net class; the shm-native allreduce fitted as T = a + b S
+ * the same way; gamma from timing the float32 sum kernel; the overhead of one
+ * point-to-point collective. Medians over iterations; the ranks agree on the
+ * MAX of each value (conservative under contention). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
 #include "comm/tune/tune.h"
+#include "comm/tune/tune_impl.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -163,14 +166,6 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   int pl = s->lrank ^ 1;
   if (w->shm && pl < s->nlocal)
     rc = p2p_probe(c, &op, s->l2w[s->lrank & ~1], s->l2w[s->lrank | 1], &v[T_SHM_A], &v[T_SHM_B]);
-  if (!rc && s->nhosts > 1) { /* other-host pair: the leaders of hosts 0 and 1 */
-    int l0 = -1, l1 = -1;
-    for (int r = w->size - 1; r >= 0; r--) {
-      if (s->host_of[r] == 0) l0 = r;
-      if (s->host_of[r] == 1) l1 = r;
-    }
-    if (w->rank == l0 || w->rank == l1) rc = p2p_probe(c, &op, l0, l1, &v[T_NET_A], &v[T_NET_B]);
-  }
   if (!rc && w->shm) rc = coll_probe(c, &op, &v[T_COLL_A], &v[T_COLL_B]);
   if (!rc) v[T_GAMMA] = gamma_probe();
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
@@ -178,12 +173,14 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
     return rc;
   memcpy(w->tune->v, v, sizeof v);
   w->tune->source = 1;
+  /* between hosts: the matrix of every host pair; the net class is its medians */
+  if ((rc = shoal__tune_probe_links(c))) return rc;
   if ((rc = op_probe(c, &w->tune->v[T_OP_O]))) return rc;
   shoal__tune_changed(w); /* new values: forget the last choice */
   SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
   SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
               "shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
-              v[T_NET_A] * 1e6, v[T_NET_B] > 0 ? 1e-9 / v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
+              w->tune->v[T_NET_A] * 1e6, w->tune->v[T_NET_B] > 0 ? 1e-9 / w->tune->v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
               v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, w->tune->v[T_OP_O] * 1e6);
   return write_cache ? shoal__tune_store(c) : 0;
 }

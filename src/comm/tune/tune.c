@@ -1,6 +1,5 @@
-/* The tuning profile's life: the cache file (SHOAL_TUNE_FILE, keyed by the
- * host set), the SHOAL_TUNE modes at world creation, and the explanation
- * printed by `shoal tune` / `shoal bench --explain`. */
+/* The tuning profile's life: the SHOAL_TUNE modes at world creation and the
+ * store into the cache (cache.c) that `shoal tune` and the profile write. */
 #include "comm/tune/tune.h"
 
 #include <math.h>
@@ -10,89 +9,20 @@
 
 #include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
+#include "comm/tune/tune_impl.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void make_key(const shoal__world_t *w, char *out, size_t cap) {
-  const shoal__topo_t *s = w->topo;
-  char **items = calloc((size_t)s->nhosts, sizeof *items);
-  out[0] = '\0';
-  if (!items) return;
-  for (int h = 0; h < s->nhosts; h++) {
-    int first = -1, n = 0;
-    for (int r = 0; r < w->size; r++)
-      if (s->host_of[r] == h) n++, first = first < 0 ? r : first;
-    items[h] = malloc(96);
-    if (items[h]) snprintf(items[h], 96, "%s:%d", w->peers[first].host, n);
-  }
-  qsort(items, (size_t)s->nhosts, sizeof *items, cmp_str);
-  size_t used = 0;
-  for (int h = 0; h < s->nhosts; h++) {
-    if (items[h] && used < cap) used += (size_t)snprintf(out + used, cap - used, "%s%s", h ? "," : "", items[h]);
-    free(items[h]);
-  }
-  free(items);
-}
-
-static int read_cache(const char *path, const char *key, double v[SHOAL__TUNE_NVALS]) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int found = 0, lineno = 0;
-  while (fgets(line, sizeof line, f)) {
-    lineno++;
-    char *tab = strchr(line, '\t');
-    if (line[0] == '#' || !tab) continue;
-    *tab = '\0';
-    if (strcmp(line, key)) continue;
-    double t[SHOAL__TUNE_NVALS];
-    t[T_OP_O] = -1; /* entries written before the op overhead was measured have 7 numbers */
-    int got = sscanf(tab + 1, "%lg %lg %lg %lg %lg %lg %lg %lg", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6],
-                     &t[7]);
-    if (got != 7 && got != 8) {
-      SHOAL_WARN("TUNING", "%s:%d: malformed entry for %s ignored (expected 8 numbers)", path, lineno, key);
-      continue;
-    }
-    memcpy(v, t, sizeof t);
-    found = 1; /* the last entry wins */
-  }
-  fclose(f);
-  return found;
-}
-
-static int write_cache(const char *path, const char *key, const double v[SHOAL__TUNE_NVALS]) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  FILE *out = fopen(tmp, "w");
-  if (!out) return shoal__seterr(SHOAL_ERR_IO, "SHOAL_TUNE_FILE: cannot write %s", tmp);
-  FILE *in = fopen(path, "r");
-  char line[1024];
-  fprintf(out, "# shoal tuning profile: host set <TAB> shm_alpha shm_beta net_alpha net_beta gamma coll_alpha "
-               "coll_beta op_o (seconds, seconds/byte; -1 unknown)\n");
-  while (in && fgets(line, sizeof line, in)) {
-    size_t kl = strlen(key);
-    if (line[0] == '#' || (!strncmp(line, key, kl) && line[kl] == '\t')) continue;
-    fputs(line, out);
-  }
-  if (in) fclose(in);
-  fprintf(out, "%s\t%.6g %.6g %.6g %.6g %.6g %.6g %.6g %.6g\n", key, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
-          v[7]);
-  int bad = ferror(out);
-  if (fclose(out) || bad || rename(tmp, path)) {
-    unlink(tmp);
-    return shoal__seterr(SHOAL_ERR_IO, "SHOAL_TUNE_FILE: cannot write %s", path);
-  }
-  return 0;
-}
 
 int shoal__tune_store(shoal_comm_t *c) {
   shoal__tune_t *t = c->w->tune;
   const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
   if (c->w->rank != 0 || !file || !*file || !t) return 0;
-  int rc = write_cache(file, t->key, t->v);
+  int *sorted = malloc((size_t)t->nh * sizeof *sorted);
+  if (!sorted) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+  shoal__tune_key(c->w, t->key, sizeof t->key, sorted);
+  int rc = shoal__tune_cache_write(file, t->key, t->nh, sorted, t->v, t->lat, t->bw);
+  free(sorted);
   if (!rc) SHOAL_INFO("TUNING", "profile of %s stored in %s", t->key, file);
   return rc;
 }
@@ -113,34 +43,58 @@ int shoal__tune_init(shoal_comm_t *c) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_TUNE='%s': expected off, cache, init or force", mode);
   shoal__tune_t *t = calloc(1, sizeof *t);
   if (!t) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
-  for (int i = 0; i < SHOAL__TUNE_NVALS; i++) t->v[i] = -1;
-  make_key(w, t->key, sizeof t->key);
   w->tune = t;
-  int prc = shoal__cost_params(&t->env_net);
-  if (prc) return prc;
-  if (!strcmp(mode, "off") || w->size == 1) return 0;
+  for (int i = 0; i < SHOAL__TUNE_NVALS; i++) t->v[i] = -1;
+  int nh = t->nh = w->topo->nhosts;
+  t->lat = malloc(sizeof *t->lat * (size_t)(nh * nh));
+  t->bw = malloc(sizeof *t->bw * (size_t)(nh * nh));
+  int *sorted = malloc(sizeof *sorted * (size_t)nh);
+  if (!t->lat || !t->bw || !sorted) {
+    free(sorted);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+  }
+  for (int i = 0; i < nh * nh; i++) t->lat[i] = t->bw[i] = -1;
+  shoal__tune_key(w, t->key, sizeof t->key, sorted);
+  int rc = shoal__cost_params(&t->env_net);
+  if (!rc) rc = shoal__tune_watch_init(w);
+  if (rc || !strcmp(mode, "off") || w->size == 1) goto out;
   const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
-  if (strcmp(mode, "force") && !strcmp(mode, "cache") && !(file && *file)) return 0; /* no cache: defaults */
+  if (!strcmp(mode, "cache") && !(file && *file)) goto out; /* no cache: defaults */
   if (strcmp(mode, "force")) {
-    double buf[1 + SHOAL__TUNE_NVALS];
-    for (int i = 0; i <= SHOAL__TUNE_NVALS; i++) buf[i] = -1;
-    if (w->rank == 0 && file && *file && read_cache(file, t->key, buf + 1)) buf[0] = 1;
-    /* rank 0's file decides for everyone */
-    int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, 1 + SHOAL__TUNE_NVALS, SHOAL_FLOAT64, SHOAL_MAX,
-                                  SHOAL_ALGO_RD);
-    if (rc) return rc;
-    if (buf[0] > 0) {
-      memcpy(t->v, buf + 1, sizeof t->v);
+    /* rank 0's file decides for everyone: [found, values, latencies, bandwidths], agreed by MAX */
+    size_t n = 1 + SHOAL__TUNE_NVALS + 2 * (size_t)(nh * nh);
+    double *buf = malloc(n * sizeof *buf);
+    if (!buf) {
+      rc = shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+      goto out;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = -1;
+    double *v = buf + 1, *lat = v + SHOAL__TUNE_NVALS, *bw = lat + nh * nh;
+    if (w->rank == 0 && file && *file && shoal__tune_cache_read(file, t->key, nh, sorted, v, lat, bw)) buf[0] = 1;
+    rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, n, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+    if (!rc && buf[0] > 0) {
+      memcpy(t->v, v, sizeof t->v);
+      memcpy(t->lat, lat, sizeof *lat * (size_t)(nh * nh));
+      memcpy(t->bw, bw, sizeof *bw * (size_t)(nh * nh));
+      t->links_gen++;
       t->source = 2;
       log_params(w, t);
-      return 0;
     }
-    if (!strcmp(mode, "cache")) return 0;
+    int found = buf[0] > 0;
+    free(buf);
+    if (rc || found || !strcmp(mode, "cache")) goto out;
   }
-  return shoal__tune_profile(c, 1);
+  rc = shoal__tune_profile(c, 1);
+out:
+  free(sorted);
+  return rc;
 }
 
 void shoal__tune_free(shoal__world_t *w) {
+  if (!w->tune) return;
+  shoal__tune_watch_free(w);
+  free(w->tune->lat);
+  free(w->tune->bw);
   free(w->tune);
   w->tune = NULL;
 }

@@ -1,0 +1,197 @@
+/* The link matrix of a world's hosts (spec adaptive-comm.md A1, adapted):
+ * the leader of every host (its lowest world rank) measures, towards every
+ * other host, the one-way latency (median of 20 round trips of 256 bytes,
+ * halved) and the bandwidth of a one-way stream (a 1 MiB lead-in, then
+ * SHOAL_PROFILE_BYTES in 128 KiB messages timed at the receiver: the lead-in
+ * drains a token bucket's burst and the connection's start, so the timed
+ * part runs at the link's rate). In round r = 1 .. H-1 host s probes host (s + r) mod H, so
+ * every host has one outgoing and one incoming flow: a full-duplex link is
+ * measured in both directions at once, as the collectives use it.
+ * SHOAL_PROFILE_FLOWS caps the flows that run at once (0: every host's);
+ * on a real cluster every host has its own link and CPU, on one machine
+ * emulating many hosts the CPUs are shared and too many flows at once
+ * measure the CPU. Every rank gets the matrix (a MAX allreduce). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm_impl.h"
+#include "comm/tune/tune_impl.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define PING_BYTES 256
+#define NPING 20
+#define STREAM_MSG (128u << 10) /* message size of the stream */
+#define LEAD_MSGS 8             /* the lead-in: 1 MiB */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Round trips to dst (if >= 0) while answering src's pings (if >= 0): the
+ * median one-way latency to dst in *lat. */
+static int ping_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, double *lat) {
+  unsigned char ping[PING_BYTES] = {0}, in_ping[PING_BYTES], in_pong[PING_BYTES];
+  double rtt[NPING];
+  shoal__req_t sp, rp, rq, sq; /* send ping, recv pong, recv ping, send pong */
+  for (int it = 0; it <= NPING; it++) { /* iteration 0 warms up */
+    int rc;
+    uint64_t t0 = 0;
+    sp.kind = rp.kind = rq.kind = sq.kind = 0;
+    if (src >= 0 && (rc = shoal__irecv(c, op, src, in_ping, sizeof in_ping, &rq))) return rc;
+    if (dst >= 0) {
+      if ((rc = shoal__irecv(c, op, dst, in_pong, sizeof in_pong, &rp))) return rc;
+      t0 = shoal__now_ns();
+      if ((rc = shoal__isend(c, op, dst, ping, sizeof ping, &sp))) return rc;
+    }
+    int pong_sent = 0, have_rtt = 0;
+    for (;;) {
+      if (src >= 0 && !pong_sent && rq.state == 1) { /* answer at once */
+        if ((rc = shoal__isend(c, op, src, in_ping, sizeof in_ping, &sq))) return rc;
+        pong_sent = 1;
+      }
+      if (dst >= 0 && !have_rtt && rp.state == 1) {
+        if (it) rtt[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
+        have_rtt = 1;
+      }
+      int done = (dst < 0 || (have_rtt && sp.state == 1)) && (src < 0 || (pong_sent && sq.state == 1));
+      if (done) break;
+      shoal__req_t *wait[4] = {NULL, NULL, NULL, NULL};
+      if (dst >= 0) wait[0] = !have_rtt ? &rp : &sp;
+      if (src >= 0) wait[1] = !pong_sent ? &rq : &sq;
+      if ((rc = shoal__waitany(c, op, wait, 2))) return rc;
+    }
+  }
+  if (dst >= 0) {
+    qsort(rtt, NPING, sizeof *rtt, cmp_double);
+    *lat = 0.5 * 0.5 * (rtt[NPING / 2 - 1] + rtt[NPING / 2]);
+  }
+  return 0;
+}
+
+/* Stream to dst (if >= 0) while receiving src's stream (if >= 0): the rate
+ * of src's timed part in *bw (bytes/s), measured at this (receiving) end.
+ * A message's completion time here is its arrival, or later when this
+ * process was not running (other processes on its CPU): such delays only
+ * make later completions look bunched. So the rate is the slope of the
+ * lower envelope through the last completion: the largest time per message
+ * from any earlier message to the last one. */
+static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, int nmsg, char *sbuf, char *rbuf,
+                        double *bw) {
+  shoal__req_t *s = calloc((size_t)nmsg * 2, sizeof *s), *r = s ? s + nmsg : NULL;
+  uint64_t *at = calloc((size_t)nmsg, sizeof *at);
+  if (!s || !at) {
+    free(s), free(at);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+  }
+  int rc = 0;
+  uint64_t t_post = shoal__now_ns();
+  for (int k = 0; k < nmsg && src >= 0 && !rc; k++) rc = shoal__irecv(c, op, src, rbuf, STREAM_MSG, &r[k]);
+  for (int k = 0; k < nmsg && dst >= 0 && !rc; k++) rc = shoal__isend(c, op, dst, sbuf, STREAM_MSG, &s[k]);
+  for (int seen = 0; src >= 0 && !rc && seen < nmsg;) { /* every completion's time, as soon as it is seen */
+    shoal__req_t *head = &r[seen];
+    rc = shoal__waitany(c, op, &head, 1);
+    uint64_t now = shoal__now_ns();
+    while (!rc && seen < nmsg && r[seen].state == 1) at[seen++] = now;
+  }
+  if (!rc && dst >= 0) rc = shoal__waitall(c, op, s, nmsg);
+  if (!rc && src >= 0) {
+    double per = 0; /* seconds per message */
+    for (int i = LEAD_MSGS - 1; i < nmsg - 1; i++) {
+      double sl = (double)(at[nmsg - 1] - at[i]) * 1e-9 / (nmsg - 1 - i);
+      if (sl > per) per = sl;
+    }
+    if (per <= 0) /* everything arrived at once (a link faster than this process): the whole stream's time */
+      per = (double)(at[nmsg - 1] - t_post + 1) * 1e-9 / nmsg;
+    *bw = STREAM_MSG / per;
+  }
+  free(s), free(at);
+  return rc;
+}
+
+static double median_pos(const double *v, int n) {
+  double *t = malloc(sizeof *t * (size_t)n);
+  int m = 0;
+  for (int i = 0; t && i < n; i++)
+    if (v[i] > 0) t[m++] = v[i];
+  double r = -1;
+  if (m) {
+    qsort(t, (size_t)m, sizeof *t, cmp_double);
+    r = m % 2 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
+  }
+  free(t);
+  return r;
+}
+
+int shoal__tune_probe_links(shoal_comm_t *c) {
+  shoal__world_t *w = c->w;
+  const shoal__topo_t *tp = w->topo;
+  shoal__tune_t *t = w->tune;
+  int H = tp->nhosts, rc;
+  if (H < 2 || !t || c->size != w->size) return 0;
+  long flows, stream_bytes;
+  if ((rc = shoal__config_long("SHOAL_PROFILE_FLOWS", 0, 0, 1 << 20, &flows)) ||
+      (rc = shoal__config_long("SHOAL_PROFILE_BYTES", 4L << 20, 64L << 10, 1L << 30, &stream_bytes)))
+    return rc;
+  int G = flows > 0 && flows < H ? (int)flows : H, nsub = (H + G - 1) / G;
+  int nmsg = LEAD_MSGS + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
+  int *leader = malloc(sizeof *leader * (size_t)H);
+  double *m = malloc(sizeof *m * 2 * (size_t)(H * H));
+  char *buf = malloc(2 * (size_t)STREAM_MSG);
+  if (!leader || !m || !buf) {
+    free(leader), free(m), free(buf);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+  }
+  memset(buf, 1, 2 * (size_t)STREAM_MSG);
+  for (int i = 0; i < 2 * H * H; i++) m[i] = -1;
+  for (int r = w->size - 1; r >= 0; r--) leader[tp->host_of[r]] = r;
+  int me = tp->host_of[w->rank];
+  uint64_t t0 = shoal__now_ns();
+  shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x4c494e4b};
+  if ((rc = shoal__op_begin(c, &op))) goto out;
+  for (int r = 1; r < H && !rc && leader[me] == w->rank; r++)
+    for (int g = 0; g < nsub && !rc; g++) {
+      int d = (me + r) % H, sh = (me - r + H) % H;
+      int send = me / G == g, recv = sh / G == g;
+      if (!send && !recv) continue;
+      shoal__op_t pop = op, bop = op;
+      pop.count = PING_BYTES;
+      bop.count = STREAM_MSG;
+      /* latency: when this host pings and is pinged by the same host (r = H/2), only the lower pings */
+      int pd = send ? leader[d] : -1, ps = recv ? leader[sh] : -1;
+      if (send && recv && d == sh) {
+        if (me < d) ps = -1;
+        else pd = -1, ps = leader[sh];
+      }
+      double lat = -1, bw = -1;
+      if ((rc = ping_pairs(c, &pop, pd, ps, &lat))) break;
+      if (pd >= 0) m[me * H + d] = lat;
+      if (pd >= 0 && d == sh) m[d * H + me] = lat; /* the pair's one latency, both directions */
+      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, nmsg, buf, buf + STREAM_MSG,
+                             &bw)))
+        break;
+      if (recv) m[H * H + sh * H + me] = bw;
+    }
+  if ((rc = shoal__op_end(c, &op, rc))) goto out;
+  if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, m, 2 * (size_t)(H * H), SHOAL_FLOAT64, SHOAL_MAX,
+                                 SHOAL_ALGO_RD)))
+    goto out;
+  memcpy(t->lat, m, sizeof *m * (size_t)(H * H));
+  memcpy(t->bw, m + H * H, sizeof *m * (size_t)(H * H));
+  double ml = median_pos(t->lat, H * H), mb = median_pos(t->bw, H * H);
+  if (ml > 0) t->v[T_NET_A] = ml;
+  if (mb > 0) t->v[T_NET_B] = 1.0 / mb;
+  t->links_s = (double)(shoal__now_ns() - t0) * 1e-9;
+  t->links_gen++;
+  shoal__tune_changed(w);
+  SHOAL_INFO("TUNING", "link matrix of %d hosts measured in %.0f ms (%d flows at once, %ld bytes timed per flow): "
+             "median latency %.1f us, median bandwidth %.1f MB/s", H, t->links_s * 1e3, G, stream_bytes, ml * 1e6,
+             mb * 1e-6);
+out:
+  free(leader), free(m), free(buf);
+  return rc;
+}
