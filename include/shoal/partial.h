@@ -111,6 +111,11 @@ int shoal_partial_withdraw(shoal_partial_t *pa, long step);
 #define SHOAL_PARTIAL_DECIDED 2 /* the window closed: who is in is fixed */
 #define SHOAL_PARTIAL_DONE 3    /* this rank has the result */
 int shoal_partial_state(const shoal_partial_t *pa, long step);
+/* Any thread: the longest the window of `step` can still stay open, in
+ * seconds, as far as this rank knows (tau minus the time since it opened):
+ * 0 once decided, a negative value while it has not opened. A rank that
+ * would need longer than this to produce its data can only be late. */
+double shoal_partial_window_left(const shoal_partial_t *pa, long step);
 
 /* What a step's result covers. */
 typedef struct shoal_partial_info {

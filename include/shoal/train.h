@@ -82,6 +82,7 @@ typedef enum shoal_sync_kind {
   SHOAL_SYNC_DSSYNC = 1,   /* divide-and-shuffle group parameter averaging */
   SHOAL_SYNC_PS = 2,       /* sharded parameter servers (last S ranks) */
   SHOAL_SYNC_LOCALSGD = 3, /* average parameters every H iterations */
+  SHOAL_SYNC_PARTIAL = 4,  /* gradients of the workers ready in rank 0's window; the others relay (partial.h) */
   SHOAL_SYNC__COUNT
 } shoal_sync_kind_t;
 
@@ -155,6 +156,9 @@ typedef struct shoal_train_opts {
   const char *label;           /* run name in the CSV (for plots) */
   int quiet;                   /* no per-epoch lines on stdout */
   int blas_threads;            /* OpenBLAS threads (default 1) */
+  /* appended: */
+  const char *sync_config;     /* more key=value settings for the strategy (shoal/sync.h); NULL: none */
+  const char *straggle;        /* straggler injection: "slow:R:X", "jitter:S", "spike:P:X", comma list (NULL: off) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);

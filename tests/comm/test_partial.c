@@ -569,7 +569,8 @@ static int rank_silent(int rank, void *arg) {
   if (rank == 0 && (rc != SHOAL_ERR_TIMEOUT || !strstr(m, "peer 2") || !strstr(m, "partial-allreduce seq") ||
                     !strstr(m, "step 0") || !strstr(m, "rank 2's report")))
     FAILR("coordinator's error: %d %s", rc, m);
-  if (rank != 0 && !strstr(m, "partial-allreduce")) FAILR("member's error does not name the op: %s", m);
+  if (rank != 0 && (!strstr(m, "partial-allreduce") || !strstr(m, "rank 2's report")))
+    FAILR("member's error does not name the op and the missing rank: %s", m);
   shoal_partial_destroy(pa);
   shoal_comm_destroy(c);
   return 0;

@@ -74,6 +74,8 @@ struct shoal_partial {
   long next_arrive;   /* the step the next arrive is for (-1: not known yet) */
   long withdraw_step; /* -1: none */
   long open_step, decided_step, done_step;
+  uint64_t open_ns;   /* when open_step opened (as this rank learned it) */
+  double open_tau;    /* the coordinator's tau then */
   void *carry[2];     /* the late data carried into step s is in carry[s % 2] */
   int carry_has[2];
   long carry_for[2];
@@ -323,6 +325,21 @@ int shoal_partial_withdraw(shoal_partial_t *pa, long step) {
   return 0;
 }
 
+double shoal_partial_window_left(const shoal_partial_t *pa, long step) {
+  if (!pa) return -1;
+  pthread_mutex_t *mu = (pthread_mutex_t *)&pa->mu;
+  pthread_mutex_lock(mu);
+  double left = -1;
+  if (pa->decided_step >= step) {
+    left = 0;
+  } else if (pa->open_step >= step) {
+    left = pa->open_tau - (double)(shoal__now_ns() - pa->open_ns) * 1e-9;
+    if (left < 0) left = 0;
+  }
+  pthread_mutex_unlock(mu);
+  return left;
+}
+
 int shoal_partial_state(const shoal_partial_t *pa, long step) {
   if (!pa) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_state: NULL");
   pthread_mutex_t *mu = (pthread_mutex_t *)&pa->mu;
@@ -370,10 +387,11 @@ static int ctl_send(shoal_partial_t *pa, const shoal__op_t *op, shoal__req_t *re
   return shoal__isend(pa->c, op, 0, buf, CTL_BYTES, req);
 }
 
-/* Wait for network activity, a local event (polled) or `until_ns`, within the op's deadline. */
-static int pause_for(shoal_partial_t *pa, const shoal__op_t *op, int local_events, uint64_t until_ns) {
+/* Wait for network activity, a local event (polled) or `until_ns`, within `deadline_ns`. */
+static int pause_for(shoal_partial_t *pa, const shoal__op_t *op, int local_events, uint64_t until_ns,
+                     uint64_t deadline_ns) {
   uint64_t now = shoal__now_ns();
-  uint64_t until = op->deadline_ns;
+  uint64_t until = deadline_ns;
   if (until_ns && until_ns < until) until = until_ns;
   if (local_events && now + LOCAL_POLL_MS * 1000000ull < until) until = now + LOCAL_POLL_MS * 1000000ull;
   int ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
@@ -391,11 +409,13 @@ static void settle_own(shoal_partial_t *pa, long k, int sent_final, const void *
   const arrival_t *a = &pa->arr[k % NSLOT];
   int arr = a->step == k ? a->state : ARR_NONE;
   *fresh = (mine & 1) && arr == ARR_DATA ? a->data : NULL;
-  if (!(mine & 1) && sent_final != M_SKIP && sent_final != M_PAUSE && arr != ARR_SKIP) {
-    /* late: its data of k, here already or still to come, goes to step k + 1 (carry) or is dropped */
+  /* late: the coordinator's rule exactly (it expects a CARRY report from these next step): reported LATE, or
+   * READY after the window closed. Its data of k, here already or still to come, goes to step k + 1 (carry)
+   * or is dropped */
+  if (sent_final == M_LATE || (sent_final == M_READY && !(mine & 1))) {
     if (pa->prm.carry != SHOAL_PARTIAL_DROP) {
       pa->late_step = k;
-      pa->late_arrived = arr == ARR_DATA;
+      pa->late_arrived = arr != ARR_NONE;
       pa->late_has = 0;
       if (arr == ARR_DATA) {
         int slot = (int)((k + 1) % 2);
@@ -425,6 +445,10 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
   char sposted[2] = {0, 0}, rposted = 0;
   int sent_final = 0, rc = 0, decided = 0;
   double t0 = shoal__now_s();
+  /* a member waits a little past the deadline: the coordinator, which knows which rank is missing, times
+   * out first and its abort notice names that rank */
+  double grace = 0.2 * pa->c->timeout_s < 2 ? 0.2 * pa->c->timeout_s : 2;
+  uint64_t deadline = op->deadline_ns + (uint64_t)(grace * 1e9);
   if ((rc = shoal__post_recv(c, op, 0, in, dbytes, &rreq, &rposted))) return rc;
   while (!decided) {
     local_t l;
@@ -451,6 +475,8 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
       if (kind == M_OPEN) {
         pthread_mutex_lock(&pa->mu);
         if (pa->open_step < k) pa->open_step = k;
+        pa->open_ns = shoal__now_ns();
+        pa->open_tau = getd(in + 16);
         pthread_mutex_unlock(&pa->mu);
         if ((rc = shoal__post_recv(c, op, 0, in, dbytes, &rreq, &rposted))) return rc;
         continue;
@@ -467,12 +493,12 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
       break;
     }
     uint64_t now = shoal__now_ns();
-    if (now >= op->deadline_ns)
+    if (now >= deadline)
       return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, 0, "step %ld: timed out after %.1f s (SHOAL_TIMEOUT) waiting "
                               "for the coordinator's decision (this rank reported %s)", k, shoal__now_s() - t0,
                               sent_final ? kind_name(sent_final) : "nothing yet");
     int local_events = !sent_final || (l.carry_due && pa->carry_sent_step != k);
-    if ((rc = pause_for(pa, op, local_events, 0))) return rc;
+    if ((rc = pause_for(pa, op, local_events, 0, deadline))) return rc;
   }
   if (decided && !sent_final) {
     sent_final = M_LATE;
@@ -616,10 +642,13 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
         else if (m >= need) wake = t_first + (uint64_t)(win * 1e9) + 1;
       }
       if (m >= 1 && !opened && !close) { /* tell the others the step is under way */
+        double tau = tau_of(pa);
         pthread_mutex_lock(&pa->mu);
         if (pa->open_step < k) pa->open_step = k;
+        pa->open_ns = t_first;
+        pa->open_tau = tau;
         pthread_mutex_unlock(&pa->mu);
-        fill_dec(pa->obuf, M_OPEN, k, 0, 0, NULL, p);
+        fill_dec(pa->obuf, M_OPEN, k, 0, tau, NULL, p); /* the window's longest wait rides in window_s */
         for (int i = 0; i < p; i++)
           if (i != pa->rank && (rc = shoal__post_send(c, op, i, pa->obuf, dbytes, &pa->oreq[i], &pa->oposted[i])))
             return rc;
@@ -662,7 +691,7 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
                               who >= 0 && pa->final_kind[who] ? "late data (carry)" : "report");
     }
     int local_events = !pa->final_kind[pa->rank] || pa->carry_state[pa->rank] == CS_EXPECTED;
-    if ((rc = pause_for(pa, op, local_events && !decided, wake))) return rc;
+    if ((rc = pause_for(pa, op, local_events && !decided, wake, op->deadline_ns))) return rc;
   }
   for (int i = 0; i < p && !rc; i++) {
     rc = shoal__wait_posted(c, op, &pa->oreq[i], &pa->oposted[i]);
