@@ -1,7 +1,8 @@
 /* shoal synchronization strategies for any data-parallel training loop.
  *
  * A sync context binds a communicator, a strategy (BSP gradient allreduce,
- * DS-Sync group parameter averaging, local SGD, parameter servers) and the
+ * DS-Sync group parameter averaging, local SGD, parameter servers, partial
+ * aggregation that does not wait for stragglers) and the
  * model's float32 parameter and gradient buffers, registered as buckets. A
  * training step then reads:
  *

@@ -1,5 +1,5 @@
 /* shoal data-parallel training runtime: Fashion-MNIST (or any IDX image set),
- * float32 models on OpenBLAS, SGD with momentum, and four synchronization
+ * float32 models on OpenBLAS, SGD with momentum, and five synchronization
  * strategies over a shoal communicator (docs/training.md).
  *
  * Every function returns 0 or a negative shoal_status_t; the detailed
