@@ -150,6 +150,25 @@ TEST(relay_flags_every_active_set) {
         CHECK(is_ancestor(s, m, shoal__relay_rank(s, m, 0), r));
       }
       CHECK_EQ(roots, 1);
+      /* the broadcast tree: spanning, the same root, every rank reached from it */
+      for (int r = 0; r < p; r++) {
+        int par = shoal__relay_bcast_parent(s, m, r), hops = 0;
+        if (par < 0) CHECK_EQ(r, shoal__relay_rank(s, m, 0));
+        for (int x = r; x >= 0 && hops <= p; x = shoal__relay_bcast_parent(s, m, x)) hops++;
+        CHECK_MSG(hops <= p, "shape %zu tree %d: rank %d not reached from the root", si, m, r);
+        if (par >= 0) {
+          int ch[SHOAL__RELAY_MAX_FANOUT], nc = shoal__relay_bcast_children(s, m, par, ch), found = 0;
+          for (int i = 0; i < nc; i++) found |= ch[i] == r;
+          CHECK(found);
+        }
+      }
+      /* chains: the reduction flows to the next rank, and so does the broadcast (one outgoing link) */
+      if (s->fanout == 1)
+        for (int r = 0; r < p; r++) {
+          int a = shoal__relay_parent(s, m, r), b = shoal__relay_bcast_children(s, m, r, (int[8]){0});
+          if (a >= 0) CHECK_EQ(a, (r + 1) % p);
+          (void)b;
+        }
       for (unsigned set = 0; set < 1u << p; set++) {
         unsigned char has[8];
         for (int r = 0; r < p; r++) has[r] = (unsigned char)(set >> r & 1);

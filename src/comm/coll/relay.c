@@ -11,9 +11,9 @@
  * are posted a window of keys ahead into staging, and the first unfinished
  * key of the whole world always has its inputs on the way.
  *
- * In a chain every link direction is used by one phase only, so the phases
- * need not overlap to keep the links busy: P = p rotated chains move
- * 2 (p-1)/p S per rank, a ring's volume. */
+ * P = p rotated chains move 2 (p-1)/p S per rank, a ring's volume, and like a
+ * ring only over the link from each rank to the next (relay.h); the two
+ * phases run one after the other. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +35,23 @@ int shoal__relay_children(const shoal__relay_shape_t *s, int m, int r, int out[S
   for (int c = 1; c <= s->fanout; c++) {
     long pos = (long)s->fanout * i + c;
     if (pos < s->p) out[n++] = shoal__relay_rank(s, m, (int)pos);
+  }
+  return n;
+}
+
+static int bc_pos(const shoal__relay_shape_t *s, int m, int r) { return ((r - m) % s->p + s->p) % s->p; }
+static int bc_rank(const shoal__relay_shape_t *s, int m, int i) { return (i + m) % s->p; }
+
+int shoal__relay_bcast_parent(const shoal__relay_shape_t *s, int m, int r) {
+  int i = bc_pos(s, m, r);
+  return i == 0 ? -1 : bc_rank(s, m, (i - 1) / s->fanout);
+}
+
+int shoal__relay_bcast_children(const shoal__relay_shape_t *s, int m, int r, int out[SHOAL__RELAY_MAX_FANOUT]) {
+  int i = bc_pos(s, m, r), n = 0;
+  for (int c = 1; c <= s->fanout; c++) {
+    long pos = (long)s->fanout * i + c;
+    if (pos < s->p) out[n++] = bc_rank(s, m, (int)pos);
   }
   return n;
 }
@@ -100,7 +117,7 @@ double shoal__relay_cost(const shoal__coll_ctx_t *x, size_t bytes, const shoal__
   double Sm = (double)bytes / P, worst_send = 0, worst_recv = 0;
   for (int r = 0; r < p; r++) {
     double snd = 0, rcv = 0;
-    for (int m = 0; m < P; m++) {
+    for (int m = 0; m < P; m++) { /* the reduction phase; the broadcast's loads mirror it */
       int ch[SHOAL__RELAY_MAX_FANOUT];
       rcv += Sm * shoal__relay_children(s, m, r, ch);
       snd += shoal__relay_parent(s, m, r) >= 0 ? Sm : 0;
@@ -152,7 +169,8 @@ typedef struct key {
 } relay_key_t;
 
 typedef struct role {
-  int parent;
+  int parent;                           /* reduction tree */
+  int bparent, nbch, bch[SHOAL__RELAY_MAX_FANOUT]; /* broadcast tree */
   int nch, ch[SHOAL__RELAY_MAX_FANOUT];
   shoal__relay_flags_t f;
   int tree_active; /* the root's active_below: some rank contributes to this tree */
@@ -216,6 +234,8 @@ int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_
     role_t *R = &role[m];
     R->parent = shoal__relay_parent(s, m, r);
     R->nch = shoal__relay_children(s, m, r, R->ch);
+    R->bparent = shoal__relay_bcast_parent(s, m, r);
+    R->nbch = shoal__relay_bcast_children(s, m, r, R->bch);
     shoal__relay_active_below(s, m, job->has_local, ab);
     R->tree_active = ab[shoal__relay_rank(s, m, 0)];
     memset(&R->f, 0, sizeof R->f);
@@ -296,8 +316,8 @@ int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_
     for (; next_post < nkeys && next_post < q + WINDOW && !rc; next_post++) {
       const relay_key_t *K = &keys[next_post];
       const role_t *R = &role[K->m];
-      if (R->tree_active && R->parent >= 0)
-        rc = shoal__post_recv(c, op, R->parent, dst + K->off * es, K->len * es, &rq[next_post % WINDOW][0],
+      if (R->tree_active && R->bparent >= 0)
+        rc = shoal__post_recv(c, op, R->bparent, dst + K->off * es, K->len * es, &rq[next_post % WINDOW][0],
                               &rposted[next_post % WINDOW][0]);
     }
     if (rc) break;
@@ -305,8 +325,8 @@ int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_
     const role_t *R = &role[K->m];
     if (!R->tree_active) continue;
     size_t slot = q % WINDOW;
-    if (R->parent >= 0 && (rc = shoal__wait_posted(c, op, &rq[slot][0], &rposted[slot][0]))) break;
-    for (int i = 0; i < R->nch && !rc; i++) rc = ring_send(c, op, &sr, R->ch[i], dst + K->off * es, K->len * es);
+    if (R->bparent >= 0 && (rc = shoal__wait_posted(c, op, &rq[slot][0], &rposted[slot][0]))) break;
+    for (int i = 0; i < R->nbch && !rc; i++) rc = ring_send(c, op, &sr, R->bch[i], dst + K->off * es, K->len * es);
   }
   if (!rc) rc = ring_drain(c, op, &sr);
   return rc;

@@ -2,12 +2,18 @@
  * (include/shoal/partial.h, partial.c) and of the "relay" row of the
  * allreduce table (allreduce_relay.c), where every rank contributes.
  *
- * P trees over rotated orders of the ranks: tree m puts rank (i + m) mod p at
- * position i, in a heap layout of fanout k (the children of position i are
- * k i + 1 .. k i + k; k = 1 makes a chain). Tree m reduces slice m of the
- * vector (P near-equal slices) to its root, which broadcasts it back down.
- * P = p chains load every rank like a ring (2 (p-1)/p S sent); P = 1 binary
- * tree has depth lg p (3 S through an interior rank).
+ * P trees over rotated orders of the ranks, in a heap layout of fanout k
+ * (the children of position i are k i + 1 .. k i + k; k = 1 makes a chain).
+ * Tree m reduces slice m of the vector (P near-equal slices) to its root,
+ * rank m, which broadcasts it. The broadcast tree puts rank (m + i) mod p at
+ * position i. The reduction tree is the same for k >= 2; for chains it puts
+ * rank (m - i) mod p at position i, so that the reduction flows m+1 -> m+2
+ * -> ... -> m and the broadcast m -> m+1 -> ...: both phases use only the
+ * link from each rank to the next, like a ring (a chain whose reduction ran
+ * the other way switched every rank's outgoing link between the phases and
+ * stalled for tens of ms on the testbed's shaped links). P = p chains load
+ * every rank like a ring (2 (p-1)/p S sent); P = 1 binary tree has depth
+ * lg p (3 S through an interior rank).
  *
  * Relay flags of rank i in tree m for the set of ranks that contribute
  * (has_local), as in AdapCC (spec adaptive-comm A4):
@@ -32,12 +38,21 @@ typedef struct shoal__relay_shape {
   int fanout; /* 1 .. SHOAL__RELAY_MAX_FANOUT */
 } shoal__relay_shape_t;
 
-/* Position of rank r in tree m, and the rank at position i. */
-static inline int shoal__relay_pos(const shoal__relay_shape_t *s, int m, int r) { return ((r - m) % s->p + s->p) % s->p; }
-static inline int shoal__relay_rank(const shoal__relay_shape_t *s, int m, int i) { return (i + m) % s->p; }
-/* Parent of rank r in tree m (-1 at the root); its children (returns how many). */
+/* Position of rank r in reduction tree m, and the rank at position i. */
+static inline int shoal__relay_pos(const shoal__relay_shape_t *s, int m, int r) {
+  int d = s->fanout == 1 ? m - r : r - m;
+  return (d % s->p + s->p) % s->p;
+}
+static inline int shoal__relay_rank(const shoal__relay_shape_t *s, int m, int i) {
+  int r = s->fanout == 1 ? m - i : m + i;
+  return (r % s->p + s->p) % s->p;
+}
+/* Parent of rank r in reduction tree m (-1 at the root); its children (returns how many). */
 int shoal__relay_parent(const shoal__relay_shape_t *s, int m, int r);
 int shoal__relay_children(const shoal__relay_shape_t *s, int m, int r, int out[SHOAL__RELAY_MAX_FANOUT]);
+/* The same in broadcast tree m (same root). */
+int shoal__relay_bcast_parent(const shoal__relay_shape_t *s, int m, int r);
+int shoal__relay_bcast_children(const shoal__relay_shape_t *s, int m, int r, int out[SHOAL__RELAY_MAX_FANOUT]);
 /* Depth of the trees (edges from the root to the deepest rank). */
 int shoal__relay_depth(const shoal__relay_shape_t *s);
 
