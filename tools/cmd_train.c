@@ -30,7 +30,7 @@ static void usage(FILE *f) {
           "  --warmup ITERS [0]  --decay-epochs E1,E2,... [none]  --decay-gamma X [0.1]  --seed S [1]\n"
           "  --max-iters N         stop after N iterations in total\n"
           "synchronization:\n"
-          "  --sync bsp|dssync|ps|localsgd                                   [bsp]\n"
+          "  --sync bsp|dssync|ps|localsgd|partial                           [bsp]\n"
           "  bsp:      --bucket-kb K [256] (0: one bucket per layer)  --no-overlap\n"
           "  dssync:   --ds-pattern random|butterfly|topo|fixed [butterfly]  --ds-k K [2]\n"
           "            --ds-global-every P [0: off]  --bridge-period H  --bridge-width B\n"
@@ -39,6 +39,11 @@ static void usage(FILE *f) {
           "            --consensus-every N   log the consensus distance every N iterations\n"
           "  ps:       --servers S [1] (the last S ranks)  --ps-mode sync|async|ssp [sync]  --staleness s [2]\n"
           "  localsgd: --local-h H [8]\n"
+          "  partial:  gradients of the workers ready in rank 0's window, the others relay (ahead=2 here)\n"
+          "  --sync-config 'k=v ...'  more settings of the strategy (include/shoal/sync.h), e.g.\n"
+          "            'window=faithful carry=2' for partial\n"
+          "  --straggle SPEC  inject stragglers: slow:RANK:X (worker RANK's compute x (1+X)), jitter:SIGMA (lognormal),\n"
+          "            spike:P:X (x X with probability P), comma list; delay = (factor - 1) x measured compute\n"
           "output:\n"
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
           "  --checkpoint-every N   also checkpoint every N iterations (default: at epoch ends only)\n"
@@ -221,6 +226,8 @@ int shoal_cmd_train(int argc, char **argv) {
     NUMI("--checkpoint-every", 0, INT_MAX, o.ckpt_every)
     STR("--resume", o.resume_path)
     STR("--params-out", o.params_out)
+    STR("--sync-config", o.sync_config)
+    STR("--straggle", o.straggle)
 #undef NUM
 #undef NUMI
 #undef STR

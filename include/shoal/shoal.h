@@ -3,7 +3,8 @@
  *   status.h   status codes and the detailed message of the last error
  *   comm.h     communicators, blocking collectives, point to point
  *   request.h  non-blocking collectives (requests, test/wait)
- *   sync.h     synchronization strategies (BSP, DS-Sync, local SGD, PS) for any training loop
+ *   partial.h  partial allreduce: does not wait for stragglers (late ranks relay)
+ *   sync.h     synchronization strategies (BSP, DS-Sync, local SGD, PS, partial) for any training loop
  *   train.h    datasets, models and the data-parallel training runtime
  *   sched.h    scheduling policy names
  *   sim.h      the cluster scheduling simulator
@@ -14,6 +15,7 @@
 #include "shoal/status.h"
 #include "shoal/comm.h"
 #include "shoal/request.h"
+#include "shoal/partial.h"
 #include "shoal/sync.h"
 #include "shoal/train.h"
 #include "shoal/sched.h"

@@ -1,11 +1,13 @@
 /* shoal synchronization strategies for any data-parallel training loop.
  *
  * A sync context binds a communicator, a strategy (BSP gradient allreduce,
- * DS-Sync group parameter averaging, local SGD, parameter servers) and the
+ * DS-Sync group parameter averaging, local SGD, parameter servers, partial
+ * aggregation that does not wait for stragglers) and the
  * model's float32 parameter and gradient buffers, registered as buckets. A
  * training step then reads:
  *
  *     shoal_sync_begin(s, step);              before the forward pass
+ *     (partial: if shoal_sync_flags(s) & SHOAL_SYNC_F_SKIP, skip forward and backward)
  *     ... backward; as the gradients of bucket i become final:
  *     shoal_sync_bucket_ready(s, i);          optional: starts bucket i at once
  *     shoal_sync_finish(s);                   gradients are now averaged (bsp),
@@ -15,7 +17,8 @@
  *     shoal_sync_end(s);                      parameters averaged (dssync, localsgd)
  *
  * and after the last step shoal_sync_final(s) leaves every worker with the
- * same final model. Ranks that are parameter servers (shoal_sync_flags has
+ * same final model. Before using the communicator between steps, call
+ * shoal_sync_pause(s) (needed by partial with ahead > 0; a no-op otherwise). Ranks that are parameter servers (shoal_sync_flags has
  * SHOAL_SYNC_F_SERVER) call shoal_sync_serve(s) instead of training.
  *
  * Everything is plain pointers, integers and strings behind an opaque handle,
@@ -44,7 +47,7 @@ extern "C" {
 typedef struct shoal_sync shoal_sync_t;
 
 /* Create a context on `comm` (all its ranks call this with the same strategy
- * and config). strategy: "bsp", "dssync", "localsgd" or "ps"
+ * and config). strategy: "bsp", "dssync", "localsgd", "ps" or "partial"
  * (shoal_sync_strategy_name lists them). config: "key=value" pairs separated
  * by spaces or ';' (NULL or "" for the defaults); an unknown key, a key of
  * another strategy or a bad value is an error naming the key.
@@ -63,6 +66,23 @@ typedef struct shoal_sync shoal_sync_t;
  *                                step t's gradients; end() then applies
  *                                x = avg(x_t) + (x_t+1 - x_t)
  *   localsgd  period=8           average the parameters every `period` steps
+ *   partial   window=measured    measured | faithful | fixed: how rank 0 closes
+ *                                each step's window (shoal/partial.h); the
+ *                                gradients are averaged over the workers
+ *                                ready in it, the others relay and receive
+ *             tau_ms=0           > 0: the longest wait after the first ready
+ *                                worker (fixed: the wait; 0: 100 ms)
+ *             min_ready=1        never fewer workers' gradients
+ *             carry=1            0 drop late gradients; 1 add them to the next
+ *                                step if in time; 2 the next step waits for them
+ *             ahead=0            steps the communication thread may run beyond
+ *                                the one this worker computes (a long step then
+ *                                holds nobody up); > 0 requires shoal_sync_pause
+ *                                before using the communicator between steps
+ *             skip=1             set SHOAL_SYNC_F_SKIP when a step is under way
+ *                                at begin (its gradients could only be late)
+ *             trees=0 fanout=0   reduction trees (0: the cost model's choice)
+ *             log=PATH           per-step CSV (PATH, PATH.rank1, ...)
  *   ps        servers=1          the last `servers` ranks are servers
  *             mode=sync          sync | async | ssp (bounded staleness)
  *             staleness=2        ssp: bound in clocks
@@ -87,6 +107,9 @@ int shoal_sync_add_bucket(shoal_sync_t *s, float *params, float *grads, size_t c
 #define SHOAL_SYNC_F_PARAMS 2       /* end() averages parameters (dssync, localsgd) */
 #define SHOAL_SYNC_F_SERVER_STEP 4  /* the servers take the optimizer step; skip yours (ps workers) */
 #define SHOAL_SYNC_F_SERVER 8       /* this rank is a parameter server: call shoal_sync_serve */
+#define SHOAL_SYNC_F_SKIP 16        /* after begin (partial): this step is under way without this worker;
+                                       skip forward and backward, then finish/step/end as usual (computing
+                                       anyway is correct, only slower) */
 int shoal_sync_flags(const shoal_sync_t *s);
 
 /* The learning rate the parameter servers apply to this worker's next push. */
@@ -115,6 +138,12 @@ int shoal_sync_serve(shoal_sync_t *s);
  * earlier steps are applied. Other strategies keep no state of their own
  * (the caller checkpoints its parameters and optimizer): nothing to do. */
 int shoal_sync_checkpoint(shoal_sync_t *s);
+
+/* Between steps, on every worker after the same step, before the caller
+ * uses the communicator itself: a strategy whose communication thread runs
+ * ahead (partial, ahead > 0) stops it (the step it is in is withdrawn and
+ * runs again when begun). Others: nothing to do. */
+int shoal_sync_pause(shoal_sync_t *s);
 
 /* The communicator of the training workers (comm itself, or comm minus the
  * ps servers; NULL on a server). Owned by the context. */

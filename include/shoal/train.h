@@ -1,5 +1,5 @@
 /* shoal data-parallel training runtime: Fashion-MNIST (or any IDX image set),
- * float32 models on OpenBLAS, SGD with momentum, and four synchronization
+ * float32 models on OpenBLAS, SGD with momentum, and five synchronization
  * strategies over a shoal communicator (docs/training.md).
  *
  * Every function returns 0 or a negative shoal_status_t; the detailed
@@ -82,6 +82,7 @@ typedef enum shoal_sync_kind {
   SHOAL_SYNC_DSSYNC = 1,   /* divide-and-shuffle group parameter averaging */
   SHOAL_SYNC_PS = 2,       /* sharded parameter servers (last S ranks) */
   SHOAL_SYNC_LOCALSGD = 3, /* average parameters every H iterations */
+  SHOAL_SYNC_PARTIAL = 4,  /* gradients of the workers ready in rank 0's window; the others relay (partial.h) */
   SHOAL_SYNC__COUNT
 } shoal_sync_kind_t;
 
@@ -163,6 +164,8 @@ typedef struct shoal_train_opts {
   int elastic;                 /* bsp: --resume from a checkpoint written by another number of workers; training
                                   continues at the same sample of the same epoch (the global batch is this run's
                                   workers x batch) */
+  const char *sync_config;     /* more key=value settings for the strategy (shoal/sync.h); NULL: none */
+  const char *straggle;        /* straggler injection: "slow:R:X", "jitter:S", "spike:P:X", comma list (NULL: off) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);

@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "shoal/train.h"
 
-static const char *const sync_names[SHOAL_SYNC__COUNT] = {"bsp", "dssync", "ps", "localsgd"};
+static const char *const sync_names[SHOAL_SYNC__COUNT] = {"bsp", "dssync", "ps", "localsgd", "partial"};
 static const char *const ds_names[SHOAL_DS__COUNT] = {"random", "butterfly", "topo", "fixed"};
 static const char *const ps_names[SHOAL_PS__COUNT] = {"sync", "async", "ssp"};
 
@@ -21,7 +21,7 @@ const char *shoal_sync_kind_name(shoal_sync_kind_t k) {
   return (unsigned)k < SHOAL_SYNC__COUNT ? sync_names[k] : "unknown";
 }
 int shoal_sync_kind_parse(const char *s, shoal_sync_kind_t *out) {
-  int v = 0, rc = parse(s, sync_names, SHOAL_SYNC__COUNT, "--sync", "bsp, dssync, ps or localsgd", &v);
+  int v = 0, rc = parse(s, sync_names, SHOAL_SYNC__COUNT, "--sync", "bsp, dssync, ps, localsgd or partial", &v);
   if (!rc) *out = (shoal_sync_kind_t)v;
   return rc;
 }

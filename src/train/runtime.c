@@ -23,6 +23,7 @@
 #include "train/ckpt.h"
 #include "train/model.h"
 #include "train/optim.h"
+#include "train/straggle.h"
 #include "train/sync.h"
 
 typedef struct run {
@@ -236,6 +237,9 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   case SHOAL_SYNC_LOCALSGD:
     snprintf(cfg, sizeof cfg, "period=%d", o->local_h);
     break;
+  case SHOAL_SYNC_PARTIAL: /* this loop pauses before it uses the communicator: the thread may run ahead */
+    snprintf(cfg, sizeof cfg, "%s", o->sync_config && strstr(o->sync_config, "ahead=") ? "" : "ahead=2");
+    break;
   case SHOAL_SYNC_PS: {
     int len = snprintf(cfg, sizeof cfg, "servers=%d mode=%s momentum=%.17g wd=%.17g slow_ms=%.17g", o->servers,
                        shoal_ps_mode_name(o->ps_mode), o->momentum, o->weight_decay, o->ps_slow_worker_ms);
@@ -253,6 +257,8 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   default:
     return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   }
+  if (o->sync_config && strlen(cfg) + strlen(o->sync_config) + 2 < sizeof cfg)
+    snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " %s", o->sync_config);
   shoal_sync_t *s = NULL;
   if ((rc = shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, &s))) return rc;
   shoal_model_t *m = r->m;
@@ -388,6 +394,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   shoal_sync_t *sync = NULL;
   int *racks = NULL;
   shoal_train_result_t out = {0};
+  shoal__straggle_t straggle;
+  if ((rc = shoal__straggle_parse(o->straggle, o->seed, r.W, &straggle))) goto out_free;
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
   int max_batch = o->batch > 256 ? o->batch : 256;
   if ((rc = shoal_model_create(o->model, r.train->rows, r.train->cols,
@@ -478,7 +486,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     for (size_t i = 0; i < r.ntrain; i++) r.perm[i] = (uint32_t)i;
     shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
     double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
-    long its = 0;
+    long its = 0, lits = 0; /* iterations, and those that computed a loss (partial skips some) */
     size_t off = e == start_epoch ? skip : 0; /* samples of this epoch used before this run */
     long ipe = (long)((r.ntrain - off) / gb);
     for (long i = 0; i < ipe; i++) {
@@ -496,14 +504,22 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       }
       lr = shoal__lr_at(o, iter, e);
       if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto out_free;
-      shoal__model_forward(r.m, r.xb, o->batch);
-      double it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
-      loss_sum += it_loss;
-      ready_arg_t ra = {sync, bucket_of_layer, 0};
-      shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
-      if (ra.rc) {
-        rc = ra.rc;
-        goto out_free;
+      /* partial: a step under way without this worker: its gradients could only be late */
+      int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
+      double it_loss = 0;
+      if (!skip_step) {
+        double tc = shoal__now_s();
+        shoal__model_forward(r.m, r.xb, o->batch);
+        it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
+        loss_sum += it_loss;
+        lits++;
+        ready_arg_t ra = {sync, bucket_of_layer, 0};
+        shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
+        if (ra.rc) {
+          rc = ra.rc;
+          goto out_free;
+        }
+        if (straggle.on) shoal__straggle_apply(&straggle, r.wrank, iter, shoal__now_s() - tc);
       }
       if (sync && (rc = shoal_sync_finish(sync))) goto out_free;
       if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
@@ -517,7 +533,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       iter++;
       its++;
       int measured = 0;
-      if (o->consensus_every > 0 && multi && iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP) {
+      if (o->consensus_every > 0 && multi && iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP &&
+          o->sync != SHOAL_SYNC_PARTIAL) {
         double t0 = shoal__now_s();
         if ((rc = average_model(&r, &consensus))) goto out_free;
         t_epoch += shoal__now_s() - t0; /* diagnostic: excluded from timing */
@@ -560,6 +577,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         }
       }
     }
+    /* the strategy's thread may run ahead (partial): hand the communicator back first */
+    if (sync && (rc = shoal_sync_pause(sync))) goto out_free;
     double epoch_s = shoal__now_s() - t_epoch;
     total_train += epoch_s;
     /* Evaluation (not timed): BSP and sync PS hold one model; otherwise evaluate the workers' average. */
@@ -572,7 +591,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     }
     eval_shard(&r, ev);
     if (avg) swap_params(&r);
-    double st[6] = {loss_sum, (double)its, ev[0], ev[1], epoch_s - comm_s, comm_s};
+    double st[6] = {loss_sum, (double)lits, ev[0], ev[1], epoch_s - comm_s, comm_s};
     double tmax = epoch_s;
     if (multi && ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, st, 6, SHOAL_FLOAT64, SHOAL_SUM)) ||
                   (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX)))) {
@@ -619,7 +638,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   }
   /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
   if (sync && (rc = shoal_sync_final(sync))) goto out_free;
-  if (multi && o->sync != SHOAL_SYNC_BSP && !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
+  if (multi && o->sync != SHOAL_SYNC_BSP && o->sync != SHOAL_SYNC_PARTIAL &&
+      !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
     double ev[2];
     eval_shard(&r, ev);
     if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, ev, 2, SHOAL_FLOAT64, SHOAL_SUM))) {

@@ -19,6 +19,7 @@ static const shoal__strategy_t *const table[] = {
     &shoal__strategy_dssync,
     &shoal__strategy_localsgd,
     &shoal__strategy_ps,
+    &shoal__strategy_partial,
 };
 #define NSTRATEGIES ((int)(sizeof table / sizeof table[0]))
 
@@ -370,6 +371,13 @@ int shoal_sync_checkpoint(shoal_sync_t *s) {
   if (rc) return rc;
   if ((rc = setup(s))) return rc;
   if (s->st->checkpoint && (rc = s->st->checkpoint(s))) return fail(s, rc);
+  return 0;
+}
+
+int shoal_sync_pause(shoal_sync_t *s) {
+  int rc = check(s, "shoal_sync_pause", 0);
+  if (rc) return rc;
+  if (s->set_up && s->st->pause && (rc = s->st->pause(s))) return fail(s, rc);
   return 0;
 }
 

@@ -63,10 +63,12 @@ typedef struct shoal__strategy {
   int (*final)(shoal_sync_t *s);
   int (*serve)(shoal_sync_t *s);
   int (*checkpoint)(shoal_sync_t *s);
+  int (*pause)(shoal_sync_t *s); /* optional: between steps, leave the communicator to the caller */
 } shoal__strategy_t;
 
 extern const shoal__strategy_t shoal__strategy_bsp, shoal__strategy_dssync, shoal__strategy_localsgd,
     shoal__strategy_ps;
+extern const shoal__strategy_t shoal__strategy_partial; /* partial.c */
 
 typedef struct shoal__bucket {
   float *p, *g;

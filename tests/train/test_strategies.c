@@ -322,7 +322,7 @@ static int err_rank(int rank, void *arg) {
   shoal_sync_add_bucket(s, p, g, 4);
   FAILIF(shoal_sync_begin(s, 0) || shoal_sync_bucket_ready(s, 5) >= 0, 18, "bucket 5 accepted");
   shoal_sync_destroy(s);
-  FAILIF(shoal_sync_strategy_name(0) == NULL || shoal_sync_strategy_name(4) != NULL, 19, "strategy names");
+  FAILIF(shoal_sync_strategy_name(0) == NULL || shoal_sync_strategy_name(5) != NULL, 19, "strategy names");
   shoal_comm_destroy(c);
   return 0;
 }

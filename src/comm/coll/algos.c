@@ -13,6 +13,8 @@
 extern const shoal__coll_algo_t shoal__algo_ring, shoal__algo_rhd, shoal__algo_rd, shoal__algo_shm, shoal__algo_hier,
     shoal__algo_trees;
 
+extern const shoal__coll_algo_t shoal__algo_relay;
+
 static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_AUTO] = NULL, /* the chooser */
     [SHOAL_ALGO_RING] = &shoal__algo_ring,
@@ -21,6 +23,7 @@ static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_SHM] = &shoal__algo_shm,
     [SHOAL_ALGO_HIER] = &shoal__algo_hier,
     [SHOAL_ALGO_TREES] = &shoal__algo_trees,
+    &shoal__algo_relay, /* allreduce_relay.c */
 };
 #define NALGO ((int)(sizeof table / sizeof table[0]))
 _Static_assert(NALGO <= SHOAL__ALGO_MAX, "raise SHOAL__ALGO_MAX");

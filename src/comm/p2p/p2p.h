@@ -27,6 +27,7 @@ enum shoal__opcode {
   SHOAL__OP_SEND = 7, /* send/recv/sendrecv from the user */
   SHOAL__OP_SPLIT = 8,
   SHOAL__OP_INTERNAL = 9, /* bootstrap, tuning, ... */
+  SHOAL__OP_PARTIAL = 10, /* partial allreduce (include/shoal/partial.h) */
   SHOAL__OP__COUNT
 };
 const char *shoal__opcode_name(int op);
