@@ -40,7 +40,11 @@ static void usage(FILE *f) {
           "  --csv FILE  --label NAME  --checkpoint FILE  --resume FILE  --params-out FILE  --quiet\n"
           "  --checkpoint-every N   also checkpoint every N iterations (default: at epoch ends only)\n"
           "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
-          "  --threads N   OpenBLAS threads per rank [1]\n");
+          "  --threads N   OpenBLAS threads per rank [1]\n"
+          "failures (bsp):\n"
+          "  --on-failure abort|shrink   when a rank is lost: fail [abort], or go on with the others from the\n"
+          "                              newest state (run under `shoal launch --on-failure continue|restart`)\n"
+          "  --grow-every N   with shrink: admit restarted ranks every N iterations [10] (0: never)\n");
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
@@ -89,7 +93,7 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
       {"--racks", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--servers", SHOAL_SYNC_PS, -1},
       {"--ps-mode", SHOAL_SYNC_PS, -1},              {"--staleness", SHOAL_SYNC_PS, SHOAL_PS_SSP},
       {"--slow-worker-ms", SHOAL_SYNC_PS, -1},       {"--local-h", SHOAL_SYNC_LOCALSGD, -1},
-      {"--consensus-every", -1, -1},
+      {"--consensus-every", -1, -1},                 {"--grow-every", SHOAL_SYNC_BSP, -1},
   };
   for (int i = 0; i < n; i++)
     for (size_t k = 0; k < sizeof only / sizeof only[0]; k++) {
@@ -188,6 +192,7 @@ int shoal_cmd_train(int argc, char **argv) {
     NUM("--slow-worker-ms", 0, 1e5, o.ps_slow_worker_ms)
     NUMI("--local-h", 1, 1e9, o.local_h)
     NUMI("--threads", 1, 256, o.blas_threads)
+    NUMI("--grow-every", 0, INT_MAX, o.grow_every)
     STR("--data", o.data_dir)
     STR("--racks", o.racks)
     STR("--csv", o.csv_path)
@@ -208,6 +213,13 @@ int shoal_cmd_train(int argc, char **argv) {
       o.ds_overlap = 1;
     } else if (!strcmp(a, "--no-overlap")) {
       o.overlap = 0;
+    } else if (!strcmp(a, "--on-failure")) {
+      if (!v || (strcmp(v, "abort") && strcmp(v, "shrink"))) {
+        fprintf(stderr, "shoal train: --on-failure %s: expected abort or shrink\n", v ? v : "(missing)");
+        goto bad;
+      }
+      o.on_failure_shrink = !strcmp(v, "shrink");
+      i++;
     } else if (!strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (!strcmp(a, "--decay-epochs") && v) {

@@ -155,6 +155,11 @@ typedef struct shoal_train_opts {
   const char *label;           /* run name in the CSV (for plots) */
   int quiet;                   /* no per-epoch lines on stdout */
   int blas_threads;            /* OpenBLAS threads (default 1) */
+  /* surviving a lost rank (bsp; docs/training.md) */
+  int on_failure_shrink;       /* 1: when a rank is lost the others shrink the communicator, take over the
+                                  newest state and go on with fewer workers, instead of failing */
+  int grow_every;              /* with on_failure_shrink: every n iterations admit the processes waiting to
+                                  enter (restarted ranks, shoal_comm_join); 0: never (default 10) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);
