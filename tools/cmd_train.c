@@ -255,6 +255,11 @@ int shoal_cmd_train(int argc, char **argv) {
   shoal_comm_t *world = NULL;
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
+    if (rc == SHOAL_ERR_NOT_FOUND && getenv("SHOAL_JOIN") && !strcmp(getenv("SHOAL_JOIN"), "1")) {
+      /* a restarted rank that came too late: the others finished the training without it */
+      fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+      return 0;
+    }
     if (rc) {
       fprintf(stderr, "shoal train: joining the ranks failed: %s\n", shoal_last_error());
       return 1;

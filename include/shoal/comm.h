@@ -179,9 +179,11 @@ shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes);
  * shoal_comm_join: instead of shoal_comm_init, in a new process (a restarted rank): authenticate at the
  * door of the running job (the same SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT, SHOAL_TOKEN and SHOAL_JOB_ID
  * as its ranks; rank and world size are not used) and wait until its ranks call shoal_comm_grow, within
- * SHOAL_CONNECT_TIMEOUT. shoal_comm_init does this too when SHOAL_JOIN=1 (set by `shoal launch
- * --on-failure restart` for the ranks it restarts). shoal_comm_joined says whether c's world was entered
- * that way (the rank has no state yet and must receive it, e.g. the model, from the others). */
+ * SHOAL_CONNECT_TIMEOUT; if rank 0 ends the job (destroys the communicator that holds the door, without
+ * an error) while it waits, it fails with SHOAL_ERR_NOT_FOUND ("the job has finished"). shoal_comm_init
+ * joins this way too when SHOAL_JOIN=1 (set by `shoal launch --on-failure restart` for the ranks it
+ * restarts). shoal_comm_joined says whether c's world was entered that way (the rank has no state yet
+ * and must receive it, e.g. the model, from the others). */
 int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out);
 int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out);
 int shoal_comm_join(const shoal_comm_params_t *params, shoal_comm_t **out);

@@ -63,6 +63,7 @@ shoal__world_t *shoal__world_new(int rank, int size) {
 
 void shoal__world_free(shoal__world_t *w) {
   shoal__async_stop(w);
+  shoal__door_finish(w);
   shoal__world_goodbye(w);
   shoal__shm_detach(w);
   shoal__tune_free(w);

@@ -108,6 +108,9 @@ shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size
  * communicator c; the set-up traffic does not count (the user's first collective has sequence number 1). */
 int shoal__world_start(shoal_comm_t *c);
 
+/* At a normal end, rank 0 tells the processes waiting at its door that the job is over (elastic/grow.c). */
+void shoal__door_finish(shoal__world_t *w);
+
 /* p2p engine (p2p/engine.c); the services transports call are in transport/transport.h */
 const char *shoal__dtype_label(int dtype);
 size_t shoal__dtype_bytes(int dtype);

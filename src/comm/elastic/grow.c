@@ -136,6 +136,27 @@ static int door_poll(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
   return k;
 }
 
+void shoal__door_finish(shoal__world_t *w) {
+  if (w->rank != 0 || w->aborted || w->door_fd < 0) return;
+  for (;;) { /* whoever waits now would wait for nothing: tell them */
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    char src[64];
+    shoal__reg_t reg;
+    shoal__sock_addr_str(&a, src, sizeof src);
+    if (door_serve(w, fd, src, reg) == 0) {
+      static const char why[] = "the job has finished: there is nothing to join";
+      unsigned char st[4];
+      shoal__put_u32(st, (uint32_t)-SHOAL_ERR_NOT_FOUND);
+      shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, sizeof why - 1, shoal__deadline_in(DOOR_HS_S),
+                               "door");
+    }
+    close(fd);
+  }
+}
+
 /* ---- members ---- */
 
 static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
@@ -260,12 +281,14 @@ static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, 
   if ((rc = shoal__sock_read_all(sc.fd, hdr8, 8, dl, what))) goto close_listen;
   type = hdr8[4];
   len = shoal__get_u32(hdr8);
-  if (type == SHOAL__STORE_ERROR) {
+  if (type == SHOAL__STORE_ERROR) { /* u32 minus the status, the reason */
     char why[600] = "";
     size_t keep = len < sizeof why - 1 ? len : sizeof why - 1;
     shoal__sock_read_all(sc.fd, why, keep, shoal__deadline_in(1.0), what);
     why[keep] = '\0';
-    rc = shoal__seterr(SHOAL_ERR_CONFIG, "%s refused this rank: %s", what, keep > 4 ? why + 4 : "");
+    int st = keep >= 4 ? -(int)shoal__get_u32((unsigned char *)why) : SHOAL_ERR_CONFIG;
+    if (st >= 0 || st <= SHOAL_ERR__LAST) st = SHOAL_ERR_CONFIG;
+    rc = shoal__seterr(st, "%s refused this rank: %s", what, keep > 4 ? why + 4 : "");
     goto close_listen;
   }
   if (type != SHOAL__STORE_ADMIT || len < 16 || len > SHOAL__STORE_MAX_FRAME ||
