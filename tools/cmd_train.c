@@ -253,11 +253,27 @@ int shoal_cmd_train(int argc, char **argv) {
   if (check_applies(&o, given, ngiven)) goto bad;
   free(given);
   shoal_comm_t *world = NULL;
+  shoal_dataset_t *pre_train = NULL, *pre_test = NULL;
+  const char *join = getenv("SHOAL_JOIN");
+  if (join && !strcmp(join, "1") && launched()) {
+    /* a restarted rank: read the data before entering, so that the others do not wait for it */
+    const char *dir = o.data_dir ? o.data_dir : SHOAL_FASHION_MNIST_DIR;
+    if (shoal_dataset_load_dir(dir, "train", o.nclass, &pre_train) ||
+        shoal_dataset_load_dir(dir, "t10k", o.nclass, &pre_test)) {
+      fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+      shoal_dataset_destroy(pre_train);
+      return 1;
+    }
+    o.train_data = pre_train;
+    o.test_data = pre_test;
+  }
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
-    if (rc == SHOAL_ERR_NOT_FOUND && getenv("SHOAL_JOIN") && !strcmp(getenv("SHOAL_JOIN"), "1")) {
+    if (rc == SHOAL_ERR_NOT_FOUND && pre_train) {
       /* a restarted rank that came too late: the others finished the training without it */
       fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+      shoal_dataset_destroy(pre_train);
+      shoal_dataset_destroy(pre_test);
       return 0;
     }
     if (rc) {
@@ -272,6 +288,8 @@ int shoal_cmd_train(int argc, char **argv) {
   else if (res.is_server && o.ps_mode != SHOAL_PS_SYNC && !o.quiet)
     printf("server rank %d: largest staleness applied %d\n", rank, res.max_staleness);
   if (world) shoal_comm_destroy(world);
+  shoal_dataset_destroy(pre_train);
+  shoal_dataset_destroy(pre_test);
   return rc ? 1 : 0;
 bad:
   free(given);

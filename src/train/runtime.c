@@ -602,11 +602,16 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       if (el.on && o->grow_every > 0 && iter % o->grow_every == 0) {
         shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)(i + 1) * gb), 0};
         int grown = 0;
+        double g0 = shoal__now_s();
         rc = shoal__elastic_grow(&el, &r.world, &grown);
         if (!rc && grown) rc = rejoin(&r, &sync, bucket_of_layer, &racks, &pos, 1);
         if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
         if (grown && r.wrank == 0 && !o->quiet) {
-          printf("shoal train: new rank(s) entered; continuing with %d workers from iteration %ld\n", r.W, iter);
+          struct timespec wall;
+          clock_gettime(CLOCK_REALTIME, &wall);
+          printf("shoal train: new rank(s) entered; continuing with %d workers from iteration %ld; admission took "
+                 "%.3f s (done at wall clock %.3f)\n", r.W, iter, shoal__now_s() - g0,
+                 (double)wall.tv_sec + wall.tv_nsec * 1e-9);
           fflush(stdout);
         }
         if (pos.off != (int64_t)(off + (size_t)(i + 1) * gb) || (size_t)r.W * o->batch != gb) {
