@@ -37,6 +37,7 @@ trap '"$S" testbed down --name "$name" >/dev/null 2>&1 || true' EXIT
 "$S" testbed up --name "$name" --hosts 8 --racks 1 --rate "$rate" >/dev/null
 common=(--model mlp --epochs "$epochs" --batch 64 --lr 0.1 --warmup 100 --decay-epochs $((epochs - 2)) --seed 1)
 now() { date +%s.%N; }
+stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; } # wall clock on every line
 
 # pid of rank $2's `shoal train` under launcher pid $1 (its child, by SHOAL_RANK in its environment)
 victim_pid() {
@@ -76,16 +77,22 @@ run_one() {
   esac
   start=$(now)
   "$S" launch --testbed "$name" -n 8 --per-host 1 --timeout 1500 "${lopt[@]}" -- "$S" train "${common[@]}" \
-    "${topt[@]}" --csv "$csv" --label "$tag" >"$log" 2>&1 &
+    "${topt[@]}" --csv "$csv" --label "$tag" > >(stamp >"$log") 2>&1 &
   local lpid=$!
   if [ "$mode" != none ]; then tk=$(kill_mid_epoch "$lpid" "$csv" || true); fi
   wait "$lpid" || true
   if [ "$mode" = abort ] && [ -n "$tk" ]; then # start it again, from the epoch checkpoint
     echo "# restart from $out/$tag.ck at $(now)" >>"$log"
     "$S" launch --testbed "$name" -n 8 --per-host 1 --timeout 1500 -- "$S" train "${common[@]}" \
-      --checkpoint "$out/$tag.ck" --resume "$out/$tag.ck" --csv "$csv" --label "$tag" >>"$log" 2>&1 || true
+      --checkpoint "$out/$tag.ck" --resume "$out/$tag.ck" --csv "$csv" --label "$tag" > >(stamp >>"$log") 2>&1 || true
   fi
   end=$(now)
+  sleep 0.5 # the last stamped lines
+  # accuracy against wall time since the start (the CSV's time_s leaves out evaluation and, after a
+  # resume, the time the job was down): the same columns, for shoal train --plot
+  awk -v st="$start" -v tag="$tag" 'BEGIN { print "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc" }
+    / \[0\] epoch +[0-9]+\/[0-9]+ +loss/ { split($4, e, "/"); acc = $9; sub(/%/, "", acc)
+      printf "%s,mlp,bsp,0,%d,0,%.3f,%s,%.6f\n", tag, e[1], $1 - st, $6, acc / 100 }' "$log" >"$out/$tag.wall.csv"
   local det rec rej acc eps
   det=$(grep -o 'communication failed at iteration [0-9]* (wall clock [0-9.]*' "$log" | sed 's/.*clock //' | sort -n | head -1 || true)
   rec=$(grep -o 'recovery took [0-9.]* s (done at wall clock [0-9.]*' "$log" | sed 's/.*clock //' | head -1 || true)
@@ -108,5 +115,5 @@ run_one() {
 for rep in $(seq "$first" $((first + reps - 1))); do
   for mode in $modes; do run_one "$mode" "$rep"; done
 done
-"$S" train --plot "$out/shrink.svg" --title "MLP, 8 hosts, rank $victim killed in epoch $((kill_epoch + 1))" \
-  "$out"/*-1.csv >/dev/null 2>&1 || true
+"$S" train --plot "$out/shrink.svg" --title "MLP, 8 hosts, rank $victim killed in epoch $((kill_epoch + 1)): test accuracy against wall time" \
+  "$out"/*-"$first".wall.csv >/dev/null 2>&1 || true
