@@ -22,7 +22,12 @@
  * they wait for, and a fixed placement kept 4 ranks on 2 CPUs at 3.3 us per
  * small allreduce where unpinned runs wandered between 3.3 and 9 us. With
  * SHOAL_SHM=0 oversubscribed ranks stay unpinned: over TCP the kernel's
- * balancing did better (4 ranks, 256 KiB-2 MiB: 150-220 vs 240 us). */
+ * balancing did better (4 ranks, 256 KiB-2 MiB: 150-220 vs 240 us).
+ *
+ * --on-failure continue|restart: for jobs that survive a lost rank (shoal_comm_shrink): a rank that dies
+ * or fails does not stop the others; with restart it is started again as a new process that joins the
+ * running job (SHOAL_JOIN=1), up to --max-restarts times. Every rank then holds the store socket
+ * (SHOAL_STORE_FD), the job's door for restarted ranks, which so outlives rank 0. */
 #include <arpa/inet.h>
 #include <sched.h>
 #include <errno.h>
@@ -93,7 +98,11 @@ static void usage(FILE *f) {
           "                    --hosts h0,h3 to use only those hosts (docs/testbed.md)\n"
           "  --bind MODE       core: pin rank r to the (r mod ncpu)-th usable CPU; none; auto (default,\n"
           "                    SHOAL_BIND): core when the ranks fit on the usable CPUs or shared memory\n"
-          "                    is on (SHOAL_SHM), else none\n\n"
+          "                    is on (SHOAL_SHM), else none\n"
+          "  --on-failure MODE stop (default): a rank that fails stops the others; continue: the others go\n"
+          "                    on (for programs that shrink, e.g. shoal train --on-failure shrink); restart:\n"
+          "                    continue, and start the rank again as a new process that joins the job\n"
+          "  --max-restarts K  with restart: at most K restarts in all (default 3)\n\n"
           "Each rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
           "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
           "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
@@ -308,8 +317,12 @@ static int nth_usable_cpu(const cpu_set_t *set, int k) {
   return -1;
 }
 
+/* --on-failure: what a failing rank does to the others */
+enum { ON_FAIL_STOP = 0, ON_FAIL_CONTINUE = 1, ON_FAIL_RESTART = 2 };
+static int on_failure = ON_FAIL_STOP;
+
 static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, char **prog, rank_proc_t *rp,
-                        const cpu_set_t *bind) {
+                        const cpu_set_t *bind, int joining) {
   int po[2], pe[2];
   if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) return -1;
   pid_t parent = getpid();
@@ -347,13 +360,17 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
     set_env_int("LOCAL_WORLD_SIZE", n);
     setenv("MASTER_ADDR", addr, 1);
     set_env_int("MASTER_PORT", port);
-    if (r == 0) {
+    if (r == 0 || on_failure != ON_FAIL_STOP) { /* elastic jobs: every rank may become the door keeper */
       int fl = fcntl(store_fd, F_GETFD);
       fcntl(store_fd, F_SETFD, fl & ~FD_CLOEXEC);
       set_env_int("SHOAL_STORE_FD", store_fd);
     } else {
       unsetenv("SHOAL_STORE_FD");
     }
+    if (joining)
+      setenv("SHOAL_JOIN", "1", 1);
+    else
+      unsetenv("SHOAL_JOIN");
     if (tb_plan) testbed_child(r);
     execvp(prog[0], prog);
     fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(errno));
@@ -371,7 +388,7 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
 
 int shoal_cmd_launch(int argc, char **argv) {
   int n = 0, prefix = 1;
-  double port_d = 0, timeout = 0, grace = 3;
+  double port_d = 0, timeout = 0, grace = 3, max_restarts = 3;
   const char *addr = NULL, *hosts = NULL, *bind_mode = NULL, *bind_src = "--bind";
   int i, tbo;
   for (i = 1; i < argc; i++) {
@@ -405,6 +422,18 @@ int shoal_cmd_launch(int argc, char **argv) {
       if (tbo < 0) return 2;
     } else if (!strcmp(a, "--no-prefix")) {
       prefix = 0;
+    } else if (!strcmp(a, "--on-failure")) {
+      const char *mode = i + 1 < argc ? argv[++i] : "";
+      if (!strcmp(mode, "stop"))
+        on_failure = ON_FAIL_STOP;
+      else if (!strcmp(mode, "continue"))
+        on_failure = ON_FAIL_CONTINUE;
+      else if (!strcmp(mode, "restart"))
+        on_failure = ON_FAIL_RESTART;
+      else
+        return fprintf(stderr, "shoal launch: --on-failure '%s': expected stop, continue or restart\n", mode), 2;
+    } else if (!strcmp(a, "--max-restarts")) {
+      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 1e6, &max_restarts)) return 2;
     } else if (a[0] == '-') {
       fprintf(stderr, "shoal launch: unknown option '%s'\n", a);
       usage(stderr);
@@ -483,13 +512,15 @@ int shoal_cmd_launch(int argc, char **argv) {
     setenv("SHOAL_JOB_ID", job, 1);
   }
   for (int r = 0; r < n; r++)
-    if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind) < 0) {
+    if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind, 0) < 0) {
       fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
       int cnt = 0;
       signal_all(rp, r, SIGKILL, &cnt);
       return 1;
     }
-  close(store_fd); /* rank 0 owns it now */
+  if (on_failure != ON_FAIL_RESTART) close(store_fd); /* the ranks own it now (restarts need it here) */
+  int restarts = 0, nlost = 0;
+  char lost[512] = "";
 
   struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
   int *pf_rank = calloc((size_t)(2 * n + 1), sizeof *pf_rank);
@@ -511,6 +542,48 @@ int shoal_cmd_launch(int argc, char **argv) {
         rp[r].status = st;
         running--;
         int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (bad && on_failure != ON_FAIL_STOP && !rp[r].signaled_by_us && !interrupted && !timed_out) {
+          char what[128];
+          describe(st, what, sizeof what);
+          nlost++;
+          size_t ul = strlen(lost);
+          if (ul < sizeof lost - 64) snprintf(lost + ul, sizeof lost - ul, "%srank %d %s", ul ? ", " : "", r, what);
+          if (on_failure == ON_FAIL_RESTART && restarts < (int)max_restarts) {
+            restarts++;
+            kill(-rp[r].pid, SIGKILL); /* what is left of its process group */
+            for (int k = 0; k < 2; k++) { /* its last output, then a fresh pair of pipes */
+              if (rp[r].s[k].fd >= 0) {
+                shoal__sock_set_nonblock(rp[r].s[k].fd);
+                while (rp[r].s[k].fd >= 0) {
+                  ssize_t before = (ssize_t)rp[r].s[k].len;
+                  read_stream(&rp[r].s[k], r, prefix);
+                  if (rp[r].s[k].fd >= 0 && (ssize_t)rp[r].s[k].len == before) break; /* EAGAIN */
+                }
+                if (rp[r].s[k].fd >= 0) {
+                  drain_stream(&rp[r].s[k], r, prefix, 1);
+                  close(rp[r].s[k].fd);
+                }
+              }
+              free(rp[r].s[k].buf);
+            }
+            rank_proc_t old = rp[r];
+            memset(&rp[r], 0, sizeof rp[r]);
+            if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind, 1) < 0) {
+              fprintf(stderr, "shoal launch: rank %d %s; cannot restart it: %s\n", r, what, strerror(errno));
+              rp[r] = old;
+              rp[r].s[0] = (stream_t){-1, 1, NULL, 0};
+              rp[r].s[1] = (stream_t){-1, 2, NULL, 0};
+            } else {
+              running++;
+              fprintf(stderr, "shoal launch: rank %d %s; restarted it (restart %d of at most %d) as a new process "
+                      "that joins the running job\n", r, what, restarts, (int)max_restarts);
+            }
+          } else {
+            fprintf(stderr, "shoal launch: rank %d %s; the other ranks go on (--on-failure %s)\n", r, what,
+                    on_failure == ON_FAIL_RESTART ? "restart, no restarts left" : "continue");
+          }
+          continue;
+        }
         if (bad && failed < 0 && !rp[r].signaled_by_us && !interrupted && !timed_out) {
           failed = r;
           fail_status = st;
@@ -609,7 +682,27 @@ int shoal_cmd_launch(int argc, char **argv) {
   } else if (timed_out) {
     fprintf(stderr, "shoal launch: --timeout %g s reached; stopped all %d ranks\n", timeout, n);
     rc = 124;
+  } else if (nlost) {
+    /* a lost rank was tolerated; the job succeeded if the ranks still there at the end all exited 0 */
+    int ok = 0, first_bad = -1;
+    for (int r = 0; r < n; r++) {
+      if (WIFEXITED(rp[r].status) && WEXITSTATUS(rp[r].status) == 0)
+        ok++;
+      else if (first_bad < 0 && WIFEXITED(rp[r].status))
+        first_bad = r;
+    }
+    if (first_bad >= 0 || ok == 0) {
+      rc = first_bad >= 0 ? WEXITSTATUS(rp[first_bad].status) : 1;
+      fprintf(stderr, "shoal launch: %s after losing %s\n",
+              first_bad >= 0 ? "a rank failed" : "every rank was lost", lost);
+      if (first_bad >= 0) fprintf(stderr, "shoal launch: rank %d exited with status %d\n", first_bad, rc);
+    } else {
+      fprintf(stderr, "shoal launch: the job finished with %d rank%s exiting 0 after losing %d (%s; %d restart%s; "
+              "--on-failure %s)\n", ok, ok == 1 ? "" : "s", nlost, lost, restarts, restarts == 1 ? "" : "s",
+              on_failure == ON_FAIL_RESTART ? "restart" : "continue");
+    }
   }
+  if (on_failure == ON_FAIL_RESTART) close(store_fd);
   free(pf);
   free(pf_rank);
   free(rp);

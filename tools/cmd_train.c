@@ -53,7 +53,11 @@ static void usage(FILE *f) {
           "                  a run starts from FILE when it exists, at any worker count. %%j in FILE is\n"
           "                  replaced by $SLURM_JOB_ID\n"
           "  --iter-log FILE   per-iteration log of every worker (FILE, FILE.rank1, ...)\n"
-          "  --threads N   OpenBLAS threads per rank [1]\n");
+          "  --threads N   OpenBLAS threads per rank [1]\n"
+          "failures (bsp):\n"
+          "  --on-failure abort|shrink   when a rank is lost: fail [abort], or go on with the others from the\n"
+          "                              newest state (run under `shoal launch --on-failure continue|restart`)\n"
+          "  --grow-every N   with shrink: admit restarted ranks every N iterations [10] (0: never)\n");
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
@@ -102,7 +106,7 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
       {"--racks", SHOAL_SYNC_DSSYNC, SHOAL_DS_TOPO}, {"--servers", SHOAL_SYNC_PS, -1},
       {"--ps-mode", SHOAL_SYNC_PS, -1},              {"--staleness", SHOAL_SYNC_PS, SHOAL_PS_SSP},
       {"--slow-worker-ms", SHOAL_SYNC_PS, -1},       {"--local-h", SHOAL_SYNC_LOCALSGD, -1},
-      {"--consensus-every", -1, -1},
+      {"--consensus-every", -1, -1},                 {"--grow-every", SHOAL_SYNC_BSP, -1},
   };
   for (int i = 0; i < n; i++)
     for (size_t k = 0; k < sizeof only / sizeof only[0]; k++) {
@@ -217,6 +221,7 @@ int shoal_cmd_train(int argc, char **argv) {
     NUM("--slow-worker-ms", 0, 1e5, o.ps_slow_worker_ms)
     NUMI("--local-h", 1, 1e9, o.local_h)
     NUMI("--threads", 1, 256, o.blas_threads)
+    NUMI("--grow-every", 0, INT_MAX, o.grow_every)
     STR("--data", o.data_dir)
     STR("--racks", o.racks)
     STR("--csv", o.csv_path)
@@ -241,6 +246,13 @@ int shoal_cmd_train(int argc, char **argv) {
       o.overlap = 0;
     } else if (!strcmp(a, "--preemptible")) {
       preemptible = 1;
+    } else if (!strcmp(a, "--on-failure")) {
+      if (!v || (strcmp(v, "abort") && strcmp(v, "shrink"))) {
+        fprintf(stderr, "shoal train: --on-failure %s: expected abort or shrink\n", v ? v : "(missing)");
+        goto bad;
+      }
+      o.on_failure_shrink = !strcmp(v, "shrink");
+      i++;
     } else if (!strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (!strcmp(a, "--decay-epochs") && v) {
@@ -296,8 +308,29 @@ int shoal_cmd_train(int argc, char **argv) {
     if (!o.resume_path && access(o.ckpt_path, F_OK) == 0) o.resume_path = o.ckpt_path;
   }
   shoal_comm_t *world = NULL;
+  shoal_dataset_t *pre_train = NULL, *pre_test = NULL;
+  const char *join = getenv("SHOAL_JOIN");
+  if (join && !strcmp(join, "1") && launched()) {
+    /* a restarted rank: read the data before entering, so that the others do not wait for it */
+    const char *dir = o.data_dir ? o.data_dir : SHOAL_FASHION_MNIST_DIR;
+    if (shoal_dataset_load_dir(dir, "train", o.nclass, &pre_train) ||
+        shoal_dataset_load_dir(dir, "t10k", o.nclass, &pre_test)) {
+      fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+      shoal_dataset_destroy(pre_train);
+      return 1;
+    }
+    o.train_data = pre_train;
+    o.test_data = pre_test;
+  }
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
+    if (rc == SHOAL_ERR_NOT_FOUND && pre_train) {
+      /* a restarted rank that came too late: the others finished the training without it */
+      fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+      shoal_dataset_destroy(pre_train);
+      shoal_dataset_destroy(pre_test);
+      return 0;
+    }
     if (rc) {
       fprintf(stderr, "shoal train: joining the ranks failed: %s\n", shoal_last_error());
       return 1;
@@ -310,6 +343,8 @@ int shoal_cmd_train(int argc, char **argv) {
   else if (res.is_server && o.ps_mode != SHOAL_PS_SYNC && !o.quiet)
     printf("server rank %d: largest staleness applied %d\n", rank, res.max_staleness);
   if (world) shoal_comm_destroy(world);
+  shoal_dataset_destroy(pre_train);
+  shoal_dataset_destroy(pre_test);
   return rc ? 1 : res.stopped ? SHOAL_EXIT_REQUEUE : 0;
 bad:
   free(given);

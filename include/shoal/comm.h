@@ -154,6 +154,42 @@ int shoal_sendrecv(shoal_comm_t *c, const void *sendbuf, size_t sendcount, int d
 /* The algorithm the cost model picks for an allreduce of `bytes` on c. */
 shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes);
 
+/* Surviving a lost rank (docs/comm.md, "Shrink and grow").
+ *
+ * shoal_comm_shrink: after a rank of c died (a call on c failed naming it), every live rank of c calls
+ * this; they agree on a new communicator of the live ranks, in their old order, and *out gets it (a new
+ * world: its own connections; c stays aborted, destroy it). Ranks may have noticed the loss in different
+ * calls: shrink first aborts c (if an error has not), so a rank still blocked in a call on c fails at
+ * once and can call shrink too. A rank is lost when its host refuses a connection to it (the process is
+ * gone) or does not answer one within 5 s (the host or the network is gone); a rank that is alive but
+ * never calls shrink makes it fail at c's deadline, naming it. No store is needed: rank 0 may be the one
+ * lost. Shrink works on any communicator (world or split); the result is a world communicator. If
+ * another rank dies while the new communicator is being built, *out is still set, already aborted with
+ * an error naming it: shrink it again. Also usable without a failure (every rank alive: the same ranks
+ * on new connections).
+ *
+ * shoal_comm_grow: collective over a world communicator c that is healthy. Admits the processes waiting
+ * at the job's door (shoal_comm_join) right now: *out gets a new world communicator with c's ranks first
+ * (same ranks) and the new ones after them, or NULL when nobody was waiting (keep using c). The door is
+ * kept by rank 0 at the master address and port (SHOAL_MASTER_ADDR/PORT): on the socket `shoal launch`
+ * gives every rank (SHOAL_STORE_FD), so it survives the loss of rank 0; otherwise rank 0 binds the master
+ * port on its own host, so after rank 0 died new processes must be pointed at the host of the new rank 0
+ * (logged at INFO). A grow that fails returns an error and leaves c in use, unless a rank of c died
+ * (then c is aborted, as by any call; shrink it).
+ *
+ * shoal_comm_join: instead of shoal_comm_init, in a new process (a restarted rank): authenticate at the
+ * door of the running job (the same SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT, SHOAL_TOKEN and SHOAL_JOB_ID
+ * as its ranks; rank and world size are not used) and wait until its ranks call shoal_comm_grow, within
+ * SHOAL_CONNECT_TIMEOUT; if rank 0 ends the job (destroys the communicator that holds the door, without
+ * an error) while it waits, it fails with SHOAL_ERR_NOT_FOUND ("the job has finished"). shoal_comm_init
+ * joins this way too when SHOAL_JOIN=1 (set by `shoal launch --on-failure restart` for the ranks it
+ * restarts). shoal_comm_joined says whether c's world was entered that way (the rank has no state yet
+ * and must receive it, e.g. the model, from the others). */
+int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out);
+int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out);
+int shoal_comm_join(const shoal_comm_params_t *params, shoal_comm_t **out);
+int shoal_comm_joined(const shoal_comm_t *c);
+
 #ifdef __cplusplus
 }
 #endif

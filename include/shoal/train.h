@@ -166,6 +166,11 @@ typedef struct shoal_train_opts {
                                   workers x batch) */
   const char *sync_config;     /* more key=value settings for the strategy (shoal/sync.h); NULL: none */
   const char *straggle;        /* straggler injection: "slow:R:X", "jitter:S", "spike:P:X", comma list (NULL: off) */
+  /* surviving a lost rank (bsp; docs/training.md) */
+  int on_failure_shrink;       /* 1: when a rank is lost the others shrink the communicator, take over the
+                                  newest state and go on with fewer workers, instead of failing */
+  int grow_every;              /* with on_failure_shrink: every n iterations admit the processes waiting to
+                                  enter (restarted ranks, shoal_comm_join); 0: never (default 10) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);

@@ -19,6 +19,7 @@
 #include "comm/tune/tune.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/siphash.h"
@@ -30,20 +31,24 @@ void shoal_comm_params_init(shoal_comm_params_t *p) {
   p->master_port = -1;
 }
 
-static shoal__world_t *world_new(int rank, int size) {
+shoal__world_t *shoal__world_new(int rank, int size) {
   shoal__world_t *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   w->rank = rank;
   w->size = size;
+  w->listen_fd = -1;
+  w->door_fd = -1;
   w->conns = calloc((size_t)size, sizeof *w->conns);
   w->peers = calloc((size_t)size, sizeof *w->peers);
   w->pfd = calloc((size_t)size, sizeof *w->pfd);
   w->pfd_conn = calloc((size_t)size, sizeof *w->pfd_conn);
-  if (!w->conns || !w->peers || !w->pfd || !w->pfd_conn) {
+  w->cfg = calloc(1, sizeof *w->cfg);
+  if (!w->conns || !w->peers || !w->pfd || !w->pfd_conn || !w->cfg) {
     free(w->conns);
     free(w->peers);
     free(w->pfd);
     free(w->pfd_conn);
+    free(w->cfg);
     free(w);
     return NULL;
   }
@@ -56,8 +61,9 @@ static shoal__world_t *world_new(int rank, int size) {
   return w;
 }
 
-static void world_free(shoal__world_t *w) {
+void shoal__world_free(shoal__world_t *w) {
   shoal__async_stop(w);
+  shoal__door_finish(w);
   shoal__world_goodbye(w);
   shoal__shm_detach(w);
   shoal__tune_free(w);
@@ -66,6 +72,9 @@ static void world_free(shoal__world_t *w) {
     if (w->conns[i].fd >= 0) close(w->conns[i].fd);
     if (w->conns[i].zombie_fd >= 0) close(w->conns[i].zombie_fd);
   }
+  if (w->listen_fd >= 0) close(w->listen_fd);
+  if (w->door_fd >= 0) close(w->door_fd);
+  free(w->cfg);
   free(w->conns);
   free(w->peers);
   free(w->pfd);
@@ -73,7 +82,7 @@ static void world_free(shoal__world_t *w) {
   free(w);
 }
 
-static shoal_comm_t *comm_new(shoal__world_t *w, uint64_t id, int rank, int size, double timeout_s) {
+shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size, double timeout_s) {
   shoal_comm_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->wranks = malloc((size_t)size * sizeof *c->wranks);
@@ -228,7 +237,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   if ((rc = gather_peers(w, &sc, &c2, &key, dl))) goto close_listen;
   shoal__store_close(&sc);
   if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, cfg->tcp_cc, dl))) goto close_listen;
-  close(listen_fd);
+  w->listen_fd = listen_fd; /* kept: shrink finds this rank there (elastic/) */
+  w->cfg->master_port = store_port;
   shoal__store_server_stop(server); /* every peer has connected to rank 0, so all are done with the store */
   SHOAL_INFO("INIT", "rank %d of %d connected to all peers (world %016llx)", w->rank, w->size, (unsigned long long)w->id);
   return 0;
@@ -258,6 +268,10 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
     params = &defaults;
   }
   if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_init: out is NULL");
+  int join = 0;
+  int rc0 = shoal__config_bool("SHOAL_JOIN", 0, &join);
+  if (rc0) return rc0;
+  if (join) return shoal_comm_join(params, out); /* a restarted rank enters the running job (elastic/grow.c) */
   shoal__boot_cfg_t cfg;
   shoal_algo_t algo_env;
   int rc = shoal__boot_resolve(params, &cfg);
@@ -266,15 +280,17 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   SHOAL_INFO("INIT", "rank %d of %d (from %s); store %s:%d (address from %s, port from %s); timeout %.0f s, "
              "connect timeout %.0f s", cfg.rank, cfg.size, cfg.rank_src, cfg.master_addr, cfg.master_port,
              cfg.addr_src, cfg.port_src, cfg.timeout_s, cfg.connect_timeout_s);
-  shoal__world_t *w = world_new(cfg.rank, cfg.size);
+  shoal__world_t *w = shoal__world_new(cfg.rank, cfg.size);
   if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
+  *w->cfg = cfg;
+  shoal__auth_key(cfg.token, &w->key);
   shoal__peer_info_t *me = &w->peers[cfg.rank];
   snprintf(me->host, sizeof me->host, "%s", cfg.hostname);
   snprintf(me->boot_id, sizeof me->boot_id, "%s", cfg.boot_id);
   snprintf(me->addr, sizeof me->addr, "self");
   if (cfg.size > 1) {
     if ((rc = init_world(params, &cfg, w))) {
-      world_free(w);
+      shoal__world_free(w);
       return rc;
     }
   } else {
@@ -284,23 +300,30 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   w->spin_ns = (uint64_t)(cfg.spin_us * 1000.0);
   w->algo_env = algo_env;
   if (w->emu_delay_ns) SHOAL_INFO("NET", "emulating %.0f us of one-way latency on every message", cfg.emu_delay_us);
-  shoal_comm_t *c = comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
+  shoal_comm_t *c = shoal__comm_new(w, w->id, cfg.rank, cfg.size, cfg.timeout_s);
   if (!c) {
-    world_free(w);
+    shoal__world_free(w);
     return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");
   }
-  for (int i = 0; i < cfg.size; i++) c->wranks[i] = i;
+  if ((rc = shoal__world_start(c))) {
+    shoal_comm_destroy(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+int shoal__world_start(shoal_comm_t *c) {
+  shoal__world_t *w = c->w;
+  for (int i = 0; i < c->size; i++) c->wranks[i] = i;
   /* the world's three owners, in order: host groups; the shared-memory segment of this rank's group
    * (its connections switch to the shm transport); the tuning profile (cache lookup or measurement).
    * Their set-up traffic does not count: users' sequence numbers start at 1. */
   uint32_t seq0 = c->seq;
-  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) {
-    shoal_comm_destroy(c);
-    return rc;
-  }
+  int rc;
+  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) return rc;
   c->seq = seq0;
   if (w->shm) w->shm->user_step0 = w->shm->step; /* the same on every member: set-up ran the same steps */
-  *out = c;
   return 0;
 }
 
@@ -312,7 +335,7 @@ void shoal_comm_destroy(shoal_comm_t *c) {
   if (w->async) shoal__async_quiesce(w); /* pending requests may use c */
   free(c->wranks);
   free(c);
-  if (--w->refs == 0) world_free(w);
+  if (--w->refs == 0) shoal__world_free(w);
 }
 
 int shoal_comm_rank(const shoal_comm_t *c) { return c ? c->rank : -1; }
@@ -401,7 +424,7 @@ int shoal_comm_split(shoal_comm_t *c, int color, int key, shoal_comm_t **out) {
   uint64_t ctx[3] = {c->id, split_no, (uint64_t)(uint32_t)color};
   static const uint8_t k[16] = "shoal-comm-split";
   uint64_t id = shoal__siphash24(k, ctx, sizeof ctx) | 1;
-  shoal_comm_t *nc = comm_new(c->w, id, myrank, m, c->timeout_s);
+  shoal_comm_t *nc = shoal__comm_new(c->w, id, myrank, m, c->timeout_s);
   if (!nc) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_split: out of memory");
     goto free_bufs;

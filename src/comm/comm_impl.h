@@ -11,6 +11,8 @@
 #include <stdint.h>
 
 #include "comm/async.h"
+#include "comm/bootstrap/auth.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/p2p/p2p.h"
 #include "comm/topo.h"
 
@@ -73,6 +75,16 @@ struct shoal__world {
    * from another thread meanwhile is refused (shoal__op_begin). */
   _Atomic uintptr_t owner;
   _Atomic int owner_opcode;
+  /* Rebuilding after a lost rank (elastic/): this rank's listener (its address is peers[rank].addr; kept
+   * open for the world's lifetime: shrink reaches the survivors there, and a refused connection there
+   * means the process is gone), the settings the world was made with (worlds built by shrink and grow
+   * inherit them), the token's key, and on rank 0 the door new processes enter through (-1: not open). */
+  int listen_fd;
+  shoal__boot_cfg_t *cfg;
+  shoal__authkey_t key;
+  int door_fd;
+  int door_warned;
+  int joined; /* this rank entered through shoal_comm_join */
 };
 
 struct shoal_comm {
@@ -86,6 +98,18 @@ struct shoal_comm {
   int aborted;
   char errmsg[1024];
 };
+
+/* World and communicator objects (comm.c), for the code that builds worlds after init (elastic/). */
+shoal__world_t *shoal__world_new(int rank, int size);
+/* Free a world that no communicator holds yet (a failed build). */
+void shoal__world_free(shoal__world_t *w);
+shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size, double timeout_s);
+/* After the mesh: the world's owners (topology, shm segment, tuning profile), collective over the world
+ * communicator c; the set-up traffic does not count (the user's first collective has sequence number 1). */
+int shoal__world_start(shoal_comm_t *c);
+
+/* At a normal end, rank 0 tells the processes waiting at its door that the job is over (elastic/grow.c). */
+void shoal__door_finish(shoal__world_t *w);
 
 /* p2p engine (p2p/engine.c); the services transports call are in transport/transport.h */
 const char *shoal__dtype_label(int dtype);

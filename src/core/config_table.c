@@ -21,7 +21,8 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_HOSTNAME", "", "comm", "override the host name used for locality detection (emulate hosts)"},
   {"SHOAL_BIND", "auto", "comm", "`shoal launch` CPU binding: core (rank r on the (r mod ncpu)-th usable CPU), none, auto (core when ranks <= CPUs or SHOAL_SHM is on)"},
   {"SHOAL_JOB_ID", "", "comm", "identity of the job (set by `shoal launch`): the rendezvous store refuses ranks of another job"},
-  {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0: an inherited socket already listening on the store port"},
+  {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0 (for every rank with --on-failure continue or restart): an inherited socket already listening on the store port, the job's door after start-up"},
+  {"SHOAL_JOIN", "0", "comm", "1: shoal_comm_init joins the running job through its door instead of starting one (set by `shoal launch --on-failure restart` for restarted ranks)"},
   /* comm: collectives */
   {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},

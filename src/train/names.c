@@ -60,4 +60,5 @@ void shoal_train_opts_init(shoal_train_opts_t *o) {
   o->staleness = 2;
   o->local_h = 8;
   o->blas_threads = 1;
+  o->grow_every = 10;
 }

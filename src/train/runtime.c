@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -21,6 +22,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "train/ckpt.h"
+#include "train/elastic.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/straggle.h"
@@ -76,6 +78,11 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "%s: bsp only (this run is --sync %s: its workers' models or the servers' "
                                             "state would have to be checkpointed together)",
                          o->stop_flag ? "stopping on a signal to checkpoint" : "elastic resume", shoal_sync_kind_name(o->sync));
+  if (o->on_failure_shrink && o->sync != SHOAL_SYNC_BSP && wsize > 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "--on-failure shrink: bsp only (this run is --sync %s: a lost "
+                                            "worker's model or server shard cannot be taken over from the others)",
+                         shoal_sync_kind_name(o->sync));
+  if (o->grow_every < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--grow-every %d: expected >= 0", o->grow_every);
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
     return shoal__seterr(SHOAL_ERR_INVALID, "--local-h %d: expected >= 1", o->local_h);
   return 0;
@@ -380,6 +387,59 @@ static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
   return rc;
 }
 
+/* The workers changed (shrink or grow): the strategy on the new communicator, the newest state from the
+ * worker furthest ahead (valid 0: this rank has none yet), and this rank's place in the data. */
+static int rejoin(run_t *r, shoal_sync_t **sync, int bucket_of_layer[8], int **racks, shoal__train_pos_t *pos,
+                  int valid) {
+  shoal_sync_destroy(*sync);
+  *sync = NULL;
+  free(*racks);
+  *racks = NULL;
+  r->wcomm = r->world;
+  r->W = shoal_comm_size(r->world);
+  r->wrank = shoal_comm_rank(r->world);
+  int rc = make_sync(r, sync, bucket_of_layer, racks);
+  if (rc) return rc;
+  r->wcomm = shoal_sync_workers(*sync);
+  if ((rc = shoal__elastic_sync_state(r->world, valid, pos, r->m->params, r->mom, r->m->nparams))) return rc;
+  if (r->wrank == 0 && r->o->csv_path && !r->csv) r->csv = fopen(r->o->csv_path, "a"); /* rank 0 was lost */
+  return 0;
+}
+
+/* A call on the workers' communicator failed with rc. With --on-failure shrink: shrink (again if another
+ * rank is lost meanwhile), take over the newest state; 0 and *pos the point to continue from. */
+static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, int bucket_of_layer[8], int **racks,
+                   shoal__train_pos_t *pos) {
+  if (!el->on || !shoal__elastic_recoverable(rc)) return rc;
+  double t0 = shoal__now_s();
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  int W0 = r->W, rank0 = r->wrank;
+  fprintf(stderr, "shoal train: rank %d: communication failed at iteration %lld (wall clock %.3f): %s; shrinking\n",
+          rank0, (long long)pos->iter, (double)wall.tv_sec + wall.tv_nsec * 1e-9, shoal_last_error());
+  for (int attempt = 0; attempt < W0; attempt++) {
+    shoal_sync_destroy(*sync);
+    *sync = NULL;
+    if ((rc = shoal__elastic_shrink(el, &r->world))) return rc;
+    if (!(rc = rejoin(r, sync, bucket_of_layer, racks, pos, 1))) break;
+    if (!shoal__elastic_recoverable(rc)) return rc;
+    fprintf(stderr, "shoal train: rank %d: failed again while recovering: %s; shrinking again\n", rank0,
+            shoal_last_error());
+  }
+  if (rc) return rc;
+  double took = shoal__now_s() - t0;
+  el->recover_s += took;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  if (r->wrank == 0 && !r->o->quiet) {
+    printf("shoal train: lost %d worker%s; continuing with %d from iteration %lld (epoch %lld, sample %lld of it); "
+           "recovery took %.3f s (done at wall clock %.3f)\n",
+           W0 - r->W, W0 - r->W == 1 ? "" : "s", r->W, (long long)pos->iter, (long long)pos->epoch + 1,
+           (long long)pos->off, took, (double)wall.tv_sec + wall.tv_nsec * 1e-9);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
@@ -396,6 +456,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   shoal_train_result_t out = {0};
   shoal__straggle_t straggle;
   if ((rc = shoal__straggle_parse(o->straggle, o->seed, r.W, &straggle))) goto out_free;
+  shoal__elastic_t el = {0};
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
   int max_batch = o->batch > 256 ? o->batch : 256;
   if ((rc = shoal_model_create(o->model, r.train->rows, r.train->cols,
@@ -428,7 +489,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   long iter = 0;
   size_t skip = 0; /* samples of start_epoch already used (mid-epoch checkpoint) */
   double resumed_s = 0;
-  if (o->resume_path) {
+  int joiner = world && shoal_comm_joined(world); /* a restarted rank: the others give it the state */
+  if (o->resume_path && !joiner) {
     shoal__ckpt_meta_t meta = {0};
     if ((rc = resume(&r, multi, &meta))) goto out_free;
     start_epoch = (int)meta.epochs_done;
@@ -446,6 +508,17 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
                          o->resume_path, skip, start_epoch + 1, r.ntrain);
       goto out_free;
     }
+  }
+  size_t skip_samples = skip; /* of start_epoch, already used */
+  el.on = o->on_failure_shrink && multi;
+  if (el.on) { /* every rank, and a rank that enters a running job, continue from the newest state */
+    shoal__train_pos_t pos = {iter, start_epoch, (int64_t)skip_samples, resumed_s};
+    rc = shoal__elastic_sync_state(r.world, !joiner, &pos, r.m->params, r.mom, n);
+    if (rc && (joiner || (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos)))) goto out_free;
+    iter = (long)pos.iter;
+    start_epoch = (int)pos.epoch;
+    skip_samples = (size_t)pos.off;
+    resumed_s = pos.train_s;
   }
   if (o->csv_path && r.wrank == 0) {
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
@@ -487,14 +560,15 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
     double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
     long its = 0, lits = 0; /* iterations, and those that computed a loss (partial skips some) */
-    size_t off = e == start_epoch ? skip : 0; /* samples of this epoch used before this run */
+    size_t off = e == start_epoch ? skip_samples : 0; /* samples of this epoch used before (resume, shrink) */
     long ipe = (long)((r.ntrain - off) / gb);
     for (long i = 0; i < ipe; i++) {
       if (o->max_iters > 0 && iter >= o->max_iters) {
         stopped = 1;
         break;
       }
-      double it0 = shoal__now_s(), comm0 = comm_s;
+      double it0 = shoal__now_s(), comm0 = comm_s, counted = 0;
+      long lits0 = lits;
       int gsize = r.W;
       double payload = 0;
       const uint32_t *idx = r.perm + off + (size_t)i * gb + (size_t)r.wrank * o->batch;
@@ -503,7 +577,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         r.yb[j] = r.train->y[idx[j]];
       }
       lr = shoal__lr_at(o, iter, e);
-      if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto out_free;
+      if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto step_failed;
       /* partial: a step under way without this worker: its gradients could only be late */
       int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
       double it_loss = 0;
@@ -513,20 +587,21 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
         loss_sum += it_loss;
         lits++;
+        counted = it_loss;
         ready_arg_t ra = {sync, bucket_of_layer, 0};
         shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
         if (ra.rc) {
           rc = ra.rc;
-          goto out_free;
+          goto step_failed;
         }
         if (straggle.on) shoal__straggle_apply(&straggle, r.wrank, iter, shoal__now_s() - tc);
       }
-      if (sync && (rc = shoal_sync_finish(sync))) goto out_free;
+      if (sync && (rc = shoal_sync_finish(sync))) goto step_failed;
       if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
         shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
       if (sync) {
         double wait = 0;
-        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, &payload))) goto out_free;
+        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, &payload))) goto step_failed;
         comm_s += wait;
       }
       double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
@@ -576,11 +651,54 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
           goto stop;
         }
       }
+      /* restarted ranks waiting to enter: admitted here, at the same iteration on every rank */
+      if (el.on && o->grow_every > 0 && iter % o->grow_every == 0) {
+        shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)(i + 1) * gb), 0};
+        int grown = 0;
+        double g0 = shoal__now_s();
+        rc = shoal__elastic_grow(&el, &r.world, &grown);
+        if (!rc && grown) rc = rejoin(&r, &sync, bucket_of_layer, &racks, &pos, 1);
+        if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+        if (grown && r.wrank == 0 && !o->quiet) {
+          struct timespec wall;
+          clock_gettime(CLOCK_REALTIME, &wall);
+          printf("shoal train: new rank(s) entered; continuing with %d workers from iteration %ld; admission took "
+                 "%.3f s (done at wall clock %.3f)\n", r.W, iter, shoal__now_s() - g0,
+                 (double)wall.tv_sec + wall.tv_nsec * 1e-9);
+          fflush(stdout);
+        }
+        if (pos.off != (int64_t)(off + (size_t)(i + 1) * gb) || (size_t)r.W * o->batch != gb) {
+          off = (size_t)pos.off; /* new shard from here: i restarts at 0 */
+          iter = (long)pos.iter;
+          gb = (size_t)r.W * o->batch;
+          ipe = (long)((r.ntrain - off) / gb);
+          i = -1;
+        }
+      }
+      continue;
+    step_failed: /* a call of the strategy failed: fail, or (--on-failure shrink) go on without the lost rank */
+      loss_sum -= counted;
+      lits = lits0;
+      {
+        shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)i * gb), 0};
+        if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+        if (pos.epoch != e) {
+          rc = shoal__seterr(SHOAL_ERR_INTERNAL, "train: after a shrink in epoch %d the newest state is in epoch %lld",
+                             e + 1, (long long)pos.epoch + 1);
+          goto out_free;
+        }
+        off = (size_t)pos.off;
+        iter = (long)pos.iter;
+        gb = (size_t)r.W * o->batch;
+        ipe = (long)((r.ntrain - off) / gb);
+        i = -1;
+      }
     }
     /* the strategy's thread may run ahead (partial): hand the communicator back first */
     if (sync && (rc = shoal_sync_pause(sync))) goto out_free;
     double epoch_s = shoal__now_s() - t_epoch;
     total_train += epoch_s;
+  epoch_end:;
     /* Evaluation (not timed): BSP and sync PS hold one model; otherwise evaluate the workers' average. */
     double ev[2];
     int avg = multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD ||
@@ -596,7 +714,15 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     if (multi && ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, st, 6, SHOAL_FLOAT64, SHOAL_SUM)) ||
                   (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX)))) {
       rc = comm_fail(r.wcomm, rc, "epoch statistics");
-      goto out_free;
+      shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)ipe * gb), 0};
+      if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+      gb = (size_t)r.W * o->batch;
+      if (pos.epoch == e) goto epoch_end; /* the statistics again, among the survivors */
+      /* a survivor had finished this epoch already (its statistics and log line): on with the next */
+      iter = (long)pos.iter;
+      start_epoch = (int)pos.epoch;
+      skip_samples = (size_t)pos.off;
+      continue;
     }
     double loss = st[1] > 0 ? st[0] / st[1] : 0, acc = st[2] / (double)r.ntest;
     double sps = tmax > 0 ? (double)gb * (double)its / tmax : 0;
@@ -667,6 +793,9 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       goto out_free;
     }
   }
+  if (el.shrinks + el.grows && r.wrank == 0 && !o->quiet)
+    printf("shoal train: finished with %d workers after %d shrink%s and %d grow%s; %.3f s spent recovering\n", r.W,
+           el.shrinks, el.shrinks == 1 ? "" : "s", el.grows, el.grows == 1 ? "" : "s", el.recover_s);
   if (res) *res = out;
   goto out_free;
 stop:
@@ -681,6 +810,8 @@ out_free:
   if (r.csv) fclose(r.csv);
   if (r.ilog) fclose(r.ilog);
   shoal_sync_destroy(sync);
+  sync = NULL;
+  shoal__elastic_free(&el);
   free(racks);
   free(r.mom);
   free(r.save);

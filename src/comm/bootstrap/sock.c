@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -154,6 +155,31 @@ static int connect_once(struct sockaddr_in *a, shoal__deadline_t dl, int *fd_out
   }
   shoal__sock_tune(fd, 0); /* small request/reply frames: Nagle + delayed ACK would add 40 ms each */
   *fd_out = fd;
+  return 0;
+}
+
+int shoal__sock_try_connect(struct in_addr ip, int port, shoal__deadline_t dl, int *fd_out) {
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr = ip;
+  a.sin_port = htons((uint16_t)port);
+  for (;;) { /* connect_once polls at most 1 s at a time */
+    int e = connect_once(&a, dl, fd_out);
+    if (e != ETIMEDOUT || shoal__deadline_ms_left(dl) == 0) return e;
+  }
+}
+
+int shoal__sock_parse_addr(const char *s, struct in_addr *ip, int *port) {
+  char host[64];
+  snprintf(host, sizeof host, "%s", s);
+  char *colon = strrchr(host, ':');
+  if (!colon) return shoal__seterr(SHOAL_ERR_PROTOCOL, "'%s' is not an address (ip:port)", s);
+  *colon = '\0';
+  char *end;
+  long p = strtol(colon + 1, &end, 10);
+  if (*end || p <= 0 || p > 65535 || inet_pton(AF_INET, host, ip) != 1)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "'%s' is not an address (ip:port)", s);
+  *port = (int)p;
   return 0;
 }
 

@@ -30,6 +30,11 @@ int  shoal__sock_listen(struct in_addr ip, int port, int *fd_out, int *port_out)
  * (10 ms doubling to 1 s) until the deadline. `what` names the target in the
  * error ("the store (rank 0)", "peer 3"). */
 int  shoal__sock_connect(struct in_addr ip, int port, shoal__deadline_t dl, const char *what, int *fd_out);
+/* One connection attempt, no retry, bounded by the deadline: 0 (*fd_out connected, nonblocking) or the
+ * errno (ECONNREFUSED: nothing listens there; ETIMEDOUT: no answer in time). Liveness probes use it. */
+int  shoal__sock_try_connect(struct in_addr ip, int port, shoal__deadline_t dl, int *fd_out);
+/* Split "a.b.c.d:port" into its parts: 0 or SHOAL_ERR_PROTOCOL. */
+int  shoal__sock_parse_addr(const char *s, struct in_addr *ip, int *port);
 /* Accept one connection, waiting up to the deadline (fd nonblocking or not). */
 int  shoal__sock_accept(int lfd, shoal__deadline_t dl, int *fd_out, struct sockaddr_in *peer);
 /* Full blocking read/write with a deadline on a nonblocking socket.

@@ -381,38 +381,48 @@ void shoal__store_server_stop(shoal__store_server_t *s) {
 
 /* ---- client ---- */
 
-static int read_frame(shoal__store_client_t *c, int *type, void *buf, size_t cap, size_t *len, shoal__deadline_t dl) {
+int shoal__store_frame_read(int fd, int *type, void *buf, size_t cap, size_t *len, shoal__deadline_t dl,
+                            const char *what) {
   unsigned char h[HDR];
-  char what[96];
-  snprintf(what, sizeof what, "store at %s", c->addr);
-  int rc = shoal__sock_read_all(c->fd, h, HDR, dl, what);
+  int rc = shoal__sock_read_all(fd, h, HDR, dl, what);
   if (rc) return rc;
   uint32_t n = shoal__get_u32(h);
   if (n > SHOAL__STORE_MAX_FRAME)
-    return shoal__seterr(SHOAL_ERR_PROTOCOL, "store at %s: frame of %u bytes: not a shoal store?", c->addr, n);
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: frame of %u bytes: not a shoal store?", what, n);
   *type = h[4];
   size_t keep = n < cap ? n : cap;
-  if (keep && (rc = shoal__sock_read_all(c->fd, buf, keep, dl, what))) return rc;
+  if (keep && (rc = shoal__sock_read_all(fd, buf, keep, dl, what))) return rc;
   for (size_t left = n - keep; left > 0;) { /* discard what does not fit */
     char tmp[256];
     size_t k = left < sizeof tmp ? left : sizeof tmp;
-    if ((rc = shoal__sock_read_all(c->fd, tmp, k, dl, what))) return rc;
+    if ((rc = shoal__sock_read_all(fd, tmp, k, dl, what))) return rc;
     left -= k;
   }
   *len = n;
   return 0;
 }
 
-static int write_frame(shoal__store_client_t *c, int type, const void *p1, size_t n1, const void *p2, size_t n2,
-                       shoal__deadline_t dl) {
+int shoal__store_frame_write(int fd, int type, const void *p1, size_t n1, const void *p2, size_t n2,
+                             shoal__deadline_t dl, const char *what) {
   unsigned char h[HDR];
   put_hdr(h, (uint32_t)(n1 + n2), type);
+  int rc = shoal__sock_write_all(fd, h, HDR, dl, what);
+  if (!rc && n1) rc = shoal__sock_write_all(fd, p1, n1, dl, what);
+  if (!rc && n2) rc = shoal__sock_write_all(fd, p2, n2, dl, what);
+  return rc;
+}
+
+static int read_frame(shoal__store_client_t *c, int *type, void *buf, size_t cap, size_t *len, shoal__deadline_t dl) {
   char what[96];
   snprintf(what, sizeof what, "store at %s", c->addr);
-  int rc = shoal__sock_write_all(c->fd, h, HDR, dl, what);
-  if (!rc && n1) rc = shoal__sock_write_all(c->fd, p1, n1, dl, what);
-  if (!rc && n2) rc = shoal__sock_write_all(c->fd, p2, n2, dl, what);
-  return rc;
+  return shoal__store_frame_read(c->fd, type, buf, cap, len, dl, what);
+}
+
+static int write_frame(shoal__store_client_t *c, int type, const void *p1, size_t n1, const void *p2, size_t n2,
+                       shoal__deadline_t dl) {
+  char what[96];
+  snprintf(what, sizeof what, "store at %s", c->addr);
+  return shoal__store_frame_write(c->fd, type, p1, n1, p2, n2, dl, what);
 }
 
 int shoal__store_connect(const char *host, int port, const shoal__authkey_t *key, shoal__deadline_t dl,

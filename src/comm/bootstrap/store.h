@@ -25,6 +25,10 @@ enum shoal__store_frame {
   SHOAL__STORE_NOT_FOUND = 8,
   SHOAL__STORE_ERROR = 9, /* text */
   SHOAL__STORE_JOIN = 10, /* u32 rank, u32 world size, job id: checked against rank 0's (reply VALUE or ERROR) */
+  /* The door of a running job (elastic/grow.c): same framing and authentication, served by its rank 0. */
+  SHOAL__STORE_ENTER = 11,   /* new process -> door: u8 job id length, job id, its registration */
+  SHOAL__STORE_ADMIT = 12,   /* door -> new process: u64 world id, u32 rank, u32 size, size registrations */
+  SHOAL__STORE_VERDICT = 13, /* door -> new process: u32 1 (the new communicator is in use) or 0 (abandoned) */
 };
 #define SHOAL__JOB_ID_MAX 64
 #define SHOAL__STORE_MAX_FRAME (1u << 20)
@@ -60,6 +64,13 @@ int  shoal__store_set(shoal__store_client_t *c, const char *key, const void *val
 int  shoal__store_get(shoal__store_client_t *c, const char *key, int wait, void *buf, size_t cap, size_t *len,
                       shoal__deadline_t dl);
 void shoal__store_close(shoal__store_client_t *c);
+/* One frame on a blocking-with-deadline exchange (the door and its clients use them too). read: the
+ * payload's first cap bytes in buf (the rest is read and dropped), its full length in *len. Errors name
+ * `what`. */
+int  shoal__store_frame_write(int fd, int type, const void *p1, size_t n1, const void *p2, size_t n2,
+                              shoal__deadline_t dl, const char *what);
+int  shoal__store_frame_read(int fd, int *type, void *buf, size_t cap, size_t *len, shoal__deadline_t dl,
+                             const char *what);
 /* Register as `rank` of a world of `size` in job `job`: 0, or the store's
  * refusal (SHOAL_ERR_CONFIG, text naming both sides). */
 int  shoal__store_join(shoal__store_client_t *c, int rank, int size, const char *job, shoal__deadline_t dl);

@@ -1,0 +1,375 @@
+/* New processes entering a running job: the door, shoal_comm_join and shoal_comm_grow.
+ *
+ * The door is a listening socket at the job's master address and port (where the rendezvous store was),
+ * kept by the world's rank 0 and opened on its first grow: the socket `shoal launch` hands every rank
+ * (SHOAL_STORE_FD), else the master port bound again on rank 0's host. A new process (shoal_comm_join)
+ * connects there and waits, authenticated like a store client (SHOAL_TOKEN, challenge-response), with its
+ * job id and the registration of its own listener. At a grow (a collective all members call, at a point
+ * of their choosing) rank 0 takes whoever is waiting, the members learn them by a broadcast, everyone
+ * builds a new world (members first, in their order, then the newcomers) and the members agree by an
+ * allreduce on the old communicator that every one of them built it; rank 0 tells the newcomers the
+ * verdict. A grow that fails leaves the old communicator as it was (unless a member died: then it is
+ * aborted, as any call would leave it); a newcomer whose admission failed waits at the door again. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/bootstrap/sock.h"
+#include "comm/bootstrap/store.h"
+#include "comm/elastic/elastic.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define MAX_JOINERS 16
+#define DOOR_HS_S 2.0 /* a newcomer waiting at the door answers at once; a stray client gets this long */
+
+/* ---- the door (rank 0) ---- */
+
+static int door_open(shoal__world_t *w) {
+  if (w->door_fd >= 0) return 0;
+  const shoal__boot_cfg_t *cfg = w->cfg;
+  int fd = -1, rc = 0;
+  char where[300];
+  if (cfg->store_fd >= 0) { /* `shoal launch`: the store socket, still bound where the store was */
+    int acc = 0;
+    socklen_t l = sizeof acc;
+    if (getsockopt(cfg->store_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc)
+      return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_STORE_FD=%d: not a listening socket", cfg->store_fd);
+    fd = fcntl(cfg->store_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "SHOAL_STORE_FD=%d: dup: %s", cfg->store_fd, strerror(errno));
+    snprintf(where, sizeof where, "the launcher's store socket (SHOAL_STORE_FD, %s:%d)", cfg->master_addr,
+             cfg->master_port);
+  } else {
+    struct in_addr ip;
+    if ((rc = shoal__sock_resolve(cfg->master_addr, &ip))) return rc;
+    if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
+    int port;
+    if ((rc = shoal__sock_listen(ip, cfg->master_port, &fd, &port))) return rc;
+    snprintf(where, sizeof where, "%s:%d on host %s (new ranks reach it with SHOAL_MASTER_ADDR naming this host)",
+             (ntohl(ip.s_addr) >> 24) == 127 ? cfg->master_addr : "*", port, cfg->hostname);
+  }
+  shoal__sock_set_nonblock(fd);
+  w->door_fd = fd;
+  SHOAL_INFO("INIT", "rank 0: the door for new ranks is open at %s", where);
+  return 0;
+}
+
+/* One waiting process: authenticate it (the store's challenge-response) and read its ENTER. 0 and its
+ * registration; otherwise it is refused (and told why where that helps). */
+static int door_serve(shoal__world_t *w, int fd, const char *src, shoal__reg_t reg) {
+  shoal__deadline_t dl = shoal__deadline_in(DOOR_HS_S);
+  char what[96];
+  snprintf(what, sizeof what, "door: %s", src);
+  uint8_t ns[SHOAL__NONCE_BYTES], nc[SHOAL__NONCE_BYTES];
+  unsigned char ch[4 + SHOAL__NONCE_BYTES], buf[1 + SHOAL__JOB_ID_MAX + SHOAL__REG_BYTES + 8];
+  shoal__auth_random(ns, sizeof ns);
+  shoal__put_u32(ch, SHOAL__STORE_MAGIC);
+  memcpy(ch + 4, ns, sizeof ns);
+  int type = 0, rc;
+  size_t len = 0;
+  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_CHALLENGE, ch, sizeof ch, NULL, 0, dl, what)) ||
+      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
+    return rc;
+  if (type != SHOAL__STORE_AUTH || len != SHOAL__NONCE_BYTES + 8)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: no authentication answer", what);
+  memcpy(nc, buf, sizeof nc);
+  if (shoal__get_u64(buf + SHOAL__NONCE_BYTES) != shoal__auth_mac(&w->key, 'C', ns, nc, NULL, 0)) {
+    static const char why[] = "wrong SHOAL_TOKEN (this job and the new rank were given different tokens)";
+    shoal__store_frame_write(fd, SHOAL__STORE_AUTH_FAIL, why, sizeof why - 1, NULL, 0, dl, what);
+    return shoal__seterr(SHOAL_ERR_AUTH, "%s: wrong token: refused", what);
+  }
+  unsigned char ok[8];
+  shoal__put_u64(ok, shoal__auth_mac(&w->key, 'A', nc, ns, NULL, 0));
+  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_AUTH_OK, ok, 8, NULL, 0, dl, what)) ||
+      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
+    return rc;
+  if (type != SHOAL__STORE_ENTER || len < 1 || len != 1u + buf[0] + SHOAL__REG_BYTES || buf[0] > SHOAL__JOB_ID_MAX)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: not a new rank (frame %d of %zu bytes)", what, type, len);
+  char job[SHOAL__JOB_ID_MAX + 1];
+  memcpy(job, buf + 1, buf[0]);
+  job[buf[0]] = '\0';
+  if (strcmp(job, w->cfg->job_id)) {
+    char why[400];
+    unsigned char st[4];
+    shoal__put_u32(st, (uint32_t)-SHOAL_ERR_CONFIG);
+    snprintf(why, sizeof why, "this door belongs to job '%s' and the new rank to job '%s' (SHOAL_JOB_ID): "
+             "two jobs on one port?", w->cfg->job_id, job);
+    shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, strlen(why), dl, what);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %s", what, why);
+  }
+  memcpy(reg, buf + 1 + buf[0], SHOAL__REG_BYTES);
+  reg[SHOAL__REG_BYTES - 1] = '\0';
+  return 0;
+}
+
+/* Everyone waiting at the door now (up to max). */
+static int door_poll(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
+  if (door_open(w)) {
+    if (!w->door_warned)
+      SHOAL_WARN("INIT", "rank 0: cannot open the door for new ranks: %s; new ranks cannot enter this job",
+                 shoal_last_error());
+    w->door_warned = 1;
+    return 0;
+  }
+  int k = 0;
+  while (k < max) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    char src[64];
+    shoal__sock_addr_str(&a, src, sizeof src);
+    shoal__sock_tune(fd, 0);
+    if (door_serve(w, fd, src, regs[k])) {
+      SHOAL_WARN("INIT", "rank 0: %s", shoal_last_error());
+      close(fd);
+      continue;
+    }
+    SHOAL_INFO("INIT", "rank 0: a new rank is waiting at the door: %s", regs[k]);
+    fds[k++] = fd;
+  }
+  return k;
+}
+
+void shoal__door_finish(shoal__world_t *w) {
+  if (w->rank != 0 || w->aborted || w->door_fd < 0) return;
+  for (;;) { /* whoever waits now would wait for nothing: tell them */
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    char src[64];
+    shoal__reg_t reg;
+    shoal__sock_addr_str(&a, src, sizeof src);
+    if (door_serve(w, fd, src, reg) == 0) {
+      static const char why[] = "the job has finished: there is nothing to join";
+      unsigned char st[4];
+      shoal__put_u32(st, (uint32_t)-SHOAL_ERR_NOT_FOUND);
+      shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, sizeof why - 1, shoal__deadline_in(DOOR_HS_S),
+                               "door");
+    }
+    close(fd);
+  }
+}
+
+/* ---- members ---- */
+
+static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
+  int port;
+  if (shoal__sock_parse_addr(w->peers[w->rank].addr, ip, &port) == 0) return 0;
+  struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+  char how[160];
+  return shoal__boot_pick_addr(w->cfg->ifname, lo, ip, how, sizeof how);
+}
+
+int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
+  if (!c || !out) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_grow: NULL argument"));
+  shoal__world_t *w = c->w;
+  if (c->id != w->id || c->size != w->size)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_UNSUPPORTED, "shoal_comm_grow: needs a world "
+                                               "communicator (from init, join, shrink or grow), not a split"));
+  uint64_t t0 = shoal__now_ns();
+  int n = c->size, me = c->rank, k = 0, rc;
+  int fds[MAX_JOINERS];
+  shoal__reg_t *regs = calloc((size_t)(n + MAX_JOINERS), sizeof *regs);
+  if (!regs) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_grow: out of memory"));
+  int64_t hdr[2] = {0, 0};
+  if (me == 0 && !w->aborted) {
+    k = door_poll(w, fds, regs + n, MAX_JOINERS);
+    hdr[0] = k;
+    hdr[1] = (int64_t)(shoal__auth_random_u64() | 1);
+  }
+  shoal_comm_t *nc = NULL;
+  int lfd = -1, brc = 0, total = n;
+  if ((rc = shoal_broadcast(c, hdr, 2, SHOAL_INT64, 0))) goto close_joiners;
+  if (hdr[0] == 0) {
+    free(regs);
+    *out = NULL;
+    return 0;
+  }
+  total = n + (int)hdr[0];
+  uint64_t id = (uint64_t)hdr[1];
+  struct in_addr ip;
+  if ((rc = my_ip(w, &ip)) || (rc = shoal__reform_listen(w->cfg, ip, &lfd, regs[me]))) {
+    /* this rank cannot take part: fail the communicator, so the others stop too (they would wait) */
+    rc = shoal__comm_reject(c, shoal__err_prefix(rc, "rank %d: grow: ", me));
+    goto close_joiners;
+  }
+  if ((rc = shoal_allgather(c, SHOAL_IN_PLACE, regs, SHOAL__REG_BYTES, SHOAL_UINT8)) ||
+      (rc = shoal_broadcast(c, regs + n, (size_t)(total - n) * SHOAL__REG_BYTES, SHOAL_UINT8, 0))) {
+    close(lfd);
+    goto close_joiners;
+  }
+  if (me == 0) { /* each newcomer: its rank and everyone's registration */
+    size_t blen = 16 + (size_t)total * SHOAL__REG_BYTES;
+    unsigned char *b = malloc(blen);
+    for (int i = 0; b && i < k; i++) {
+      shoal__put_u64(b, id);
+      shoal__put_u32(b + 8, (uint32_t)(n + i));
+      shoal__put_u32(b + 12, (uint32_t)total);
+      memcpy(b + 16, regs, (size_t)total * SHOAL__REG_BYTES);
+      shoal__store_frame_write(fds[i], SHOAL__STORE_ADMIT, b, blen, NULL, 0, shoal__deadline_in(DOOR_HS_S), "door");
+    }
+    free(b); /* a newcomer that misses its admission makes the build fail everywhere: nobody waits forever */
+  }
+  brc = shoal__reform_build(w, NULL, id, me, total, regs, lfd, c->timeout_s, shoal__deadline_in(c->timeout_s), &nc);
+  char mine[512];
+  snprintf(mine, sizeof mine, "%s", brc ? shoal_last_error() : "");
+  int32_t ok = brc == 0;
+  rc = shoal_allreduce(c, SHOAL_IN_PLACE, &ok, 1, SHOAL_INT32, SHOAL_MIN);
+  if (me == 0) {
+    unsigned char v[4];
+    shoal__put_u32(v, (uint32_t)(!rc && ok));
+    for (int i = 0; i < k; i++)
+      shoal__store_frame_write(fds[i], SHOAL__STORE_VERDICT, v, 4, NULL, 0, shoal__deadline_in(DOOR_HS_S), "door");
+  }
+  if (!rc && !ok)
+    rc = shoal__seterr(SHOAL_ERR_CONNECT, "rank %d: grow: the communicator with the %d new rank(s) could not be "
+                       "built on every rank (this rank: %s); nothing changed: this communicator is still in use",
+                       me, total - n, brc ? mine : "built");
+  if (rc) {
+    shoal_comm_destroy(nc);
+    nc = NULL;
+  }
+close_joiners:
+  for (int i = 0; i < k; i++) close(fds[i]);
+  free(regs);
+  if (rc) return rc;
+  SHOAL_INFO("INIT", "rank %d: grow: %d new rank(s) admitted, now %d ranks (world %016llx), %.1f ms", me, total - n,
+             total, (unsigned long long)nc->w->id, (double)(shoal__now_ns() - t0) * 1e-6);
+  *out = nc;
+  return 0;
+}
+
+/* ---- a new process ---- */
+
+/* One try: wait at the door until admitted, build, hear the verdict. SHOAL_ERR_PEER_CLOSED: try again. */
+static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, shoal__deadline_t dl,
+                     shoal_comm_t **out) {
+  shoal__store_client_t sc = {.fd = -1};
+  int rc = shoal__store_connect(cfg->master_addr, cfg->master_port, key, dl, &sc);
+  if (rc) return rc == SHOAL_ERR_PEER_CLOSED ? rc : shoal__err_prefix(rc, "the door of the job: ");
+  struct sockaddr_in local;
+  socklen_t ll = sizeof local;
+  getsockname(sc.fd, (struct sockaddr *)&local, &ll);
+  struct in_addr ip;
+  char how[160];
+  int lfd = -1;
+  shoal__reg_t reg;
+  if ((rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &ip, how, sizeof how)) ||
+      (rc = shoal__reform_listen(cfg, ip, &lfd, reg)))
+    goto close_client;
+  size_t jl = strlen(cfg->job_id);
+  unsigned char jh[1 + SHOAL__JOB_ID_MAX];
+  jh[0] = (unsigned char)jl;
+  memcpy(jh + 1, cfg->job_id, jl);
+  char what[300];
+  snprintf(what, sizeof what, "the door at %s", sc.addr);
+  if ((rc = shoal__store_frame_write(sc.fd, SHOAL__STORE_ENTER, jh, 1 + jl, reg, SHOAL__REG_BYTES, dl, what)))
+    goto close_listen;
+  SHOAL_INFO("INIT", "waiting at %s to be admitted (registration %s)", what, reg);
+  unsigned char head[16];
+  int type = 0;
+  size_t len = 0;
+  /* the admission: read its head, then the registrations */
+  unsigned char hdr8[8];
+  if ((rc = shoal__sock_read_all(sc.fd, hdr8, 8, dl, what))) goto close_listen;
+  type = hdr8[4];
+  len = shoal__get_u32(hdr8);
+  if (type == SHOAL__STORE_ERROR) { /* u32 minus the status, the reason */
+    char why[600] = "";
+    size_t keep = len < sizeof why - 1 ? len : sizeof why - 1;
+    shoal__sock_read_all(sc.fd, why, keep, shoal__deadline_in(1.0), what);
+    why[keep] = '\0';
+    int st = keep >= 4 ? -(int)shoal__get_u32((unsigned char *)why) : SHOAL_ERR_CONFIG;
+    if (st >= 0 || st <= SHOAL_ERR__LAST) st = SHOAL_ERR_CONFIG;
+    rc = shoal__seterr(st, "%s refused this rank: %s", what, keep > 4 ? why + 4 : "");
+    goto close_listen;
+  }
+  if (type != SHOAL__STORE_ADMIT || len < 16 || len > SHOAL__STORE_MAX_FRAME ||
+      (rc = shoal__sock_read_all(sc.fd, head, 16, dl, what))) {
+    if (!rc) rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: unexpected frame %d", what, type);
+    goto close_listen;
+  }
+  uint64_t id = shoal__get_u64(head);
+  int rank = (int)shoal__get_u32(head + 8), size = (int)shoal__get_u32(head + 12);
+  if (size < 2 || rank < 1 || rank >= size || len != 16 + (size_t)size * SHOAL__REG_BYTES) {
+    rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: malformed admission", what);
+    goto close_listen;
+  }
+  shoal__reg_t *regs = malloc((size_t)size * sizeof *regs);
+  if (!regs) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "join: out of memory");
+    goto close_listen;
+  }
+  if ((rc = shoal__sock_read_all(sc.fd, regs, (size_t)size * SHOAL__REG_BYTES, dl, what))) {
+    free(regs);
+    goto close_listen;
+  }
+  for (int i = 0; i < size; i++) regs[i][SHOAL__REG_BYTES - 1] = '\0';
+  shoal__log_set_rank(rank);
+  shoal_comm_t *nc = NULL;
+  int brc = shoal__reform_build(NULL, cfg, id, rank, size, regs, lfd, cfg->timeout_s,
+                                shoal__deadline_in(cfg->timeout_s), &nc);
+  lfd = -1; /* the world owns it now */
+  free(regs);
+  unsigned char v[8];
+  rc = shoal__store_frame_read(sc.fd, &type, v, sizeof v, &len, shoal__deadline_in(cfg->timeout_s), what);
+  if (!rc && (type != SHOAL__STORE_VERDICT || len != 4)) rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: no verdict", what);
+  if (!rc && (!shoal__get_u32(v) || brc)) {
+    SHOAL_WARN("INIT", "%s: the admission as rank %d of %d was abandoned (%s); waiting again", what, rank, size,
+               brc ? shoal_last_error() : "another rank could not build the communicator");
+    rc = SHOAL_ERR_PEER_CLOSED;
+  }
+  if (rc) {
+    shoal_comm_destroy(nc);
+    if (rc != SHOAL_ERR_PEER_CLOSED) rc = shoal__err_prefix(rc, "rank %d (new): ", rank);
+    goto close_listen;
+  }
+  nc->w->joined = 1;
+  SHOAL_INFO("INIT", "admitted as rank %d of %d (world %016llx)", rank, size, (unsigned long long)id);
+  *out = nc;
+close_listen:
+  if (lfd >= 0) close(lfd);
+close_client:
+  shoal__store_close(&sc);
+  return rc;
+}
+
+int shoal_comm_join(const shoal_comm_params_t *params, shoal_comm_t **out) {
+  shoal_comm_params_t defaults;
+  if (!params) {
+    shoal_comm_params_init(&defaults);
+    params = &defaults;
+  }
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_join: out is NULL");
+  shoal__boot_cfg_t cfg;
+  int rc = shoal__boot_resolve(params, &cfg);
+  if (rc) return rc;
+  if (cfg.master_port == 0)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "join: master port 0: a new rank needs the job's real port");
+  shoal__authkey_t key;
+  shoal__auth_key(cfg.token, &key);
+  shoal__deadline_t dl = shoal__deadline_in(cfg.connect_timeout_s);
+  SHOAL_INFO("INIT", "joining the running job at %s:%d (deadline %.0f s, SHOAL_CONNECT_TIMEOUT)", cfg.master_addr,
+             cfg.master_port, cfg.connect_timeout_s);
+  for (;;) {
+    rc = join_once(&cfg, &key, dl, out);
+    if (rc != SHOAL_ERR_PEER_CLOSED) break;
+    if (shoal__deadline_ms_left(dl) == 0) {
+      rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "join: not admitted to the job at %s:%d within %.1f s "
+                         "(SHOAL_CONNECT_TIMEOUT): its ranks admit new ones when they call shoal_comm_grow",
+                         cfg.master_addr, cfg.master_port, cfg.connect_timeout_s);
+      break;
+    }
+    shoal__sleep_s(0.2);
+  }
+  return rc;
+}
+
+int shoal_comm_joined(const shoal_comm_t *c) { return c && c->w->joined; }

@@ -1,0 +1,58 @@
+/* `shoal launch --on-failure continue|restart` through the real CLI: a lost rank does not stop the
+ * others, a restarted rank is a new process told to join (SHOAL_JOIN=1) and every rank holds the store
+ * socket (SHOAL_STORE_FD), and the exit status says whether the job finished. */
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "../runner.h"
+
+static char out[1 << 16];
+
+static int launch(const char *opts, const char *script) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s launch -n 3 %s -- sh -c '%s' 2>&1", shoal_test_cli(), opts, script);
+  return shoal_test_run_cmd(cmd, out, sizeof out, 60);
+}
+
+/* rank 1 kills itself; the others finish */
+#define LOSE_RANK_1 "if [ \"$SHOAL_RANK\" = 1 ] && [ -z \"$SHOAL_JOIN\" ]; then kill -9 $$; fi; " \
+                    "sleep 1; echo \"done join=${SHOAL_JOIN:-0} fd=${SHOAL_STORE_FD:-none}\""
+
+TEST_T(launch_on_failure_stop_is_the_default, 60) {
+  int st = launch("", LOSE_RANK_1);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 128 + 9, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "rank 1 killed by signal 9");
+  CHECK_CONTAINS(out, "stopped the other 2 ranks");
+}
+
+TEST_T(launch_on_failure_continue_lets_the_others_finish, 60) {
+  int st = launch("--on-failure continue", LOSE_RANK_1);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "rank 1 killed by signal 9 (Killed); the other ranks go on (--on-failure continue)");
+  CHECK_CONTAINS(out, "[0] done join=0 fd=");
+  CHECK_CONTAINS(out, "[2] done join=0 fd=");
+  CHECK(!strstr(out, "fd=none")); /* every rank may keep the door */
+  CHECK_CONTAINS(out, "the job finished with 2 ranks exiting 0 after losing 1");
+}
+
+TEST_T(launch_on_failure_restart_starts_a_joining_rank, 60) {
+  int st = launch("--on-failure restart --max-restarts 2", LOSE_RANK_1);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "restarted it (restart 1 of at most 2) as a new process that joins the running job");
+  CHECK_CONTAINS(out, "[1] done join=1 fd=");
+  CHECK_CONTAINS(out, "the job finished with 3 ranks exiting 0 after losing 1");
+}
+
+/* a rank that exits non-zero is a failure of the job even when the others may go on */
+TEST_T(launch_on_failure_continue_reports_a_failing_rank, 60) {
+  int st = launch("--on-failure continue", "if [ \"$SHOAL_RANK\" = 2 ]; then exit 3; fi; sleep 0.5");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "rank 2 exited with status 3; the other ranks go on");
+  CHECK_CONTAINS(out, "a rank failed after losing rank 2 exited with status 3");
+}
+
+TEST_T(launch_on_failure_bad_mode, 30) {
+  int st = launch("--on-failure sometimes", "true");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "--on-failure 'sometimes': expected stop, continue or restart");
+}
