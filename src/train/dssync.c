@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "train/sync.h"
@@ -29,7 +30,7 @@ struct shoal__ds {
   int *rack_ndigits;
   int h, b;
   /* partition -> this rank's sub-communicator */
-  int ncache, next_evict;
+  int ncache, next_evict, nsplits;
   struct {
     int *group_of;
     shoal_comm_t *sub; /* NULL: singleton group */
@@ -266,7 +267,10 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
     if (!key) return shoal__seterr(SHOAL_ERR_NOMEM, "dssync: out of memory");
     memcpy(key, g, (size_t)N * sizeof *key);
     shoal_comm_t *sub = NULL;
+    double t0 = shoal__now_s();
     rc = shoal_comm_split(ds->world, size > 1 ? g[me] : SHOAL_UNDEFINED, me, &sub);
+    double split_ms = 1e3 * (shoal__now_s() - t0);
+    ds->nsplits++;
     if (rc) {
       free(key);
       return shoal__seterr(rc, "dssync round %llu: split into %d groups: %s", (unsigned long long)t, ng,
@@ -283,10 +287,13 @@ int shoal__ds_sync(shoal__ds_t *ds, uint64_t t, float *params, size_t n, int *gr
     ds->cache[slot].group_of = key;
     ds->cache[slot].sub = sub;
     if (sub)
-      SHOAL_DEBUG("DSSYNC", "round %llu: new partition (cache slot %d): group communicator of %d ranks, allreduce of %zu "
-                  "bytes runs %s (the communicator's automatic choice)",
-                  (unsigned long long)t, slot, size, n * sizeof(float),
+      SHOAL_DEBUG("DSSYNC", "round %llu: new partition (split %d, %.2f ms, cache slot %d): group communicator of %d "
+                  "ranks, allreduce of %zu bytes runs %s (the communicator's automatic choice)",
+                  (unsigned long long)t, ds->nsplits, split_ms, slot, size, n * sizeof(float),
                   shoal_algo_name(shoal_allreduce_choose(sub, n * sizeof(float))));
+    else
+      SHOAL_DEBUG("DSSYNC", "round %llu: new partition (split %d, %.2f ms, cache slot %d): this rank is alone",
+                  (unsigned long long)t, ds->nsplits, split_ms, slot);
   }
   if (SHOAL_LOG_DEBUG <= shoal__log_level_cur && shoal__log_enabled(SHOAL_LOG_DEBUG, "DSSYNC")) {
     char mem[512];
