@@ -1,41 +1,113 @@
 #!/usr/bin/env bash
-# End-to-end PyTorch training with shoal's Python binding (shoal.ddp, BSP through include/shoal/sync.h)
-# against torch.nn.parallel.DistributedDataParallel over Gloo: the same script
-# (examples/python/fashion_mnist.py), model, data, per-rank batch, SGD schedule, bucket size, one torch
-# thread per rank, and the same launcher and CPU pinning (`shoal launch`, --bind auto) on both sides.
+# End-to-end PyTorch training with shoal's Python binding (shoal.ddp: BSP through include/shoal/sync.h)
+# against torch.nn.parallel.DistributedDataParallel over Gloo. Both sides run the same script
+# (examples/python/fashion_mnist.py) with the same model, data, per-rank batch, SGD schedule, one torch
+# thread per rank, the same launcher and the same CPU pinning (`shoal launch`, --bind auto: rank r on
+# the (r mod ncpu)-th CPU), alternating shoal and Gloo run by run.
 #
-#   bench/py-ddp-vs-gloo.sh [BUILD]        env: RANKS="2 4" EPOCHS=3 REPS=2 TARGET=0.85 BATCH=64 MODEL=mlp
+#   bench/py-ddp-vs-gloo.sh [BUILD]
+#   env: SETTINGS="1h:2 1h:4 tb:2x1 tb:2x2 tb:4x1"   1h:N = N ranks on this host;
+#                                                    tb:HxK = H emulated hosts x K ranks (shoal testbed)
+#        EPOCHS=3 REPS=3 TARGET=0.85 BATCH=64 MODEL=mlp RATE=1gbit (testbed host links)
+#        SHOAL_ARGS="" (extra arguments of the shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
 #
-# REPS alternating pairs per rank count; each side's best samples/s and best time to TARGET test
-# accuracy are compared (the VM is shared: the best run is the least disturbed one). Ratios > 1 favour
-# shoal. One host only: the emulated multi-host testbed is not part of this script.
+# Per setting: every run's samples/s (training samples over training time, evaluations excluded), its
+# time to TARGET test accuracy (4 evaluations per epoch, the mean accuracy of the ranks' models) and
+# final accuracy; the median of each side, and ratios of the medians: samples/s shoal/gloo (goal >= 1.3)
+# and time to target gloo/shoal (> 1: shoal sooner). The testbed settings need root (network
+# namespaces); they are skipped, saying why, without it. $OUT/runs.csv has every run, $OUT/py-ddp.svg
+# the plot (gnuplot, if installed).
 set -euo pipefail
 build=${1:-build}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$build" && pwd)
 PY=/usr/bin/python3
-RANKS=${RANKS:-"2 4"} EPOCHS=${EPOCHS:-3} REPS=${REPS:-2} TARGET=${TARGET:-0.85} BATCH=${BATCH:-64} MODEL=${MODEL:-mlp}
-out=${OUT:-/tmp/shoal-py-bench}; mkdir -p "$out"
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHOAL_LIBRARY=$(cd "$build" && pwd)/libshoal.so.0
+SETTINGS=${SETTINGS:-"1h:2 1h:4 tb:2x1 tb:2x2 tb:4x1"}
+EPOCHS=${EPOCHS:-3} REPS=${REPS:-3} TARGET=${TARGET:-0.85} BATCH=${BATCH:-64} MODEL=${MODEL:-mlp}
+RATE=${RATE:-1gbit} SHOAL_ARGS=${SHOAL_ARGS:-}
+out=${OUT:-/tmp/shoal-py-bench}; mkdir -p "$out"; rm -f "$out"/*.log
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHOAL_LIBRARY=$build/libshoal.so.0
 field() { sed -n "s/.*result: .* $1=\([^ ]*\).*/\1/p" "$2" | tail -1; }
-free_port() { $PY -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-echo "# PyTorch Fashion-MNIST $MODEL, batch $BATCH per rank, $EPOCHS epochs, target $TARGET; best of $REPS alternating pairs"
-printf "# %5s %-6s %12s %12s %10s %12s\n" ranks side samples/s "t_target(s)" final_acc ratio
-for n in $RANKS; do
+median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "none"; else if (NR % 2) print v[(NR + 1) / 2];
+                           else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+tb=""
+cleanup() { [ -n "$tb" ] && "$build/shoal" testbed down --name "$tb" >/dev/null 2>&1; tb=""; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+need_hosts=0
+for s in $SETTINGS; do
+  case $s in tb:*x*) h=${s#tb:}; h=${h%x*}; [ "$h" -gt "$need_hosts" ] && need_hosts=$h;; esac
+done
+tb_skip=""
+if [ "$need_hosts" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then tb_skip="not root (the testbed needs network namespaces)"
+  else
+    tb=pyb$(( $$ % 100000 ))
+    "$build/shoal" testbed up --name "$tb" --hosts "$need_hosts" --rate "$RATE" >"$out/testbed.log" 2>&1 ||
+      { tb_skip="testbed up failed: $(tail -1 "$out/testbed.log")"; tb=""; }
+  fi
+fi
+
+echo "# PyTorch Fashion-MNIST $MODEL, batch $BATCH per rank, $EPOCHS epochs, target $TARGET, $REPS alternating pairs;" \
+     "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "setting,side,rep,samples_per_s,time_to_target_s,final_acc,load1" >"$out/runs.csv"
+printf "# %-22s %-5s %-28s %9s %9s %9s | %8s %9s\n" setting side "samples/s (each run)" median \
+  "t_target" final_acc "sps s/g" "tt g/s"
+for s in $SETTINGS; do
+  case $s in
+    1h:*) n=${s#1h:}; where=(); label="1 host, $n ranks";;
+    tb:*x*) h=${s#tb:}; k=${h#*x}; h=${h%x*}; n=$((h * k))
+            label="$h hosts x $k, $RATE"
+            if [ -n "$tb_skip" ]; then echo "  $label: skipped: $tb_skip"; continue; fi
+            where=(--testbed "$tb" --per-host "$k" --hosts "$(seq -s, 0 $((h - 1)) | sed 's/[0-9]*/h&/g')");;
+    *) echo "py-ddp-vs-gloo.sh: SETTINGS: '$s' is not 1h:N or tb:HxK" >&2; exit 2;;
+  esac
   for rep in $(seq 1 "$REPS"); do
     for side in shoal gloo; do
-      log=$out/$side-n$n-r$rep.log
-      timeout 900 "$build/shoal" launch -n "$n" -- $PY "$repo/examples/python/fashion_mnist.py" --backend "$side" \
-        --model "$MODEL" --batch "$BATCH" --epochs "$EPOCHS" --target "$TARGET" --gloo-port "$(free_port)" --quiet \
-        >"$log" 2>&1 || { echo "run failed: $log" >&2; tail -20 "$log" >&2; exit 1; }
+      log=$out/${s/:/-}-$side-r$rep.log
+      extra=(); [ $side = shoal ] && extra=($SHOAL_ARGS)
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      timeout 900 "$build/shoal" launch "${where[@]}" -n "$n" -- $PY "$repo/examples/python/fashion_mnist.py" \
+        --backend "$side" --model "$MODEL" --batch "$BATCH" --epochs "$EPOCHS" --target "$TARGET" --quiet \
+        "${extra[@]}" >"$log" 2>&1 || { echo "run failed: $log" >&2; tail -20 "$log" >&2; exit 1; }
+      echo "$s,$side,$rep,$(field samples_per_s "$log"),$(field time_to_target_s "$log"),$(field final_acc "$log"),$load" \
+        >>"$out/runs.csv"
     done
   done
-  best_sps() { for f in "$out"/$1-n$n-r*.log; do field samples_per_s "$f"; done | sort -g | tail -1; }
-  best_tt() { for f in "$out"/$1-n$n-r*.log; do field time_to_target_s "$f"; done | grep -v none | sort -g | head -1; }
-  accs() { for f in "$out"/$1-n$n-r*.log; do field final_acc "$f"; done | paste -sd/; }
-  s_sps=$(best_sps shoal); g_sps=$(best_sps gloo); s_tt=$(best_tt shoal); g_tt=$(best_tt gloo)
-  ratio=$(awk -v a="$s_sps" -v b="$g_sps" 'BEGIN { printf "%.2f", a / b }')
-  tratio=$( [ -n "$s_tt" ] && [ -n "$g_tt" ] && awk -v a="$s_tt" -v b="$g_tt" 'BEGIN { printf "%.2f", b / a }' || echo "n/a")
-  printf "  %5d %-6s %12s %12s %10s %12s\n" "$n" shoal "$s_sps" "${s_tt:-none}" "$(accs shoal)" "x$ratio"
-  printf "  %5d %-6s %12s %12s %10s %12s\n" "$n" gloo "$g_sps" "${g_tt:-none}" "$(accs gloo)" ""
-  echo "ratio n=$n: samples/s shoal/gloo $ratio (goal >= 1.3); time to $TARGET gloo/shoal $tratio"
+  col() { awk -F, -v s="$s" -v d="$1" -v c="$2" '$1 == s && $2 == d { print $c }' "$out/runs.csv"; }
+  for side in shoal gloo; do
+    eval "${side}_sps=\$(col $side 4 | median)"
+    eval "${side}_tt=\$(col $side 5 | grep -v none | median)"
+  done
+  r_sps=$(awk -v a="$shoal_sps" -v b="$gloo_sps" 'BEGIN { printf "%.2f", a / b }')
+  r_tt=$(awk -v a="$shoal_tt" -v b="$gloo_tt" 'BEGIN { if (a == "none" || b == "none") print "n/a"; else printf "%.2f", b / a }')
+  for side in shoal gloo; do
+    eval "m=\$${side}_sps; t=\$${side}_tt"
+    printf "  %-22s %-5s %-28s %9s %9s %9s | %8s %9s\n" "$label" $side "$(col $side 4 | sed 's/\..*//' | paste -sd' ')" \
+      "${m%.*}" "$t" "$(col $side 6 | median)" "$([ $side = shoal ] && echo "x$r_sps")" "$([ $side = shoal ] && echo "x$r_tt")"
+  done
 done
+cleanup
+
+# The plot: median samples/s per setting, shoal and Gloo side by side.
+if command -v gnuplot >/dev/null; then
+  awk -F, 'NR > 1 { k = $1 SUBSEP $2; v[k] = v[k] " " $4; if (!($1 in seen)) { seen[$1] = 1; o[++n] = $1 } }
+    function med(s,  a, m) { m = split(s, a, " "); asort(a); return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+    END { for (i = 1; i <= n; i++) print o[i], med(v[o[i] SUBSEP "shoal"]), med(v[o[i] SUBSEP "gloo"]) }' \
+    "$out/runs.csv" >"$out/medians.dat"
+  gnuplot <<EOF
+set terminal svg size 640,360 font "sans,11"
+set output "$out/py-ddp.svg"
+set title "PyTorch $MODEL on Fashion-MNIST, batch $BATCH per rank: median samples/s"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "samples/s"
+set yrange [0:*]
+set grid ytics
+set key left top
+plot "$out/medians.dat" using 2:xtic(1) title "shoal.ddp (BSP)", "" using 3 title "DDP-Gloo"
+EOF
+  echo "# plot: $out/py-ddp.svg (1h:N = N ranks on one host, tb:HxK = H emulated hosts x K ranks, links $RATE)"
+fi
