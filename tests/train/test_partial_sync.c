@@ -144,6 +144,12 @@ static int late_rank(int rank, void *arg) {
   return 0;
 }
 
+static void drop_dir(void) {
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  if (system(cmd)) {}
+}
+
 static void fresh_dir(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/shoal-partial-%d", (int)getpid());
   mkdir(g_dir, 0700);
@@ -159,6 +165,7 @@ TEST_T(sync_partial_late_worker_carry_wait_loses_nothing, 90) {
   job_t b = {.n = 4, .carry = 2, .ahead = 0};
   fresh_dir();
   run(4, late_rank, &b);
+  drop_dir();
 }
 
 TEST_T(sync_partial_late_worker_drop_and_carry, 90) {
@@ -168,6 +175,7 @@ TEST_T(sync_partial_late_worker_drop_and_carry, 90) {
   job_t b = {.n = 3, .carry = 1, .ahead = 2};
   fresh_dir();
   run(3, late_rank, &b);
+  drop_dir();
 }
 
 /* ---- straggler injection ---- */
