@@ -50,7 +50,7 @@ args=(-b "$min" -e "$max" -f "$factor" -w "$warmup" -T "$target")
 budget=3600   # hard cap per program run, seconds
 unset SHOAL_SHM SHOAL_ALGO   # shoal's defaults: shared memory, the model's choice
 
-mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce"
+mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce" -lm
 cc -O3 bench/memcpy_bw.c -o "$out/memcpy_bw"
 
 [ -z "$baseline" ] || [ -x "$baseline/shoal" ] || { echo "shm-anchors.sh: $baseline/shoal not built" >&2; exit 2; }

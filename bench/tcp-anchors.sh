@@ -41,7 +41,7 @@ export SHOAL_SHM=0   # TCP loopback for shoal too: same-host ranks would otherwi
 
 if [ $skip_mpi = 0 ]; then
   command -v mpicc.openmpi >/dev/null || { echo "tcp-anchors.sh: mpicc.openmpi missing (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
-  mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce"
+  mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce" -lm
 fi
 if [ $skip_gloo = 0 ]; then
   /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' ||

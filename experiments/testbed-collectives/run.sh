@@ -38,7 +38,7 @@ budget=900
 args=(-b "$min" -e "$max" -f "$factor" -w 2 -W 0 -T "$target")
 trap '"$S" testbed down --name "$name" >/dev/null 2>&1 || true' EXIT
 "$S" testbed down --name "$name" >/dev/null 2>&1 || true
-if [ $skip_mpi = 0 ]; then mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce"; fi
+if [ $skip_mpi = 0 ]; then mpicc.openmpi -O2 bench/mpi_allreduce.c -o "$out/mpi_allreduce" -lm; fi
 export TESTBED_NAME=$name TESTBED_SHOAL=$S OMP_NUM_THREADS=1
 
 strip0() { sed -n 's/^\[0\] //p' "$1" | grep -E '^(#| +[0-9])' || true; }
