@@ -21,6 +21,7 @@
 #include "../runner.h"
 #include "comm/coll/algo.h"
 #include "comm/coll/redop.h"
+#include "exact.h"
 #include "shoal/comm.h"
 
 #define BIG_BYTES (3u << 20)
@@ -43,59 +44,6 @@ static int g_rank;
     }                                                                           \
     fails++;                                                                    \
   } while (0)
-
-/* --- values and references --- */
-static double val(int rank, size_t i, shoal_redop_t op, int salt) {
-  switch (op) {
-  case SHOAL_MIN: case SHOAL_MAX: return (double)((int)((i * 31 + (size_t)rank * 17 + (size_t)salt) % 201) - 100);
-  case SHOAL_PROD: {
-    static const double m[4] = {1, -1, 2, -2};
-    return m[(i + (size_t)rank * 3 + (size_t)salt) % 4];
-  }
-  default: return (double)((int)((i * 7 + (size_t)rank * 13 + (size_t)salt) % 17) - 8);
-  }
-}
-
-static void put(void *buf, size_t i, shoal_dtype_t dt, double v) {
-  switch (dt) {
-  case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
-  case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-  case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_bf16((float)v); break;
-  case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_f16((float)v); break;
-  case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
-  default: break;
-  }
-}
-
-/* The reduced value of element i over ranks 0..n-1, in dt's representation. */
-static void expect_elem(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, size_t gi, int salt) {
-  double acc = val(0, gi, op, salt);
-  for (int r = 1; r < n; r++) {
-    double v = val(r, gi, op, salt);
-    switch (op) {
-    case SHOAL_PROD: acc *= v; break;
-    case SHOAL_MIN: acc = v < acc ? v : acc; break;
-    case SHOAL_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break;
-    }
-  }
-  if (op != SHOAL_AVG) {
-    put(out, i, dt, acc);
-    return;
-  }
-  /* AVG: the exact sum divided by n in the dtype's own arithmetic */
-  switch (dt) {
-  case SHOAL_FLOAT32: ((float *)out)[i] = (float)acc / (float)n; break;
-  case SHOAL_FLOAT64: ((double *)out)[i] = acc / n; break;
-  case SHOAL_INT32: ((int32_t *)out)[i] = (int32_t)acc / n; break;
-  case SHOAL_INT64: ((int64_t *)out)[i] = (int64_t)acc / n; break;
-  case SHOAL_BFLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_bf16((float)acc / (float)n); break;
-  case SHOAL_FLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_f16((float)acc / (float)n); break;
-  default: break;
-  }
-}
 
 /* Index of the first element that differs, or -1. */
 static long first_diff(const void *a, const void *b, size_t count, size_t es) {
@@ -121,8 +69,8 @@ static int t_allreduce(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
   size_t es = shoal_dtype_size(dt);
   char *send = xalloc(count * es), *recv = xalloc(count * es), *want = xalloc(count * es);
   for (size_t i = 0; i < count; i++) {
-    put(send, i, dt, val(r, i, op, salt));
-    expect_elem(want, i, dt, op, n, i, salt);
+    exact_put(send, i, dt, exact_val(r, i, op, salt));
+    exact_expect(want, i, dt, op, n, NULL, i, salt);
   }
   const void *sb = send;
   if (mode) {
@@ -138,7 +86,7 @@ static int t_allreduce(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
     FAILF("allreduce %s %s %s n=%zu %s: wrong element %ld", shoal_algo_name(algo), shoal_dtype_name(dt),
           shoal_redop_name(op), count, mode_name(mode), d);
   if (!mode) { /* the input is left alone */
-    for (size_t i = 0; i < count; i++) put(want, i, dt, val(r, i, op, salt));
+    for (size_t i = 0; i < count; i++) exact_put(want, i, dt, exact_val(r, i, op, salt));
     if ((d = first_diff(send, want, count, es)) >= 0)
       FAILF("allreduce %s %s out-of-place modified sendbuf at %ld", shoal_algo_name(algo), shoal_dtype_name(dt), d);
   }
@@ -150,7 +98,7 @@ static int t_broadcast(shoal_comm_t *c, shoal_dtype_t dt, size_t count, int root
   int fails = 0, r = shoal_comm_rank(c), salt = 3;
   size_t es = shoal_dtype_size(dt);
   char *buf = xalloc(count * es), *want = xalloc(count * es);
-  for (size_t i = 0; i < count; i++) put(want, i, dt, val(root, i, SHOAL_SUM, salt));
+  for (size_t i = 0; i < count; i++) exact_put(want, i, dt, exact_val(root, i, SHOAL_SUM, salt));
   if (r == root) memcpy(buf, want, count * es);
   int rc = shoal_broadcast(c, buf, count, dt, root);
   long d;
@@ -166,8 +114,8 @@ static int t_reduce(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op, size_t 
   size_t es = shoal_dtype_size(dt);
   char *send = xalloc(count * es), *recv = r == root ? xalloc(count * es) : NULL, *want = xalloc(count * es);
   for (size_t i = 0; i < count; i++) {
-    put(send, i, dt, val(r, i, op, salt));
-    expect_elem(want, i, dt, op, n, i, salt);
+    exact_put(send, i, dt, exact_val(r, i, op, salt));
+    exact_expect(want, i, dt, op, n, NULL, i, salt);
   }
   const void *sb = send;
   if (inplace && r == root) {
@@ -190,8 +138,8 @@ static int t_reduce_scatter(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op,
   int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 2;
   size_t es = shoal_dtype_size(dt), total = recvcount * (size_t)n;
   char *send = xalloc(total * es), *recv = xalloc((inplace ? total : recvcount) * es), *want = xalloc(recvcount * es);
-  for (size_t i = 0; i < total; i++) put(send, i, dt, val(r, i, op, salt));
-  for (size_t i = 0; i < recvcount; i++) expect_elem(want, i, dt, op, n, (size_t)r * recvcount + i, salt);
+  for (size_t i = 0; i < total; i++) exact_put(send, i, dt, exact_val(r, i, op, salt));
+  for (size_t i = 0; i < recvcount; i++) exact_expect(want, i, dt, op, n, NULL, (size_t)r * recvcount + i, salt);
   const void *sb = send;
   if (inplace) {
     memcpy(recv, send, total * es);
@@ -214,9 +162,9 @@ static int t_allgather(shoal_comm_t *c, shoal_dtype_t dt, size_t sendcount, int 
   int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 4;
   size_t es = shoal_dtype_size(dt), total = sendcount * (size_t)n;
   char *send = xalloc(sendcount * es), *recv = xalloc(total * es), *want = xalloc(total * es);
-  for (size_t i = 0; i < sendcount; i++) put(send, i, dt, val(r, i, SHOAL_SUM, salt));
+  for (size_t i = 0; i < sendcount; i++) exact_put(send, i, dt, exact_val(r, i, SHOAL_SUM, salt));
   for (int q = 0; q < n; q++)
-    for (size_t i = 0; i < sendcount; i++) put(want, (size_t)q * sendcount + i, dt, val(q, i, SHOAL_SUM, salt));
+    for (size_t i = 0; i < sendcount; i++) exact_put(want, (size_t)q * sendcount + i, dt, exact_val(q, i, SHOAL_SUM, salt));
   const void *sb = send;
   if (inplace) {
     memcpy(recv + (size_t)r * sendcount * es, send, sendcount * es);
@@ -262,7 +210,7 @@ static int t_identical(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     double v = 0.5 + (double)(x >> 11) * 0x1p-53; /* [0.5, 1.5): products stay finite */
     if (op == SHOAL_MIN && i % 97 == (size_t)r) v = NAN;
-    put(buf, i, dt, v);
+    exact_put(buf, i, dt, v);
   }
   int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, count, dt, op, algo);
   if (!rc) rc = shoal_allgather(c, buf, all, count * es, SHOAL_UINT8);

@@ -25,6 +25,7 @@
 #include "comm/coll/redop.h"
 #include "comm/coll/relay.h"
 #include "shoal/partial.h"
+#include "exact.h"
 #include "test_p2p_util.h"
 
 #define FAILR(...)                                   \
@@ -36,65 +37,6 @@
   } while (0)
 
 static int g_rank;
-
-/* ---- values exact in every dtype and order (as test_coll.c) ---- */
-
-static double val(int rank, size_t i, shoal_redop_t op, int salt) {
-  switch (op) {
-  case SHOAL_MIN: case SHOAL_MAX: return (double)((int)((i * 31 + (size_t)rank * 17 + (size_t)salt) % 201) - 100);
-  case SHOAL_PROD: {
-    static const double m[4] = {1, -1, 2, -2};
-    return m[(i + (size_t)rank * 3 + (size_t)salt) % 4];
-  }
-  default: return (double)((int)((i * 7 + (size_t)rank * 13 + (size_t)salt) % 17) - 8);
-  }
-}
-
-static void put(void *buf, size_t i, shoal_dtype_t dt, double v) {
-  switch (dt) {
-  case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
-  case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-  case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_bf16((float)v); break;
-  case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_f16((float)v); break;
-  default: break;
-  }
-}
-
-/* The reference of element i over the ranks with in[r] (weights: 1 fresh, 2 fresh + carried same salt). */
-static void expect(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, const int *in, int salt) {
-  double acc = 0;
-  int first = 1, cnt = 0;
-  for (int r = 0; r < n; r++) {
-    if (!in[r]) continue;
-    double v = val(r, i, op, salt);
-    cnt++;
-    if (first) acc = v;
-    else if (op == SHOAL_PROD) acc *= v;
-    else if (op == SHOAL_MIN) acc = v < acc ? v : acc;
-    else if (op == SHOAL_MAX) acc = v > acc ? v : acc;
-    else acc += v;
-    first = 0;
-  }
-  if (!cnt) {
-    memset((char *)out + i * shoal_dtype_size(dt), 0, shoal_dtype_size(dt));
-    return;
-  }
-  if (op != SHOAL_AVG) {
-    put(out, i, dt, acc);
-    return;
-  }
-  switch (dt) {
-  case SHOAL_FLOAT32: ((float *)out)[i] = (float)acc / (float)cnt; break;
-  case SHOAL_FLOAT64: ((double *)out)[i] = acc / cnt; break;
-  case SHOAL_INT32: ((int32_t *)out)[i] = (int32_t)acc / cnt; break;
-  case SHOAL_INT64: ((int64_t *)out)[i] = (int64_t)acc / cnt; break;
-  case SHOAL_BFLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_bf16((float)acc / (float)cnt); break;
-  case SHOAL_FLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_f16((float)acc / (float)cnt); break;
-  default: break;
-  }
-}
 
 static uint64_t fnv(const void *p, size_t n) {
   const unsigned char *b = p;
@@ -241,8 +183,8 @@ static int rank_relay_row(int rank, void *arg) {
         char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
         int salt = (int)(k * 5 + (size_t)o);
         for (size_t i = 0; i < n; i++) {
-          put(buf, i, dt, val(rank, i, ops[o], salt));
-          expect(want, i, dt, ops[o], a->n, all, salt);
+          exact_put(buf, i, dt, exact_val(rank, i, ops[o], salt));
+          exact_expect(want, i, dt, ops[o], a->n, all, i, salt);
         }
         int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, n, dt, ops[o], relay);
         if (rc) FAILR("relay %s %s n=%zu: %s", shoal_dtype_name(dt), shoal_redop_name(ops[o]), n, shoal_last_error());
@@ -274,8 +216,8 @@ static int subset_step(shoal_comm_t *c, shoal_partial_t *pa, long step, shoal_dt
   size_t es = shoal_dtype_size(dt);
   char *data = malloc(n * es + 1), *out = malloc(n * es + 1), *want = malloc(n * es + 1);
   for (size_t i = 0; i < n; i++) {
-    put(data, i, dt, val(rank, i, op, salt));
-    expect(want, i, dt, op, p, in, salt);
+    exact_put(data, i, dt, exact_val(rank, i, op, salt));
+    exact_expect(want, i, dt, op, p, in, i, salt);
   }
   memset(out, 0x5a, n * es);
   if (shoal_partial_arrive(pa, step, in[rank] ? data : NULL, 0)) FAILR("%s: arrive: %s", what, shoal_last_error());

@@ -1,0 +1,73 @@
+/* Values exact in every dtype and in any reduction order, and the reference
+ * reduction over a set of ranks: the collective tests compare results bit
+ * for bit against these (test_coll.c, test_partial.c). */
+#ifndef SHOAL_TESTS_COMM_EXACT_H
+#define SHOAL_TESTS_COMM_EXACT_H
+#include <stdint.h>
+#include <string.h>
+
+#include "comm/coll/redop.h"
+#include "shoal/comm.h"
+
+/* Rank `rank`'s value of element i: small integers (products of +-1, +-2),
+ * so sums, products, minima and maxima are exact in every dtype. */
+static inline double exact_val(int rank, size_t i, shoal_redop_t op, int salt) {
+  switch (op) {
+  case SHOAL_MIN: case SHOAL_MAX: return (double)((int)((i * 31 + (size_t)rank * 17 + (size_t)salt) % 201) - 100);
+  case SHOAL_PROD: {
+    static const double m[4] = {1, -1, 2, -2};
+    return m[(i + (size_t)rank * 3 + (size_t)salt) % 4];
+  }
+  default: return (double)((int)((i * 7 + (size_t)rank * 13 + (size_t)salt) % 17) - 8);
+  }
+}
+
+static inline void exact_put(void *buf, size_t i, shoal_dtype_t dt, double v) {
+  switch (dt) {
+  case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+  case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
+  case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+  case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+  case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_bf16((float)v); break;
+  case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_f16((float)v); break;
+  case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)(int)v; break;
+  default: break;
+  }
+}
+
+/* Element i of `out`: the reduction of value index gi over the ranks r < n
+ * with in == NULL or in[r] != 0, in dt's representation; AVG divides the
+ * exact sum by the number of those ranks in dt's own arithmetic; no rank
+ * at all gives zero. */
+static inline void exact_expect(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, const int *in,
+                                size_t gi, int salt) {
+  double acc = 0;
+  int cnt = 0;
+  for (int r = 0; r < n; r++) {
+    if (in && !in[r]) continue;
+    double v = exact_val(r, gi, op, salt);
+    if (!cnt++) acc = v;
+    else if (op == SHOAL_PROD) acc *= v;
+    else if (op == SHOAL_MIN) acc = v < acc ? v : acc;
+    else if (op == SHOAL_MAX) acc = v > acc ? v : acc;
+    else acc += v;
+  }
+  if (!cnt) {
+    memset((char *)out + i * shoal_dtype_size(dt), 0, shoal_dtype_size(dt));
+    return;
+  }
+  if (op != SHOAL_AVG) {
+    exact_put(out, i, dt, acc);
+    return;
+  }
+  switch (dt) {
+  case SHOAL_FLOAT32: ((float *)out)[i] = (float)acc / (float)cnt; break;
+  case SHOAL_FLOAT64: ((double *)out)[i] = acc / cnt; break;
+  case SHOAL_INT32: ((int32_t *)out)[i] = (int32_t)acc / cnt; break;
+  case SHOAL_INT64: ((int64_t *)out)[i] = (int64_t)acc / cnt; break;
+  case SHOAL_BFLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_bf16((float)acc / (float)cnt); break;
+  case SHOAL_FLOAT16: ((uint16_t *)out)[i] = shoal__f32_to_f16((float)acc / (float)cnt); break;
+  default: break;
+  }
+}
+#endif
