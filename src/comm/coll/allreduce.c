@@ -43,16 +43,17 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
                shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "", a->name,
                plan[0] ? " [" : "", plan, plan[0] ? "]" : "", ch.why);
   }
-  uint64_t t0 = shoal__now_ns();
+  /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c) */
+  int watch = algo == SHOAL_ALGO_AUTO && p > 1 && shoal__tune_watching(c, bytes);
+  uint64_t t0 = watch ? shoal__now_ns() : 0;
   if (p == 1 || count == 0) {
     if (!inplace && bytes) memcpy(recvbuf, src, bytes);
   } else {
     rc = a->run(c, &op, src, recvbuf, count, &ch.plan);
   }
-  double elapsed = (double)(shoal__now_ns() - t0) * 1e-9;
+  double elapsed = watch ? (double)(shoal__now_ns() - t0) * 1e-9 : 0;
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
-  /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c) */
-  return algo == SHOAL_ALGO_AUTO ? shoal__tune_observe(c, bytes, ch.t[ch.algo], elapsed) : 0;
+  return watch ? shoal__tune_observe(c, bytes, ch.t[ch.algo], elapsed) : 0;
 }
 
 int shoal_allreduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,

@@ -78,6 +78,9 @@ const char *shoal__tune_source(const struct shoal__world *w);
 /* After an allreduce on c (dispatcher): its time against the chooser's
  * prediction; may measure the link matrix again (watch.c). 0 or a failure. */
 int  shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s);
+/* Whether an allreduce of `bytes` on c would be observed (the caller reads the clock only then: two clock
+ * reads cost a tenth of a tiny shared-memory allreduce here). */
+int  shoal__tune_watching(const shoal_comm_t *c, size_t bytes);
 /* Agreements made and re-profiles triggered so far. */
 void shoal__tune_watch_stats(const struct shoal__world *w, unsigned *checks, unsigned *reprofiles);
 /* The profile's values changed: forget cached choices. */

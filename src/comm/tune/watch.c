@@ -87,14 +87,19 @@ static shoal_comm_t *world_view(shoal_comm_t *c, shoal__watch_t *wt) {
   return v;
 }
 
+int shoal__tune_watching(const shoal_comm_t *c, size_t bytes) {
+  const shoal__world_t *w = c->w;
+  const shoal__tune_t *t = w->tune;
+  const shoal__watch_t *wt = t ? t->watch : NULL;
+  if (!wt || !wt->mode || c->id != w->id || w->topo->nhosts < 2 || bytes < wt->min_bytes) return 0;
+  return wt->mode != 1 || t->source != 0; /* auto: only with a measured or cached profile */
+}
+
 int shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s) {
   shoal__world_t *w = c->w;
   shoal__tune_t *t = w->tune;
   shoal__watch_t *wt = t ? t->watch : NULL;
-  if (!wt || !wt->mode || c->id != w->id || w->topo->nhosts < 2 || bytes < wt->min_bytes ||
-      !(predicted_s > 0) || isinf(predicted_s))
-    return 0;
-  if (wt->mode == 1 && t->source == 0) return 0; /* auto: only with a measured or cached profile */
+  if (!shoal__tune_watching(c, bytes) || !(predicted_s > 0) || isinf(predicted_s)) return 0;
   wt->ratio[wt->n++] = elapsed_s / predicted_s;
   if (wt->n < wt->calls) return 0;
   qsort(wt->ratio, (size_t)wt->n, sizeof *wt->ratio, cmp_double);
