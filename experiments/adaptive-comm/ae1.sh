@@ -66,10 +66,10 @@ for f in $flows_list; do
     END {
       printf "%6s %6s %12s %12s %9s %12s %9s\n", "from", "to", "configured", "measured", "error", "iperf3", "vs iperf3"
       for (i = 0; i < n; i++) for (j = 0; j < n; j++) { if (i == j || !((i, j) in mb)) continue
-        cfg = (B[i] < B[j] ? B[i] : B[j]); m = mb[i, j] * 8e6; e = (m / cfg - 1) * 100; ae = e < 0 ? -e : e
+        cfg = (B[i] < B[j] ? B[i] : B[j]); meas = mb[i, j] * 8e6; e = (meas / cfg - 1) * 100; ae = e < 0 ? -e : e
         sum += ae; cnt++; if (ae > mx) mx = ae
-        ipr = (i == 0 && (j in ip) && ip[j] > 0) ? sprintf("%12.1f %8.1f%%", ip[j] / 1e6, (m / ip[j] - 1) * 100) : sprintf("%12s %9s", "-", "-")
-        printf "%6s %6s %10.1f M %10.1f M %8.1f%% %s\n", "h" i, "h" j, cfg / 1e6, m / 1e6, e, ipr }
+        ipr = (i == 0 && (j in ip) && ip[j] > 0) ? sprintf("%12.1f %8.1f%%", ip[j] / 1e6, (meas / ip[j] - 1) * 100) : sprintf("%12s %9s", "-", "-")
+        printf "%6s %6s %10.1f M %10.1f M %8.1f%% %s\n", "h" i, "h" j, cfg / 1e6, meas / 1e6, e, ipr }
       printf "# pairs %d: mean |error| %.1f%%, max |error| %.1f%% (goal: < 10%% at 1 Gbit/s and below)\n", cnt, sum / cnt, mx
     }' "$out/ae1-matrix-f$f.txt" | tee "$out/ae1-table-f$f.txt"
 done
