@@ -74,7 +74,7 @@ replay() {
       t0=$(date +%s.%N)
       "$S" testbed set --name "$name" "$slow" --rate "${r}mbit" >/dev/null 2>&1 || true
       echo "$(date +%s.%N) $r" >>"$out/ae3-$1-rates.txt"
-      sleep "$(awk -v t0="$t0" -v h="$hold" -v now="$(date +%s.%N)" 'BEGIN { d = h - (now - t0); print d > 0 ? d : 0 }')"
+      sleep "$(awk -v t0="$t0" -v h="$hold" -v now="$(date +%s.%N)" 'BEGIN { d = h - (now - t0); print (d > 0 ? d : 0) }')"
     done <"$out/ae3-pattern.txt" ) &
   rp=$!
 }
