@@ -10,7 +10,8 @@
  * SHOAL_PROFILE_FLOWS caps the flows that run at once (0: every host's);
  * on a real cluster every host has its own link and CPU, on one machine
  * emulating many hosts the CPUs are shared and too many flows at once
- * measure the CPU. Every rank gets the matrix (a MAX allreduce). */
+ * measure the CPU. Every rank gets the matrix (a MAX allreduce); pairs far
+ * below both of their ends' best are measured again, one at a time. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,60 @@ static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src
   return rc;
 }
 
+/* A pair whose stream came out well below both what its sender reached
+ * towards some host and what its receiver got from some host was most
+ * likely measured while its processes waited for a CPU (hosts emulated on
+ * few cores, a busy host): measure those pairs again, one at a time, and
+ * keep the better figure. A pair that is really slower (a congested path
+ * between just those two) measures slow again and stays so. Every rank has
+ * the matrix, so every rank walks the same list. */
+#define OUTLIER 0.8
+static int remeasure_outliers(shoal_comm_t *c, const int *leader, int H, double *bw, int nmsg, char *buf) {
+  shoal__world_t *w = c->w;
+  int me = w->topo->host_of[w->rank], n = 0, rc = 0;
+  double *out = calloc(2 * (size_t)H, sizeof *out), *in = out ? out + H : NULL;
+  int *pairs = malloc(sizeof *pairs * (size_t)(H * H));
+  if (!out || !pairs) {
+    free(out), free(pairs);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+  }
+  for (int i = 0; i < H; i++)
+    for (int j = 0; j < H; j++) {
+      double b = bw[i * H + j];
+      if (i == j || !(b > 0)) continue;
+      if (b > out[i]) out[i] = b;
+      if (b > in[j]) in[j] = b;
+    }
+  for (int i = 0; i < H; i++)
+    for (int j = 0; j < H; j++)
+      if (i != j && bw[i * H + j] > 0 && bw[i * H + j] < OUTLIER * (out[i] < in[j] ? out[i] : in[j])) pairs[n++] = i * H + j;
+  if (n) {
+    shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x4c494e4c,
+                      .count = STREAM_MSG};
+    double *again = malloc(sizeof *again * (size_t)n);
+    if (!again) rc = shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+    for (int k = 0; !rc && k < n; k++) again[k] = -1;
+    if (!rc && !(rc = shoal__op_begin(c, &op))) {
+      for (int k = 0; k < n && !rc && leader[me] == w->rank; k++) {
+        int i = pairs[k] / H, j = pairs[k] % H;
+        if (i != me && j != me) continue;
+        double b = -1;
+        rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, buf, buf + STREAM_MSG, &b);
+        if (!rc && j == me) again[k] = b;
+      }
+      rc = shoal__op_end(c, &op, rc);
+    }
+    if (!rc) rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, again, (size_t)n, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+    for (int k = 0; !rc && k < n; k++)
+      if (again[k] > bw[pairs[k]]) bw[pairs[k]] = again[k];
+    if (!rc)
+      SHOAL_DEBUG("TUNING", "link matrix: %d pair(s) below %.0f%% of both ends' best measured again", n, OUTLIER * 100);
+    free(again);
+  }
+  free(out), free(pairs);
+  return rc;
+}
+
 static double median_pos(const double *v, int n) {
   double *t = malloc(sizeof *t * (size_t)n);
   int m = 0;
@@ -180,6 +235,7 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, m, 2 * (size_t)(H * H), SHOAL_FLOAT64, SHOAL_MAX,
                                  SHOAL_ALGO_RD)))
     goto out;
+  if ((rc = remeasure_outliers(c, leader, H, m + H * H, nmsg, buf))) goto out;
   memcpy(t->lat, m, sizeof *m * (size_t)(H * H));
   memcpy(t->bw, m + H * H, sizeof *m * (size_t)(H * H));
   double ml = median_pos(t->lat, H * H), mb = median_pos(t->bw, H * H);
