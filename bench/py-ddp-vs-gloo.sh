@@ -50,7 +50,7 @@ if [ "$need_hosts" -gt 0 ]; then
 fi
 
 echo "# PyTorch Fashion-MNIST $MODEL, batch $BATCH per rank, $EPOCHS epochs, target $TARGET, $REPS alternating pairs;" \
-     "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+     "$(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "setting,side,rep,samples_per_s,time_to_target_s,final_acc,load1" >"$out/runs.csv"
 printf "# %-22s %-5s %-28s %9s %9s %9s | %8s %9s\n" setting side "samples/s (each run)" median \
   "t_target" final_acc "sps s/g" "tt g/s"

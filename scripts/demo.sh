@@ -2,8 +2,10 @@
 # make demo: the whole system in a few minutes on one machine.
 #   1. communication: 4 local ranks run every collective once with a bit-exact check
 #   2. a short allreduce benchmark (nccl-tests columns) over TCP and shared memory
-#   3. training: MLP on Fashion-MNIST, 4 ranks, BSP vs DS-Sync, accuracy-vs-time plot
-#   4. cluster scheduling on contended scenarios (jobs queue): every policy,
+#   3. an emulated cluster (shoal testbed, root only): 4 hosts in 2 racks, then one
+#      host's link slowed: the link matrix sees it and the automatic choice changes
+#   4. training: MLP on Fashion-MNIST, 4 ranks, BSP vs DS-Sync, accuracy-vs-time plot
+#   5. cluster scheduling on contended scenarios (jobs queue): every policy,
 #      baselines and the slot planners larr, greedy, oasis, on the one event
 #      engine; where the policies differ and by how much; the lower bound
 # Outputs (CSV, JSON, SVG) go to out/demo/.
@@ -27,6 +29,24 @@ bold "allreduce benchmark, 4 ranks on this host (shared memory), float32 sum"
 
 bold "allreduce benchmark, 4 ranks over TCP only (SHOAL_SHM=0)"
 SHOAL_SHM=0 "$shoal" launch -n 4 -- "$shoal" bench allreduce -b 8 -e 16M -f 8 -T 0.05 --check
+
+tb=demo$$
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v tc >/dev/null && ip netns add "$tb-probe" 2>/dev/null; then
+  ip netns del "$tb-probe"
+  trap '"$shoal" testbed down --name "$tb" >/dev/null 2>&1 || true' EXIT
+  bold "an emulated cluster: 4 hosts (network namespaces) in 2 racks, 1 Gbit/s host links, 1 rank per host"
+  "$shoal" testbed up --name "$tb" --hosts 4 --racks 2 --rate 1gbit --oversub 2
+  "$shoal" testbed status --name "$tb"
+  SHOAL_TUNE=force SHOAL_TUNE_FILE="$out/tune-testbed.txt" "$shoal" launch --testbed "$tb" -n 4 -- \
+    "$shoal" bench allreduce -b 64K -e 16M -f 16 -T 0.05 --check
+  bold "the same after h3's link is cut to 250 Mbit/s: the link matrix measured at start sees it, and the algo column shows what the model picks on it"
+  "$shoal" testbed set --name "$tb" h3 --rate 250mbit
+  SHOAL_TUNE=force SHOAL_TUNE_FILE="$out/tune-testbed.txt" "$shoal" launch --testbed "$tb" -n 4 -- \
+    "$shoal" bench allreduce -b 64K -e 16M -f 16 -T 0.05 --check
+  "$shoal" testbed down --name "$tb"
+else
+  bold "an emulated cluster: skipped (needs root, ip and tc, and network namespaces; see docs/testbed.md)"
+fi
 
 bold "training: MLP on Fashion-MNIST, 4 ranks, 1 epoch on 12k images: BSP, then DS-Sync (butterfly)"
 "$shoal" launch -n 4 -- "$shoal" train --model mlp --sync bsp --train-subset 12000 --test-subset 2000 \
