@@ -149,6 +149,7 @@ def main():
         comm.destroy()
     else:
         import torch.distributed as dist
+        dist.barrier()  # nobody tears down while a peer is still in a collective (a Gloo rank then spins)
         dist.destroy_process_group()
     np.random.seed(0)
 
