@@ -58,6 +58,8 @@ int shoal__coll_ctx_model(int p, shoal__coll_ctx_t *x) {
   return rc;
 }
 
+#define RING_MARGIN 0.05 /* see shoal__coll_price */
+
 int shoal__coll_price(const shoal__coll_ctx_t *x, size_t bytes, unsigned flags, shoal__choice_t *out) {
   int n = shoal__algo_count(), best = -1;
   for (int i = 0; i < SHOAL__ALGO_MAX; i++) out->t[i] = INFINITY;
@@ -70,6 +72,14 @@ int shoal__coll_price(const shoal__coll_ctx_t *x, size_t bytes, unsigned flags, 
       best = i;
   }
   if (best < 0) best = SHOAL_ALGO_RING; /* nothing applies (cannot happen: the ring runs anywhere) */
+  /* The ring sends to one neighbour at a time over one link: what the link model leaves out (a rack
+   * uplink shared by several flows, another job's traffic) slows it little, while the algorithms
+   * with many concurrent exchanges (rhd's far partners, the trees) can lose half their rate to it
+   * (measured: rhd at 0.5-0.75x the ring on 2 racks with 2:1 uplinks, priced 0.02% cheaper). Another
+   * algorithm is chosen over the ring only when it is priced clearly cheaper. */
+  if (best != SHOAL_ALGO_RING && !isinf(out->t[SHOAL_ALGO_RING]) &&
+      out->t[SHOAL_ALGO_RING] <= out->t[best] * (1 + RING_MARGIN))
+    best = SHOAL_ALGO_RING;
   out->algo = (shoal_algo_t)best;
   memset(&out->plan, 0, sizeof out->plan);
   const shoal__coll_algo_t *a = shoal__algo(out->algo);

@@ -142,20 +142,21 @@ static int remeasure_outliers(shoal_comm_t *c, const int *leader, int H, double 
     for (int j = 0; j < H; j++)
       if (i != j && bw[i * H + j] > 0 && bw[i * H + j] < OUTLIER * (out[i] < in[j] ? out[i] : in[j])) pairs[n++] = i * H + j;
   if (n) {
-    shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x4c494e4c,
-                      .count = STREAM_MSG};
     double *again = malloc(sizeof *again * (size_t)n);
     if (!again) rc = shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
     for (int k = 0; !rc && k < n; k++) again[k] = -1;
-    if (!rc && !(rc = shoal__op_begin(c, &op))) {
-      for (int k = 0; k < n && !rc && leader[me] == w->rank; k++) {
-        int i = pairs[k] / H, j = pairs[k] % H;
-        if (i != me && j != me) continue;
+    /* one pair at a time, a barrier between two: alone on the wire, as nothing else was measured */
+    for (int k = 0; k < n && !rc; k++) {
+      shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x4c494e4c,
+                        .count = STREAM_MSG};
+      int i = pairs[k] / H, j = pairs[k] % H;
+      if ((rc = shoal__op_begin(c, &op))) break;
+      if (leader[me] == w->rank && (i == me || j == me)) {
         double b = -1;
         rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, buf, buf + STREAM_MSG, &b);
         if (!rc && j == me) again[k] = b;
       }
-      rc = shoal__op_end(c, &op, rc);
+      if ((rc = shoal__op_end(c, &op, rc)) || (rc = shoal_barrier(c))) break;
     }
     if (!rc) rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, again, (size_t)n, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
     for (int k = 0; !rc && k < n; k++)
