@@ -390,7 +390,7 @@ static int candidates(elastic_t *e, const shoal_sched_t *s, int *nc, int *avail,
       *timer = r->pkey[0] + e->interval;
     }
   }
-  qsort(e->cand, (size_t)*nc, sizeof *e->cand, cmp_above_min);
+  if (*nc > 1) qsort(e->cand, (size_t)*nc, sizeof *e->cand, cmp_above_min);
   return 0;
 }
 

@@ -249,7 +249,7 @@ static int round_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
   while (h > 0 && free_gpus > 0) {
     if (k > 64 && k > n / 8) {
       /* the walk goes deep: sorting the rest is cheaper than popping it */
-      qsort(g->ent, (size_t)h, sizeof *g->ent, ent_cmp);
+      if (h > 1) qsort(g->ent, (size_t)h, sizeof *g->ent, ent_cmp);
       int i = 0;
       for (; i < h && free_gpus > 0; i++) {
         shoal_job_t *j = g->ent[i].j;
@@ -275,7 +275,7 @@ static int round_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
   for (int i = 0; i < h; i++)
     if (shoal__holding(g->ent[i].j)) g->ent[nh++] = g->ent[i];
     else g->order[k] = g->ent[i].j, g->want[k++] = 0;
-  qsort(g->ent, (size_t)nh, sizeof *g->ent, ent_cmp);
+  if (nh > 1) qsort(g->ent, (size_t)nh, sizeof *g->ent, ent_cmp);
   for (int i = 0; i < nh; i++) g->order[k] = g->ent[i].j, g->want[k++] = 0;
   *m = k;
   return 0;

@@ -340,7 +340,7 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
         o->hold[i]->pint[0] = o->hold[i]->pint[1] = 0;
         o->order[n++] = o->hold[i];
       }
-    qsort(o->order + nlook, (size_t)(n - nlook), sizeof *o->order, cmp_id); /* arrival order */
+    if ((n - nlook) > 1) qsort(o->order + nlook, (size_t)(n - nlook), sizeof *o->order, cmp_id); /* arrival order */
     if (nlook > o->hcap) {
       gain_t *h = realloc(o->heap, (size_t)nlook * 2 * sizeof *h);
       if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
@@ -387,7 +387,7 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     }
     if (j->pint[0] > 0) o->order[nchg++] = j;
   }
-  qsort(o->order, (size_t)nchg, sizeof *o->order, cmp_place_order);
+  if (nchg > 1) qsort(o->order, (size_t)nchg, sizeof *o->order, cmp_place_order);
   for (int i = 0; i < nchg; i++) {
     shoal_job_t *j = o->order[i];
     for (int w = (int)j->pint[0]; w >= 1; w--) {

@@ -107,8 +107,8 @@ static int make_order(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, in
     if (room_for(res, j->dw)) o->wk[o->nw++] = (mkey_t){unit_price(c, p, e, t, h, j->dw), h};
     if (room_for(res, j->dp)) o->pk[o->np++] = (mkey_t){unit_price(c, p, e, t, h, j->dp), h};
   }
-  qsort(o->wk, (size_t)o->nw, sizeof(mkey_t), cmp_key);
-  qsort(o->pk, (size_t)o->np, sizeof(mkey_t), cmp_key);
+  if (o->nw > 1) qsort(o->wk, (size_t)o->nw, sizeof(mkey_t), cmp_key);
+  if (o->np > 1) qsort(o->pk, (size_t)o->np, sizeof(mkey_t), cmp_key);
   return 0;
 }
 

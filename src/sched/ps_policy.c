@@ -552,7 +552,7 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
     if ((rc = idx_room(p, nran + 1))) return rc;
     p->idx[nran++] = e.id;
   }
-  qsort(p->idx, (size_t)nran, sizeof *p->idx, cmp_int);
+  if (nran > 1) qsort(p->idx, (size_t)nran, sizeof *p->idx, cmp_int);
   for (int q = 0; q < nran; q++) {
     shoal_job_t *j = p->act.job[p->idx[q]];
     drop_plan(p, j->id, (int)k);
@@ -605,7 +605,7 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
     p->mark[e.id] = p->stamp;
     p->idx[ncand++] = e.id;
   }
-  qsort(p->idx, (size_t)ncand, sizeof *p->idx, cmp_int);
+  if (ncand > 1) qsort(p->idx, (size_t)ncand, sizeof *p->idx, cmp_int);
   for (int pass = 0; pass < 2; pass++)
     for (int q = 0; q < ncand; q++) {
       shoal_job_t *j = p->act.job[p->idx[q]];

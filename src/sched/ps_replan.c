@@ -116,7 +116,7 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
   }
   /* at most replan_k of them, the largest: they hold capacity longest and
    * belong last in SRPT order (decision-time bound, docs/scheduling.md) */
-  qsort(cand, (size_t)nc, sizeof *cand, cmp_item);
+  if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_item);
   int first = nc > p->replan_k ? nc - p->replan_k : 0;
   for (int q = first; q < nc; q++) {
     int i = cand[q].i;
@@ -153,7 +153,7 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
     return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
   }
   for (int q = 0; q < m; q++) tmp[q] = it[q], tmp[q].i = q; /* i: index into it/rem/isnew */
-  qsort(tmp, (size_t)m, sizeof *tmp, cmp_item);
+  if (m > 1) qsort(tmp, (size_t)m, sizeof *tmp, cmp_item);
   for (int q = 0; q < m; q++) ord[q] = tmp[q].i;
   free(tmp);
   for (int q = 0; q < m && !rc; q++) {

@@ -259,7 +259,7 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
       for (int i = 0; i < p->cls[c].n; i++) p->order[m++] = p->cls[c].h[i].j;
       p->cls[c].n = 0;
     }
-    qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
+    if (m > 1) qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
     for (int i = 0; i < m; i++) p->want[i] = 1;
   } else {
     /* holders re-keyed and sorted (they are at most the cluster's GPUs),

@@ -602,7 +602,7 @@ static int holders_due(tiresias_t *t, shoal_sched_t *s) {
     }
   }
   if ((rc = due_walk(t, 0, s->now + 1e-6 * (1 + fabs(s->now)) + 1))) return rc;
-  qsort(t->due, (size_t)t->ndue, sizeof *t->due, cmp_hold_index);
+  if (t->ndue > 1) qsort(t->due, (size_t)t->ndue, sizeof *t->due, cmp_hold_index);
   for (int i = 0; i < t->ndue; i++) {
     shoal_job_t *j = t->due[i];
     if (requeue(t, s, j)) {
@@ -714,7 +714,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       else t->walked_wait[nc++] = j;
       j->pint[4] = 0;
     }
-    qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
+    if (nd > 1) qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
     for (int a = 0, b = 0, k = 0; a < nc || b < nd; k++) {
       shoal_job_t *j = b >= nd || (a < nc && cmp_order(&t->walked_wait[a], &t->order[b]) < 0) ? t->walked_wait[a++] : t->order[b++];
       t->hold[k] = j;
