@@ -12,6 +12,9 @@
 # g6.4xlarge pair (github.com/JoeyYoung/adapcc at bd3e212, cloud/trace/bandwidth-hw-g6.4xlarge.4.txt);
 # the rates are divided by SCALE (spec A8: /20), floored at FLOOR Mbit/s, capped at RATE; the SAMPLES
 # consecutive samples with the most change (the sum of |log ratio| of neighbours) are replayed.
+# The base build: git archive 6cdcf69 | tar -x -C /tmp/shoal-base && make -C /tmp/shoal-base build/shoal
+# build/libshoal.so.0.1.0 && ln -s libshoal.so.0.1.0 /tmp/shoal-base/build/libshoal.so.0 (its bench has no
+# --steps: the `before` loop runs through its Python binding, steps.py).
 # Needs root. Every run is bounded by timeout; the testbed is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -94,8 +97,13 @@ for p in $programs; do
               SHOAL_REPROFILE=off -- "${steps[@]}" ;;
     ring)   replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
             run_shoal "ae3-$p" "$S" "$H" SHOAL_ALGO=ring -- "${steps[@]}" ;;
-    before) replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
-            run_shoal "ae3-$p" "$(readlink -f "$base")" "$H" SHOAL_TUNE=init SHOAL_TUNE_FILE="$tune" -- "${steps[@]}" ;;
+    before) # that build's bench has no --steps: the same loop through its Python binding (steps.py)
+            bdir=$(dirname "$(readlink -f "$base")")
+            replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
+            run_shoal "ae3-$p" /usr/bin/python3 "$H" SHOAL_TUNE=init SHOAL_TUNE_FILE="$tune" OMP_NUM_THREADS=1 \
+              PYTHONPATH="$bdir/../python" SHOAL_LIBRARY="$bdir/libshoal.so.0" -- \
+              "$PWD/experiments/adaptive-comm/steps.py" -b "$(size_bytes "$size")" --steps 1000000 --seconds "$run_s" \
+              --step-ms "$step_ms" ;;
     ompi)   replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
             run_ompi "ae3-$p" "$H" --steps 1000000 --seconds "$run_s" --step-ms "$step_ms" -b "$size" ;;
     gloo)   replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"

@@ -49,3 +49,7 @@ rate_bits() { awk -v r="$1" 'BEGIN { v = r + 0; u = tolower(r); sub(/^[0-9.]+/, 
   m = (u ~ /^g/) ? 1e9 : (u ~ /^m/) ? 1e6 : (u ~ /^k/) ? 1e3 : 1; print v * m }'; }
 
 header() { echo "# $1: $(date -u +%FT%TZ) $(uname -n), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+# size_bytes 4M -> 4194304 (K, M, G: powers of 1024)
+size_bytes() { awk -v s="$1" 'BEGIN { v = s + 0; u = toupper(s); sub(/^[0-9.]+/, "", u);
+  m = (u ~ /^G/) ? 1073741824 : (u ~ /^M/) ? 1048576 : (u ~ /^K/) ? 1024 : 1; printf "%d\n", v * m }'; }
