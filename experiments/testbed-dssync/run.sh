@@ -68,7 +68,7 @@ if [ "$report" = 1 ]; then
             printf "%-10s %9s %10s %7.2f%% %9d %9.1f %9.1f %9.2f %9.1f  %s\n", st, hit == "" ? "never" : hit, r,
                    100 * last, ep, tm, 1000 * tm / it, 1000 * cp / it, 1000 * cm / it, load }' "$f"
   done
-  echo "(vs bsp: time to target over bsp'\''s; iter_ms = training time / iterations; comp_ms and comm_ms: per-worker"
+  echo "(vs bsp: time to target over bsp's; iter_ms = training time / iterations; comp_ms and comm_ms: per-worker"
   echo " means per iteration, comm = time blocked in communication, compute = the rest of the step)"
   "$S" train --plot "docs/figures/testbed-dssync-$model.svg" --title \
     "$model on 8 hosts in 2 racks, $rate host links, 4:1 uplinks" "${csvs[@]}" >/dev/null
