@@ -1,8 +1,6 @@
-/* Peer handshake. Acceptor A sends {magic, nonce_a}; connector C answers
- * {magic, from, to, world id, nonce_c, MAC_C}; A replies {status, MAC_A}.
- * Both MACs bind the two nonces, both ranks and the world id, so a stale
- * rank of another job, a stray client or a wrong token is refused (and
- * logged) without the token ever being sent. */
+/* The world's full mesh: every pair of ranks connects once and proves the
+ * token with the peer handshake (handshake.h), the world id as its session;
+ * a refused connection is logged with the reason. */
 #include "comm/bootstrap/mesh.h"
 
 #include <arpa/inet.h>
@@ -14,21 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/handshake.h"
 #include "comm/bootstrap/sock.h"
 #include "core/error.h"
 #include "core/log.h"
 
 #define PEER_MAGIC 0x50484853u /* "SHHP" */
-enum { HS_OK = 0, HS_BAD_TOKEN = 1, HS_WRONG_WORLD = 2, HS_WRONG_RANK = 3 };
-#define HELLO_BYTES (4 + SHOAL__NONCE_BYTES)
-#define ANSWER_BYTES (4 + 4 + 4 + 8 + SHOAL__NONCE_BYTES + 8)
-#define VERDICT_BYTES (4 + 8)
-
-static void ctx_pack(unsigned char *ctx, int from, int to, uint64_t world) {
-  shoal__put_u32(ctx, (uint32_t)from);
-  shoal__put_u32(ctx + 4, (uint32_t)to);
-  shoal__put_u64(ctx + 8, world);
-}
+enum { HS_OK = SHOAL__HS_OK, HS_BAD_TOKEN = 1, HS_WRONG_WORLD = 2, HS_WRONG_RANK = 3 };
 
 static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, shoal__deadline_t dl) {
   char host[64];
@@ -52,21 +42,14 @@ static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, s
   if (rc)
     return shoal__err_prefix(rc, "rank %d: peer %d registered with the store but cannot be reached (did it die?): ",
                              w->rank, j);
-  unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
+  unsigned char hello[SHOAL__HS_HELLO_BYTES], ans[SHOAL__HS_ANSWER_BYTES], verdict[SHOAL__HS_VERDICT_BYTES];
+  uint8_t nc[SHOAL__NONCE_BYTES];
+  shoal__hs_link_t link = {PEER_MAGIC, w->rank, j, w->id};
   if ((rc = shoal__sock_read_all(fd, hello, sizeof hello, dl, ctxw))) goto close_fd;
-  if (shoal__get_u32(hello) != PEER_MAGIC) {
+  if (shoal__hs_answer(key, &link, hello, nc, ans)) {
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: %s is not a shoal rank (bad greeting)", ctxw, w->peers[j].addr);
     goto close_fd;
   }
-  uint8_t nc[SHOAL__NONCE_BYTES];
-  shoal__auth_random(nc, sizeof nc);
-  ctx_pack(ctx, w->rank, j, w->id);
-  shoal__put_u32(ans, PEER_MAGIC);
-  shoal__put_u32(ans + 4, (uint32_t)w->rank);
-  shoal__put_u32(ans + 8, (uint32_t)j);
-  shoal__put_u64(ans + 12, w->id);
-  memcpy(ans + 20, nc, sizeof nc);
-  shoal__put_u64(ans + 20 + SHOAL__NONCE_BYTES, shoal__auth_mac(key, 'C', hello + 4, nc, ctx, sizeof ctx));
   if ((rc = shoal__sock_write_all(fd, ans, sizeof ans, dl, ctxw))) goto close_fd;
   rc = shoal__sock_read_all(fd, verdict, sizeof verdict, dl, ctxw);
   if (rc == SHOAL_ERR_PEER_CLOSED) {
@@ -74,7 +57,8 @@ static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, s
     goto close_fd;
   }
   if (rc) goto close_fd;
-  uint32_t st = shoal__get_u32(verdict);
+  int proved;
+  uint32_t st = shoal__hs_read_verdict(key, &link, hello, nc, verdict, &proved);
   if (st == HS_BAD_TOKEN) {
     rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: refused: wrong SHOAL_TOKEN (this rank's token differs from the peer's)",
                        ctxw);
@@ -86,7 +70,7 @@ static int connect_peer(shoal__world_t *w, int j, const shoal__authkey_t *key, s
                                             : "the peer does not expect this rank (duplicate rank numbers?)");
     goto close_fd;
   }
-  if (shoal__get_u64(verdict + 4) != shoal__auth_mac(key, 'A', nc, hello + 4, ctx, sizeof ctx)) {
+  if (!proved) {
     rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: the peer failed to prove it knows SHOAL_TOKEN", ctxw);
     goto close_fd;
   }
@@ -107,7 +91,7 @@ typedef struct pending {
   int fd;
   uint64_t deadline_ns;
   uint8_t na[SHOAL__NONCE_BYTES];
-  unsigned char ans[ANSWER_BYTES];
+  unsigned char ans[SHOAL__HS_ANSWER_BYTES];
   size_t got;
   char src[64];
 } pending_t;
@@ -120,29 +104,27 @@ static void pend_drop(shoal__world_t *w, pending_t *pd, int *np, int i, const ch
 
 /* A complete answer: check it, send the verdict; on success the peer's rank, else -1 and a reason. */
 static int verify_answer(shoal__world_t *w, pending_t *p, const shoal__authkey_t *key, char *why, size_t cap) {
-  unsigned char verdict[VERDICT_BYTES], ctx[16];
-  const unsigned char *ans = p->ans;
-  if (shoal__get_u32(ans) != PEER_MAGIC) {
+  unsigned char verdict[SHOAL__HS_VERDICT_BYTES];
+  shoal__hs_link_t l;
+  int mac_ok = shoal__hs_read_answer(key, PEER_MAGIC, p->na, p->ans, &l);
+  if (mac_ok < 0) {
     snprintf(why, cap, "bad magic in the answer: not a shoal rank");
     return -1;
   }
-  int from = (int)shoal__get_u32(ans + 4), to = (int)shoal__get_u32(ans + 8);
-  uint64_t world = shoal__get_u64(ans + 12);
-  ctx_pack(ctx, from, to, world);
+  int from = l.from, to = l.to;
   uint32_t st = HS_OK;
-  if (shoal__get_u64(ans + 20 + SHOAL__NONCE_BYTES) != shoal__auth_mac(key, 'C', p->na, ans + 20, ctx, sizeof ctx)) {
+  if (!mac_ok) {
     st = HS_BAD_TOKEN;
     snprintf(why, cap, "wrong SHOAL_TOKEN (claims to be rank %d)", from);
-  } else if (world != w->id) {
+  } else if (l.session != w->id) {
     st = HS_WRONG_WORLD;
-    snprintf(why, cap, "rank %d of another job (world id %016llx, ours %016llx)", from, (unsigned long long)world,
+    snprintf(why, cap, "rank %d of another job (world id %016llx, ours %016llx)", from, (unsigned long long)l.session,
              (unsigned long long)w->id);
   } else if (to != w->rank || from <= w->rank || from >= w->size || w->conns[from].fd >= 0) {
     st = HS_WRONG_RANK;
     snprintf(why, cap, "unexpected rank pair %d -> %d", from, to);
   }
-  shoal__put_u32(verdict, st);
-  shoal__put_u64(verdict + 4, st == HS_OK ? shoal__auth_mac(key, 'A', ans + 20, p->na, ctx, sizeof ctx) : 0);
+  shoal__hs_verdict(key, st, p->na, p->ans, verdict);
   int wrc = shoal__sock_write_all(p->fd, verdict, sizeof verdict, shoal__deadline_in(1.0), "handshake");
   if (st != HS_OK) return -1;
   if (wrc) {
@@ -230,10 +212,8 @@ static int accept_all(shoal__world_t *w, int listen_fd, const shoal__authkey_t *
         shoal__sock_tune(fd, 0);
         uint64_t hd = shoal__now_ns() + (uint64_t)(HS_TIMEOUT_S * 1e9);
         p->deadline_ns = hd < dl.at_ns ? hd : dl.at_ns;
-        shoal__auth_random(p->na, sizeof p->na);
-        unsigned char hello[HELLO_BYTES];
-        shoal__put_u32(hello, PEER_MAGIC);
-        memcpy(hello + 4, p->na, sizeof p->na);
+        unsigned char hello[SHOAL__HS_HELLO_BYTES];
+        shoal__hs_hello(PEER_MAGIC, p->na, hello);
         np++;
         if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello)
           pend_drop(w, pd, &np, np - 1, "cannot send the greeting");

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/handshake.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
 #include "comm/elastic/elastic.h"
@@ -33,19 +34,11 @@
 #include "core/log.h"
 
 #define LINK_MAGIC 0x46524853u /* "SHRF": the peer handshake's layout with another magic */
-enum { LK_OK = 0, LK_BAD_TOKEN = 1, LK_OTHER = 2, LK_WRONG_RANK = 3 };
+enum { LK_OK = SHOAL__HS_OK, LK_BAD_TOKEN = 1, LK_OTHER = 2, LK_WRONG_RANK = 3 };
 enum { MSG_JOIN = 1, MSG_PROPOSE = 2, MSG_FAIL = 3 };
-#define HELLO_BYTES (4 + SHOAL__NONCE_BYTES)
-#define ANSWER_BYTES (4 + 4 + 4 + 8 + SHOAL__NONCE_BYTES + 8)
-#define VERDICT_BYTES (4 + 8)
+#define ANSWER_BYTES SHOAL__HS_ANSWER_BYTES
 #define JOIN_FRAME_BYTES (8 + SHOAL__REG_BYTES)
 #define HS_TIMEOUT_S 5.0
-
-static void ctx_pack(unsigned char *ctx, int from, int to, uint64_t session) {
-  shoal__put_u32(ctx, (uint32_t)from);
-  shoal__put_u32(ctx + 4, (uint32_t)to);
-  shoal__put_u64(ctx + 8, session);
-}
 
 static const char *addr_of(const shoal_comm_t *c, int r) { return c->w->peers[c->wranks[r]].addr; }
 
@@ -72,7 +65,9 @@ static int link_connect(shoal_comm_t *c, int j, shoal__deadline_t dl, int *fd_ou
   }
   char what[128];
   snprintf(what, sizeof what, "shrink: link to rank %d (%s)", j, addr_of(c, j));
-  unsigned char hello[HELLO_BYTES], ans[ANSWER_BYTES], verdict[VERDICT_BYTES], ctx[16];
+  unsigned char hello[SHOAL__HS_HELLO_BYTES], ans[SHOAL__HS_ANSWER_BYTES], verdict[SHOAL__HS_VERDICT_BYTES];
+  uint8_t nc[SHOAL__NONCE_BYTES];
+  shoal__hs_link_t link = {LINK_MAGIC, c->rank, j, c->id};
   rc = shoal__sock_read_all(fd, hello, sizeof hello, dl, what);
   if (rc == SHOAL_ERR_TIMEOUT) {
     rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "rank %d (%s) is alive (its host accepted the connection) but did not "
@@ -81,23 +76,15 @@ static int link_connect(shoal_comm_t *c, int j, shoal__deadline_t dl, int *fd_ou
     goto close_fd;
   }
   if (rc) goto close_fd; /* closed or reset: gone (PEER_CLOSED), or an I/O error */
-  if (shoal__get_u32(hello) != LINK_MAGIC) {
+  if (shoal__hs_answer(&c->w->key, &link, hello, nc, ans)) {
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: not a shrink link (bad greeting)", what);
     goto close_fd;
   }
-  uint8_t nc[SHOAL__NONCE_BYTES];
-  shoal__auth_random(nc, sizeof nc);
-  ctx_pack(ctx, c->rank, j, c->id);
-  shoal__put_u32(ans, LINK_MAGIC);
-  shoal__put_u32(ans + 4, (uint32_t)c->rank);
-  shoal__put_u32(ans + 8, (uint32_t)j);
-  shoal__put_u64(ans + 12, c->id);
-  memcpy(ans + 20, nc, sizeof nc);
-  shoal__put_u64(ans + 20 + SHOAL__NONCE_BYTES, shoal__auth_mac(&c->w->key, 'C', hello + 4, nc, ctx, sizeof ctx));
   if ((rc = shoal__sock_write_all(fd, ans, sizeof ans, dl, what)) ||
       (rc = shoal__sock_read_all(fd, verdict, sizeof verdict, dl, what)))
     goto close_fd;
-  uint32_t st = shoal__get_u32(verdict);
+  int proved;
+  uint32_t st = shoal__hs_read_verdict(&c->w->key, &link, hello, nc, verdict, &proved);
   if (st != LK_OK) {
     rc = shoal__seterr(st == LK_BAD_TOKEN ? SHOAL_ERR_AUTH : SHOAL_ERR_MISMATCH, "%s: refused: %s", what,
                        st == LK_BAD_TOKEN ? "wrong SHOAL_TOKEN"
@@ -105,7 +92,7 @@ static int link_connect(shoal_comm_t *c, int j, shoal__deadline_t dl, int *fd_ou
                                           : "it does not expect this rank");
     goto close_fd;
   }
-  if (shoal__get_u64(verdict + 4) != shoal__auth_mac(&c->w->key, 'A', nc, hello + 4, ctx, sizeof ctx)) {
+  if (!proved) {
     rc = shoal__seterr(SHOAL_ERR_AUTH, "%s: the peer failed to prove it knows SHOAL_TOKEN", what);
     goto close_fd;
   }
@@ -246,21 +233,19 @@ static void pend_drop(pend_t *pd, int *np, int i) {
 
 /* A complete answer: verify, send the verdict. The sender's rank, or -1. */
 static int pend_verify(shoal_comm_t *c, member_t *mem, pend_t *p) {
-  const unsigned char *ans = p->buf;
-  if (shoal__get_u32(ans) != LINK_MAGIC) return -1;
-  int from = (int)shoal__get_u32(ans + 4), to = (int)shoal__get_u32(ans + 8);
-  uint64_t session = shoal__get_u64(ans + 12);
-  unsigned char ctx[16], verdict[VERDICT_BYTES];
-  ctx_pack(ctx, from, to, session);
+  shoal__hs_link_t l;
+  int mac_ok = shoal__hs_read_answer(&c->w->key, LINK_MAGIC, p->na, p->buf, &l);
+  if (mac_ok < 0) return -1;
+  int from = l.from, to = l.to;
+  unsigned char verdict[SHOAL__HS_VERDICT_BYTES];
   uint32_t st = LK_OK;
-  if (shoal__get_u64(ans + 20 + SHOAL__NONCE_BYTES) != shoal__auth_mac(&c->w->key, 'C', p->na, ans + 20, ctx, sizeof ctx))
+  if (!mac_ok)
     st = LK_BAD_TOKEN;
-  else if (session != c->id)
+  else if (l.session != c->id)
     st = LK_OTHER;
   else if (to != c->rank || from <= c->rank || from >= c->size || mem[from].state == M_JOINED)
     st = LK_WRONG_RANK;
-  shoal__put_u32(verdict, st);
-  shoal__put_u64(verdict + 4, st == LK_OK ? shoal__auth_mac(&c->w->key, 'A', ans + 20, p->na, ctx, sizeof ctx) : 0);
+  shoal__hs_verdict(&c->w->key, st, p->na, p->buf, verdict);
   int wrc = shoal__sock_write_all(p->fd, verdict, sizeof verdict, shoal__deadline_in(1.0), "shrink: verdict");
   if (st != LK_OK) {
     SHOAL_WARN("NET", "rank %d: shrink: refused connection from %s (claims rank %d): %s", c->rank, p->src, from,
@@ -419,10 +404,8 @@ static int coordinate(shoal_comm_t *c, const shoal__reg_t myreg, member_t *mem, 
         shoal__sock_tune(fd, 0);
         uint64_t hd = shoal__now_ns() + (uint64_t)(HS_TIMEOUT_S * 1e9);
         q->until = hd < dl.at_ns ? hd : dl.at_ns;
-        shoal__auth_random(q->na, sizeof q->na);
-        unsigned char hello[HELLO_BYTES];
-        shoal__put_u32(hello, LINK_MAGIC);
-        memcpy(hello + 4, q->na, sizeof q->na);
+        unsigned char hello[SHOAL__HS_HELLO_BYTES];
+        shoal__hs_hello(LINK_MAGIC, q->na, hello);
         np++;
         if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello) pend_drop(pd, &np, np - 1);
       }
