@@ -9,10 +9,8 @@
 
 #include "shoal/comm.h"
 
-/* Element `i` of rank `rank`'s input for op (|v| <= 8 for sum/avg, 100 for min/max, 2 for prod). */
-double shoal_tool_val(int rank, size_t i, shoal_redop_t op);
-void   shoal_tool_put(void *buf, size_t i, shoal_dtype_t dt, double v);
-/* buf[i] = val(rank, base + i) for i < count. */
+/* buf[i] = rank `rank`'s input for op at element base + i, for i < count (the library's exact values,
+ * comm/coll/exact.h: |v| <= 8 for sum/avg, 100 for min/max, 2 for prod). */
 void   shoal_tool_fill(void *buf, size_t count, shoal_dtype_t dt, int rank, shoal_redop_t op, size_t base);
 /* out[i] = the reduction over ranks 0..n-1 of val(r, base + i), AVG in dt's arithmetic. */
 void   shoal_tool_expect(void *out, size_t count, shoal_dtype_t dt, shoal_redop_t op, int n, size_t base);

@@ -21,7 +21,7 @@
 #include "../runner.h"
 #include "comm/coll/algo.h"
 #include "comm/coll/redop.h"
-#include "exact.h"
+#include "comm/coll/exact.h"
 #include "shoal/comm.h"
 
 #define BIG_BYTES (3u << 20)
@@ -69,8 +69,8 @@ static int t_allreduce(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
   size_t es = shoal_dtype_size(dt);
   char *send = xalloc(count * es), *recv = xalloc(count * es), *want = xalloc(count * es);
   for (size_t i = 0; i < count; i++) {
-    exact_put(send, i, dt, exact_val(r, i, op, salt));
-    exact_expect(want, i, dt, op, n, NULL, i, salt);
+    shoal__exact_put(send, i, dt, shoal__exact_val(r, i, op, salt));
+    shoal__exact_expect(want, i, dt, op, n, NULL, i, salt);
   }
   const void *sb = send;
   if (mode) {
@@ -86,7 +86,7 @@ static int t_allreduce(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
     FAILF("allreduce %s %s %s n=%zu %s: wrong element %ld", shoal_algo_name(algo), shoal_dtype_name(dt),
           shoal_redop_name(op), count, mode_name(mode), d);
   if (!mode) { /* the input is left alone */
-    for (size_t i = 0; i < count; i++) exact_put(want, i, dt, exact_val(r, i, op, salt));
+    for (size_t i = 0; i < count; i++) shoal__exact_put(want, i, dt, shoal__exact_val(r, i, op, salt));
     if ((d = first_diff(send, want, count, es)) >= 0)
       FAILF("allreduce %s %s out-of-place modified sendbuf at %ld", shoal_algo_name(algo), shoal_dtype_name(dt), d);
   }
@@ -98,7 +98,7 @@ static int t_broadcast(shoal_comm_t *c, shoal_dtype_t dt, size_t count, int root
   int fails = 0, r = shoal_comm_rank(c), salt = 3;
   size_t es = shoal_dtype_size(dt);
   char *buf = xalloc(count * es), *want = xalloc(count * es);
-  for (size_t i = 0; i < count; i++) exact_put(want, i, dt, exact_val(root, i, SHOAL_SUM, salt));
+  for (size_t i = 0; i < count; i++) shoal__exact_put(want, i, dt, shoal__exact_val(root, i, SHOAL_SUM, salt));
   if (r == root) memcpy(buf, want, count * es);
   int rc = shoal_broadcast(c, buf, count, dt, root);
   long d;
@@ -114,8 +114,8 @@ static int t_reduce(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op, size_t 
   size_t es = shoal_dtype_size(dt);
   char *send = xalloc(count * es), *recv = r == root ? xalloc(count * es) : NULL, *want = xalloc(count * es);
   for (size_t i = 0; i < count; i++) {
-    exact_put(send, i, dt, exact_val(r, i, op, salt));
-    exact_expect(want, i, dt, op, n, NULL, i, salt);
+    shoal__exact_put(send, i, dt, shoal__exact_val(r, i, op, salt));
+    shoal__exact_expect(want, i, dt, op, n, NULL, i, salt);
   }
   const void *sb = send;
   if (inplace && r == root) {
@@ -138,8 +138,8 @@ static int t_reduce_scatter(shoal_comm_t *c, shoal_dtype_t dt, shoal_redop_t op,
   int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 2;
   size_t es = shoal_dtype_size(dt), total = recvcount * (size_t)n;
   char *send = xalloc(total * es), *recv = xalloc((inplace ? total : recvcount) * es), *want = xalloc(recvcount * es);
-  for (size_t i = 0; i < total; i++) exact_put(send, i, dt, exact_val(r, i, op, salt));
-  for (size_t i = 0; i < recvcount; i++) exact_expect(want, i, dt, op, n, NULL, (size_t)r * recvcount + i, salt);
+  for (size_t i = 0; i < total; i++) shoal__exact_put(send, i, dt, shoal__exact_val(r, i, op, salt));
+  for (size_t i = 0; i < recvcount; i++) shoal__exact_expect(want, i, dt, op, n, NULL, (size_t)r * recvcount + i, salt);
   const void *sb = send;
   if (inplace) {
     memcpy(recv, send, total * es);
@@ -162,9 +162,9 @@ static int t_allgather(shoal_comm_t *c, shoal_dtype_t dt, size_t sendcount, int 
   int fails = 0, n = shoal_comm_size(c), r = shoal_comm_rank(c), salt = 4;
   size_t es = shoal_dtype_size(dt), total = sendcount * (size_t)n;
   char *send = xalloc(sendcount * es), *recv = xalloc(total * es), *want = xalloc(total * es);
-  for (size_t i = 0; i < sendcount; i++) exact_put(send, i, dt, exact_val(r, i, SHOAL_SUM, salt));
+  for (size_t i = 0; i < sendcount; i++) shoal__exact_put(send, i, dt, shoal__exact_val(r, i, SHOAL_SUM, salt));
   for (int q = 0; q < n; q++)
-    for (size_t i = 0; i < sendcount; i++) exact_put(want, (size_t)q * sendcount + i, dt, exact_val(q, i, SHOAL_SUM, salt));
+    for (size_t i = 0; i < sendcount; i++) shoal__exact_put(want, (size_t)q * sendcount + i, dt, shoal__exact_val(q, i, SHOAL_SUM, salt));
   const void *sb = send;
   if (inplace) {
     memcpy(recv + (size_t)r * sendcount * es, send, sendcount * es);
@@ -210,7 +210,7 @@ static int t_identical(shoal_comm_t *c, shoal_algo_t algo, shoal_dtype_t dt, sho
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     double v = 0.5 + (double)(x >> 11) * 0x1p-53; /* [0.5, 1.5): products stay finite */
     if (op == SHOAL_MIN && i % 97 == (size_t)r) v = NAN;
-    exact_put(buf, i, dt, v);
+    shoal__exact_put(buf, i, dt, v);
   }
   int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, count, dt, op, algo);
   if (!rc) rc = shoal_allgather(c, buf, all, count * es, SHOAL_UINT8);

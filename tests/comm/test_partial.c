@@ -25,7 +25,7 @@
 #include "comm/coll/redop.h"
 #include "comm/coll/relay.h"
 #include "shoal/partial.h"
-#include "exact.h"
+#include "comm/coll/exact.h"
 #include "test_p2p_util.h"
 
 #define FAILR(...)                                   \
@@ -183,8 +183,8 @@ static int rank_relay_row(int rank, void *arg) {
         char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
         int salt = (int)(k * 5 + (size_t)o);
         for (size_t i = 0; i < n; i++) {
-          exact_put(buf, i, dt, exact_val(rank, i, ops[o], salt));
-          exact_expect(want, i, dt, ops[o], a->n, all, i, salt);
+          shoal__exact_put(buf, i, dt, shoal__exact_val(rank, i, ops[o], salt));
+          shoal__exact_expect(want, i, dt, ops[o], a->n, all, i, salt);
         }
         int rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, buf, n, dt, ops[o], relay);
         if (rc) FAILR("relay %s %s n=%zu: %s", shoal_dtype_name(dt), shoal_redop_name(ops[o]), n, shoal_last_error());
@@ -216,8 +216,8 @@ static int subset_step(shoal_comm_t *c, shoal_partial_t *pa, long step, shoal_dt
   size_t es = shoal_dtype_size(dt);
   char *data = malloc(n * es + 1), *out = malloc(n * es + 1), *want = malloc(n * es + 1);
   for (size_t i = 0; i < n; i++) {
-    exact_put(data, i, dt, exact_val(rank, i, op, salt));
-    exact_expect(want, i, dt, op, p, in, i, salt);
+    shoal__exact_put(data, i, dt, shoal__exact_val(rank, i, op, salt));
+    shoal__exact_expect(want, i, dt, op, p, in, i, salt);
   }
   memset(out, 0x5a, n * es);
   if (shoal_partial_arrive(pa, step, in[rank] ? data : NULL, 0)) FAILR("%s: arrive: %s", what, shoal_last_error());

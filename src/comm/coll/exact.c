@@ -1,17 +1,12 @@
-/* Values exact in every dtype and in any reduction order, and the reference
- * reduction over a set of ranks: the collective tests compare results bit
- * for bit against these (test_coll.c, test_partial.c). */
-#ifndef SHOAL_TESTS_COMM_EXACT_H
-#define SHOAL_TESTS_COMM_EXACT_H
+/* See exact.h. */
+#include "comm/coll/exact.h"
+
 #include <stdint.h>
 #include <string.h>
 
 #include "comm/coll/redop.h"
-#include "shoal/comm.h"
 
-/* Rank `rank`'s value of element i: small integers (products of +-1, +-2),
- * so sums, products, minima and maxima are exact in every dtype. */
-static inline double exact_val(int rank, size_t i, shoal_redop_t op, int salt) {
+double shoal__exact_val(int rank, size_t i, shoal_redop_t op, int salt) {
   switch (op) {
   case SHOAL_MIN: case SHOAL_MAX: return (double)((int)((i * 31 + (size_t)rank * 17 + (size_t)salt) % 201) - 100);
   case SHOAL_PROD: {
@@ -22,7 +17,7 @@ static inline double exact_val(int rank, size_t i, shoal_redop_t op, int salt) {
   }
 }
 
-static inline void exact_put(void *buf, size_t i, shoal_dtype_t dt, double v) {
+void shoal__exact_put(void *buf, size_t i, shoal_dtype_t dt, double v) {
   switch (dt) {
   case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
   case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
@@ -35,17 +30,13 @@ static inline void exact_put(void *buf, size_t i, shoal_dtype_t dt, double v) {
   }
 }
 
-/* Element i of `out`: the reduction of value index gi over the ranks r < n
- * with in == NULL or in[r] != 0, in dt's representation; AVG divides the
- * exact sum by the number of those ranks in dt's own arithmetic; no rank
- * at all gives zero. */
-static inline void exact_expect(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, const int *in,
-                                size_t gi, int salt) {
+void shoal__exact_expect(void *out, size_t i, shoal_dtype_t dt, shoal_redop_t op, int n, const int *in, size_t gi,
+                         int salt) {
   double acc = 0;
   int cnt = 0;
   for (int r = 0; r < n; r++) {
     if (in && !in[r]) continue;
-    double v = exact_val(r, gi, op, salt);
+    double v = shoal__exact_val(r, gi, op, salt);
     if (!cnt++) acc = v;
     else if (op == SHOAL_PROD) acc *= v;
     else if (op == SHOAL_MIN) acc = v < acc ? v : acc;
@@ -57,7 +48,7 @@ static inline void exact_expect(void *out, size_t i, shoal_dtype_t dt, shoal_red
     return;
   }
   if (op != SHOAL_AVG) {
-    exact_put(out, i, dt, acc);
+    shoal__exact_put(out, i, dt, acc);
     return;
   }
   switch (dt) {
@@ -70,4 +61,3 @@ static inline void exact_expect(void *out, size_t i, shoal_dtype_t dt, shoal_red
   default: break;
   }
 }
-#endif
