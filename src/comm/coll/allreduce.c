@@ -33,12 +33,10 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
                     .tag = a->flags & SHOAL__ALGO_TAGGED ? (int32_t)ch.algo : 0};
   if ((rc = shoal__op_begin(c, &op))) return rc;
   if (shoal__log_enabled(SHOAL_LOG_INFO, "COLL") && SHOAL_LOG_INFO <= shoal__log_level_cur) {
-    char plan[160] = "";
-    if (a->describe) {
-      shoal__coll_ctx_t x;
-      shoal__coll_ctx(c, &x);
-      a->describe(&x, &ch.plan, plan, sizeof plan);
-    }
+    char plan[160];
+    shoal__coll_ctx_t x;
+    shoal__coll_ctx(c, &x);
+    shoal__plan_describe(ch.algo, &x, &ch.plan, plan, sizeof plan);
     SHOAL_INFO("COLL", "allreduce seq %u: %zu x %s %s (%zu B) on %d ranks%s -> %s%s%s%s (%s)", op.seq, count,
                shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "", a->name,
                plan[0] ? " [" : "", plan, plan[0] ? "]" : "", ch.why);
