@@ -1,7 +1,8 @@
 """Shared by test_ddp_*.py: the DDP-like helper (shoal.ddp) checked on ranks started with `shoal launch`.
   grads   BSP gradients equal one process's whole-batch gradient (several buckets, reduced as ready)
   bsp     2 ranks, 2 epochs on 12000 images: >= 75% test accuracy, identical models
-  dssync  4 ranks, groups of 2: models differ before final() and agree after it, >= 75%"""
+  dssync  4 ranks, groups of 2: models differ before final() and agree after it, >= 75%
+  localsgd 2 ranks, averaging every 4 steps (374 steps: the last 2 unaveraged): the same checks"""
 import copy
 import os
 import sys
@@ -54,7 +55,7 @@ def child():
         print("OK grads rank %d" % r)
     else:
         sync = mode
-        config = "pattern=random k=2" if sync == "dssync" else ""
+        config = {"dssync": "pattern=random k=2", "localsgd": "period=4"}.get(sync, "")
         model = net(torch)
         ddp = shoal.ddp.DistributedDataParallel(model, c, sync=sync, config=config, bucket_mb=0.05)
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -79,6 +80,8 @@ def child():
         before = spread()
         if sync == "dssync":  # groups of 2 among 4 ranks: the models differ until the final average
             check(before > 0, "dssync: every rank has the same model before final: a global average")
+        elif sync == "localsgd":  # steps since the last periodic average: the models differ until final
+            check(before > 0, "localsgd: the ranks' models agree before final: averaged every step?")
         else:
             check(before == 0, "bsp: ranks' models differ by %g" % before)
         ddp.final()
@@ -97,7 +100,7 @@ def run(mode):
     if "--child" in sys.argv:
         child()
         return
-    n = {"grads": 2, "bsp": 2, "dssync": 4}[mode]
+    n = {"grads": 2, "bsp": 2, "dssync": 4, "localsgd": 2}[mode]
     rc, out = harness.launch(n, me, [mode], timeout=300)
     want = "OK grads" if mode == "grads" else "OK train"
     check(rc == 0 and out.count(want) == n, "%s on %d ranks (exit %d):\n%s" % (mode, n, rc, out))
