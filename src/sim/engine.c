@@ -101,6 +101,11 @@ static event_t heap_pop(heap_t *h) {
 
 /* distinct requested sizes, for the Themis integrals */
 #define MAX_SIZES 64
+/* racks kept per job for its uplink share (more: read from the allocation) */
+#define XR_MAX 8
+/* (share, rate) pairs remembered per allocation: a cross-rack job's share
+ * keeps returning to a few values as the counts of its racks move */
+#define RM_MAX 4
 
 typedef struct engine {
   shoal_workload_t *w;
@@ -131,16 +136,27 @@ typedef struct engine {
   shoal_sim_result_t *res;
   int tl_cap;
   double tl_dt;
-  /* rack contention (spec §3.6): jobs holding GPUs in more than one rack */
-  int *xk;              /* per rack: RUN jobs with cross-rack traffic there */
-  int *xk_old;          /* the counts before the last recount */
+  /* rack contention (spec §3.6): jobs holding GPUs in more than one rack.
+   * Rates are computed from xk, the counts as of the last update_contention;
+   * xlive follows every change at once (a job adds its racks when it starts
+   * sending, removes them when it stops), so an update compares the two
+   * instead of recounting every cross-rack job. */
+  int *xk;              /* per rack: RUN jobs with cross-rack traffic there (as of the last update) */
+  int *xlive;           /* the same, now */
   shoal_job_t **xjobs;
+  uint64_t *xmask;      /* per xjobs entry: its racks (bit r % 64) while it sends, else 0 */
   int nx, xcap;
   int32_t *xidx;        /* per job: index in xjobs, -1 if absent */
+  uint8_t *xon;         /* per job: counted in xlive */
   /* per job: the shape of its allocation and its last rating (alloc_rate) */
   shoal_shape_t *shape;
   double *shape_share, *shape_rate;
   uint8_t *shape_ok;
+  double *rshare;       /* per rack: uplink / max(1, xk), with xk */
+  int16_t *xr;          /* per job: [XR_MAX] its racks, one per run of machines in one rack */
+  int8_t *xr_n;         /* per job: how many of xr (0: more than XR_MAX, read the allocation) */
+  double *rm_share, *rm_rate; /* per job: [RM_MAX] earlier ratings of the allocation */
+  uint8_t *rm_n, *rm_pos;
   int xdirty;
 } engine_t;
 
@@ -222,19 +238,50 @@ static int spans_racks(const engine_t *e, const shoal_alloc_t *a) {
   return a->n > 1 && e->c->m[a->p[0].machine].rack != e->c->m[a->p[a->n - 1].machine].rack;
 }
 
-/* The job's share of the uplinks of the racks it touches: min_k U_k / x_k. */
+static double rack_share(const engine_t *e, int r) {
+  int x = e->xk[r] > 0 ? e->xk[r] : 1;
+  return e->c->racks[r].uplink_gbps / x;
+}
+
+/* The job's share of the uplinks of the racks it touches: min_k U_k / x_k
+ * (racks in allocation order, from the list kept with its shape). */
 static double xrack_share(const engine_t *e, const shoal_job_t *j) {
   double b = 0;
+  int n = e->xr_n[j->id];
+  if (n > 0) {
+    const int16_t *rk = &e->xr[(size_t)j->id * XR_MAX];
+    for (int i = 0; i < n; i++) {
+      double share = e->rshare[rk[i]];
+      if (b == 0 || share < b) b = share;
+    }
+    return b;
+  }
   int last = -1;
   for (int i = 0; i < j->alloc.n; i++) {
     int r = e->c->m[j->alloc.p[i].machine].rack;
     if (r == last) continue;
     last = r;
-    int x = e->xk[r] > 0 ? e->xk[r] : 1;
-    double share = e->c->racks[r].uplink_gbps / x;
+    double share = e->rshare[r];
     if (b == 0 || share < b) b = share;
   }
   return b;
+}
+
+/* j's racks, one per run of machines in the same rack, as xrack_share visits them */
+static void xr_keep(engine_t *e, const shoal_job_t *j) {
+  int16_t *rk = &e->xr[(size_t)j->id * XR_MAX];
+  int n = 0, last = -1;
+  for (int i = 0; i < j->alloc.n; i++) {
+    int r = e->c->m[j->alloc.p[i].machine].rack;
+    if (r == last) continue;
+    last = r;
+    if (n == XR_MAX || r > INT16_MAX) {
+      n = 0; /* too many: xrack_share reads the allocation */
+      break;
+    }
+    rk[n++] = (int16_t)r;
+  }
+  e->xr_n[j->id] = (int8_t)n;
 }
 
 /* The rate of j's allocation. Its shape is kept from the allocation's first
@@ -247,11 +294,26 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
     e->shape[id] = shoal__shape_of(e->c, &j->alloc);
     e->shape_ok[id] = 1;
     e->shape_rate[id] = -1;
+    e->rm_n[id] = e->rm_pos[id] = 0;
+    if (e->shape[id].racks > 1) xr_keep(e, j);
   }
   shoal_shape_t sh = e->shape[id];
   if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
   if (e->shape_rate[id] >= 0 && sh.xrack_gbps == e->shape_share[id]) return e->shape_rate[id];
-  double r = e->speed->rate(e->speed, e->c, j, &sh);
+  double r;
+  double *ms = &e->rm_share[(size_t)id * RM_MAX], *mr = &e->rm_rate[(size_t)id * RM_MAX];
+  int k = 0;
+  while (k < e->rm_n[id] && ms[k] != sh.xrack_gbps) k++;
+  if (k < e->rm_n[id]) {
+    r = mr[k];
+  } else {
+    r = e->speed->rate(e->speed, e->c, j, &sh);
+    k = e->rm_pos[id];
+    ms[k] = sh.xrack_gbps;
+    mr[k] = r;
+    e->rm_pos[id] = (uint8_t)((k + 1) % RM_MAX);
+    if (e->rm_n[id] < RM_MAX) e->rm_n[id]++;
+  }
   e->shape_share[id] = sh.xrack_gbps;
   e->shape_rate[id] = r;
   return r;
@@ -264,6 +326,7 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (!member) {
     shoal_job_t *last = e->xjobs[--e->nx];
     e->xjobs[*ix] = last;
+    e->xmask[*ix] = e->xmask[e->nx];
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -271,45 +334,70 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (e->nx == e->xcap) {
     int nc = e->xcap ? e->xcap * 2 : 64;
     shoal_job_t **x = realloc(e->xjobs, (size_t)nc * sizeof *x);
-    if (!x) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xjobs = x;
+    if (x) e->xjobs = x;
+    uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
+    if (!xm) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xmask = xm;
     e->xcap = nc;
   }
   *ix = e->nx;
+  e->xmask[e->nx] = 0;
   e->xjobs[e->nx++] = j;
   return 0;
 }
 
-/* Recount x_k and re-rate the running cross-rack jobs whose share changed:
- * only those touching a rack whose count changed can have a new rate (a
- * rate is always computed from the counts of the last recount), so the
- * others are not re-rated. */
+/* Count (d = +1) or uncount (-1) the racks of allocation a in xlive: one per
+ * run of machines in the same rack, as a recount over the running cross-rack
+ * jobs would. */
+static uint64_t x_count(engine_t *e, const shoal_alloc_t *a, int d) {
+  uint64_t mask = 0;
+  int last = -1;
+  for (int k = 0; k < a->n; k++) {
+    int r = e->c->m[a->p[k].machine].rack;
+    if (r != last) e->xlive[r] += d;
+    last = r;
+    mask |= 1ull << (r & 63);
+  }
+  return mask;
+}
+
+/* j stops sending across racks (preempted, resized, finished); a is the
+ * allocation it was counted with */
+static void x_off(engine_t *e, shoal_job_t *j, const shoal_alloc_t *a) {
+  if (!e->xon[j->id]) return;
+  x_count(e, a, -1);
+  e->xon[j->id] = 0;
+  if (e->xidx[j->id] >= 0) e->xmask[e->xidx[j->id]] = 0;
+}
+
+/* j sends across racks if it is a cross-rack job in RUN */
+static void x_on(engine_t *e, shoal_job_t *j) {
+  int32_t ix = e->xidx[j->id];
+  if (e->xon[j->id] || ix < 0 || j->state != SHOAL_JOB_RUN) return;
+  e->xmask[ix] = x_count(e, &j->alloc, +1);
+  e->xon[j->id] = 1;
+}
+
+/* Bring x_k to the current counts and re-rate the running cross-rack jobs
+ * whose share changed: only those touching a rack whose count changed can
+ * have a new rate (a rate is always computed from the counts of the last
+ * update), so the others are not re-rated. The jobs are visited in xjobs
+ * order, as a full scan would (the order of the heap moves and of the
+ * efficiency sum's terms). With more than 64 racks the masks alias racks: a
+ * job visited for nothing keeps its rate (its share is unchanged). */
 static int update_contention(engine_t *e, double t) {
   e->xdirty = 0;
-  memcpy(e->xk_old, e->xk, (size_t)e->c->nracks * sizeof *e->xk);
-  memset(e->xk, 0, (size_t)e->c->nracks * sizeof *e->xk);
-  for (int i = 0; i < e->nx; i++) {
-    const shoal_job_t *j = e->xjobs[i];
-    if (j->state != SHOAL_JOB_RUN) continue; /* restarting jobs send nothing */
-    int last = -1;
-    for (int k = 0; k < j->alloc.n; k++) {
-      int r = e->c->m[j->alloc.p[k].machine].rack;
-      if (r != last) e->xk[r]++;
-      last = r;
+  uint64_t changed = 0;
+  for (int r = 0; r < e->c->nracks; r++)
+    if (e->xk[r] != e->xlive[r]) {
+      changed |= 1ull << (r & 63);
+      e->xk[r] = e->xlive[r];
+      e->rshare[r] = rack_share(e, r);
     }
-  }
-  int any = 0;
-  for (int r = 0; r < e->c->nracks; r++) any |= e->xk[r] != e->xk_old[r];
-  if (!any) return 0;
+  if (!changed) return 0;
   for (int i = 0; i < e->nx; i++) {
+    if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
     shoal_job_t *j = e->xjobs[i];
-    if (j->state != SHOAL_JOB_RUN) continue;
-    int touched = 0;
-    for (int k = 0; k < j->alloc.n && !touched; k++) {
-      int r = e->c->m[j->alloc.p[k].machine].rack;
-      touched = e->xk[r] != e->xk_old[r];
-    }
-    if (!touched) continue;
     double r = alloc_rate(e, j);
     if (r == j->rate) continue;
     advance_job(e, j, t);
@@ -348,6 +436,7 @@ static int apply_changes(engine_t *e, double t) {
     j->touched = 0;
     int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
     if (!changed) goto next;
+    x_off(e, j, old); /* counted with its old allocation */
     e->shape_ok[j->id] = 0;
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
@@ -399,6 +488,7 @@ static int apply_changes(engine_t *e, double t) {
       int now_x = spans_racks(e, &j->alloc);
       if (now_x || e->xidx[j->id] >= 0) e->xdirty = 1; /* state or racks changed */
       rc = x_set(e, j, now_x);
+      if (!rc) x_on(e, j); /* started at once (no restart cost) */
     }
     if (rc) break;
   }
@@ -467,7 +557,7 @@ static int check_invariants(engine_t *e, double t) {
           break;
         }
     }
-    if (x != e->xk[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
+    if (x != e->xk[r] || x != e->xlive[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
   }
   if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
 done:
@@ -512,6 +602,7 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
   if (e->cfg->check && fabs(j->work_done - j->work) > 1e-6 * j->work + 1e-9)
     return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d finished with %.17g of %.17g steps", j->id, j->work_done, j->work);
   j->work_done = j->work;
+  x_off(e, j, &j->alloc);
   set_state(e, j, SHOAL_JOB_DONE);
   int xrc = x_set(e, j, 0);
   if (xrc) return xrc;
@@ -551,14 +642,25 @@ static int engine_setup(engine_t *e) {
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
   e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
-  e->xk_old = calloc((size_t)e->c->nracks, sizeof *e->xk_old);
+  e->xlive = calloc((size_t)e->c->nracks, sizeof *e->xlive);
+  e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
   e->shape = malloc((n ? n : 1) * sizeof *e->shape);
   e->shape_share = malloc((n ? n : 1) * sizeof *e->shape_share);
   e->shape_rate = malloc((n ? n : 1) * sizeof *e->shape_rate);
   e->shape_ok = calloc(n ? n : 1, 1);
+  e->rshare = malloc((size_t)e->c->nracks * sizeof *e->rshare);
+  e->xr = malloc((n ? n : 1) * XR_MAX * sizeof *e->xr);
+  e->xr_n = calloc(n ? n : 1, 1);
+  e->rm_share = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_share);
+  e->rm_rate = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_rate);
+  e->rm_n = calloc(n ? n : 1, 1);
+  e->rm_pos = calloc(n ? n : 1, 1);
+  if (!e->rshare || !e->xr || !e->xr_n || !e->rm_share || !e->rm_rate || !e->rm_n || !e->rm_pos)
+    return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  for (int r = 0; r < e->c->nracks; r++) e->rshare[r] = rack_share(e, r);
   if (!e->shape || !e->shape_share || !e->shape_rate || !e->shape_ok) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-  if (!e->xidx || !e->xk || !e->xk_old || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  if (!e->xidx || !e->xk || !e->xlive || !e->xon || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
@@ -658,6 +760,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
         set_state(&e, j, SHOAL_JOB_RUN);
         set_rate(&e, j, alloc_rate(&e, j));
         if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
+        x_on(&e, j);
         j->version++;
         if ((rc = schedule_finish(&e, j, t))) goto fail_policy;
         e.s.events |= SHOAL_EV_RESTART_DONE;
@@ -745,11 +848,20 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
-  free(e.xk_old);
+  free(e.xlive);
+  free(e.xon);
+  free(e.xmask);
   free(e.shape);
   free(e.shape_share);
   free(e.shape_rate);
   free(e.shape_ok);
+  free(e.rshare);
+  free(e.xr);
+  free(e.xr_n);
+  free(e.rm_share);
+  free(e.rm_rate);
+  free(e.rm_n);
+  free(e.rm_pos);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -773,11 +885,20 @@ fail_sched:
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
-  free(e.xk_old);
+  free(e.xlive);
+  free(e.xon);
+  free(e.xmask);
   free(e.shape);
   free(e.shape_share);
   free(e.shape_rate);
   free(e.shape_ok);
+  free(e.rshare);
+  free(e.xr);
+  free(e.xr_n);
+  free(e.rm_share);
+  free(e.rm_rate);
+  free(e.rm_n);
+  free(e.rm_pos);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
