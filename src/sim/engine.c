@@ -105,7 +105,21 @@ static event_t heap_pop(heap_t *h) {
 #define XR_MAX 8
 /* (share, rate) pairs remembered per allocation: a cross-rack job's share
  * keeps returning to a few values as the counts of its racks move */
-#define RM_MAX 4
+#define RM_MAX 3
+
+/* Per job: the rating of its allocation, in one cache line (the contention
+ * updates visit tens of millions of jobs: separate arrays cost a miss each).
+ * Kept from the allocation's first rating until the allocation changes. */
+typedef struct {
+  double share, rate;       /* last rating: uplink share and rate (rate < 0: none yet) */
+  int16_t xr[XR_MAX];       /* its racks, one per run of machines in one rack */
+  uint8_t ok;               /* shape, xr valid (0 after the allocation changed) */
+  uint8_t xr_n;             /* entries of xr (0: more than XR_MAX, read the allocation) */
+  uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
+  uint8_t pad[4];
+  double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
+} rating_t;
+_Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
 
 typedef struct engine {
   shoal_workload_t *w;
@@ -147,16 +161,13 @@ typedef struct engine {
   uint64_t *xmask;      /* per xjobs entry: its racks (bit r % 64) while it sends, else 0 */
   int nx, xcap;
   int32_t *xidx;        /* per job: index in xjobs, -1 if absent */
+  int32_t *xids;        /* per xjobs entry: the job's id */
   uint8_t *xon;         /* per job: counted in xlive */
   /* per job: the shape of its allocation and its last rating (alloc_rate) */
   shoal_shape_t *shape;
-  double *shape_share, *shape_rate;
-  uint8_t *shape_ok;
+  rating_t *rt;
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
-  int16_t *xr;          /* per job: [XR_MAX] its racks, one per run of machines in one rack */
-  int8_t *xr_n;         /* per job: how many of xr (0: more than XR_MAX, read the allocation) */
-  double *rm_share, *rm_rate; /* per job: [RM_MAX] earlier ratings of the allocation */
-  uint8_t *rm_n, *rm_pos;
+  double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
 } engine_t;
 
@@ -245,11 +256,21 @@ static double rack_share(const engine_t *e, int r) {
 
 /* The job's share of the uplinks of the racks it touches: min_k U_k / x_k
  * (racks in allocation order, from the list kept with its shape). */
+static inline double xr_share(const engine_t *e, const rating_t *rt) {
+  double b = 0;
+  for (int i = 0; i < rt->xr_n; i++) {
+    double share = e->rshare[rt->xr[i]];
+    if (b == 0 || share < b) b = share;
+  }
+  return b;
+}
+
 static double xrack_share(const engine_t *e, const shoal_job_t *j) {
   double b = 0;
-  int n = e->xr_n[j->id];
+  const rating_t *rt = &e->rt[j->id];
+  int n = rt->xr_n;
   if (n > 0) {
-    const int16_t *rk = &e->xr[(size_t)j->id * XR_MAX];
+    const int16_t *rk = rt->xr;
     for (int i = 0; i < n; i++) {
       double share = e->rshare[rk[i]];
       if (b == 0 || share < b) b = share;
@@ -269,7 +290,7 @@ static double xrack_share(const engine_t *e, const shoal_job_t *j) {
 
 /* j's racks, one per run of machines in the same rack, as xrack_share visits them */
 static void xr_keep(engine_t *e, const shoal_job_t *j) {
-  int16_t *rk = &e->xr[(size_t)j->id * XR_MAX];
+  int16_t *rk = e->rt[j->id].xr;
   int n = 0, last = -1;
   for (int i = 0; i < j->alloc.n; i++) {
     int r = e->c->m[j->alloc.p[i].machine].rack;
@@ -281,41 +302,42 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
     }
     rk[n++] = (int16_t)r;
   }
-  e->xr_n[j->id] = (int8_t)n;
+  e->rt[j->id].xr_n = (uint8_t)n;
 }
 
 /* The rate of j's allocation. Its shape is kept from the allocation's first
- * rating (shape_ok[j] until the allocation changes), and a cross-rack job
+ * rating (rating_t.ok until the allocation changes), and a cross-rack job
  * whose uplink share is the one it was last rated with keeps that rate: the
  * speed model is a pure function of the shape and the share. */
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
-  if (!e->shape_ok[id]) {
+  rating_t *rt = &e->rt[id];
+  if (!rt->ok) {
     e->shape[id] = shoal__shape_of(e->c, &j->alloc);
-    e->shape_ok[id] = 1;
-    e->shape_rate[id] = -1;
-    e->rm_n[id] = e->rm_pos[id] = 0;
+    rt->ok = 1;
+    rt->rate = -1;
+    rt->rm_n = rt->rm_pos = 0;
+    rt->xr_n = 0;
     if (e->shape[id].racks > 1) xr_keep(e, j);
   }
   shoal_shape_t sh = e->shape[id];
   if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
-  if (e->shape_rate[id] >= 0 && sh.xrack_gbps == e->shape_share[id]) return e->shape_rate[id];
-  double r;
-  double *ms = &e->rm_share[(size_t)id * RM_MAX], *mr = &e->rm_rate[(size_t)id * RM_MAX];
+  if (rt->rate >= 0 && sh.xrack_gbps == rt->share) return rt->rate;
+  double r, *mr = &e->rm_rate[(size_t)id * RM_MAX];
   int k = 0;
-  while (k < e->rm_n[id] && ms[k] != sh.xrack_gbps) k++;
-  if (k < e->rm_n[id]) {
+  while (k < rt->rm_n && rt->rm_share[k] != sh.xrack_gbps) k++;
+  if (k < rt->rm_n) {
     r = mr[k];
   } else {
     r = e->speed->rate(e->speed, e->c, j, &sh);
-    k = e->rm_pos[id];
-    ms[k] = sh.xrack_gbps;
+    k = rt->rm_pos;
+    rt->rm_share[k] = sh.xrack_gbps;
     mr[k] = r;
-    e->rm_pos[id] = (uint8_t)((k + 1) % RM_MAX);
-    if (e->rm_n[id] < RM_MAX) e->rm_n[id]++;
+    rt->rm_pos = (uint8_t)((k + 1) % RM_MAX);
+    if (rt->rm_n < RM_MAX) rt->rm_n++;
   }
-  e->shape_share[id] = sh.xrack_gbps;
-  e->shape_rate[id] = r;
+  rt->share = sh.xrack_gbps;
+  rt->rate = r;
   return r;
 }
 
@@ -327,6 +349,7 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     shoal_job_t *last = e->xjobs[--e->nx];
     e->xjobs[*ix] = last;
     e->xmask[*ix] = e->xmask[e->nx];
+    e->xids[*ix] = e->xids[e->nx];
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -336,12 +359,15 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     shoal_job_t **x = realloc(e->xjobs, (size_t)nc * sizeof *x);
     if (x) e->xjobs = x;
     uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
-    if (!xm) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xmask = xm;
+    if (xm) e->xmask = xm;
+    int32_t *xi = xm ? realloc(e->xids, (size_t)nc * sizeof *xi) : NULL;
+    if (!xi) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xids = xi;
     e->xcap = nc;
   }
   *ix = e->nx;
   e->xmask[e->nx] = 0;
+  e->xids[e->nx] = j->id;
   e->xjobs[e->nx++] = j;
   return 0;
 }
@@ -397,6 +423,9 @@ static int update_contention(engine_t *e, double t) {
   if (!changed) return 0;
   for (int i = 0; i < e->nx; i++) {
     if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
+    const rating_t *rt = &e->rt[e->xids[i]];
+    /* same share: same rate (a sending job's rate is its last rating's), the job itself is not read */
+    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0 && xr_share(e, rt) == rt->share) continue;
     shoal_job_t *j = e->xjobs[i];
     double r = alloc_rate(e, j);
     if (r == j->rate) continue;
@@ -437,7 +466,7 @@ static int apply_changes(engine_t *e, double t) {
     int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
     if (!changed) goto next;
     x_off(e, j, old); /* counted with its old allocation */
-    e->shape_ok[j->id] = 0;
+    e->rt[j->id].ok = 0;
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
     {
@@ -514,6 +543,10 @@ static int check_invariants(engine_t *e, double t) {
       goto done;
     }
     running += j->alloc.n > 0;
+    if (j->state == SHOAL_JOB_RUN && !(e->rt[j->id].ok && e->rt[j->id].rate == j->rate)) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs at %.17g, not at its last rating", t, j->id, j->rate);
+      goto done;
+    }
     for (int k = 0; k < j->alloc.n; k++) {
       shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
       shoal_res_t *u = &used[j->alloc.p[k].machine];
@@ -646,20 +679,14 @@ static int engine_setup(engine_t *e) {
   e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
   e->shape = malloc((n ? n : 1) * sizeof *e->shape);
-  e->shape_share = malloc((n ? n : 1) * sizeof *e->shape_share);
-  e->shape_rate = malloc((n ? n : 1) * sizeof *e->shape_rate);
-  e->shape_ok = calloc(n ? n : 1, 1);
+  e->rt = aligned_alloc(64, (n ? n : 1) * sizeof *e->rt);
+  if (e->rt) memset(e->rt, 0, (n ? n : 1) * sizeof *e->rt);
   e->rshare = malloc((size_t)e->c->nracks * sizeof *e->rshare);
-  e->xr = malloc((n ? n : 1) * XR_MAX * sizeof *e->xr);
-  e->xr_n = calloc(n ? n : 1, 1);
-  e->rm_share = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_share);
   e->rm_rate = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_rate);
-  e->rm_n = calloc(n ? n : 1, 1);
-  e->rm_pos = calloc(n ? n : 1, 1);
-  if (!e->rshare || !e->xr || !e->xr_n || !e->rm_share || !e->rm_rate || !e->rm_n || !e->rm_pos)
+  if (!e->rshare || !e->rm_rate)
     return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (int r = 0; r < e->c->nracks; r++) e->rshare[r] = rack_share(e, r);
-  if (!e->shape || !e->shape_share || !e->shape_rate || !e->shape_ok) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  if (!e->shape || !e->rt) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   if (!e->xidx || !e->xk || !e->xlive || !e->xon || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
   e->tl_cap = 8192;
@@ -852,16 +879,10 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.xon);
   free(e.xmask);
   free(e.shape);
-  free(e.shape_share);
-  free(e.shape_rate);
-  free(e.shape_ok);
+  free(e.rt);
   free(e.rshare);
-  free(e.xr);
-  free(e.xr_n);
-  free(e.rm_share);
   free(e.rm_rate);
-  free(e.rm_n);
-  free(e.rm_pos);
+  free(e.xids);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -889,16 +910,10 @@ fail_sched:
   free(e.xon);
   free(e.xmask);
   free(e.shape);
-  free(e.shape_share);
-  free(e.shape_rate);
-  free(e.shape_ok);
+  free(e.rt);
   free(e.rshare);
-  free(e.xr);
-  free(e.xr_n);
-  free(e.rm_share);
   free(e.rm_rate);
-  free(e.rm_n);
-  free(e.rm_pos);
+  free(e.xids);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
