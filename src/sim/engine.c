@@ -48,9 +48,15 @@ static inline void heap_set(heap_t *h, size_t i, const event_t *e) {
   if (e->job >= 0) h->pos[e->job] = (int32_t)i;
 }
 
+/* 4-ary: half the depth of a binary heap. Under rack contention most
+ * operations move a job's completion (tens of millions), and the moves
+ * were branch-bound level by level. The order (time, seq) is total, so
+ * events come out in the same sequence whatever the heap's shape. */
+#define HEAP_D 4
+
 static void sift_up(heap_t *h, size_t i, event_t e) {
   while (i > 0) {
-    size_t p = (i - 1) / 2;
+    size_t p = (i - 1) / HEAP_D;
     if (!ev_less(&e, &h->a[p])) break;
     heap_set(h, i, &h->a[p]);
     i = p;
@@ -60,13 +66,15 @@ static void sift_up(heap_t *h, size_t i, event_t e) {
 
 static void sift_down(heap_t *h, size_t i, event_t e) {
   for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
+    size_t c = HEAP_D * i + 1, m = i;
+    if (c >= h->n) break;
+    size_t end = c + HEAP_D < h->n ? c + HEAP_D : h->n;
     const event_t *best = &e;
-    if (l < h->n && ev_less(&h->a[l], best)) {
-      m = l;
-      best = &h->a[l];
-    }
-    if (r < h->n && ev_less(&h->a[r], best)) m = r;
+    for (; c < end; c++)
+      if (ev_less(&h->a[c], best)) {
+        m = c;
+        best = &h->a[c];
+      }
     if (m == i) break;
     heap_set(h, i, &h->a[m]);
     i = m;
