@@ -124,7 +124,8 @@ typedef struct {
   uint8_t ok;               /* shape, xr valid (0 after the allocation changed) */
   uint8_t xr_n;             /* entries of xr (0: more than XR_MAX, read the allocation) */
   uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
-  uint8_t pad[4];
+  uint8_t multi;            /* the allocation spans racks (its share varies) */
+  uint8_t pad[3];
   double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
@@ -317,6 +318,29 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
  * rating (rating_t.ok until the allocation changes), and a cross-rack job
  * whose uplink share is the one it was last rated with keeps that rate: the
  * speed model is a pure function of the shape and the share. */
+/* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
+ * the allocation's earlier ratings, else the speed model's. */
+static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, double share) {
+  double r, *mr = &e->rm_rate[(size_t)j->id * RM_MAX];
+  int k = 0;
+  while (k < rt->rm_n && rt->rm_share[k] != share) k++;
+  if (k < rt->rm_n) {
+    r = mr[k];
+  } else {
+    shoal_shape_t sh = e->shape[j->id];
+    sh.xrack_gbps = share;
+    r = e->speed->rate(e->speed, e->c, j, &sh);
+    k = rt->rm_pos;
+    rt->rm_share[k] = share;
+    mr[k] = r;
+    rt->rm_pos = (uint8_t)((k + 1) % RM_MAX);
+    if (rt->rm_n < RM_MAX) rt->rm_n++;
+  }
+  rt->share = share;
+  rt->rate = r;
+  return r;
+}
+
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
   rating_t *rt = &e->rt[id];
@@ -326,27 +350,19 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
     rt->rate = -1;
     rt->rm_n = rt->rm_pos = 0;
     rt->xr_n = 0;
-    if (e->shape[id].racks > 1) xr_keep(e, j);
+    rt->multi = e->shape[id].racks > 1;
+    if (rt->multi) xr_keep(e, j);
   }
-  shoal_shape_t sh = e->shape[id];
-  if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
-  if (rt->rate >= 0 && sh.xrack_gbps == rt->share) return rt->rate;
-  double r, *mr = &e->rm_rate[(size_t)id * RM_MAX];
-  int k = 0;
-  while (k < rt->rm_n && rt->rm_share[k] != sh.xrack_gbps) k++;
-  if (k < rt->rm_n) {
-    r = mr[k];
-  } else {
-    r = e->speed->rate(e->speed, e->c, j, &sh);
-    k = rt->rm_pos;
-    rt->rm_share[k] = sh.xrack_gbps;
-    mr[k] = r;
-    rt->rm_pos = (uint8_t)((k + 1) % RM_MAX);
-    if (rt->rm_n < RM_MAX) rt->rm_n++;
+  if (!rt->multi) { /* one rack: the shape's rate, never re-rated */
+    if (rt->rate < 0) {
+      rt->share = e->shape[id].xrack_gbps;
+      rt->rate = e->speed->rate(e->speed, e->c, j, &e->shape[id]);
+    }
+    return rt->rate;
   }
-  rt->share = sh.xrack_gbps;
-  rt->rate = r;
-  return r;
+  double share = xrack_share(e, j);
+  if (rt->rate >= 0 && share == rt->share) return rt->rate;
+  return rate_at_share(e, j, rt, share);
 }
 
 static int x_set(engine_t *e, shoal_job_t *j, int member) {
@@ -431,11 +447,18 @@ static int update_contention(engine_t *e, double t) {
   if (!changed) return 0;
   for (int i = 0; i < e->nx; i++) {
     if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
-    const rating_t *rt = &e->rt[e->xids[i]];
-    /* same share: same rate (a sending job's rate is its last rating's), the job itself is not read */
-    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0 && xr_share(e, rt) == rt->share) continue;
+    rating_t *rt = &e->rt[e->xids[i]];
     shoal_job_t *j = e->xjobs[i];
-    double r = alloc_rate(e, j);
+    double r;
+    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
+      /* a sending job runs at its last rating's rate: same share, same
+       * rate, and the job itself is not read */
+      double share = xr_share(e, rt);
+      if (share == rt->share) continue;
+      r = rate_at_share(e, j, rt, share);
+    } else {
+      r = alloc_rate(e, j);
+    }
     if (r == j->rate) continue;
     advance_job(e, j, t);
     set_rate(e, j, r);
