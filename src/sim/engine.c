@@ -174,7 +174,8 @@ typedef struct engine {
   uint8_t *xon;         /* per job: counted in xlive */
   /* per job: the shape of its allocation and its last rating (alloc_rate) */
   shoal_shape_t *shape;
-  rating_t *rt;
+  rating_t *rt;          /* [njobs], 64-byte aligned inside rt_mem */
+  void *rt_mem;
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
   double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
@@ -710,8 +711,10 @@ static int engine_setup(engine_t *e) {
   e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
   e->shape = malloc((n ? n : 1) * sizeof *e->shape);
-  e->rt = aligned_alloc(64, (n ? n : 1) * sizeof *e->rt);
-  if (e->rt) memset(e->rt, 0, (n ? n : 1) * sizeof *e->rt);
+  /* calloc, not aligned_alloc + memset: pages of jobs that never run
+   * stay untouched (peak RSS) */
+  e->rt_mem = calloc((n ? n : 1) + 1, sizeof *e->rt);
+  e->rt = e->rt_mem ? (rating_t *)(((uintptr_t)e->rt_mem + 63) & ~(uintptr_t)63) : NULL;
   e->rshare = malloc((size_t)e->c->nracks * sizeof *e->rshare);
   e->rm_rate = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_rate);
   if (!e->rshare || !e->rm_rate)
@@ -910,7 +913,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.xon);
   free(e.xmask);
   free(e.shape);
-  free(e.rt);
+  free(e.rt_mem);
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
@@ -941,7 +944,7 @@ fail_sched:
   free(e.xon);
   free(e.xmask);
   free(e.shape);
-  free(e.rt);
+  free(e.rt_mem);
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
