@@ -18,8 +18,9 @@
  * that fit the free GPUs can be selected, so nothing is computed while no GPU
  * is free; jobs that never held GPUs (infinite priority, id order) wait in
  * one id-heap per size, and the others' priorities are computed only for the
- * sizes that still fit once the new jobs are served. Rounds rank every
- * active job (flat entries, one sort). */
+ * sizes that still fit once the new jobs are served (a backfill mostly
+ * starts one job: linear scans, no heap). Rounds heap every active job and
+ * pop only until the GPUs are gone or nothing left fits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 typedef struct {
   double key;
   int32_t id;
+  int32_t gpus; /* the job's, beside the key (scans read no job) */
   shoal_job_t *j;
 } gent_t;
 
@@ -54,6 +56,7 @@ typedef struct {
   shoal_job_t **order;
   char *want;
   int cap;
+  int *hist;          /* round_walk: sizes not walked yet, [gpus_total + 2] */
   shoal_place_t *buf;
 } gavel_t;
 
@@ -62,12 +65,15 @@ static int gavel_create(shoal_sched_t *s, const char *params, void **state) {
   int rc = shoal__param_check("gavel", params, keys);
   gavel_t *g = rc ? NULL : calloc(1, sizeof *g);
   if (rc) return rc;
-  if (!g || !(g->buf = malloc((size_t)s->cluster->nmachines * sizeof *g->buf))) {
+  if (!g || !(g->buf = malloc((size_t)s->cluster->nmachines * sizeof *g->buf)) ||
+      !(g->hist = malloc((size_t)(s->cluster->gpus_total + 2) * sizeof *g->hist))) {
+    if (g) free(g->buf);
     free(g);
     return shoal__seterr(SHOAL_ERR_NOMEM, "gavel: out of memory");
   }
   if ((rc = shoal__param_double("gavel", params, "round", 360, 1e-3, 1e9, &g->round))) {
     free(g->buf);
+    free(g->hist);
     free(g);
     return rc;
   }
@@ -85,6 +91,7 @@ static void gavel_destroy(void *state) {
   free(g->order);
   free(g->want);
   free(g->buf);
+  free(g->hist);
   free(g);
 }
 
@@ -198,12 +205,6 @@ static double priority(const shoal_sched_t *s, const shoal_job_t *j, double x) {
   return f > 0 ? x / f : INFINITY;
 }
 
-static int ent_cmp(const void *a, const void *b) {
-  const gent_t *x = a, *y = b;
-  if (x->key != y->key) return x->key > y->key ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
-}
-
 static inline int ent_before(const gent_t *x, const gent_t *y) { return x->key > y->key || (x->key == y->key && x->id < y->id); }
 
 static void ent_sift(gent_t *h, int n, int i) {
@@ -220,10 +221,41 @@ static void ent_sift(gent_t *h, int n, int i) {
   h[i] = x;
 }
 
+/* a[0..n) in ent_before order: insertion-sorted runs of 16, then bottom-up
+ * merges through tmp[n] (the comparison inlined: qsort's calls through a
+ * pointer were most of the rounds' time; the order is total, so any sort
+ * gives the same result) */
+static void ent_sort(gent_t *a, int n, gent_t *tmp) {
+  enum { RUN = 16 };
+  for (int lo = 0; lo < n; lo += RUN) {
+    int hi = lo + RUN < n ? lo + RUN : n;
+    for (int i = lo + 1; i < hi; i++) {
+      gent_t x = a[i];
+      int k = i;
+      for (; k > lo && ent_before(&x, &a[k - 1]); k--) a[k] = a[k - 1];
+      a[k] = x;
+    }
+  }
+  gent_t *src = a, *dst = tmp;
+  for (int w = RUN; w < n; w *= 2) {
+    for (int lo = 0; lo < n; lo += 2 * w) {
+      int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int i = lo, k = mid, o = lo;
+      while (i < mid && k < hi) dst[o++] = ent_before(&src[k], &src[i]) ? src[k++] : src[i++];
+      while (i < mid) dst[o++] = src[i++];
+      while (k < hi) dst[o++] = src[k++];
+    }
+    gent_t *t = src;
+    src = dst;
+    dst = t;
+  }
+  if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+}
+
 static int room(gavel_t *g, int n) {
   if (n <= g->cap) return 0;
   int nc = n * 2;
-  gent_t *e = realloc(g->ent, (size_t)nc * sizeof *e);
+  gent_t *e = realloc(g->ent, (size_t)nc * 2 * sizeof *e); /* the second half: ent_sort's scratch */
   if (e) g->ent = e;
   shoal_job_t **o = realloc(g->order, (size_t)nc * sizeof *o);
   if (o) g->order = o;
@@ -235,39 +267,36 @@ static int room(gavel_t *g, int n) {
 }
 
 /* A round: rank every active job, walk with free = all GPUs. The walk stops
- * when no GPU is left, so the ranking is a heap selection of the walked
- * prefix; of the rest only the holders matter (they are preempted, in
- * priority order). */
+ * when no GPU is left or when none of the jobs not walked yet fits the free
+ * GPUs (fitting counts them, from a histogram of the sizes not walked yet),
+ * so the ranking is a heap selection of the walked prefix; of the rest only
+ * the holders matter (they are preempted, in priority order; the order of
+ * unselected non-holders changes nothing). */
 static int round_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
   int n = s->nactive, k = 0, h = n;
+  long total = s->cluster->gpus_total, free_gpus = total, fitting = 0;
+  int *hist = g->hist; /* [total + 2]: entries not walked yet by size, sizes > total in the last */
+  memset(hist, 0, (size_t)(total + 2) * sizeof *hist);
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = s->active[i];
-    g->ent[i] = (gent_t){priority(s, j, x), j->id, j};
+    g->ent[i] = (gent_t){priority(s, j, x), j->id, j->gpus, j};
+    hist[j->gpus <= total ? (j->gpus > 0 ? j->gpus : 0) : total + 1]++;
+    fitting += j->gpus <= total;
   }
   for (int i = h / 2 - 1; i >= 0; i--) ent_sift(g->ent, h, i);
-  long free_gpus = s->cluster->gpus_total;
-  while (h > 0 && free_gpus > 0) {
-    if (k > 64 && k > n / 8) {
-      /* the walk goes deep: sorting the rest is cheaper than popping it */
-      if (h > 1) qsort(g->ent, (size_t)h, sizeof *g->ent, ent_cmp);
-      int i = 0;
-      for (; i < h && free_gpus > 0; i++) {
-        shoal_job_t *j = g->ent[i].j;
-        g->order[k] = j;
-        g->want[k] = j->gpus <= free_gpus;
-        if (g->want[k]) free_gpus -= j->gpus;
-        k++;
-      }
-      memmove(g->ent, g->ent + i, (size_t)(h - i) * sizeof *g->ent);
-      h -= i;
-      break;
-    }
+  while (h > 0 && free_gpus > 0 && fitting > 0) {
     shoal_job_t *j = g->ent[0].j;
     g->ent[0] = g->ent[--h];
     if (h) ent_sift(g->ent, h, 0);
+    hist[j->gpus <= total ? (j->gpus > 0 ? j->gpus : 0) : total + 1]--;
     g->order[k] = j;
     g->want[k] = j->gpus <= free_gpus;
-    if (g->want[k]) free_gpus -= j->gpus;
+    if (g->want[k]) {
+      fitting--;
+      long nf = free_gpus - j->gpus;
+      for (long sz = nf + 1; sz <= free_gpus; sz++) fitting -= hist[sz]; /* no longer fit */
+      free_gpus = nf;
+    }
     k++;
   }
   /* past the walk: not selected; the holders among them in priority order */
@@ -275,7 +304,7 @@ static int round_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
   for (int i = 0; i < h; i++)
     if (shoal__holding(g->ent[i].j)) g->ent[nh++] = g->ent[i];
     else g->order[k] = g->ent[i].j, g->want[k++] = 0;
-  if (nh > 1) qsort(g->ent, (size_t)nh, sizeof *g->ent, ent_cmp);
+  if (nh > 1) ent_sort(g->ent, nh, g->ent + n); /* ent has room for 2 n */
   for (int i = 0; i < nh; i++) g->order[k] = g->ent[i].j, g->want[k++] = 0;
   *m = k;
   return 0;
@@ -300,13 +329,34 @@ static int backfill_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
     free_gpus -= j->gpus;
   }
   if (free_gpus > 0 && g->nold > 0) {
-    /* the others by priority: a heap of those that fit */
+    /* the others by priority, among those that fit. Most backfills start
+     * one or two jobs: the first picks are linear scans for the best entry
+     * that still fits (the entry a heap would yield next, the ones that no
+     * longer fit being skipped either way), then a heap for the rest. */
     int h = 0;
     for (int i = 0; i < g->nold; i++) {
       shoal_job_t *j = g->old[i];
-      if (j->gpus <= free_gpus) g->ent[h++] = (gent_t){priority(s, j, x), j->id, j};
+      if (j->gpus <= free_gpus) g->ent[h++] = (gent_t){priority(s, j, x), j->id, j->gpus, j};
     }
-    for (int i = h / 2 - 1; i >= 0; i--) ent_sift(g->ent, h, i);
+    int scans = 0;
+    while (h > 0 && free_gpus > 0 && scans < 4) {
+      int b = -1;
+      for (int i = 0; i < h; i++)
+        if (g->ent[i].gpus <= free_gpus && (b < 0 || ent_before(&g->ent[i], &g->ent[b]))) b = i;
+      scans++;
+      if (b < 0) {
+        h = 0;
+        break;
+      }
+      shoal_job_t *j = g->ent[b].j;
+      g->ent[b] = g->ent[--h];
+      old_remove(g, j);
+      g->order[k] = j;
+      g->want[k++] = 1;
+      free_gpus -= j->gpus;
+    }
+    if (h > 0 && free_gpus > 0)
+      for (int i = h / 2 - 1; i >= 0; i--) ent_sift(g->ent, h, i);
     while (h > 0 && free_gpus > 0) {
       shoal_job_t *j = g->ent[0].j;
       g->ent[0] = g->ent[--h];

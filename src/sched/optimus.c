@@ -35,14 +35,26 @@
 #include "core/error.h"
 #include "sched/policy_util.h"
 
+/* A heap entry, 16 bytes (the heap's moves were most of a decision):
+ * key = !bound << 63 | idx << 32 | kind << 31 | the job's pint[3] (low 31
+ * bits) when pushed (older entries are stale; a job changes far fewer than
+ * 2^31 times within one decision). Ties on the gain are broken by key >> 31:
+ * a bound before an evaluated gain, then idx, then kind. idx is the job's
+ * index in order[], whose entries that can have gains (the first-worker
+ * pass) are in arrival order, that is by id: idx orders like the id. */
 typedef struct {
   double gain;
-  int32_t idx;  /* index in order[] */
-  int32_t id;   /* the job's id (ties) */
-  int8_t kind;  /* 0 worker, 1 PS */
-  int8_t bound; /* 1: gain is an upper bound of the second worker's gain, not evaluated yet */
-  int64_t ver;  /* the job's pint[3] when pushed: older entries are stale */
+  uint64_t key;
 } gain_t;
+
+#define G_VER 0x7fffffffull
+static inline gain_t gain_make(double gain, int idx, int kind, int bound, int64_t ver) {
+  return (gain_t){gain, (uint64_t)!bound << 63 | (uint64_t)idx << 32 | (uint64_t)kind << 31 | ((uint64_t)ver & G_VER)};
+}
+static inline int g_idx(const gain_t *g) { return (int)((g->key >> 32) & 0x7fffffff); }
+static inline int g_kind(const gain_t *g) { return (int)((g->key >> 31) & 1); }
+static inline int g_bound(const gain_t *g) { return !(g->key >> 63); }
+static inline int g_stale(const gain_t *g, const shoal_job_t *j) { return (g->key & G_VER) != ((uint64_t)j->pint[3] & G_VER); }
 
 typedef struct {
   shoal_job_t **order;
@@ -66,7 +78,9 @@ typedef struct {
 /* fields: pint[0] target workers, pint[1] target PSs, pint[2] best size,
  * pint[3] version of the job's heap entries, pint[4] index in hold[] (-1:
  * none), pint[5] decision stamp; pkey[0] K_j (< 0: the first worker is
- * all the job ever gets) */
+ * all the job ever gets), pkey[1] dshare of a worker (constant: kept from
+ * the arrival), pkey[3] R_j of the current decision (set with the job's
+ * bound, before any of its gains is evaluated) */
 
 static int optimus_create(shoal_sched_t *s, const char *params, void **state) {
   int rc = shoal__param_check("optimus", params, NULL);
@@ -102,6 +116,7 @@ static double rate_of(const shoal_sched_t *s, const shoal_job_t *j, int w, int p
 }
 
 static double first_gain_k(const optimus_t *o, const shoal_sched_t *s, const shoal_job_t *j);
+static double dshare(const optimus_t *o, const shoal_sched_t *s, const shoal_res_t *d);
 
 static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   /* best size for the fast path: grow while the speed grows */
@@ -136,6 +151,7 @@ static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   if (shoal__arrivals_add(&o->act, j)) o->oom = 1;
   j->pint[4] = -1;
   j->pint[5] = -1;
+  j->pkey[1] = dshare(o, s, &j->worker_demand);
   j->pkey[0] = first_gain_k(o, s, j);
   if (!(j->worker_demand.gpus >= 1)) o->n_gpuless++;
 }
@@ -175,9 +191,7 @@ static void optimus_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
 
 static inline int gain_better(const gain_t *a, const gain_t *b) {
   if (a->gain != b->gain) return a->gain > b->gain;
-  if (a->bound != b->bound) return a->bound; /* evaluate before trusting an equal gain */
-  if (a->id != b->id) return a->id < b->id;
-  return a->kind < b->kind;
+  return (a->key >> 31) < (b->key >> 31); /* a bound first (evaluate before trusting an equal gain), then id, kind */
 }
 
 static int hpush(optimus_t *o, gain_t g) {
@@ -213,10 +227,28 @@ static void sift_down(optimus_t *o, int i) {
   o->heap[i] = x;
 }
 
+/* Floyd's pop: the hole at the root follows the better child down to a
+ * leaf (one comparison a level instead of two), then the last entry sifts up
+ * from there (rarely far: it came from the bottom). Same heap property, so
+ * the same sequence of pops. */
 static gain_t hpop(optimus_t *o) {
-  gain_t top = o->heap[0];
-  o->heap[0] = o->heap[--o->nheap];
-  if (o->nheap) sift_down(o, 0);
+  gain_t top = o->heap[0], x = o->heap[--o->nheap];
+  int n = o->nheap, i = 0;
+  if (n == 0) return top;
+  for (;;) {
+    int l = 2 * i + 1;
+    if (l >= n) break;
+    int c = l + 1 < n && gain_better(&o->heap[l + 1], &o->heap[l]) ? l + 1 : l;
+    o->heap[i] = o->heap[c];
+    i = c;
+  }
+  while (i > 0) {
+    int p = (i - 1) / 2;
+    if (!gain_better(&x, &o->heap[p])) break;
+    o->heap[i] = o->heap[p];
+    i = p;
+  }
+  o->heap[i] = x;
   return top;
 }
 
@@ -234,12 +266,12 @@ static int gain_of(optimus_t *o, const shoal_sched_t *s, int idx, int kind, gain
   int maxw = j->max_workers > 0 ? j->max_workers : j->gpus;
   if (kind == 0 && w >= maxw) return 0;
   if (kind == 1 && (j->arch != SHOAL_ARCH_PS || p >= w)) return 0;
-  double R = shoal_job_remaining(j, s->now);
+  double R = j->pkey[3];
   double f0 = rate_of(s, j, w, p), f1 = kind == 0 ? rate_of(s, j, w + 1, p) : rate_of(s, j, w, p + 1);
   if (!(f0 > 0) || !(f1 > 0)) return 0;
-  double g = (R / f0 - R / f1) / dshare(o, s, kind == 0 ? &j->worker_demand : &j->ps_demand);
+  double g = (R / f0 - R / f1) / (kind == 0 ? j->pkey[1] : dshare(o, s, &j->ps_demand));
   if (!(g > 1e-9 * R / f0)) return 0;
-  *out = (gain_t){g, idx, j->id, (int8_t)kind, 0, j->pint[3]};
+  *out = gain_make(g, idx, kind, 0, j->pint[3]);
   return 1;
 }
 
@@ -321,9 +353,11 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     /* first worker (+ PS) in arrival order while the aggregate allows; once
      * less than a GPU is left no later job fits: they get nothing, and only
      * those holding resources are looked at (they are preempted) */
+    int held_seen = 0; /* holders among the jobs looked at */
     for (int id = o->act.head; id >= 0; id = o->act.next[id]) {
       shoal_job_t *j = o->act.job[id];
       if (o->n_gpuless == 0 && fg + 1e-9 < 1) break;
+      held_seen += j->pint[4] >= 0;
       int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0;
       shoal_res_t d = shoal_job_demand(j, 1, ps);
       j->pint[0] = j->pint[1] = 0;
@@ -335,7 +369,7 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
       o->order[n++] = j;
     }
     int nlook = n;
-    for (int i = 0; i < o->nhold; i++)
+    for (int i = 0; i < o->nhold && held_seen < o->nhold; i++) /* every holder looked at: none to add */
       if (o->hold[i]->pint[5] != o->stamp) {
         o->hold[i]->pint[0] = o->hold[i]->pint[1] = 0;
         o->order[n++] = o->hold[i];
@@ -354,27 +388,30 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     for (int i = 0; i < nlook; i++) {
       shoal_job_t *j = o->order[i];
       if (!j->pint[0] || !(j->pkey[0] >= 0)) continue;
-      double b = shoal_job_remaining(j, s->now) * j->pkey[0];
-      if (b > 0) o->heap[o->nheap++] = (gain_t){b, i, j->id, 0, 1, j->pint[3]};
+      double R = shoal_job_remaining(j, s->now);
+      j->pkey[3] = R;
+      double b = R * j->pkey[0];
+      if (b > 0) o->heap[o->nheap++] = gain_make(b, i, 0, 1, j->pint[3]);
     }
     for (int i = o->nheap / 2 - 1; i >= 0; i--) sift_down(o, i);
     while (o->nheap > 0 && fg > 0.5) {
       gain_t g = hpop(o);
-      shoal_job_t *j = o->order[g.idx];
-      const shoal_res_t *d = g.kind == 0 ? &j->worker_demand : &j->ps_demand;
-      if (g.ver != j->pint[3]) continue; /* stale: the job grew since */
-      if (g.bound) { /* its turn: the gain itself */
-        if ((rc = push_gain(o, s, g.idx, g.kind))) return rc;
+      int gi = g_idx(&g), gk = g_kind(&g);
+      shoal_job_t *j = o->order[gi];
+      const shoal_res_t *d = gk == 0 ? &j->worker_demand : &j->ps_demand;
+      if (g_stale(&g, j)) continue; /* stale: the job grew since */
+      if (g_bound(&g)) { /* its turn: the gain itself */
+        if ((rc = push_gain(o, s, gi, gk))) return rc;
         continue;
       }
       if (!fits(&fg, &fc, &fm, d)) {
         /* this kind does not fit any more; the other kind may still */
         continue;
       }
-      if (g.kind == 0) j->pint[0]++;
+      if (gk == 0) j->pint[0]++;
       else j->pint[1]++;
       j->pint[3]++; /* both kinds' gains changed: invalidate, push fresh ones */
-      if ((rc = push_gain(o, s, g.idx, 0)) || (rc = push_gain(o, s, g.idx, 1))) return rc;
+      if ((rc = push_gain(o, s, gi, 0)) || (rc = push_gain(o, s, gi, 1))) return rc;
     }
   }
   /* placement: release changed jobs, keep unchanged ones */

@@ -200,15 +200,21 @@ static double entry_of(const shoal_job_t *j) {
 }
 static void set_entry(shoal_job_t *j, double t) { memcpy(&j->pint[1], &t, sizeof t); }
 
-/* walk order: queue, running before waiting, entry time, id */
+/* walk order: queue, running before waiting, entry time, id (total: ids
+ * are unique); inlined in the merge and the walk, which compare every
+ * holder at every contended decision */
+static inline int order_before(const shoal_job_t *x, const shoal_job_t *y) {
+  if (x->pint[0] != y->pint[0]) return x->pint[0] < y->pint[0];
+  int hx = x->pint[2] < 0, hy = y->pint[2] < 0; /* holding at the start of the decision */
+  if (hx != hy) return hx < hy;
+  double ex = entry_of(x), ey = entry_of(y);
+  if (ex != ey) return ex < ey;
+  return x->id < y->id;
+}
+
 static int cmp_order(const void *a, const void *b) {
   const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
-  if (x->pint[0] != y->pint[0]) return x->pint[0] < y->pint[0] ? -1 : 1;
-  int hx = x->pint[2] < 0, hy = y->pint[2] < 0; /* holding at the start of the decision */
-  if (hx != hy) return hx - hy;
-  double ex = entry_of(x), ey = entry_of(y);
-  if (ex != ey) return ex < ey ? -1 : 1;
-  return (x->id > y->id) - (x->id < y->id);
+  return order_before(x, y) ? -1 : order_before(y, x) ? 1 : 0;
 }
 
 /* ---- waiting heap ---- */
@@ -716,7 +722,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     }
     if (nd > 1) qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
     for (int a = 0, b = 0, k = 0; a < nc || b < nd; k++) {
-      shoal_job_t *j = b >= nd || (a < nc && cmp_order(&t->walked_wait[a], &t->order[b]) < 0) ? t->walked_wait[a++] : t->order[b++];
+      shoal_job_t *j = b >= nd || (a < nc && order_before(t->walked_wait[a], t->order[b])) ? t->walked_wait[a++] : t->order[b++];
       t->hold[k] = j;
       j->pint[2] = k;
     }
@@ -734,7 +740,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     while (free_gpus > 0) {
       shoal_job_t *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
       if (!w && !h) break;
-      if (h && (!w || cmp_order(&h, &w) < 0)) {
+      if (h && (!w || order_before(h, w))) {
         j = h;
         hi++;
       } else {

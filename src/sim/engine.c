@@ -48,9 +48,15 @@ static inline void heap_set(heap_t *h, size_t i, const event_t *e) {
   if (e->job >= 0) h->pos[e->job] = (int32_t)i;
 }
 
+/* 4-ary: half the depth of a binary heap. Under rack contention most
+ * operations move a job's completion (tens of millions), and the moves
+ * were branch-bound level by level. The order (time, seq) is total, so
+ * events come out in the same sequence whatever the heap's shape. */
+#define HEAP_D 4
+
 static void sift_up(heap_t *h, size_t i, event_t e) {
   while (i > 0) {
-    size_t p = (i - 1) / 2;
+    size_t p = (i - 1) / HEAP_D;
     if (!ev_less(&e, &h->a[p])) break;
     heap_set(h, i, &h->a[p]);
     i = p;
@@ -60,13 +66,15 @@ static void sift_up(heap_t *h, size_t i, event_t e) {
 
 static void sift_down(heap_t *h, size_t i, event_t e) {
   for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, m = i;
+    size_t c = HEAP_D * i + 1, m = i;
+    if (c >= h->n) break;
+    size_t end = c + HEAP_D < h->n ? c + HEAP_D : h->n;
     const event_t *best = &e;
-    if (l < h->n && ev_less(&h->a[l], best)) {
-      m = l;
-      best = &h->a[l];
-    }
-    if (r < h->n && ev_less(&h->a[r], best)) m = r;
+    for (; c < end; c++)
+      if (ev_less(&h->a[c], best)) {
+        m = c;
+        best = &h->a[c];
+      }
     if (m == i) break;
     heap_set(h, i, &h->a[m]);
     i = m;
@@ -101,6 +109,26 @@ static event_t heap_pop(heap_t *h) {
 
 /* distinct requested sizes, for the Themis integrals */
 #define MAX_SIZES 64
+/* racks kept per job for its uplink share (more: read from the allocation) */
+#define XR_MAX 8
+/* (share, rate) pairs remembered per allocation: a cross-rack job's share
+ * keeps returning to a few values as the counts of its racks move */
+#define RM_MAX 3
+
+/* Per job: the rating of its allocation, in one cache line (the contention
+ * updates visit tens of millions of jobs: separate arrays cost a miss each).
+ * Kept from the allocation's first rating until the allocation changes. */
+typedef struct {
+  double share, rate;       /* last rating: uplink share and rate (rate < 0: none yet) */
+  int16_t xr[XR_MAX];       /* its racks, one per run of machines in one rack */
+  uint8_t ok;               /* shape, xr valid (0 after the allocation changed) */
+  uint8_t xr_n;             /* entries of xr (0: more than XR_MAX, read the allocation) */
+  uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
+  uint8_t multi;            /* the allocation spans racks (its share varies) */
+  uint8_t pad[3];
+  double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
+} rating_t;
+_Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
 
 typedef struct engine {
   shoal_workload_t *w;
@@ -131,16 +159,25 @@ typedef struct engine {
   shoal_sim_result_t *res;
   int tl_cap;
   double tl_dt;
-  /* rack contention (spec §3.6): jobs holding GPUs in more than one rack */
-  int *xk;              /* per rack: RUN jobs with cross-rack traffic there */
-  int *xk_old;          /* the counts before the last recount */
+  /* rack contention (spec §3.6): jobs holding GPUs in more than one rack.
+   * Rates are computed from xk, the counts as of the last update_contention;
+   * xlive follows every change at once (a job adds its racks when it starts
+   * sending, removes them when it stops), so an update compares the two
+   * instead of recounting every cross-rack job. */
+  int *xk;              /* per rack: RUN jobs with cross-rack traffic there (as of the last update) */
+  int *xlive;           /* the same, now */
   shoal_job_t **xjobs;
+  uint64_t *xmask;      /* per xjobs entry: its racks (bit r % 64) while it sends, else 0 */
   int nx, xcap;
   int32_t *xidx;        /* per job: index in xjobs, -1 if absent */
+  int32_t *xids;        /* per xjobs entry: the job's id */
+  uint8_t *xon;         /* per job: counted in xlive */
   /* per job: the shape of its allocation and its last rating (alloc_rate) */
   shoal_shape_t *shape;
-  double *shape_share, *shape_rate;
-  uint8_t *shape_ok;
+  rating_t *rt;          /* [njobs], 64-byte aligned inside rt_mem */
+  void *rt_mem;
+  double *rshare;       /* per rack: uplink / max(1, xk), with xk */
+  double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
 } engine_t;
 
@@ -222,39 +259,111 @@ static int spans_racks(const engine_t *e, const shoal_alloc_t *a) {
   return a->n > 1 && e->c->m[a->p[0].machine].rack != e->c->m[a->p[a->n - 1].machine].rack;
 }
 
-/* The job's share of the uplinks of the racks it touches: min_k U_k / x_k. */
-static double xrack_share(const engine_t *e, const shoal_job_t *j) {
+static double rack_share(const engine_t *e, int r) {
+  int x = e->xk[r] > 0 ? e->xk[r] : 1;
+  return e->c->racks[r].uplink_gbps / x;
+}
+
+/* The job's share of the uplinks of the racks it touches: min_k U_k / x_k
+ * (racks in allocation order, from the list kept with its shape). */
+static inline double xr_share(const engine_t *e, const rating_t *rt) {
   double b = 0;
-  int last = -1;
-  for (int i = 0; i < j->alloc.n; i++) {
-    int r = e->c->m[j->alloc.p[i].machine].rack;
-    if (r == last) continue;
-    last = r;
-    int x = e->xk[r] > 0 ? e->xk[r] : 1;
-    double share = e->c->racks[r].uplink_gbps / x;
+  for (int i = 0; i < rt->xr_n; i++) {
+    double share = e->rshare[rt->xr[i]];
     if (b == 0 || share < b) b = share;
   }
   return b;
 }
 
+static double xrack_share(const engine_t *e, const shoal_job_t *j) {
+  double b = 0;
+  const rating_t *rt = &e->rt[j->id];
+  int n = rt->xr_n;
+  if (n > 0) {
+    const int16_t *rk = rt->xr;
+    for (int i = 0; i < n; i++) {
+      double share = e->rshare[rk[i]];
+      if (b == 0 || share < b) b = share;
+    }
+    return b;
+  }
+  int last = -1;
+  for (int i = 0; i < j->alloc.n; i++) {
+    int r = e->c->m[j->alloc.p[i].machine].rack;
+    if (r == last) continue;
+    last = r;
+    double share = e->rshare[r];
+    if (b == 0 || share < b) b = share;
+  }
+  return b;
+}
+
+/* j's racks, one per run of machines in the same rack, as xrack_share visits them */
+static void xr_keep(engine_t *e, const shoal_job_t *j) {
+  int16_t *rk = e->rt[j->id].xr;
+  int n = 0, last = -1;
+  for (int i = 0; i < j->alloc.n; i++) {
+    int r = e->c->m[j->alloc.p[i].machine].rack;
+    if (r == last) continue;
+    last = r;
+    if (n == XR_MAX || r > INT16_MAX) {
+      n = 0; /* too many: xrack_share reads the allocation */
+      break;
+    }
+    rk[n++] = (int16_t)r;
+  }
+  e->rt[j->id].xr_n = (uint8_t)n;
+}
+
 /* The rate of j's allocation. Its shape is kept from the allocation's first
- * rating (shape_ok[j] until the allocation changes), and a cross-rack job
+ * rating (rating_t.ok until the allocation changes), and a cross-rack job
  * whose uplink share is the one it was last rated with keeps that rate: the
  * speed model is a pure function of the shape and the share. */
+/* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
+ * the allocation's earlier ratings, else the speed model's. */
+static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, double share) {
+  double r, *mr = &e->rm_rate[(size_t)j->id * RM_MAX];
+  int k = 0;
+  while (k < rt->rm_n && rt->rm_share[k] != share) k++;
+  if (k < rt->rm_n) {
+    r = mr[k];
+  } else {
+    shoal_shape_t sh = e->shape[j->id];
+    sh.xrack_gbps = share;
+    r = e->speed->rate(e->speed, e->c, j, &sh);
+    k = rt->rm_pos;
+    rt->rm_share[k] = share;
+    mr[k] = r;
+    rt->rm_pos = (uint8_t)((k + 1) % RM_MAX);
+    if (rt->rm_n < RM_MAX) rt->rm_n++;
+  }
+  rt->share = share;
+  rt->rate = r;
+  return r;
+}
+
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
-  if (!e->shape_ok[id]) {
+  rating_t *rt = &e->rt[id];
+  if (!rt->ok) {
     e->shape[id] = shoal__shape_of(e->c, &j->alloc);
-    e->shape_ok[id] = 1;
-    e->shape_rate[id] = -1;
+    rt->ok = 1;
+    rt->rate = -1;
+    rt->rm_n = rt->rm_pos = 0;
+    rt->xr_n = 0;
+    rt->multi = e->shape[id].racks > 1;
+    if (rt->multi) xr_keep(e, j);
   }
-  shoal_shape_t sh = e->shape[id];
-  if (sh.racks > 1) sh.xrack_gbps = xrack_share(e, j);
-  if (e->shape_rate[id] >= 0 && sh.xrack_gbps == e->shape_share[id]) return e->shape_rate[id];
-  double r = e->speed->rate(e->speed, e->c, j, &sh);
-  e->shape_share[id] = sh.xrack_gbps;
-  e->shape_rate[id] = r;
-  return r;
+  if (!rt->multi) { /* one rack: the shape's rate, never re-rated */
+    if (rt->rate < 0) {
+      rt->share = e->shape[id].xrack_gbps;
+      rt->rate = e->speed->rate(e->speed, e->c, j, &e->shape[id]);
+    }
+    return rt->rate;
+  }
+  double share = xrack_share(e, j);
+  if (rt->rate >= 0 && share == rt->share) return rt->rate;
+  return rate_at_share(e, j, rt, share);
 }
 
 static int x_set(engine_t *e, shoal_job_t *j, int member) {
@@ -264,6 +373,8 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (!member) {
     shoal_job_t *last = e->xjobs[--e->nx];
     e->xjobs[*ix] = last;
+    e->xmask[*ix] = e->xmask[e->nx];
+    e->xids[*ix] = e->xids[e->nx];
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -271,46 +382,84 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (e->nx == e->xcap) {
     int nc = e->xcap ? e->xcap * 2 : 64;
     shoal_job_t **x = realloc(e->xjobs, (size_t)nc * sizeof *x);
-    if (!x) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xjobs = x;
+    if (x) e->xjobs = x;
+    uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
+    if (xm) e->xmask = xm;
+    int32_t *xi = xm ? realloc(e->xids, (size_t)nc * sizeof *xi) : NULL;
+    if (!xi) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xids = xi;
     e->xcap = nc;
   }
   *ix = e->nx;
+  e->xmask[e->nx] = 0;
+  e->xids[e->nx] = j->id;
   e->xjobs[e->nx++] = j;
   return 0;
 }
 
-/* Recount x_k and re-rate the running cross-rack jobs whose share changed:
- * only those touching a rack whose count changed can have a new rate (a
- * rate is always computed from the counts of the last recount), so the
- * others are not re-rated. */
+/* Count (d = +1) or uncount (-1) the racks of allocation a in xlive: one per
+ * run of machines in the same rack, as a recount over the running cross-rack
+ * jobs would. */
+static uint64_t x_count(engine_t *e, const shoal_alloc_t *a, int d) {
+  uint64_t mask = 0;
+  int last = -1;
+  for (int k = 0; k < a->n; k++) {
+    int r = e->c->m[a->p[k].machine].rack;
+    if (r != last) e->xlive[r] += d;
+    last = r;
+    mask |= 1ull << (r & 63);
+  }
+  return mask;
+}
+
+/* j stops sending across racks (preempted, resized, finished); a is the
+ * allocation it was counted with */
+static void x_off(engine_t *e, shoal_job_t *j, const shoal_alloc_t *a) {
+  if (!e->xon[j->id]) return;
+  x_count(e, a, -1);
+  e->xon[j->id] = 0;
+  if (e->xidx[j->id] >= 0) e->xmask[e->xidx[j->id]] = 0;
+}
+
+/* j sends across racks if it is a cross-rack job in RUN */
+static void x_on(engine_t *e, shoal_job_t *j) {
+  int32_t ix = e->xidx[j->id];
+  if (e->xon[j->id] || ix < 0 || j->state != SHOAL_JOB_RUN) return;
+  e->xmask[ix] = x_count(e, &j->alloc, +1);
+  e->xon[j->id] = 1;
+}
+
+/* Bring x_k to the current counts and re-rate the running cross-rack jobs
+ * whose share changed: only those touching a rack whose count changed can
+ * have a new rate (a rate is always computed from the counts of the last
+ * update), so the others are not re-rated. The jobs are visited in xjobs
+ * order, as a full scan would (the order of the heap moves and of the
+ * efficiency sum's terms). With more than 64 racks the masks alias racks: a
+ * job visited for nothing keeps its rate (its share is unchanged). */
 static int update_contention(engine_t *e, double t) {
   e->xdirty = 0;
-  memcpy(e->xk_old, e->xk, (size_t)e->c->nracks * sizeof *e->xk);
-  memset(e->xk, 0, (size_t)e->c->nracks * sizeof *e->xk);
-  for (int i = 0; i < e->nx; i++) {
-    const shoal_job_t *j = e->xjobs[i];
-    if (j->state != SHOAL_JOB_RUN) continue; /* restarting jobs send nothing */
-    int last = -1;
-    for (int k = 0; k < j->alloc.n; k++) {
-      int r = e->c->m[j->alloc.p[k].machine].rack;
-      if (r != last) e->xk[r]++;
-      last = r;
+  uint64_t changed = 0;
+  for (int r = 0; r < e->c->nracks; r++)
+    if (e->xk[r] != e->xlive[r]) {
+      changed |= 1ull << (r & 63);
+      e->xk[r] = e->xlive[r];
+      e->rshare[r] = rack_share(e, r);
     }
-  }
-  int any = 0;
-  for (int r = 0; r < e->c->nracks; r++) any |= e->xk[r] != e->xk_old[r];
-  if (!any) return 0;
+  if (!changed) return 0;
   for (int i = 0; i < e->nx; i++) {
+    if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
+    rating_t *rt = &e->rt[e->xids[i]];
     shoal_job_t *j = e->xjobs[i];
-    if (j->state != SHOAL_JOB_RUN) continue;
-    int touched = 0;
-    for (int k = 0; k < j->alloc.n && !touched; k++) {
-      int r = e->c->m[j->alloc.p[k].machine].rack;
-      touched = e->xk[r] != e->xk_old[r];
+    double r;
+    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
+      /* a sending job runs at its last rating's rate: same share, same
+       * rate, and the job itself is not read */
+      double share = xr_share(e, rt);
+      if (share == rt->share) continue;
+      r = rate_at_share(e, j, rt, share);
+    } else {
+      r = alloc_rate(e, j);
     }
-    if (!touched) continue;
-    double r = alloc_rate(e, j);
     if (r == j->rate) continue;
     advance_job(e, j, t);
     set_rate(e, j, r);
@@ -348,7 +497,8 @@ static int apply_changes(engine_t *e, double t) {
     j->touched = 0;
     int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
     if (!changed) goto next;
-    e->shape_ok[j->id] = 0;
+    x_off(e, j, old); /* counted with its old allocation */
+    e->rt[j->id].ok = 0;
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
     {
@@ -399,6 +549,7 @@ static int apply_changes(engine_t *e, double t) {
       int now_x = spans_racks(e, &j->alloc);
       if (now_x || e->xidx[j->id] >= 0) e->xdirty = 1; /* state or racks changed */
       rc = x_set(e, j, now_x);
+      if (!rc) x_on(e, j); /* started at once (no restart cost) */
     }
     if (rc) break;
   }
@@ -424,6 +575,10 @@ static int check_invariants(engine_t *e, double t) {
       goto done;
     }
     running += j->alloc.n > 0;
+    if (j->state == SHOAL_JOB_RUN && !(e->rt[j->id].ok && e->rt[j->id].rate == j->rate)) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs at %.17g, not at its last rating", t, j->id, j->rate);
+      goto done;
+    }
     for (int k = 0; k < j->alloc.n; k++) {
       shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
       shoal_res_t *u = &used[j->alloc.p[k].machine];
@@ -467,7 +622,7 @@ static int check_invariants(engine_t *e, double t) {
           break;
         }
     }
-    if (x != e->xk[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
+    if (x != e->xk[r] || x != e->xlive[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
   }
   if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
 done:
@@ -512,6 +667,7 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
   if (e->cfg->check && fabs(j->work_done - j->work) > 1e-6 * j->work + 1e-9)
     return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d finished with %.17g of %.17g steps", j->id, j->work_done, j->work);
   j->work_done = j->work;
+  x_off(e, j, &j->alloc);
   set_state(e, j, SHOAL_JOB_DONE);
   int xrc = x_set(e, j, 0);
   if (xrc) return xrc;
@@ -551,14 +707,21 @@ static int engine_setup(engine_t *e) {
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
   e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
-  e->xk_old = calloc((size_t)e->c->nracks, sizeof *e->xk_old);
+  e->xlive = calloc((size_t)e->c->nracks, sizeof *e->xlive);
+  e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
   e->shape = malloc((n ? n : 1) * sizeof *e->shape);
-  e->shape_share = malloc((n ? n : 1) * sizeof *e->shape_share);
-  e->shape_rate = malloc((n ? n : 1) * sizeof *e->shape_rate);
-  e->shape_ok = calloc(n ? n : 1, 1);
-  if (!e->shape || !e->shape_share || !e->shape_rate || !e->shape_ok) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-  if (!e->xidx || !e->xk || !e->xk_old || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  /* calloc, not aligned_alloc + memset: pages of jobs that never run
+   * stay untouched (peak RSS) */
+  e->rt_mem = calloc((n ? n : 1) + 1, sizeof *e->rt);
+  e->rt = e->rt_mem ? (rating_t *)(((uintptr_t)e->rt_mem + 63) & ~(uintptr_t)63) : NULL;
+  e->rshare = malloc((size_t)e->c->nracks * sizeof *e->rshare);
+  e->rm_rate = malloc((n ? n : 1) * RM_MAX * sizeof *e->rm_rate);
+  if (!e->rshare || !e->rm_rate)
+    return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  for (int r = 0; r < e->c->nracks; r++) e->rshare[r] = rack_share(e, r);
+  if (!e->shape || !e->rt) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  if (!e->xidx || !e->xk || !e->xlive || !e->xon || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
@@ -658,6 +821,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
         set_state(&e, j, SHOAL_JOB_RUN);
         set_rate(&e, j, alloc_rate(&e, j));
         if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
+        x_on(&e, j);
         j->version++;
         if ((rc = schedule_finish(&e, j, t))) goto fail_policy;
         e.s.events |= SHOAL_EV_RESTART_DONE;
@@ -745,11 +909,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
-  free(e.xk_old);
+  free(e.xlive);
+  free(e.xon);
+  free(e.xmask);
   free(e.shape);
-  free(e.shape_share);
-  free(e.shape_rate);
-  free(e.shape_ok);
+  free(e.rt_mem);
+  free(e.rshare);
+  free(e.rm_rate);
+  free(e.xids);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -773,11 +940,14 @@ fail_sched:
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
-  free(e.xk_old);
+  free(e.xlive);
+  free(e.xon);
+  free(e.xmask);
   free(e.shape);
-  free(e.shape_share);
-  free(e.shape_rate);
-  free(e.shape_ok);
+  free(e.rt_mem);
+  free(e.rshare);
+  free(e.rm_rate);
+  free(e.xids);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
