@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "comm/coll/exact.h"
 #include "comm/coll/redop.h"
 #include "core/rng.h"
 #include "../runner.h"
@@ -119,17 +120,6 @@ static double get(const void *buf, size_t i, shoal_dtype_t dt) {
   default: return 0;
   }
 }
-static void put(void *buf, size_t i, shoal_dtype_t dt, double v) {
-  switch (dt) {
-  case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
-  case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-  case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-  case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_bf16((float)v); break;
-  case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = shoal__f32_to_f16((float)v); break;
-  default: break;
-  }
-}
 static double ref_op(shoal_redop_t op, double a, double b) {
   switch (op) {
   case SHOAL_SUM: case SHOAL_AVG: return a + b;
@@ -149,9 +139,9 @@ TEST(reduce_kernels_all_dtypes_ops_and_aliasing) {
         size_t n = ns[k], es = shoal_dtype_size(dt);
         unsigned char a[1009 * 8], b[1009 * 8], d[1009 * 8], want[1009 * 8];
         for (size_t i = 0; i < n; i++) {
-          put(a, i, dt, (double)((int)(shoal_rng_u64(&rng) % 17) - 8));
-          put(b, i, dt, (double)((int)(shoal_rng_u64(&rng) % 17) - 8));
-          put(want, i, dt, ref_op(op, get(a, i, dt), get(b, i, dt)));
+          shoal__exact_put(a, i, dt, (double)((int)(shoal_rng_u64(&rng) % 17) - 8));
+          shoal__exact_put(b, i, dt, (double)((int)(shoal_rng_u64(&rng) % 17) - 8));
+          shoal__exact_put(want, i, dt, ref_op(op, get(a, i, dt), get(b, i, dt)));
         }
         CHECK_OK(shoal__reduce_check(dt, op));
         shoal__reduce3(d, a, b, n, dt, op); /* distinct */
