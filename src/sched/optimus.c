@@ -194,6 +194,17 @@ static inline int gain_better(const gain_t *a, const gain_t *b) {
   return (a->key >> 31) < (b->key >> 31); /* a bound first (evaluate before trusting an equal gain), then id, kind */
 }
 
+/* Entry x into the hole at i, moving up past worse parents. */
+static void sift_up(optimus_t *o, int i, gain_t x) {
+  while (i > 0) {
+    int p = (i - 1) / 2;
+    if (!gain_better(&x, &o->heap[p])) break;
+    o->heap[i] = o->heap[p];
+    i = p;
+  }
+  o->heap[i] = x;
+}
+
 static int hpush(optimus_t *o, gain_t g) {
   if (o->nheap == o->hcap) {
     int nc = o->hcap ? o->hcap * 2 : 256;
@@ -202,14 +213,7 @@ static int hpush(optimus_t *o, gain_t g) {
     o->heap = h;
     o->hcap = nc;
   }
-  int i = o->nheap++;
-  while (i > 0) {
-    int p = (i - 1) / 2;
-    if (!gain_better(&g, &o->heap[p])) break;
-    o->heap[i] = o->heap[p];
-    i = p;
-  }
-  o->heap[i] = g;
+  sift_up(o, o->nheap++, g);
   return 0;
 }
 
@@ -242,13 +246,7 @@ static gain_t hpop(optimus_t *o) {
     o->heap[i] = o->heap[c];
     i = c;
   }
-  while (i > 0) {
-    int p = (i - 1) / 2;
-    if (!gain_better(&x, &o->heap[p])) break;
-    o->heap[i] = o->heap[p];
-    i = p;
-  }
-  o->heap[i] = x;
+  sift_up(o, i, x);
   return top;
 }
 
