@@ -276,17 +276,9 @@ static inline double xr_share(const engine_t *e, const rating_t *rt) {
 }
 
 static double xrack_share(const engine_t *e, const shoal_job_t *j) {
-  double b = 0;
   const rating_t *rt = &e->rt[j->id];
-  int n = rt->xr_n;
-  if (n > 0) {
-    const int16_t *rk = rt->xr;
-    for (int i = 0; i < n; i++) {
-      double share = e->rshare[rk[i]];
-      if (b == 0 || share < b) b = share;
-    }
-    return b;
-  }
+  if (rt->xr_n > 0) return xr_share(e, rt);
+  double b = 0;
   int last = -1;
   for (int i = 0; i < j->alloc.n; i++) {
     int r = e->c->m[j->alloc.p[i].machine].rack;
@@ -315,10 +307,6 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
   e->rt[j->id].xr_n = (uint8_t)n;
 }
 
-/* The rate of j's allocation. Its shape is kept from the allocation's first
- * rating (rating_t.ok until the allocation changes), and a cross-rack job
- * whose uplink share is the one it was last rated with keeps that rate: the
- * speed model is a pure function of the shape and the share. */
 /* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
  * the allocation's earlier ratings, else the speed model's. */
 static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, double share) {
@@ -342,6 +330,10 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
   return r;
 }
 
+/* The rate of j's allocation. Its shape is kept from the allocation's first
+ * rating (rating_t.ok until the allocation changes), and a cross-rack job
+ * whose uplink share is the one it was last rated with keeps that rate: the
+ * speed model is a pure function of the shape and the share. */
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
   rating_t *rt = &e->rt[id];
