@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/auth.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -116,7 +117,7 @@ static int create_segment(shoal__world_t *w, shoal__shm_t *s, seg_msg_t *msg, in
   return rc;
 }
 
-static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
+static int open_segment(shoal__shm_t *s, const seg_msg_t *msg, int *open_errno) {
   s->ring_bytes = (size_t)msg->ring_bytes;
   s->chunk_bytes = (size_t)msg->chunk_bytes;
   size_t total = layout(s, 0);
@@ -124,6 +125,7 @@ static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
     return shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: size %llu, expected %zu", msg->name,
                          (unsigned long long)msg->total, total);
   int fd = open(msg->name, O_RDWR | O_CLOEXEC);
+  *open_errno = fd < 0 ? errno : 0;
   if (fd < 0)
     return shoal__seterr(SHOAL_ERR_SYSTEM, "open(%s), the host leader's shared-memory file: %s (ranks of one host "
                          "must share a pid namespace and user; else set SHOAL_SHM=0 or distinct SHOAL_HOSTNAME)",
@@ -136,6 +138,19 @@ static int open_segment(shoal__shm_t *s, const seg_msg_t *msg) {
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "shm segment %s: bad magic", msg->name);
   }
   return rc;
+}
+
+/* The leader keeps its descriptor until every member answered, unless it
+ * failed first: a member that finds the file gone was usually overtaken by
+ * an abort elsewhere (the leader left on another rank's error). Listen for
+ * that notice a moment and report its cause rather than the missing file. */
+static int prefer_abort(shoal_comm_t *c, shoal__op_t *op, int rc) {
+  shoal__world_t *w = c->w;
+  uint64_t until = shoal__now_ns() + 1000000000u;
+  while (!w->aborted && shoal__now_ns() < until)
+    if (shoal__progress(c, op, 20) < 0) break;
+  if (!w->aborted) return rc;
+  return shoal__seterr(w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED, "%s", w->abort_msg);
 }
 
 /* Exchange over TCP: leader -> members (segment message), members -> leader
@@ -171,7 +186,8 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
     rc = shoal__irecv(c, op, leader, &msg, sizeof msg, &reqs[0]);
     if (!rc) rc = shoal__waitall(c, op, reqs, 1);
     if (!rc) {
-      int mapped = msg.name[0] ? open_segment(s, &msg)
+      int open_errno = 0;
+      int mapped = msg.name[0] ? open_segment(s, &msg, &open_errno)
                                : shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: the host leader (rank %d) could not create "
                                                "the shm segment", w->rank, leader);
       acks[0] = mapped != 0;
@@ -179,6 +195,7 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
       rc = shoal__isend(c, op, leader, &acks[0], 1, &reqs[0]);
       if (!rc) rc = shoal__waitall(c, op, reqs, 1);
       if (!rc) rc = mapped;
+      if (mapped && open_errno == ENOENT) rc = prefer_abort(c, op, rc);
     }
   }
   free(reqs);
