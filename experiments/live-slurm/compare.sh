@@ -1,14 +1,17 @@
 #!/bin/bash
 # Live against simulated: for every run.sh result under DIR (one directory per
-# scheduler), the same workload (trace.csv) in `shoal sim` with the measured
-# speed table and start/restart costs measured in the Slurm run, the
-# scheduler's policy with the same parameters (Slurm's own: fifo, greedy
-# backfill in arrival order without preemption), and again with the speeds the
-# Slurm run's jobs actually had (sim2: throughputs-slurm-run.json). Prints one
-# table and draws two SVGs: average JCT live and simulated per scheduler, and
-# the live JCT CDFs.
+# scheduler), the same workload (trace.csv) in `shoal sim`, the scheduler's
+# policy with the same parameters (Slurm's own: fifo, greedy backfill in
+# arrival order without preemption), three times: sim with the speed table
+# THROUGHPUTS (speeds.sh) and the start cost of the Slurm run's jobs; sim2 with
+# the speeds the Slurm run's jobs had (throughputs-slurm-run.json); sim3 with the
+# speeds and start cost each run's own jobs had (its throughputs-own.json: the
+# machine's load moves every job's speed, so this one isolates the scheduling
+# model from the speeds). Speeds and start costs come from fitspeeds.py. Prints
+# one table and draws two SVGs: average JCT live and simulated per scheduler,
+# and the live JCT CDFs.
 #   compare.sh [DIR (build/experiments/live-slurm)] [FIGDIR (docs/figures)]
-#   env: SHOAL (build/shoal), THROUGHPUTS, START_COST / RESTART_COST (s; default: measured)
+#   env: SHOAL (build/shoal), THROUGHPUTS, START_COST (s; default: fitted), RESTART_COST (16 s)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 S=${SHOAL:-build/shoal} D=${1:-build/experiments/live-slurm} FIG=${2:-docs/figures}
@@ -18,66 +21,38 @@ dirs=()
 for s in "${order[@]}"; do [ -s "$D/$s/result" ] && dirs+=("$s"); done
 [ ${#dirs[@]} -gt 0 ] || { echo "compare.sh: no results under $D" >&2; exit 2; }
 trace=$D/${dirs[0]}/trace.csv
-# costs measured live: a run's wall time minus its training time at the table's speed
-# (start: jobs of the Slurm run that ran once; restart: the extra time of jobs run more than once
-# under the controller, per extra run)
-costs=$(/usr/bin/python3 - "$D" "$TP" "${dirs[@]}" <<'PY'
-import csv, json, re, sys
-d, tp, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
-t = json.load(open(tp))
-sp = {}
-for cls in ("testbed", "testbed_unconsolidated"):
-    for k, v in t[cls].items():
-        m = re.match(r"\('(.+)', (\d+)\)", k); sp[(m.group(1), int(m.group(2)))] = v["null"]
-def rate(model, n):
-    if (model, n) in sp: return sp[(model, n)]
-    lo = max(k for (m, k) in sp if m == model and k <= n); hi = min(k for (m, k) in sp if m == model and k >= n)
-    return sp[(model, lo)] + (n - lo) / (hi - lo) * (sp[(model, hi)] - sp[(model, lo)])
-start, extra = [], []
-for s in dirs:
-    for r in csv.DictReader(open("%s/%s/jobs.csv" % (d, s))):
-        if not r["end"] or not r["first_run"]: continue
-        wall = float(r["end"]) - float(r["first_run"])
-        if s == "slurm" and r["runs"] == "1":
-            start.append(wall - float(r["work"]) / rate(r["model"], int(r["gpus"])))
-sc = sum(start) / len(start) if start else 10
-# the speeds the Slurm run's single-run jobs had: work / (wall - start cost), per model and size;
-# classes without such a job keep the table's value
-got = {}
-for r in csv.DictReader(open("%s/slurm/jobs.csv" % d)) if "slurm" in dirs else []:
-    if r["end"] and r["first_run"] and r["runs"] == "1":
-        wall = float(r["end"]) - float(r["first_run"]) - sc
-        if wall > 0: got.setdefault((r["model"], int(r["gpus"])), []).append(float(r["work"]) / wall)
-for cls in ("testbed", "testbed_unconsolidated"):
-    for k in t[cls]:
-        m = re.match(r"\('(.+)', (\d+)\)", k)
-        v = got.get((m.group(1), int(m.group(2))))
-        if v: t[cls][k] = {"null": round(sum(v) / len(v), 3)}
-json.dump(t, open("%s/throughputs-slurm-run.json" % d, "w"), indent=1)
-print("%.1f" % sc)
-PY
-)
-SC=${START_COST:-$costs}
+# Start cost and speeds as a run's jobs really had them (fitspeeds.py: wall = start + work/speed
+# over the run's jobs that ran once): from the Slurm run for sim and sim2, from each run itself for sim3
+SC=${START_COST:-10}
+if [ -s "$D/slurm/jobs.csv" ]; then
+  sc=$(/usr/bin/python3 "$here/fitspeeds.py" "$D/slurm/jobs.csv" "$TP" "$D/throughputs-slurm-run.json") || exit 1
+  SC=${START_COST:-$sc}
+fi
 RC=${RESTART_COST:-16}
-echo "# start cost ${SC} s (measured: Slurm run, single-run jobs: wall - work/speed), restart cost ${RC} s (the controller's --restart-cost)"
-printf "%-38s %8s %8s %8s %8s %8s %7s %6s %5s\n" scheduler live_jct sim_jct sim/live sim2_jct sim2/live live_ms sim_ms runs > "$D/compare.txt"
+echo "# start cost ${SC} s (fit over the Slurm run's single-run jobs: wall = start + work/speed), restart cost ${RC} s (the controller's --restart-cost)"
+printf "%-38s %8s %8s %8s %8s %8s %8s %8s %6s %7s %6s %5s\n" scheduler live_jct sim_jct sim/live sim2_jct sim2/live \
+  sim3_jct sim3/live start3 live_ms sim_ms runs > "$D/compare.txt"
 : > "$D/bars.dat"
+simulate() { # TABLE START_COST
+  "$S" sim --trace "$trace" --machines 8 --gpus-per-machine 1 --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
+    --speed table --throughputs "$1" --gpu testbed --raw-spread --start-cost "$2" --restart-cost "$RC" \
+    --policy "$pol" --no-progress --csv --no-header 2>/dev/null
+}
 for s in "${dirs[@]}"; do
   sched=$(awk '{print $1}' "$D/$s/result")
   pol=$sched; [ "$s" = slurm ] && pol=fifo
   read -r ljct lms lutil runs <<< "$(awk '{print $3, $5, $7, $11}' "$D/$s/result")"
-  simr=$("$S" sim --trace "$trace" --machines 8 --gpus-per-machine 1 --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
-         --speed table --throughputs "$TP" --gpu testbed --raw-spread --start-cost "$SC" --restart-cost "$RC" \
-         --policy "$pol" --no-progress --csv --no-header 2>/dev/null)
+  simr=$(simulate "$TP" "$SC")
   sjct=$(echo "$simr" | awk -F, '{print $5}') sms=$(echo "$simr" | awk -F, '{print $9}')
   # sim2: the same with the speeds the Slurm run's jobs actually had
-  s2=$("$S" sim --trace "$trace" --machines 8 --gpus-per-machine 1 --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
-       --speed table --throughputs "$D/throughputs-slurm-run.json" --gpu testbed --raw-spread --start-cost "$SC" \
-       --restart-cost "$RC" --policy "$pol" --no-progress --csv --no-header 2>/dev/null | awk -F, '{print $5}')
-  printf "%-38s %8.1f %8.1f %8.2f %8.1f %8.2f %7.0f %6.0f %5s\n" "$sched" "$ljct" "$sjct" \
-    "$(awk -v a="$sjct" -v b="$ljct" 'BEGIN { print a / b }')" "$s2" "$(awk -v a="$s2" -v b="$ljct" 'BEGIN { print a / b }')" \
-    "$lms" "$sms" "$runs" >> "$D/compare.txt"
-  echo "${s} $ljct $sjct $s2" >> "$D/bars.dat"
+  s2=$(simulate "$D/throughputs-slurm-run.json" "$SC" | awk -F, '{print $5}')
+  # sim3: with the speeds and start cost this run's own jobs had (what the machine's load made of them)
+  sc3=$(/usr/bin/python3 "$here/fitspeeds.py" "$D/$s/jobs.csv" "$TP" "$D/$s/throughputs-own.json") || exit 1
+  s3=$(simulate "$D/$s/throughputs-own.json" "$sc3" | awk -F, '{print $5}')
+  r() { awk -v a="$1" -v b="$ljct" 'BEGIN { print a / b }'; }
+  printf "%-38s %8.1f %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %6.1f %7.0f %6.0f %5s\n" "$sched" "$ljct" "$sjct" "$(r "$sjct")" \
+    "$s2" "$(r "$s2")" "$s3" "$(r "$s3")" "$sc3" "$lms" "$sms" "$runs" >> "$D/compare.txt"
+  echo "${s} $ljct $sjct $s2 $s3" >> "$D/bars.dat"
 done
 cat "$D/compare.txt"
 command -v gnuplot > /dev/null || { echo "compare.sh: gnuplot missing (apt-get install gnuplot-nox): no plots" >&2; exit 0; }
@@ -94,7 +69,7 @@ set yrange [0:*]
 set grid ytics
 set key top right
 plot "$D/bars.dat" using 2:xtic(1) title "live (Slurm, shoal sched serve)", "" using 3 title "shoal sim (speed table)", \
-     "" using 4 title "shoal sim (speeds of the Slurm run)"
+     "" using 4 title "shoal sim (speeds of the Slurm run)", "" using 5 title "shoal sim (speeds of the run itself)"
 EOF
 plots=()
 for s in "${dirs[@]}"; do
