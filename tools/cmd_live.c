@@ -790,10 +790,13 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
                strstr(jstr(o, "state_reason"), "held") != NULL;
     int ws = (int)jnum(o, "exit_code");
-    if (is_terminal(st) && x->phase != PH_REQUEUED) {
+    int finished = !strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+    /* (requeued: the ended record of the run before the requeue is not news, but exit 0 always is: a
+     * run the hold did not stop in time, below, may finish) */
+    if (is_terminal(st) && (x->phase != PH_REQUEUED || finished)) {
       char d[48];
       exit_desc(ws, d, sizeof d);
-      if (!strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+      if (finished) {
         /* finished, also when it was being preempted (it completed within the grace): never run again */
         if (x->phase == PH_STOPPING) logf_(L, "job %ld completed while being preempted: not requeued", x->sid);
         finish_job(L, x, "COMPLETED");
@@ -849,6 +852,14 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         x->killed = 1;
         logf_(L, "job %ld: no exit within twice the %.1f s grace and no running step: killed", x->sid, L->grace);
       }
+      continue;
+    }
+    if (x->phase == PH_REQUEUED && !strcmp(st, "RUNNING")) {
+      /* Slurm started it between our look at the queue and the hold (the hold raced its start): it runs,
+       * so ask it to stop again; its end is handled like any stop's (exit 0: finished; checkpointed:
+       * requeued and held, then started where the policy wants it) */
+      logf_(L, "job %ld: started by Slurm before the hold took effect: checkpoint requested again", x->sid);
+      do_stop(L, x);
       continue;
     }
     if (x->phase == PH_REQUEUED && !strcmp(st, "PENDING") && held) {
