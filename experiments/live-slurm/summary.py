@@ -5,7 +5,8 @@ scheduler, average JCT, makespan, GPU utilization, jobs completed of N, runs
 
 JCT = the job's "exit 0" time - its submit time. Makespan = last completion -
 first submission. Utilization = GPU-seconds held by the jobs' runs (a run
-from its "run" line to its "exit" line, on its nodes) / (hosts x makespan).
+from its "run" line to its "exit" line, on its nodes; a run killed without an
+"exit" line until the job's next "run") / (hosts x makespan).
   summary.py DIR HOSTS SCHEDULER"""
 import sys, os
 
@@ -15,19 +16,22 @@ for line in open(os.path.join(d, "submitted")):
     sid, idx, g, lo, hi, model, work, expect, t = line.split()
     t = float(t)
     subs.append(t)
-    starts, exits, end = [], [], None
+    starts, end, open_run = [], None, None
     try:
         for l in open(os.path.join(d, sid + ".log")):
             f = l.split()
             if len(f) < 3: continue
-            if f[0] == "run": starts.append((float(f[2]), int(f[3])))
+            if f[0] == "run":
+                # a run killed after the grace writes no "exit": it ended by the next run's start at the latest
+                if open_run: busy += open_run[1] * (float(f[2]) - open_run[0])
+                open_run = (float(f[2]), int(f[3]))
+                starts.append(open_run)
             elif f[0] == "exit":
-                exits.append((int(f[1]), float(f[2])))
+                if open_run: busy += open_run[1] * (float(f[2]) - open_run[0])
+                open_run = None
                 if f[1] == "0": end = float(f[2])
     except OSError:
         pass
-    for k, (ts, nodes) in enumerate(starts):
-        if k < len(exits): busy += nodes * (exits[k][1] - ts)
     runs += len(starts)
     first = min(s for s, _ in starts) if starts else None
     if end is None:
