@@ -236,7 +236,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   w->id = shoal__get_u64(idb);
   if ((rc = gather_peers(w, &sc, &c2, &key, dl))) goto close_listen;
   shoal__store_close(&sc);
-  if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, cfg->tcp_cc, dl))) goto close_listen;
+  if ((rc = shoal__mesh_connect(w, listen_fd, &key, cfg->sockbuf, cfg->rcvbuf_remote, cfg->tcp_cc, dl)))
+    goto close_listen;
   w->listen_fd = listen_fd; /* kept: shrink finds this rank there (elastic/) */
   w->cfg->master_port = store_port;
   shoal__store_server_stop(server); /* every peer has connected to rank 0, so all are done with the store */

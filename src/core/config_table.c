@@ -31,6 +31,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
   {"SHOAL_TREES", "auto", "comm", "trees allreduce shape: auto (cost model), or P trees with an optional key, P:pin, P:bdp, P:bw (ablations)"},
   {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},
+  {"SHOAL_SOCKET_RCVBUF_REMOTE", "131072", "comm", "SO_RCVBUF of sockets to peers on other hosts: what a peer can put on the network to a rank that has not posted its receive (0: SHOAL_SOCKET_BUFFER)"},
   {"SHOAL_EMU_DELAY_US", "0", "comm", "emulated one-way latency added to every outgoing message (testing)"},
   {"SHOAL_TCP_CONGESTION", "auto", "comm", "TCP congestion control of peer sockets: auto (bbr -> cubic or reno), system, or a name"},
   {"SHOAL_SPIN_US", "0", "comm", "TCP: poll without sleeping (yielding the CPU) this long before blocking; for dedicated cores"},

@@ -2,9 +2,12 @@
  * apart by the comm id, no new sockets, cheap enough to do every iteration. */
 #include <dirent.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "comm/comm_impl.h"
 #include "comm/p2p/p2p.h"
 #include "test_p2p_util.h"
 
@@ -134,4 +137,72 @@ static int rank_wrong_comm(int rank, void *arg) {
 TEST_T(split_wrong_communicator_is_a_mismatch, 30) {
   p2p_world_arg_t a = {.timeout_s = 5};
   P2P_RUN(2, rank_wrong_comm, &a, 25);
+}
+
+/* DS-Sync's butterfly: pairs {0,1},{2,3} then {0,2},{1,3}, each on its own split, alternating, four
+ * emulated hosts over TCP. A rank done with its pair goes on with the next pair at once, so the next
+ * partner's data arrives on a connection while that partner still serves the other communicator; every
+ * result must stay exact. Also checks the socket sizes: peers on other hosts get the receive buffer of
+ * SHOAL_SOCKET_RCVBUF_REMOTE (the brake on such early data, docs/comm.md), peers on the same host keep
+ * SHOAL_SOCKET_BUFFER. */
+#define ROT_COUNT 535818 /* the MLP's parameters: a multi-chunk ring per pair */
+#define ROT_ROUNDS 12
+
+static int rcvbuf_of(int fd) {
+  int v = -1;
+  socklen_t l = sizeof v;
+  return getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &l) == 0 ? v : -1;
+}
+
+static int rank_rotating_pairs(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  static const char *const hosts[4] = {"rotA", "rotA", "rotB", "rotC"}; /* 0,1 share a host */
+  setenv("SHOAL_HOSTNAME", hosts[rank], 1);
+  unsetenv("SHOAL_SOCKET_BUFFER");
+  unsetenv("SHOAL_SOCKET_RCVBUF_REMOTE");
+  shoal_comm_t *w = p2p_join(rank, a);
+  if (!w) return 2;
+  /* what the kernel reports for the two settings on a fresh socket (it doubles and caps them) */
+  int probe = socket(AF_INET, SOCK_STREAM, 0), remote_want, local_want;
+  int bi = 131072;
+  setsockopt(probe, SOL_SOCKET, SO_RCVBUF, &bi, sizeof bi);
+  remote_want = rcvbuf_of(probe);
+  bi = 4194304;
+  setsockopt(probe, SOL_SOCKET, SO_RCVBUF, &bi, sizeof bi);
+  local_want = rcvbuf_of(probe);
+  close(probe);
+  shoal__world_t *wd = w->w;
+  for (int j = 0; j < 4; j++) {
+    if (j == rank) continue;
+    int got = rcvbuf_of(wd->conns[j].fd), same = !strcmp(hosts[j], hosts[rank]);
+    if (got != (same ? local_want : remote_want))
+      FAILR("rank %d: socket to %d (%s host) has SO_RCVBUF %d, want %d", rank, j, same ? "same" : "other", got,
+            same ? local_want : remote_want);
+  }
+  shoal_comm_t *pa = NULL, *pb = NULL;
+  if (shoal_comm_split(w, rank / 2, rank, &pa) || shoal_comm_split(w, rank % 2, rank, &pb)) FAILR("split");
+  int32_t *x = malloc(ROT_COUNT * sizeof *x), *y = malloc(ROT_COUNT * sizeof *y);
+  if (!x || !y) FAILR("no memory");
+  for (int it = 0; it < ROT_ROUNDS; it++) {
+    shoal_comm_t *g = it % 2 ? pb : pa;
+    int partner = it % 2 ? rank ^ 2 : rank ^ 1;
+    for (size_t i = 0; i < ROT_COUNT; i++) x[i] = (int32_t)((size_t)rank * 7919u + i * 31u + (size_t)it);
+    if (shoal_allreduce(g, x, y, ROT_COUNT, SHOAL_INT32, SHOAL_SUM))
+      FAILR("rank %d round %d: %s", rank, it, shoal_comm_errmsg(g));
+    for (size_t i = 0; i < ROT_COUNT; i++) {
+      int32_t want = (int32_t)((size_t)(rank + partner) * 7919u + 2 * (i * 31u + (size_t)it));
+      if (y[i] != want) FAILR("rank %d round %d: element %zu is %d, want %d", rank, it, i, y[i], want);
+    }
+  }
+  free(x);
+  free(y);
+  shoal_comm_destroy(pa);
+  shoal_comm_destroy(pb);
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(split_rotating_pairs_across_hosts, 60) {
+  p2p_world_arg_t a = {.timeout_s = 30};
+  P2P_RUN(4, rank_rotating_pairs, &a, 55);
 }

@@ -157,6 +157,7 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   else
     c.connect_timeout_s = d;
   if ((rc = shoal__config_long("SHOAL_SOCKET_BUFFER", 4194304, 0, 1L << 30, &c.sockbuf))) return rc;
+  if ((rc = shoal__config_long("SHOAL_SOCKET_RCVBUF_REMOTE", 131072, 0, 1L << 30, &c.rcvbuf_remote))) return rc;
   if ((rc = shoal__config_double("SHOAL_EMU_DELAY_US", 0, 0, 1e7, &c.emu_delay_us))) return rc;
   if ((rc = shoal__config_double("SHOAL_SPIN_US", 0, 0, 1e6, &c.spin_us))) return rc;
   const char *cc = shoal__config_str("SHOAL_TCP_CONGESTION", "auto");

@@ -20,6 +20,7 @@ typedef struct shoal__boot_cfg {
   char boot_id[40];
   double timeout_s, connect_timeout_s;
   long sockbuf;
+  long rcvbuf_remote;  /* SHOAL_SOCKET_RCVBUF_REMOTE: SO_RCVBUF of sockets to peers on other hosts (0: sockbuf) */
   double emu_delay_us; /* SHOAL_EMU_DELAY_US */
   double spin_us;      /* SHOAL_SPIN_US */
   char tcp_cc[16];     /* SHOAL_TCP_CONGESTION: auto, system or an algorithm name */

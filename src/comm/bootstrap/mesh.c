@@ -227,7 +227,7 @@ static int accept_all(shoal__world_t *w, int listen_fd, const shoal__authkey_t *
 }
 
 int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t *key, long sockbuf,
-                        const char *cc, shoal__deadline_t dl) {
+                        long rcvbuf_remote, const char *cc, shoal__deadline_t dl) {
   int rc;
   for (int j = 0; j < w->rank; j++)
     if ((rc = connect_peer(w, j, key, dl))) return rc;
@@ -237,6 +237,12 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
     if (j == w->rank) continue;
     shoal__sock_set_nonblock(w->conns[j].fd);
     shoal__sock_tune(w->conns[j].fd, sockbuf);
+    /* Across hosts the receive window is the only brake on a peer that sends before this rank posts the
+     * receive: with 4 MiB a peer already in its next collective pushed a whole message onto links the
+     * current collective was using, and took half their bandwidth from it (docs/comm.md). */
+    const shoal__peer_info_t *me = &w->peers[w->rank], *pj = &w->peers[j];
+    if (rcvbuf_remote > 0 && (strcmp(me->host, pj->host) || strcmp(me->boot_id, pj->boot_id)))
+      shoal__sock_set_rcvbuf(w->conns[j].fd, rcvbuf_remote);
     if ((rc = shoal__sock_congestion(w->conns[j].fd, cc, used, sizeof used))) return rc;
   }
   if (used[0]) SHOAL_DEBUG("NET", "rank %d: peer sockets use TCP congestion control %s (SHOAL_TCP_CONGESTION=%s)",

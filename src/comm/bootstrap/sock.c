@@ -66,6 +66,11 @@ void shoal__sock_tune(int fd, long bufsize) {
   }
 }
 
+void shoal__sock_set_rcvbuf(int fd, long bytes) {
+  int b = bytes > 1 << 30 ? 1 << 30 : (int)bytes;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+}
+
 static void current_cc(int fd, char *used, size_t cap) {
   char cur[32] = "";
   socklen_t len = sizeof cur - 1;

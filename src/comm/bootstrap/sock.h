@@ -16,6 +16,8 @@ int  shoal__sock_resolve(const char *host, struct in_addr *out);
 int  shoal__sock_set_nonblock(int fd);
 /* TCP_NODELAY and SO_SNDBUF/SO_RCVBUF = bufsize (0: leave the kernel's). */
 void shoal__sock_tune(int fd, long bufsize);
+/* SO_RCVBUF alone (the kernel doubles it, capped at net.core.rmem_max). */
+void shoal__sock_set_rcvbuf(int fd, long bytes);
 /* TCP congestion control of a peer socket. mode "system" leaves it alone;
  * "auto" replaces bbr (whose pacing without the fq qdisc halves loopback and
  * LAN collective bandwidth here) by cubic, or reno where cubic is not

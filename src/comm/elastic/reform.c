@@ -78,7 +78,7 @@ int shoal__reform_build(shoal__world_t *tmpl, const shoal__boot_cfg_t *cfg, uint
     tmpl->door_fd = -1;
   }
   shoal__log_set_rank(rank);
-  if (n > 1) rc = shoal__mesh_connect(w, lfd, &w->key, cfg->sockbuf, cfg->tcp_cc, dl);
+  if (n > 1) rc = shoal__mesh_connect(w, lfd, &w->key, cfg->sockbuf, cfg->rcvbuf_remote, cfg->tcp_cc, dl);
   if (!rc) rc = shoal__world_start(c);
   if (rc) {
     /* the members are agreed on; one of them failed (died) while the world was being built: the
