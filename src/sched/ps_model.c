@@ -360,19 +360,28 @@ int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job
   return 0;
 }
 
+/* theta^u, u = 1 - res/cap: the part of a price that depends on the residual */
+static double price_pw(const shoal__ps_cluster_t *c, double res, double cap, double theta) {
+  return shoal__ps_pow(c, theta, 1.0 - res / cap);
+}
+
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta) {
   double cap = shoal__ps_cap(c, h)[r];
   if (cap <= 0) return 0;
-  double u = 1.0 - shoal__ps_res(c, t, h)[r] / cap;
-  return shoal__ps_pow(c, theta, u) * (1.0 + 1e-3 * (t - s));
+  return price_pw(c, shoal__ps_res(c, t, h)[r], cap, theta) * shoal__ps_price_f(t, s);
+}
+
+void shoal__ps_price_pw(const shoal__ps_cluster_t *c, int h, const double *res, double theta, double *pw) {
+  const double *cap = shoal__ps_cap(c, h);
+  for (int r = 0; r < SHOAL_PS_NRES; r++) pw[r] = cap[r] > 0 ? price_pw(c, res[r], cap[r], theta) : 0;
 }
 
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand) {
-  double cost = 0;
-  const double *cap = shoal__ps_cap(c, h);
-  for (int r = 0; r < SHOAL_PS_NRES; r++)
-    if (demand[r] > 0 && cap[r] > 0) cost += shoal__ps_price(c, t, h, r, s, theta) * demand[r] / cap[r];
-  return cost;
+  double pw[SHOAL_PS_NRES];
+  const double *cap = shoal__ps_cap(c, h), *res = shoal__ps_res(c, t, h);
+  /* only the resources the demand uses are priced (pow is the cost here) */
+  for (int r = 0; r < SHOAL_PS_NRES; r++) pw[r] = demand[r] > 0 && cap[r] > 0 ? price_pw(c, res[r], cap[r], theta) : 0;
+  return shoal__ps_unit_cost_pw(pw, cap, shoal__ps_price_f(t, s), demand);
 }
 
 double shoal__ps_slot_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl,

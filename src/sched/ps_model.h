@@ -123,6 +123,20 @@ void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const s
  * u = 1 - res/cap. cost = sum pi * use / cap. */
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta);
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand);
+/* The price split in its two factors, for callers that price one residual
+ * vector in many slots (a run of identical slots, a merged LP block):
+ * pw[r] = theta^u of machine h at residual res (0 where the capacity is 0),
+ * the time factor f of slot t for a job planned from s, and the unit cost
+ * from them. shoal__ps_price and shoal__ps_unit_cost are computed through
+ * these very expressions, so both routes give the same bits. */
+void shoal__ps_price_pw(const shoal__ps_cluster_t *c, int h, const double *res, double theta, double *pw);
+static inline double shoal__ps_price_f(int t, int s) { return 1.0 + 1e-3 * (t - s); }
+static inline double shoal__ps_unit_cost_pw(const double *pw, const double *cap, double f, const double *demand) {
+  double cost = 0;
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (demand[r] > 0 && cap[r] > 0) cost += pw[r] * f * demand[r] / cap[r];
+  return cost;
+}
 double shoal__ps_slot_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl,
                            int t, int s, double theta);
 double shoal__ps_sched_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s,
