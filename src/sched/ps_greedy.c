@@ -142,9 +142,10 @@ int shoal__ps_best_memo_init(shoal__ps_best_memo_t *m, const shoal__ps_cluster_t
   m->key = malloc(sizeof(double) * H * SHOAL_PS_NRES);
   m->pw = malloc(sizeof(double) * H * SHOAL_PS_NRES);
   m->w = malloc(sizeof(int) * H);
+  m->cand = malloc(sizeof(int) * H);
   m->kok = calloc(H, 1);
   m->pok = calloc(H, 1);
-  if (!m->key || !m->pw || !m->w || !m->kok || !m->pok) {
+  if (!m->key || !m->pw || !m->w || !m->cand || !m->kok || !m->pok) {
     shoal__ps_best_memo_free(m);
     return shoal__seterr(SHOAL_ERR_NOMEM, "slot best memo");
   }
@@ -155,6 +156,7 @@ void shoal__ps_best_memo_free(shoal__ps_best_memo_t *m) {
   free(m->key);
   free(m->pw);
   free(m->w);
+  free(m->cand);
   free(m->kok);
   free(m->pok);
   free(m->dist.pl);
@@ -181,7 +183,6 @@ int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t
     shoal__ps_slot_clear(out);
     return 0;
   }
-  int bw = 0;
   if (!m->last_keyed) {
     for (int h = 0; h < c->H; h++) {
       const double *res = row + (size_t)h * SHOAL_PS_NRES;
@@ -192,19 +193,41 @@ int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t
       m->kok[h] = 1;
       m->pok[h] = 0;
     }
+    int bw = 0;
+    for (int h = 0; h < c->H; h++)
+      if (m->w[h] > bw) bw = m->w[h];
+    /* the machines that can win the co-located choice: those fitting bw
+     * workers, less each one with the residual and capacity bits of an
+     * earlier one (its cost has the same bits, and a later cost equal to
+     * an earlier one never wins the tie-break below) */
+    int nc = 0, nrep = 0;
+    for (int h = 0; h < c->H && bw > 0; h++) {
+      if (m->w[h] != bw) continue;
+      const double *key = m->key + (size_t)h * SHOAL_PS_NRES, *cap = shoal__ps_cap(c, h);
+      int dup = 0;
+      for (int q = 0; q < nrep && !dup; q++) {
+        int o = m->cand[q];
+        dup = !memcmp(key, m->key + (size_t)o * SHOAL_PS_NRES, rowsz) && !memcmp(cap, shoal__ps_cap(c, o), rowsz);
+      }
+      if (dup) continue;
+      if (nrep == nc && nrep < 8) nrep++; /* the first few distinct ones are compared against */
+      m->cand[nc++] = h;
+    }
+    m->ncand = nc;
+    m->bw = bw;
     m->last_keyed = 1;
   }
-  for (int h = 0; h < c->H; h++)
-    if (m->w[h] > bw) bw = m->w[h];
-  /* co-located: the machine fitting most workers, ties to the cheaper (the
-   * first of equal ones): machines with fewer workers never decide */
+  int bw = m->bw;
+  /* co-located: the machine fitting most workers, ties to the cheaper by
+   * more than EPS (the first of equal ones) */
   int bh = -1;
-  double bcost = 0;
-  if (bw > 0) {
-    double f = shoal__ps_price_f(t, s0);
+  if (bw > 0 && m->ncand == 1) {
+    bh = m->cand[0];
+  } else if (bw > 0) {
+    double f = shoal__ps_price_f(t, s0), bcost = 0;
     int np = shoal__ps_count(j->kappa, bw); /* (no PS: its price times 0 adds nothing) */
-    for (int h = 0; h < c->H; h++) {
-      if (m->w[h] != bw) continue;
+    for (int q = 0; q < m->ncand; q++) {
+      int h = m->cand[q];
       const double *cap = shoal__ps_cap(c, h), *key = m->key + (size_t)h * SHOAL_PS_NRES;
       double *pw = m->pw + (size_t)h * SHOAL_PS_NRES;
       if (!m->pok[h]) {
