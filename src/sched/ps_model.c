@@ -165,7 +165,7 @@ int shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src) {
   if (src->len) {
     d.slot = calloc((size_t)src->len, sizeof *d.slot);
     if (!d.slot) return shoal__seterr(SHOAL_ERR_NOMEM, "ps schedule copy");
-    d.len = src->len;
+    d.len = d.cap = src->len;
     for (int k = 0; k < src->len; k++)
       if (shoal__ps_slot_copy(&d.slot[k], &src->slot[k])) {
         shoal__ps_sched_free(&d);
@@ -180,10 +180,16 @@ shoal__ps_slot_t *shoal__ps_sched_slot(shoal__ps_sched_t *s, int t) {
   int k = t - s->start;
   if (k < 0) return NULL;
   if (k >= s->len) {
-    shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)(k + 1));
-    if (!n) return NULL;
-    memset(n + s->len, 0, sizeof *n * (size_t)(k + 1 - s->len));
-    s->slot = n;
+    if (k >= s->cap) {
+      int nc = s->cap ? s->cap : 8;
+      while (nc <= k) nc *= 2;
+      shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)nc);
+      if (!n) return NULL;
+      s->slot = n;
+      s->cap = nc;
+    }
+    /* entries past len were never used or were freed when cut */
+    memset(s->slot + s->len, 0, sizeof *s->slot * (size_t)(k + 1 - s->len));
     s->len = k + 1;
   }
   return &s->slot[k];

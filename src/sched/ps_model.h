@@ -86,6 +86,7 @@ typedef struct { int n, cap; shoal__ps_place_t *pl; } shoal__ps_slot_t;
 typedef struct {
   int start, len;
   shoal__ps_slot_t *slot;
+  int cap; /* entries allocated in slot (>= len; grown by doubling: planners add slot after slot) */
 } shoal__ps_sched_t;
 
 void shoal__ps_sched_init(shoal__ps_sched_t *s, int start);
