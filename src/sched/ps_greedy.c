@@ -166,24 +166,18 @@ void shoal__ps_best_memo_free(shoal__ps_best_memo_t *m) {
 /* The residual rows of all machines in slot t, contiguous (ps_model.h). */
 static const double *slot_row(const shoal__ps_cluster_t *c, int t) { return shoal__ps_res(c, t, 0); }
 
+static int demands_nonneg(const shoal__ps_job_t *j) {
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (j->dw[r] < 0 || j->dp[r] < 0) return 0;
+  return 1;
+}
+
 int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0,
                              shoal__ps_best_memo_t *m, shoal__ps_slot_t *out) {
   const size_t rowsz = sizeof(double) * SHOAL_PS_NRES;
   const double *row = slot_row(c, t);
   int same = m->last && (row == m->last || !memcmp(row, m->last, rowsz * (size_t)c->H));
   if (!same) {
-    /* a slot where no machine has room for one worker gives nothing, in
-     * either form (a planner scanning a booked future sees many of those) */
-    m->last_fits = shoal__ps_slot_fits_worker(c, j, t);
-    m->last_keyed = 0;
-    m->dist_ok = 0;
-  }
-  m->last = row;
-  if (!m->last_fits) {
-    shoal__ps_slot_clear(out);
-    return 0;
-  }
-  if (!m->last_keyed) {
     for (int h = 0; h < c->H; h++) {
       const double *res = row + (size_t)h * SHOAL_PS_NRES;
       double *key = m->key + (size_t)h * SHOAL_PS_NRES;
@@ -215,7 +209,18 @@ int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t
     }
     m->ncand = nc;
     m->bw = bw;
-    m->last_keyed = 1;
+    /* a slot where no machine has room for one worker gives nothing, in
+     * either form (a planner scanning a booked future sees many of those).
+     * A machine co-locating a worker has room for one (demands are not
+     * negative: the worker's use is at most the pair's), so only slots
+     * without one ask */
+    m->last_fits = bw > 0 && demands_nonneg(j) ? 1 : shoal__ps_slot_fits_worker(c, j, t);
+    m->dist_ok = 0;
+  }
+  m->last = row;
+  if (!m->last_fits) {
+    shoal__ps_slot_clear(out);
+    return 0;
   }
   int bw = m->bw;
   /* co-located: the machine fitting most workers, ties to the cheaper by

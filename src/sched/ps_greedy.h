@@ -28,8 +28,8 @@ typedef struct {
   unsigned char *pok;      /* per machine: pw valid for key */
   int *w;                  /* max co-located workers per machine */
   double *pw;              /* H * NRES: theta^u per resource (cap > 0) */
-  const double *last;      /* residual row of the slot last asked about (NULL: none) */
-  int last_fits, last_keyed; /* that slot's fits_worker; 1 if its machines are in key */
+  const double *last;      /* residual rows of the slot last asked about (NULL: none); its machines are in key */
+  int last_fits;           /* that slot's fits_worker */
   int bw, ncand, *cand;    /* keyed slot: most co-located workers, the machines that may hold them best */
   int dist_ok, dist_w;     /* its distributed DP result, when computed */
   shoal__ps_slot_t dist;

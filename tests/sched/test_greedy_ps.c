@@ -113,6 +113,7 @@ TEST(larr_slot_best_memo_matches_fresh_scan) {
         CHECK_EQ(a.pl[e].w, b.pl[e].w);
         CHECK_EQ(a.pl[e].p, b.pl[e].p);
       }
+      if (!shoal__ps_slot_fits_worker(&c, &j, t)) CHECK_EQ(a.n, 0); /* no room for one worker: nothing */
       /* the plain scan */
       int bh = -1, bw = 0;
       double bcost = 0;
