@@ -176,6 +176,20 @@ int shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src) {
   return 0;
 }
 
+void shoal__ps_sched_fit(shoal__ps_sched_t *s) {
+  if (s->cap <= s->len) return;
+  if (s->len == 0) {
+    free(s->slot);
+    s->slot = NULL;
+    s->cap = 0;
+    return;
+  }
+  shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)s->len);
+  if (!n) return;
+  s->slot = n;
+  s->cap = s->len;
+}
+
 shoal__ps_slot_t *shoal__ps_sched_slot(shoal__ps_sched_t *s, int t) {
   int k = t - s->start;
   if (k < 0) return NULL;

@@ -92,6 +92,9 @@ typedef struct {
 void shoal__ps_sched_init(shoal__ps_sched_t *s, int start);
 void shoal__ps_sched_free(shoal__ps_sched_t *s);
 int  shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src);
+/* Give back the slot entries past len (a plan kept for the job's lifetime
+ * need not keep the doubling's slack); keeps the array if realloc fails. */
+void shoal__ps_sched_fit(shoal__ps_sched_t *s);
 /* Make slot t (absolute) addressable; returns it or NULL on allocation failure. */
 shoal__ps_slot_t *shoal__ps_sched_slot(shoal__ps_sched_t *s, int t);
 void shoal__ps_slot_clear(shoal__ps_slot_t *sl);
