@@ -134,36 +134,145 @@ nomem:
   return 0;
 }
 
-int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
-                        shoal__ps_slot_t *out) {
-  /* a slot where no machine has room for one worker gives nothing, in
-   * either form (a planner scanning a booked future sees many of those) */
-  if (!shoal__ps_slot_fits_worker(c, j, t)) {
+int shoal__ps_best_memo_init(shoal__ps_best_memo_t *m, const shoal__ps_cluster_t *c, double theta) {
+  memset(m, 0, sizeof *m);
+  size_t H = (size_t)c->H;
+  m->H = c->H;
+  m->theta = theta;
+  m->key = malloc(sizeof(double) * H * SHOAL_PS_NRES);
+  m->pw = malloc(sizeof(double) * H * SHOAL_PS_NRES);
+  m->w = malloc(sizeof(int) * H);
+  m->cand = malloc(sizeof(int) * H);
+  m->kok = calloc(H, 1);
+  m->pok = calloc(H, 1);
+  if (!m->key || !m->pw || !m->w || !m->cand || !m->kok || !m->pok) {
+    shoal__ps_best_memo_free(m);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "slot best memo");
+  }
+  return 0;
+}
+
+void shoal__ps_best_memo_free(shoal__ps_best_memo_t *m) {
+  free(m->key);
+  free(m->pw);
+  free(m->w);
+  free(m->cand);
+  free(m->kok);
+  free(m->pok);
+  free(m->dist.pl);
+  memset(m, 0, sizeof *m);
+}
+
+/* The residual rows of all machines in slot t, contiguous (ps_model.h). */
+static const double *slot_row(const shoal__ps_cluster_t *c, int t) { return shoal__ps_res(c, t, 0); }
+
+static int demands_nonneg(const shoal__ps_job_t *j) {
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (j->dw[r] < 0 || j->dp[r] < 0) return 0;
+  return 1;
+}
+
+int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0,
+                             shoal__ps_best_memo_t *m, shoal__ps_slot_t *out) {
+  const size_t rowsz = sizeof(double) * SHOAL_PS_NRES;
+  const double *row = slot_row(c, t);
+  int same = m->last && (row == m->last || !memcmp(row, m->last, rowsz * (size_t)c->H));
+  if (!same) {
+    for (int h = 0; h < c->H; h++) {
+      const double *res = row + (size_t)h * SHOAL_PS_NRES;
+      double *key = m->key + (size_t)h * SHOAL_PS_NRES;
+      if (m->kok[h] && !memcmp(res, key, rowsz)) continue;
+      memcpy(key, res, rowsz);
+      m->w[h] = shoal__ps_max_coloc(j, res);
+      m->kok[h] = 1;
+      m->pok[h] = 0;
+    }
+    int bw = 0;
+    for (int h = 0; h < c->H; h++)
+      if (m->w[h] > bw) bw = m->w[h];
+    /* the machines that can win the co-located choice: those fitting bw
+     * workers, less each one with the residual and capacity bits of an
+     * earlier one (its cost has the same bits, and a later cost equal to
+     * an earlier one never wins the tie-break below) */
+    int nc = 0, nrep = 0;
+    for (int h = 0; h < c->H && bw > 0; h++) {
+      if (m->w[h] != bw) continue;
+      const double *key = m->key + (size_t)h * SHOAL_PS_NRES, *cap = shoal__ps_cap(c, h);
+      int dup = 0;
+      for (int q = 0; q < nrep && !dup; q++) {
+        int o = m->cand[q];
+        dup = !memcmp(key, m->key + (size_t)o * SHOAL_PS_NRES, rowsz) && !memcmp(cap, shoal__ps_cap(c, o), rowsz);
+      }
+      if (dup) continue;
+      if (nrep == nc && nrep < 8) nrep++; /* the first few distinct ones are compared against */
+      m->cand[nc++] = h;
+    }
+    m->ncand = nc;
+    m->bw = bw;
+    /* a slot where no machine has room for one worker gives nothing, in
+     * either form (a planner scanning a booked future sees many of those).
+     * A machine co-locating a worker has room for one (demands are not
+     * negative: the worker's use is at most the pair's), so only slots
+     * without one ask */
+    m->last_fits = bw > 0 && demands_nonneg(j) ? 1 : shoal__ps_slot_fits_worker(c, j, t);
+    m->dist_ok = 0;
+  }
+  m->last = row;
+  if (!m->last_fits) {
     shoal__ps_slot_clear(out);
     return 0;
   }
-  int bh = -1, bw = 0;
-  double bcost = 0;
-  for (int h = 0; h < c->H; h++) {
-    int w = shoal__ps_max_coloc(j, shoal__ps_res(c, t, h));
-    if (w < bw || w == 0) continue;
-    double cost = shoal__ps_unit_cost(c, t, h, s0, theta, j->dw) * w;
-    int np = shoal__ps_count(j->kappa, w); /* (no PS: its price times 0 adds nothing) */
-    if (np) cost += shoal__ps_unit_cost(c, t, h, s0, theta, j->dp) * np;
-    if (w > bw || cost < bcost - EPS) bh = h, bw = w, bcost = cost;
+  int bw = m->bw;
+  /* co-located: the machine fitting most workers, ties to the cheaper by
+   * more than EPS (the first of equal ones) */
+  int bh = -1;
+  if (bw > 0 && m->ncand == 1) {
+    bh = m->cand[0];
+  } else if (bw > 0) {
+    double f = shoal__ps_price_f(t, s0), bcost = 0;
+    int np = shoal__ps_count(j->kappa, bw); /* (no PS: its price times 0 adds nothing) */
+    for (int q = 0; q < m->ncand; q++) {
+      int h = m->cand[q];
+      const double *cap = shoal__ps_cap(c, h), *key = m->key + (size_t)h * SHOAL_PS_NRES;
+      double *pw = m->pw + (size_t)h * SHOAL_PS_NRES;
+      if (!m->pok[h]) {
+        shoal__ps_price_pw(c, h, key, m->theta, pw);
+        m->pok[h] = 1;
+      }
+      double cost = shoal__ps_unit_cost_pw(pw, cap, f, j->dw) * bw;
+      if (np) cost += shoal__ps_unit_cost_pw(pw, cap, f, j->dp) * np;
+      if (bh < 0 || cost < bcost - EPS) bh = h, bcost = cost;
+    }
   }
   shoal__ps_slot_clear(out);
   double coloc_work = bw * j->rho_in;
   /* distributed can only win when wmax * rho_ex beats the co-located work */
   if (j->wmax * j->rho_ex > coloc_work + EPS) {
-    int err;
-    int W = dist_best(c, j, t, s0, theta, out, &err);
+    int err = 0, W;
+    if (m->dist_ok) {
+      W = m->dist_w;
+      err = shoal__ps_slot_copy(out, &m->dist);
+    } else {
+      W = dist_best(c, j, t, s0, m->theta, out, &err);
+      if (!err) err = shoal__ps_slot_copy(&m->dist, out);
+      m->dist_ok = !err;
+      m->dist_w = W;
+    }
     if (err) return err;
     if (W > 0 && shoal__ps_slot_work(j, out) > coloc_work + EPS) return 0;
     shoal__ps_slot_clear(out);
   }
   if (bw > 0) return shoal__ps_slot_add(out, bh, bw, shoal__ps_count(j->kappa, bw));
   return 0;
+}
+
+int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
+                        shoal__ps_slot_t *out) {
+  shoal__ps_best_memo_t m;
+  int rc = shoal__ps_best_memo_init(&m, c, theta);
+  if (!rc) rc = shoal__ps_slot_best_memo(c, j, t, s0, &m, out);
+  shoal__ps_best_memo_free(&m);
+  return rc;
 }
 
 int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int hmax, double theta,
@@ -175,14 +284,16 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
   shoal__ps_sched_t sc;
   shoal__ps_sched_init(&sc, s);
   double rem = j->work;
-  int rc = 0;
+  shoal__ps_best_memo_t m;
+  int rc = shoal__ps_best_memo_init(&m, c, theta);
+  if (rc) return rc;
   for (int t = s; t < s + hmax; t++) {
     shoal__ps_slot_t *sl = shoal__ps_sched_slot(&sc, t);
     if (!sl) {
       rc = shoal__seterr(SHOAL_ERR_NOMEM, "greedy schedule");
       goto fail;
     }
-    if ((rc = shoal__ps_slot_best(c, j, t, s, theta, sl))) goto fail;
+    if ((rc = shoal__ps_slot_best_memo(c, j, t, s, &m, sl))) goto fail;
     double w = shoal__ps_slot_work(j, sl);
     if (w >= rem * (1 - EPS)) {
       /* MIN_COVER: cheapest configuration with work >= rem: the trimmed best
@@ -202,6 +313,7 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
         shoal__ps_slot_clear(sl);
         if ((rc = shoal__ps_slot_add(sl, bh, need_in, shoal__ps_count(j->kappa, need_in)))) goto fail;
       }
+      shoal__ps_best_memo_free(&m);
       *out = sc;
       return 0;
     }
@@ -210,6 +322,7 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
   rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "greedy: job %d (%g mini-batches) not coverable in slots %d..%d", j->id,
                      j->work, s, s + hmax - 1);
 fail:
+  shoal__ps_best_memo_free(&m);
   shoal__ps_sched_free(&sc);
   return rc;
 }

@@ -150,7 +150,7 @@ static int repair_pack(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, s
  * deficit is gone, extending the horizon up to e_max. */
 static int repair_cover(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal__ps_sched_t *S, int s,
                         int e_star, int e_max, double theta, const int *mach, int nm, shoal__ps_slot_t *best_slot,
-                        char *have_best, int *ok) {
+                        char *have_best, shoal__ps_best_memo_t *memo, int *ok) {
   int rc = 0, E = e_star;
   double deficit = j->work - shoal__ps_sched_work(j, S);
   shoal__ps_slot_t tmp = {0};
@@ -203,7 +203,7 @@ static int repair_cover(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, 
       /* (b) the slot's best configuration */
       shoal__ps_slot_t *b = &best_slot[t - s];
       if (!have_best[t - s]) {
-        if ((rc = shoal__ps_slot_best(c, j, t, s, theta, b))) goto out;
+        if ((rc = shoal__ps_slot_best_memo(c, j, t, s, memo, b))) goto out;
         have_best[t - s] = 1;
       }
       double dw = shoal__ps_slot_work(j, b) - w0, dc = shoal__ps_slot_cost(c, j, b, t, s, theta) - c0;
@@ -291,14 +291,16 @@ static int round_slot(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, in
   return rc ? rc : err;
 }
 
-/* SLOT_BEST of slots s..e_max, computed on first use and shared by trials. */
+/* SLOT_BEST of slots s..e_max, computed on first use (through one memo: the
+ * cluster does not change during a decision) and shared by trials. */
 typedef struct {
   int n;
   shoal__ps_slot_t *slot;
   char *have;
+  shoal__ps_best_memo_t memo;
 } best_cache_t;
 
-static int cache_init(best_cache_t *bc, int n) {
+static int cache_init(best_cache_t *bc, int n, const shoal__ps_cluster_t *c, double theta) {
   bc->n = n;
   bc->slot = calloc((size_t)n, sizeof *bc->slot);
   bc->have = calloc((size_t)n, 1);
@@ -307,12 +309,18 @@ static int cache_init(best_cache_t *bc, int n) {
     free(bc->have);
     return shoal__seterr(SHOAL_ERR_NOMEM, "larr cache");
   }
-  return 0;
+  int rc = shoal__ps_best_memo_init(&bc->memo, c, theta);
+  if (rc) {
+    free(bc->slot);
+    free(bc->have);
+  }
+  return rc;
 }
 static void cache_free(best_cache_t *bc) {
   for (int k = 0; k < bc->n; k++) free(bc->slot[k].pl);
   free(bc->slot);
   free(bc->have);
+  shoal__ps_best_memo_free(&bc->memo);
 }
 
 static int round_trial(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_star, int e_max,
@@ -323,7 +331,7 @@ int shoal__ps_larr_round(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j,
                          const shoal__ps_lp_t *lp, const int *mach, int nm, double beta, double theta, uint64_t seed,
                          shoal__ps_sched_t *out, int *cover_repairs) {
   best_cache_t bc;
-  int rc = cache_init(&bc, e_max - s + 1);
+  int rc = cache_init(&bc, e_max - s + 1, c, theta);
   if (rc) return rc;
   rc = round_trial(c, j, s, e_star, e_max, lp, mach, nm, beta, theta, seed, &bc, out, cover_repairs);
   cache_free(&bc);
@@ -346,7 +354,7 @@ static int round_trial(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   }
   if (rc) goto fail;
   double before = shoal__ps_sched_work(j, &S);
-  if ((rc = repair_cover(c, j, &S, s, e_star, e_max, theta, mach, nm, bc->slot, bc->have, &ok))) goto fail;
+  if ((rc = repair_cover(c, j, &S, s, e_star, e_max, theta, mach, nm, bc->slot, bc->have, &bc->memo, &ok))) goto fail;
   if (!ok) {
     rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "larr: job %d not covered by slot %d after repair", j->id, e_max);
     goto fail;
@@ -424,7 +432,7 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
   int *mach = NULL, nm = 0, e_lp = e_g, ok_trials = 0;
   shoal__ps_lp_t *lp = NULL;
   best_cache_t bc;
-  if ((rc = cache_init(&bc, e_max - s + 1))) {
+  if ((rc = cache_init(&bc, e_max - s + 1, c, p->theta))) {
     shoal__ps_sched_free(&G);
     return rc;
   }

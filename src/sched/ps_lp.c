@@ -138,9 +138,15 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
       int m = shoal__ps_max_coloc(j, shoal__ps_res(c, t, h));
       lp->mcap[(size_t)k * NB + bb] = m;
       lp->col_x[(size_t)k * NB + bb] = col;
-      double cw = 0, cp = 0;
-      for (int q = 0; q < lp->blk_len[bb]; q++)
-        cw += shoal__ps_unit_cost(c, t + q, h, s, theta, j->dw), cp += shoal__ps_unit_cost(c, t + q, h, s, theta, j->dp);
+      /* the block's slots share this residual on h (that is what merged
+       * them): theta^u once, each slot's time factor apart */
+      double cw = 0, cp = 0, pw[SHOAL_PS_NRES];
+      const double *cap = shoal__ps_cap(c, h);
+      shoal__ps_price_pw(c, h, shoal__ps_res(c, t, h), theta, pw);
+      for (int q = 0; q < lp->blk_len[bb]; q++) {
+        double f = shoal__ps_price_f(t + q, s);
+        cw += shoal__ps_unit_cost_pw(pw, cap, f, j->dw), cp += shoal__ps_unit_cost_pw(pw, cap, f, j->dp);
+      }
       glp_set_col_bnds(P, col + 0, GLP_LO, 0, 0); /* x */
       glp_set_col_bnds(P, col + 1, m > 0 ? GLP_DB : GLP_FX, 0, m > 0 ? 1 : 0); /* z */
       if (m == 0) glp_set_col_bnds(P, col + 0, GLP_FX, 0, 0);

@@ -165,7 +165,7 @@ int shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src) {
   if (src->len) {
     d.slot = calloc((size_t)src->len, sizeof *d.slot);
     if (!d.slot) return shoal__seterr(SHOAL_ERR_NOMEM, "ps schedule copy");
-    d.len = src->len;
+    d.len = d.cap = src->len;
     for (int k = 0; k < src->len; k++)
       if (shoal__ps_slot_copy(&d.slot[k], &src->slot[k])) {
         shoal__ps_sched_free(&d);
@@ -176,14 +176,34 @@ int shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src) {
   return 0;
 }
 
+void shoal__ps_sched_fit(shoal__ps_sched_t *s) {
+  if (s->cap <= s->len) return;
+  if (s->len == 0) {
+    free(s->slot);
+    s->slot = NULL;
+    s->cap = 0;
+    return;
+  }
+  shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)s->len);
+  if (!n) return;
+  s->slot = n;
+  s->cap = s->len;
+}
+
 shoal__ps_slot_t *shoal__ps_sched_slot(shoal__ps_sched_t *s, int t) {
   int k = t - s->start;
   if (k < 0) return NULL;
   if (k >= s->len) {
-    shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)(k + 1));
-    if (!n) return NULL;
-    memset(n + s->len, 0, sizeof *n * (size_t)(k + 1 - s->len));
-    s->slot = n;
+    if (k >= s->cap) {
+      int nc = s->cap ? s->cap : 8;
+      while (nc <= k) nc *= 2;
+      shoal__ps_slot_t *n = realloc(s->slot, sizeof *n * (size_t)nc);
+      if (!n) return NULL;
+      s->slot = n;
+      s->cap = nc;
+    }
+    /* entries past len were never used or were freed when cut */
+    memset(s->slot + s->len, 0, sizeof *s->slot * (size_t)(k + 1 - s->len));
     s->len = k + 1;
   }
   return &s->slot[k];
@@ -360,19 +380,28 @@ int shoal__ps_slot_fits_worker(const shoal__ps_cluster_t *c, const shoal__ps_job
   return 0;
 }
 
+/* theta^u, u = 1 - res/cap: the part of a price that depends on the residual */
+static double price_pw(const shoal__ps_cluster_t *c, double res, double cap, double theta) {
+  return shoal__ps_pow(c, theta, 1.0 - res / cap);
+}
+
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta) {
   double cap = shoal__ps_cap(c, h)[r];
   if (cap <= 0) return 0;
-  double u = 1.0 - shoal__ps_res(c, t, h)[r] / cap;
-  return shoal__ps_pow(c, theta, u) * (1.0 + 1e-3 * (t - s));
+  return price_pw(c, shoal__ps_res(c, t, h)[r], cap, theta) * shoal__ps_price_f(t, s);
+}
+
+void shoal__ps_price_pw(const shoal__ps_cluster_t *c, int h, const double *res, double theta, double *pw) {
+  const double *cap = shoal__ps_cap(c, h);
+  for (int r = 0; r < SHOAL_PS_NRES; r++) pw[r] = cap[r] > 0 ? price_pw(c, res[r], cap[r], theta) : 0;
 }
 
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand) {
-  double cost = 0;
-  const double *cap = shoal__ps_cap(c, h);
-  for (int r = 0; r < SHOAL_PS_NRES; r++)
-    if (demand[r] > 0 && cap[r] > 0) cost += shoal__ps_price(c, t, h, r, s, theta) * demand[r] / cap[r];
-  return cost;
+  double pw[SHOAL_PS_NRES];
+  const double *cap = shoal__ps_cap(c, h), *res = shoal__ps_res(c, t, h);
+  /* only the resources the demand uses are priced (pow is the cost here) */
+  for (int r = 0; r < SHOAL_PS_NRES; r++) pw[r] = demand[r] > 0 && cap[r] > 0 ? price_pw(c, res[r], cap[r], theta) : 0;
+  return shoal__ps_unit_cost_pw(pw, cap, shoal__ps_price_f(t, s), demand);
 }
 
 double shoal__ps_slot_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl,

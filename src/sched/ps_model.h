@@ -86,11 +86,15 @@ typedef struct { int n, cap; shoal__ps_place_t *pl; } shoal__ps_slot_t;
 typedef struct {
   int start, len;
   shoal__ps_slot_t *slot;
+  int cap; /* entries allocated in slot (>= len; grown by doubling: planners add slot after slot) */
 } shoal__ps_sched_t;
 
 void shoal__ps_sched_init(shoal__ps_sched_t *s, int start);
 void shoal__ps_sched_free(shoal__ps_sched_t *s);
 int  shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src);
+/* Give back the slot entries past len (a plan kept for the job's lifetime
+ * need not keep the doubling's slack); keeps the array if realloc fails. */
+void shoal__ps_sched_fit(shoal__ps_sched_t *s);
 /* Make slot t (absolute) addressable; returns it or NULL on allocation failure. */
 shoal__ps_slot_t *shoal__ps_sched_slot(shoal__ps_sched_t *s, int t);
 void shoal__ps_slot_clear(shoal__ps_slot_t *sl);
@@ -123,6 +127,20 @@ void shoal__ps_release(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const s
  * u = 1 - res/cap. cost = sum pi * use / cap. */
 double shoal__ps_price(const shoal__ps_cluster_t *c, int t, int h, int r, int s, double theta);
 double shoal__ps_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *demand);
+/* The price split in its two factors, for callers that price one residual
+ * vector in many slots (a run of identical slots, a merged LP block):
+ * pw[r] = theta^u of machine h at residual res (0 where the capacity is 0),
+ * the time factor f of slot t for a job planned from s, and the unit cost
+ * from them. shoal__ps_price and shoal__ps_unit_cost are computed through
+ * these very expressions, so both routes give the same bits. */
+void shoal__ps_price_pw(const shoal__ps_cluster_t *c, int h, const double *res, double theta, double *pw);
+static inline double shoal__ps_price_f(int t, int s) { return 1.0 + 1e-3 * (t - s); }
+static inline double shoal__ps_unit_cost_pw(const double *pw, const double *cap, double f, const double *demand) {
+  double cost = 0;
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (demand[r] > 0 && cap[r] > 0) cost += pw[r] * f * demand[r] / cap[r];
+  return cost;
+}
 double shoal__ps_slot_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl,
                            int t, int s, double theta);
 double shoal__ps_sched_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s,

@@ -430,6 +430,7 @@ static int plan_one(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int
     return rc;
   }
   shoal__ps_sched_free(&p->plan[id]);
+  shoal__ps_sched_fit(&S); /* kept until the job ends */
   p->plan[id] = S;
   p->planned[id] = 1;
   plan_changed(p, id);

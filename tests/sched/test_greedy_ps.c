@@ -48,3 +48,98 @@ TEST(larr_greedy_reports_uncoverable) {
   CHECK_EQ(shoal__ps_greedy(&c, &j, 0, 5, 16, &S), SHOAL_ERR_INFEASIBLE);
   shoal__ps_cluster_free(&c);
 }
+
+/* The price as spec §4.2 writes it, computed here on its own: theta^u with
+ * u = 1 - res/cap, times the time factor, times demand / cap. */
+static double ref_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, double theta, const double *d) {
+  double cost = 0;
+  const double *cap = shoal__ps_cap(c, h), *res = shoal__ps_res(c, t, h);
+  for (int r = 0; r < SHOAL_PS_NRES; r++)
+    if (d[r] > 0 && cap[r] > 0) cost += pow(theta, 1.0 - res[r] / cap[r]) * (1.0 + 1e-3 * (t - s)) * d[r] / cap[r];
+  return cost;
+}
+
+/* Walking slots with one memo gives, slot by slot, what a fresh slot_best
+ * gives, and its co-located choice is the machine the plain scan over all
+ * machines (the most workers, ties to the cheaper by more than 1e-9, the
+ * first of equal ones) picks; prices have the same bits as the formula. */
+TEST(larr_slot_best_memo_matches_fresh_scan) {
+  enum { H = 7, T = 40 };
+  double cap[H * SHOAL_PS_NRES];
+  for (int h = 0; h < H; h++) {
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = h % 3 ? 4 : 8;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128;
+    cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = h == 2 ? 0 : 20;
+  }
+  shoal_rng_t g;
+  shoal_rng_seed(&g, 11);
+  long coloc = 0, dist = 0, empty = 0;
+  for (int inst = 0; inst < 60; inst++) {
+    shoal__ps_cluster_t c;
+    CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
+    /* book runs of slots: a job placed on the same machines for several
+     * consecutive slots, as committed plans are (slots repeat) */
+    for (int b = 0; b < 80; b++) {
+      shoal__ps_job_t o;
+      ps_tiny_job(&g, 100 + b, 0, &o);
+      int t0 = (int)shoal_rng_below(&g, T), len = 1 + (int)shoal_rng_below(&g, 12);
+      shoal__ps_sched_t S;
+      shoal__ps_sched_init(&S, t0);
+      int h = (int)shoal_rng_below(&g, H), w = 1 + (int)shoal_rng_below(&g, 4);
+      for (int t = t0; t < t0 + len && t < T; t++) CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&S, t), h, w, shoal__ps_count(o.kappa, w)));
+      if (shoal__ps_sched_check(&c, &o, &S, 0) == 0) CHECK_OK(shoal__ps_commit(&c, &o, &S));
+      shoal__ps_sched_free(&S);
+    }
+    /* and a few slots with no GPU left anywhere (before the first query) */
+    CHECK_OK(shoal__ps_cluster_ensure(&c, T));
+    for (int t = T - 8; t < T - 4; t++)
+      for (int h = 0; h < H; h++) c.res[((size_t)t * H + h) * SHOAL_PS_NRES + SHOAL_PS_GPU] = 0;
+    shoal__ps_job_t j;
+    ps_tiny_job(&g, inst, 0, &j);
+    j.wmax = 1 + (int)shoal_rng_below(&g, 12); /* more than a machine holds: the distributed DP too */
+    if (inst % 5 == 0) j.kappa = 0;            /* no PSs */
+    double theta = inst % 2 ? 0.125 : 16;
+    int s0 = (int)shoal_rng_below(&g, 4);
+    shoal__ps_best_memo_t m;
+    CHECK_OK(shoal__ps_best_memo_init(&m, &c, theta));
+    shoal__ps_slot_t a = {0}, b = {0};
+    for (int t = s0; t < T + 3; t++) {
+      CHECK_OK(shoal__ps_slot_best_memo(&c, &j, t, s0, &m, &a));
+      CHECK_OK(shoal__ps_slot_best(&c, &j, t, s0, theta, &b));
+      CHECK_EQ(a.n, b.n);
+      for (int e = 0; e < a.n && e < b.n; e++) {
+        CHECK_EQ(a.pl[e].h, b.pl[e].h);
+        CHECK_EQ(a.pl[e].w, b.pl[e].w);
+        CHECK_EQ(a.pl[e].p, b.pl[e].p);
+      }
+      if (!shoal__ps_slot_fits_worker(&c, &j, t)) CHECK_EQ(a.n, 0); /* no room for one worker: nothing */
+      /* the plain scan */
+      int bh = -1, bw = 0;
+      double bcost = 0;
+      for (int h = 0; h < H; h++) {
+        int w = shoal__ps_max_coloc(&j, shoal__ps_res(&c, t, h));
+        CHECK(ref_unit_cost(&c, t, h, s0, theta, j.dw) == shoal__ps_unit_cost(&c, t, h, s0, theta, j.dw));
+        CHECK(ref_unit_cost(&c, t, h, s0, theta, j.dp) == shoal__ps_unit_cost(&c, t, h, s0, theta, j.dp));
+        if (w < bw || w == 0) continue;
+        double cost = ref_unit_cost(&c, t, h, s0, theta, j.dw) * w;
+        int np = shoal__ps_count(j.kappa, w);
+        if (np) cost += ref_unit_cost(&c, t, h, s0, theta, j.dp) * np;
+        if (w > bw || cost < bcost - 1e-9) bh = h, bw = w, bcost = cost;
+      }
+      if (a.n == 1 && a.pl[0].w == bw) {
+        CHECK_EQ(a.pl[0].h, bh);
+        coloc++;
+      } else if (a.n) {
+        dist++;
+      } else {
+        empty++;
+      }
+    }
+    free(a.pl);
+    free(b.pl);
+    shoal__ps_best_memo_free(&m);
+    shoal__ps_cluster_free(&c);
+  }
+  CHECK_MSG(coloc > 100 && dist > 10 && empty > 10, "co-located %ld, distributed %ld, empty %ld slots", coloc, dist, empty);
+}
