@@ -107,6 +107,16 @@ static event_t heap_pop(heap_t *h) {
   return top;
 }
 
+/* take job's entry out of the heap (it moves to the cross-rack list) */
+static void heap_remove(heap_t *h, int32_t job) {
+  size_t i = (size_t)h->pos[job];
+  h->pos[job] = -1;
+  event_t last = h->a[--h->n];
+  if (i == h->n) return;
+  if (i > 0 && ev_less(&last, &h->a[(i - 1) / HEAP_D])) sift_up(h, i, last);
+  else sift_down(h, i, last);
+}
+
 /* distinct requested sizes, for the Themis integrals */
 #define MAX_SIZES 64
 /* racks kept per job for its uplink share (more: read from the allocation) */
@@ -114,6 +124,13 @@ static event_t heap_pop(heap_t *h) {
 /* (share, rate) pairs remembered per allocation: a cross-rack job's share
  * keeps returning to a few values as the counts of its racks move */
 #define RM_MAX 3
+/* per xjobs entry: ratings by the largest count x_k among the job's racks
+ * (all its racks with one uplink U: share = U / x), 1 <= x < XTAB */
+#define XTAB 64
+
+typedef struct {
+  double share, rate; /* rate < 0: not rated yet */
+} xrate_t;
 
 /* Per job: the rating of its allocation, in one cache line (the contention
  * updates visit tens of millions of jobs: separate arrays cost a miss each).
@@ -125,7 +142,9 @@ typedef struct {
   uint8_t xr_n;             /* entries of xr (0: more than XR_MAX, read the allocation) */
   uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
   uint8_t multi;            /* the allocation spans racks (its share varies) */
-  uint8_t pad[3];
+  uint8_t uni;              /* xr valid and its racks have one uplink: share = uplink / max x_k */
+  uint8_t x;                /* max x_k of the last rating when it came from xtab (0: not) */
+  uint8_t pad;
   double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
@@ -179,10 +198,83 @@ typedef struct engine {
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
   double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
+  /* Completions of the cross-rack jobs, per xjobs entry (job -1, t = inf:
+   * none), instead of in the heap: a contention update moves the completions
+   * of tens of them at once, and moving each in the heap was a quarter of
+   * the run (Tiresias on Philly). A job's one entry is either here or in the
+   * heap, never both; the engine takes the earlier of the heap's top and
+   * xfe[xf_min], so events come out in the same (time, seq) order. */
+  event_t *xfe;
+  int xf_min;           /* earliest entry of xfe, -1 if none (valid unless xf_scan) */
+  int xf_scan;          /* xf_min must be looked up again (the earliest moved later) */
+  /* [xcap][XTAB]: per xjobs entry, its allocation's ratings by x (rating_t.uni);
+   * a contention update re-rates tens of jobs each time, their shares
+   * cycling over more values than rating_t keeps */
+  xrate_t *xtab;
 } engine_t;
+
+static const event_t xf_none = {INFINITY, UINT64_MAX, -1, 0, 0};
+
+/* forget the ratings of xjobs entry i (a new job or allocation there) */
+static void xtab_clear(engine_t *e, int i) {
+  xrate_t *t = &e->xtab[(size_t)i * XTAB];
+  for (int k = 0; k < XTAB; k++) t[k].rate = -1;
+}
+
+static void xf_rescan(engine_t *e) {
+  int m = 0;
+  for (int i = 1; i < e->nx; i++)
+    if (ev_less(&e->xfe[i], &e->xfe[m])) m = i;
+  e->xf_min = e->nx > 0 && e->xfe[m].job >= 0 ? m : -1;
+  e->xf_scan = 0;
+}
+
+static inline void xf_set(engine_t *e, int i, const event_t *ev) {
+  if (!e->xf_scan) {
+    if (e->xf_min == i) {
+      if (!ev_less(ev, &e->xfe[i])) e->xf_scan = 1; /* moved later: another may be first now */
+    } else if (e->xf_min < 0 || ev_less(ev, &e->xfe[e->xf_min])) {
+      e->xf_min = i;
+    }
+  }
+  e->xfe[i] = *ev;
+}
+
+static inline void xf_clear(engine_t *e, int i) {
+  e->xfe[i] = xf_none;
+  if (e->xf_min == i) e->xf_scan = 1;
+}
+
+/* the next event (NULL: none): the heap's top or the earliest cross-rack completion */
+static inline const event_t *ev_top(engine_t *e) {
+  if (e->xf_scan) xf_rescan(e);
+  const event_t *h = e->heap.n ? &e->heap.a[0] : NULL;
+  if (e->xf_min < 0) return h;
+  const event_t *x = &e->xfe[e->xf_min];
+  return h && ev_less(h, x) ? h : x;
+}
+
+static event_t ev_pop(engine_t *e) {
+  const event_t *top = ev_top(e);
+  if (e->heap.n && top == &e->heap.a[0]) return heap_pop(&e->heap);
+  event_t ev = *top;
+  xf_clear(e, e->xf_min);
+  return ev;
+}
 
 static int push(engine_t *e, int kind, double t, int32_t job, uint32_t version, int64_t tag) {
   event_t ev = {t, ((uint64_t)kind << 62) | e->seq++, job, version, tag};
+  if (job >= 0) {
+    int32_t ix = e->xidx[job];
+    if (ix >= 0) { /* a cross-rack job */
+      if (kind == EV_FINISH) {
+        if (e->heap.pos[job] >= 0) heap_remove(&e->heap, job); /* its entry moves here */
+        xf_set(e, ix, &ev);
+        return 0;
+      }
+      if (e->xfe[ix].job >= 0) xf_clear(e, ix); /* its entry moves to the heap */
+    }
+  }
   return heap_push(&e->heap, ev);
 }
 
@@ -304,7 +396,11 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
     }
     rk[n++] = (int16_t)r;
   }
-  e->rt[j->id].xr_n = (uint8_t)n;
+  rating_t *rt = &e->rt[j->id];
+  rt->xr_n = (uint8_t)n;
+  rt->uni = n > 0;
+  for (int i = 1; i < n; i++)
+    if (e->c->racks[rk[i]].uplink_gbps != e->c->racks[rk[0]].uplink_gbps) rt->uni = 0;
 }
 
 /* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
@@ -327,6 +423,7 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
   }
   rt->share = share;
   rt->rate = r;
+  rt->x = 0;
   return r;
 }
 
@@ -343,6 +440,8 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
     rt->rate = -1;
     rt->rm_n = rt->rm_pos = 0;
     rt->xr_n = 0;
+    rt->uni = 0;
+    rt->x = 0;
     rt->multi = e->shape[id].racks > 1;
     if (rt->multi) xr_keep(e, j);
   }
@@ -363,10 +462,19 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (member == (*ix >= 0)) return 0;
   e->xdirty = 1;
   if (!member) {
+    if (e->xfe[*ix].job >= 0) { /* its event (stale or not) goes on in the heap */
+      event_t ev = e->xfe[*ix];
+      xf_clear(e, *ix);
+      int rc = heap_push(&e->heap, ev);
+      if (rc) return rc;
+    }
     shoal_job_t *last = e->xjobs[--e->nx];
     e->xjobs[*ix] = last;
     e->xmask[*ix] = e->xmask[e->nx];
     e->xids[*ix] = e->xids[e->nx];
+    e->xfe[*ix] = e->xfe[e->nx];
+    if (e->xf_min == e->nx) e->xf_min = *ix;
+    if (*ix != e->nx) memcpy(&e->xtab[(size_t)*ix * XTAB], &e->xtab[(size_t)e->nx * XTAB], XTAB * sizeof *e->xtab);
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -378,11 +486,17 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
     if (xm) e->xmask = xm;
     int32_t *xi = xm ? realloc(e->xids, (size_t)nc * sizeof *xi) : NULL;
-    if (!xi) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xids = xi;
+    if (xi) e->xids = xi;
+    event_t *xf = xi ? realloc(e->xfe, (size_t)nc * sizeof *xf) : NULL;
+    if (xf) e->xfe = xf;
+    xrate_t *xt = xf ? realloc(e->xtab, (size_t)nc * XTAB * sizeof *xt) : NULL;
+    if (!xt) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xtab = xt;
     e->xcap = nc;
   }
   *ix = e->nx;
+  e->xfe[e->nx] = xf_none;
+  xtab_clear(e, e->nx);
   e->xmask[e->nx] = 0;
   e->xids[e->nx] = j->id;
   e->xjobs[e->nx++] = j;
@@ -443,7 +557,38 @@ static int update_contention(engine_t *e, double t) {
     rating_t *rt = &e->rt[e->xids[i]];
     shoal_job_t *j = e->xjobs[i];
     double r;
-    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
+    if (rt->ok && rt->uni && rt->rate >= 0) {
+      /* one uplink over its racks: the share is U / (largest count), and
+       * the ratings of this allocation are kept by that count */
+      int x = 1;
+      for (int k = 0; k < rt->xr_n; k++)
+        if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
+      if (x == rt->x) continue; /* same share, same rate */
+      if (x < XTAB) {
+        xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
+        if (xt->rate < 0) {
+          double share = xr_share(e, rt);
+          if (share == rt->share) {
+            xt->share = share;
+            xt->rate = rt->rate;
+            rt->x = (uint8_t)x;
+            continue;
+          }
+          xt->share = share;
+          xt->rate = rate_at_share(e, j, rt, share);
+        } else if (xt->share == rt->share) {
+          rt->x = (uint8_t)x;
+          continue;
+        }
+        rt->share = xt->share;
+        rt->rate = r = xt->rate;
+        rt->x = (uint8_t)x;
+      } else {
+        double share = xr_share(e, rt);
+        if (share == rt->share) continue;
+        r = rate_at_share(e, j, rt, share);
+      }
+    } else if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
       /* a sending job runs at its last rating's rate: same share, same
        * rate, and the job itself is not read */
       double share = xr_share(e, rt);
@@ -491,6 +636,7 @@ static int apply_changes(engine_t *e, double t) {
     if (!changed) goto next;
     x_off(e, j, old); /* counted with its old allocation */
     e->rt[j->id].ok = 0;
+    if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
     {
@@ -617,6 +763,36 @@ static int check_invariants(engine_t *e, double t) {
     if (x != e->xk[r] || x != e->xlive[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
   }
   if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
+  /* cross-rack completions: each entry is its xjobs job's only one (not in
+   * the heap too), a completion; the remembered earliest is the earliest */
+  for (int i = 0; i < e->nx && !rc; i++) {
+    const event_t *ev = &e->xfe[i];
+    if (ev->job < 0) continue;
+    if (ev->job != e->xids[i] || e->heap.pos[ev->job] >= 0 || (ev->seq >> 62) != EV_FINISH)
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d (job %d) misplaced", t, i, ev->job);
+    else if (!e->xf_scan && (e->xf_min < 0 || ev_less(ev, &e->xfe[e->xf_min])))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d is before the earliest kept", t, i);
+  }
+  /* ratings kept by count: the count is the racks' largest, the entry the rating */
+  for (int i = 0; i < e->nx && !rc; i++) {
+    const rating_t *rt = &e->rt[e->xids[i]];
+    if (!e->xmask[i] || !rt->ok || !rt->x) continue;
+    int x = 1;
+    for (int k = 0; k < rt->xr_n; k++)
+      if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
+    const xrate_t *xt = &e->xtab[(size_t)i * XTAB + rt->x];
+    if (!rt->uni || x != rt->x || xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share)
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
+                         rt->x, x);
+  }
+  if (!rc && !e->xf_scan && e->xf_min >= 0 && (e->xf_min >= e->nx || e->xfe[e->xf_min].job < 0))
+    rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: earliest cross-rack entry %d is empty", t, e->xf_min);
+  for (size_t i = 0; i < e->heap.n && !rc; i++) {
+    const event_t *ev = &e->heap.a[i];
+    if (ev->job >= 0 && (e->heap.pos[ev->job] != (int32_t)i ||
+                         (e->xidx[ev->job] >= 0 && e->xfe[e->xidx[ev->job]].job >= 0)))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d has two events", t, ev->job);
+  }
 done:
   free(used);
   return rc;
@@ -740,6 +916,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
                    shoal_sim_result_t *res) {
   engine_t e;
   memset(&e, 0, sizeof e);
+  e.xf_min = -1;
   shoal_sim_result_t r;
   memset(&r, 0, sizeof r);
   e.w = w;
@@ -781,13 +958,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   for (;;) {
     /* next instant (a job event left behind by a preemption is dropped
      * here, so it never wakes the engine up) */
-    while (e.heap.n && e.heap.a[0].job >= 0 && e.heap.a[0].version != w->jobs[e.heap.a[0].job].version) {
-      heap_pop(&e.heap);
+    const event_t *top;
+    while ((top = ev_top(&e)) && top->job >= 0 && top->version != w->jobs[top->job].version) {
+      ev_pop(&e);
       r.events++;
     }
-    int have_heap = e.heap.n > 0, have_arr = next < w->njobs;
+    int have_heap = top != NULL, have_arr = next < w->njobs;
     if (!have_heap && !have_arr) break;
-    double tn = have_heap ? e.heap.a[0].t : INFINITY;
+    double tn = have_heap ? top->t : INFINITY;
     if (have_arr && w->jobs[next].arrival < tn) tn = w->jobs[next].arrival;
     if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) break;
     if (tn < t) {
@@ -798,8 +976,8 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
     advance_time(&e, t);
     e.s.now = t;
     /* completions and restart ends first: they free or activate resources */
-    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) < EV_TIMER) {
-      event_t ev = heap_pop(&e.heap);
+    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) < EV_TIMER) {
+      event_t ev = ev_pop(&e);
       r.events++;
       shoal_job_t *j = &w->jobs[ev.job];
       if (ev.version != j->version) continue; /* stale */
@@ -830,8 +1008,8 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       e.s.events |= SHOAL_EV_ARRIVAL;
     }
     if (e.s.nactive > r.peak_active) r.peak_active = e.s.nactive;
-    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) == EV_TIMER) {
-      event_t ev = heap_pop(&e.heap);
+    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) == EV_TIMER) {
+      event_t ev = ev_pop(&e);
       r.events++;
       if (e.ops->timer) e.ops->timer(e.pstate, &e.s, ev.tag);
       e.s.events |= SHOAL_EV_TIMER;
@@ -909,6 +1087,8 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
+  free(e.xfe);
+  free(e.xtab);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -940,6 +1120,8 @@ fail_sched:
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
+  free(e.xfe);
+  free(e.xtab);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
