@@ -132,6 +132,16 @@ typedef struct {
   double share, rate; /* rate < 0: not rated yet */
 } xrate_t;
 
+/* per xjobs entry, what a contention update reads of a job rated by count
+ * (the job's own records are scattered over the job array: a cache miss
+ * each, for the ~40% of visits that find the count unchanged) */
+typedef struct {
+  int16_t xr[XR_MAX]; /* its racks (rating_t.xr) */
+  uint8_t n;          /* entries of xr */
+  uint8_t x;          /* the count its current rating is for (0: not rated by count) */
+  uint8_t pad[6];
+} xslot_t;
+
 /* Per job: the rating of its allocation, in one cache line (the contention
  * updates visit tens of millions of jobs: separate arrays cost a miss each).
  * Kept from the allocation's first rating until the allocation changes. */
@@ -143,8 +153,7 @@ typedef struct {
   uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
   uint8_t multi;            /* the allocation spans racks (its share varies) */
   uint8_t uni;              /* xr valid and its racks have one uplink: share = uplink / max x_k */
-  uint8_t x;                /* max x_k of the last rating when it came from xtab (0: not) */
-  uint8_t pad;
+  uint8_t pad[2];
   double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
@@ -211,6 +220,7 @@ typedef struct engine {
    * a contention update re-rates tens of jobs each time, their shares
    * cycling over more values than rating_t keeps */
   xrate_t *xtab;
+  xslot_t *xs;          /* [xcap] */
 } engine_t;
 
 static const event_t xf_none = {INFINITY, UINT64_MAX, -1, 0, 0};
@@ -219,6 +229,7 @@ static const event_t xf_none = {INFINITY, UINT64_MAX, -1, 0, 0};
 static void xtab_clear(engine_t *e, int i) {
   xrate_t *t = &e->xtab[(size_t)i * XTAB];
   for (int k = 0; k < XTAB; k++) t[k].rate = -1;
+  e->xs[i].x = 0;
 }
 
 static void xf_rescan(engine_t *e) {
@@ -423,7 +434,7 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
   }
   rt->share = share;
   rt->rate = r;
-  rt->x = 0;
+  if (e->xidx[j->id] >= 0) e->xs[e->xidx[j->id]].x = 0; /* rated by share, not by count */
   return r;
 }
 
@@ -441,7 +452,7 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
     rt->rm_n = rt->rm_pos = 0;
     rt->xr_n = 0;
     rt->uni = 0;
-    rt->x = 0;
+    if (e->xidx[id] >= 0) e->xs[e->xidx[id]].x = 0;
     rt->multi = e->shape[id].racks > 1;
     if (rt->multi) xr_keep(e, j);
   }
@@ -475,6 +486,7 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     e->xfe[*ix] = e->xfe[e->nx];
     if (e->xf_min == e->nx) e->xf_min = *ix;
     if (*ix != e->nx) memcpy(&e->xtab[(size_t)*ix * XTAB], &e->xtab[(size_t)e->nx * XTAB], XTAB * sizeof *e->xtab);
+    e->xs[*ix] = e->xs[e->nx];
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -490,8 +502,10 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     event_t *xf = xi ? realloc(e->xfe, (size_t)nc * sizeof *xf) : NULL;
     if (xf) e->xfe = xf;
     xrate_t *xt = xf ? realloc(e->xtab, (size_t)nc * XTAB * sizeof *xt) : NULL;
-    if (!xt) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xtab = xt;
+    if (xt) e->xtab = xt;
+    xslot_t *xsl = xt ? realloc(e->xs, (size_t)nc * sizeof *xsl) : NULL;
+    if (!xsl) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xs = xsl;
     e->xcap = nc;
   }
   *ix = e->nx;
@@ -554,16 +568,30 @@ static int update_contention(engine_t *e, double t) {
   if (!changed) return 0;
   for (int i = 0; i < e->nx; i++) {
     if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
-    rating_t *rt = &e->rt[e->xids[i]];
-    shoal_job_t *j = e->xjobs[i];
+    xslot_t *xs = &e->xs[i];
+    rating_t *rt;
     double r;
-    if (rt->ok && rt->uni && rt->rate >= 0) {
+    int x = 1;
+    if (xs->x) { /* rated by count: nothing of the job is read unless the count moved */
+      for (int k = 0; k < xs->n; k++)
+        if (e->xk[xs->xr[k]] > x) x = e->xk[xs->xr[k]];
+      if (x == xs->x) continue; /* same share, same rate */
+      rt = &e->rt[e->xids[i]];
+    } else {
+      rt = &e->rt[e->xids[i]];
+      if (rt->ok && rt->uni && rt->rate >= 0) { /* from now on rated by count */
+        xs->n = rt->xr_n;
+        memcpy(xs->xr, rt->xr, sizeof xs->xr);
+        for (int k = 0; k < xs->n; k++)
+          if (e->xk[xs->xr[k]] > x) x = e->xk[xs->xr[k]];
+      } else {
+        x = 0;
+      }
+    }
+    shoal_job_t *j = e->xjobs[i];
+    if (x > 0) {
       /* one uplink over its racks: the share is U / (largest count), and
        * the ratings of this allocation are kept by that count */
-      int x = 1;
-      for (int k = 0; k < rt->xr_n; k++)
-        if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
-      if (x == rt->x) continue; /* same share, same rate */
       if (x < XTAB) {
         xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
         if (xt->rate < 0) {
@@ -571,19 +599,20 @@ static int update_contention(engine_t *e, double t) {
           if (share == rt->share) {
             xt->share = share;
             xt->rate = rt->rate;
-            rt->x = (uint8_t)x;
+            xs->x = (uint8_t)x;
             continue;
           }
           xt->share = share;
           xt->rate = rate_at_share(e, j, rt, share);
         } else if (xt->share == rt->share) {
-          rt->x = (uint8_t)x;
+          xs->x = (uint8_t)x;
           continue;
         }
         rt->share = xt->share;
         rt->rate = r = xt->rate;
-        rt->x = (uint8_t)x;
+        xs->x = (uint8_t)x;
       } else {
+        xs->x = 0;
         double share = xr_share(e, rt);
         if (share == rt->share) continue;
         r = rate_at_share(e, j, rt, share);
@@ -776,14 +805,16 @@ static int check_invariants(engine_t *e, double t) {
   /* ratings kept by count: the count is the racks' largest, the entry the rating */
   for (int i = 0; i < e->nx && !rc; i++) {
     const rating_t *rt = &e->rt[e->xids[i]];
-    if (!e->xmask[i] || !rt->ok || !rt->x) continue;
+    const xslot_t *xs = &e->xs[i];
+    if (!e->xmask[i] || !xs->x) continue;
     int x = 1;
     for (int k = 0; k < rt->xr_n; k++)
       if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
-    const xrate_t *xt = &e->xtab[(size_t)i * XTAB + rt->x];
-    if (!rt->uni || x != rt->x || xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share)
+    const xrate_t *xt = &e->xtab[(size_t)i * XTAB + xs->x];
+    if (!rt->ok || !rt->uni || xs->n != rt->xr_n || memcmp(xs->xr, rt->xr, (size_t)xs->n * sizeof *xs->xr) || x != xs->x ||
+        xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share)
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
-                         rt->x, x);
+                         xs->x, x);
   }
   if (!rc && !e->xf_scan && e->xf_min >= 0 && (e->xf_min >= e->nx || e->xfe[e->xf_min].job < 0))
     rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: earliest cross-rack entry %d is empty", t, e->xf_min);
@@ -944,6 +975,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   e.s.nvcs = w->nvcs;
   e.s.seed = cfg->seed;
   e.s.restart_cost = cfg->restart_cost;
+  e.s.check = check;
   r.njobs = w->njobs;
   r.gpus = e.c->gpus_total;
   if ((rc = engine_setup(&e))) goto fail_sched;
@@ -1089,6 +1121,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.xids);
   free(e.xfe);
   free(e.xtab);
+  free(e.xs);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -1122,6 +1155,7 @@ fail_sched:
   free(e.xids);
   free(e.xfe);
   free(e.xtab);
+  free(e.xs);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
