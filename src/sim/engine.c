@@ -130,16 +130,21 @@ static void heap_remove(heap_t *h, int32_t job) {
 
 typedef struct {
   double share, rate; /* rate < 0: not rated yet */
+  double eff;         /* workers * rate / sref: the job's term of engine_t.eff_sum at this rate */
+  double iso;         /* rate / sref: its Themis factor (advance_job) */
 } xrate_t;
 
-/* per xjobs entry, what a contention update reads of a job rated by count
+/* Per xjobs entry, what a contention update reads of a job rated by count
  * (the job's own records are scattered over the job array: a cache miss
- * each, for the ~40% of visits that find the count unchanged) */
+ * each, for the ~40% of visits that find the count unchanged). While x > 0
+ * the job's rating is xtab[x] and its rating_t's share and rate are not
+ * kept up to date (xs_sync). */
 typedef struct {
-  int16_t xr[XR_MAX]; /* its racks (rating_t.xr) */
-  uint8_t n;          /* entries of xr */
+  int16_t xr[XR_MAX]; /* its racks (rating_t.xr), then the rack without count (nracks) */
   uint8_t x;          /* the count its current rating is for (0: not rated by count) */
+  uint8_t k;          /* its size class (engine_t.size_idx) */
   uint8_t pad[6];
+  double sref;        /* engine_t.sref of the job */
 } xslot_t;
 
 /* Per job: the rating of its allocation, in one cache line (the contention
@@ -230,6 +235,15 @@ static void xtab_clear(engine_t *e, int i) {
   xrate_t *t = &e->xtab[(size_t)i * XTAB];
   for (int k = 0; k < XTAB; k++) t[k].rate = -1;
   e->xs[i].x = 0;
+}
+
+/* bring the rating_t of a job rated by count (xjobs entry i) up to date */
+static inline void xs_sync(engine_t *e, int i, rating_t *rt) {
+  const xslot_t *xs = &e->xs[i];
+  if (!xs->x) return;
+  const xrate_t *xt = &e->xtab[(size_t)i * XTAB + xs->x];
+  rt->share = xt->share;
+  rt->rate = xt->rate;
 }
 
 static void xf_rescan(engine_t *e) {
@@ -445,6 +459,7 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
   rating_t *rt = &e->rt[id];
+  if (rt->ok && e->xidx[id] >= 0) xs_sync(e, e->xidx[id], rt);
   if (!rt->ok) {
     e->shape[id] = shoal__shape_of(e->c, &j->alloc);
     rt->ok = 1;
@@ -473,6 +488,7 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (member == (*ix >= 0)) return 0;
   e->xdirty = 1;
   if (!member) {
+    xs_sync(e, *ix, &e->rt[j->id]);
     if (e->xfe[*ix].job >= 0) { /* its event (stale or not) goes on in the heap */
       event_t ev = e->xfe[*ix];
       xf_clear(e, *ix);
@@ -556,6 +572,56 @@ static void x_on(engine_t *e, shoal_job_t *j) {
  * order, as a full scan would (the order of the heap moves and of the
  * efficiency sum's terms). With more than 64 racks the masks alias racks: a
  * job visited for nothing keeps its rate (its share is unchanged). */
+/* largest count among the racks of a job rated by count (at least 1) */
+static inline int xs_count(const engine_t *e, const xslot_t *xs) {
+  int x = 1;
+  for (int k = 0; k < XR_MAX; k++) { /* no early exit: the racks' number varies, a fixed loop does not mispredict */
+    int c = e->xk[xs->xr[k]];
+    x = c > x ? c : x;
+  }
+  return x;
+}
+
+/* Re-rate job j of xjobs entry i to its rating at count x (xtab, rated),
+ * from its rating at count ox (0: none, its rating_t is up to date): what
+ * advance_job, set_rate and schedule_finish do, in the same operations, with
+ * the efficiency and Themis factors of both rates from xtab (pure functions
+ * of the rate, computed once per allocation and count). */
+static int xchange(engine_t *e, int i, shoal_job_t *j, int ox, int x, double t) {
+  xslot_t *xs = &e->xs[i];
+  const xrate_t *nw = &e->xtab[(size_t)i * XTAB + x];
+  double r = nw->rate;
+  xs->x = (uint8_t)x;
+  if (r == j->rate) return 0;
+  const xrate_t *old = ox > 0 ? &e->xtab[(size_t)i * XTAB + ox] : NULL;
+  if (old && old->rate != j->rate) old = NULL;
+  if (j->state != SHOAL_JOB_RUN) { /* not sending: cannot happen (x_on); the plain path */
+    advance_job(e, j, t);
+    set_rate(e, j, r);
+  } else {
+    double sr = xs->sref, dt = t - j->t_last, oeff, oiso;
+    if (old) oeff = old->eff, oiso = old->iso;
+    else oeff = j->alloc.workers * j->rate / sr, oiso = j->rate / sr;
+    int id = j->id, k = xs->k;
+    if (dt > 0) {
+      double dw = j->rate * dt;
+      j->work_done += dw;
+      j->run_s += dt;
+      j->gpu_s += dt * j->alloc.workers;
+      if (sr > 0) j->iso_time += oiso * (e->phi[k] - e->phi_at[id]);
+    }
+    j->t_last = t;
+    e->phi_at[id] = e->phi[k];
+    if (sr > 0) {
+      e->eff_sum -= oeff;
+      e->eff_sum += nw->eff;
+    }
+    j->rate = r;
+  }
+  j->version++;
+  return schedule_finish(e, j, t);
+}
+
 static int update_contention(engine_t *e, double t) {
   e->xdirty = 0;
   uint64_t changed = 0;
@@ -571,21 +637,29 @@ static int update_contention(engine_t *e, double t) {
     xslot_t *xs = &e->xs[i];
     rating_t *rt;
     double r;
-    int x = 1;
-    if (xs->x) { /* rated by count: nothing of the job is read unless the count moved */
-      for (int k = 0; k < xs->n; k++)
-        if (e->xk[xs->xr[k]] > x) x = e->xk[xs->xr[k]];
-      if (x == xs->x) continue; /* same share, same rate */
+    int x = 0, ox = xs->x;
+    if (ox) { /* rated by count: nothing of the job is read unless the count moved */
+      x = xs_count(e, xs);
+      if (x == ox) continue; /* same share, same rate */
       rt = &e->rt[e->xids[i]];
+      if (x < XTAB) {
+        const xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
+        if (xt->rate >= 0) { /* U / x != U / ox: another share */
+          int rc = xchange(e, i, e->xjobs[i], ox, x, t);
+          if (rc) return rc;
+          continue;
+        }
+      }
+      xs_sync(e, i, rt); /* a share not rated yet: through rt */
     } else {
       rt = &e->rt[e->xids[i]];
       if (rt->ok && rt->uni && rt->rate >= 0) { /* from now on rated by count */
-        xs->n = rt->xr_n;
+        shoal_job_t *j = e->xjobs[i];
         memcpy(xs->xr, rt->xr, sizeof xs->xr);
-        for (int k = 0; k < xs->n; k++)
-          if (e->xk[xs->xr[k]] > x) x = e->xk[xs->xr[k]];
-      } else {
-        x = 0;
+        for (int k = rt->xr_n; k < XR_MAX; k++) xs->xr[k] = (int16_t)e->c->nracks;
+        xs->k = e->size_idx[j->id];
+        xs->sref = e->sref[j->id];
+        x = xs_count(e, xs);
       }
     }
     shoal_job_t *j = e->xjobs[i];
@@ -594,23 +668,21 @@ static int update_contention(engine_t *e, double t) {
        * the ratings of this allocation are kept by that count */
       if (x < XTAB) {
         xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
+        double prev = rt->share; /* the share j runs at (rt is up to date here) */
         if (xt->rate < 0) {
           double share = xr_share(e, rt);
-          if (share == rt->share) {
-            xt->share = share;
-            xt->rate = rt->rate;
-            xs->x = (uint8_t)x;
-            continue;
-          }
           xt->share = share;
-          xt->rate = rate_at_share(e, j, rt, share);
-        } else if (xt->share == rt->share) {
+          xt->rate = share == prev ? rt->rate : rate_at_share(e, j, rt, share);
+          xt->eff = j->alloc.workers * xt->rate / xs->sref;
+          xt->iso = xt->rate / xs->sref;
+        }
+        if (xt->share == prev) {
           xs->x = (uint8_t)x;
           continue;
         }
-        rt->share = xt->share;
-        rt->rate = r = xt->rate;
-        xs->x = (uint8_t)x;
+        int rc = xchange(e, i, j, ox, x, t);
+        if (rc) return rc;
+        continue;
       } else {
         xs->x = 0;
         double share = xr_share(e, rt);
@@ -731,6 +803,7 @@ static int check_invariants(engine_t *e, double t) {
   shoal_res_t *used = calloc((size_t)nm, sizeof *used);
   if (!used) return shoal__seterr(SHOAL_ERR_NOMEM, "sim check: out of memory");
   int rc = 0, running = 0;
+  for (int i = 0; i < e->nx; i++) xs_sync(e, i, &e->rt[e->xids[i]]); /* the ratings of jobs rated by count */
   for (int i = 0; i < e->s.nactive; i++) {
     const shoal_job_t *j = e->s.active[i];
     if (j->state == SHOAL_JOB_DONE || j->state == SHOAL_JOB_FUTURE) {
@@ -807,12 +880,15 @@ static int check_invariants(engine_t *e, double t) {
     const rating_t *rt = &e->rt[e->xids[i]];
     const xslot_t *xs = &e->xs[i];
     if (!e->xmask[i] || !xs->x) continue;
-    int x = 1;
-    for (int k = 0; k < rt->xr_n; k++)
+    int x = 1, k;
+    for (k = 0; k < rt->xr_n; k++)
       if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
+    for (k = 0; k < XR_MAX && (k < rt->xr_n ? xs->xr[k] == rt->xr[k] : xs->xr[k] == e->c->nracks); k++) {}
     const xrate_t *xt = &e->xtab[(size_t)i * XTAB + xs->x];
-    if (!rt->ok || !rt->uni || xs->n != rt->xr_n || memcmp(xs->xr, rt->xr, (size_t)xs->n * sizeof *xs->xr) || x != xs->x ||
-        xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share)
+    const shoal_job_t *j = e->xjobs[i];
+    if (!rt->ok || !rt->uni || k < XR_MAX || x != xs->x || xs->k != e->size_idx[j->id] || xs->sref != e->sref[j->id] ||
+        xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share ||
+        (xs->sref > 0 && (xt->eff != j->alloc.workers * xt->rate / xs->sref || xt->iso != xt->rate / xs->sref)))
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
                          xs->x, x);
   }
@@ -905,7 +981,7 @@ static int engine_setup(engine_t *e) {
   e->phi_at = calloc(n ? n : 1, sizeof *e->phi_at);
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
-  e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
+  e->xk = calloc((size_t)e->c->nracks + 1, sizeof *e->xk); /* [nracks]: always 0 (xslot_t.xr) */
   e->xlive = calloc((size_t)e->c->nracks, sizeof *e->xlive);
   e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
