@@ -424,7 +424,7 @@ static void hold_insert(tiresias_t *t, shoal_job_t *j) {
 /* Bring the list to walk order: the marked holders leave their places and
  * are inserted by key among the others, which kept their keys since they
  * were sorted. The order is total (ids), so this is the full sort's. */
-static int hold_sort(tiresias_t *t) {
+static void hold_sort(tiresias_t *t) {
   int nd = 0;
   for (int i = 0; i < t->nchg; i++) {
     shoal_job_t *j = t->chg[i];
@@ -436,7 +436,6 @@ static int hold_sort(tiresias_t *t) {
   }
   for (int i = 0; i < nd; i++) hold_insert(t, t->chg[i]);
   t->nchg = 0;
-  return 0;
 }
 
 /* --check: the list is in rank order, the ranks are the jobs', the
