@@ -64,6 +64,7 @@ struct shoal_sched {
   double now;                   /* seconds since the first arrival (simulated or real) */
   unsigned events;              /* SHOAL_EV_* since the last schedule() */
   double restart_cost;          /* s charged on resume, resize, migration (informative) */
+  int check;                    /* verify the policy's incremental state too (the runner's --check) */
   int nvcs;                     /* tenants are 0..nvcs-1 */
   uint64_t seed;                /* for seeded random choices (use shoal_rng_seed2) */
   /* runner side */

@@ -46,8 +46,8 @@
 #define MAX_QUEUES 16
 
 /* per-job fields: pint[0] queue, pint[1] entry time into the queue (double
- * bits), pint[2] index in the holding list (-1: none), pint[4] key changed
- * since the holders were sorted, pint[5] decision stamp, pint[3] version of its
+ * bits), pint[2] rank in the holding list (-1: none), pint[4] key changed
+ * since the holders were sorted (listed in chg), pint[5] decision stamp, pint[3] version of its
  * heap entry, pkey[0] held_s at the last reset, pkey[1] waiting time at the
  * last reset, pkey[2] pending timer time (0: none) */
 /* A waiting-heap entry carries a copy of the key it was pushed with: a
@@ -85,13 +85,19 @@ typedef struct {
   int ncls, clscap;
   long waiting_gpus, nwaiting;
   long hq[MAX_QUEUES]; /* GPUs of the holders per queue */
-  /* Jobs holding GPUs, in walk order as of the last contended decision for
-   * hold[0..nsorted) (NULL: left since), appended after that. A contended
-   * decision sorts only the holders whose key changed or that are new and
-   * merges them in, instead of re-sorting all of them. */
+  int nhq[MAX_QUEUES]; /* holders per queue */
+  /* Jobs holding GPUs, in walk order as of the last contended decision,
+   * followed by those started since (in start order); a holder whose key
+   * changed keeps its place until then. hrank[i] = hold[i]->pint[2], the
+   * ranks increase along the list (its order, without indices that every
+   * insertion would shift in every holder). A contended decision takes the
+   * holders whose key changed or that are new (chg) out and inserts them by
+   * key: the others are in key order already. */
   shoal_job_t **hold;
-  int nhold, holdcap, nsorted, nlive;
-  int hold_unsorted; /* a sorted holder's key changed outside the sort */
+  int64_t *hrank;
+  int nhold, holdcap;
+  shoal_job_t **chg; /* holders marked pint[4] since the last sort (may repeat, or have left) */
+  int nchg, chgcap;
   shoal_job_t **byid; /* for timers: job by id (ids are dense, arrival order) */
   int nbyid, byidcap;
   shoal_job_t **fired; /* jobs whose timer fired */
@@ -111,7 +117,7 @@ typedef struct {
   int64_t stamp;       /* decision number (pint[5]: listed in due[] in that decision) */
   int timers_off;      /* holders' timers were not set (nobody waited) */
   /* scratch of one decision */
-  shoal_job_t **order, **walked_wait;
+  shoal_job_t **order;
   char *want;
   int cap;
   shoal_place_t *buf;
@@ -176,6 +182,8 @@ static void tiresias_destroy(void *state) {
   for (int c = 0; c < t->ncls; c++) free(t->cls[c].h);
   free(t->cls);
   free(t->hold);
+  free(t->hrank);
+  free(t->chg);
   free(t->byid);
   free(t->fired);
   free(t->tq);
@@ -183,7 +191,6 @@ static void tiresias_destroy(void *state) {
   free(t->dirty);
   free(t->due);
   free(t->order);
-  free(t->walked_wait);
   free(t->want);
   free(t->buf);
   free(t);
@@ -210,11 +217,6 @@ static inline int order_before(const shoal_job_t *x, const shoal_job_t *y) {
   double ex = entry_of(x), ey = entry_of(y);
   if (ex != ey) return ex < ey;
   return x->id < y->id;
-}
-
-static int cmp_order(const void *a, const void *b) {
-  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
-  return order_before(x, y) ? -1 : order_before(y, x) ? 1 : 0;
 }
 
 /* ---- waiting heap ---- */
@@ -330,37 +332,130 @@ static int wput(tiresias_t *t, shoal_job_t *j) {
   return wpush(t, j);
 }
 
-/* drop the NULL slots, keeping the order (and the sorted prefix) */
-static void hold_compact(tiresias_t *t) {
-  int k = 0, ns = 0;
-  for (int i = 0; i < t->nhold; i++) {
-    if (!t->hold[i]) continue;
-    if (i < t->nsorted) ns++;
-    t->hold[k] = t->hold[i];
-    t->hold[k]->pint[2] = k;
-    k++;
+/* rank spacing: an insertion takes the middle of its neighbours' ranks */
+#define RANK_GAP ((int64_t)1 << 24)
+
+/* index of holder j in hold[] (by its rank) */
+static int hold_find(const tiresias_t *t, const shoal_job_t *j) {
+  int lo = 0, hi = t->nhold - 1;
+  int64_t r = j->pint[2];
+  while (lo < hi) {
+    int m = (lo + hi) / 2;
+    if (t->hrank[m] < r) lo = m + 1;
+    else hi = m;
   }
-  t->nhold = k;
-  t->nsorted = ns;
+  return lo;
 }
 
-static int hold_add(tiresias_t *t, shoal_job_t *j) {
-  if (t->nhold > 2 * t->nlive + 64) hold_compact(t);
-  if (grow_ptrs(t, &t->hold, &t->holdcap, t->nhold + 1)) return SHOAL_ERR_NOMEM;
-  j->pint[2] = t->nhold;
-  t->hold[t->nhold++] = j;
-  t->nlive++;
-  t->hq[j->pint[0]] += j->gpus;
+/* take holder j out of the list (it stays a holder: pint[2] >= 0) */
+static void hold_del(tiresias_t *t, const shoal_job_t *j) {
+  int i = hold_find(t, j);
+  int k = t->nhold - i - 1;
+  memmove(&t->hold[i], &t->hold[i + 1], (size_t)k * sizeof *t->hold);
+  memmove(&t->hrank[i], &t->hrank[i + 1], (size_t)k * sizeof *t->hrank);
+  t->nhold--;
+}
+
+static int hold_grow(tiresias_t *t) {
+  if (t->nhold < t->holdcap) return 0;
+  int nc = t->holdcap ? t->holdcap * 2 : 256;
+  shoal_job_t **h = realloc(t->hold, (size_t)nc * sizeof *h);
+  if (h) t->hold = h;
+  int64_t *r = h ? realloc(t->hrank, (size_t)nc * sizeof *r) : NULL;
+  if (!r) {
+    t->oom = 1;
+    return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  }
+  t->hrank = r;
+  t->holdcap = nc;
   return 0;
 }
 
+/* mark holder j as to be sorted in at the next contended decision */
+static int hold_mark(tiresias_t *t, shoal_job_t *j) {
+  if (j->pint[4]) return 0;
+  if (grow_ptrs(t, &t->chg, &t->chgcap, t->nchg + 1)) return SHOAL_ERR_NOMEM;
+  j->pint[4] = 1;
+  t->chg[t->nchg++] = j;
+  return 0;
+}
+
+static int hold_add(tiresias_t *t, shoal_job_t *j) {
+  if (hold_grow(t)) return SHOAL_ERR_NOMEM;
+  j->pint[2] = (t->nhold ? t->hrank[t->nhold - 1] : 0) + RANK_GAP;
+  t->hrank[t->nhold] = j->pint[2];
+  t->hold[t->nhold++] = j;
+  t->hq[j->pint[0]] += j->gpus;
+  t->nhq[j->pint[0]]++;
+  return hold_mark(t, j);
+}
+
 static void hold_remove(tiresias_t *t, shoal_job_t *j) {
-  int i = (int)j->pint[2];
-  if (i < 0) return;
-  t->hold[i] = NULL;
+  if (j->pint[2] < 0) return;
+  hold_del(t, j);
   j->pint[2] = -1;
-  t->nlive--;
+  j->pint[4] = 0; /* its chg entry, if any, is skipped */
   t->hq[j->pint[0]] -= j->gpus;
+  t->nhq[j->pint[0]]--;
+}
+
+/* insert holder j (out of the list) at its place in key order, with a rank
+ * between its neighbours' (all ranks renumbered when there is no room) */
+static void hold_insert(tiresias_t *t, shoal_job_t *j) {
+  int lo = 0, hi = t->nhold;
+  while (lo < hi) {
+    int m = (lo + hi) / 2;
+    if (order_before(t->hold[m], j)) lo = m + 1;
+    else hi = m;
+  }
+  int k = t->nhold - lo;
+  memmove(&t->hold[lo + 1], &t->hold[lo], (size_t)k * sizeof *t->hold);
+  memmove(&t->hrank[lo + 1], &t->hrank[lo], (size_t)k * sizeof *t->hrank);
+  t->hold[lo] = j;
+  t->nhold++;
+  int64_t a = lo > 0 ? t->hrank[lo - 1] : 0, b = lo + 1 < t->nhold ? t->hrank[lo + 1] : a + 2 * RANK_GAP;
+  if (b - a >= 2) {
+    t->hrank[lo] = j->pint[2] = a + (b - a) / 2;
+    return;
+  }
+  for (int i = 0; i < t->nhold; i++) t->hrank[i] = t->hold[i]->pint[2] = (int64_t)(i + 1) * RANK_GAP;
+}
+
+/* Bring the list to walk order: the marked holders leave their places and
+ * are inserted by key among the others, which kept their keys since they
+ * were sorted. The order is total (ids), so this is the full sort's. */
+static void hold_sort(tiresias_t *t) {
+  int nd = 0;
+  for (int i = 0; i < t->nchg; i++) {
+    shoal_job_t *j = t->chg[i];
+    if (!j->pint[4]) continue; /* listed twice, or left the holders */
+    j->pint[4] = 0;
+    if (j->pint[2] < 0) continue;
+    hold_del(t, j);
+    t->chg[nd++] = j;
+  }
+  for (int i = 0; i < nd; i++) hold_insert(t, t->chg[i]);
+  t->nchg = 0;
+}
+
+/* --check: the list is in rank order, the ranks are the jobs', the
+ * per-queue sums are the holders'; after a sort, in key order */
+static int hold_verify(const tiresias_t *t, int sorted) {
+  long g[MAX_QUEUES] = {0};
+  int c[MAX_QUEUES] = {0};
+  for (int i = 0; i < t->nhold; i++) {
+    const shoal_job_t *j = t->hold[i];
+    if (j->pint[2] != t->hrank[i] || (i > 0 && t->hrank[i - 1] >= t->hrank[i]) || !shoal__holding(j) ||
+        (sorted && i > 0 && !order_before(t->hold[i - 1], j)))
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "tiresias check: holder %d (job %d) out of order", i, j->id);
+    g[j->pint[0]] += j->gpus;
+    c[j->pint[0]]++;
+  }
+  for (int q = 0; q < t->nq; q++)
+    if (g[q] != t->hq[q] || c[q] != t->nhq[q])
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "tiresias check: queue %d has %d holders of %ld GPUs, counted %d of %ld", q, c[q],
+                           g[q], t->nhq[q], t->hq[q]);
+  return 0;
 }
 
 /* ---- crossing timers ---- */
@@ -526,6 +621,8 @@ static int requeue(tiresias_t *t, const shoal_sched_t *s, shoal_job_t *j) {
     if (j->pint[2] >= 0) {
       t->hq[q0] -= j->gpus;
       t->hq[j->pint[0]] += j->gpus;
+      t->nhq[q0]--;
+      t->nhq[j->pint[0]]++;
     } else {
       int ci = class_of(t, j->gpus);
       if (ci < 0) return ch;
@@ -541,7 +638,8 @@ static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
   if (shoal__holding(j)) {
     /* a crossing due now is applied here (an uncontended decision does not
      * update the holders): a holder's timer is then always in the future */
-    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now && requeue(t, s, j)) t->hold_unsorted = 1;
+    if (j->pint[0] < t->nq - 1 && demote_at(t, s, j, held) <= s->now && requeue(t, s, j) && hold_mark(t, j))
+      return SHOAL_ERR_NOMEM;
     if (j->pint[0] < t->nq - 1) at = demote_at(t, s, j, held);
   } else if (t->starve > 0 && j->pint[0] > 0 && j->first_start >= 0) {
     at = promote_at(t, s, j, held);
@@ -561,7 +659,7 @@ static int set_timer(tiresias_t *t, shoal_sched_t *s, shoal_job_t *j) {
   return rc;
 }
 
-static int cmp_hold_index(const void *a, const void *b) {
+static int cmp_hold_rank(const void *a, const void *b) {
   const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
   return (x->pint[2] > y->pint[2]) - (x->pint[2] < y->pint[2]);
 }
@@ -581,16 +679,15 @@ static int due_walk(tiresias_t *t, int i, double limit) {
   return rc ? rc : due_walk(t, 2 * i + 2, limit);
 }
 
-/* Apply the holders' due demotions. pint[4] = 1 marks a holder whose key
- * changed since the holders were last sorted (cleared by the sort). */
+/* Apply the holders' due demotions (a holder whose key changed is marked for
+ * the next sort). */
 static int holders_due(tiresias_t *t, shoal_sched_t *s) {
   int rc;
   if (t->timers_off) {
     for (int i = 0; i < t->nhold; i++) {
       shoal_job_t *j = t->hold[i];
-      if (j && requeue(t, s, j)) {
-        j->pint[4] = 1;
-        if ((rc = mark_dirty(t, j))) return rc;
+      if (requeue(t, s, j)) {
+        if ((rc = hold_mark(t, j)) || (rc = mark_dirty(t, j))) return rc;
       }
     }
     return 0;
@@ -608,12 +705,11 @@ static int holders_due(tiresias_t *t, shoal_sched_t *s) {
     }
   }
   if ((rc = due_walk(t, 0, s->now + 1e-6 * (1 + fabs(s->now)) + 1))) return rc;
-  if (t->ndue > 1) qsort(t->due, (size_t)t->ndue, sizeof *t->due, cmp_hold_index);
+  if (t->ndue > 1) qsort(t->due, (size_t)t->ndue, sizeof *t->due, cmp_hold_rank);
   for (int i = 0; i < t->ndue; i++) {
     shoal_job_t *j = t->due[i];
     if (requeue(t, s, j)) {
-      j->pint[4] = 1;
-      if ((rc = mark_dirty(t, j))) return rc;
+      if ((rc = hold_mark(t, j)) || (rc = mark_dirty(t, j))) return rc;
     }
   }
   return 0;
@@ -639,6 +735,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   tiresias_t *t = state;
   int rc;
   if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  if (s->check && (rc = hold_verify(t, 0))) return rc;
   /* due crossing timers (stale entries: the job's pending time moved) */
   while (t->narmed && t->armed[0] <= s->now) dpop(t);
   while (t->ntq && t->tq[0].at <= s->now) {
@@ -683,12 +780,11 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   int need = s->nactive + 1;
   if (need > t->cap) {
     int nc = need * 2;
-    shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o), **ww = realloc(t->walked_wait, (size_t)nc * sizeof *ww);
+    shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o);
     char *w = realloc(t->want, (size_t)nc);
     if (o) t->order = o;
-    if (ww) t->walked_wait = ww;
     if (w) t->want = w;
-    if (!o || !ww || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+    if (!o || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
     t->cap = nc;
   }
   int n = 0;
@@ -710,35 +806,32 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
      * cannot have crossed) */
     if ((rc = holders_due(t, s))) return rc;
     if (!walk_selects(t, s)) goto timers; /* no waiting job fits anywhere: nothing changes */
-    /* holders in walk order: unchanged ones of the sorted prefix keep their
-     * order, the others (crossed, new) are sorted and merged in */
-    int nc = 0, nd = 0;
-    for (int i = 0; i < t->nhold; i++) {
-      shoal_job_t *j = t->hold[i];
-      if (!j) continue;
-      if (j->pint[4] || i >= t->nsorted || t->hold_unsorted) t->order[nd++] = j; /* order[]: scratch until the walk */
-      else t->walked_wait[nc++] = j;
-      j->pint[4] = 0;
+    hold_sort(t);
+    if (s->check && (rc = hold_verify(t, 1))) return rc;
+    /* Until the walk selects its first waiting job every holder fits (all
+     * of them hold at most all GPUs), and a waiting job of queue q comes
+     * after the holders of queues <= q: it finds total - (their GPUs) free.
+     * The first waiting job selected is therefore the first of the first
+     * queue q where one fits that room, and the holders of queues <= q are
+     * kept: nothing changes for them, so they are not listed (on Philly, 150
+     * of ~155 holders per walk). The walk goes on from there. */
+    int hi = 0, ci = 0;
+    long held = 0;
+    shoal_job_t *w = NULL;
+    for (int q = 0; q < t->nq; q++) {
+      held += t->hq[q];
+      hi += t->nhq[q];
+      w = wnext(t, s->cluster->gpus_total - held, &ci);
+      if (w && w->pint[0] == q) break; /* else the first that fits is in a later queue */
+      w = NULL;
     }
-    if (nd > 1) qsort(t->order, (size_t)nd, sizeof *t->order, cmp_order);
-    for (int a = 0, b = 0, k = 0; a < nc || b < nd; k++) {
-      shoal_job_t *j = b >= nd || (a < nc && order_before(t->walked_wait[a], t->order[b])) ? t->walked_wait[a++] : t->order[b++];
-      t->hold[k] = j;
-      j->pint[2] = k;
-    }
-    t->nhold = t->nsorted = t->nlive = nc + nd;
-    t->hold_unsorted = 0;
-    memcpy(t->walked_wait, t->hold, (size_t)t->nhold * sizeof *t->hold);
-    int hi = 0;
-    free_gpus = s->cluster->gpus_total;
+    free_gpus = s->cluster->gpus_total - held;
     /* waiting jobs larger than the free GPUs are skipped: the walk would
      * not select them, and popping them made a decision O(W log W); the
      * first waiting job is looked up again only when it was taken or no
      * longer fits */
-    int ci = 0;
-    shoal_job_t *w = wnext(t, free_gpus, &ci);
     while (free_gpus > 0) {
-      shoal_job_t *h = hi < t->nhold ? t->walked_wait[hi] : NULL, *j;
+      shoal_job_t *h = hi < t->nhold ? t->hold[hi] : NULL, *j;
       if (!w && !h) break;
       if (h && (!w || order_before(h, w))) {
         j = h;
@@ -755,7 +848,7 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
     }
     for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
-      t->order[n] = t->walked_wait[hi];
+      t->order[n] = t->hold[hi];
       t->want[n++] = 0;
     }
   }

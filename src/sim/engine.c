@@ -107,6 +107,16 @@ static event_t heap_pop(heap_t *h) {
   return top;
 }
 
+/* take job's entry out of the heap (it moves to the cross-rack list) */
+static void heap_remove(heap_t *h, int32_t job) {
+  size_t i = (size_t)h->pos[job];
+  h->pos[job] = -1;
+  event_t last = h->a[--h->n];
+  if (i == h->n) return;
+  if (i > 0 && ev_less(&last, &h->a[(i - 1) / HEAP_D])) sift_up(h, i, last);
+  else sift_down(h, i, last);
+}
+
 /* distinct requested sizes, for the Themis integrals */
 #define MAX_SIZES 64
 /* racks kept per job for its uplink share (more: read from the allocation) */
@@ -114,6 +124,28 @@ static event_t heap_pop(heap_t *h) {
 /* (share, rate) pairs remembered per allocation: a cross-rack job's share
  * keeps returning to a few values as the counts of its racks move */
 #define RM_MAX 3
+/* per xjobs entry: ratings by the largest count x_k among the job's racks
+ * (all its racks with one uplink U: share = U / x), 1 <= x < XTAB */
+#define XTAB 64
+
+typedef struct {
+  double share, rate; /* rate < 0: not rated yet */
+  double eff;         /* workers * rate / sref: the job's term of engine_t.eff_sum at this rate */
+  double iso;         /* rate / sref: its Themis factor (advance_job) */
+} xrate_t;
+
+/* Per xjobs entry, what a contention update reads of a job rated by count
+ * (the job's own records are scattered over the job array: a cache miss
+ * each, for the ~40% of visits that find the count unchanged). While x > 0
+ * the job's rating is xtab[x] and its rating_t's share and rate are not
+ * kept up to date (xs_sync). */
+typedef struct {
+  int16_t xr[XR_MAX]; /* its racks (rating_t.xr), then the rack without count (nracks) */
+  uint8_t x;          /* the count its current rating is for (0: not rated by count) */
+  uint8_t k;          /* its size class (engine_t.size_idx) */
+  uint8_t pad[6];
+  double sref;        /* engine_t.sref of the job */
+} xslot_t;
 
 /* Per job: the rating of its allocation, in one cache line (the contention
  * updates visit tens of millions of jobs: separate arrays cost a miss each).
@@ -125,7 +157,8 @@ typedef struct {
   uint8_t xr_n;             /* entries of xr (0: more than XR_MAX, read the allocation) */
   uint8_t rm_n, rm_pos;     /* earlier ratings kept, next slot */
   uint8_t multi;            /* the allocation spans racks (its share varies) */
-  uint8_t pad[3];
+  uint8_t uni;              /* xr valid and its racks have one uplink: share = uplink / max x_k */
+  uint8_t pad[2];
   double rm_share[RM_MAX];  /* their shares (their rates: engine_t.rm_rate) */
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
@@ -179,10 +212,96 @@ typedef struct engine {
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
   double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
+  /* Completions of the cross-rack jobs, per xjobs entry (job -1, t = inf:
+   * none), instead of in the heap: a contention update moves the completions
+   * of tens of them at once, and moving each in the heap was a quarter of
+   * the run (Tiresias on Philly). A job's one entry is either here or in the
+   * heap, never both; the engine takes the earlier of the heap's top and
+   * xfe[xf_min], so events come out in the same (time, seq) order. */
+  event_t *xfe;
+  int xf_min;           /* earliest entry of xfe, -1 if none (valid unless xf_scan) */
+  int xf_scan;          /* xf_min must be looked up again (the earliest moved later) */
+  /* [xcap][XTAB]: per xjobs entry, its allocation's ratings by x (rating_t.uni);
+   * a contention update re-rates tens of jobs each time, their shares
+   * cycling over more values than rating_t keeps */
+  xrate_t *xtab;
+  xslot_t *xs;          /* [xcap] */
+  int32_t *xvis, *xvis_x; /* [xcap]: one contention update's entries to visit, their counts */
 } engine_t;
+
+static const event_t xf_none = {INFINITY, UINT64_MAX, -1, 0, 0};
+
+/* forget the ratings of xjobs entry i (a new job or allocation there) */
+static void xtab_clear(engine_t *e, int i) {
+  xrate_t *t = &e->xtab[(size_t)i * XTAB];
+  for (int k = 0; k < XTAB; k++) t[k].rate = -1;
+  e->xs[i].x = 0;
+  for (int k = 0; k < XR_MAX; k++) e->xs[i].xr[k] = (int16_t)e->c->nracks; /* count 1 until rated by count */
+}
+
+/* bring the rating_t of a job rated by count (xjobs entry i) up to date */
+static inline void xs_sync(engine_t *e, int i, rating_t *rt) {
+  const xslot_t *xs = &e->xs[i];
+  if (!xs->x) return;
+  const xrate_t *xt = &e->xtab[(size_t)i * XTAB + xs->x];
+  rt->share = xt->share;
+  rt->rate = xt->rate;
+}
+
+static void xf_rescan(engine_t *e) {
+  int m = 0;
+  for (int i = 1; i < e->nx; i++)
+    if (ev_less(&e->xfe[i], &e->xfe[m])) m = i;
+  e->xf_min = e->nx > 0 && e->xfe[m].job >= 0 ? m : -1;
+  e->xf_scan = 0;
+}
+
+static inline void xf_set(engine_t *e, int i, const event_t *ev) {
+  if (!e->xf_scan) {
+    if (e->xf_min == i) {
+      if (!ev_less(ev, &e->xfe[i])) e->xf_scan = 1; /* moved later: another may be first now */
+    } else if (e->xf_min < 0 || ev_less(ev, &e->xfe[e->xf_min])) {
+      e->xf_min = i;
+    }
+  }
+  e->xfe[i] = *ev;
+}
+
+static inline void xf_clear(engine_t *e, int i) {
+  e->xfe[i] = xf_none;
+  if (e->xf_min == i) e->xf_scan = 1;
+}
+
+/* the next event (NULL: none): the heap's top or the earliest cross-rack completion */
+static inline const event_t *ev_top(engine_t *e) {
+  if (e->xf_scan) xf_rescan(e);
+  const event_t *h = e->heap.n ? &e->heap.a[0] : NULL;
+  if (e->xf_min < 0) return h;
+  const event_t *x = &e->xfe[e->xf_min];
+  return h && ev_less(h, x) ? h : x;
+}
+
+static event_t ev_pop(engine_t *e) {
+  const event_t *top = ev_top(e);
+  if (e->heap.n && top == &e->heap.a[0]) return heap_pop(&e->heap);
+  event_t ev = *top;
+  xf_clear(e, e->xf_min);
+  return ev;
+}
 
 static int push(engine_t *e, int kind, double t, int32_t job, uint32_t version, int64_t tag) {
   event_t ev = {t, ((uint64_t)kind << 62) | e->seq++, job, version, tag};
+  if (job >= 0) {
+    int32_t ix = e->xidx[job];
+    if (ix >= 0) { /* a cross-rack job */
+      if (kind == EV_FINISH) {
+        if (e->heap.pos[job] >= 0) heap_remove(&e->heap, job); /* its entry moves here */
+        xf_set(e, ix, &ev);
+        return 0;
+      }
+      if (e->xfe[ix].job >= 0) xf_clear(e, ix); /* its entry moves to the heap */
+    }
+  }
   return heap_push(&e->heap, ev);
 }
 
@@ -304,7 +423,11 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
     }
     rk[n++] = (int16_t)r;
   }
-  e->rt[j->id].xr_n = (uint8_t)n;
+  rating_t *rt = &e->rt[j->id];
+  rt->xr_n = (uint8_t)n;
+  rt->uni = n > 0;
+  for (int i = 1; i < n; i++)
+    if (e->c->racks[rk[i]].uplink_gbps != e->c->racks[rk[0]].uplink_gbps) rt->uni = 0;
 }
 
 /* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
@@ -327,6 +450,7 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
   }
   rt->share = share;
   rt->rate = r;
+  if (e->xidx[j->id] >= 0) e->xs[e->xidx[j->id]].x = 0; /* rated by share, not by count */
   return r;
 }
 
@@ -337,12 +461,15 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
 static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   int id = j->id;
   rating_t *rt = &e->rt[id];
+  if (rt->ok && e->xidx[id] >= 0) xs_sync(e, e->xidx[id], rt);
   if (!rt->ok) {
     e->shape[id] = shoal__shape_of(e->c, &j->alloc);
     rt->ok = 1;
     rt->rate = -1;
     rt->rm_n = rt->rm_pos = 0;
     rt->xr_n = 0;
+    rt->uni = 0;
+    if (e->xidx[id] >= 0) e->xs[e->xidx[id]].x = 0;
     rt->multi = e->shape[id].racks > 1;
     if (rt->multi) xr_keep(e, j);
   }
@@ -363,10 +490,21 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   if (member == (*ix >= 0)) return 0;
   e->xdirty = 1;
   if (!member) {
+    xs_sync(e, *ix, &e->rt[j->id]);
+    if (e->xfe[*ix].job >= 0) { /* its event (stale or not) goes on in the heap */
+      event_t ev = e->xfe[*ix];
+      xf_clear(e, *ix);
+      int rc = heap_push(&e->heap, ev);
+      if (rc) return rc;
+    }
     shoal_job_t *last = e->xjobs[--e->nx];
     e->xjobs[*ix] = last;
     e->xmask[*ix] = e->xmask[e->nx];
     e->xids[*ix] = e->xids[e->nx];
+    e->xfe[*ix] = e->xfe[e->nx];
+    if (e->xf_min == e->nx) e->xf_min = *ix;
+    if (*ix != e->nx) memcpy(&e->xtab[(size_t)*ix * XTAB], &e->xtab[(size_t)e->nx * XTAB], XTAB * sizeof *e->xtab);
+    e->xs[*ix] = e->xs[e->nx];
     e->xidx[last->id] = *ix;
     *ix = -1;
     return 0;
@@ -378,11 +516,23 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
     uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
     if (xm) e->xmask = xm;
     int32_t *xi = xm ? realloc(e->xids, (size_t)nc * sizeof *xi) : NULL;
-    if (!xi) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xids = xi;
+    if (xi) e->xids = xi;
+    event_t *xf = xi ? realloc(e->xfe, (size_t)nc * sizeof *xf) : NULL;
+    if (xf) e->xfe = xf;
+    xrate_t *xt = xf ? realloc(e->xtab, (size_t)nc * XTAB * sizeof *xt) : NULL;
+    if (xt) e->xtab = xt;
+    xslot_t *xsl = xt ? realloc(e->xs, (size_t)nc * sizeof *xsl) : NULL;
+    if (xsl) e->xs = xsl;
+    int32_t *xv = xsl ? realloc(e->xvis, (size_t)nc * sizeof *xv) : NULL;
+    if (xv) e->xvis = xv;
+    int32_t *xvx = xv ? realloc(e->xvis_x, (size_t)nc * sizeof *xvx) : NULL;
+    if (!xvx) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    e->xvis_x = xvx;
     e->xcap = nc;
   }
   *ix = e->nx;
+  e->xfe[e->nx] = xf_none;
+  xtab_clear(e, e->nx);
   e->xmask[e->nx] = 0;
   e->xids[e->nx] = j->id;
   e->xjobs[e->nx++] = j;
@@ -428,6 +578,56 @@ static void x_on(engine_t *e, shoal_job_t *j) {
  * order, as a full scan would (the order of the heap moves and of the
  * efficiency sum's terms). With more than 64 racks the masks alias racks: a
  * job visited for nothing keeps its rate (its share is unchanged). */
+/* largest count among the racks of a job rated by count (at least 1) */
+static inline int xs_count(const engine_t *e, const xslot_t *xs) {
+  int x = 1;
+  for (int k = 0; k < XR_MAX; k++) { /* no early exit: the racks' number varies, a fixed loop does not mispredict */
+    int c = e->xk[xs->xr[k]];
+    x = c > x ? c : x;
+  }
+  return x;
+}
+
+/* Re-rate job j of xjobs entry i to its rating at count x (xtab, rated),
+ * from its rating at count ox (0: none, its rating_t is up to date): what
+ * advance_job, set_rate and schedule_finish do, in the same operations, with
+ * the efficiency and Themis factors of both rates from xtab (pure functions
+ * of the rate, computed once per allocation and count). */
+static int xchange(engine_t *e, int i, shoal_job_t *j, int ox, int x, double t) {
+  xslot_t *xs = &e->xs[i];
+  const xrate_t *nw = &e->xtab[(size_t)i * XTAB + x];
+  double r = nw->rate;
+  xs->x = (uint8_t)x;
+  if (r == j->rate) return 0;
+  const xrate_t *old = ox > 0 ? &e->xtab[(size_t)i * XTAB + ox] : NULL;
+  if (old && old->rate != j->rate) old = NULL;
+  if (j->state != SHOAL_JOB_RUN) { /* not sending: cannot happen (x_on); the plain path */
+    advance_job(e, j, t);
+    set_rate(e, j, r);
+  } else {
+    double sr = xs->sref, dt = t - j->t_last, oeff, oiso;
+    if (old) oeff = old->eff, oiso = old->iso;
+    else oeff = j->alloc.workers * j->rate / sr, oiso = j->rate / sr;
+    int id = j->id, k = xs->k;
+    if (dt > 0) {
+      double dw = j->rate * dt;
+      j->work_done += dw;
+      j->run_s += dt;
+      j->gpu_s += dt * j->alloc.workers;
+      if (sr > 0) j->iso_time += oiso * (e->phi[k] - e->phi_at[id]);
+    }
+    j->t_last = t;
+    e->phi_at[id] = e->phi[k];
+    if (sr > 0) {
+      e->eff_sum -= oeff;
+      e->eff_sum += nw->eff;
+    }
+    j->rate = r;
+  }
+  j->version++;
+  return schedule_finish(e, j, t);
+}
+
 static int update_contention(engine_t *e, double t) {
   e->xdirty = 0;
   uint64_t changed = 0;
@@ -438,12 +638,74 @@ static int update_contention(engine_t *e, double t) {
       e->rshare[r] = rack_share(e, r);
     }
   if (!changed) return 0;
+  /* First the entries to visit: sending, on a changed rack, and rated by
+   * count with another count now, or not rated by count. Whether a count
+   * moved is a coin toss (~60% of visits on Philly 64x8), so this pass
+   * decides it without branches; the second visits the list in xjobs order. */
+  int nv = 0;
   for (int i = 0; i < e->nx; i++) {
-    if (!(e->xmask[i] & changed)) continue; /* not sending, or none of its racks changed */
-    rating_t *rt = &e->rt[e->xids[i]];
-    shoal_job_t *j = e->xjobs[i];
+    int x = xs_count(e, &e->xs[i]), ox = e->xs[i].x;
+    e->xvis[nv] = i;
+    e->xvis_x[nv] = x;
+    nv += ((e->xmask[i] & changed) != 0) & ((x != ox) | (ox == 0));
+  }
+  for (int v = 0; v < nv; v++) {
+    int i = e->xvis[v];
+    xslot_t *xs = &e->xs[i];
+    rating_t *rt;
     double r;
-    if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
+    int x = 0, ox = xs->x;
+    if (ox) { /* rated by count, and the count moved */
+      x = e->xvis_x[v];
+      rt = &e->rt[e->xids[i]];
+      if (x < XTAB) {
+        const xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
+        if (xt->rate >= 0) { /* U / x != U / ox: another share */
+          int rc = xchange(e, i, e->xjobs[i], ox, x, t);
+          if (rc) return rc;
+          continue;
+        }
+      }
+      xs_sync(e, i, rt); /* a share not rated yet: through rt */
+    } else {
+      rt = &e->rt[e->xids[i]];
+      if (rt->ok && rt->uni && rt->rate >= 0) { /* from now on rated by count */
+        shoal_job_t *j = e->xjobs[i];
+        memcpy(xs->xr, rt->xr, sizeof xs->xr);
+        for (int k = rt->xr_n; k < XR_MAX; k++) xs->xr[k] = (int16_t)e->c->nracks;
+        xs->k = e->size_idx[j->id];
+        xs->sref = e->sref[j->id];
+        x = xs_count(e, xs);
+      }
+    }
+    shoal_job_t *j = e->xjobs[i];
+    if (x > 0) {
+      /* one uplink over its racks: the share is U / (largest count), and
+       * the ratings of this allocation are kept by that count */
+      if (x < XTAB) {
+        xrate_t *xt = &e->xtab[(size_t)i * XTAB + x];
+        double prev = rt->share; /* the share j runs at (rt is up to date here) */
+        if (xt->rate < 0) {
+          double share = xr_share(e, rt);
+          xt->share = share;
+          xt->rate = share == prev ? rt->rate : rate_at_share(e, j, rt, share);
+          xt->eff = j->alloc.workers * xt->rate / xs->sref;
+          xt->iso = xt->rate / xs->sref;
+        }
+        if (xt->share == prev) {
+          xs->x = (uint8_t)x;
+          continue;
+        }
+        int rc = xchange(e, i, j, ox, x, t);
+        if (rc) return rc;
+        continue;
+      } else {
+        xs->x = 0;
+        double share = xr_share(e, rt);
+        if (share == rt->share) continue;
+        r = rate_at_share(e, j, rt, share);
+      }
+    } else if (rt->ok && rt->xr_n > 0 && rt->rate >= 0) {
       /* a sending job runs at its last rating's rate: same share, same
        * rate, and the job itself is not read */
       double share = xr_share(e, rt);
@@ -491,6 +753,7 @@ static int apply_changes(engine_t *e, double t) {
     if (!changed) goto next;
     x_off(e, j, old); /* counted with its old allocation */
     e->rt[j->id].ok = 0;
+    if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
     {
@@ -556,6 +819,7 @@ static int check_invariants(engine_t *e, double t) {
   shoal_res_t *used = calloc((size_t)nm, sizeof *used);
   if (!used) return shoal__seterr(SHOAL_ERR_NOMEM, "sim check: out of memory");
   int rc = 0, running = 0;
+  for (int i = 0; i < e->nx; i++) xs_sync(e, i, &e->rt[e->xids[i]]); /* the ratings of jobs rated by count */
   for (int i = 0; i < e->s.nactive; i++) {
     const shoal_job_t *j = e->s.active[i];
     if (j->state == SHOAL_JOB_DONE || j->state == SHOAL_JOB_FUTURE) {
@@ -617,6 +881,41 @@ static int check_invariants(engine_t *e, double t) {
     if (x != e->xk[r] || x != e->xlive[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
   }
   if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
+  /* cross-rack completions: each entry is its xjobs job's only one (not in
+   * the heap too), a completion; the remembered earliest is the earliest */
+  for (int i = 0; i < e->nx && !rc; i++) {
+    const event_t *ev = &e->xfe[i];
+    if (ev->job < 0) continue;
+    if (ev->job != e->xids[i] || e->heap.pos[ev->job] >= 0 || (ev->seq >> 62) != EV_FINISH)
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d (job %d) misplaced", t, i, ev->job);
+    else if (!e->xf_scan && (e->xf_min < 0 || ev_less(ev, &e->xfe[e->xf_min])))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d is before the earliest kept", t, i);
+  }
+  /* ratings kept by count: the count is the racks' largest, the entry the rating */
+  for (int i = 0; i < e->nx && !rc; i++) {
+    const rating_t *rt = &e->rt[e->xids[i]];
+    const xslot_t *xs = &e->xs[i];
+    if (!e->xmask[i] || !xs->x) continue;
+    int x = 1, k;
+    for (k = 0; k < rt->xr_n; k++)
+      if (e->xk[rt->xr[k]] > x) x = e->xk[rt->xr[k]];
+    for (k = 0; k < XR_MAX && (k < rt->xr_n ? xs->xr[k] == rt->xr[k] : xs->xr[k] == e->c->nracks); k++) {}
+    const xrate_t *xt = &e->xtab[(size_t)i * XTAB + xs->x];
+    const shoal_job_t *j = e->xjobs[i];
+    if (!rt->ok || !rt->uni || k < XR_MAX || x != xs->x || xs->k != e->size_idx[j->id] || xs->sref != e->sref[j->id] ||
+        xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share ||
+        (xs->sref > 0 && (xt->eff != j->alloc.workers * xt->rate / xs->sref || xt->iso != xt->rate / xs->sref)))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
+                         xs->x, x);
+  }
+  if (!rc && !e->xf_scan && e->xf_min >= 0 && (e->xf_min >= e->nx || e->xfe[e->xf_min].job < 0))
+    rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: earliest cross-rack entry %d is empty", t, e->xf_min);
+  for (size_t i = 0; i < e->heap.n && !rc; i++) {
+    const event_t *ev = &e->heap.a[i];
+    if (ev->job >= 0 && (e->heap.pos[ev->job] != (int32_t)i ||
+                         (e->xidx[ev->job] >= 0 && e->xfe[e->xidx[ev->job]].job >= 0)))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d has two events", t, ev->job);
+  }
 done:
   free(used);
   return rc;
@@ -698,7 +997,7 @@ static int engine_setup(engine_t *e) {
   e->phi_at = calloc(n ? n : 1, sizeof *e->phi_at);
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
-  e->xk = calloc((size_t)e->c->nracks, sizeof *e->xk);
+  e->xk = calloc((size_t)e->c->nracks + 1, sizeof *e->xk); /* [nracks]: always 0 (xslot_t.xr) */
   e->xlive = calloc((size_t)e->c->nracks, sizeof *e->xlive);
   e->xon = calloc(n ? n : 1, 1);
   e->heap.pos = malloc((n ? n : 1) * sizeof *e->heap.pos);
@@ -740,6 +1039,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
                    shoal_sim_result_t *res) {
   engine_t e;
   memset(&e, 0, sizeof e);
+  e.xf_min = -1;
   shoal_sim_result_t r;
   memset(&r, 0, sizeof r);
   e.w = w;
@@ -767,6 +1067,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   e.s.nvcs = w->nvcs;
   e.s.seed = cfg->seed;
   e.s.restart_cost = cfg->restart_cost;
+  e.s.check = check;
   r.njobs = w->njobs;
   r.gpus = e.c->gpus_total;
   if ((rc = engine_setup(&e))) goto fail_sched;
@@ -781,13 +1082,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   for (;;) {
     /* next instant (a job event left behind by a preemption is dropped
      * here, so it never wakes the engine up) */
-    while (e.heap.n && e.heap.a[0].job >= 0 && e.heap.a[0].version != w->jobs[e.heap.a[0].job].version) {
-      heap_pop(&e.heap);
+    const event_t *top;
+    while ((top = ev_top(&e)) && top->job >= 0 && top->version != w->jobs[top->job].version) {
+      ev_pop(&e);
       r.events++;
     }
-    int have_heap = e.heap.n > 0, have_arr = next < w->njobs;
+    int have_heap = top != NULL, have_arr = next < w->njobs;
     if (!have_heap && !have_arr) break;
-    double tn = have_heap ? e.heap.a[0].t : INFINITY;
+    double tn = have_heap ? top->t : INFINITY;
     if (have_arr && w->jobs[next].arrival < tn) tn = w->jobs[next].arrival;
     if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) break;
     if (tn < t) {
@@ -798,8 +1100,8 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
     advance_time(&e, t);
     e.s.now = t;
     /* completions and restart ends first: they free or activate resources */
-    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) < EV_TIMER) {
-      event_t ev = heap_pop(&e.heap);
+    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) < EV_TIMER) {
+      event_t ev = ev_pop(&e);
       r.events++;
       shoal_job_t *j = &w->jobs[ev.job];
       if (ev.version != j->version) continue; /* stale */
@@ -830,8 +1132,8 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       e.s.events |= SHOAL_EV_ARRIVAL;
     }
     if (e.s.nactive > r.peak_active) r.peak_active = e.s.nactive;
-    while (e.heap.n && e.heap.a[0].t == t && (e.heap.a[0].seq >> 62) == EV_TIMER) {
-      event_t ev = heap_pop(&e.heap);
+    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) == EV_TIMER) {
+      event_t ev = ev_pop(&e);
       r.events++;
       if (e.ops->timer) e.ops->timer(e.pstate, &e.s, ev.tag);
       e.s.events |= SHOAL_EV_TIMER;
@@ -909,6 +1211,11 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
+  free(e.xfe);
+  free(e.xtab);
+  free(e.xs);
+  free(e.xvis);
+  free(e.xvis_x);
   free(e.xjobs);
   free(e.touched);
   for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
@@ -940,6 +1247,11 @@ fail_sched:
   free(e.rshare);
   free(e.rm_rate);
   free(e.xids);
+  free(e.xfe);
+  free(e.xtab);
+  free(e.xs);
+  free(e.xvis);
+  free(e.xvis_x);
   free(e.xjobs);
   free(e.touched);
   free(e.prev);
