@@ -4,10 +4,11 @@
 # every call (fixed) or alternating with {0,2},{1,3} (rot), with random 0-JITTER s pauses between calls
 # as compute would make. Prints rank 0's mean call time per mode and SHOAL_SOCKET_RCVBUF_REMOTE (the
 # receive buffer of cross-host sockets; 0: SHOAL_SOCKET_BUFFER's 4 MiB as before), docs/comm.md.
-#   bench/rotating-pairs.sh [BUILD]     env: RATE=200mbit JITTER=0.03 CALLS=60 BUFS="0 131072" TB=rp<pid>
+#   bench/rotating-pairs.sh [BUILD]     env: RATE=200mbit JITTER=0.03 CALLS=60 BUFS="0 131072" TB=rp<pid> PY
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 RATE=${RATE:-200mbit} JITTER=${JITTER:-0.03} CALLS=${CALLS:-60} BUFS=${BUFS:-"0 131072"}
+PY=${PY:-/usr/bin/python3} # the Debian interpreter, with numpy (a pyenv python3 first in PATH may lack it)
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=$(mktemp /tmp/shoal-rot-XXXXXX.py)
 tb=${TB:-rp$$} # the testbed made (and removed) for the run
@@ -34,6 +35,6 @@ for b in $BUFS; do
   echo "## SHOAL_SOCKET_RCVBUF_REMOTE=$b, $RATE host links"
   for m in fixed rot; do
     SHOAL_SOCKET_RCVBUF_REMOTE=$b SHOAL_LIB="$build/libshoal.so" timeout 300 "$build/shoal" launch --no-prefix \
-      --testbed "$tb" -n 4 --per-host 1 --timeout 240 -- python3 "$py" "$m" | grep -E '^(fixed|rot)'
+      --testbed "$tb" -n 4 --per-host 1 --timeout 240 -- "$PY" "$py" "$m" | grep -E '^(fixed|rot)'
   done
 done
