@@ -485,6 +485,14 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   return rate_at_share(e, j, rt, share);
 }
 
+/* One of the parallel cross-rack arrays to n elements; on failure it keeps its old block (and size). */
+static int regrow(void **a, size_t n, size_t elem) {
+  void *p = realloc(*a, n * elem);
+  if (!p) return -1;
+  *a = p;
+  return 0;
+}
+
 static int x_set(engine_t *e, shoal_job_t *j, int member) {
   int32_t *ix = &e->xidx[j->id];
   if (member == (*ix >= 0)) return 0;
@@ -511,23 +519,11 @@ static int x_set(engine_t *e, shoal_job_t *j, int member) {
   }
   if (e->nx == e->xcap) {
     int nc = e->xcap ? e->xcap * 2 : 64;
-    shoal_job_t **x = realloc(e->xjobs, (size_t)nc * sizeof *x);
-    if (x) e->xjobs = x;
-    uint64_t *xm = x ? realloc(e->xmask, (size_t)nc * sizeof *xm) : NULL;
-    if (xm) e->xmask = xm;
-    int32_t *xi = xm ? realloc(e->xids, (size_t)nc * sizeof *xi) : NULL;
-    if (xi) e->xids = xi;
-    event_t *xf = xi ? realloc(e->xfe, (size_t)nc * sizeof *xf) : NULL;
-    if (xf) e->xfe = xf;
-    xrate_t *xt = xf ? realloc(e->xtab, (size_t)nc * XTAB * sizeof *xt) : NULL;
-    if (xt) e->xtab = xt;
-    xslot_t *xsl = xt ? realloc(e->xs, (size_t)nc * sizeof *xsl) : NULL;
-    if (xsl) e->xs = xsl;
-    int32_t *xv = xsl ? realloc(e->xvis, (size_t)nc * sizeof *xv) : NULL;
-    if (xv) e->xvis = xv;
-    int32_t *xvx = xv ? realloc(e->xvis_x, (size_t)nc * sizeof *xvx) : NULL;
-    if (!xvx) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
-    e->xvis_x = xvx;
+    if (regrow((void **)&e->xjobs, nc, sizeof *e->xjobs) || regrow((void **)&e->xmask, nc, sizeof *e->xmask) ||
+        regrow((void **)&e->xids, nc, sizeof *e->xids) || regrow((void **)&e->xfe, nc, sizeof *e->xfe) ||
+        regrow((void **)&e->xtab, (size_t)nc * XTAB, sizeof *e->xtab) || regrow((void **)&e->xs, nc, sizeof *e->xs) ||
+        regrow((void **)&e->xvis, nc, sizeof *e->xvis) || regrow((void **)&e->xvis_x, nc, sizeof *e->xvis_x))
+      return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
     e->xcap = nc;
   }
   *ix = e->nx;
