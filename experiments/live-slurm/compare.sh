@@ -38,6 +38,7 @@ simulate() { # TABLE START_COST
     --speed table --throughputs "$1" --gpu testbed --raw-spread --start-cost "$2" --restart-cost "$RC" \
     --policy "$pol" --no-progress --csv --no-header 2>/dev/null
 }
+r() { awk -v a="$1" -v b="$ljct" 'BEGIN { print a / b }'; } # simulated / live of the scheduler at hand
 for s in "${dirs[@]}"; do
   sched=$(awk '{print $1}' "$D/$s/result")
   pol=$sched; [ "$s" = slurm ] && pol=fifo
@@ -49,7 +50,6 @@ for s in "${dirs[@]}"; do
   # sim3: with the speeds and start cost this run's own jobs had (what the machine's load made of them)
   sc3=$(/usr/bin/python3 "$here/fitspeeds.py" "$D/$s/jobs.csv" "$TP" "$D/$s/throughputs-own.json") || exit 1
   s3=$(simulate "$D/$s/throughputs-own.json" "$sc3" | awk -F, '{print $5}')
-  r() { awk -v a="$1" -v b="$ljct" 'BEGIN { print a / b }'; }
   printf "%-38s %8.1f %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %6.1f %7.0f %6.0f %5s\n" "$sched" "$ljct" "$sjct" "$(r "$sjct")" \
     "$s2" "$(r "$s2")" "$s3" "$(r "$s3")" "$sc3" "$lms" "$sms" "$runs" >> "$D/compare.txt"
   echo "${s} $ljct $sjct $s2 $s3" >> "$D/bars.dat"
