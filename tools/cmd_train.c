@@ -132,8 +132,14 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
 }
 
 static volatile int stop_requested;
+/* 1 while a --preemptible run reads its data and joins the others: nothing has been trained since the
+ * checkpoint it resumed from (or since the start), so a stop request ends the process at once with the
+ * requeue status instead of waiting for the first iteration (reading Fashion-MNIST takes seconds on a
+ * slow node, longer than a scheduler's grace) */
+static volatile sig_atomic_t in_setup;
 static void on_stop_signal(int sig) {
   (void)sig;
+  if (in_setup) _exit(SHOAL_EXIT_REQUEUE);
   stop_requested = 1;
 }
 
@@ -288,7 +294,9 @@ int shoal_cmd_train(int argc, char **argv) {
   given = NULL;
   if (o.ckpt_path) o.ckpt_path = expand_job_id(o.ckpt_path, ckbuf, sizeof ckbuf);
   if (preemptible) {
-    /* handlers first: a signal during start-up asks for a stop after the first iteration */
+    /* handlers first: a signal while the data is read or the ranks join ends the run at once (in_setup);
+     * one after that asks for a stop after the first iteration */
+    in_setup = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
@@ -310,8 +318,10 @@ int shoal_cmd_train(int argc, char **argv) {
   shoal_comm_t *world = NULL;
   shoal_dataset_t *pre_train = NULL, *pre_test = NULL;
   const char *join = getenv("SHOAL_JOIN");
-  if (join && !strcmp(join, "1") && launched()) {
-    /* a restarted rank: read the data before entering, so that the others do not wait for it */
+  int joining = join && !strcmp(join, "1") && launched();
+  if (joining || preemptible) {
+    /* a restarted rank: read the data before entering, so that the others do not wait for it; a
+     * preemptible run: read it while a stop request can still end the process at once */
     const char *dir = o.data_dir ? o.data_dir : SHOAL_FASHION_MNIST_DIR;
     if (shoal_dataset_load_dir(dir, "train", o.nclass, &pre_train) ||
         shoal_dataset_load_dir(dir, "t10k", o.nclass, &pre_test)) {
@@ -324,7 +334,7 @@ int shoal_cmd_train(int argc, char **argv) {
   }
   if (launched()) {
     int rc = shoal_comm_init_env(&world);
-    if (rc == SHOAL_ERR_NOT_FOUND && pre_train) {
+    if (rc == SHOAL_ERR_NOT_FOUND && joining) {
       /* a restarted rank that came too late: the others finished the training without it */
       fprintf(stderr, "shoal train: %s\n", shoal_last_error());
       shoal_dataset_destroy(pre_train);
@@ -337,6 +347,7 @@ int shoal_cmd_train(int argc, char **argv) {
     }
   }
   shoal_train_result_t res;
+  in_setup = 0;
   int rc = shoal_train_run(&o, world, &res);
   int rank = world ? shoal_comm_rank(world) : 0;
   if (rc) fprintf(stderr, "shoal train: rank %d: %s\n", rank, shoal_last_error());

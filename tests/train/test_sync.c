@@ -405,6 +405,25 @@ TEST_T(cli_train_two_ranks_and_plot, 120) {
   unlink(svg);
 }
 
+/* `shoal train --preemptible` asked to stop while it still reads its data (here a FIFO nobody writes,
+ * so the read blocks for as long as the test wants) leaves at once with the requeue status 75 and
+ * writes no checkpoint: nothing was trained that one could hold. */
+TEST_T(cli_preemptible_stop_during_setup_exits_at_once, 60) {
+  char out[4096], cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "d=$(mktemp -d) && mkfifo $d/train-images-idx3-ubyte.gz || exit 9; "
+           "%s train --model mlp --data $d --preemptible --checkpoint $d/ck --quiet & p=$!; "
+           "for i in $(seq 400); do c=$(awk '/^SigCgt/ {print $2}' /proc/$p/status 2>/dev/null); "
+           "[ -n \"$c\" ] && [ $(( 0x$c & 0x200 )) -ne 0 ] && break; sleep 0.05; done; "
+           "sleep 0.2; kill -USR1 $p; wait $p; rc=$?; [ -e $d/ck ] && echo checkpoint-written; "
+           "echo rc=$rc; rm -rf $d",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 40);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "rc=75");
+  CHECK_MSG(!strstr(out, "checkpoint-written"), "%s", out);
+}
+
 TEST_T(cli_train_under_shoal_launch, 120) {
   load_fmnist();
   char out[8192], cmd[2048];
