@@ -5,9 +5,10 @@
 # arrival order without preemption), three times: sim with the speed table
 # THROUGHPUTS (speeds.sh) and the start cost of the Slurm run's jobs; sim2 with
 # the speeds the Slurm run's jobs had (throughputs-slurm-run.json); sim3 with the
-# speeds and start cost each run's own jobs had (its throughputs-own.json: the
+# speeds, start and restart cost each run's own jobs had (its throughputs-own.json: the
 # machine's load moves every job's speed, so this one isolates the scheduling
-# model from the speeds). Speeds and start costs come from fitspeeds.py. Prints
+# model from the speeds), and the restart cost its jobs had (decision to the new run
+# plus its start-up). Speeds and costs come from fitspeeds.py. Prints
 # one table and draws two SVGs: average JCT live and simulated per scheduler,
 # and the live JCT CDFs.
 #   compare.sh [DIR (build/experiments/live-slurm)] [FIGDIR (docs/figures)]
@@ -25,17 +26,17 @@ trace=$D/${dirs[0]}/trace.csv
 # over the run's jobs that ran once): from the Slurm run for sim and sim2, from each run itself for sim3
 SC=${START_COST:-10}
 if [ -s "$D/slurm/jobs.csv" ]; then
-  sc=$(/usr/bin/python3 "$here/fitspeeds.py" "$D/slurm/jobs.csv" "$TP" "$D/throughputs-slurm-run.json") || exit 1
+  read -r sc _ <<< "$(/usr/bin/python3 "$here/fitspeeds.py" "$D/slurm/jobs.csv" "$TP" "$D/throughputs-slurm-run.json")" || exit 1
   SC=${START_COST:-$sc}
 fi
 RC=${RESTART_COST:-16}
 echo "# start cost ${SC} s (fit over the Slurm run's single-run jobs: wall = start + work/speed), restart cost ${RC} s (the controller's --restart-cost)"
-printf "%-38s %8s %8s %8s %8s %8s %8s %8s %6s %7s %6s %5s\n" scheduler live_jct sim_jct sim/live sim2_jct sim2/live \
-  sim3_jct sim3/live start3 live_ms sim_ms runs > "$D/compare.txt"
+printf "%-38s %8s %8s %8s %8s %8s %8s %8s %6s %8s %7s %6s %5s\n" scheduler live_jct sim_jct sim/live sim2_jct sim2/live \
+  sim3_jct sim3/live start3 restart3 live_ms sim_ms runs > "$D/compare.txt"
 : > "$D/bars.dat"
-simulate() { # TABLE START_COST
+simulate() { # TABLE START_COST [RESTART_COST]
   "$S" sim --trace "$trace" --machines 8 --gpus-per-machine 1 --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
-    --speed table --throughputs "$1" --gpu testbed --raw-spread --start-cost "$2" --restart-cost "$RC" \
+    --speed table --throughputs "$1" --gpu testbed --raw-spread --start-cost "$2" --restart-cost "${3:-$RC}" \
     --policy "$pol" --no-progress --csv --no-header 2>/dev/null
 }
 r() { awk -v a="$1" -v b="$ljct" 'BEGIN { print a / b }'; } # simulated / live of the scheduler at hand
@@ -47,11 +48,11 @@ for s in "${dirs[@]}"; do
   sjct=$(echo "$simr" | awk -F, '{print $5}') sms=$(echo "$simr" | awk -F, '{print $9}')
   # sim2: the same with the speeds the Slurm run's jobs actually had
   s2=$(simulate "$D/throughputs-slurm-run.json" "$SC" | awk -F, '{print $5}')
-  # sim3: with the speeds and start cost this run's own jobs had (what the machine's load made of them)
-  sc3=$(/usr/bin/python3 "$here/fitspeeds.py" "$D/$s/jobs.csv" "$TP" "$D/$s/throughputs-own.json") || exit 1
-  s3=$(simulate "$D/$s/throughputs-own.json" "$sc3" | awk -F, '{print $5}')
-  printf "%-38s %8.1f %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %6.1f %7.0f %6.0f %5s\n" "$sched" "$ljct" "$sjct" "$(r "$sjct")" \
-    "$s2" "$(r "$s2")" "$s3" "$(r "$s3")" "$sc3" "$lms" "$sms" "$runs" >> "$D/compare.txt"
+  # sim3: with the speeds, start and restart cost this run's own jobs had (what the machine's load made of them)
+  read -r sc3 rc3 <<< "$(/usr/bin/python3 "$here/fitspeeds.py" "$D/$s/jobs.csv" "$TP" "$D/$s/throughputs-own.json" "$RC")" || exit 1
+  s3=$(simulate "$D/$s/throughputs-own.json" "$sc3" "$rc3" | awk -F, '{print $5}')
+  printf "%-38s %8.1f %8.1f %8.2f %8.1f %8.2f %8.1f %8.2f %6.1f %8.1f %7.0f %6.0f %5s\n" "$sched" "$ljct" "$sjct" "$(r "$sjct")" \
+    "$s2" "$(r "$s2")" "$s3" "$(r "$s3")" "$sc3" "$rc3" "$lms" "$sms" "$runs" >> "$D/compare.txt"
   echo "${s} $ljct $sjct $s2 $s3" >> "$D/bars.dat"
 done
 cat "$D/compare.txt"
