@@ -7,7 +7,7 @@
 #
 #   experiments/testbed-dssync/run.sh --model mlp|cnn --strategies "bsp ..." [--rate R]
 #        [--epochs 8] [--batch 32] [--lr 0.1] [--warmup 100] [--decay 5,7] [--budget S]
-#        [--name ds] [--build DIR] [--out DIR]
+#        [--name ds] [--build DIR] [--out DIR] [--variant V --train-args "..."]
 #   experiments/testbed-dssync/run.sh --report [--model mlp|cnn] [--target 0.88] [--out DIR]
 #
 # strategies: bsp        shoal's bsp, the communicator's automatic algorithm choice
@@ -15,11 +15,13 @@
 #             ps         8 workers + 8 parameter-server shards, one of each per host (--place rr)
 #             random, butterfly, topo           dssync, k = 2, overlapped (--ds-overlap)
 #             topo-sync  dssync topo without overlap (average after the step)
+#             --variant V: the runs are named STRATEGY-V and get --train-args appended (e.g.
+#             --variant h2 --train-args "--bridge-period 2"); --report lists them after the others
 # Default link rates: mlp 200mbit, cnn 50mbit (communication a large share of an iteration).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build model=mlp rate="" epochs=8 batch=32 lr=0.1 warmup=100 decay=5,7 strategies="" budget=1700
-target=0.88 out=experiments/testbed-dssync/results name=ds report=0
+target=0.88 out=experiments/testbed-dssync/results name=ds report=0 variant="" train_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -36,6 +38,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --report) report=1; shift ;;
+    --variant) variant=$2; shift 2 ;;
+    --train-args) train_args=$2; shift 2 ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -58,7 +62,13 @@ if [ "$report" = 1 ]; then
   done
   [ ${#csvs[@]} -gt 0 ] || { echo "no CSV in $out for $model" >&2; exit 1; }
   tb=$(awk -F, -v t="$target" 'NR > 1 && $9 >= t { print $7; exit }' "$out/$model-bsp.csv" 2>/dev/null || true)
-  for st in bsp bsp-ring ps random butterfly topo topo-sync; do
+  named=(bsp bsp-ring ps random butterfly topo topo-sync)
+  others=()
+  for f in "${csvs[@]}"; do
+    st=$(basename "$f" .csv); st=${st#"$model"-}
+    [[ " ${named[*]} " == *" $st "* ]] || others+=("$st")
+  done
+  for st in "${named[@]}" "${others[@]}"; do
     f=$out/$model-$st.csv
     [ -s "$f" ] || continue
     load=$(sed -n 's/^# load //p' "$out/$model-$st.meta" 2>/dev/null | tr '\n' ' ')
@@ -93,19 +103,21 @@ for st in $strategies; do
     topo-sync) sync=(--sync dssync --ds-pattern topo --racks "$racks") ;;
     *) echo "run.sh: unknown strategy '$st'" >&2; exit 2 ;;
   esac
-  base=$out/$model-$st
+  label=$st${variant:+-$variant}
+  base=$out/$model-$label
   rm -f "$base.csv" "$base.il.csv"*
-  cmd=("$S" launch --testbed "$name" "${place[@]}" --timeout "$budget" -- "$S" "${common[@]}" "${sync[@]}" \
-    --csv "$base.csv" --label "$st" --iter-log "$base.il.csv")
+  read -r -a extra <<< "$train_args"
+  cmd=("$S" launch --testbed "$name" "${place[@]}" --timeout "$budget" -- "$S" "${common[@]}" "${sync[@]}" "${extra[@]}" \
+    --csv "$base.csv" --label "$label" --iter-log "$base.il.csv")
   {
     echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cores; testbed $name: 8 hosts, 2 racks, $rate, 4:1"
     echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# ${env[*]} ${cmd[*]}"
   } >"$base.meta"
-  echo "# $model $st ..." >&2
+  echo "# $model $label ..." >&2
   t0=$(date +%s)
   env "${env[@]}" SHOAL_DEBUG=${SHOAL_DEBUG:-WARN} timeout $((budget + 60)) "${cmd[@]}" >"$base.log" 2>&1 ||
-    echo "# $model $st ended early (budget or error; see $base.log)" | tee -a "$base.meta" >&2
+    echo "# $model $label ended early (budget or error; see $base.log)" | tee -a "$base.meta" >&2
   { echo "# load $(cut -d' ' -f1-3 /proc/loadavg)"; echo "# wall $(( $(date +%s) - t0 )) s"; } >>"$base.meta"
   # per-iteration logs are large: keep rank 0's summary only
   awk -F, 'NR > 1 { n++; c += $4; s += $5; g[$3]++ } END { printf "# rank 0: %d iterations, mean compute %.2f ms, sync %.2f ms; group sizes:", n, c / n, s / n; for (k in g) printf " %s x%d", k, g[k]; print "" }' \
