@@ -10,7 +10,9 @@
 #        [--name ds] [--build DIR] [--out DIR] [--variant V --train-args "..."]
 #   experiments/testbed-dssync/run.sh --report [--model mlp|cnn] [--target 0.88] [--out DIR]
 #
-# strategies: bsp        shoal's bsp, the communicator's automatic algorithm choice
+# strategies: bsp        shoal's bsp, the communicator's automatic algorithm choice priced on the
+#                        link matrix it measures at start (SHOAL_TUNE=init; without a profile the
+#                        choice follows the built-in model, which picks rhd here)
 #             bsp-ring   bsp with the ring forced (SHOAL_ALGO=ring): the best flat algorithm here
 #             ps         8 workers + 8 parameter-server shards, one of each per host (--place rr)
 #             random, butterfly, topo           dssync, k = 2, overlapped (--ds-overlap)
@@ -95,7 +97,7 @@ racks=0,0,0,0,1,1,1,1
 for st in $strategies; do
   env=() place=(-n 8 --per-host 1)
   case $st in
-    bsp) sync=(--sync bsp) ;;
+    bsp) sync=(--sync bsp); env=(SHOAL_TUNE=init) ;;
     bsp-ring) sync=(--sync bsp); env=(SHOAL_ALGO=ring) ;;
     ps) sync=(--sync ps --servers 8); place=(-n 16 --per-host 2 --place rr) ;;
     random|butterfly) sync=(--sync dssync --ds-pattern "$st" --ds-overlap) ;;

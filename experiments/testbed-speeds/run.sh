@@ -78,9 +78,10 @@ awk -F, 'NR > 1 { v[$2, $1, $3] = $7; ms[$1] = 1 }
         block("testbed-xrack", "onehost"); print ","; block("testbed-xrack_unconsolidated", "xrack"); print "\n}" }' \
   "$res" >"$out/throughputs.json"
 echo "# wrote $out/throughputs.json"
-# the simulator on the measured numbers: 4 machines x 8 slots, 2 racks
+# the simulator on the measured numbers: 4 machines x 8 slots, 2 racks, 300 Poisson arrivals offered at
+# 1.2x the cluster (jobs queue, so policies and placement classes differ), once per placement class
 for g in testbed testbed-xrack; do
-  timeout 300 "$S" sim --synthetic 60 --load 0.7 --machines 4 --gpus-per-machine 8 --racks 2 --speed table \
-    --throughputs "$out/throughputs.json" --gpu "$g" --policy fifo,tiresias --out "$tmp/sim-$g" --no-progress 2>&1 |
-    tail -6 | sed "s/^/[sim $g] /"
+  timeout 300 "$S" sim --synthetic 300 --load 1.2 --arrivals poisson --machines 4 --gpus-per-machine 8 --racks 2 \
+    --speed table --throughputs "$out/throughputs.json" --gpu "$g" --policy fifo,tiresias,gavel --no-progress 2>&1 |
+    grep -E '^(policy|fifo|tiresias|gavel)|warning' | sed "s/^/[sim $g] /"
 done
