@@ -21,6 +21,7 @@ void shoal__ps_larr_defaults(shoal__ps_larr_params_t *p) {
   p->k_lp = 32;
   p->lp_it_lim = 5000;
   p->search = 0;
+  p->lp_blocks = 16;
   p->hmax = 400;
   p->seed = 1;
 }
@@ -368,6 +369,26 @@ fail:
   return rc;
 }
 
+/* Work of G's slots after slot e. */
+static double tail_work(const shoal__ps_job_t *j, const shoal__ps_sched_t *G, int e) {
+  double w = 0;
+  for (int k = 0; k < G->len; k++)
+    if (G->start + k > e) w += shoal__ps_slot_work(j, &G->slot[k]);
+  return w;
+}
+
+/* Append G's slots after e to S (S ends by e): against a fixed residual a
+ * job's slots do not share capacity, so any head fits with G's tail. */
+static int splice_tail(shoal__ps_sched_t *S, const shoal__ps_sched_t *G, int e) {
+  for (int k = 0; k < G->len; k++) {
+    if (G->start + k <= e) continue;
+    shoal__ps_slot_t *sl = shoal__ps_sched_slot(S, G->start + k);
+    int rc = sl ? shoal__ps_slot_copy(sl, &G->slot[k]) : shoal__seterr(SHOAL_ERR_NOMEM, "larr tail");
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Machines for the LP: those the greedy uses plus the k_lp with the most
  * residual capacity (normalized, summed over resources and slots). */
 static int pick_machines(const shoal__ps_cluster_t *c, const shoal__ps_sched_t *G, int s, int e, int k_lp, int **out,
@@ -439,15 +460,23 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
   t0 = shoal__now_s();
   if ((rc = pick_machines(c, &G, s, e_max, p->k_lp, &mach, &nm))) goto fail;
   /* without the horizon search the LP is solved once at E_g: build only up
-   * to there and merge runs of identical slots */
-  rc = shoal__ps_lp_build(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_it_lim, !p->search, &lp);
-  if (!rc) {
+   * to there and merge runs of identical slots; at most lp_blocks blocks */
+  rc = shoal__ps_lp_build_capped(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_it_lim, !p->search,
+                                 p->search ? 0 : p->lp_blocks, &lp);
+  /* a cut LP plans the head s..e_h for the work the greedy does there; G's
+   * own slots after e_h are the tail of every trial */
+  int e_h = lp ? shoal__ps_lp_last(lp) : e_g, cut = !p->search && e_h < e_g;
+  shoal__ps_job_t jh = *j;
+  if (cut) jh.work = j->work - tail_work(j, &G, e_h), shoal__ps_lp_set_work(lp, jh.work);
+  if (!rc && cut && st) st->lp_cut++;
+  int no_lp = cut && !(jh.work > j->work * EPS); /* G's tail covers it all: nothing for the LP */
+  if (!rc && !no_lp) {
     int ns = 0;
     if (p->search) rc = shoal__ps_lp_horizon(lp, e_lo, e_g, &e_lp, &ns);
-    else rc = shoal__ps_lp_solve(lp, e_g), ns = 1;
+    else rc = shoal__ps_lp_solve(lp, e_h), ns = 1, e_lp = e_h;
     if (st) st->lp_solves += ns;
     if (!rc) {
-      int e_star = e_lp + p->sigma < e_g ? e_lp + p->sigma : e_g;
+      int e_star = cut ? e_h : e_lp + p->sigma < e_g ? e_lp + p->sigma : e_g, e_rnd = cut ? e_h : e_max;
       if (st) st->t_lp_s += shoal__now_s() - t0, st->lp_cols_sum += shoal__ps_lp_ncols(lp);
       t0 = shoal__now_s();
       if (e_star != e_lp) {
@@ -458,9 +487,10 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
         shoal__ps_sched_t S;
         int heavy = 0;
         uint64_t seed = p->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)j->id << 20) ^ (uint64_t)trial;
-        int r2 = round_trial(c, j, s, e_star, e_max, lp, mach, nm, p->beta, p->theta, seed, &bc, &S, &heavy);
+        int r2 = round_trial(c, &jh, s, e_star, e_rnd, lp, mach, nm, p->beta, p->theta, seed, &bc, &S, &heavy);
         if (st) st->trials++;
         if (r2 == SHOAL_ERR_INFEASIBLE) continue;
+        if (!r2 && cut && (r2 = splice_tail(&S, &G, e_h))) shoal__ps_sched_free(&S);
         if (r2) {
           rc = r2;
           break;

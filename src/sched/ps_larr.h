@@ -15,6 +15,8 @@ typedef struct {
   int k_lp;         /* machines in the LP besides the greedy's (32) */
   int lp_it_lim;      /* simplex iterations per solve (5000; a count, so results do not depend on the load) */
   int search;       /* 1: binary-search the LP end E_lp (spec §4.4); 0: E* = E_g, one solve */
+  int lp_blocks;    /* without search: the LP covers at most this many blocks (runs of identical
+                       residuals), G's own slots the rest (16; 0: no cap) */
   int hmax;         /* slots searched by the greedy */
   uint64_t seed;
 } shoal__ps_larr_params_t;
@@ -27,6 +29,7 @@ typedef struct {
   int last_e_g, last_e_lp, last_end;
   double t_greedy_s, t_lp_s, t_round_s; /* time per phase */
   long lp_cols_sum;                      /* columns after merging, summed */
+  long lp_cut;                           /* LPs cut at lp_blocks (G's tail kept) */
 } shoal__ps_larr_stats_t;
 
 /* Schedule job j from slot s against c (not modified). SHOAL_ERR_INFEASIBLE:

@@ -83,6 +83,34 @@ static inline int cx(const shoal__ps_lp_t *lp, int k, int b) { return lp->col_x[
 
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
                        int nm, double theta, int it_lim, int merge, shoal__ps_lp_t **out) {
+  return shoal__ps_lp_build_capped(c, j, s, e_max, mach, nm, theta, it_lim, merge, 0, out);
+}
+
+/* Cut slots s..s+L-1 into blocks (runs of identical residuals on every LP
+ * machine when merging, else single slots), at most max_blocks of them (0:
+ * no limit); returns the slots covered (L, or fewer when the cap cut it). */
+static int make_blocks(shoal__ps_lp_t *lp, const shoal__ps_cluster_t *c, const int *mach, int merge, int max_blocks) {
+  int s = lp->s, nm = lp->nm;
+  lp->nb = 0;
+  for (int tt = 0; tt < lp->L; tt++) {
+    int same = merge && tt > 0;
+    for (int k = 0; k < nm && same; k++)
+      same = !memcmp(shoal__ps_res(c, s + tt, mach[k]), shoal__ps_res(c, s + tt - 1, mach[k]), sizeof(double) * SHOAL_PS_NRES);
+    if (!same) {
+      if (max_blocks > 0 && lp->nb == max_blocks) return tt;
+      lp->blk_first[lp->nb] = tt;
+      lp->blk_len[lp->nb] = 0;
+      lp->nb++;
+    }
+    lp->blk_len[lp->nb - 1]++;
+    lp->blk_of[tt] = lp->nb - 1;
+  }
+  return lp->L;
+}
+
+int shoal__ps_lp_build_capped(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max,
+                              const int *mach, int nm, double theta, int it_lim, int merge, int max_blocks,
+                              shoal__ps_lp_t **out) {
   if (e_max < s || nm <= 0) return shoal__seterr(SHOAL_ERR_INVALID, "LP of job %d: empty horizon %d..%d or %d machines", j->id, s, e_max, nm);
   shoal__ps_glpk_quiet();
   int L = e_max - s + 1, rc = 0;
@@ -94,7 +122,6 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   lp->nm = nm;
   lp->it_lim = it_lim;
   lp->presolve = merge;
-  lp->curE = e_max;
   lp->jid = j->id;
   lp->blk_of = malloc(sizeof(int) * (size_t)L);
   lp->blk_first = malloc(sizeof(int) * (size_t)L);
@@ -105,19 +132,8 @@ int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
   }
   /* merge runs of slots whose residual is identical on every LP machine:
    * exact for the LP up to the time tie-break of the prices (spec §4.3) */
-  lp->nb = 0;
-  for (int tt = 0; tt < L; tt++) {
-    int same = merge && tt > 0;
-    for (int k = 0; k < nm && same; k++)
-      same = !memcmp(shoal__ps_res(c, s + tt, mach[k]), shoal__ps_res(c, s + tt - 1, mach[k]), sizeof(double) * SHOAL_PS_NRES);
-    if (!same) {
-      lp->blk_first[lp->nb] = tt;
-      lp->blk_len[lp->nb] = 0;
-      lp->nb++;
-    }
-    lp->blk_len[lp->nb - 1]++;
-    lp->blk_of[tt] = lp->nb - 1;
-  }
+  lp->L = L = make_blocks(lp, c, mach, merge, max_blocks);
+  lp->curE = s + L - 1;
   int NB = lp->nb;
   lp->mcap = malloc(sizeof(int) * (size_t)nm * NB);
   lp->col_x = malloc(sizeof(int) * (size_t)nm * NB);
@@ -307,6 +323,8 @@ double shoal__ps_lp_val(const shoal__ps_lp_t *lp, char var, int k, int t) {
 
 double shoal__ps_lp_obj(const shoal__ps_lp_t *lp) { return glp_get_obj_val(lp->P); }
 int shoal__ps_lp_ncols(const shoal__ps_lp_t *lp) { return glp_get_num_cols(lp->P); }
+int shoal__ps_lp_last(const shoal__ps_lp_t *lp) { return lp->s + lp->L - 1; }
+void shoal__ps_lp_set_work(shoal__ps_lp_t *lp, double work) { glp_set_row_bnds(lp->P, 1, GLP_LO, work, 0); }
 
 int shoal__ps_lp_mcap(const shoal__ps_lp_t *lp, int k, int t) {
   int tt = t - lp->s;

@@ -21,6 +21,18 @@ typedef struct shoal__ps_lp shoal__ps_lp_t;
  * solving at E = e_max or at block ends). */
 int shoal__ps_lp_build(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max, const int *mach,
                        int nm, double theta, int it_lim, int merge, shoal__ps_lp_t **out);
+/* The same LP cut after its first max_blocks blocks (0: no cut; without
+ * merging a block is one slot): it covers slots s..shoal__ps_lp_last(lp) <=
+ * e_max. Bounds the LP's size (columns 4 nm + 1 per block), whatever the
+ * horizon. */
+int shoal__ps_lp_build_capped(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, int e_max,
+                              const int *mach, int nm, double theta, int it_lim, int merge, int max_blocks,
+                              shoal__ps_lp_t **out);
+/* Last slot the LP covers. */
+int shoal__ps_lp_last(const shoal__ps_lp_t *lp);
+/* Change the work the LP must cover (row C1), e.g. to what a cut LP's
+ * slots must do. */
+void shoal__ps_lp_set_work(shoal__ps_lp_t *lp, double work);
 void shoal__ps_lp_free(shoal__ps_lp_t *lp);
 /* Solve with slots after E switched off. 0: optimal; SHOAL_ERR_INFEASIBLE:
  * no fractional schedule ends by E; SHOAL_ERR_SOLVER: GLPK failed or hit a limit. */

@@ -63,7 +63,7 @@ typedef struct {
 } ps_pol_t;
 
 /* accepted keys per policy: an unknown key is an error naming it */
-static const char *const keys_larr[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "replan", "replank", "replanlp", "estimate", NULL};
+static const char *const keys_larr[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "replan", "replank", "replanlp", "estimate", NULL};
 static const char *const keys_greedy[] = {"slot", "theta", "replan", "replank", "estimate", NULL};
 static const char *const keys_oasis[] = {"slot", "mult", "force", "units", "estimate", NULL};
 
@@ -93,7 +93,7 @@ int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char 
   shoal__arrivals_init(&p->act);
   shoal__ps_replan_defaults(&p->rp);
   shoal__ps_oasis_defaults(&p->op);
-  long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
+  long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, lpb = p->rp.larr.lp_blocks, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
   long rk = p->rp.replan_k, rlp = 0;
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)))
@@ -108,6 +108,7 @@ int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char 
        (rc = shoal__param_double(name, params, "beta", p->rp.larr.beta, 1e-3, 100, &p->rp.larr.beta)) ||
        (rc = shoal__param_long(name, params, "sigma", 0, 0, 1000, &sigma)) ||
        (rc = shoal__param_long(name, params, "klp", klp, 0, 100000, &klp)) ||
+       (rc = shoal__param_long(name, params, "lpblocks", lpb, 0, 100000, &lpb)) ||
        (rc = shoal__param_long(name, params, "replanlp", 0, 0, 1, &rlp))))
     goto bad;
   if (kind == SHOAL__PS_OASIS &&
@@ -118,6 +119,7 @@ int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char 
   p->rp.larr.trials = (int)trials;
   p->rp.larr.sigma = (int)sigma;
   p->rp.larr.k_lp = (int)klp;
+  p->rp.larr.lp_blocks = (int)lpb;
   p->rp.replan_k = (int)rk;
   p->rp.replan_lp = (int)rlp;
   p->replan = (int)replan;
@@ -173,8 +175,8 @@ void shoal__ps_policy_stats(void *state, char *buf, size_t cap) {
   if (p->replan && n > 0 && (size_t)n < cap)
     n += snprintf(buf + n, cap - (size_t)n, " replans=%ld released=%ld", p->replans, p->released);
   if (p->kind == SHOAL__PS_LARR && n > 0 && (size_t)n < cap)
-    snprintf(buf + n, cap - (size_t)n, " lp_solves=%ld lp_fail=%ld rounded_chosen=%ld", p->lst.lp_solves, p->lst.lp_fail,
-             p->lst.chose_rounded);
+    snprintf(buf + n, cap - (size_t)n, " lp_solves=%ld lp_fail=%ld lp_cut=%ld rounded_chosen=%ld", p->lst.lp_solves,
+             p->lst.lp_fail, p->lst.lp_cut, p->lst.chose_rounded);
 }
 
 /* Make id addressable in the per-job arrays. */

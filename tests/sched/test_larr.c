@@ -187,3 +187,70 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
   printf("rounding: %d rounded schedules on %d LPs, all covering and within capacity; %d (%.1f%%) needed covering repair\n",
          rounds, lp_ok, repaired, 100.0 * repaired / rounds);
 }
+
+/* lp_blocks: the LP cut after its first blocks plans the head, G's tail is
+ * kept. On preloaded clusters (many distinct blocks): every schedule covers
+ * and fits, ends by E_g, has G's slots after the LP's last slot, and a cap
+ * at or above the LP's block count gives the uncapped schedule. */
+TEST_T(larr_lp_blocks_cut_keeps_greedy_tail, 110) {
+  shoal_rng_t g;
+  shoal_rng_seed(&g, 4242);
+  int cut = 0, plans = 0, rounded = 0;
+  for (int inst = 0; inst < 150; inst++) {
+    shoal__ps_cluster_t c;
+    int H = 2 + (int)shoal_rng_below(&g, 5);
+    double cap[6 * SHOAL_PS_NRES];
+    for (int h = 0; h < H; h++)
+      cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32,
+                                 cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128, cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 40;
+    CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
+    preload(&g, &c, 30);
+    shoal__ps_job_t j;
+    ps_tiny_job(&g, inst, 0, &j);
+    j.wmax = 1 + (int)shoal_rng_below(&g, 12);
+    j.work = (2 + 6 * shoal_rng_uniform(&g)) * j.wmax * j.rho_ex;
+    shoal__ps_larr_params_t p;
+    shoal__ps_larr_defaults(&p);
+    p.hmax = 60;
+    p.theta = 16;
+    shoal__ps_sched_t G, L0, L;
+    int rc = shoal__ps_greedy(&c, &j, 0, p.hmax, p.theta, &G);
+    if (rc == SHOAL_ERR_INFEASIBLE) {
+      shoal__ps_cluster_free(&c);
+      continue;
+    }
+    CHECK_OK(rc);
+    int eg = shoal__ps_sched_end(&G);
+    p.lp_blocks = 0; /* the uncapped LP */
+    CHECK_OK(shoal__ps_larr(&c, &j, 0, &p, &L0, NULL));
+    for (int b = 1; b <= 4; b++) {
+      shoal__ps_larr_stats_t st = {0};
+      p.lp_blocks = b;
+      CHECK_OK(shoal__ps_larr(&c, &j, 0, &p, &L, &st));
+      CHECK_OK(shoal__ps_sched_check(&c, &j, &L, 1));
+      CHECK(shoal__ps_sched_end(&L) <= eg);
+      plans++;
+      rounded += st.chose_rounded;
+      CHECK_EQ(st.lp_fail, 0); /* a cut LP is feasible: G's head is a point of it */
+      if (st.lp_cut) {
+        cut++;
+        CHECK(st.last_e_lp < eg);
+        for (int t = st.last_e_lp + 1; t <= eg; t++) { /* G's tail, slot for slot */
+          CHECK(t - L.start < L.len);
+          const shoal__ps_slot_t *a = &L.slot[t - L.start], *e = &G.slot[t - G.start];
+          CHECK_EQ(a->n, e->n);
+          for (int q = 0; q < a->n; q++) CHECK(a->pl[q].h == e->pl[q].h && a->pl[q].w == e->pl[q].w && a->pl[q].p == e->pl[q].p);
+        }
+      } else { /* the cap did not bind: the uncapped LP's schedule */
+        CHECK_EQ(L.len, L0.len);
+        CHECK(shoal__ps_sched_cost(&c, &j, &L, 0, p.theta) == shoal__ps_sched_cost(&c, &j, &L0, 0, p.theta));
+      }
+      shoal__ps_sched_free(&L);
+    }
+    shoal__ps_sched_free(&L0);
+    shoal__ps_sched_free(&G);
+    shoal__ps_cluster_free(&c);
+  }
+  CHECK(cut >= 100);
+  printf("lp_blocks 1-4: %d plans, %d with the LP cut (G's tail kept), %d rounded schedules chosen\n", plans, cut, rounded);
+}
