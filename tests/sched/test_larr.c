@@ -26,6 +26,30 @@ static void preload(shoal_rng_t *g, shoal__ps_cluster_t *c, int T) {
  * by id) on a copy of c: every schedule checked against the capacity left at
  * its commit; returns the total flow time in slots. kind: 0 larr, 1 greedy,
  * 2 oasis (forced admission: the flow of the schedule it would take). */
+/* A random instance on a preloaded cluster: 2-6 machines of 4 or 8 GPUs with
+ * 30 slots of other jobs' load, and a job of up to 12 workers whose work is
+ * (lo + span * U) x its workers x its ideal rate. Returns nonzero after a
+ * failed check (the cluster is then not initialized). */
+static int preloaded_instance(shoal_rng_t *g, int inst, double lo, double span, shoal__ps_cluster_t *c,
+                              shoal__ps_job_t *j) {
+  int H = 2 + (int)shoal_rng_below(g, 5);
+  double cap[6 * SHOAL_PS_NRES];
+  for (int h = 0; h < H; h++) {
+    double *r = cap + h * SHOAL_PS_NRES;
+    r[SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(g, 2);
+    r[SHOAL_PS_CPU] = 32;
+    r[SHOAL_PS_MEM] = 128;
+    r[SHOAL_PS_NET] = 40;
+  }
+  int rc = shoal__ps_cluster_init(c, H, cap);
+  if (rc) return rc;
+  preload(g, c, 30);
+  ps_tiny_job(g, inst, 0, j);
+  j->wmax = 1 + (int)shoal_rng_below(g, 12);
+  j->work = (lo + span * shoal_rng_uniform(g)) * j->wmax * j->rho_ex;
+  return 0;
+}
+
 static double commit_online(const shoal__ps_cluster_t *c, shoal__ps_job_t *jobs, int n, int kind,
                             const shoal__ps_larr_params_t *lp, const shoal__ps_oasis_params_t *op) {
   shoal__ps_cluster_t cc;
@@ -145,17 +169,9 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
   const double betas[] = {0.3, 0.7, 1.0, 1.5, 3.0};
   for (int inst = 0; inst < 800; inst++) {
     shoal__ps_cluster_t c;
-    int H = 2 + (int)shoal_rng_below(&g, 5);
-    double cap[6 * SHOAL_PS_NRES];
-    for (int h = 0; h < H; h++)
-      cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32, cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128,
-      cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 40;
-    CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
-    preload(&g, &c, 30);
     shoal__ps_job_t j;
-    ps_tiny_job(&g, inst, 0, &j);
-    j.wmax = 1 + (int)shoal_rng_below(&g, 12);
-    j.work = (1 + 4 * shoal_rng_uniform(&g)) * j.wmax * j.rho_ex;
+    CHECK_OK(preloaded_instance(&g, inst, 1, 4, &c, &j));
+    int H = c.H;
     shoal__ps_sched_t G;
     int rc = shoal__ps_greedy(&c, &j, 0, 60, 16, &G);
     if (rc == SHOAL_ERR_INFEASIBLE) {
@@ -198,17 +214,8 @@ TEST_T(larr_lp_blocks_cut_keeps_greedy_tail, 110) {
   int cut = 0, plans = 0, rounded = 0;
   for (int inst = 0; inst < 150; inst++) {
     shoal__ps_cluster_t c;
-    int H = 2 + (int)shoal_rng_below(&g, 5);
-    double cap[6 * SHOAL_PS_NRES];
-    for (int h = 0; h < H; h++)
-      cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(&g, 2), cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32,
-                                 cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128, cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 40;
-    CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
-    preload(&g, &c, 30);
     shoal__ps_job_t j;
-    ps_tiny_job(&g, inst, 0, &j);
-    j.wmax = 1 + (int)shoal_rng_below(&g, 12);
-    j.work = (2 + 6 * shoal_rng_uniform(&g)) * j.wmax * j.rho_ex;
+    CHECK_OK(preloaded_instance(&g, inst, 2, 6, &c, &j));
     shoal__ps_larr_params_t p;
     shoal__ps_larr_defaults(&p);
     p.hmax = 60;
