@@ -2,7 +2,7 @@
 # Collectives against the link limit and the anchors, on an emulated cluster
 # (`shoal testbed`, docs/testbed.md): H hosts with RATE host links, 1 then 2
 # ranks per host; allreduce float32 sum busbw of shoal's ring, halving-doubling
-# (rhd), hierarchical (hier) and automatic choice (auto), next to Open MPI
+# (rhd), hierarchical (hier) and automatic choice (auto, with SHOAL_TUNE=init), next to Open MPI
 # (mpirun through bench/testbed-agent.sh, btl tcp,vader,self on eth0) and
 # PyTorch Gloo (ranks started with `shoal testbed exec`), all on the same hosts,
 # one after the other in one run.
@@ -51,7 +51,9 @@ for H in $hosts_list; do
     n=$((H * ppn)); tag=h$H-p$ppn
     for a in ring rhd hier auto; do
       echo "# $tag: shoal $a ..." >&2
-      SHOAL_ALGO=$a timeout $budget "$S" launch --testbed "$name" -n $n --per-host $ppn --timeout $budget -- \
+      # auto is priced on the link matrix it measures at start (SHOAL_TUNE=init), as across real hosts
+      tune=cache; [ $a = auto ] && tune=init
+      SHOAL_TUNE=$tune SHOAL_ALGO=$a timeout $budget "$S" launch --testbed "$name" -n $n --per-host $ppn --timeout $budget -- \
         "$S" bench allreduce "${args[@]}" >"$out/$tag-$a.raw" 2>&1 || echo "# $tag $a failed (see $out/$tag-$a.raw)" >&2
       strip0 "$out/$tag-$a.raw" >"$out/$tag-$a.txt"
     done
