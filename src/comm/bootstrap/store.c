@@ -454,8 +454,11 @@ int shoal__store_connect(const char *host, int port, const shoal__authkey_t *key
   if ((rc = write_frame(&c, SHOAL__STORE_AUTH, ans, sizeof ans, NULL, 0, dl))) goto close_fd;
   rc = read_frame(&c, &type, buf, sizeof buf - 1, &len, dl);
   if (rc == SHOAL_ERR_PEER_CLOSED) {
-    rc = shoal__seterr(SHOAL_ERR_AUTH, "the store at %s closed the connection during authentication "
-                       "(wrong SHOAL_TOKEN?)", c.addr);
+    /* a shoal store answers a wrong token with AUTH_FAIL: a silent close is a store that ended (a job's
+     * rendezvous done while a new rank waited at its port) or not one of this version; PEER_CLOSED lets a
+     * joining rank try again */
+    rc = shoal__seterr(SHOAL_ERR_PEER_CLOSED, "the store at %s closed the connection during authentication "
+                       "(it ended, or it is not a shoal store of this version)", c.addr);
     goto close_fd;
   }
   if (rc) goto close_fd;
