@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "comm/async.h"
 #include "comm/bootstrap/auth.h"
@@ -46,6 +47,11 @@ typedef struct shoal__peer_info {
   char boot_id[40]; /* /proc/sys/kernel/random/boot_id: same host when equal */
   int pid;          /* its process id (liveness of same-host peers) */
 } shoal__peer_info_t;
+
+/* Same host: the same host name and the same kernel boot (emulated hosts share a boot id, not a name). */
+static inline int shoal__peer_same_host(const shoal__peer_info_t *a, const shoal__peer_info_t *b) {
+  return !strcmp(a->host, b->host) && !strcmp(a->boot_id, b->boot_id);
+}
 
 struct shoal__world {
   int refs; /* communicators using this world */

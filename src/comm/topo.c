@@ -7,10 +7,6 @@
 #include "comm/comm_impl.h"
 #include "core/error.h"
 
-static int same_host(const shoal__peer_info_t *a, const shoal__peer_info_t *b) {
-  return !strcmp(a->host, b->host) && !strcmp(a->boot_id, b->boot_id);
-}
-
 int shoal__topo_init(shoal__world_t *w) {
   shoal__topo_t *t = calloc(1, sizeof *t);
   if (!t) return shoal__seterr(SHOAL_ERR_NOMEM, "topology: out of memory");
@@ -26,7 +22,7 @@ int shoal__topo_init(shoal__world_t *w) {
   for (int r = 0; r < w->size; r++) {
     int h = -1;
     for (int q = 0; q < r && h < 0; q++)
-      if (same_host(&w->peers[q], &w->peers[r])) h = t->host_of[q];
+      if (shoal__peer_same_host(&w->peers[q], &w->peers[r])) h = t->host_of[q];
     t->host_of[r] = h >= 0 ? h : t->nhosts++;
     t->host_size[t->host_of[r]]++;
   }

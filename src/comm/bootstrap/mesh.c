@@ -240,8 +240,7 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
     /* Across hosts the receive window is the only brake on a peer that sends before this rank posts the
      * receive: with 4 MiB a peer already in its next collective pushed a whole message onto links the
      * current collective was using, and took half their bandwidth from it (docs/comm.md). */
-    const shoal__peer_info_t *me = &w->peers[w->rank], *pj = &w->peers[j];
-    if (rcvbuf_remote > 0 && (strcmp(me->host, pj->host) || strcmp(me->boot_id, pj->boot_id)))
+    if (rcvbuf_remote > 0 && !shoal__peer_same_host(&w->peers[w->rank], &w->peers[j]))
       shoal__sock_set_rcvbuf(w->conns[j].fd, rcvbuf_remote);
     if ((rc = shoal__sock_congestion(w->conns[j].fd, cc, used, sizeof used))) return rc;
   }
