@@ -377,18 +377,6 @@ static double tail_work(const shoal__ps_job_t *j, const shoal__ps_sched_t *G, in
   return w;
 }
 
-/* Append G's slots after e to S (S ends by e): against a fixed residual a
- * job's slots do not share capacity, so any head fits with G's tail. */
-static int splice_tail(shoal__ps_sched_t *S, const shoal__ps_sched_t *G, int e) {
-  for (int k = 0; k < G->len; k++) {
-    if (G->start + k <= e) continue;
-    shoal__ps_slot_t *sl = shoal__ps_sched_slot(S, G->start + k);
-    int rc = sl ? shoal__ps_slot_copy(sl, &G->slot[k]) : shoal__seterr(SHOAL_ERR_NOMEM, "larr tail");
-    if (rc) return rc;
-  }
-  return 0;
-}
-
 /* Machines for the LP: those the greedy uses plus the k_lp with the most
  * residual capacity (normalized, summed over resources and slots). */
 static int pick_machines(const shoal__ps_cluster_t *c, const shoal__ps_sched_t *G, int s, int e, int k_lp, int **out,
@@ -490,7 +478,9 @@ int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s
         int r2 = round_trial(c, &jh, s, e_star, e_rnd, lp, mach, nm, p->beta, p->theta, seed, &bc, &S, &heavy);
         if (st) st->trials++;
         if (r2 == SHOAL_ERR_INFEASIBLE) continue;
-        if (!r2 && cut && (r2 = splice_tail(&S, &G, e_h))) shoal__ps_sched_free(&S);
+        /* G's slots after e_h complete S (S ends by e_h): against a fixed residual a job's slots do
+         * not share capacity, so any head fits with G's tail */
+        if (!r2 && cut && (r2 = shoal__ps_sched_overlay(&S, &G, e_h + 1))) shoal__ps_sched_free(&S);
         if (r2) {
           rc = r2;
           break;

@@ -176,6 +176,15 @@ int shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src) {
   return 0;
 }
 
+int shoal__ps_sched_overlay(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src, int from) {
+  for (int k = from > src->start ? from - src->start : 0; k < src->len; k++) {
+    shoal__ps_slot_t *sl = shoal__ps_sched_slot(dst, src->start + k);
+    int rc = sl ? shoal__ps_slot_copy(sl, &src->slot[k]) : shoal__seterr(SHOAL_ERR_NOMEM, "ps schedule overlay");
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 void shoal__ps_sched_fit(shoal__ps_sched_t *s) {
   if (s->cap <= s->len) return;
   if (s->len == 0) {

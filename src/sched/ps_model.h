@@ -92,6 +92,8 @@ typedef struct {
 void shoal__ps_sched_init(shoal__ps_sched_t *s, int start);
 void shoal__ps_sched_free(shoal__ps_sched_t *s);
 int  shoal__ps_sched_copy(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src);
+/* Write src's slots from slot `from` (absolute) on into dst, over what dst has there. */
+int  shoal__ps_sched_overlay(shoal__ps_sched_t *dst, const shoal__ps_sched_t *src, int from);
 /* Give back the slot entries past len (a plan kept for the job's lifetime
  * need not keep the doubling's slack); keeps the array if realloc fails. */
 void shoal__ps_sched_fit(shoal__ps_sched_t *s);

@@ -174,10 +174,7 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
       break;
     }
     if (!(rc = shoal__ps_sched_check(c, &jr, &R, 1)) && !(rc = shoal__ps_commit(c, &jr, &R)))
-      for (int k = 0; k < R.len && !rc; k++) {
-        shoal__ps_slot_t *dst = shoal__ps_sched_slot(&S[i], R.start + k);
-        rc = dst ? shoal__ps_slot_copy(dst, &R.slot[k]) : shoal__seterr(SHOAL_ERR_NOMEM, "replan");
-      }
+      rc = shoal__ps_sched_overlay(&S[i], &R, R.start);
     shoal__ps_sched_fit(&S[i]); /* kept until the job ends */
     shoal__ps_sched_free(&R);
   }
