@@ -8,15 +8,19 @@
 #include "core/rng.h"
 #include "sched/ps_model.h"
 
+/* Machine h's row of a capacity array (H * NRES, the layout shoal__ps_cluster_init reads). */
+static inline void ps_set_cap(double *cap, int h, double gpu, double cpu, double mem, double net) {
+  double *r = cap + (size_t)h * SHOAL_PS_NRES;
+  r[SHOAL_PS_GPU] = gpu;
+  r[SHOAL_PS_CPU] = cpu;
+  r[SHOAL_PS_MEM] = mem;
+  r[SHOAL_PS_NET] = net;
+}
+
 /* Tiny cluster: H machines with 4 GPUs, 16 CPUs, 64 GB, 20 Gb/s. */
 static inline int ps_tiny_cluster(int H, shoal__ps_cluster_t *c) {
   double cap[8 * SHOAL_PS_NRES];
-  for (int h = 0; h < H; h++) {
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 4;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 16;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 64;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 20;
-  }
+  for (int h = 0; h < H; h++) ps_set_cap(cap, h, 4, 16, 64, 20);
   return shoal__ps_cluster_init(c, H, cap);
 }
 

@@ -66,12 +66,7 @@ static double ref_unit_cost(const shoal__ps_cluster_t *c, int t, int h, int s, d
 TEST(larr_slot_best_memo_matches_fresh_scan) {
   enum { H = 7, T = 40 };
   double cap[H * SHOAL_PS_NRES];
-  for (int h = 0; h < H; h++) {
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = h % 3 ? 4 : 8;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 32;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 128;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = h == 2 ? 0 : 20;
-  }
+  for (int h = 0; h < H; h++) ps_set_cap(cap, h, h % 3 ? 4 : 8, 32, 128, h == 2 ? 0 : 20);
   shoal_rng_t g;
   shoal_rng_seed(&g, 11);
   long coloc = 0, dist = 0, empty = 0;

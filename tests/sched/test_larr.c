@@ -34,13 +34,7 @@ static int preloaded_instance(shoal_rng_t *g, int inst, double lo, double span, 
                               shoal__ps_job_t *j) {
   int H = 2 + (int)shoal_rng_below(g, 5);
   double cap[6 * SHOAL_PS_NRES];
-  for (int h = 0; h < H; h++) {
-    double *r = cap + h * SHOAL_PS_NRES;
-    r[SHOAL_PS_GPU] = 4 + 4 * (int)shoal_rng_below(g, 2);
-    r[SHOAL_PS_CPU] = 32;
-    r[SHOAL_PS_MEM] = 128;
-    r[SHOAL_PS_NET] = 40;
-  }
+  for (int h = 0; h < H; h++) ps_set_cap(cap, h, 4 + 4 * (int)shoal_rng_below(g, 2), 32, 128, 40);
   int rc = shoal__ps_cluster_init(c, H, cap);
   if (rc) return rc;
   preload(g, c, 30);

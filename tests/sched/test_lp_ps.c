@@ -38,8 +38,7 @@ TEST(larr_lp_iteration_limit_is_solver_error) {
   /* a big LP (200 machines x 60 slots) allowed one simplex iteration */
   int H = 200;
   double *cap = malloc(sizeof(double) * H * SHOAL_PS_NRES);
-  for (int h = 0; h < H; h++) cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = 8, cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 64, cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 256,
-      cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 50;
+  for (int h = 0; h < H; h++) ps_set_cap(cap, h, 8, 64, 256, 50);
   shoal__ps_cluster_t c;
   CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
   free(cap);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../runner.h"
+#include "ps_testutil.h"
 #include "core/rng.h"
 #include "sched/policy_util.h"
 #include "sched/ps_model.h"
@@ -79,12 +80,7 @@ TEST(policy_rate_memo_equals_the_speed_model) {
 TEST(ps_slot_max_and_worker_test_match_the_machines) {
   enum { H = 12, T = 30 };
   double cap[H * SHOAL_PS_NRES];
-  for (int h = 0; h < H; h++) {
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = h % 3 ? 8 : 4;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_CPU] = 64;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_MEM] = 256;
-    cap[h * SHOAL_PS_NRES + SHOAL_PS_NET] = 0;
-  }
+  for (int h = 0; h < H; h++) ps_set_cap(cap, h, h % 3 ? 8 : 4, 64, 256, 0);
   shoal__ps_cluster_t c;
   CHECK_OK(shoal__ps_cluster_init(&c, H, cap));
   shoal_rng_t g;
