@@ -19,7 +19,7 @@
 #             topo-sync  dssync topo without overlap (average after the step)
 #             --variant V: the runs are named STRATEGY-V and get --train-args appended (e.g.
 #             --variant h2 --train-args "--bridge-period 2"); --report lists them after the others
-# Default link rates: mlp 200mbit, cnn 50mbit (communication a large share of an iteration).
+# Default link rates: mlp 200mbit, cnn 12mbit (communication 20-40x the compute of an iteration for both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build model=mlp rate="" epochs=8 batch=32 lr=0.1 warmup=100 decay=5,7 strategies="" budget=1700
@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
-case $model in mlp) rate=${rate:-200mbit} ;; cnn) rate=${rate:-50mbit} ;;
+case $model in mlp) rate=${rate:-200mbit} ;; cnn) rate=${rate:-12mbit} ;;
   *) echo "run.sh: --model $model: expected mlp or cnn" >&2; exit 2 ;; esac
 S=$PWD/$build/shoal
 [ -x "$S" ] || { echo "run.sh: $S not built (make -j2)" >&2; exit 2; }
