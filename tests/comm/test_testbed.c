@@ -210,8 +210,10 @@ TEST_T(testbed_link_slowdown_noticed_and_choice_changes, 110) {
            "echo slowing-at $(steps)\n"
            "$S testbed set --name $N h3 --rate 100mbit >/dev/null\n"
            "echo slowed-at $(steps)\n"
-           "wait $pid && echo bench-rc=0 || echo bench-rc=$?\n"
-           "sed -n 's/^\\[0\\] //p' $O\n",
+           "rc=0; wait $pid || rc=$?; echo bench-rc=$rc\n"
+           "sed -n 's/^\\[0\\] //p' $O\n"
+           /* a failed run: every other rank's and the launcher's lines, which name the cause */
+           "[ $rc = 0 ] || { echo '--- other ranks, launcher:'; grep -v '^\\[0\\]' $O | tail -60; }\n",
            S, name);
   setenv("TMPDIR", "/tmp", 0);
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 105);
