@@ -286,7 +286,14 @@ static int tbf(char *err, size_t cap, const char *ns, const char *dev, double bp
    * a message up to the burst passes an idle link at memory speed. */
   double burst = bps / 8 * 5e-3;
   if (burst < 32768) burst = 32768;
-  return shoal__tb_run(err, cap, "tc -n %s qdisc replace dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
+  /* A new qdisc every time, not `qdisc replace` of the tbf in place: changing
+   * a tbf's rate while packets were queued (shoal testbed set during a run)
+   * left it throttled for good, its backlog never sent (a host's ACKs stuck in
+   * it, its peers' TCP backing off until SHOAL_TIMEOUT; about 1 change in 30
+   * on the loaded 2 cores). The packets queued at the change are dropped and
+   * TCP sends them again. */
+  shoal__tb_run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
+  return shoal__tb_run(err, cap, "tc -n %s qdisc add dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
              burst);
 }
 
