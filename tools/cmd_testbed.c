@@ -275,26 +275,28 @@ static int read_topo(const char *path, topo_t *t) {
   return rc ? -1 : 0;
 }
 
-static int tbf(char *err, size_t cap, const char *ns, const char *dev, double bps) {
-  if (bps <= 0) {
-    shoal__tb_run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
-    return 0;
-  }
+/* Shape dev's egress at bps on a link that has no root qdisc yet (bps <= 0: leave it unshaped). */
+static int tbf_add(char *err, size_t cap, const char *ns, const char *dev, double bps) {
+  if (bps <= 0) return 0;
   /* burst: 5 ms at the rate (at least 32 kB); queue: 50 ms. A 1 ms burst lost up to
    * 80% of the rate when the 2 cores were busy: tbf refills only when its timer
    * runs, and a late timer with a small bucket leaves the link idle. The cost:
    * a message up to the burst passes an idle link at memory speed. */
   double burst = bps / 8 * 5e-3;
   if (burst < 32768) burst = 32768;
-  /* A new qdisc every time, not `qdisc replace` of the tbf in place: changing
-   * a tbf's rate while packets were queued (shoal testbed set during a run)
-   * left it throttled for good, its backlog never sent (a host's ACKs stuck in
-   * it, its peers' TCP backing off until SHOAL_TIMEOUT; about 1 change in 30
-   * on the loaded 2 cores). The packets queued at the change are dropped and
-   * TCP sends them again. */
-  shoal__tb_run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
   return shoal__tb_run(err, cap, "tc -n %s qdisc add dev %s root handle 1: tbf rate %.0fbit burst %.0f latency 50ms", ns, dev, bps,
              burst);
+}
+
+/* Change a link's shaping while jobs may use it: a new qdisc, not `qdisc
+ * replace` of the tbf in place, which, with packets queued at the change,
+ * left it throttled for good, its backlog never sent (a host's ACKs stuck in
+ * it, its peers' TCP backing off until SHOAL_TIMEOUT; about 1 change in 30
+ * on the loaded 2 cores). The packets queued at the change are dropped and
+ * TCP sends them again. */
+static int tbf_reset(char *err, size_t cap, const char *ns, const char *dev, double bps) {
+  shoal__tb_run(err, cap, "tc -n %s qdisc del dev %s root", ns, dev); /* absent: fine */
+  return tbf_add(err, cap, ns, dev, bps);
 }
 
 static int tb_up(const char *name, const topo_t *t) {
@@ -368,7 +370,7 @@ static int tb_up(const char *name, const topo_t *t) {
       char u[16], dn[16];
       snprintf(u, sizeof u, "up%d", r);
       snprintf(dn, sizeof dn, "dn%d", r);
-      if (tbf(err, sizeof err, fab, u, up_bps) || tbf(err, sizeof err, fab, dn, up_bps)) goto failed;
+      if (tbf_add(err, sizeof err, fab, u, up_bps) || tbf_add(err, sizeof err, fab, dn, up_bps)) goto failed;
       rec("uplink %d %.0f %.0f", r, up_bps, up_bps);
     }
   }
@@ -386,7 +388,7 @@ static int tb_up(const char *name, const topo_t *t) {
     STEP("ip -n %s link set %s up", ns, TB_IFNAME);
     STEP("ip -n %s link set lo up", ns);
     if (tb_interrupted) goto interrupted;
-    if (tbf(err, sizeof err, ns, TB_IFNAME, t->rate) || tbf(err, sizeof err, fab, hv, t->rate)) goto failed;
+    if (tbf_add(err, sizeof err, ns, TB_IFNAME, t->rate) || tbf_add(err, sizeof err, fab, hv, t->rate)) goto failed;
     rec("host %d h%d %s %s rack %d", i, i, ns, addr, r);
     rec("rate %d %.0f %.0f", i, t->rate, t->rate);
   }
@@ -610,8 +612,8 @@ static int tb_set(const char *name, int argc, char **argv) {
     char u[16], d[16];
     snprintf(u, sizeof u, "up%d", rack);
     snprintf(d, sizeof d, "dn%d", rack);
-    if (eg >= 0 && tbf(err, sizeof err, tb->fabric, u, eg)) goto failed;
-    if (in >= 0 && tbf(err, sizeof err, tb->fabric, d, in)) goto failed;
+    if (eg >= 0 && tbf_reset(err, sizeof err, tb->fabric, u, eg)) goto failed;
+    if (in >= 0 && tbf_reset(err, sizeof err, tb->fabric, d, in)) goto failed;
     append_state(tb->dir, "uplink %d %.0f %.0f", rack, eg >= 0 ? eg : tb->up_bps[rack], in >= 0 ? in : tb->down_bps[rack]);
     free(tb);
     return 0;
@@ -620,11 +622,11 @@ static int tb_set(const char *name, int argc, char **argv) {
   char hv[16];
   snprintf(hv, sizeof hv, "h%d", host);
   if (eg >= 0) {
-    if (tbf(err, sizeof err, h->ns, TB_IFNAME, eg)) goto failed;
+    if (tbf_reset(err, sizeof err, h->ns, TB_IFNAME, eg)) goto failed;
     h->egress_bps = eg;
   }
   if (in >= 0) {
-    if (tbf(err, sizeof err, tb->fabric, hv, in)) goto failed;
+    if (tbf_reset(err, sizeof err, tb->fabric, hv, in)) goto failed;
     h->ingress_bps = in;
   }
   if (eg >= 0 || in >= 0) append_state(tb->dir, "rate %d %.0f %.0f", host, h->egress_bps, h->ingress_bps);
