@@ -123,5 +123,7 @@ if HAVE_SYNC:
     _proto("shoal_sync_last_step", c_int, P, ctypes.POINTER(c_double), ctypes.POINTER(c_int),
            ctypes.POINTER(c_double))
     _proto("shoal_sync_max_staleness", c_int, P)
+    _proto("shoal_sync_pause", c_int, P)
+    _proto("shoal_sync_checkpoint", c_int, P)
     _proto("shoal_sync_errmsg", c_char_p, P)
     _proto("shoal_sync_strategy_name", c_char_p, c_int)

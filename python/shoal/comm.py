@@ -118,6 +118,9 @@ def as_buffer(x, writable=True, what="buffer"):
     dt = _NP_DTYPES.get(x.dtype.name)
     if dt is None:
         raise InvalidArgument(-1, "%s: unsupported dtype %s" % (what, x.dtype))
+    if not x.dtype.isnative:
+        raise InvalidArgument(-1, "%s: dtype %s is not in this machine's byte order (convert with "
+                              "x.astype(x.dtype.newbyteorder('=')))" % (what, x.dtype.str))
     return _Buf(x.ctypes.data, x.size, dt, x)
 
 
@@ -134,57 +137,85 @@ def _same_type(a, b, what):
     if a.dtype != b.dtype:
         raise InvalidArgument(-1, "%s: input and output dtypes differ" % what)
 
+
+def _same_out(a, b, what):
+    """out of an allreduce or reduce: the input's dtype and element count."""
+    _same_type(a, b, what)
+    if a.count != b.count:
+        raise InvalidArgument(-1, "%s: out has %d elements, the input %d" % (what, b.count, a.count))
+
 # ---- requests -----------------------------------------------------------------------------------
 
 
 class Request:
-    """A non-blocking collective in flight. Keep the buffers alive and untouched until it completes
-    (the request holds references to them). wait() raises the operation's error."""
+    """A non-blocking collective in flight. The request holds references to its buffers until the
+    operation completes, even when the request itself is dropped; do not touch them meanwhile.
+    wait() and test() raise the operation's error."""
 
-    def __init__(self, handle, keep, result=None):
+    def __init__(self, handle, keep, result=None, orphans=None):
         self._h = handle
         self._keep = keep
+        self._orphans = orphans
+        self._rc, self._msg = 0, None
         self.result = result
 
-    def _release(self):
-        """Its communicator is being destroyed: complete it quietly (destroy would wait for it anyway)."""
-        if self._h is not None:
-            lib.shoal_wait(ctypes.byref(self._h))
-            self._h = None
-            self._keep = None
+    def _complete(self, rc):
+        self._h = None
+        self._keep = None
+        if rc < 0:
+            self._rc, self._msg = rc, last_error()
 
-    def test(self):
-        """True (and the operation's error raised, if any) once complete; False while running."""
+    def _raise(self):
+        if self._rc < 0:
+            rc, self._rc = self._rc, 0  # raised once, as the C status is returned once
+            check(rc, self._msg)
+
+    def _poll(self):
+        """True once complete (its status kept for test/wait); never blocks, never raises."""
         if self._h is None:
             return True
         done = ctypes.c_int(0)
         rc = lib.shoal_test(ctypes.byref(self._h), ctypes.byref(done))
         if done.value or rc:
-            self._h = None
-            self._keep = None
-            check(rc)
+            self._complete(rc)
             return True
         return False
+
+    def _release(self):
+        """Its communicator is being destroyed: wait for it now (destroy would wait for it anyway);
+        a later wait() or test() still raises its error."""
+        if self._h is not None:
+            self._complete(lib.shoal_wait(ctypes.byref(self._h)))
+
+    def test(self):
+        """True (and the operation's error raised, if any) once complete; False while running."""
+        if not self._poll():
+            return False
+        self._raise()
+        return True
 
     def wait(self):
         """Block until complete (the GIL is released meanwhile); returns .result (the output buffer)."""
         if self._h is not None:
-            rc = lib.shoal_wait(ctypes.byref(self._h))
-            self._h = None
-            self._keep = None
-            check(rc)
+            self._complete(lib.shoal_wait(ctypes.byref(self._h)))
+        self._raise()
         return self.result
 
     @property
     def done(self):
-        return self._h is None
+        """True once the operation has completed (polls it; its error is raised by wait/test)."""
+        return self._poll()
 
     def __del__(self):
-        # Dropped without waiting: the operation still runs to completion in order (its
-        # buffers stay referenced by nobody, so the caller must have kept them).
-        if getattr(self, "_h", None) is not None and lib is not None:
+        # Dropped while running: the operation still runs to completion in order, so its buffers
+        # must live until then; the communicator keeps handle and buffers and reaps them later.
+        if getattr(self, "_h", None) is None or lib is None:
+            return
+        if not self._poll() and self._orphans is not None:
+            self._orphans.append((self._h, self._keep))
+        elif self._h is not None:
             lib.shoal_request_free(self._h)
-            self._h = None
+        self._h = None
 
 
 def wait_all(requests):
@@ -248,6 +279,10 @@ class Comm:
         """Release the communicator (waits for its pending requests). Idempotent."""
         for r in list(getattr(self, "_reqs", ())):  # requests never waited for: C frees them in wait
             r._release()
+        orphans = getattr(self, "_orphans", [])
+        for h, _ in orphans:  # dropped requests: their buffers live until now
+            lib.shoal_wait(ctypes.byref(h))
+        del orphans[:]
         if getattr(self, "_borrowed", False):  # owned by a Sync context
             self._h = None
             return
@@ -314,7 +349,7 @@ class Comm:
         b = as_buffer(buf, writable=out is None, what="allreduce")
         o = as_buffer(out, what="allreduce out") if out is not None else b
         if out is not None:
-            _same_type(b, o, "allreduce")
+            _same_out(b, o, "allreduce")
         send = IN_PLACE if out is None else b.ptr
         if algo is None:
             check(lib.shoal_allreduce(self._c(), send, o.ptr, b.count, b.dtype, _redop(op)))
@@ -333,6 +368,7 @@ class Comm:
         """out (significant at root only; in place when None) receives the reduction."""
         b = as_buffer(buf, writable=out is None, what="reduce")
         o = as_buffer(out, what="reduce out") if out is not None else b
+        _same_out(b, o, "reduce")
         check(lib.shoal_reduce(self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count, b.dtype,
                                _redop(op), int(root)))
         return buf if out is None else out
@@ -373,19 +409,31 @@ class Comm:
 
     # -- non-blocking collectives: each returns a Request whose wait() returns the output --
     def _issue(self, fn, args, keep, result):
-        h = ctypes.c_void_p()
-        check(fn(*args, ctypes.byref(h)))
-        r = Request(h, keep, result)
         if not hasattr(self, "_reqs"):
             self._reqs = weakref.WeakSet()
+            self._orphans = []
+        self._reap()
+        h = ctypes.c_void_p()
+        check(fn(*args, ctypes.byref(h)))
+        r = Request(h, keep, result, self._orphans)
         self._reqs.add(r)
         return r
+
+    def _reap(self):
+        """Free the dropped requests that have completed, and with them their buffers."""
+        live = []
+        for h, keep in self._orphans:
+            done = ctypes.c_int(0)
+            rc = lib.shoal_test(ctypes.byref(h), ctypes.byref(done))
+            if not (done.value or rc):
+                live.append((h, keep))
+        self._orphans[:] = live
 
     def iallreduce(self, buf, op="sum", out=None):
         b = as_buffer(buf, writable=out is None, what="iallreduce")
         o = as_buffer(out, what="iallreduce out") if out is not None else b
         if out is not None:
-            _same_type(b, o, "iallreduce")
+            _same_out(b, o, "iallreduce")
         return self._issue(lib.shoal_iallreduce, (self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count,
                                                   b.dtype, _redop(op)), (b, o), buf if out is None else out)
 
@@ -396,6 +444,7 @@ class Comm:
     def ireduce(self, buf, out=None, op="sum", root=0):
         b = as_buffer(buf, writable=out is None, what="ireduce")
         o = as_buffer(out, what="ireduce out") if out is not None else b
+        _same_out(b, o, "ireduce")
         return self._issue(lib.shoal_ireduce, (self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count,
                                                b.dtype, _redop(op), int(root)), (b, o), buf if out is None else out)
 

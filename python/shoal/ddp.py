@@ -134,6 +134,15 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _backward_done(self):
         self._in_backward = False
+        # a parameter without a gradient this step whose .grad the optimizer set to None: its hook
+        # did not fire, so its bucket still holds the previous step's gradient; it is reduced as zeros
+        with torch.no_grad():
+            for b in self.buckets:
+                for p, off in zip(b.params, b.offsets):
+                    if p.grad is None:
+                        view = b.gbuf[off:off + p.numel()].view_as(p)
+                        view.zero_()
+                        p.grad = view
         self.sync.finish()
 
     def _close_step(self):

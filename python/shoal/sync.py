@@ -11,7 +11,8 @@ buffers (NumPy arrays or torch CPU tensors, used in place):
         s.end()                           # dssync/localsgd: parameters averaged
     s.final()                             # every worker holds the same model
 
-Parameter-server ranks (s.is_server) call s.serve() instead of training. Errors raise ShoalError with
+Parameter-server ranks (s.is_server) call s.serve() instead of training. Before using the
+communicator yourself between steps, call s.pause() (partial with ahead > 0 needs it). Errors raise ShoalError with
 the context's message."""
 import ctypes
 
@@ -23,7 +24,7 @@ F_GRADS, F_PARAMS, F_SERVER_STEP, F_SERVER = 1, 2, 4, 8
 
 
 def strategies():
-    """Names of the strategies the library has ("bsp", "dssync", "localsgd", "ps")."""
+    """Names of the strategies the library has ("bsp", "dssync", "localsgd", "ps", "partial")."""
     if not _lib.HAVE_SYNC:
         return []
     out, i = [], 0
@@ -105,6 +106,19 @@ class Sync:
 
     def serve(self):
         self._rc(lib.shoal_sync_serve(self._c()))
+
+    def pause(self):
+        """Between steps, on every worker after the same step, before using the communicator
+        yourself (partial with ahead > 0 stops its thread; a no-op for the others)."""
+        self._rc(lib.shoal_sync_pause(self._c()))
+
+    def checkpoint(self):
+        """Between steps, on every worker: ps servers write their state (config ckpt=PATH)."""
+        self._rc(lib.shoal_sync_checkpoint(self._c()))
+
+    def max_staleness(self):
+        """ps servers: the largest staleness (clocks) of a gradient applied so far."""
+        return self._rc(lib.shoal_sync_max_staleness(self._c()))
 
     def workers(self):
         """The communicator of the training workers (None on a server); owned by this context."""

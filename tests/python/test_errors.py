@@ -52,11 +52,30 @@ def local_errors():
     expect(shoal.InvalidArgument, lambda: c.allreduce([1, 2, 3]), "neither a NumPy array")
     expect(shoal.InvalidArgument, lambda: c.allgather(np.zeros(3, np.float32), np.zeros(5, np.float32)),
            "5 elements are not 1 ranks x 3")
+    # out= buffers: the input's dtype and count (the library would write past a shorter one)
+    a8 = np.zeros(8, np.float32)
+    expect(shoal.InvalidArgument, lambda: c.allreduce(a8, out=np.zeros(4, np.float32)), "out has 4 elements, the input 8")
+    expect(shoal.InvalidArgument, lambda: c.iallreduce(a8, out=np.zeros(4, np.float32)), "out has 4 elements")
+    expect(shoal.InvalidArgument, lambda: c.reduce(a8, out=np.zeros(4, np.float32)), "out has 4 elements")
+    expect(shoal.InvalidArgument, lambda: c.reduce(a8, out=torch.zeros(8, dtype=torch.float64)), "dtypes differ")
+    expect(shoal.InvalidArgument, lambda: c.ireduce(a8, out=np.zeros(8, np.int32)), "dtypes differ")
+    expect(shoal.InvalidArgument, lambda: c.allreduce(np.zeros(4, ">f4")), "not in this machine's byte order")
     # found when the operation runs: raised by wait(), the status of the C library
     req = c.iallreduce(np.zeros(4, np.uint8))
     e = expect(shoal.ShoalError, req.wait, "uint8")
     check(e.status == -11, "uint8 reduction: status %d" % e.status)
     c.destroy()
+    # done polls; an error of a request that destroy() completed is still raised by wait()
+    c = fresh()
+    req = c.iallreduce(np.ones(4, np.float32))
+    t0 = time.monotonic()
+    while not req.done and time.monotonic() - t0 < 10:
+        time.sleep(0.01)
+    check(req.done, "req.done still False 10 s after a one-rank iallreduce")
+    req = c.iallreduce(np.zeros(4, np.uint8))
+    c.destroy()
+    e = expect(shoal.ShoalError, req.wait, "uint8")
+    check(e.status == -11, "uint8 reduction completed by destroy: status %d" % e.status)
     c = fresh()
     # strategies: configuration errors name the key; wrong buffers are refused
     expect(shoal.InvalidArgument, lambda: shoal.Sync(c, "dssync", "bogus=1"), "bogus")
@@ -94,6 +113,24 @@ def child():
         check(isinstance(e, (shoal.Mismatch, shoal.PeerClosed)), "mismatch class %s" % type(e).__name__)
         expect(shoal.Aborted, lambda: c.barrier(), "aborted after an earlier error")
         print("OK %s rank %d: %s" % (mode, r, e))
+    elif mode == "drop":
+        # a request dropped while running keeps its buffer alive until the operation completes
+        import gc
+        import weakref
+        if r == 1:
+            time.sleep(1.0)
+        a = np.ones(1 << 20, np.float32)
+        w = weakref.ref(a)
+        c.iallreduce(a)  # the Request is dropped at once
+        del a
+        gc.collect()
+        check(r == 1 or w() is not None, "rank 0: buffer of a dropped, running request was freed")
+        c.barrier()  # ordered after the request
+        check(w() is None or float(w()[0]) == 2.0, "dropped request's buffer holds %r" % (w() is not None and w()[0]))
+        c.iallreduce(np.ones(4, np.float32)).wait()  # issuing reaps the completed dropped request
+        gc.collect()
+        check(w() is None, "rank %d: dropped request's buffer still referenced after it completed" % r)
+        print("OK %s rank %d" % (mode, r))
     elif mode == "kill":
         big = np.zeros(1 << 20, np.float32)
         c.barrier()
@@ -119,6 +156,9 @@ def main():
     res = harness.torchrun_style(2, me, ["mismatch"], timeout=40, env={"SHOAL_SHM": "0"})
     for r, (rc, out) in enumerate(res):
         check(rc == 0 and "OK mismatch rank %d" % r in out, "mismatch rank %d (exit %d):\n%s" % (r, rc, out))
+    res = harness.torchrun_style(2, me, ["drop"], timeout=40)
+    for r, (rc, out) in enumerate(res):
+        check(rc == 0 and "OK drop rank %d" % r in out, "drop rank %d (exit %d):\n%s" % (r, rc, out))
     res = harness.torchrun_style(3, me, ["kill"], timeout=40)
     check(res[1][0] == -signal.SIGKILL, "victim exit %d" % res[1][0])
     for r in (0, 2):
