@@ -70,7 +70,7 @@ $(foreach L,$(LAYERS),$(eval $(call test_rules,$(L))))
 TEST_BINS := $(foreach L,$(LAYERS),$(BUILD)/tests/test_$(L))
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config install uninstall \
+.PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config install uninstall pythondir \
         $(addprefix test-,$(LAYERS))
 all: $(BUILD)/shoal $(TEST_BINS) lib $(EXAMPLE_BINS)
 
@@ -113,7 +113,9 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-PYTHONDIR  ?= $(LIBDIR)/python3/dist-packages
+# Debian's /usr/bin/python3 searches /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/dist-packages
+PYVER       = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR  ?= $(if $(or $(filter /usr,$(PREFIX)),$(if $(PYVER),,none)),$(LIBDIR)/python3/dist-packages,$(LIBDIR)/python$(PYVER)/dist-packages)
 DESTDIR    ?=
 install: lib $(BUILD)/shoal
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PKGCONFIGDIR) \
@@ -126,6 +128,9 @@ install: lib $(BUILD)/shoal
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/shoal/
 	$(pc_subst) > $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
 	install -m 644 $(wildcard python/shoal/*.py) $(DESTDIR)$(PYTHONDIR)/shoal/
+	@echo "python package: $(PYTHONDIR)/shoal (on /usr/bin/python3's path for PREFIX=/usr and /usr/local; otherwise PYTHONPATH=$(PYTHONDIR))"
+pythondir:
+	@echo $(PYTHONDIR)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/shoal $(DESTDIR)$(LIBDIR)/libshoal.so* $(DESTDIR)$(LIBDIR)/libshoal.a \
 	  $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc

@@ -30,8 +30,9 @@ else bad make_install "$out"; echo "install: $pass passed, $((fail)) failed, 0 s
 
 root=$stage$prefix
 files_ok=1
+pydir=$(make --no-print-directory -s PREFIX="$prefix" pythondir)
 for f in bin/shoal lib/libshoal.so.$ver lib/libshoal.a lib/pkgconfig/shoal.pc include/shoal/shoal.h \
-         include/shoal/request.h lib/python3/dist-packages/shoal/__init__.py; do
+         include/shoal/request.h "${pydir#$prefix/}/shoal/__init__.py"; do
   [ -e "$root/$f" ] || { bad files "missing $f"; files_ok=0; }
 done
 [ "$(readlink "$root/lib/libshoal.so.$major")" = "libshoal.so.$ver" ] || { bad files "libshoal.so.$major -> $(readlink "$root/lib/libshoal.so.$major")"; files_ok=0; }
@@ -83,5 +84,20 @@ done
 if [ -x "$tmp/hello" ] && ldd_out=$(LD_LIBRARY_PATH=$root/lib ldd "$tmp/hello") && grep -q "$root/lib/libshoal.so.$major" <<<"$ldd_out"; then
   ok resolves_installed_library
 else bad resolves_installed_library "${ldd_out:-}"; fi
+# the Python package: where Debian's interpreter looks for PREFIX=/usr/local and /usr; the staged copy
+# imports and loads the installed library (found relative to the package)
+py=/usr/bin/python3
+if [ -x $py ]; then
+  syspath=$($py -c 'import sys; print("\n".join(sys.path))')
+  miss=""
+  for p in /usr/local /usr; do
+    d=$(make --no-print-directory -s PREFIX=$p pythondir)
+    grep -qx "$d" <<<"$syspath" || miss="$miss $d"
+  done
+  if [ -z "$miss" ]; then ok python_dir_on_sys_path; else bad python_dir_on_sys_path "not on $py's sys.path:$miss"; fi
+  if out=$(cd "$tmp" && env -u SHOAL_LIBRARY PYTHONPATH="$stage$pydir" $py -c 'import shoal._lib as l; print(l.path)' 2>&1) &&
+     [ "$out" = "$root/lib/libshoal.so.$major" ]; then ok python_import_installed
+  else bad python_import_installed "$out"; fi
+fi
 echo "install: $pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
