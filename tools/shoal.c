@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "shoal/shoal.h"
+#include "core/log.h"
 
 typedef int (*cmd_fn)(int argc, char **argv);
 /* Weak so that the dispatcher links whatever subcommands exist. */
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
     printf("shoal %s\n", SHOAL_VERSION_STRING);
     return 0;
   }
+  shoal__log_init();
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     if (strcmp(argv[1], cmds[i].name)) continue;
     if (!cmds[i].fn) {

@@ -6,8 +6,8 @@
 
 const shoal__config_var_t shoal__config_vars[] = {
   /* core */
-  {"SHOAL_DEBUG", "WARN", "core", "log level: ERROR, WARN, INFO, DEBUG or TRACE"},
-  {"SHOAL_DEBUG_SUBSYS", "", "core", "log only these subsystems (INIT,NET,COLL,TUNING,SIM,TRAIN); ^ excludes"},
+  {"SHOAL_DEBUG", "WARN", "core", "log level: ERROR, WARN, INFO, DEBUG or TRACE (another value: reported, WARN used)"},
+  {"SHOAL_DEBUG_SUBSYS", "", "core", "log only these subsystems (INIT,NET,COLL,DSSYNC,TUNING,SIM,TRAIN); ^ excludes; an unknown name is reported"},
   {"SHOAL_CONF_FILE", "~/.shoal.conf", "core", "file of VAR=value defaults; the environment wins"},
   /* comm: bootstrap */
   {"SHOAL_RANK", "", "comm", "this process's rank (else RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"},

@@ -18,20 +18,46 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
+/* The subsystems that log (SHOAL_DEBUG_SUBSYS names them; ALL as well). */
+static const char *subsys_names[] = {"INIT", "NET", "COLL", "DSSYNC", "TUNING", "SIM", "TRAIN", "ALL"};
+
+/* Logging starts anywhere (no call returns its error), so a bad value is
+ * reported on stderr once, naming the variable, and the default is used. */
 static void log_configure(void) {
   const char *lv = getenv("SHOAL_DEBUG");
-  int level = SHOAL_LOG_WARN;
+  int level = SHOAL_LOG_WARN, known = 0;
   if (lv && *lv) {
     for (int i = 0; i < 5; i++)
-      if (strcasecmp(lv, level_names[i]) == 0) level = i;
-    if (strcasecmp(lv, "VERSION") == 0) level = SHOAL_LOG_INFO;
+      if (strcasecmp(lv, level_names[i]) == 0) level = i, known = 1;
+    if (strcasecmp(lv, "VERSION") == 0) level = SHOAL_LOG_INFO, known = 1;
+    if (!known)
+      fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (ERROR, WARN, INFO, DEBUG, TRACE): using WARN\n", lv);
   }
   const char *ss = getenv("SHOAL_DEBUG_SUBSYS");
-  if (ss) snprintf(log_subsys, sizeof log_subsys, "%s", ss);
+  if (ss) {
+    snprintf(log_subsys, sizeof log_subsys, "%s", ss);
+    for (const char *p = ss + (*ss == '^'); *p;) {
+      const char *e = strchr(p, ',');
+      size_t len = e ? (size_t)(e - p) : strlen(p);
+      int ok = 0;
+      for (size_t i = 0; i < sizeof subsys_names / sizeof *subsys_names; i++)
+        if (len == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], len) == 0) ok = 1;
+      if (!ok)
+        fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: unknown subsystem '%.*s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)\n",
+                (int)len, p);
+      if (!e) break;
+      p = e + 1;
+    }
+  }
   shoal__log_level_cur = level;
 }
 
-void shoal__log_set_rank(int rank) { log_rank = rank; }
+void shoal__log_set_rank(int rank) {
+  pthread_once(&log_once, log_configure); /* a bad SHOAL_DEBUG is reported when a rank starts */
+  log_rank = rank;
+}
+
+void shoal__log_init(void) { pthread_once(&log_once, log_configure); }
 
 /* SHOAL_DEBUG_SUBSYS: "INIT,NET" enables those, "^COLL" everything but COLL. */
 static int subsys_match(const char *subsys) {

@@ -18,6 +18,8 @@ void shoal__log_write(int level, const char *subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The rank printed in every line's prefix (-1: none). */
 void shoal__log_set_rank(int rank);
+/* Read SHOAL_DEBUG and SHOAL_DEBUG_SUBSYS now (a bad value is reported on stderr). */
+void shoal__log_init(void);
 
 #define SHOAL_LOG(level, subsys, ...)                                   \
   do {                                                                  \

@@ -147,4 +147,12 @@ TEST(cli_config_prints_table) {
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(st != 0);
   CHECK_CONTAINS(out, "unknown command 'nosuchcommand'");
+  /* a bad log level or subsystem is reported, naming the variable (logging has no call to fail) */
+  snprintf(cmd, sizeof cmd, "SHOAL_DEBUG=LOUD SHOAL_DEBUG_SUBSYS=NET,FOO %s config 2>&1", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_CONTAINS(out, "SHOAL_DEBUG=LOUD is not a log level");
+  CHECK_CONTAINS(out, "SHOAL_DEBUG_SUBSYS: unknown subsystem 'FOO'");
+  snprintf(cmd, sizeof cmd, "SHOAL_DEBUG=info SHOAL_DEBUG_SUBSYS=^coll,NET %s config 2>&1", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
+  CHECK_MSG(strstr(out, "WARN INIT") == NULL, "valid SHOAL_DEBUG values reported: %s", out);
 }
