@@ -40,6 +40,8 @@ def local_errors():
     # an argument error found by the C library aborts the communicator (its other ranks must not wait for
     # a call this rank skipped): the next call says so
     expect(shoal.Aborted, lambda: c.barrier(), "aborted after an earlier error", "root 3 out of range")
+    # also when the next call has an argument error of its own (its message comes second)
+    expect(shoal.Aborted, lambda: c.allreduce(np.zeros(4, np.uint8)), "root 3 out of range", "this call:", "uint8")
     c.destroy()
     c = fresh()
     expect(shoal.InvalidArgument, lambda: c.iallreduce(a, op="median"), "unknown reduction 'median'")

@@ -131,6 +131,12 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
   if (!c || !c->w) return status;
   char me[64], text[700];
   rank_desc(c, me, sizeof me);
+  if (c->aborted || c->w->aborted) { /* as every call after the abort: its own error comes second */
+    char own[400];
+    snprintf(own, sizeof own, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
+    return shoal__seterr(SHOAL_ERR_ABORTED, "%s: communicator aborted after an earlier error: %s (this call: %s)", me,
+                         c->errmsg[0] ? c->errmsg : c->w->abort_msg, own);
+  }
   snprintf(text, sizeof text, "%s: %s", me, shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
   if (!c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", text);
   c->aborted = 1;
