@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,6 +16,8 @@
 static struct { char name[64]; char value[256]; } file_vars[MAX_FILE_VARS];
 static int file_nvars;
 static pthread_once_t file_once = PTHREAD_ONCE_INIT;
+static char file_warn[600];      /* the first malformed line, reported once */
+static atomic_int file_warned;
 
 static void load_file(void) {
   const char *path = getenv("SHOAL_CONF_FILE");
@@ -35,8 +38,8 @@ static void load_file(void) {
     while (*p == ' ' || *p == '\t') p++;
     if (*p == '#' || *p == '\n' || *p == '\0') continue;
     char *eq = strchr(p, '=');
-    if (!eq) {
-      SHOAL_WARN("INIT", "%s:%d: ignored (expected VAR=value)", path, lineno);
+    if (!eq) { /* reported after the once: logging reads this file too (SHOAL_DEBUG) */
+      if (!file_warn[0]) snprintf(file_warn, sizeof file_warn, "%s:%d: ignored (expected VAR=value)", path, lineno);
       continue;
     }
     *eq = '\0';
@@ -53,6 +56,7 @@ const char *shoal__config_raw(const char *name) {
   const char *v = getenv(name);
   if (v) return v;
   pthread_once(&file_once, load_file);
+  if (file_warn[0] && !atomic_exchange(&file_warned, 1)) SHOAL_WARN("INIT", "%s", file_warn);
   for (int i = 0; i < file_nvars; i++)
     if (strcmp(file_vars[i].name, name) == 0) return file_vars[i].value;
   return NULL;

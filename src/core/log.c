@@ -1,6 +1,9 @@
 /* Logging to stderr with a "[shoal host:pid rN] LEVEL SUBSYS" prefix. The level
- * is read lazily from SHOAL_DEBUG so that logging works before any init call. */
+ * is read lazily from SHOAL_DEBUG (environment, then SHOAL_CONF_FILE) so that
+ * logging works before any init call. */
 #include "core/log.h"
+
+#include "core/config.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -23,8 +26,11 @@ static const char *subsys_names[] = {"INIT", "NET", "COLL", "DSSYNC", "TUNING", 
 
 /* Logging starts anywhere (no call returns its error), so a bad value is
  * reported on stderr once, naming the variable, and the default is used. */
+static _Thread_local int in_configure; /* reading the config file may log: WARN level meanwhile */
+
 static void log_configure(void) {
-  const char *lv = getenv("SHOAL_DEBUG");
+  in_configure = 1;
+  const char *lv = shoal__config_raw("SHOAL_DEBUG"); /* the environment, then SHOAL_CONF_FILE */
   int level = SHOAL_LOG_WARN, known = 0;
   if (lv && *lv) {
     for (int i = 0; i < 5; i++)
@@ -33,7 +39,7 @@ static void log_configure(void) {
     if (!known)
       fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (ERROR, WARN, INFO, DEBUG, TRACE): using WARN\n", lv);
   }
-  const char *ss = getenv("SHOAL_DEBUG_SUBSYS");
+  const char *ss = shoal__config_raw("SHOAL_DEBUG_SUBSYS");
   if (ss) {
     snprintf(log_subsys, sizeof log_subsys, "%s", ss);
     for (const char *p = ss + (*ss == '^'); *p;) {
@@ -50,6 +56,7 @@ static void log_configure(void) {
     }
   }
   shoal__log_level_cur = level;
+  in_configure = 0;
 }
 
 void shoal__log_set_rank(int rank) {
@@ -77,6 +84,7 @@ static int subsys_match(const char *subsys) {
 }
 
 int shoal__log_enabled(int level, const char *subsys) {
+  if (in_configure) return level <= SHOAL_LOG_WARN;
   pthread_once(&log_once, log_configure);
   return level <= shoal__log_level_cur && (level <= SHOAL_LOG_WARN || subsys_match(subsys));
 }

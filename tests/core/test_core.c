@@ -155,4 +155,17 @@ TEST(cli_config_prints_table) {
   snprintf(cmd, sizeof cmd, "SHOAL_DEBUG=info SHOAL_DEBUG_SUBSYS=^coll,NET %s config 2>&1", shoal_test_cli());
   CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
   CHECK_MSG(strstr(out, "WARN INIT") == NULL, "valid SHOAL_DEBUG values reported: %s", out);
+  /* the logger reads SHOAL_CONF_FILE like every other variable; a malformed line is reported */
+  char conf[] = "/tmp/shoal-test-conf-XXXXXX";
+  int fd = mkstemp(conf);
+  CHECK(fd >= 0);
+  const char text[] = "SHOAL_DEBUG=LOUD\nnot a setting\n";
+  CHECK_EQ(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  snprintf(cmd, sizeof cmd, "env -u SHOAL_DEBUG SHOAL_CONF_FILE=%s %s config 2>&1", conf, shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  unlink(conf);
+  CHECK_EQ(st, 0);
+  CHECK_CONTAINS(out, "SHOAL_DEBUG=LOUD is not a log level");
+  CHECK_CONTAINS(out, ":2: ignored (expected VAR=value)");
 }
