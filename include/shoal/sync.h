@@ -126,7 +126,9 @@ int shoal_sync_finish(shoal_sync_t *s);
 int shoal_sync_end(shoal_sync_t *s);
 
 /* After the last step: every worker ends with the same parameters (global
- * average for dssync/localsgd; the servers' parameters for ps). */
+ * average for dssync/localsgd; the servers' parameters for ps; worker 0's
+ * for bsp and partial, whose workers apply the same updates and differ only
+ * if their initial parameters did). */
 int shoal_sync_final(shoal_sync_t *s);
 /* Parameter-server ranks: serve until every worker called final. The
  * registered parameters are the initial model; on return the server's shard

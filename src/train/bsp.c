@@ -80,6 +80,10 @@ static int bsp_finish(shoal_sync_t *s) {
   return rc ? rc : rc2;
 }
 
+/* Every worker applied the same averaged gradients: the models differ only if
+ * they started apart; worker 0's is the final one. */
+static int bsp_final(shoal_sync_t *s) { return shoal__sync_broadcast_params(s, "final model"); }
+
 const shoal__strategy_t shoal__strategy_bsp = {
     .name = "bsp",
     .keys = "overlap",
@@ -89,4 +93,5 @@ const shoal__strategy_t shoal__strategy_bsp = {
     .begin = bsp_begin,
     .bucket_ready = bsp_bucket_ready,
     .finish = bsp_finish,
+    .final = bsp_final,
 };

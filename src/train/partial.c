@@ -291,7 +291,8 @@ static int p_final(shoal_sync_t *s) {
                100.0 * (double)P->contributions / ((double)P->steps * shoal_comm_size(s->workers)),
                100.0 * (double)P->fresh / ((double)P->steps * shoal_comm_size(s->workers)),
                100.0 * (double)P->carried / ((double)P->steps * shoal_comm_size(s->workers)), P->skipped);
-  return rc;
+  /* every worker applied the same (partial) sums: worker 0's model is the final one */
+  return rc ? rc : shoal__sync_broadcast_params(s, "final model");
 }
 
 const shoal__strategy_t shoal__strategy_partial = {

@@ -199,6 +199,17 @@ int shoal__sync_average_params(shoal_sync_t *s, const char *what) {
   return 0;
 }
 
+int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what) {
+  for (int i = 0; i < s->nb; i++) {
+    int rc = shoal_broadcast(s->workers, s->b[i].p, s->b[i].n, SHOAL_FLOAT32, 0);
+    if (rc)
+      return shoal__seterr(rc, "sync %s: %s of bucket %d (%zu floats): %s", s->st->name, what, i, s->b[i].n,
+                           shoal_comm_errmsg(s->workers));
+    s->payload += (double)s->b[i].n * sizeof(float);
+  }
+  return 0;
+}
+
 /* ---- public API ---- */
 
 int shoal_sync_create(shoal_comm_t *comm, const char *strategy, const char *config, shoal_sync_t **out) {

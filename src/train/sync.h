@@ -120,5 +120,9 @@ void shoal__sync_gather(const shoal_sync_t *s, int grads, float *flat);
 void shoal__sync_scatter(shoal_sync_t *s, int grads, const float *flat);
 /* Allreduce-average every bucket's parameters over the workers. */
 int shoal__sync_average_params(shoal_sync_t *s, const char *what);
+/* Worker 0's parameters to every worker (exact): the final model of the
+ * strategies whose workers apply the same updates (bsp, partial), which
+ * stay apart only if they started apart. */
+int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what);
 
 #endif

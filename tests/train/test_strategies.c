@@ -50,7 +50,7 @@ static int bsp_rank(int rank, void *arg) {
   if (!c) return 10;
   const size_t sz[3] = {1000, 37, 70000}, N = 1000 + 37 + 70000;
   float *p = malloc(N * sizeof(float)), *g = malloc(N * sizeof(float));
-  for (size_t i = 0; i < N; i++) p[i] = 1.0f;
+  for (size_t i = 0; i < N; i++) p[i] = 1.0f + (float)rank; /* started apart: final gives worker 0's */
   shoal_sync_t *s = NULL;
   char cfg[32];
   snprintf(cfg, sizeof cfg, "overlap=%d", j->overlap);
@@ -76,7 +76,7 @@ static int bsp_rank(int rank, void *arg) {
       for (int r = 0; r < j->n; r++) m += val(r, t, i);
       m /= j->n;
       FAILIF(fabs(g[i] - m) > 1e-5 * fabs(m), 17, "step %d g[%zu] = %g, mean %g", t, i, g[i], m);
-      FAILIF(p[i] != 1.0f, 18, "bsp changed parameters");
+      FAILIF(p[i] != 1.0f + (float)rank, 18, "bsp changed parameters");
     }
     FAILIF(shoal_sync_end(s), 19, "end: %s", shoal_sync_errmsg(s));
     double w, pay;
@@ -85,6 +85,7 @@ static int bsp_rank(int rank, void *arg) {
     FAILIF(gs != j->n || pay != (double)N * 4, 20, "group %d payload %g", gs, pay);
   }
   FAILIF(shoal_sync_final(s), 21, "final: %s", shoal_sync_errmsg(s));
+  for (size_t i = 0; i < N; i++) FAILIF(p[i] != 1.0f, 22, "after final p[%zu] = %g, not worker 0's 1", i, p[i]);
   shoal_sync_destroy(s);
   shoal_comm_destroy(c);
   free(p);
