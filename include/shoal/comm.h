@@ -64,6 +64,7 @@ typedef enum shoal_algo {
   SHOAL_ALGO_SHM = 4,  /* one host: shared-memory reduce-scatter in place + copy-out (docs/shm.md) */
   SHOAL_ALGO_HIER = 5, /* several hosts: shm reduce, leaders' allreduce over TCP, shm broadcast */
   SHOAL_ALGO_TREES = 6, /* pipelined trees over rotated orders of the link profile, slow ranks as leaves */
+  SHOAL_ALGO_RELAY = 7, /* reduction trees with relays (the partial allreduce's data plane); only when asked for */
   SHOAL_ALGO__COUNT
 } shoal_algo_t;
 

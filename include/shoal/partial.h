@@ -78,17 +78,18 @@ typedef enum shoal_partial_carry {
 typedef struct shoal_partial_params {
   shoal_partial_window_t window; /* MEASURED */
   double tau_s;                  /* > 0: the longest wait after the first ready rank (default: the mode's) */
-  int min_ready;                 /* never close the window before this many ranks are ready (1) */
+  int min_ready;                 /* never close the window before this many ranks are ready (1; 0 counts as 1) */
   shoal_partial_carry_t carry;   /* DROP; carry needs SHOAL_SUM or SHOAL_AVG */
   int ntrees;                    /* 0: chosen by the cost model; else the number of reduction trees */
-  int fanout;                    /* 0: chosen with ntrees; 1: chains, 2: binary trees */
+  int fanout;                    /* 0: chosen with ntrees; 1: chains, 2: binary trees, up to 8: k-ary trees */
 } shoal_partial_params_t;
 
 void shoal_partial_params_init(shoal_partial_params_t *p);
 
 /* A partial allreduce of `count` elements of dtype with op on c (the shape
  * of every step). No communication: every rank of c creates one with the
- * same arguments. Invalid arguments: SHOAL_ERR_INVALID naming the field. */
+ * same arguments. Invalid arguments: SHOAL_ERR_INVALID naming the field; a
+ * dtype the op cannot reduce (uint8): SHOAL_ERR_UNSUPPORTED. */
 int  shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, shoal_redop_t op,
                           const shoal_partial_params_t *params, shoal_partial_t **out);
 void shoal_partial_destroy(shoal_partial_t *pa);

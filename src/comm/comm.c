@@ -345,7 +345,8 @@ int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
 const char *shoal_comm_errmsg(const shoal_comm_t *c) { return c ? c->errmsg : ""; }
 
 int shoal_comm_set_timeout(shoal_comm_t *c, double seconds) {
-  if (!c || !(seconds > 0) || seconds > 1e7)
+  if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: communicator is NULL");
+  if (!(seconds > 0) || seconds > 1e7)
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: %g s is not in (0, 1e7]", seconds);
   c->timeout_s = seconds;
   return 0;

@@ -39,6 +39,7 @@ const char *shoal_redop_name(shoal_redop_t op) {
 
 int shoal_dtype_parse(const char *s, shoal_dtype_t *out) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "dtype: missing value");
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_dtype_parse: NULL output pointer");
   for (int d = 0; d < SHOAL_DTYPE__COUNT; d++) {
     int hit = !strcasecmp(s, dtypes[d].name);
     for (int a = 0; !hit && a < 4 && dtypes[d].aliases[a]; a++) hit = !strcasecmp(s, dtypes[d].aliases[a]);
@@ -53,6 +54,7 @@ int shoal_dtype_parse(const char *s, shoal_dtype_t *out) {
 
 int shoal_redop_parse(const char *s, shoal_redop_t *out) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "reduction op: missing value");
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_redop_parse: NULL output pointer");
   for (int o = 0; o < SHOAL_REDOP__COUNT; o++)
     if (!strcasecmp(s, redops[o])) {
       *out = (shoal_redop_t)o;

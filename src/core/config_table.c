@@ -24,7 +24,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0 (for every rank with --on-failure continue or restart): an inherited socket already listening on the store port, the job's door after start-up"},
   {"SHOAL_JOIN", "0", "comm", "1: shoal_comm_init joins the running job through its door instead of starting one (set by `shoal launch --on-failure restart` for restarted ranks)"},
   /* comm: collectives */
-  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), auto (read when the world is created)"},
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), relay (reduction trees with relays), auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},

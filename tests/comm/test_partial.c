@@ -492,6 +492,7 @@ TEST(partial_invalid_arguments) {
   CHECK_OK(shoal_partial_window_parse("Faithful", &w));
   CHECK_EQ(w, SHOAL_PARTIAL_FAITHFUL);
   CHECK_EQ(shoal_partial_window_parse("soon", &w), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_partial_window_parse("fixed", NULL), SHOAL_ERR_INVALID); /* not a crash */
   CHECK_OK(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_AVG, NULL, &pa));
   float d[10], out[10];
   for (int i = 0; i < 10; i++) d[i] = (float)i;

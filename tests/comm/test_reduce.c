@@ -231,4 +231,11 @@ TEST(reduce_dtype_names_and_parsers) {
   CHECK_EQ(al, SHOAL_ALGO_RHD);
   CHECK_EQ(shoal_algo_parse("tree", &al), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "tree");
+  /* a NULL output pointer is an argument error, not a crash */
+  CHECK_EQ(shoal_algo_parse("ring", NULL), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_dtype_parse("float32", NULL), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_redop_parse("sum", NULL), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "NULL output");
+  CHECK_EQ(shoal_comm_set_timeout(NULL, 5), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "communicator is NULL");
 }

@@ -11,9 +11,7 @@
 #include "core/error.h"
 
 extern const shoal__coll_algo_t shoal__algo_ring, shoal__algo_rhd, shoal__algo_rd, shoal__algo_shm, shoal__algo_hier,
-    shoal__algo_trees;
-
-extern const shoal__coll_algo_t shoal__algo_relay;
+    shoal__algo_trees, shoal__algo_relay;
 
 static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_AUTO] = NULL, /* the chooser */
@@ -23,7 +21,7 @@ static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_SHM] = &shoal__algo_shm,
     [SHOAL_ALGO_HIER] = &shoal__algo_hier,
     [SHOAL_ALGO_TREES] = &shoal__algo_trees,
-    &shoal__algo_relay, /* allreduce_relay.c */
+    [SHOAL_ALGO_RELAY] = &shoal__algo_relay,
 };
 #define NALGO ((int)(sizeof table / sizeof table[0]))
 _Static_assert(NALGO <= SHOAL__ALGO_MAX, "raise SHOAL__ALGO_MAX");
@@ -54,6 +52,7 @@ const char *shoal__algo_list(void) {
 
 int shoal_algo_parse(const char *s, shoal_algo_t *out) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "algorithm: missing value");
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_algo_parse: NULL output pointer");
   if (!strcasecmp(s, "auto")) {
     *out = SHOAL_ALGO_AUTO;
     return 0;

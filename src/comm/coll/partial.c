@@ -111,6 +111,7 @@ const char *shoal_partial_window_name(shoal_partial_window_t w) {
 }
 
 int shoal_partial_window_parse(const char *s, shoal_partial_window_t *out) {
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_window_parse: NULL output pointer");
   for (int i = 0; s && i < SHOAL_PARTIAL_WINDOW__COUNT; i++)
     if (!strcasecmp(s, window_names[i])) {
       *out = (shoal_partial_window_t)i;
