@@ -4,6 +4,7 @@
 #include "core/log.h"
 
 #include "core/config.h"
+#include "core/error.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -24,39 +25,65 @@ static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 /* The subsystems that log (SHOAL_DEBUG_SUBSYS names them; ALL as well). */
 static const char *subsys_names[] = {"INIT", "NET", "COLL", "DSSYNC", "TUNING", "SIM", "TRAIN", "ALL"};
 
-/* Logging starts anywhere (no call returns its error), so a bad value is
- * reported on stderr once, naming the variable, and the default is used. */
+/* The level a SHOAL_DEBUG value names; -1 if none. */
+static int level_of(const char *lv) {
+  for (int i = 0; i < 5; i++)
+    if (strcasecmp(lv, level_names[i]) == 0) return i;
+  return strcasecmp(lv, "VERSION") == 0 ? SHOAL_LOG_INFO : -1;
+}
+
+/* The first name of a SHOAL_DEBUG_SUBSYS list that is no subsystem, into
+ * bad; 0 if every name is one. */
+static int subsys_unknown(const char *ss, char *bad, size_t cap) {
+  for (const char *p = ss + (*ss == '^'); *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    int ok = 0;
+    for (size_t i = 0; i < sizeof subsys_names / sizeof *subsys_names; i++)
+      if (len == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], len) == 0) ok = 1;
+    if (!ok) {
+      snprintf(bad, cap, "%.*s", (int)len, p);
+      return 1;
+    }
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
+
 static _Thread_local int in_configure; /* reading the config file may log: WARN level meanwhile */
 
+/* Logging starts anywhere (no call returns its error), so a bad value is
+ * reported on stderr once, naming the variable, and the default is used;
+ * shoal_comm_init refuses it (shoal__log_check). */
 static void log_configure(void) {
   in_configure = 1;
   const char *lv = shoal__config_raw("SHOAL_DEBUG"); /* the environment, then SHOAL_CONF_FILE */
-  int level = SHOAL_LOG_WARN, known = 0;
+  int level = SHOAL_LOG_WARN;
   if (lv && *lv) {
-    for (int i = 0; i < 5; i++)
-      if (strcasecmp(lv, level_names[i]) == 0) level = i, known = 1;
-    if (strcasecmp(lv, "VERSION") == 0) level = SHOAL_LOG_INFO, known = 1;
-    if (!known)
-      fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (ERROR, WARN, INFO, DEBUG, TRACE): using WARN\n", lv);
+    int l = level_of(lv);
+    if (l >= 0) level = l;
+    else fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (ERROR, WARN, INFO, DEBUG, TRACE): using WARN\n", lv);
   }
   const char *ss = shoal__config_raw("SHOAL_DEBUG_SUBSYS");
   if (ss) {
+    char bad[64];
     snprintf(log_subsys, sizeof log_subsys, "%s", ss);
-    for (const char *p = ss + (*ss == '^'); *p;) {
-      const char *e = strchr(p, ',');
-      size_t len = e ? (size_t)(e - p) : strlen(p);
-      int ok = 0;
-      for (size_t i = 0; i < sizeof subsys_names / sizeof *subsys_names; i++)
-        if (len == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], len) == 0) ok = 1;
-      if (!ok)
-        fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: unknown subsystem '%.*s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)\n",
-                (int)len, p);
-      if (!e) break;
-      p = e + 1;
-    }
+    if (subsys_unknown(ss, bad, sizeof bad))
+      fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: unknown subsystem '%s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)\n", bad);
   }
   shoal__log_level_cur = level;
   in_configure = 0;
+}
+
+int shoal__log_check(void) {
+  const char *lv = shoal__config_raw("SHOAL_DEBUG"), *ss = shoal__config_raw("SHOAL_DEBUG_SUBSYS");
+  char bad[64];
+  if (lv && *lv && level_of(lv) < 0)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG='%s': expected ERROR, WARN, INFO, DEBUG or TRACE", lv);
+  if (ss && subsys_unknown(ss, bad, sizeof bad))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG_SUBSYS='%s': unknown subsystem '%s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)", ss, bad);
+  return 0;
 }
 
 void shoal__log_set_rank(int rank) {

@@ -20,6 +20,9 @@ void shoal__log_write(int level, const char *subsys, const char *fmt, ...)
 void shoal__log_set_rank(int rank);
 /* Read SHOAL_DEBUG and SHOAL_DEBUG_SUBSYS now (a bad value is reported on stderr). */
 void shoal__log_init(void);
+/* SHOAL_ERR_CONFIG naming the variable when SHOAL_DEBUG or SHOAL_DEBUG_SUBSYS
+ * holds a value that is no level / subsystem; 0 otherwise. */
+int shoal__log_check(void);
 
 #define SHOAL_LOG(level, subsys, ...)                                   \
   do {                                                                  \

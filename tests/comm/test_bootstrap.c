@@ -85,6 +85,28 @@ TEST(bootstrap_env_precedence) {
   clear_rank_env();
 }
 
+/* A log level or subsystem that does not exist is a configuration error of
+ * the world, naming the variable, like every other SHOAL_* value. */
+TEST(bootstrap_bad_log_settings_refused) {
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = 0;
+  p.world_size = 1;
+  p.master_port = 0;
+  shoal_comm_t *c = (shoal_comm_t *)&p;
+  setenv("SHOAL_DEBUG", "LOUD", 1);
+  CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "SHOAL_DEBUG='LOUD'");
+  CHECK(c == (shoal_comm_t *)&p); /* untouched */
+  setenv("SHOAL_DEBUG", "warn", 1);
+  setenv("SHOAL_DEBUG_SUBSYS", "^COLL,BOGUS", 1);
+  CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "unknown subsystem 'BOGUS'");
+  setenv("SHOAL_DEBUG_SUBSYS", "^coll,net", 1);
+  CHECK_OK(shoal_comm_init(&p, &c));
+  shoal_comm_destroy(c);
+}
+
 TEST(bootstrap_interface_spec) {
   struct in_addr route = {0}, out;
   char desc[160];
