@@ -111,20 +111,26 @@ static int args_rank(int rank, void *arg) {
   if (join(m->port, 2, rank, &c)) return 2;
   float f[4] = {1, 2, 3, 4};
   unsigned char u[4] = {0};
-  /* rejected before any message; each error is also the communicator's error
-   * and aborts it (the other rank fails too instead of waiting: see
-   * test_reliab.c), but arguments are checked first, so every call below
-   * still reports its own problem */
+  /* rejected before any message; the first error is also the communicator's
+   * error and aborts it (the other rank fails too instead of waiting: see
+   * test_reliab.c); every later call returns SHOAL_ERR_ABORTED at once
+   * (comm.h), naming the first error and then its own problem */
   CHECK_EQ(shoal_allreduce(NULL, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_INVALID);
   CHECK_EQ(shoal_allreduce(c, u, u, 4, SHOAL_UINT8, SHOAL_SUM), SHOAL_ERR_UNSUPPORTED);
   CHECK_CONTAINS(shoal_comm_errmsg(c), "uint8");
   CHECK_CONTAINS(shoal_last_error(), "uint8");
-  CHECK_EQ(shoal_allreduce(c, f, f, 4, (shoal_dtype_t)77, SHOAL_SUM), SHOAL_ERR_INVALID);
-  CHECK_EQ(shoal_allreduce(c, NULL, NULL, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_INVALID);
-  CHECK_EQ(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, (shoal_algo_t)9), SHOAL_ERR_INVALID);
-  CHECK_EQ(shoal_broadcast(c, f, 4, SHOAL_FLOAT32, 2), SHOAL_ERR_INVALID);
-  CHECK_CONTAINS(shoal_last_error(), "root 2");
-  CHECK_EQ(shoal_reduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, -1), SHOAL_ERR_INVALID);
+#define CHECK_REJECTED(call, own)                       \
+  do {                                                  \
+    CHECK_EQ((call), SHOAL_ERR_ABORTED);                \
+    CHECK_CONTAINS(shoal_last_error(), "uint8");        \
+    CHECK_CONTAINS(shoal_last_error(), "this call: ");  \
+    CHECK_CONTAINS(shoal_last_error(), own);            \
+  } while (0)
+  CHECK_REJECTED(shoal_allreduce(c, f, f, 4, (shoal_dtype_t)77, SHOAL_SUM), "dtype 77");
+  CHECK_REJECTED(shoal_allreduce(c, NULL, NULL, 4, SHOAL_FLOAT32, SHOAL_SUM), "NULL");
+  CHECK_REJECTED(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, (shoal_algo_t)9), "algorithm 9");
+  CHECK_REJECTED(shoal_broadcast(c, f, 4, SHOAL_FLOAT32, 2), "root 2");
+  CHECK_REJECTED(shoal_reduce(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, -1), "root -1");
   /* SHOAL_ALGO is read when a world is created (single-rank worlds here): a
    * bad value fails the creation naming it; a good one forces the choice */
   shoal_comm_t *one = NULL;
@@ -138,8 +144,7 @@ static int args_rank(int rank, void *arg) {
   shoal_comm_destroy(one);
   unsetenv("SHOAL_ALGO");
   setenv("SHOAL_ALPHA_US", "fast", 1); /* the ring reads the model for its chunk size */
-  CHECK_EQ(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RING), SHOAL_ERR_CONFIG);
-  CHECK_CONTAINS(shoal_last_error(), "SHOAL_ALPHA_US");
+  CHECK_REJECTED(shoal_allreduce_algo(c, f, f, 4, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_RING), "SHOAL_ALPHA_US");
   unsetenv("SHOAL_ALPHA_US");
   /* the model: latency-bound small messages, bandwidth-bound large ones */
   CHECK_EQ(shoal_allreduce_choose(c, 8), SHOAL_ALGO_RD);
@@ -149,6 +154,25 @@ static int args_rank(int rank, void *arg) {
   CHECK_CONTAINS(shoal_last_error(), "uint8");
   shoal_comm_destroy(c);
   return 0;
+}
+
+/* SHOAL_ALGO forcing an algorithm the world cannot run (shm with SHOAL_SHM=0):
+ * the error says that SHOAL_ALGO chose it. */
+static int forced_rank(int rank, void *arg) {
+  const mm_t *m = arg;
+  shoal_comm_t *c;
+  setenv("SHOAL_ALGO", "shm", 1);
+  if (join(m->port, 2, rank, &c)) return 2;
+  float f[4] = {1, 2, 3, 4};
+  CHECK_EQ(shoal_allreduce(c, SHOAL_IN_PLACE, f, 4, SHOAL_FLOAT32, SHOAL_SUM), SHOAL_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(shoal_last_error(), "SHOAL_ALGO=shm");
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(coll_forced_algorithm_that_cannot_run_names_shoal_algo, 60) {
+  mm_t m = {.port = shoal_test_free_port(), .n = 2};
+  CHECK_EQ(shoal_test_fork_ranks(2, forced_rank, &m, 40, NULL), 2);
 }
 
 TEST_T(coll_bad_arguments_and_config, 60) {

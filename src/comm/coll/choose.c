@@ -112,6 +112,11 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
     if (!a) return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: invalid algorithm %d", (int)pick);
     int rc = a->applies ? a->applies(&x) : 0;
     if (!rc && a->plan && !(flags & SHOAL__CHOOSE_NOPLAN)) rc = a->plan(&x, bytes, &out->plan);
+    if (rc && requested == SHOAL_ALGO_AUTO) { /* say where the algorithm came from */
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", shoal_last_error());
+      return shoal__seterr(rc, "%s (SHOAL_ALGO=%s forces it on this world)", msg, a->name);
+    }
     if (rc) return rc;
     out->algo = pick;
     snprintf(out->why, sizeof out->why, "%s", why);
