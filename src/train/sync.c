@@ -270,6 +270,7 @@ void shoal_sync_destroy(shoal_sync_t *s) {
 
 int shoal_sync_add_bucket(shoal_sync_t *s, float *params, float *grads, size_t count) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_add_bucket: NULL context");
+  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "shoal_sync_add_bucket: the context failed earlier: %s", s->err);
   if (s->set_up) return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: buckets must be added before the first step", s->st->name);
   if (!params || !grads || !count)
     return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: bucket %d: NULL buffer or zero count", s->st->name, s->nb);
@@ -289,6 +290,7 @@ int shoal_sync_flags(const shoal_sync_t *s) { return s ? s->flags : 0; }
 
 int shoal_sync_set_lr(shoal_sync_t *s, double lr) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_set_lr: NULL context");
+  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "shoal_sync_set_lr: the context failed earlier: %s", s->err);
   if (!(lr >= 0 && lr < 1e6)) return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: learning rate %g", s->st->name, lr);
   s->lr = lr;
   return 0;

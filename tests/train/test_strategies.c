@@ -323,6 +323,14 @@ static int err_rank(int rank, void *arg) {
   shoal_sync_add_bucket(s, p, g, 4);
   FAILIF(shoal_sync_begin(s, 0) || shoal_sync_bucket_ready(s, 5) >= 0, 18, "bucket 5 accepted");
   shoal_sync_destroy(s);
+  /* after an error the context is failed: every later call says so, with the first error */
+  FAILIF(shoal_sync_create(c, "bsp", NULL, &s), 20, "%s", shoal_last_error());
+  FAILIF(shoal_sync_add_bucket(s, NULL, g, 4) != SHOAL_ERR_INVALID, 21, "NULL bucket accepted");
+  FAILIF(shoal_sync_add_bucket(s, p, g, 4) != SHOAL_ERR_ABORTED || !strstr(shoal_last_error(), "NULL buffer"), 22,
+         "add_bucket after an error: %s", shoal_last_error());
+  FAILIF(shoal_sync_set_lr(s, 0.1) != SHOAL_ERR_ABORTED || !strstr(shoal_sync_errmsg(s), "NULL buffer"), 23,
+         "set_lr after an error: %s", shoal_sync_errmsg(s));
+  shoal_sync_destroy(s);
   FAILIF(shoal_sync_strategy_name(0) == NULL || shoal_sync_strategy_name(5) != NULL, 19, "strategy names");
   shoal_comm_destroy(c);
   return 0;
