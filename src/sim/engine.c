@@ -163,6 +163,8 @@ typedef struct {
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
 
+#define RESTARTS_CUT_MAX 100000L /* far above what any live schedule cuts in a row */
+
 typedef struct engine {
   shoal_workload_t *w;
   shoal_cluster_t *c;
@@ -212,6 +214,10 @@ typedef struct engine {
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
   double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
+  /* restarts cut short by a preemption since a job last left RESTART for RUN:
+   * a policy that preempts every job before its restart ends (say Tiresias
+   * with queue thresholds below restart cost x GPUs) never finishes */
+  long restarts_cut;
   /* Completions of the cross-rack jobs, per xjobs entry (job -1, t = inf:
    * none), instead of in the heap: a contention update moves the completions
    * of tens of them at once, and moving each in the heap was a quarter of
@@ -752,6 +758,7 @@ static int apply_changes(engine_t *e, double t) {
     if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
+    if (j->state == SHOAL_JOB_RESTART && t < j->restart_until) e->restarts_cut++;
     {
       shoal_alloc_t now = j->alloc;
       j->alloc = *old;
@@ -792,6 +799,7 @@ static int apply_changes(engine_t *e, double t) {
     } else {
       set_state(e, j, SHOAL_JOB_RUN);
       set_rate(e, j, alloc_rate(e, j));
+      e->restarts_cut = 0;
       rc = schedule_finish(e, j, t);
     }
     if (rc) break;
@@ -1109,6 +1117,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
         if (j->state != SHOAL_JOB_RESTART) continue;
         advance_job(&e, j, t);
         set_state(&e, j, SHOAL_JOB_RUN);
+        e.restarts_cut = 0;
         set_rate(&e, j, alloc_rate(&e, j));
         if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
         x_on(&e, j);
@@ -1145,6 +1154,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       e.s.events = 0;
     }
     if ((rc = apply_changes(&e, t))) goto fail_policy;
+    if (e.restarts_cut > RESTARTS_CUT_MAX) {
+      rc = shoal__seterr(SHOAL_ERR_UNSUPPORTED,
+                         "sim: policy %s never lets a job run: %ld restarts in a row were cut short by a preemption "
+                         "(restart cost %g s; e.g. Tiresias thresholds below restart cost x GPUs), at t=%.0f s with "
+                         "%ld of %ld jobs finished", ops->name, e.restarts_cut, cfg->restart_cost, t, (long)r.finished,
+                         (long)w->njobs);
+      goto fail_policy;
+    }
     if (e.xdirty && (rc = update_contention(&e, t))) goto fail_policy;
     if (check && (rc = check_invariants(&e, t))) goto fail_policy;
     timeline_add(&e, t, 0);

@@ -115,6 +115,33 @@ TEST(tiresias_hand_computed) {
   shoal__speed_destroy(sp);
 }
 
+/* A policy that preempts every job before its restart ends never lets one
+ * run (three 8-GPU jobs on 8 GPUs, Tiresias thresholds of 100 and 200 GPU-s:
+ * demoted after 12.5 s of a 30 s restart): the run stops with an error that
+ * says so instead of simulating forever. */
+TEST(livelocked_policy_is_an_error) {
+  tjob_t t[] = {{1, 8, 1000, 0}, {2, 8, 1000, 0}, {3, 8, 1000, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 8);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 3);
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  cfg.restart_cost = 30;
+  CHECK_EQ(shoal__sim_run(&w, &cs, sp, shoal__policy_find("tiresias"), "thresholds=100/200", &cfg, &r),
+           SHOAL_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(shoal_last_error(), "never lets a job run");
+  /* the same jobs with thresholds above restart cost x GPUs finish */
+  shoal__workload_reset(&w);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=3250/7200", 30, &r);
+  CHECK_EQ(r.finished, 3);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
 /* Tiresias starvation guard, 2 GPUs, thresholds=100, S=1.
  *  J0 t=0 2 GPUs 100 s (200 steps) runs; crosses to Q1 at t=50 (nobody waits).
  *  J1 t=60 2 GPUs 200 s (400 steps) enters Q0: runs, J0 preempted (120 steps done;
