@@ -69,9 +69,11 @@ size_t shoal_model_nparams(const shoal_model_t *m);
 float *shoal_model_params(shoal_model_t *m);
 float *shoal_model_grads(shoal_model_t *m);
 /* Forward + backward on a batch: grads = d(mean cross-entropy)/d(params);
- * *loss = the mean loss. No allocation. */
+ * *loss = the mean loss. No allocation. A label outside 0..nclass-1 (the
+ * model's outputs) is SHOAL_ERR_INVALID naming its index and value. */
 int    shoal_model_train_step(shoal_model_t *m, const float *x, const uint8_t *y, int batch, double *loss);
-/* Forward only: number of correct predictions and summed loss. */
+/* Forward only: number of correct predictions and summed loss. Labels are
+ * checked as in shoal_model_train_step. */
 int    shoal_model_evaluate(shoal_model_t *m, const float *x, const uint8_t *y, size_t n,
                             size_t *correct, double *loss_sum);
 
@@ -112,10 +114,13 @@ typedef struct shoal_train_opts {
   shoal_model_kind_t model;
   shoal_sync_kind_t sync;
   const char *data_dir;        /* NULL: SHOAL_FASHION_MNIST_DIR */
-  const shoal_dataset_t *train_data, *test_data; /* preloaded (tests); NULL: load from data_dir */
+  const shoal_dataset_t *train_data, *test_data; /* preloaded (tests); NULL: load from data_dir. A preloaded
+                                  set's nclass must be 2..256 and equal nclass below (unless that is 0), and
+                                  every label of the images used below it: else SHOAL_ERR_INVALID naming the
+                                  set, the index and the label */
   size_t train_subset;         /* 0: all; else the first n training images */
   size_t test_subset;          /* 0: all */
-  int nclass;                  /* classes of the data set (0: SHOAL_DATASET_CLASSES) */
+  int nclass;                  /* classes of the data set (0: SHOAL_DATASET_CLASSES, or a preloaded set's own) */
   int epochs;
   int batch;                   /* per worker */
   double lr;                   /* for the global batch (workers * batch) */

@@ -326,9 +326,20 @@ void shoal__model_backward(shoal_model_t *m, const float *x, int batch, shoal__g
   }
 }
 
+int shoal__model_check_labels(const char *what, const uint8_t *y, size_t n, int nclass) {
+  for (size_t i = 0; i < n; i++)
+    if (y[i] >= nclass)
+      return shoal__seterr(SHOAL_ERR_INVALID, "%s: label %u at index %zu is outside the %d classes 0..%d", what, y[i], i,
+                           nclass, nclass - 1);
+  return 0;
+}
+
 int shoal_model_train_step(shoal_model_t *m, const float *x, const uint8_t *y, int batch, double *loss) {
+  if (!m || !x || !y) return shoal__seterr(SHOAL_ERR_INVALID, "train step: NULL %s", !m ? "model" : !x ? "x" : "y");
   if (batch < 1 || batch > m->max_batch)
     return shoal__seterr(SHOAL_ERR_INVALID, "train step: batch %d outside 1..%d", batch, m->max_batch);
+  int rc = shoal__model_check_labels("train step", y, (size_t)batch, m->layers[m->nlayers - 1].out_dim);
+  if (rc) return rc;
   shoal__model_forward(m, x, batch);
   double l = shoal__model_loss(m, y, batch, 1, NULL);
   shoal__model_backward(m, x, batch, NULL, NULL);
@@ -338,6 +349,10 @@ int shoal_model_train_step(shoal_model_t *m, const float *x, const uint8_t *y, i
 
 int shoal_model_evaluate(shoal_model_t *m, const float *x, const uint8_t *y, size_t n, size_t *correct,
                          double *loss_sum) {
+  if (!m || (n && (!x || !y)))
+    return shoal__seterr(SHOAL_ERR_INVALID, "evaluate: NULL %s", !m ? "model" : !x ? "x" : "y");
+  int rc = shoal__model_check_labels("evaluate", y, n, m->layers[m->nlayers - 1].out_dim);
+  if (rc) return rc;
   size_t hits = 0;
   double lsum = 0.0;
   size_t in_dim = (size_t)m->layers[0].in_dim;

@@ -39,7 +39,10 @@ typedef void (*shoal__grad_ready_fn)(int layer, void *arg);
 
 /* Forward on batch inputs x; the logits are in layers[nlayers-1].out. */
 void shoal__model_forward(shoal_model_t *m, const float *x, int batch);
-/* Softmax cross-entropy on the logits: mean loss; writes d(loss)/d(logits)
+/* 0, or SHOAL_ERR_INVALID naming `what`, the first label >= nclass and its index. */
+int shoal__model_check_labels(const char *what, const uint8_t *y, size_t n, int nclass);
+/* Softmax cross-entropy on the logits (every y[i] < the output count: the
+ * caller checks, shoal__model_check_labels): mean loss; writes d(loss)/d(logits)
  * into the last layer's dout when want_grad. correct (optional) counts hits. */
 double shoal__model_loss(shoal_model_t *m, const uint8_t *y, int batch, int want_grad, size_t *correct);
 /* Backward from the last layer's dout; calls ready(l) as each layer is done. */

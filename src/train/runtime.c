@@ -107,6 +107,22 @@ static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **ow
                          r->train->cols, r->test->rows, r->test->cols);
   r->ntrain = o->train_subset && o->train_subset < r->train->n ? o->train_subset : r->train->n;
   r->ntest = o->test_subset && o->test_subset < r->test->n ? o->test_subset : r->test->n;
+  /* preloaded sets: their declared class count is checked against the options and every label used
+   * against it (the IDX reader checked the sets it read itself) */
+  const shoal_dataset_t *sets[2] = {r->train, r->test};
+  const size_t used[2] = {r->ntrain, r->ntest};
+  const char *names[2] = {"train_data", "test_data"};
+  for (int i = 0; i < 2; i++) {
+    const shoal_dataset_t *d = sets[i];
+    if (d != (i ? o->test_data : o->train_data)) continue;
+    if (d->nclass < 2 || d->nclass > 256)
+      return shoal__seterr(SHOAL_ERR_INVALID, "%s: %d classes: expected 2..256", names[i], d->nclass);
+    if (o->nclass && d->nclass != o->nclass)
+      return shoal__seterr(SHOAL_ERR_INVALID, "%s declares %d classes but the options say %d (--classes)", names[i],
+                           d->nclass, o->nclass);
+    int rc2 = shoal__model_check_labels(names[i], d->y, used[i], d->nclass);
+    if (rc2) return rc2;
+  }
   if (r->ntrain < (size_t)r->W * (size_t)o->batch)
     return shoal__seterr(SHOAL_ERR_INVALID, "%zu training images are fewer than one global batch (%d workers x %d)",
                          r->ntrain, r->W, o->batch);

@@ -1,0 +1,84 @@
+/* What a caller of the training API can get wrong: labels outside the
+ * classes, NULL arguments, stop requests. Each must be a clear error (or a
+ * documented result), never a crash or heap corruption. The data sets are
+ * built in memory, so no data set needs to be installed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runner.h"
+#include "shoal/train.h"
+
+/* n images of 4x4 pixels with labels i % nlab, declaring nclass classes. */
+static shoal_dataset_t *synth(size_t n, int nclass, int nlab) {
+  shoal_dataset_t *d = calloc(1, sizeof *d);
+  CHECK(d);
+  d->n = n;
+  d->rows = d->cols = 4;
+  d->nclass = nclass;
+  d->x = calloc(n * 16, sizeof(float));
+  d->y = calloc(n, 1);
+  CHECK(d->x && d->y);
+  for (size_t i = 0; i < n; i++) {
+    d->y[i] = (uint8_t)(i % (size_t)nlab);
+    d->x[i * 16 + d->y[i] % 16] = 1.0f;
+  }
+  return d;
+}
+
+static void synth_opts(shoal_train_opts_t *o, const shoal_dataset_t *tr, const shoal_dataset_t *te) {
+  shoal_train_opts_init(o);
+  o->model = SHOAL_MODEL_SOFTMAX;
+  o->train_data = tr;
+  o->test_data = te;
+  o->epochs = 1;
+  o->batch = 8;
+  o->quiet = 1;
+}
+
+TEST_T(labels_outside_the_classes_are_errors, 60) {
+  shoal_model_t *m = NULL;
+  CHECK_OK(shoal_model_create(SHOAL_MODEL_SOFTMAX, 4, 4, 3, 8, 1, &m));
+  float x[8 * 16] = {0};
+  uint8_t y[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+  double loss = -7;
+  CHECK_OK(shoal_model_train_step(m, x, y, 8, &loss));
+  CHECK(loss > 0);
+  y[5] = 3; /* the model has 3 outputs */
+  loss = -7;
+  CHECK_EQ(shoal_model_train_step(m, x, y, 8, &loss), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "label 3 at index 5 is outside the 3 classes 0..2");
+  CHECK(loss == -7);
+  y[5] = 255;
+  size_t correct = 77;
+  double lsum = -7;
+  CHECK_EQ(shoal_model_evaluate(m, x, y, 8, &correct, &lsum), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "label 255 at index 5");
+  CHECK(correct == 77 && lsum == -7);
+  shoal_model_destroy(m);
+
+  /* preloaded sets: labels up to 9 in a set that declares 5 classes */
+  shoal_dataset_t *bad = synth(64, 5, 10), *good = synth(64, 5, 5);
+  shoal_train_opts_t o;
+  shoal_train_result_t r;
+  memset(&r, 0x5a, sizeof r);
+  synth_opts(&o, bad, good);
+  CHECK_EQ(shoal_train_run(&o, NULL, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "train_data: label 5 at index 5 is outside the 5 classes 0..4");
+  CHECK_EQ(r.epochs_done, 0x5a5a5a5a);
+  synth_opts(&o, good, bad);
+  CHECK_EQ(shoal_train_run(&o, NULL, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "test_data: label 5 at index 5");
+  /* the options' class count must agree with the sets' */
+  synth_opts(&o, good, good);
+  o.nclass = 10;
+  CHECK_EQ(shoal_train_run(&o, NULL, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "train_data declares 5 classes but the options say 10");
+  o.nclass = 5;
+  CHECK_OK(shoal_train_run(&o, NULL, &r));
+  CHECK_EQ(r.epochs_done, 1);
+  o.nclass = 0; /* 0: the sets' own count */
+  CHECK_OK(shoal_train_run(&o, NULL, &r));
+  shoal_dataset_destroy(bad);
+  shoal_dataset_destroy(good);
+}
