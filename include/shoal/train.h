@@ -4,7 +4,10 @@
  *
  * Every function returns 0 or a negative shoal_status_t; the detailed
  * message is in shoal_last_error(). Output parameters are written only on
- * success. */
+ * success. A NULL pointer argument is SHOAL_ERR_INVALID unless said
+ * otherwise; functions that return no status accept NULL: the destroy
+ * functions and shoal_train_opts_init do nothing, shoal_model_nparams
+ * returns 0, shoal_model_params and shoal_model_grads return NULL. */
 #ifndef SHOAL_TRAIN_H
 #define SHOAL_TRAIN_H
 
@@ -195,7 +198,8 @@ typedef struct shoal_train_result {
 } shoal_train_result_t;
 
 /* Train on `world` (NULL: single process). All ranks call it with the same
- * options. For ps, the last `servers` ranks are servers. */
+ * options. For ps, the last `servers` ranks are servers. res may be NULL
+ * (the result is not wanted). */
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res);
 
 /* ---- plots --------------------------------------------------------------- */

@@ -88,6 +88,9 @@ err_close:
 int shoal_dataset_load_idx(const char *images_path, const char *labels_path, int nclass, shoal_dataset_t **out) {
   uint32_t idims[3], ldims[3];
   uint8_t *pix = NULL, *lab = NULL;
+  if (!images_path || !labels_path || !out)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_dataset_load_idx: %s is NULL",
+                         !images_path ? "images_path" : !labels_path ? "labels_path" : "out");
   if (nclass == 0) nclass = SHOAL_DATASET_CLASSES;
   if (nclass < 2 || nclass > 256)
     return shoal__seterr(SHOAL_ERR_INVALID, "%s: %d classes: expected 2..256", labels_path, nclass);
@@ -150,6 +153,8 @@ static void idx_path(char *buf, size_t cap, const char *dir, const char *split, 
 }
 
 int shoal_dataset_load_dir(const char *dir, const char *split, int nclass, shoal_dataset_t **out) {
+  if (!dir || !split || !out)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_dataset_load_dir: %s is NULL", !dir ? "dir" : !split ? "split" : "out");
   if (strcmp(split, "train") && strcmp(split, "t10k"))
     return shoal__seterr(SHOAL_ERR_INVALID, "dataset split '%s': expected train or t10k", split);
   char ip[4096], lp[4096];

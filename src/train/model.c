@@ -24,6 +24,8 @@ const char *shoal_model_kind_name(shoal_model_kind_t k) {
 }
 
 int shoal_model_kind_parse(const char *s, shoal_model_kind_t *out) {
+  if (!s || !out)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_model_kind_parse: %s is NULL", !s ? "the name" : "out");
   for (int i = 0; i < SHOAL_MODEL__COUNT; i++)
     if (!strcmp(s, kind_names[i])) {
       *out = (shoal_model_kind_t)i;
@@ -63,6 +65,7 @@ static void add_conv(shoal_model_t *m, int cin, int hin, int win, int cout, int 
 
 int shoal_model_create(shoal_model_kind_t kind, int rows, int cols, int nclass, int max_batch, uint64_t seed,
                        shoal_model_t **out) {
+  if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_model_create: out is NULL");
   if ((unsigned)kind >= SHOAL_MODEL__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "model kind %d unknown", kind);
   if (rows < 1 || cols < 1 || rows > 4096 || cols > 4096 || nclass < 2 || max_batch < 1 || max_batch > (1 << 20))
     return shoal__seterr(SHOAL_ERR_INVALID, "model: bad geometry %dx%d, %d classes, batch %d", rows, cols, nclass,
@@ -140,9 +143,9 @@ void shoal_model_destroy(shoal_model_t *m) {
   free(m);
 }
 
-size_t shoal_model_nparams(const shoal_model_t *m) { return m->nparams; }
-float *shoal_model_params(shoal_model_t *m) { return m->params; }
-float *shoal_model_grads(shoal_model_t *m) { return m->grads; }
+size_t shoal_model_nparams(const shoal_model_t *m) { return m ? m->nparams : 0; }
+float *shoal_model_params(shoal_model_t *m) { return m ? m->params : NULL; }
+float *shoal_model_grads(shoal_model_t *m) { return m ? m->grads : NULL; }
 
 /* col[(c*k + ky)*k + kx][oy*wout + ox] = in[c][oy*s - pad + ky][ox*s - pad + kx] (0 outside). */
 static void im2col(const shoal__layer_t *l, const float *in, float *col) {

@@ -9,6 +9,7 @@ static const char *const ds_names[SHOAL_DS__COUNT] = {"random", "butterfly", "to
 static const char *const ps_names[SHOAL_PS__COUNT] = {"sync", "async", "ssp"};
 
 static int parse(const char *s, const char *const *names, int n, const char *opt, const char *choices, int *out) {
+  if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "%s: NULL name (expected %s)", opt, choices);
   for (int i = 0; i < n; i++)
     if (!strcmp(s, names[i])) {
       *out = i;
@@ -22,6 +23,7 @@ const char *shoal_sync_kind_name(shoal_sync_kind_t k) {
 }
 int shoal_sync_kind_parse(const char *s, shoal_sync_kind_t *out) {
   int v = 0, rc = parse(s, sync_names, SHOAL_SYNC__COUNT, "--sync", "bsp, dssync, ps, localsgd or partial", &v);
+  if (!rc && !out) rc = shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_kind_parse: out is NULL");
   if (!rc) *out = (shoal_sync_kind_t)v;
   return rc;
 }
@@ -30,17 +32,20 @@ const char *shoal_ds_pattern_name(shoal_ds_pattern_t p) {
 }
 int shoal_ds_pattern_parse(const char *s, shoal_ds_pattern_t *out) {
   int v = 0, rc = parse(s, ds_names, SHOAL_DS__COUNT, "--ds-pattern", "random, butterfly, topo or fixed", &v);
+  if (!rc && !out) rc = shoal__seterr(SHOAL_ERR_INVALID, "shoal_ds_pattern_parse: out is NULL");
   if (!rc) *out = (shoal_ds_pattern_t)v;
   return rc;
 }
 const char *shoal_ps_mode_name(shoal_ps_mode_t m) { return (unsigned)m < SHOAL_PS__COUNT ? ps_names[m] : "unknown"; }
 int shoal_ps_mode_parse(const char *s, shoal_ps_mode_t *out) {
   int v = 0, rc = parse(s, ps_names, SHOAL_PS__COUNT, "--ps-mode", "sync, async or ssp", &v);
+  if (!rc && !out) rc = shoal__seterr(SHOAL_ERR_INVALID, "shoal_ps_mode_parse: out is NULL");
   if (!rc) *out = (shoal_ps_mode_t)v;
   return rc;
 }
 
 void shoal_train_opts_init(shoal_train_opts_t *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
   o->model = SHOAL_MODEL_MLP;
   o->sync = SHOAL_SYNC_BSP;

@@ -457,6 +457,7 @@ static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, 
 }
 
 int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
+  if (!o) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_train_run: options are NULL");
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
   if (rc) return rc;

@@ -102,6 +102,9 @@ static void xml_escape(FILE *f, const char *s) {
 
 int shoal_train_plot_svg(const char *svg_path, const char *const *csv_paths, int ncsv, const char *title) {
   if (ncsv < 1) return shoal__seterr(SHOAL_ERR_INVALID, "plot: no CSV files");
+  if (!svg_path || !csv_paths) return shoal__seterr(SHOAL_ERR_INVALID, "plot: %s is NULL", !svg_path ? "svg_path" : "csv_paths");
+  for (int i = 0; i < ncsv; i++)
+    if (!csv_paths[i]) return shoal__seterr(SHOAL_ERR_INVALID, "plot: CSV path %d is NULL", i);
   series_t *s = calloc((size_t)ncsv, sizeof *s);
   if (!s) return shoal__seterr(SHOAL_ERR_NOMEM, "plot: out of memory");
   int rc = 0;

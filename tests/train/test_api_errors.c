@@ -82,3 +82,47 @@ TEST_T(labels_outside_the_classes_are_errors, 60) {
   shoal_dataset_destroy(bad);
   shoal_dataset_destroy(good);
 }
+
+TEST_T(null_arguments_are_errors, 30) {
+  shoal_dataset_t *d = (shoal_dataset_t *)&d; /* untouched on failure */
+  CHECK_EQ(shoal_dataset_load_dir("/nonexistent", "t10k", 10, NULL), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "shoal_dataset_load_dir: out is NULL");
+  CHECK_EQ(shoal_dataset_load_dir(NULL, "t10k", 10, &d), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_dataset_load_dir("/nonexistent", NULL, 10, &d), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_dataset_load_idx(NULL, NULL, 0, &d), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "images_path is NULL");
+  CHECK(d == (shoal_dataset_t *)&d);
+  shoal_dataset_destroy(NULL);
+  CHECK_EQ(shoal_model_create(SHOAL_MODEL_SOFTMAX, 28, 28, 10, 4, 1, NULL), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "shoal_model_create: out is NULL");
+  CHECK_EQ(shoal_model_nparams(NULL), 0);
+  CHECK(shoal_model_params(NULL) == NULL && shoal_model_grads(NULL) == NULL);
+  shoal_model_destroy(NULL);
+  shoal_model_kind_t k = SHOAL_MODEL_CNN;
+  CHECK_EQ(shoal_model_kind_parse(NULL, &k), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_model_kind_parse("mlp", NULL), SHOAL_ERR_INVALID);
+  CHECK_EQ(k, SHOAL_MODEL_CNN);
+  shoal_sync_kind_t s = SHOAL_SYNC_PS;
+  CHECK_EQ(shoal_sync_kind_parse(NULL, &s), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_sync_kind_parse("bsp", NULL), SHOAL_ERR_INVALID);
+  CHECK_EQ(s, SHOAL_SYNC_PS);
+  shoal_ds_pattern_t p = SHOAL_DS_TOPO;
+  CHECK_EQ(shoal_ds_pattern_parse(NULL, &p), SHOAL_ERR_INVALID);
+  shoal_ps_mode_t pm = SHOAL_PS_SSP;
+  CHECK_EQ(shoal_ps_mode_parse(NULL, &pm), SHOAL_ERR_INVALID);
+  CHECK(p == SHOAL_DS_TOPO && pm == SHOAL_PS_SSP);
+  CHECK_EQ(shoal_model_train_step(NULL, NULL, NULL, 1, NULL), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_model_evaluate(NULL, NULL, NULL, 1, NULL, NULL), SHOAL_ERR_INVALID);
+  shoal_train_result_t r;
+  CHECK_EQ(shoal_train_run(NULL, NULL, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "shoal_train_run: options are NULL");
+  CHECK_EQ(shoal_train_plot_svg(NULL, NULL, 1, NULL), SHOAL_ERR_INVALID);
+  const char *paths[1] = {NULL};
+  CHECK_EQ(shoal_train_plot_svg("/tmp/x.svg", paths, 1, NULL), SHOAL_ERR_INVALID);
+  /* res may be NULL: the run's result is not wanted */
+  shoal_dataset_t *tr = synth(32, 3, 3);
+  shoal_train_opts_t o;
+  synth_opts(&o, tr, tr);
+  CHECK_OK(shoal_train_run(&o, NULL, NULL));
+  shoal_dataset_destroy(tr);
+}
