@@ -168,7 +168,8 @@ typedef struct shoal_train_opts {
   const volatile int *stop_flag; /* non-NULL: once *stop_flag is nonzero on any worker (set it from a signal
                                     handler), the workers agree at the end of an iteration (one 4-byte allreduce
                                     per iteration), rank 0 writes ckpt_path, and shoal_train_run returns 0 with
-                                    res->stopped = 1; a stop in the last iteration of the run is a normal end */
+                                    res->stopped = 1; a stop in the last iteration of the run (the last epoch's
+                                    last, or iteration max_iters) is a normal end: stopped = 0 */
   int elastic;                 /* bsp: --resume from a checkpoint written by another number of workers; training
                                   continues at the same sample of the same epoch (the global batch is this run's
                                   workers x batch) */

@@ -653,7 +653,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
           goto out_free;
         }
         stop_req = want != 0;
-        if (stop_req && i + 1 < ipe) {
+        /* the run's last iteration (end of the epoch, or max_iters): a normal end */
+        if (stop_req && i + 1 < ipe && !(o->max_iters > 0 && iter >= o->max_iters)) {
           if (o->ckpt_path && (rc = save_ckpt(&r, e, iter, off + (size_t)(i + 1) * gb, total_train + shoal__now_s() - t_epoch)))
             goto out_free;
           /* nobody leaves before rank 0's checkpoint is on disk (a launcher may kill the others' peers

@@ -126,3 +126,36 @@ TEST_T(null_arguments_are_errors, 30) {
   CHECK_OK(shoal_train_run(&o, NULL, NULL));
   shoal_dataset_destroy(tr);
 }
+
+/* A stop request in the run's last iteration is a normal end, whether the run
+ * ends at its last epoch's end or at max_iters inside an epoch. */
+TEST_T(stop_in_the_last_iteration_is_a_normal_end, 60) {
+  shoal_dataset_t *tr = synth(64, 3, 3);
+  volatile int flag = 1;
+  shoal_train_opts_t o;
+  shoal_train_result_t r;
+  synth_opts(&o, tr, tr);
+  o.stop_flag = &flag;
+  o.epochs = 2;
+  o.max_iters = 1; /* 8 iterations per epoch: the run ends after the first */
+  memset(&r, 0, sizeof r);
+  CHECK_OK(shoal_train_run(&o, NULL, &r));
+  CHECK_EQ(r.stopped, 0);
+  CHECK_EQ(r.iters_done, 1);
+  CHECK_EQ(r.epochs_done, 1);
+  o.max_iters = 0; /* the same run ended by epochs: 1 epoch of 1 iteration */
+  o.epochs = 1;
+  o.train_subset = 8;
+  memset(&r, 0, sizeof r);
+  CHECK_OK(shoal_train_run(&o, NULL, &r));
+  CHECK_EQ(r.stopped, 0);
+  CHECK_EQ(r.iters_done, 1);
+  /* not the last iteration: a stop */
+  o.train_subset = 0;
+  o.max_iters = 3;
+  memset(&r, 0, sizeof r);
+  CHECK_OK(shoal_train_run(&o, NULL, &r));
+  CHECK_EQ(r.stopped, 1);
+  CHECK_EQ(r.iters_done, 1);
+  shoal_dataset_destroy(tr);
+}
