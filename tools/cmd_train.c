@@ -38,6 +38,7 @@ static void usage(FILE *f) {
           "            --ds-overlap   average the step's starting parameters while computing it\n"
           "            --consensus-every N   log the consensus distance every N iterations\n"
           "  ps:       --servers S [1] (the last S ranks)  --ps-mode sync|async|ssp [sync]  --staleness s [2]\n"
+          "            --slow-worker-ms MS   testing: worker 0 sleeps MS per iteration [0]\n"
           "  localsgd: --local-h H [8]\n"
           "  partial:  gradients of the workers ready in rank 0's window, the others relay (ahead=2 here)\n"
           "  --sync-config 'k=v ...'  more settings of the strategy (include/shoal/sync.h), e.g.\n"

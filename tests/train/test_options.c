@@ -44,3 +44,20 @@ TEST_T(cli_ps_on_one_process, 60) {
   CHECK_CONTAINS(out, "--sync ps needs at least 2 processes");
   CHECK_CONTAINS(out, "shoal launch -n N");
 }
+
+/* Every option the parser accepts is in --help (the list is the parser's). */
+TEST_T(cli_help_lists_every_option, 30) {
+  static const char *const opts[] = {
+      "--batch", "--bridge-period", "--bridge-width", "--bucket-kb", "--checkpoint", "--checkpoint-every",
+      "--classes", "--consensus-every", "--csv", "--data", "--decay-epochs", "--decay-gamma", "--ds-global-every",
+      "--ds-k", "--ds-overlap", "--ds-pattern", "--epochs", "--grow-every", "--iter-log", "--label", "--local-h",
+      "--lr", "--max-iters", "--model", "--momentum", "--no-overlap", "--on-failure", "--params-out", "--plot",
+      "--preemptible", "--ps-mode", "--quiet", "--racks", "--resume", "--seed", "--servers", "--slow-worker-ms",
+      "--staleness", "--straggle", "--sync", "--sync-config", "--test-subset", "--threads", "--title",
+      "--train-subset", "--warmup", "--wd"};
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd, "%s train --help", shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 30), 0);
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    CHECK_MSG(strstr(out, opts[i]) != NULL, "--help does not mention %s", opts[i]);
+}
