@@ -28,6 +28,7 @@ static void usage(FILE *f) {
           "optimizer (lr is for the global batch):\n"
           "  --epochs N [10]  --batch B per worker [64]  --lr X [0.05]  --momentum X [0.9]  --wd X [5e-4]\n"
           "  --warmup ITERS [0]  --decay-epochs E1,E2,... [none]  --decay-gamma X [0.1]  --seed S [1]\n"
+          "            (lr *= gamma once E epochs are done: from the epoch printed as E+1 on; at most 8)\n"
           "  --max-iters N         stop after N iterations in total\n"
           "synchronization:\n"
           "  --sync bsp|dssync|ps|localsgd|partial                           [bsp]\n"
@@ -265,7 +266,11 @@ int shoal_cmd_train(int argc, char **argv) {
       o.quiet = 1;
     } else if (!strcmp(a, "--decay-epochs") && v) {
       char *s = (char *)v, *end;
-      for (int k = 0; k < 7 && *s; k++) {
+      for (int k = 0; *s; k++) {
+        if (k == 8) {
+          fprintf(stderr, "shoal train: --decay-epochs '%s': at most 8 epochs\n", v);
+          goto bad;
+        }
         long e = strtol(s, &end, 10);
         if (end == s || e < 1 || (*end && *end != ',')) {
           fprintf(stderr, "shoal train: --decay-epochs '%s': expected a comma list of epochs >= 1\n", v);

@@ -130,7 +130,9 @@ typedef struct shoal_train_opts {
   double momentum;
   double weight_decay;
   int warmup_iters;            /* linear warm-up from lr/warmup_iters to lr */
-  int decay_epochs[8];         /* lr *= decay_gamma at the start of these epochs (0-terminated) */
+  int decay_epochs[8];         /* lr *= decay_gamma once E epochs are done, i.e. from the epoch printed
+                                  (1-based) as E+1 on, for each E (0-terminated; negative: SHOAL_ERR_INVALID;
+                                  E >= epochs: no drop in this run, a warning) */
   double decay_gamma;
   uint64_t seed;
   int max_iters;               /* > 0: stop after this many iterations in total (tests) */

@@ -82,6 +82,10 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "--on-failure shrink: bsp only (this run is --sync %s: a lost "
                                             "worker's model or server shard cannot be taken over from the others)",
                          shoal_sync_kind_name(o->sync));
+  for (int i = 0; i < 8 && o->decay_epochs[i]; i++)
+    if (o->decay_epochs[i] < 0)
+      return shoal__seterr(SHOAL_ERR_INVALID, "--decay-epochs %d: expected epochs >= 1 (0 ends the list)",
+                           o->decay_epochs[i]);
   if (o->grow_every < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--grow-every %d: expected >= 0", o->grow_every);
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
     return shoal__seterr(SHOAL_ERR_INVALID, "--local-h %d: expected >= 1", o->local_h);
@@ -461,6 +465,11 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
   if (rc) return rc;
+  for (int i = 0; i < 8 && o->decay_epochs[i] > 0 && rank == 0; i++)
+    if (o->decay_epochs[i] >= o->epochs)
+      SHOAL_WARN("TRAIN", "--decay-epochs %d: the lr drops once %d epochs are done (from epoch %d on), but this "
+                 "run ends after epoch %d: no drop in it", o->decay_epochs[i], o->decay_epochs[i],
+                 o->decay_epochs[i] + 1, o->epochs);
   openblas_set_num_threads(o->blas_threads > 0 ? o->blas_threads : 1);
   run_t r = {.o = o, .world = world};
   int S = o->sync == SHOAL_SYNC_PS ? o->servers : 0;

@@ -77,6 +77,10 @@ TEST_T(labels_outside_the_classes_are_errors, 60) {
   o.nclass = 5;
   CHECK_OK(shoal_train_run(&o, NULL, &r));
   CHECK_EQ(r.epochs_done, 1);
+  o.decay_epochs[0] = -1;
+  CHECK_EQ(shoal_train_run(&o, NULL, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "--decay-epochs -1: expected epochs >= 1");
+  o.decay_epochs[0] = 0;
   o.nclass = 0; /* 0: the sets' own count */
   CHECK_OK(shoal_train_run(&o, NULL, &r));
   shoal_dataset_destroy(bad);

@@ -61,3 +61,13 @@ TEST_T(cli_help_lists_every_option, 30) {
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     CHECK_MSG(strstr(out, opts[i]) != NULL, "--help does not mention %s", opts[i]);
 }
+
+/* --decay-epochs E drops the lr once E epochs are done (sgd_momentum_and_schedule pins the rates); an E
+ * the run never reaches is said, not silently a no-op, and a list longer than the options hold is an error. */
+TEST_T(cli_decay_epochs_beyond_the_run, 60) {
+  expect_error("--epochs 3 --decay-epochs 2,3",
+               "--decay-epochs 3: the lr drops once 3 epochs are done (from epoch 4 on), but this run ends after "
+               "epoch 3: no drop in it");
+  expect_error("--decay-epochs 1,2,3,4,5,6,7,8,9", "--decay-epochs '1,2,3,4,5,6,7,8,9': at most 8 epochs");
+  expect_error("--decay-epochs 0", "expected a comma list of epochs >= 1");
+}
