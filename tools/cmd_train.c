@@ -134,6 +134,52 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
   return 0;
 }
 
+/* Whether the --sync-config list sets key (split as shoal_sync_create splits it). */
+static int sync_config_has(const char *cfg, const char *key) {
+  size_t kl = strlen(key);
+  for (const char *p = cfg ? cfg : ""; *p;) {
+    size_t n = strcspn(p, " ;\t\n");
+    if (n > kl && p[kl] == '=' && !strncmp(p, key, kl)) return 1;
+    p += n;
+    p += strspn(p, " ;\t\n");
+  }
+  return 0;
+}
+
+/* A --sync-config key replaces the value an option gives the strategy; both at once is an error, as is
+ * an option that only matters with another one. */
+static int check_combinations(const shoal_train_opts_t *o, const char **given, int n) {
+  static const struct {
+    const char *opt;
+    int sync;
+    const char *key;
+  } same[] = {
+      {"--no-overlap", SHOAL_SYNC_BSP, "overlap"},        {"--ds-pattern", SHOAL_SYNC_DSSYNC, "pattern"},
+      {"--ds-k", SHOAL_SYNC_DSSYNC, "k"},                 {"--ds-global-every", SHOAL_SYNC_DSSYNC, "global_every"},
+      {"--ds-overlap", SHOAL_SYNC_DSSYNC, "overlap"},     {"--bridge-period", SHOAL_SYNC_DSSYNC, "h"},
+      {"--bridge-width", SHOAL_SYNC_DSSYNC, "b"},         {"--racks", SHOAL_SYNC_DSSYNC, "racks"},
+      {"--local-h", SHOAL_SYNC_LOCALSGD, "period"},       {"--ps-mode", SHOAL_SYNC_PS, "mode"},
+      {"--staleness", SHOAL_SYNC_PS, "staleness"},        {"--slow-worker-ms", SHOAL_SYNC_PS, "slow_ms"},
+      {"--momentum", SHOAL_SYNC_PS, "momentum"},          {"--wd", SHOAL_SYNC_PS, "wd"},
+  };
+  int grow = 0;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(given[i], "--grow-every")) grow = 1;
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+      if (!strcmp(given[i], same[k].opt) && (int)o->sync == same[k].sync && sync_config_has(o->sync_config, same[k].key)) {
+        fprintf(stderr, "shoal train: %s and --sync-config %s=... both set %s's %s: give one of them\n", same[k].opt,
+                same[k].key, shoal_sync_kind_name(o->sync), same[k].key);
+        return -1;
+      }
+  }
+  if (grow && !o->on_failure_shrink) {
+    fprintf(stderr, "shoal train: --grow-every applies with --on-failure shrink only (restarted ranks enter a run "
+                    "that shrank)\n");
+    return -1;
+  }
+  return 0;
+}
+
 static volatile int stop_requested;
 /* 1 while a --preemptible run reads its data and joins the others: nothing has been trained since the
  * checkpoint it resumed from (or since the start), so a stop request ends the process at once with the
@@ -296,7 +342,7 @@ int shoal_cmd_train(int argc, char **argv) {
       goto bad;
     }
   }
-  if (check_applies(&o, given, ngiven)) goto bad;
+  if (check_applies(&o, given, ngiven) || check_combinations(&o, given, ngiven)) goto bad;
   free(given);
   given = NULL;
   if (o.ckpt_path) o.ckpt_path = expand_job_id(o.ckpt_path, ckbuf, sizeof ckbuf);

@@ -175,13 +175,20 @@ typedef struct shoal_train_opts {
   int elastic;                 /* bsp: --resume from a checkpoint written by another number of workers; training
                                   continues at the same sample of the same epoch (the global batch is this run's
                                   workers x batch) */
-  const char *sync_config;     /* more key=value settings for the strategy (shoal/sync.h); NULL: none */
+  const char *sync_config;     /* more key=value settings for the strategy (shoal/sync.h); NULL: none. A key
+                                  given here replaces the value the fields above would give it (k replaces
+                                  ds_k, period local_h, ...); ps's servers, ckpt and resume come from the
+                                  fields only (here: SHOAL_ERR_INVALID). Checked in a single process too,
+                                  where no strategy runs: an unknown key or bad value is an error at every
+                                  world size */
   const char *straggle;        /* straggler injection: "slow:R:X", "jitter:S", "spike:P:X", comma list (NULL: off) */
   /* surviving a lost rank (bsp; docs/training.md) */
   int on_failure_shrink;       /* 1: when a rank is lost the others shrink the communicator, take over the
-                                  newest state and go on with fewer workers, instead of failing */
+                                  newest state and go on with fewer workers, instead of failing (bsp only,
+                                  at every world size: another sync is SHOAL_ERR_INVALID) */
   int grow_every;              /* with on_failure_shrink: every n iterations admit the processes waiting to
-                                  enter (restarted ranks, shoal_comm_join); 0: never (default 10) */
+                                  enter (restarted ranks, shoal_comm_join); 0: never (default 10); not read
+                                  without on_failure_shrink (shoal train refuses --grow-every then) */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);

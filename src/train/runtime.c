@@ -10,6 +10,7 @@
  * logging and checkpoints are excluded from both. */
 #include <cblas.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
     return shoal__seterr(SHOAL_ERR_INVALID, "%s: bsp only (this run is --sync %s: its workers' models or the servers' "
                                             "state would have to be checkpointed together)",
                          o->stop_flag ? "stopping on a signal to checkpoint" : "elastic resume", shoal_sync_kind_name(o->sync));
-  if (o->on_failure_shrink && o->sync != SHOAL_SYNC_BSP && wsize > 1)
+  if (o->on_failure_shrink && o->sync != SHOAL_SYNC_BSP)
     return shoal__seterr(SHOAL_ERR_INVALID, "--on-failure shrink: bsp only (this run is --sync %s: a lost "
                                             "worker's model or server shard cannot be taken over from the others)",
                          shoal_sync_kind_name(o->sync));
@@ -236,58 +237,114 @@ static void layer_ready(int layer, void *arg) {
   if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
 }
 
+/* Whether the key=value list cfg (separated as shoal_sync_create splits it) sets key. */
+static int cfg_has(const char *cfg, const char *key) {
+  size_t kl = strlen(key);
+  for (const char *p = cfg ? cfg : ""; *p;) {
+    size_t n = strcspn(p, " ;\t\n");
+    if (n > kl && p[kl] == '=' && !strncmp(p, key, kl)) return 1;
+    p += n;
+    p += strspn(p, " ;\t\n");
+  }
+  return 0;
+}
+
+/* Append " key=value" to cfg unless the caller's sync_config sets key (its value wins). */
+static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...) {
+  if (cfg_has(user, key)) return;
+  size_t len = strlen(cfg);
+  if (len + 1 >= cap) return;
+  int k = snprintf(cfg + len, cap - len, "%s%s=", len ? " " : "", key);
+  if (k < 0 || (size_t)k >= cap - len) return;
+  len += (size_t)k;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cfg + len, cap - len, fmt, ap);
+  va_end(ap);
+}
+
 /* The strategy (include/shoal/sync.h) for the options, with the model's
  * buckets: for bsp, whole layers of at least bucket_bytes, last layer first
  * (a suffix of layers is a contiguous range of the parameter array), so a
  * bucket is complete when backward finishes its lowest layer; for the
  * parameter-averaging strategies and ps, one flat bucket. */
-static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int **racks_out) {
+static int create_sync(run_t *r, shoal_sync_t **out, int **racks_out) {
   const shoal_train_opts_t *o = r->o;
-  char cfg[8192];
+  const char *u = o->sync_config;
+  char cfg[8192] = "";
   int rc;
   switch (o->sync) {
   case SHOAL_SYNC_BSP:
-    snprintf(cfg, sizeof cfg, "overlap=%d", o->overlap ? 1 : 0);
+    cfg_add(cfg, sizeof cfg, u, "overlap", "%d", o->overlap ? 1 : 0);
     break;
   case SHOAL_SYNC_DSSYNC: {
-    int len = snprintf(cfg, sizeof cfg, "pattern=%s k=%d seed=%llu global_every=%d overlap=%d",
-                       shoal_ds_pattern_name(o->ds_pattern), o->ds_k, (unsigned long long)(o->seed & 0x7fffffffffffffffULL),
-                       o->ds_global_every, o->ds_overlap ? 1 : 0);
-    if (o->ds_pattern == SHOAL_DS_TOPO) {
-      if ((rc = rack_map(r, racks_out))) return rc;
-      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " h=%d b=%d racks=", o->ds_bridge_period, o->ds_bridge_width);
-      for (int i = 0; i < r->W && len < (int)sizeof cfg - 16; i++)
-        len += snprintf(cfg + len, sizeof cfg - (size_t)len, "%s%d", i ? "," : "", (*racks_out)[i]);
+    const char *pat = shoal_ds_pattern_name(o->ds_pattern);
+    cfg_add(cfg, sizeof cfg, u, "pattern", "%s", pat);
+    cfg_add(cfg, sizeof cfg, u, "k", "%d", o->ds_k);
+    cfg_add(cfg, sizeof cfg, u, "seed", "%llu", (unsigned long long)(o->seed & 0x7fffffffffffffffULL));
+    cfg_add(cfg, sizeof cfg, u, "global_every", "%d", o->ds_global_every);
+    cfg_add(cfg, sizeof cfg, u, "overlap", "%d", o->ds_overlap ? 1 : 0);
+    /* topo by the options (a pattern= in sync_config decides instead: then it gives its own h, b, racks) */
+    if (o->ds_pattern == SHOAL_DS_TOPO && !cfg_has(u, "pattern")) {
+      cfg_add(cfg, sizeof cfg, u, "h", "%d", o->ds_bridge_period);
+      cfg_add(cfg, sizeof cfg, u, "b", "%d", o->ds_bridge_width);
+      if (!cfg_has(u, "racks")) {
+        if ((rc = rack_map(r, racks_out))) return rc;
+        char list[8192];
+        int len = 0;
+        for (int i = 0; i < r->W && len < (int)sizeof list - 16; i++)
+          len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? "," : "", (*racks_out)[i]);
+        cfg_add(cfg, sizeof cfg, u, "racks", "%s", list);
+      }
     }
     break;
   }
   case SHOAL_SYNC_LOCALSGD:
-    snprintf(cfg, sizeof cfg, "period=%d", o->local_h);
+    cfg_add(cfg, sizeof cfg, u, "period", "%d", o->local_h);
     break;
   case SHOAL_SYNC_PARTIAL: /* this loop pauses before it uses the communicator: the thread may run ahead */
-    snprintf(cfg, sizeof cfg, "%s", o->sync_config && strstr(o->sync_config, "ahead=") ? "" : "ahead=2");
+    cfg_add(cfg, sizeof cfg, u, "ahead", "2");
     break;
   case SHOAL_SYNC_PS: {
-    int len = snprintf(cfg, sizeof cfg, "servers=%d mode=%s momentum=%.17g wd=%.17g slow_ms=%.17g", o->servers,
-                       shoal_ps_mode_name(o->ps_mode), o->momentum, o->weight_decay, o->ps_slow_worker_ms);
-    if (o->ps_mode == SHOAL_PS_SSP) len += snprintf(cfg + len, sizeof cfg - (size_t)len, " staleness=%d", o->staleness);
+    /* the runtime itself relies on these three: they come from the options only */
+    static const char *const own[3][2] = {{"servers", "servers (--servers)"}, {"ckpt", "ckpt_path (--checkpoint)"},
+                                          {"resume", "resume_path (--resume)"}};
+    for (int i = 0; i < 3; i++)
+      if (cfg_has(u, own[i][0]))
+        return shoal__seterr(SHOAL_ERR_INVALID, "sync config '%s': %s= is set by the option %s, not here", u,
+                             own[i][0], own[i][1]);
+    cfg_add(cfg, sizeof cfg, u, "servers", "%d", o->servers);
+    cfg_add(cfg, sizeof cfg, u, "mode", "%s", shoal_ps_mode_name(o->ps_mode));
+    cfg_add(cfg, sizeof cfg, u, "momentum", "%.17g", o->momentum);
+    cfg_add(cfg, sizeof cfg, u, "wd", "%.17g", o->weight_decay);
+    cfg_add(cfg, sizeof cfg, u, "slow_ms", "%.17g", o->ps_slow_worker_ms);
+    if (o->ps_mode == SHOAL_PS_SSP) cfg_add(cfg, sizeof cfg, u, "staleness", "%d", o->staleness);
     const char *paths[2] = {o->ckpt_path, o->resume_path}, *keys[2] = {"ckpt", "resume"};
     for (int i = 0; i < 2; i++) {
       if (!paths[i]) continue;
       if (strpbrk(paths[i], " ;\t\n"))
         return shoal__seterr(SHOAL_ERR_INVALID, "--%s %s: with --sync ps the path may not contain spaces or ';'",
                              i ? "resume" : "checkpoint", paths[i]);
-      len += snprintf(cfg + len, sizeof cfg - (size_t)len, " %s=%s", keys[i], paths[i]);
+      cfg_add(cfg, sizeof cfg, u, keys[i], "%s", paths[i]);
     }
     break;
   }
   default:
     return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   }
-  if (o->sync_config && strlen(cfg) + strlen(o->sync_config) + 2 < sizeof cfg)
-    snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " %s", o->sync_config);
+  if (u && strlen(cfg) + strlen(u) + 2 >= sizeof cfg)
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config: %zu characters, too long", strlen(u));
+  if (u) snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " %s", u);
+  return shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, out);
+}
+
+static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int **racks_out) {
+  const shoal_train_opts_t *o = r->o;
   shoal_sync_t *s = NULL;
-  if ((rc = shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, &s))) return rc;
+  int rc = create_sync(r, &s, racks_out);
+  if (rc) return rc;
   shoal_model_t *m = r->m;
   for (int l = 0; l < 8; l++) bucket_of_layer[l] = -1;
   if (o->sync == SHOAL_SYNC_BSP) {
@@ -312,6 +369,29 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
   }
   *out = s;
   return 0;
+}
+
+/* One process trains without a strategy; the strategy's settings (sync_config) are still checked, on a
+ * communicator of this process alone, so that a bad one is an error at every world size. */
+static int check_sync_alone(const run_t *r) {
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = 0;
+  p.world_size = 1;
+  shoal_comm_t *self = NULL;
+  int rc = shoal_comm_init(&p, &self);
+  if (rc) return rc;
+  run_t t = *r;
+  t.world = t.wcomm = self;
+  t.W = 1;
+  t.wrank = 0;
+  shoal_sync_t *s = NULL;
+  int *racks = NULL;
+  rc = create_sync(&t, &s, &racks);
+  shoal_sync_destroy(s);
+  free(racks);
+  shoal_comm_destroy(self);
+  return rc;
 }
 
 static shoal__ckpt_meta_t ckpt_meta(const run_t *r, int epochs_done, long iters, size_t epoch_samples, double train_s) {
@@ -481,8 +561,9 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   int *racks = NULL;
   shoal_train_result_t out = {0};
   shoal__straggle_t straggle;
+  shoal__elastic_t el = {0}; /* before the first goto out_free, which frees it */
   if ((rc = shoal__straggle_parse(o->straggle, o->seed, r.W, &straggle))) goto out_free;
-  shoal__elastic_t el = {0};
+  if (wsize == 1 && o->sync_config && (rc = check_sync_alone(&r))) goto out_free;
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
   int max_batch = o->batch > 256 ? o->batch : 256;
   if ((rc = shoal_model_create(o->model, r.train->rows, r.train->cols,

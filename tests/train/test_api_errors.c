@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+
 #include "../runner.h"
 #include "shoal/train.h"
+#include "train_testutil.h"
 
 /* n images of 4x4 pixels with labels i % nlab, declaring nclass classes. */
 static shoal_dataset_t *synth(size_t n, int nclass, int nlab) {
@@ -162,4 +165,49 @@ TEST_T(stop_in_the_last_iteration_is_a_normal_end, 60) {
   CHECK_EQ(r.stopped, 1);
   CHECK_EQ(r.iters_done, 1);
   shoal_dataset_destroy(tr);
+}
+
+/* sync_config on 2 ranks: its keys replace the ones the options give (no "given twice" for a key the
+ * caller set once) and a bad value is an error on every rank; in one process it is checked as well. */
+static int g_port;
+static const char *const cfgs[] = {"k=3", "pattern=random", "k=abc", "garbage"};
+
+static int cfg_rank(int rank, void *arg) {
+  (void)arg;
+  shoal_comm_t *c = train_test_join(rank, 2, g_port);
+  if (!c) return 10;
+  shoal_dataset_t *tr = synth(64, 3, 3);
+  shoal_train_opts_t o;
+  synth_opts(&o, tr, tr);
+  o.sync = SHOAL_SYNC_DSSYNC;
+  for (int i = 0; i < 4; i++) {
+    o.sync_config = cfgs[i];
+    int rc = shoal_train_run(&o, c, NULL);
+    if ((rc != 0) != (i >= 2)) {
+      fprintf(stderr, "rank %d: sync_config '%s': rc %d: %s\n", rank, cfgs[i], rc, shoal_last_error());
+      return 11 + i;
+    }
+  }
+  shoal_dataset_destroy(tr);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(sync_config_keys_replace_the_options, 90) {
+  shoal_dataset_t *tr = synth(64, 3, 3);
+  shoal_train_opts_t o;
+  synth_opts(&o, tr, tr);
+  o.sync = SHOAL_SYNC_DSSYNC;
+  for (int i = 0; i < 4; i++) {
+    o.sync_config = cfgs[i];
+    int rc = shoal_train_run(&o, NULL, NULL);
+    CHECK_MSG((rc != 0) == (i >= 2), "one process, sync_config '%s': rc %d: %s", cfgs[i], rc, shoal_last_error());
+    if (rc) CHECK_EQ(rc, SHOAL_ERR_INVALID);
+  }
+  shoal_dataset_destroy(tr);
+  g_port = shoal_test_free_port();
+  int st[2];
+  int ok = shoal_test_fork_ranks(2, cfg_rank, NULL, 60, st);
+  for (int i = 0; i < 2; i++) CHECK_MSG(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0, "rank %d: status %d", i, st[i]);
+  CHECK_EQ(ok, 2);
 }

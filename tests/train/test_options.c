@@ -71,3 +71,24 @@ TEST_T(cli_decay_epochs_beyond_the_run, 60) {
   expect_error("--decay-epochs 1,2,3,4,5,6,7,8,9", "--decay-epochs '1,2,3,4,5,6,7,8,9': at most 8 epochs");
   expect_error("--decay-epochs 0", "expected a comma list of epochs >= 1");
 }
+
+/* Accepted: the run gets past option checking to reading the (missing) data. */
+static void expect_accepted(const char *args) { expect_error(args, "/nonexistent-shoal-data"); }
+
+/* --sync-config is checked in one process too (where no strategy runs), a key of it replaces the value
+ * an option would give (both at once is an error naming both), and an option that only matters with
+ * another one is refused without it. */
+TEST_T(cli_sync_config_and_combinations, 60) {
+  expect_error("--sync-config garbage", "sync config 'garbage': expected key=value");
+  expect_error("--sync dssync --sync-config k=abc", "sync config dssync: k=abc: expected an integer");
+  expect_error("--sync-config period=3", "'period' is not a setting of bsp");
+  expect_accepted("--sync dssync --sync-config k=3");
+  expect_accepted("--sync dssync --sync-config pattern=random");
+  expect_accepted("--sync localsgd --sync-config period=3");
+  expect_error("--sync dssync --ds-k 3 --sync-config k=4",
+               "--ds-k and --sync-config k=... both set dssync's k: give one of them");
+  expect_error("--sync localsgd --local-h 2 --sync-config 'seed=1;period=4'", "--local-h and --sync-config period=...");
+  expect_error("--on-failure shrink --sync localsgd", "--on-failure shrink: bsp only (this run is --sync localsgd");
+  expect_error("--grow-every 5", "--grow-every applies with --on-failure shrink only");
+  expect_accepted("--grow-every 5 --on-failure shrink");
+}
