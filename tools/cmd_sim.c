@@ -194,7 +194,7 @@ static int write_summary(const char *dir, const char *workload, const char *clus
     NUM("wall_s", r->r.wall_s);
     fprintf(f, ", \"events\": %llu, \"decisions\": %llu", (unsigned long long)r->r.events, (unsigned long long)r->r.decisions);
     NUM("events_per_s", r->r.wall_s > 0 ? r->r.events / r->r.wall_s : NAN);
-    NUM("sim_s_per_wall_s", r->r.wall_s > 0 ? (r->r.t_last - r->r.t_first) / r->r.wall_s : NAN);
+    NUM("sim_s_per_wall_s", r->r.wall_s > 0 ? (r->r.t_end - r->r.t_first) / r->r.wall_s : NAN);
     NUM("peak_rss_mb", r->rss_mb);
     NUM("decisions_per_s", r->r.wall_s > 0 ? r->r.decisions / r->r.wall_s : NAN);
     NUM("decide_ms_avg", r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0);

@@ -15,7 +15,9 @@ typedef struct shoal_sim_report {
   long unfinished;
   double jct_avg_s, jct_p50_s, jct_p95_s, jct_p99_s;
   double makespan_s, queue_avg_s;
-  double gpu_util;              /* allocated GPU-s / (GPUs x span) */
+  double gpu_util;              /* allocated GPU-s / (GPUs x span); span = first
+                                 * arrival .. last completion (always the whole
+                                 * run: no horizon here) */
   long preemptions, reallocations;
   double ftf_max, ftf_avg;      /* finish-time fairness rho = JCT / isolated time */
   double wall_s;                /* engine wall time */

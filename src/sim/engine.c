@@ -1078,6 +1078,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   if ((rc = ops->create(&e.s, params, &e.pstate))) goto fail_sched;
 
   long next = 0;
+  int cut = 0; /* the horizon stopped the run before its last event */
   double t = w->njobs ? w->jobs[0].arrival : 0;
   r.t_first = t;
   e.t_prev = t;
@@ -1095,7 +1096,10 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
     if (!have_heap && !have_arr) break;
     double tn = have_heap ? top->t : INFINITY;
     if (have_arr && w->jobs[next].arrival < tn) tn = w->jobs[next].arrival;
-    if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) break;
+    if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) {
+      cut = 1;
+      break;
+    }
     if (tn < t) {
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim: time went back from %.17g to %.17g", t, tn);
       goto fail_policy;
@@ -1170,6 +1174,14 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       progress_next = r.finished + progress_step;
     }
   }
+  if (cut) {
+    /* nothing changes between the last event and the horizon: account the
+     * GPU-seconds (and the active jobs' progress) up to the horizon, which
+     * is where the utilization span ends */
+    t = r.t_first + cfg->horizon_s;
+    advance_time(&e, t);
+    r.t_end = t;
+  } else r.t_end = r.t_last > r.t_first ? r.t_last : r.t_first;
   timeline_add(&e, t, 1);
   /* jobs still active at the end: counted, never silently dropped */
   for (int i = 0; i < e.s.nactive; i++) advance_job(&e, e.s.active[i], t);

@@ -79,7 +79,7 @@ int shoal__metrics_compute_window(const shoal_workload_t *w, const shoal_sim_res
     m->ftf_p95 = shoal__quantile(rho, nr, 0.95);
     m->ftf_over1 = (double)over / (double)nr;
   }
-  double span = r->t_last - r->t_first;
+  double span = r->t_end - r->t_first; /* the interval busy_gpu_s covers */
   if (span > 0 && r->gpus > 0) {
     m->util = r->busy_gpu_s / (r->gpus * span);
     m->eff_util = r->eff_gpu_s / (r->gpus * span);

@@ -91,6 +91,9 @@ typedef struct shoal_sim_result {
   uint64_t events, decisions;
   double wall_s;
   double t_first, t_last;     /* first arrival, last completion */
+  double t_end;               /* end of the accounted interval: t_last, or the
+                               * horizon (t_first + horizon_s) when it cut the run;
+                               * busy_gpu_s / eff_gpu_s cover [t_first, t_end] */
   double busy_gpu_s, eff_gpu_s;
   int gpus;
   long preemptions, reallocations;

@@ -281,3 +281,43 @@ TEST(public_api_shoal_sim_run) {
   CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_IO);
   CHECK_CONTAINS(shoal_last_error(), "/nonexistent.csv");
 }
+
+/* A run cut by --horizon: the utilization's numerator and span cover the
+ * same interval [first arrival, horizon], so it never exceeds 1. Two
+ * machines of 8 GPUs; FIFO runs jobs 0 and 1 at t=0 (job 0 ends at 100),
+ * job 2 starts at its arrival 4000; the horizon 5000 cuts jobs 1 and 2:
+ * busy = 8*100 + 8*5000 + 8*1000 GPU-s over 16 GPUs x 5000 s. */
+TEST(horizon_utilization_same_interval) {
+  tjob_t t[] = {{0, 8, 100, 0}, {0, 8, 10000, 0}, {4000, 8, 10000, 0}};
+  shoal_workload_t w = {0};
+  tiny_workload(&w, t, 3);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 2, 8);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  cfg.horizon_s = 5000;
+  cfg.check = 1;
+  shoal_sim_result_t r;
+  CHECK_OK(shoal__sim_run(&w, &cs, sp, shoal__policy_find("fifo"), NULL, &cfg, &r));
+  CHECK_EQ(r.unfinished, 2);
+  CHECK_NEAR(r.t_end, 5000, 1e-9);
+  CHECK_NEAR(r.busy_gpu_s, 48800, 1e-6);
+  shoal_metrics_t m;
+  CHECK_OK(shoal__metrics_compute(&w, &r, &m));
+  CHECK_NEAR(m.util, 48800.0 / (16 * 5000), 1e-9);
+  CHECK(m.util <= 1);
+  /* the unfinished jobs' progress is accounted up to the horizon too */
+  CHECK_NEAR(w.jobs[1].run_s, 5000, 1e-6);
+  CHECK_NEAR(w.jobs[2].run_s, 1000, 1e-6);
+  shoal__sim_result_free(&r);
+  /* without a horizon the span stays first arrival .. last completion */
+  cfg.horizon_s = 0;
+  CHECK_OK(shoal__sim_run(&w, &cs, sp, shoal__policy_find("fifo"), NULL, &cfg, &r));
+  CHECK_NEAR(r.t_end, 14000, 1e-9);
+  CHECK_OK(shoal__metrics_compute(&w, &r, &m));
+  CHECK_NEAR(m.util, (800 + 80000 + 80000) / (16.0 * 14000), 1e-9);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
