@@ -105,7 +105,9 @@ typedef struct {
   double *queue;                /* queueing delay (first start - arrival) of the same jobs, sorted */
   double *ftf;                  /* finish-time fairness rho = JCT / isolated time of the same jobs, sorted */
   long nftf;
-  long waited;                  /* jobs that waited at all */
+  long waited;                  /* finished jobs (in the window) whose first start came after their arrival */
+  long at_stake;                /* jobs (all) that waited before their first start, were preempted or
+                                 * reallocated, or did not finish: where policies could differ */
   double flow_slots;            /* --lower-bound: total flow in slots */
   double rss_mb;
 } run_t;
@@ -629,6 +631,11 @@ int shoal_cmd_sim(int argc, char **argv) {
         if (r->queue[nq++] > 1e-6) r->waited++;
         if (w.jobs[k].iso_time > 0) r->ftf[r->nftf++] = (w.jobs[k].finish - w.jobs[k].arrival) / w.jobs[k].iso_time;
       }
+    for (long k = 0; k < w.njobs; k++) {
+      const shoal_job_t *j = &w.jobs[k];
+      r->at_stake += j->state != SHOAL_JOB_DONE || j->first_start < 0 || j->first_start - j->arrival > 1e-6 ||
+                     j->n_preempt > 0 || j->n_realloc > 0;
+    }
     qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
     qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
     qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
@@ -676,12 +683,15 @@ int shoal_cmd_sim(int argc, char **argv) {
     for (int i = 0; i < nruns; i++)
       printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", runs[i].name, runs[i].flow_slots, runs[i].flow_slots / lb);
   }
-  /* a run where nobody ever waited cannot show policy differences */
-  long waited = 0;
-  for (int i = 0; i < nruns; i++) waited += runs[i].waited;
-  if (nruns && !waited)
-    fprintf(stderr, "shoal sim: warning: no job ever waited for resources under any policy: the cluster is not contended and "
-                    "policies cannot differ (try --scenario, a smaller cluster or a higher --load / --load-scale)\n");
+  /* a run where every job started at its arrival, ran to completion and was
+   * never preempted or reallocated, under every policy, cannot show policy
+   * differences */
+  long at_stake = 0;
+  for (int i = 0; i < nruns; i++) at_stake += runs[i].at_stake;
+  if (nruns && !at_stake)
+    fprintf(stderr, "shoal sim: warning: under every policy every job started at its arrival and finished without "
+                    "preemption or reallocation: the cluster is not contended and policies cannot differ (try --scenario, "
+                    "a smaller cluster or a higher --load / --load-scale)\n");
   if (out) {
     if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns))) goto fail_runs;
     if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;

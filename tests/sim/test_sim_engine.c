@@ -321,3 +321,32 @@ TEST(horizon_utilization_same_interval) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* The "nothing at stake" warning fires only when every job, under every
+ * policy, started at its arrival, finished and was never preempted or
+ * reallocated: not when preemptive policies preempt without any first-start
+ * wait, nor when jobs are still queued at --horizon. */
+TEST_T(cli_uncontended_warning_only_when_nothing_at_stake, 60) {
+  char cmd[1024], out[16384];
+  const char *warn = "policies cannot differ";
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 20 --policy fifo,srtf --no-progress --csv 2>&1", shoal_test_cli());
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 30) == 0, "%s\n%s", cmd, out);
+  CHECK_CONTAINS(out, warn);
+  /* preemptions, no first-start wait */
+  snprintf(cmd, sizeof cmd,
+           "%s sim --synthetic 50 --machines 2 --load 2 --policy tiresias,tiresias:thresholds=100 --no-progress --csv 2>&1",
+           shoal_test_cli());
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 30) == 0, "%s\n%s", cmd, out);
+  CHECK_MSG(strstr(out, warn) == NULL, "warned with preemptions:\n%s", out);
+  /* a job still queued at the horizon */
+  const char *trace = "/tmp/shoal-test-sim-warn.csv";
+  FILE *f = fopen(trace, "w");
+  CHECK(f != NULL);
+  fprintf(f, "arrival,gpus,duration\n0,8,100\n1,8,100\n");
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s sim --trace %s --machines 1 --policy fifo --horizon 50 --no-progress --csv 2>&1",
+           shoal_test_cli(), trace);
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 30) == 0, "%s\n%s", cmd, out);
+  CHECK_MSG(strstr(out, warn) == NULL, "warned with a job queued at the horizon:\n%s", out);
+  remove(trace);
+}
