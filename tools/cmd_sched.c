@@ -31,6 +31,7 @@ static void usage(FILE *f) {
           "  run          = shoal sim --lower-bound: the policies on the event engine with shoal sim's metrics,\n"
           "                 plus the offline lower bound on total flow time in slots (--lb-slot S, --lb-time S)\n"
           "  lp-bound     = shoal sim --lower-bound --policy none: the lower bound of the workload alone\n"
+          "                 (its horizon comes from a FIFO run to completion, not printed)\n"
           "  decide-time  decision time per arrival of larr:replan=0, larr (re-planning), greedy and oasis\n"
           "               (decide_ms_avg, decide_ms_max, decide_cpu_ms_avg as in shoal sim) on clusters of\n"
           "               --machines LIST (100,500,2000) x 8 GPUs preloaded to ~70%% of their GPU-slots by\n"

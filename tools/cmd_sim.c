@@ -286,8 +286,8 @@ done:
  * every worker at the fastest per-worker rate the speed model gives the job
  * (its requested size or one worker, consolidated). The LP runs up to 3,000
  * jobs; larger workloads get max(LB_solo, LB_srpt). */
-static int workload_lower_bound(shoal_workload_t *w, shoal_cluster_t *cl, const shoal_speed_t *speed, const run_t *runs,
-                                int nruns, double slot_s, double tm, int quiet, double *lb, double *lbs) {
+static int workload_lower_bound(shoal_workload_t *w, shoal_cluster_t *cl, const shoal_speed_t *speed, double last,
+                                double slot_s, double tm, int quiet, double *lb, double *lbs) {
   shoal__workload_reset(w);
   shoal_sched_t s;
   shoal__ps_cluster_t pc;
@@ -311,8 +311,6 @@ static int workload_lower_bound(shoal_workload_t *w, shoal_cluster_t *cl, const 
     if (slot + 1 > T) T = slot + 1;
   }
   /* horizon: 1.5x the latest finish of the runs (the optimum ends by then) */
-  double last = 0;
-  for (int k = 0; k < nruns; k++) last = fmax(last, runs[k].r.t_last);
   int Tr = (int)(last / slot_s) + 1;
   if (Tr > T) T = Tr;
   T += T / 2 + 2;
@@ -664,7 +662,30 @@ int shoal_cmd_sim(int argc, char **argv) {
     }
   }
   double lb = NAN, lbs = NAN;
-  if (lower_bound && (rc = workload_lower_bound(&w, cl, speed, runs, nruns, lb_slot, lb_time, csv, &lb, &lbs))) goto fail_runs;
+  if (lower_bound) {
+    /* the bound's horizon comes from the latest finish of the runs; without
+     * a run that finished every job (--policy none, or a --horizon cut),
+     * FIFO is run to completion for it */
+    double last = 0;
+    int whole = nruns > 0;
+    for (int i = 0; i < nruns; i++) {
+      last = fmax(last, runs[i].r.t_last);
+      if (runs[i].r.unfinished) whole = 0;
+    }
+    if (!whole) {
+      shoal_sim_config_t fc = cfg;
+      fc.horizon_s = 0;
+      fc.progress = NULL;
+      fc.check = 0;
+      shoal_sim_result_t fr;
+      memset(&fr, 0, sizeof fr);
+      rc = shoal__sim_run(&w, &cs, speed, shoal__policy_find("fifo"), NULL, &fc, &fr);
+      last = fmax(last, fr.t_last);
+      shoal__sim_result_free(&fr);
+      if (rc) goto fail_runs;
+    }
+    if ((rc = workload_lower_bound(&w, cl, speed, last, lb_slot, lb_time, csv, &lb, &lbs))) goto fail_runs;
+  }
   if (csv)
     for (int i = 0; i < nruns; i++) {
       run_t *r = &runs[i];

@@ -70,3 +70,33 @@ TEST_T(larr_cli_sim_policies_check_invariants, 90) {
   CHECK(st != 0);
   CHECK_CONTAINS(out, "slot");
 }
+
+/* `shoal sched lp-bound` (no policy runs) gets a horizon long enough for
+ * every job: FIFO is run to completion for it, so the bound equals the one
+ * printed with --policy fifo. Before, the horizon was the arrival slots
+ * alone and the solo greedy failed ("not coverable"). */
+TEST_T(lp_bound_without_policy_has_a_horizon, 60) {
+  char out[8192], cmd[768];
+  const char *trace = "/tmp/shoal-test-lpbound.csv";
+  FILE *f = fopen(trace, "w");
+  CHECK(f != NULL);
+  fprintf(f, "arrival,gpus,duration\n0,8,36000\n10,8,36000\n");
+  fclose(f);
+  double lb[2];
+  for (int k = 0; k < 2; k++) {
+    snprintf(cmd, sizeof cmd, "%s %s --trace %s --machines 1 --no-progress 2>&1", shoal_test_cli(),
+             k ? "sim --lower-bound --policy fifo" : "sched lp-bound", trace);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+    CHECK_MSG(st == 0, "%s: exit %d: %s", cmd, st, out);
+    const char *p = strstr(out, "lower bound on total flow time: ");
+    CHECK_MSG(p != NULL, "%s", out);
+    lb[k] = atof(p + strlen("lower bound on total flow time: "));
+  }
+  CHECK(lb[0] > 0);
+  CHECK_NEAR(lb[0], lb[1], 1e-9);
+  snprintf(cmd, sizeof cmd, "%s sched lp-bound --synthetic 12 --machines 2 --no-progress 2>&1", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  CHECK_MSG(st == 0, "%s: exit %d: %s", cmd, st, out);
+  CHECK_CONTAINS(out, "lower bound on total flow time");
+  remove(trace);
+}
