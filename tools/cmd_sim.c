@@ -65,7 +65,8 @@ static void usage(FILE *f) {
           "  --sample N            keep a seeded sample of N jobs\n"
           "  --write-trace FILE    write the workload as a shoal job CSV and continue\n"
           "  --report-jobs K0:K1   job statistics over jobs with arrival rank in [K0, K1) (warm-up/drain window)\n"
-          "\ncluster (default 256 machines x 8 GPUs, 16 racks):\n"
+          "\ncluster (default 256 machines x 8 GPUs, 16 racks; racks default to min(16, machines),\n"
+          "an explicit --racks above --machines is an error):\n"
           "  --cluster FILE        INI or JSON cluster file (docs/simulator.md)\n"
           "  --machines N --gpus-per-machine G --racks R --oversub O --cpus-per-machine C\n"
           "  --mem-gb-per-machine M --nic-gbps B --intra-gbps B\n"
@@ -345,7 +346,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   shoal__cluster_spec_default(&cs);
   const char *trace = NULL, *cluster_file = NULL, *out = NULL, *policies = NULL, *speed_name = "analytic";
   const char *throughputs = "../shared/data/gavel/throughputs.json", *gpu = "v100", *write_trace = NULL;
-  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0;
+  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0, racks_given = 0;
   shoal_cluster_group_t flags = cs.group[0];
   shoal_net_t net = cs.net;
   int rc = 0;
@@ -446,7 +447,7 @@ int shoal_cmd_sim(int argc, char **argv) {
     else if (!strcmp(a, "--cluster")) { VAL(); cluster_file = v; }
     else if (!strcmp(a, "--machines")) { LNG(1, 1000000, flags.machines); flags_cluster = 1; }
     else if (!strcmp(a, "--gpus-per-machine")) { LNG(0, SHOAL_MAX_GPUS_PER_MACHINE, flags.per_machine.gpus); flags_cluster = 1; }
-    else if (!strcmp(a, "--racks")) { LNG(1, 1000000, flags.racks); flags_cluster = 1; }
+    else if (!strcmp(a, "--racks")) { LNG(1, 1000000, flags.racks); flags_cluster = 1; racks_given = 1; }
     else if (!strcmp(a, "--cpus-per-machine")) { DBL(1e-3, 1e6, flags.per_machine.cpus); flags_cluster = 1; }
     else if (!strcmp(a, "--mem-gb-per-machine")) { DBL(1e-3, 1e9, flags.per_machine.mem_gb); flags_cluster = 1; }
     else if (!strcmp(a, "--nic-gbps")) { DBL(1e-6, 1e9, flags.nic_gbps); flags_cluster = 1; }
@@ -506,7 +507,13 @@ int shoal_cmd_sim(int argc, char **argv) {
   } else {
     cs.group[0] = flags;
     cs.net = net;
-    if (flags.racks > flags.machines) cs.group[0].racks = flags.machines;
+    if (flags.racks > flags.machines) {
+      if (racks_given) {
+        fprintf(stderr, "shoal sim: --racks=%d: more than the %d machines (--machines)\n", flags.racks, flags.machines);
+        return 2;
+      }
+      cs.group[0].racks = flags.machines; /* default 16 racks: at most one per machine */
+    }
     if ((rc = shoal__cluster_spec_validate(&cs))) goto fail_msg;
   }
   cfg.seed = wo.seed;

@@ -5,8 +5,14 @@
  *   machines = 256                      "racks": 16, "oversub": 2,
  *   gpus_per_machine = 8                "groups": [{"machines": 4, ...}]}
  *   racks = 16
- *   [group]        (repeatable: a group of machines of another kind; when any
- *   machines = 4    group is given, the [cluster] machine keys are ignored)
+ *   [group]        (repeatable: a group of machines of another kind, added to
+ *   machines = 4    the [cluster] machines; a group starts from the [cluster]
+ *                   machine keys. When groups are given and [cluster] sets no
+ *                   `machines`, the cluster is the groups alone)
+ *
+ * racks not written in a section: min(racks inherited (default 16), that
+ * section's machines); racks written and larger than the section's machines
+ * is an error naming its file:line. At most 8 machine groups in all.
  *
  * Machine keys: machines, racks, gpus_per_machine, cpus_per_machine,
  * mem_gb_per_machine, nic_gbps. Network keys ([cluster] only): intra_gbps,
@@ -22,7 +28,12 @@
 #include "sched/cluster.h"
 #include "sched/json.h"
 
-static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, int net_ok,
+/* Where a section's machines / racks were written (0: not in the file). */
+typedef struct {
+  int machines_line, racks_line;
+} where_t;
+
+static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, where_t *wh, int net_ok,
                    const char *key, const char *val) {
   char *e;
   errno = 0;
@@ -50,8 +61,8 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = %s: expected %s in [%g, %g]", file, line, key, val,
                          lim[found].integer ? "an integer" : "a number", lim[found].lo, lim[found].hi);
   switch (found) {
-  case 0: g->machines = (int)v; break;
-  case 1: g->racks = (int)v; break;
+  case 0: g->machines = (int)v; wh->machines_line = line; break;
+  case 1: g->racks = (int)v; wh->racks_line = line; break;
   case 2: g->per_machine.gpus = (int)v; break;
   case 3: g->per_machine.cpus = v; break;
   case 4: g->per_machine.mem_gb = v; break;
@@ -71,13 +82,40 @@ static char *trim(char *s) {
   return s;
 }
 
-static int finish(const char *file, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *base, int ngroups,
-                  shoal_cluster_spec_t *spec) {
-  if (ngroups == 0) {
-    tmp->ngroups = 1;
-    tmp->group[0] = *base;
-  } else tmp->ngroups = ngroups;
-  int rc = shoal__cluster_spec_validate(tmp);
+/* racks of a section: as written (at most its machines), else the inherited
+ * value capped at its machines. */
+static int fix_racks(const char *file, shoal_cluster_group_t *g, const where_t *wh, const char *section) {
+  if (!wh->racks_line) {
+    if (g->racks > g->machines) g->racks = g->machines;
+    return 0;
+  }
+  if (g->racks > g->machines)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s:%d: racks = %d: more than the %d machines of %s", file, wh->racks_line,
+                         g->racks, g->machines, section);
+  return 0;
+}
+
+static int finish(const char *file, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *base, const where_t *bw,
+                  const where_t *gw, int ngroups, shoal_cluster_spec_t *spec) {
+  int rc, with_base = ngroups == 0 || bw->machines_line > 0;
+  shoal_cluster_group_t groups[8];
+  int n = 0;
+  if (with_base) {
+    if ((rc = fix_racks(file, base, bw, "[cluster]"))) return rc;
+    groups[n++] = *base;
+  }
+  for (int i = 0; i < ngroups; i++) {
+    char sec[32];
+    snprintf(sec, sizeof sec, "group %d", i + 1);
+    if ((rc = fix_racks(file, &tmp->group[i], &gw[i], sec))) return rc;
+    if (n == 8)
+      return shoal__seterr(SHOAL_ERR_PARSE, "%s: %d machine groups ([cluster] machines and %d groups): at most 8", file,
+                           ngroups + 1, ngroups);
+    groups[n++] = tmp->group[i];
+  }
+  memcpy(tmp->group, groups, sizeof groups[0] * (size_t)n);
+  tmp->ngroups = n;
+  rc = shoal__cluster_spec_validate(tmp);
   if (rc) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", shoal_last_error());
@@ -91,6 +129,7 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
   shoal_cluster_spec_t tmp = *spec;
   shoal_cluster_group_t base = spec->group[0];
   shoal_cluster_group_t *cur = &base;
+  where_t bw = {0, 0}, gw[8], *cw = &bw;
   int ngroups = 0, in_cluster = 1, line = 0;
   char *save = NULL;
   for (char *ln = text; ln; ln = save) {
@@ -109,9 +148,12 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
       if (!strcmp(name, "cluster")) {
         in_cluster = 1;
         cur = &base;
+        cw = &bw;
       } else if (!strcmp(name, "group")) {
         if (ngroups == 8) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: more than 8 [group] sections", file, line);
         tmp.group[ngroups] = base; /* a group inherits the [cluster] machine keys given so far */
+        gw[ngroups] = (where_t){0, 0};
+        cw = &gw[ngroups];
         cur = &tmp.group[ngroups++];
         in_cluster = 0;
       } else
@@ -123,13 +165,14 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
     *eq = 0;
     char *key = trim(s), *val = trim(eq + 1);
     if (!*val) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s: missing value", file, line, key);
-    int rc = set_key(file, line, &tmp, cur, in_cluster, key, val);
+    int rc = set_key(file, line, &tmp, cur, cw, in_cluster, key, val);
     if (rc) return rc;
   }
-  return finish(file, &tmp, &base, ngroups, spec);
+  return finish(file, &tmp, &base, &bw, gw, ngroups, spec);
 }
 
-static int json_keys(const char *file, const shoal_json_t *o, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *g, int net_ok) {
+static int json_keys(const char *file, const shoal_json_t *o, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *g, where_t *wh,
+                     int net_ok) {
   for (int i = 0; i < o->n; i++) {
     const shoal_json_t *k = o->kids[i];
     if (net_ok && !strcmp(k->key, "groups")) continue;
@@ -137,7 +180,7 @@ static int json_keys(const char *file, const shoal_json_t *o, shoal_cluster_spec
       return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s: expected a number", file, k->line, k->key);
     char buf[64];
     snprintf(buf, sizeof buf, "%.17g", k->num);
-    int rc = set_key(file, k->line, tmp, g, net_ok, k->key, buf);
+    int rc = set_key(file, k->line, tmp, g, wh, net_ok, k->key, buf);
     if (rc) return rc;
   }
   return 0;
@@ -150,11 +193,12 @@ static int load_json(const char *file, const char *text, size_t len, shoal_clust
   shoal_cluster_spec_t tmp = *spec;
   shoal_cluster_group_t base = spec->group[0];
   int ngroups = 0;
+  where_t bw = {0, 0}, gw[8];
   if (j->type != SHOAL_JSON_OBJ) {
     rc = shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: expected an object", file, j->line);
     goto done;
   }
-  if ((rc = json_keys(file, j, &tmp, &base, 1))) goto done;
+  if ((rc = json_keys(file, j, &tmp, &base, &bw, 1))) goto done;
   const shoal_json_t *gs = shoal__json_get(j, "groups");
   if (gs) {
     if (gs->type != SHOAL_JSON_ARR || gs->n > 8) {
@@ -167,11 +211,12 @@ static int load_json(const char *file, const char *text, size_t len, shoal_clust
         goto done;
       }
       tmp.group[i] = base;
-      if ((rc = json_keys(file, gs->kids[i], &tmp, &tmp.group[i], 0))) goto done;
+      gw[i] = (where_t){0, 0};
+      if ((rc = json_keys(file, gs->kids[i], &tmp, &tmp.group[i], &gw[i], 0))) goto done;
     }
     ngroups = gs->n;
   }
-  rc = finish(file, &tmp, &base, ngroups, spec);
+  rc = finish(file, &tmp, &base, &bw, gw, ngroups, spec);
 done:
   shoal__json_free(j);
   return rc;

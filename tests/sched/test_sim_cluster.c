@@ -82,6 +82,59 @@ TEST(cluster_file_errors_name_line_and_key) {
   CHECK_CONTAINS(shoal_last_error(), "/nonexistent/cluster.ini");
 }
 
+/* The documented example: [group] machines are added to the [cluster]
+ * ones (16 x 8 + 4 x 4 GPUs), in INI and JSON. */
+TEST(cluster_file_groups_add_to_cluster) {
+  const char *texts[] = {"[cluster]\nmachines = 16\ngpus_per_machine = 8\nracks = 2\noversub = 2\n[group]\nmachines = 4\n"
+                         "gpus_per_machine = 4\n",
+                         "{\"machines\": 16, \"gpus_per_machine\": 8,\n \"racks\": 2, \"oversub\": 2,\n"
+                         " \"groups\": [{\"machines\": 4, \"gpus_per_machine\": 4}]}"};
+  for (int k = 0; k < 2; k++) {
+    shoal_cluster_spec_t cs;
+    CHECK_OK(load_text(texts[k], &cs));
+    CHECK_EQ(cs.ngroups, 2);
+    shoal_cluster_t *c;
+    CHECK_OK(shoal__cluster_create(&cs, &c));
+    CHECK_EQ(c->nmachines, 20);
+    CHECK_EQ(c->gpus_total, 16 * 8 + 4 * 4);
+    CHECK_EQ(c->nracks, 4);
+    CHECK_EQ(c->m[0].cap.gpus, 8);
+    CHECK_EQ(c->m[19].cap.gpus, 4);
+    shoal__cluster_destroy(c);
+  }
+  /* 8 machine groups at most, [cluster] machines included */
+  char big[1024] = "[cluster]\nmachines = 2\n";
+  for (int i = 0; i < 8; i++) strcat(big, "[group]\nmachines = 1\n");
+  shoal_cluster_spec_t cs;
+  CHECK_EQ(load_text(big, &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), "at most 8");
+}
+
+/* racks not written: min(16, machines); written above machines: an error
+ * naming its line (never a key the user did not write). */
+TEST(cluster_file_default_racks) {
+  shoal_cluster_spec_t cs;
+  CHECK_OK(load_text("[cluster]\nmachines = 2\ngpus_per_machine = 4\n", &cs));
+  CHECK_EQ(cs.group[0].racks, 2);
+  CHECK_OK(load_text("{\"machines\": 40}", &cs));
+  CHECK_EQ(cs.group[0].racks, 16);
+  CHECK_OK(load_text("[cluster]\nmachines = 20\nracks = 5\n[group]\nmachines = 3\n", &cs));
+  CHECK_EQ(cs.group[0].racks, 5);
+  CHECK_EQ(cs.group[1].racks, 3);
+  CHECK_EQ(load_text("[cluster]\nmachines = 4\n[group]\nracks = 9\nmachines = 2\n", &cs), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), ":4: racks = 9: more than the 2 machines of group 1");
+  CHECK_EQ(load_text("{\"machines\": 3,\n \"racks\": 4}", &cs), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), ":2: racks = 4");
+  /* the CLI: default clamps, an explicit --racks above --machines is an error naming it */
+  char cmd[512], out[8192];
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 5 --machines 2 --policy fifo --no-progress 2>&1", shoal_test_cli());
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 20) == 0, "%s", out);
+  CHECK_CONTAINS(out, "2 machines, 16 GPUs (up to 8 per machine), 2 racks");
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 5 --racks 5 --machines 2 --policy fifo --no-progress 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "--racks=5: more than the 2 machines");
+}
+
 TEST(json_reader) {
   shoal_json_t *j;
   const char *t = "{\"a\": [1, 2.5e3, -3], \"b\": {\"c\": \"x\\u00e9\\n\"}, \"d\": true, \"e\": null}";
