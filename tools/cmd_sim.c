@@ -81,7 +81,8 @@ static void usage(FILE *f) {
           "  --horizon S           stop after S simulated seconds (unfinished jobs are counted)\n"
           "  --check               verify invariants at every step (also SHOAL_SIM_CHECK=1)\n"
           "\noutput:\n"
-          "  --policy LIST         comma list; parameters as name:key=value:key=value (default all)\n"
+          "  --policy LIST         comma list; parameters as name:key=value:key=value (default all;\n"
+          "                        at most 127 characters per policy)\n"
           "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, utilization.svg\n"
           "  --no-progress         no progress bar (it is drawn only on a terminal anyway)\n"
           "  --csv                 one CSV row per policy (summary.json's names) instead of the table\n"
@@ -563,6 +564,11 @@ int shoal_cmd_sim(int argc, char **argv) {
   char *save = NULL;
   for (char *tok = strtok_r(plist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     run_t *r = &runs[nruns];
+    if (strlen(tok) >= sizeof r->name) {
+      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: '%.40s...' is %zu characters long (at most %zu per policy)", tok,
+                         strlen(tok), sizeof r->name - 1);
+      goto fail_runs;
+    }
     snprintf(r->name, sizeof r->name, "%s", tok);
     char *colon = strchr(tok, ':');
     if (colon) {

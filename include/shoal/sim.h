@@ -26,16 +26,18 @@ typedef struct shoal_sim_report {
 
 typedef struct shoal_sim_options {
   const char *trace;            /* Philly or shoal job CSV; NULL: synthetic */
-  long synthetic_jobs;          /* when trace is NULL (default 1000) */
-  double load;                  /* synthetic offered load (default 0.8) */
+  long synthetic_jobs;          /* when trace is NULL: 0 (default 1000) or 1..1e8 */
+  double load;                  /* synthetic offered load: 0 (default 0.8) or [1e-6, 100] */
   const char *cluster_file;     /* INI/JSON; NULL: 256 machines x 8 GPUs, 16 racks */
-  const char *policy;           /* "fifo", "tiresias:starve=1", ... */
-  double restart_cost_s;        /* < 0: default 30 */
+  const char *policy;           /* "fifo", "tiresias:starve=1", ... (any length) */
+  double restart_cost_s;        /* < 0: default 30; else [0, 1e9] */
   uint64_t seed;                /* 0: 1 */
 } shoal_sim_options_t;
 
 /* Run one policy; 0 and *out filled, or a negative shoal_status_t with
- * shoal_last_error() naming the file/line/option at fault. */
+ * shoal_last_error() naming the file/line/option at fault (*out untouched).
+ * Options out of their ranges (NaN, infinities included) are
+ * SHOAL_ERR_INVALID naming the field, checked whether or not they are used. */
 int shoal_sim_run(const shoal_sim_options_t *opt, shoal_sim_report_t *out);
 
 #ifdef __cplusplus

@@ -1,20 +1,14 @@
 /* The public one-call entry point (include/shoal/sim.h). */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "shoal/sim.h"
 #include "sim/sim.h"
 
-int shoal_sim_run(const shoal_sim_options_t *opt, shoal_sim_report_t *out) {
-  if (!opt || !out || !opt->policy) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: options, policy and output required");
-  char name[128], *params = NULL;
-  snprintf(name, sizeof name, "%s", opt->policy);
-  char *colon = strchr(name, ':');
-  if (colon) {
-    *colon = 0;
-    params = colon + 1;
-  }
+static int run(const shoal_sim_options_t *opt, const char *name, const char *params, shoal_sim_report_t *out) {
   const shoal_policy_ops_t *ops = shoal__policy_find(name);
   if (!ops) return shoal__seterr(SHOAL_ERR_CONFIG, "unknown policy '%s'", name);
   shoal_cluster_spec_t cs;
@@ -67,5 +61,31 @@ done:
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
   shoal__cluster_destroy(c);
+  return rc;
+}
+
+int shoal_sim_run(const shoal_sim_options_t *opt, shoal_sim_report_t *out) {
+  if (!opt || !out || !opt->policy) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: options, policy and output required");
+  /* the same ranges as shoal sim's options; 0 (or < 0 for restart_cost_s) selects the default */
+  if (opt->synthetic_jobs < 0 || opt->synthetic_jobs > 100000000)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: synthetic_jobs = %ld: expected 0 (default 1000) or 1..100000000",
+                         opt->synthetic_jobs);
+  if (!(opt->load == 0 || (opt->load >= 1e-6 && opt->load <= 100)))
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: load = %g: expected 0 (default 0.8) or a number in [1e-06, 100]",
+                         opt->load);
+  if (!(opt->restart_cost_s <= 1e9) || isinf(opt->restart_cost_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: restart_cost_s = %g: expected < 0 (default 30) or a number in [0, 1e+09]",
+                         opt->restart_cost_s);
+  size_t plen = strlen(opt->policy);
+  char *name = malloc(plen + 1), *params = NULL;
+  if (!name) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_sim_run: out of memory");
+  memcpy(name, opt->policy, plen + 1);
+  char *colon = strchr(name, ':');
+  if (colon) {
+    *colon = 0;
+    params = colon + 1;
+  }
+  int rc = run(opt, name, params, out);
+  free(name);
   return rc;
 }

@@ -282,6 +282,51 @@ TEST(public_api_shoal_sim_run) {
   CHECK_CONTAINS(shoal_last_error(), "/nonexistent.csv");
 }
 
+/* shoal_sim_run checks its options like shoal sim does: out-of-range values
+ * are errors naming the field (never silently replaced by the default), the
+ * report stays untouched; a policy string of any length is taken whole. */
+TEST(public_api_validates_options) {
+  shoal_sim_options_t o = {0};
+  o.synthetic_jobs = 30;
+  o.policy = "fifo";
+  o.restart_cost_s = -1;
+  shoal_sim_report_t a, keep;
+  memset(&a, 0x5a, sizeof a);
+  keep = a;
+  struct {
+    const char *field;
+    long jobs;
+    double load, restart;
+  } bad[] = {{"load", 30, NAN, -1},       {"load", 30, -1, -1},          {"load", 30, 1000, -1},
+             {"synthetic_jobs", -5, 0, -1}, {"restart_cost_s", 30, 0, INFINITY}, {"restart_cost_s", 30, 0, NAN}};
+  for (int i = 0; i < 6; i++) {
+    o.synthetic_jobs = bad[i].jobs;
+    o.load = bad[i].load;
+    o.restart_cost_s = bad[i].restart;
+    CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_INVALID);
+    CHECK_CONTAINS(shoal_last_error(), bad[i].field);
+    CHECK(!memcmp(&a, &keep, sizeof a));
+  }
+  /* defaults: 0 jobs/load and a negative restart cost */
+  o.synthetic_jobs = 30;
+  o.load = 0;
+  o.restart_cost_s = -1;
+  CHECK_OK(shoal_sim_run(&o, &a));
+  CHECK_EQ(a.jobs, 30);
+  /* a long policy string is not truncated: the last threshold (not a
+   * number once cut at 127 characters) makes it an error */
+  char pol[256];
+  snprintf(pol, sizeof pol, "tiresias:thresholds=3250/7200.%0110d/bogus", 0);
+  o.policy = pol;
+  CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "bogus");
+  /* the CLI keeps names of at most 127 characters: longer is an error, not a truncated name */
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --policy '%s' --no-progress 2>&1", shoal_test_cli(), pol);
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "characters long (at most 127 per policy)");
+}
+
 /* A run cut by --horizon: the utilization's numerator and span cover the
  * same interval [first arrival, horizon], so it never exceeds 1. Two
  * machines of 8 GPUs; FIFO runs jobs 0 and 1 at t=0 (job 0 ends at 100),
