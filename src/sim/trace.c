@@ -114,7 +114,8 @@ static int get_timestamp(const where_t *w, const field_t *f, double *out) {
   long y = NUM(0, 4), mo = NUM(5, 2), d = NUM(8, 2), h = NUM(11, 2), mi = NUM(14, 2), s = NUM(17, 2);
 #undef NUM
   static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || s > 60)
+  int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap) || h > 23 || mi > 59 || s > 60)
     return ferr(w, "timestamp", f, "not a valid date and time");
   *out = (double)days_from_civil(y, mo, d) * 86400.0 + h * 3600.0 + mi * 60.0 + s;
   return 0;

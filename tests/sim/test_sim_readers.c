@@ -56,6 +56,13 @@ TEST(philly_reader_errors_name_line_and_field) {
   expect_error(HDR "2017-10-09 07:01:55,nan,2,10,a\n", "t.csv:2:", "'duration'");
   expect_error(HDR "2017-10-09 07:01:55,1e400,2,10,a\n", "t.csv:2:", "'duration'");
   expect_error(HDR "2017-02-30 07:01:55,5,2,10,a\n", "t.csv:2:", "valid date");
+  /* Feb 29 only in leap years (divisible by 4, centuries by 400) */
+  expect_error(HDR "2017-02-29 07:01:55,5,2,10,a\n", "t.csv:2:", "valid date");
+  expect_error(HDR "1900-02-29 07:01:55,5,2,10,a\n", "t.csv:2:", "valid date");
+  shoal_workload_t w;
+  CHECK_OK(parse(HDR "2016-02-29 07:01:55,5,2,10,a\n2000-02-29 07:01:55,5,2,10,a\n", &w));
+  CHECK_NEAR(w.jobs[1].arrival - w.jobs[0].arrival, (double)(365 * 16 + 4) * 86400, 1e-6);
+  shoal__workload_free(&w);
   expect_error("", "t.csv", "empty");
   expect_error("time,dur\n", "t.csv:1:", "header");
   expect_error(HDR "2017-10-09 07:01:55,5\0,2,10,a\n", "t.csv:2:", NULL);
