@@ -33,7 +33,8 @@ static void usage(FILE *f) {
           "  lp-bound     = shoal sim --lower-bound --policy none: the lower bound of the workload alone\n"
           "                 (its horizon comes from a FIFO run to completion, not printed)\n"
           "  decide-time  decision time per arrival of larr:replan=0, larr (re-planning), greedy and oasis\n"
-          "               (decide_ms_avg, decide_ms_max, decide_cpu_ms_avg as in shoal sim) on clusters of\n"
+          "               (decide_ms_avg, decide_ms_max: wall ms per arrival, the names of shoal sim's columns;\n"
+          "               decide_cpu_ms_avg: CPU ms of the same calls, decide-time only) on clusters of\n"
           "               --machines LIST (100,500,2000) x 8 GPUs preloaded to ~70%% of their GPU-slots by\n"
           "               greedy plans of Philly-like PS jobs; --jobs arrivals timed (20)\n"
           "see shoal sim --help for the workload, cluster and policy options\n");
@@ -205,12 +206,14 @@ out:
   return rc;
 }
 
+/* 0, a negative shoal_status_t, or 1 when -h / --help was given */
 static int cmd_decide(int argc, char **argv) {
   char mlist[256] = "100,500,2000";
   long arrivals = 20, seed = 1, rk = 32;
   double slot = 3600;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1; /* usage on stdout, exit 0 */
     if (!v) return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched decide-time: %s needs a value", a);
     i++;
     int rc = 0;
@@ -251,7 +254,12 @@ int shoal_cmd_sched(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "serve")) return shoal_sched_serve(argc, argv); /* cmd_live.c */
   if (!strcmp(argv[1], "decide-time")) {
-    if (cmd_decide(argc, argv)) {
+    int rc = cmd_decide(argc, argv);
+    if (rc == 1) {
+      usage(stdout);
+      return 0;
+    }
+    if (rc) {
       fprintf(stderr, "shoal sched: %s\n", shoal_last_error());
       return 1;
     }

@@ -100,3 +100,19 @@ TEST_T(lp_bound_without_policy_has_a_horizon, 60) {
   CHECK_CONTAINS(out, "lower bound on total flow time");
   remove(trace);
 }
+
+/* Every shoal sched / shoal sim subcommand takes -h / --help: usage on
+ * stdout, exit 0 (decide-time took --help for an option needing a value). */
+TEST_T(sched_subcommands_accept_help, 30) {
+  const char *subs[] = {"sched", "sched run", "sched lp-bound", "sched decide-time", "sched serve", "sim"};
+  const char *flags[] = {"--help", "-h"};
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k < 2; k++) {
+      char cmd[256], out[16384];
+      snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", shoal_test_cli(), subs[i], flags[k]);
+      int st = shoal_test_run_cmd(cmd, out, sizeof out, 10);
+      CHECK_MSG(st == 0, "%s: exit %d: %s", cmd, st, out);
+      CHECK_MSG(strstr(out, "usage") || strstr(out, "Usage"), "%s: no usage:\n%s", cmd, out);
+      CHECK_MSG(strstr(out, "needs a value") == NULL, "%s:\n%s", cmd, out);
+    }
+}
