@@ -11,9 +11,11 @@ extern "C" {
 typedef struct shoal_policy_ops shoal_policy_ops_t;
 
 /* The registered policy called name ("fifo", "srtf", "tiresias", "optimus",
- * "drf", "gavel", ...), NULL if none. */
+ * "drf", "gavel", ...; the bare name, no ":key=value" parameters), NULL if
+ * none or if name is NULL. */
 const shoal_policy_ops_t *shoal_policy_find(const char *name);
-/* Names of the registered policies, i = 0.. ; NULL past the end. */
+/* Names / one-line summaries of the registered policies, i = 0.. ; NULL for
+ * i < 0 or past the end. */
 const char *shoal_policy_name(int i);
 const char *shoal_policy_summary(int i);
 

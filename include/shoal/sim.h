@@ -37,7 +37,8 @@ typedef struct shoal_sim_options {
 /* Run one policy; 0 and *out filled, or a negative shoal_status_t with
  * shoal_last_error() naming the file/line/option at fault (*out untouched).
  * Options out of their ranges (NaN, infinities included) are
- * SHOAL_ERR_INVALID naming the field, checked whether or not they are used. */
+ * SHOAL_ERR_INVALID naming the field, checked whether or not they are used;
+ * so is a NULL opt, out or opt->policy. */
 int shoal_sim_run(const shoal_sim_options_t *opt, shoal_sim_report_t *out);
 
 #ifdef __cplusplus

@@ -34,6 +34,7 @@ const shoal_policy_ops_t *shoal__policy_at(int i) {
 }
 
 const shoal_policy_ops_t *shoal__policy_find(const char *name) {
+  if (!name) return NULL;
   for (int i = 0; shoal__policy_at(i); i++)
     if (!strcmp(registry[i]->name, name)) return registry[i];
   return NULL;

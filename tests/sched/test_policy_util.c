@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../runner.h"
+#include "shoal/sched.h"
 #include "ps_testutil.h"
 #include "core/rng.h"
 #include "sched/policy_util.h"
@@ -131,4 +132,18 @@ TEST(ps_slot_max_and_worker_test_match_the_machines) {
   for (int k = 0; k < 64; k++)
     if (live[k]) shoal__ps_sched_free(&S[k]);
   shoal__ps_cluster_free(&c);
+}
+
+/* The public policy lookup (include/shoal/sched.h) given NULL or
+ * out-of-range arguments: NULL, never a crash (shoal_sim_run's NULL
+ * arguments: tests/sim public_api_validates_options). */
+TEST(public_lookup_null_and_range) {
+  CHECK(shoal_policy_find(NULL) == NULL);
+  CHECK(shoal_policy_find("") == NULL);
+  CHECK(shoal_policy_find("fifo:strict=1") == NULL);
+  CHECK(shoal_policy_find("fifo") != NULL);
+  CHECK(shoal_policy_name(-1) == NULL && shoal_policy_summary(-1) == NULL);
+  int n = 0;
+  while (shoal_policy_name(n)) n++;
+  CHECK(n > 0 && shoal_policy_summary(n) == NULL);
 }

@@ -307,6 +307,13 @@ TEST(public_api_validates_options) {
     CHECK_CONTAINS(shoal_last_error(), bad[i].field);
     CHECK(!memcmp(&a, &keep, sizeof a));
   }
+  /* NULL options, report or policy */
+  CHECK_EQ(shoal_sim_run(NULL, &a), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_sim_run(&o, NULL), SHOAL_ERR_INVALID);
+  o.policy = NULL;
+  CHECK_EQ(shoal_sim_run(&o, &a), SHOAL_ERR_INVALID);
+  CHECK(!memcmp(&a, &keep, sizeof a));
+  o.policy = "fifo";
   /* defaults: 0 jobs/load and a negative restart cost */
   o.synthetic_jobs = 30;
   o.load = 0;
