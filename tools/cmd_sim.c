@@ -62,7 +62,8 @@ static void usage(FILE *f) {
           "  --ps-ratio K          PSs per worker of PS jobs, ceil(K*W) (default 0.5)\n"
           "  --pollux-filter       Philly: keep duration >= 60 s and gpu_time < 1000 GPU-h\n"
           "  --window A:B          Philly: keep jobs submitted in [A, B) seconds after the first\n"
-          "  --sample N            keep a seeded sample of N jobs\n"
+          "  --sample N            Philly: keep a seeded sample of N jobs (an error with --synthetic;\n"
+          "                        like --window and --pollux-filter, not applied to a shoal job CSV)\n"
           "  --write-trace FILE    write the workload as a shoal job CSV and continue\n"
           "  --report-jobs K0:K1   job statistics over jobs with arrival rank in [K0, K1) (warm-up/drain window)\n"
           "\ncluster (default 256 machines x 8 GPUs, 16 racks; racks default to min(16, machines),\n"
@@ -83,7 +84,8 @@ static void usage(FILE *f) {
           "\noutput:\n"
           "  --policy LIST         comma list; parameters as name:key=value:key=value (default all;\n"
           "                        at most 127 characters per policy)\n"
-          "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, utilization.svg\n"
+          "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, queue_cdf.svg,\n"
+          "                        ftf_cdf.svg, utilization.svg\n"
           "  --no-progress         no progress bar (it is drawn only on a terminal anyway)\n"
           "  --csv                 one CSV row per policy (summary.json's names) instead of the table\n"
           "  --no-header           CSV without its header line     --tag TEXT  first CSV column (sweep label)\n"
@@ -187,6 +189,7 @@ static int write_summary(const char *dir, const char *workload, const char *clus
     NUM("jct_p99_s", m->jct_p99);
     NUM("makespan_s", m->makespan);
     NUM("queue_avg_s", m->queue_avg);
+    fprintf(f, ", \"waited\": %ld", r->waited);
     NUM("gpu_util", m->util);
     NUM("effective_util", m->eff_util);
     fprintf(f, ", \"preemptions\": %ld, \"reallocations\": %ld", m->preemptions, m->reallocations);
@@ -347,7 +350,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   shoal__cluster_spec_default(&cs);
   const char *trace = NULL, *cluster_file = NULL, *out = NULL, *policies = NULL, *speed_name = "analytic";
   const char *throughputs = "../shared/data/gavel/throughputs.json", *gpu = "v100", *write_trace = NULL;
-  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0, racks_given = 0;
+  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0, racks_given = 0, sample_given = 0;
   shoal_cluster_group_t flags = cs.group[0];
   shoal_net_t net = cs.net;
   int rc = 0;
@@ -443,7 +446,7 @@ int shoal_cmd_sim(int argc, char **argv) {
       if (*e != ':' || k0 < 0 || errno) goto bad_value_msg;
       k1 = strtol(e + 1, &e, 10);
       if (*e || k1 <= k0 || errno) goto bad_value_msg;
-    } else if (!strcmp(a, "--sample")) LNG(1, 100000000, wo.sample);
+    } else if (!strcmp(a, "--sample")) { LNG(1, 100000000, wo.sample); sample_given = 1; }
     else if (!strcmp(a, "--write-trace")) { VAL(); write_trace = v; }
     else if (!strcmp(a, "--cluster")) { VAL(); cluster_file = v; }
     else if (!strcmp(a, "--machines")) { LNG(1, 1000000, flags.machines); flags_cluster = 1; }
@@ -495,6 +498,10 @@ int shoal_cmd_sim(int argc, char **argv) {
 #undef LNG
   }
   if (!trace && !have_synth) trace = scen_trace;
+  if (sample_given && !trace) {
+    fprintf(stderr, "shoal sim: --sample applies to a Philly trace only (--synthetic N sets the number of synthetic jobs)\n");
+    return 2;
+  }
   if (trace && have_synth) {
     fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
     return 2;
@@ -594,6 +601,14 @@ int shoal_cmd_sim(int argc, char **argv) {
   }
   char cdesc[256];
   shoal__cluster_describe(cl, cdesc, sizeof cdesc);
+  if (k1 > w.njobs) {
+    if (k0 >= w.njobs)
+      fprintf(stderr, "shoal sim: warning: --report-jobs %ld:%ld: the workload has %d jobs, the window is empty (job "
+                      "statistics are all 0)\n", k0, k1, w.njobs);
+    else
+      fprintf(stderr, "shoal sim: warning: --report-jobs %ld:%ld: the workload has %d jobs, the window is jobs %ld..%d\n", k0,
+              k1, w.njobs, k0, w.njobs - 1);
+  }
   if (csv) {
     if (header)
       printf("tag,policy,jobs,unfinished,jct_avg_s,jct_p50_s,jct_p95_s,jct_p99_s,makespan_s,queue_avg_s,waited,gpu_util,"

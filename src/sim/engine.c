@@ -928,6 +928,8 @@ done:
 static void timeline_add(engine_t *e, double t, int force) {
   shoal_sim_result_t *r = e->res;
   if (!force && r->ntimeline > 0 && t - r->timeline[r->ntimeline - 1].t < e->tl_dt) return;
+  /* the final row: not again when the last event's row was recorded (same instant, same state) */
+  if (force && r->ntimeline > 0 && r->timeline[r->ntimeline - 1].t == t) return;
   if (r->ntimeline == e->tl_cap) {
     /* keep memory bounded: drop every other point, double the resolution */
     int k = 0;

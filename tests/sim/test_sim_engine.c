@@ -402,3 +402,55 @@ TEST_T(cli_uncontended_warning_only_when_nothing_at_stake, 60) {
   CHECK_MSG(strstr(out, warn) == NULL, "warned with a job queued at the horizon:\n%s", out);
   remove(trace);
 }
+
+/* The timeline has no duplicated last row: the final row is added only when
+ * the last event's row was not recorded (3 jobs within 600 s: rows at 0 and
+ * at the last event only). */
+TEST(timeline_last_row_not_duplicated) {
+  tjob_t t[] = {{0, 8, 100, 0}, {10, 8, 100, 0}, {20, 8, 1000, 0}};
+  shoal_workload_t w = {0};
+  tiny_workload(&w, t, 3);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 8);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  run_policy(&w, &cs, sp, "fifo", NULL, 0, &r);
+  /* FIFO: 0..100, 100..200, 200..1200; rows at 0, 1200 (the first event >= 600 s later, also the last) */
+  CHECK_EQ(r.ntimeline, 2);
+  for (int i = 1; i < r.ntimeline; i++) CHECK_MSG(r.timeline[i].t > r.timeline[i - 1].t, "row %d repeats t=%g", i, r.timeline[i].t);
+  CHECK_NEAR(r.timeline[1].t, 1200, 1e-9);
+  CHECK_EQ(r.timeline[1].busy, 0);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
+
+/* CLI odds and ends: --sample is an error with --synthetic; a --report-jobs
+ * window past the last job warns; summary.json carries `waited` like the CSV;
+ * --help lists every file --out writes. */
+TEST_T(cli_sample_window_waited_help, 60) {
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --sample 5 --no-progress 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "--sample applies to a Philly trace only");
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --report-jobs 20:30 --policy fifo --no-progress --csv 2>&1", shoal_test_cli());
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 20) == 0, "%s", out);
+  CHECK_CONTAINS(out, "--report-jobs 20:30: the workload has 10 jobs, the window is empty");
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 10 --report-jobs 5:30 --policy fifo --no-progress --csv 2>&1", shoal_test_cli());
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 20) == 0, "%s", out);
+  CHECK_CONTAINS(out, "the window is jobs 5..9");
+  const char *dir = "/tmp/shoal-test-sim-waited";
+  snprintf(cmd, sizeof cmd,
+           "rm -rf %s && %s sim --synthetic 40 --machines 1 --load 3 --policy fifo --no-progress --out %s >/dev/null 2>&1 && "
+           "cat %s/summary.json",
+           dir, shoal_test_cli(), dir, dir);
+  CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 30) == 0, "%s", out);
+  CHECK_CONTAINS(out, "\"waited\": ");
+  CHECK_MSG(strstr(out, "\"waited\": 0,") == NULL, "no job waited on one machine at load 3:\n%s", out);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  shoal_test_run_cmd(cmd, out, sizeof out, 10);
+  snprintf(cmd, sizeof cmd, "%s sim --help 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 10) == 0);
+  CHECK_CONTAINS(out, "queue_cdf.svg");
+  CHECK_CONTAINS(out, "ftf_cdf.svg");
+}
