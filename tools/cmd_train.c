@@ -15,6 +15,7 @@
 #include "shoal/comm.h"
 #include "live.h"
 #include "shoal/train.h"
+#include "train/sync.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -134,18 +135,6 @@ static int check_applies(const shoal_train_opts_t *o, const char **given, int n)
   return 0;
 }
 
-/* Whether the --sync-config list sets key (split as shoal_sync_create splits it). */
-static int sync_config_has(const char *cfg, const char *key) {
-  size_t kl = strlen(key);
-  for (const char *p = cfg ? cfg : ""; *p;) {
-    size_t n = strcspn(p, " ;\t\n");
-    if (n > kl && p[kl] == '=' && !strncmp(p, key, kl)) return 1;
-    p += n;
-    p += strspn(p, " ;\t\n");
-  }
-  return 0;
-}
-
 /* A --sync-config key replaces the value an option gives the strategy; both at once is an error, as is
  * an option that only matters with another one. */
 static int check_combinations(const shoal_train_opts_t *o, const char **given, int n) {
@@ -166,7 +155,7 @@ static int check_combinations(const shoal_train_opts_t *o, const char **given, i
   for (int i = 0; i < n; i++) {
     if (!strcmp(given[i], "--grow-every")) grow = 1;
     for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
-      if (!strcmp(given[i], same[k].opt) && (int)o->sync == same[k].sync && sync_config_has(o->sync_config, same[k].key)) {
+      if (!strcmp(given[i], same[k].opt) && (int)o->sync == same[k].sync && shoal__sync_config_has(o->sync_config, same[k].key)) {
         fprintf(stderr, "shoal train: %s and --sync-config %s=... both set %s's %s: give one of them\n", same[k].opt,
                 same[k].key, shoal_sync_kind_name(o->sync), same[k].key);
         return -1;

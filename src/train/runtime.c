@@ -237,23 +237,11 @@ static void layer_ready(int layer, void *arg) {
   if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
 }
 
-/* Whether the key=value list cfg (separated as shoal_sync_create splits it) sets key. */
-static int cfg_has(const char *cfg, const char *key) {
-  size_t kl = strlen(key);
-  for (const char *p = cfg ? cfg : ""; *p;) {
-    size_t n = strcspn(p, " ;\t\n");
-    if (n > kl && p[kl] == '=' && !strncmp(p, key, kl)) return 1;
-    p += n;
-    p += strspn(p, " ;\t\n");
-  }
-  return 0;
-}
-
 /* Append " key=value" to cfg unless the caller's sync_config sets key (its value wins). */
 static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...) {
-  if (cfg_has(user, key)) return;
+  if (shoal__sync_config_has(user, key)) return;
   size_t len = strlen(cfg);
   if (len + 1 >= cap) return;
   int k = snprintf(cfg + len, cap - len, "%s%s=", len ? " " : "", key);
@@ -287,10 +275,10 @@ static int create_sync(run_t *r, shoal_sync_t **out, int **racks_out) {
     cfg_add(cfg, sizeof cfg, u, "global_every", "%d", o->ds_global_every);
     cfg_add(cfg, sizeof cfg, u, "overlap", "%d", o->ds_overlap ? 1 : 0);
     /* topo by the options (a pattern= in sync_config decides instead: then it gives its own h, b, racks) */
-    if (o->ds_pattern == SHOAL_DS_TOPO && !cfg_has(u, "pattern")) {
+    if (o->ds_pattern == SHOAL_DS_TOPO && !shoal__sync_config_has(u, "pattern")) {
       cfg_add(cfg, sizeof cfg, u, "h", "%d", o->ds_bridge_period);
       cfg_add(cfg, sizeof cfg, u, "b", "%d", o->ds_bridge_width);
-      if (!cfg_has(u, "racks")) {
+      if (!shoal__sync_config_has(u, "racks")) {
         if ((rc = rack_map(r, racks_out))) return rc;
         char list[8192];
         int len = 0;
@@ -312,7 +300,7 @@ static int create_sync(run_t *r, shoal_sync_t **out, int **racks_out) {
     static const char *const own[3][2] = {{"servers", "servers (--servers)"}, {"ckpt", "ckpt_path (--checkpoint)"},
                                           {"resume", "resume_path (--resume)"}};
     for (int i = 0; i < 3; i++)
-      if (cfg_has(u, own[i][0]))
+      if (shoal__sync_config_has(u, own[i][0]))
         return shoal__seterr(SHOAL_ERR_INVALID, "sync config '%s': %s= is set by the option %s, not here", u,
                              own[i][0], own[i][1]);
     cfg_add(cfg, sizeof cfg, u, "servers", "%d", o->servers);

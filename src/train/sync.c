@@ -210,6 +210,17 @@ int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what) {
   return 0;
 }
 
+int shoal__sync_config_has(const char *cfg, const char *key) {
+  size_t kl = strlen(key);
+  for (const char *p = cfg ? cfg : ""; *p;) {
+    size_t n = strcspn(p, " ;\t\n");
+    if (n > kl && p[kl] == '=' && !strncmp(p, key, kl)) return 1;
+    p += n;
+    p += strspn(p, " ;\t\n");
+  }
+  return 0;
+}
+
 /* ---- public API ---- */
 
 int shoal_sync_create(shoal_comm_t *comm, const char *strategy, const char *config, shoal_sync_t **out) {

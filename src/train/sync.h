@@ -124,5 +124,7 @@ int shoal__sync_average_params(shoal_sync_t *s, const char *what);
  * strategies whose workers apply the same updates (bsp, partial), which
  * stay apart only if they started apart. */
 int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what);
+/* Whether the key=value list cfg (separated as shoal_sync_create splits it) sets key. */
+int shoal__sync_config_has(const char *cfg, const char *key);
 
 #endif
