@@ -19,7 +19,8 @@ BASE="fifo,fifo:strict=1,srtf,srtf:srgf=1,tiresias,tiresias:starve=0,optimus,drf
 
 # name|policies|arguments (one scenario per line). Gavel's 100 s rounds are
 # not run with checkpoints every 600 s: a job preempted every round before
-# its first checkpoint never progresses (the run does not end).
+# its first checkpoint never progresses (the engine stops such a run with an
+# error).
 scenarios() {
   cat <<EOF
 synthetic|$BASE,greedy|--scenario synthetic

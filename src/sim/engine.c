@@ -163,7 +163,7 @@ typedef struct {
 } rating_t;
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
 
-#define RESTARTS_CUT_MAX 100000L /* far above what any live schedule cuts in a row */
+#define STALLED_MAX 100000L /* far above what any schedule that progresses does in a row */
 
 typedef struct engine {
   shoal_workload_t *w;
@@ -214,10 +214,13 @@ typedef struct engine {
   double *rshare;       /* per rack: uplink / max(1, xk), with xk */
   double *rm_rate;      /* per job: [RM_MAX] rates of rating_t.rm_share */
   int xdirty;
-  /* restarts cut short by a preemption since a job last left RESTART for RUN:
-   * a policy that preempts every job before its restart ends (say Tiresias
-   * with queue thresholds below restart cost x GPUs) never finishes */
-  long restarts_cut;
+  /* allocation changes in a row that left the job with no more work done
+   * than it ever had (no finish in between): a policy under which no job
+   * progresses never ends (Tiresias with queue thresholds below restart
+   * cost x GPUs preempts every job during its restart; Gavel's short rounds
+   * with checkpoints rarer than a round lose each round's work) */
+  long stalled;
+  double *work_hwm; /* per job: the most work it has had done at an allocation change */
   /* Completions of the cross-rack jobs, per xjobs entry (job -1, t = inf:
    * none), instead of in the heap: a contention update moves the completions
    * of tens of them at once, and moving each in the heap was a quarter of
@@ -758,7 +761,6 @@ static int apply_changes(engine_t *e, double t) {
     if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
     /* counters up to t under the old allocation (alloc.workers is used for GPU-s) */
     double old_rate = j->rate;
-    if (j->state == SHOAL_JOB_RESTART && t < j->restart_until) e->restarts_cut++;
     {
       shoal_alloc_t now = j->alloc;
       j->alloc = *old;
@@ -780,8 +782,12 @@ static int apply_changes(engine_t *e, double t) {
           j->work_done = lost < j->work_done ? j->work_done - lost : 0;
         }
       }
-      goto next;
     }
+    if (was_holding) {
+      if (j->work_done > e->work_hwm[j->id]) e->work_hwm[j->id] = j->work_done, e->stalled = 0;
+      else e->stalled++;
+    }
+    if (j->alloc.n == 0) goto next;
     if (j->alloc.n > j->max_machines) j->max_machines = j->alloc.n;
     double delay;
     if (j->first_start < 0) {
@@ -799,7 +805,6 @@ static int apply_changes(engine_t *e, double t) {
     } else {
       set_state(e, j, SHOAL_JOB_RUN);
       set_rate(e, j, alloc_rate(e, j));
-      e->restarts_cut = 0;
       rc = schedule_finish(e, j, t);
     }
     if (rc) break;
@@ -964,6 +969,7 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
   if (e->cfg->check && fabs(j->work_done - j->work) > 1e-6 * j->work + 1e-9)
     return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d finished with %.17g of %.17g steps", j->id, j->work_done, j->work);
   j->work_done = j->work;
+  e->stalled = 0;
   x_off(e, j, &j->alloc);
   set_state(e, j, SHOAL_JOB_DONE);
   int xrc = x_set(e, j, 0);
@@ -1001,6 +1007,7 @@ static int engine_setup(engine_t *e) {
   size_t n = (size_t)w->njobs;
   e->sref = calloc(n ? n : 1, sizeof *e->sref);
   e->phi_at = calloc(n ? n : 1, sizeof *e->phi_at);
+  e->work_hwm = calloc(n ? n : 1, sizeof *e->work_hwm);
   e->size_idx = calloc(n ? n : 1, 1);
   e->xidx = malloc((n ? n : 1) * sizeof *e->xidx);
   e->xk = calloc((size_t)e->c->nracks + 1, sizeof *e->xk); /* [nracks]: always 0 (xslot_t.xr) */
@@ -1023,7 +1030,7 @@ static int engine_setup(engine_t *e) {
   e->tl_cap = 8192;
   e->tl_dt = e->cfg->sample_s > 0 ? e->cfg->sample_s : 600;
   e->res->timeline = malloc((size_t)e->tl_cap * sizeof *e->res->timeline);
-  if (!e->sref || !e->phi_at || !e->size_idx || !e->res->timeline) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+  if (!e->sref || !e->phi_at || !e->work_hwm || !e->size_idx || !e->res->timeline) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) {
     shoal_job_t *j = &w->jobs[i];
     int k;
@@ -1123,7 +1130,6 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
         if (j->state != SHOAL_JOB_RESTART) continue;
         advance_job(&e, j, t);
         set_state(&e, j, SHOAL_JOB_RUN);
-        e.restarts_cut = 0;
         set_rate(&e, j, alloc_rate(&e, j));
         if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
         x_on(&e, j);
@@ -1160,11 +1166,13 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
       e.s.events = 0;
     }
     if ((rc = apply_changes(&e, t))) goto fail_policy;
-    if (e.restarts_cut > RESTARTS_CUT_MAX) {
+    if (e.stalled > STALLED_MAX) {
       rc = shoal__seterr(SHOAL_ERR_UNSUPPORTED,
-                         "sim: policy %s never lets a job run: %ld restarts in a row were cut short by a preemption "
-                         "(restart cost %g s; e.g. Tiresias thresholds below restart cost x GPUs), at t=%.0f s with "
-                         "%ld of %ld jobs finished", ops->name, e.restarts_cut, cfg->restart_cost, t, (long)r.finished,
+                         "sim: policy %s lets no job progress: %ld preemptions and reallocations in a row left their "
+                         "job with no more work done than before and no job finished (restart cost %g s, checkpoint "
+                         "every %g s: e.g. Tiresias thresholds below restart cost x GPUs, or rounds shorter than the "
+                         "checkpoint interval), at t=%.0f s with %ld of %ld jobs finished",
+                         ops->name, e.stalled, cfg->restart_cost, cfg->checkpoint_s, t, (long)r.finished,
                          (long)w->njobs);
       goto fail_policy;
     }
@@ -1227,6 +1235,7 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   free(e.heap.pos);
   free(e.sref);
   free(e.phi_at);
+  free(e.work_hwm);
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);
@@ -1263,6 +1272,7 @@ fail_sched:
   free(e.heap.pos);
   free(e.sref);
   free(e.phi_at);
+  free(e.work_hwm);
   free(e.size_idx);
   free(e.xidx);
   free(e.xk);

@@ -132,7 +132,7 @@ TEST(livelocked_policy_is_an_error) {
   cfg.restart_cost = 30;
   CHECK_EQ(shoal__sim_run(&w, &cs, sp, shoal__policy_find("tiresias"), "thresholds=100/200", &cfg, &r),
            SHOAL_ERR_UNSUPPORTED);
-  CHECK_CONTAINS(shoal_last_error(), "never lets a job run");
+  CHECK_CONTAINS(shoal_last_error(), "lets no job progress");
   /* the same jobs with thresholds above restart cost x GPUs finish */
   shoal__workload_reset(&w);
   run_policy(&w, &cs, sp, "tiresias", "thresholds=3250/7200", 30, &r);
@@ -140,6 +140,14 @@ TEST(livelocked_policy_is_an_error) {
   shoal__sim_result_free(&r);
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
+  /* Gavel's 100 s rounds with checkpoints every 600 s: each round's work is
+   * lost at the next preemption, so from some point no job progresses */
+  char cmd[512], out[16384];
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 1500 --load 3 --machines 16 --racks 4 --oversub 4 --ps-fraction 0.5 "
+           "--checkpoint 600 --policy gavel:round=100 --no-progress 2>&1", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+  CHECK_MSG(st != 0, "the stalled run ended with status 0: %s", out);
+  CHECK_CONTAINS(out, "lets no job progress");
 }
 
 /* Tiresias starvation guard, 2 GPUs, thresholds=100, S=1.
