@@ -19,8 +19,11 @@
  *
  * Argument errors (NULL or SHOAL_IN_PLACE receive buffers, bad dtype, op,
  * root, peer...) on a valid communicator are errors of the call like any
- * other: the communicator is aborted, so the other ranks fail naming this
- * rank instead of waiting for it or computing without its data.
+ * other: the communicator is aborted, so the ranks that wait on this one
+ * fail naming it instead of waiting for it or computing without its data (a
+ * rank whose part does not depend on it, such as a broadcast root, fails at
+ * its next call). A later call with an argument error of its own returns
+ * SHOAL_ERR_ABORTED too; its message names the first error, then its own.
  */
 #ifndef SHOAL_COMM_H
 #define SHOAL_COMM_H
