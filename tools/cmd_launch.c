@@ -114,6 +114,7 @@ static const char *tb_name, *tb_place;
 static double tb_per_host;
 
 static int parse_num(const char *opt, const char *s, double min, double max, double *out);
+static int parse_int(const char *opt, const char *s, long min, long max, double *out);
 static void set_env_int(const char *name, long v);
 
 /* The --testbed options; 1 if argv[*i] was one (consumed), 0 if not, -1 on error. */
@@ -123,7 +124,7 @@ static int testbed_opt(int argc, char **argv, int *i) {
     if (!v) return fprintf(stderr, "shoal launch: %s needs a value\n", a), -1;
     *(a[2] == 't' ? &tb_name : &tb_place) = v;
   } else if (!strcmp(a, "--per-host")) {
-    if (parse_num(a, v, 1, 4096, &tb_per_host)) return -1;
+    if (parse_int(a, v, 1, 4096, &tb_per_host)) return -1;
   } else {
     return 0;
   }
@@ -191,6 +192,34 @@ static int parse_num(const char *opt, const char *s, double min, double max, dou
   return 0;
 }
 
+/* A count, a port: an integer (2.9 ranks is an error, not 2). */
+static int parse_int(const char *opt, const char *s, long min, long max, double *out) {
+  long v;
+  if (!s) {
+    fprintf(stderr, "shoal launch: %s needs a value\n", opt);
+    return -1;
+  }
+  if (shoal__parse_long(opt, s, min, max, &v)) {
+    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+    return -1;
+  }
+  *out = (double)v;
+  return 0;
+}
+
+/* One shell word for the printed commands: as is when it is safe, else in single quotes. */
+static void put_word(FILE *f, const char *w) {
+  if (*w && strspn(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(w)) {
+    fputs(w, f);
+    return;
+  }
+  fputc('\'', f);
+  for (; *w; w++)
+    if (*w == '\'') fputs("'\\''", f);
+    else fputc(*w, f);
+  fputc('\'', f);
+}
+
 static int is_local_host(const char *h) {
   char me[256] = "";
   gethostname(me, sizeof me - 1);
@@ -211,18 +240,26 @@ static int hosts_instructions(const char *hosts, int n, const char *addr, int po
     return 0;
   }
   int per = (n + nh - 1) / nh;
+  /* the store is on the first host: the others need a name of it that is not their own loopback */
+  char me[256] = "";
+  gethostname(me, sizeof me - 1);
+  const char *store = strcmp(addr, "127.0.0.1") ? addr : is_local_host(hv[0]) ? me : hv[0];
   fprintf(stderr,
           "shoal launch: --hosts names other machines (%s); shoal does not start processes remotely (no ssh).\n"
-          "Run the ranks on each host yourself, with the same store address (the first host) and a fixed port, e.g.:\n",
+          "Run the ranks on each host yourself, with the same store address (the first host), a fixed port and\n"
+          "the same SHOAL_TOKEN, e.g.:\n",
           hosts);
   for (int h = 0; h < nh; h++) {
     int lo = h * per, hi = lo + per > n ? n : lo + per;
     if (lo >= hi) break;
     fprintf(stderr, "  on %s: for r in $(seq %d %d); do SHOAL_RANK=$r SHOAL_WORLD_SIZE=%d SHOAL_MASTER_ADDR=%s "
-            "SHOAL_MASTER_PORT=%d %s ... & done; wait\n", hv[h], lo, hi - 1, n, strcmp(addr, "127.0.0.1") ? addr : hv[0],
-            port ? port : 29500, prog[0]);
+            "SHOAL_MASTER_PORT=%d%s", hv[h], lo, hi - 1, n, store, port ? port : 29500,
+            getenv("SHOAL_TOKEN") ? " SHOAL_TOKEN=\"$SHOAL_TOKEN\"" : "");
+    for (char **a = prog; *a; a++) fputc(' ', stderr), put_word(stderr, *a);
+    fprintf(stderr, " & done; wait\n");
   }
-  fprintf(stderr, "(set SHOAL_SOCKET_IFNAME if the hosts have several interfaces; see docs/comm.md)\n");
+  fprintf(stderr, "(set SHOAL_SOCKET_IFNAME if the hosts have several interfaces%s; see docs/comm.md)\n",
+          getenv("SHOAL_TOKEN") ? "; export the same SHOAL_TOKEN on every host" : "");
   free(list);
   return 2;
 }
@@ -401,10 +438,10 @@ int shoal_cmd_launch(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks") || !strcmp(a, "--np")) {
-      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
+      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
       n = (int)v;
     } else if (!strcmp(a, "--port")) {
-      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 65535, &port_d)) return 2;
+      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 65535, &port_d)) return 2;
     } else if (!strcmp(a, "--timeout")) {
       if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0.001, 1e7, &timeout)) return 2;
     } else if (!strcmp(a, "--grace")) {
@@ -482,11 +519,16 @@ int shoal_cmd_launch(int argc, char **argv) {
     return 1;
   }
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
-  int store_fd = -1;
+  int store_fd = -1, lrc;
   if (tb_plan) {
     if (testbed_listen(&port, &store_fd)) return 1;
-  } else if (shoal__sock_listen(ip, port, &store_fd, &port)) {
-    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+  } else if ((lrc = shoal__sock_listen(ip, port, &store_fd, &port))) {
+    /* the launcher's port is --port (it does not read SHOAL_MASTER_PORT), not the library's advice */
+    if (lrc == SHOAL_ERR_ADDR_IN_USE)
+      fprintf(stderr, "shoal launch: --port %d is in use (another job or a stale rank holds it); pick another "
+              "--port, or leave it out to let the launcher choose a free one\n", port);
+    else
+      fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
     return 1;
   }
 

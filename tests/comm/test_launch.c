@@ -125,6 +125,20 @@ TEST_T(launch_timeout_and_bad_usage, 30) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "shoal does not start processes remotely");
   CHECK_CONTAINS(out, "on nodeB: for r in $(seq 1 1); do SHOAL_RANK=$r SHOAL_WORLD_SIZE=2 SHOAL_MASTER_ADDR=nodeA");
+  /* the program's arguments, shell-quoted; the token passed on; a loopback first host named as this host */
+  char me[256] = "", want[512];
+  gethostname(me, sizeof me - 1);
+  snprintf(cmd, sizeof cmd, "SHOAL_TOKEN=t %s launch -n 2 --hosts localhost,nodeB -- prog a 'b c'", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  snprintf(want, sizeof want, "SHOAL_MASTER_ADDR=%s SHOAL_MASTER_PORT=29500 SHOAL_TOKEN=\"$SHOAL_TOKEN\" prog a 'b c' & done",
+           me);
+  CHECK_CONTAINS(out, want);
+  /* counts are integers */
+  snprintf(cmd, sizeof cmd, "%s launch -n 2.9 -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "not an integer");
 }
 
 TEST_T(launch_port_in_use, 20) {
@@ -135,8 +149,9 @@ TEST_T(launch_port_in_use, 20) {
            "echo rc=$?; kill %%1", shoal_test_cli(), port, shoal_test_cli(), port);
   shoal_test_run_cmd(cmd, out, sizeof out, 20);
   char want[96];
-  snprintf(want, sizeof want, "bind 127.0.0.1:%d: address already in use", port);
+  snprintf(want, sizeof want, "--port %d is in use", port);
   CHECK_CONTAINS(out, want);
+  CHECK_CONTAINS(out, "pick another --port");
   CHECK_CONTAINS(out, "rc=1");
 }
 
