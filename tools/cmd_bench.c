@@ -64,6 +64,7 @@ static void usage(FILE *f) {
              "  -b SIZE     smallest message in bytes (8)         -e SIZE   largest (256M)\n"
              "  -f FACTOR   size multiplier (2)                   -n ITERS  iterations (auto from warm-up)\n"
              "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
+             "                                                    (uint8: allgather and broadcast only)\n"
              "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations\n"
              "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce algorithm (auto):\n"
              "              %s\n"
@@ -95,11 +96,18 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     long l;
     int need = 1, rc = 0;
+    static const char *const valued[] = {"-b", "-e", "-f", "-n", "-w", "-W", "-T", "-d", "-o", "-a", "-r", "-p",
+                                         "--steps", "--step-ms", "--seconds"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
     if (!strcmp(a, "--check")) o->check = 1, need = 0;
     else if (!strcmp(a, "--explain")) o->explain = 1, need = 0;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 1;
+    } else if (!known) {
+      fprintf(stderr, "shoal bench: unknown %s '%s' (try --help)\n", a[0] == '-' ? "option" : "argument", a);
+      return 2;
     } else if (!v) {
       fprintf(stderr, "shoal bench: option %s needs a value\n", a);
       return 2;
@@ -118,16 +126,15 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     else if (!strcmp(a, "--steps")) rc = shoal__parse_long("--steps", v, 1, 100000000, &o->steps);
     else if (!strcmp(a, "--step-ms")) rc = shoal__parse_double("--step-ms", v, 0, 3600e3, &o->step_ms);
     else if (!strcmp(a, "--seconds")) rc = shoal__parse_double("--seconds", v, 0, 1e6, &o->step_s);
-    else if (strcmp(a, "-r") && strcmp(a, "-p") && strcmp(a, "--steps") && strcmp(a, "--step-ms") &&
-             strcmp(a, "--seconds")) {
-      fprintf(stderr, "shoal bench: unknown option '%s' (try --help)\n", a);
-      return 2;
-    }
     if (rc) {
       if (rc != 2) fprintf(stderr, "shoal bench: %s: %s\n", a, shoal_last_error());
       return 2;
     }
     i += need;
+  }
+  if (o->steps > 0 && o->coll != B_ALLREDUCE) {
+    fprintf(stderr, "shoal bench: --steps is for allreduce only (not %s)\n", coll_names[o->coll]);
+    return 2;
   }
   if (o->minb > o->maxb) {
     fprintf(stderr, "shoal bench: -b %zu is larger than -e %zu\n", o->minb, o->maxb);

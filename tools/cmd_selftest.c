@@ -179,7 +179,8 @@ static struct {
 int shoal_cmd_selftest(int argc, char **argv) {
   long count = 1009;
   for (int i = 1; i < argc; i++) {
-    if ((!strcmp(argv[i], "--count") || !strcmp(argv[i], "-c")) && i + 1 < argc) {
+    if (!strcmp(argv[i], "--count") || !strcmp(argv[i], "-c")) {
+      if (i + 1 >= argc) return fprintf(stderr, "shoal selftest: %s needs a value\n", argv[i]), 2;
       if (shoal__parse_long("--count", argv[++i], 1, 1L << 26, &count)) {
         fprintf(stderr, "shoal selftest: %s\n", shoal_last_error());
         return 2;

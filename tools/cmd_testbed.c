@@ -605,8 +605,13 @@ static int tb_set(const char *name, int argc, char **argv) {
     goto bad;
   }
   if (rack >= 0) {
-    if (tb->nracks < 2 || cpu >= 0 || delay >= 0) {
-      fprintf(stderr, "shoal testbed set: rack r%d: only --rate/--egress/--ingress of its uplink (needs >= 2 racks)\n", rack);
+    if (tb->nracks < 2) {
+      fprintf(stderr, "shoal testbed set: rack r%d: this testbed has one rack, so no uplink to set\n", rack);
+      goto bad;
+    }
+    if (cpu >= 0 || delay >= 0) {
+      fprintf(stderr, "shoal testbed set: rack r%d: a rack takes only --rate/--egress/--ingress (its uplink); --cpu and "
+              "--delay are per host\n", rack);
       goto bad;
     }
     char u[16], d[16];
@@ -725,6 +730,7 @@ int shoal_cmd_testbed(int argc, char **argv) {
   const char *sub = argv[1], *name = DEFAULT_NAME;
   int slurm = 0, slurm_gpus = 1, slurm_cpus = 0;
   topo_t t = {.hosts = 2, .racks = 1, .cgroup = 1, .rate = 1e9, .oversub = 1, .uplink = -1};
+  int flag_uplink = 0, flag_oversub = 0; /* given on the command line: one of them */
   /* options before the positional arguments; exec stops at its host */
   int i = 2;
   char **rest = NULL;
@@ -752,13 +758,15 @@ int shoal_cmd_testbed(int argc, char **argv) {
       i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--uplink")) {
       if (parse_rate(a, v, &t.uplink)) return free(pos), 2;
-      i++;
+      if (flag_oversub) return fprintf(stderr, "shoal testbed: --uplink and --oversub both set the uplink: give one\n"), free(pos), 2;
+      flag_uplink = 1, i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--oversub")) {
       char *e = NULL;
       t.oversub = v ? strtod(v, &e) : 0;
       if (!v || *e || !(t.oversub >= 1) || t.oversub > 1000)
         return fprintf(stderr, "shoal testbed: --oversub '%s': a ratio >= 1 (4 = 4:1)\n", v ? v : ""), free(pos), 2;
-      t.uplink = -1, i++;
+      if (flag_uplink) return fprintf(stderr, "shoal testbed: --uplink and --oversub both set the uplink: give one\n"), free(pos), 2;
+      t.uplink = -1, flag_oversub = 1, i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--topo")) {
       if (!v) return fprintf(stderr, "shoal testbed: --topo needs a file\n"), free(pos), 2;
       if (read_topo(v, &t)) return free(pos), 2;

@@ -23,7 +23,8 @@ static void usage(FILE *f) {
 int shoal_cmd_tune(int argc, char **argv) {
   int store = 1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--file") && i + 1 < argc) {
+    if (!strcmp(argv[i], "--file")) {
+      if (i + 1 >= argc) return fprintf(stderr, "shoal tune: --file needs a value (a path)\n"), 2;
       setenv("SHOAL_TUNE_FILE", argv[++i], 1);
     } else if (!strcmp(argv[i], "--no-store")) {
       store = 0;

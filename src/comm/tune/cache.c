@@ -5,6 +5,7 @@
  * which changes from one job to the next). Older entries without the matrix,
  * or with 7 numbers (no op overhead), are read too. Rank 0 reads and writes;
  * written with a temporary file and rename, other keys kept. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,8 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
   FILE *out = fopen(tmp, "w");
-  if (!out) return shoal__seterr(SHOAL_ERR_IO, "SHOAL_TUNE_FILE: cannot write %s", tmp);
+  if (!out) return shoal__seterr(SHOAL_ERR_IO, "tuning profile (SHOAL_TUNE_FILE or --file) %s: cannot write %s: %s", path,
+                                 tmp, strerror(errno));
   FILE *in = fopen(path, "r");
   char *line = NULL;
   size_t cap = 0, kl = strlen(key);
@@ -128,8 +130,10 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
   fputc('\n', out);
   int bad = ferror(out);
   if (fclose(out) || bad || rename(tmp, path)) {
+    int e = errno;
     unlink(tmp);
-    return shoal__seterr(SHOAL_ERR_IO, "SHOAL_TUNE_FILE: cannot write %s", path);
+    return shoal__seterr(SHOAL_ERR_IO, "tuning profile (SHOAL_TUNE_FILE or --file) %s: cannot write: %s", path,
+                         strerror(e));
   }
   return 0;
 }
