@@ -80,6 +80,22 @@ TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "unknown collective 'alltoall'");
+  /* each mistake named as what it is (every command exits 2 before any rank starts) */
+  static const char *const bad[][2] = {
+      {"bench allreduce -b 8 -e 8 --bogus", "unknown option '--bogus'"},
+      {"bench allreduce -b 8 -e 8 extra", "unknown argument 'extra'"},
+      {"bench allreduce -b", "option -b needs a value"},
+      {"bench broadcast --steps 2", "--steps is for allreduce only"},
+      {"tune --file", "--file needs a value"},
+      {"selftest --count", "--count needs a value"},
+      {"testbed up --name shoal-never --uplink 300mbit --oversub 4", "--uplink and --oversub both set the uplink"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    snprintf(cmd, sizeof cmd, "%s %s", shoal_test_cli(), bad[k][0]);
+    st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s': status %d: %s", bad[k][0], st, out);
+    CHECK_MSG(strstr(out, bad[k][1]) != NULL, "'%s': '%s' not in: %s", bad[k][0], bad[k][1], out);
+  }
   /* --explain without launching: the model's pick per size */
   snprintf(cmd, sizeof cmd, "%s bench allreduce --explain -p 2 -b 8 -e 256M -f 4", shoal_test_cli());
   CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
