@@ -410,8 +410,9 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
       unsetenv("SHOAL_JOIN");
     if (tb_plan) testbed_child(r);
     execvp(prog[0], prog);
-    fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(errno));
-    _exit(127);
+    int e = errno; /* the shell's codes: 127 not found, 126 found but not runnable */
+    fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(e));
+    _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
   }
   setpgid(pid, pid);
   close(po[1]);
@@ -426,6 +427,7 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
 int shoal_cmd_launch(int argc, char **argv) {
   int n = 0, prefix = 1;
   double port_d = 0, timeout = 0, grace = 3, max_restarts = 3;
+  int max_restarts_given = 0;
   const char *addr = NULL, *hosts = NULL, *bind_mode = NULL, *bind_src = "--bind";
   int i, tbo;
   for (i = 1; i < argc; i++) {
@@ -470,7 +472,8 @@ int shoal_cmd_launch(int argc, char **argv) {
       else
         return fprintf(stderr, "shoal launch: --on-failure '%s': expected stop, continue or restart\n", mode), 2;
     } else if (!strcmp(a, "--max-restarts")) {
-      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 1e6, &max_restarts)) return 2;
+      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000, &max_restarts)) return 2;
+      max_restarts_given = 1;
     } else if (a[0] == '-') {
       fprintf(stderr, "shoal launch: unknown option '%s'\n", a);
       usage(stderr);
@@ -478,6 +481,15 @@ int shoal_cmd_launch(int argc, char **argv) {
     } else {
       break; /* the program, without "--" */
     }
+  }
+  if (max_restarts_given && on_failure != ON_FAIL_RESTART) {
+    fprintf(stderr, "shoal launch: --max-restarts applies to --on-failure restart only\n");
+    return 2;
+  }
+  if (hosts) {
+    const char *p = hosts;
+    int empty = !*p || *p == ',' || p[strlen(p) - 1] == ',' || strstr(p, ",,");
+    if (empty) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", hosts), 2;
   }
   if (n < 1) {
     fprintf(stderr, "shoal launch: -n N is required\n");
@@ -713,8 +725,11 @@ int shoal_cmd_launch(int argc, char **argv) {
         describe(rp[failed].status, fw, sizeof fw);
         snprintf(first, sizeof first, " (rank %d %s first, after losing it)", failed, fw);
       }
-      fprintf(stderr, "shoal launch: rank %d %s%s; stopped the other %d rank%s\n", blame, what, first, stopped,
-              stopped == 1 ? "" : "s");
+      if (stopped)
+        fprintf(stderr, "shoal launch: rank %d %s%s; stopped the other %d rank%s\n", blame, what, first, stopped,
+                stopped == 1 ? "" : "s");
+      else
+        fprintf(stderr, "shoal launch: rank %d %s%s\n", blame, what, first);
     }
     rc = WIFSIGNALED(fail_status) ? 128 + WTERMSIG(fail_status) : WEXITSTATUS(fail_status);
     if (rc == 0) rc = 1;

@@ -134,6 +134,20 @@ TEST_T(launch_timeout_and_bad_usage, 30) {
   snprintf(want, sizeof want, "SHOAL_MASTER_ADDR=%s SHOAL_MASTER_PORT=29500 SHOAL_TOKEN=\"$SHOAL_TOKEN\" prog a 'b c' & done",
            me);
   CHECK_CONTAINS(out, want);
+  /* a program found but not executable: 126, as a shell; an empty host name; --max-restarts without restart */
+  snprintf(cmd, sizeof cmd, "%s launch -n 1 -- /etc/passwd", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 126);
+  CHECK_CONTAINS(out, "rank 0 exited with status 126");
+  CHECK(strstr(out, "stopped the other 0") == NULL);
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --hosts a,,b -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "an empty host name");
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --max-restarts 2 -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "--max-restarts applies to --on-failure restart only");
   /* counts are integers */
   snprintf(cmd, sizeof cmd, "%s launch -n 2.9 -- true", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
