@@ -123,6 +123,11 @@ static int fail_msg(shoal_sync_t *s, int rc, const char *fmt, ...) {
   return fail(s, rc);
 }
 
+/* Every call after the context failed: SHOAL_ERR_ABORTED with the first error. */
+static int failed_earlier(const shoal_sync_t *s, const char *call) {
+  return shoal__seterr(SHOAL_ERR_ABORTED, "%s: the context failed earlier: %s", call, s->err);
+}
+
 const char *shoal_sync_errmsg(const shoal_sync_t *s) { return s ? s->err : "shoal_sync: NULL context"; }
 
 /* ---- communication thread ---- */
@@ -188,9 +193,12 @@ void shoal__sync_scatter(shoal_sync_t *s, int grads, const float *flat) {
   for (int i = 0; i < s->nb; i++) memcpy(grads ? s->b[i].g : s->b[i].p, flat + s->b[i].off, s->b[i].n * sizeof(float));
 }
 
-int shoal__sync_average_params(shoal_sync_t *s, const char *what) {
+/* Every bucket's parameters through one collective over the workers:
+ * averaged (allreduce AVG) or worker 0's (broadcast). */
+static int params_collective(shoal_sync_t *s, const char *what, int average) {
   for (int i = 0; i < s->nb; i++) {
-    int rc = shoal_allreduce(s->workers, SHOAL_IN_PLACE, s->b[i].p, s->b[i].n, SHOAL_FLOAT32, SHOAL_AVG);
+    int rc = average ? shoal_allreduce(s->workers, SHOAL_IN_PLACE, s->b[i].p, s->b[i].n, SHOAL_FLOAT32, SHOAL_AVG)
+                     : shoal_broadcast(s->workers, s->b[i].p, s->b[i].n, SHOAL_FLOAT32, 0);
     if (rc)
       return shoal__seterr(rc, "sync %s: %s of bucket %d (%zu floats): %s", s->st->name, what, i, s->b[i].n,
                            shoal_comm_errmsg(s->workers));
@@ -199,16 +207,9 @@ int shoal__sync_average_params(shoal_sync_t *s, const char *what) {
   return 0;
 }
 
-int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what) {
-  for (int i = 0; i < s->nb; i++) {
-    int rc = shoal_broadcast(s->workers, s->b[i].p, s->b[i].n, SHOAL_FLOAT32, 0);
-    if (rc)
-      return shoal__seterr(rc, "sync %s: %s of bucket %d (%zu floats): %s", s->st->name, what, i, s->b[i].n,
-                           shoal_comm_errmsg(s->workers));
-    s->payload += (double)s->b[i].n * sizeof(float);
-  }
-  return 0;
-}
+int shoal__sync_average_params(shoal_sync_t *s, const char *what) { return params_collective(s, what, 1); }
+
+int shoal__sync_broadcast_params(shoal_sync_t *s, const char *what) { return params_collective(s, what, 0); }
 
 int shoal__sync_config_has(const char *cfg, const char *key) {
   size_t kl = strlen(key);
@@ -281,7 +282,7 @@ void shoal_sync_destroy(shoal_sync_t *s) {
 
 int shoal_sync_add_bucket(shoal_sync_t *s, float *params, float *grads, size_t count) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_add_bucket: NULL context");
-  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "shoal_sync_add_bucket: the context failed earlier: %s", s->err);
+  if (s->failed) return failed_earlier(s, "shoal_sync_add_bucket");
   if (s->set_up) return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: buckets must be added before the first step", s->st->name);
   if (!params || !grads || !count)
     return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: bucket %d: NULL buffer or zero count", s->st->name, s->nb);
@@ -301,7 +302,7 @@ int shoal_sync_flags(const shoal_sync_t *s) { return s ? s->flags : 0; }
 
 int shoal_sync_set_lr(shoal_sync_t *s, double lr) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_set_lr: NULL context");
-  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "shoal_sync_set_lr: the context failed earlier: %s", s->err);
+  if (s->failed) return failed_earlier(s, "shoal_sync_set_lr");
   if (!(lr >= 0 && lr < 1e6)) return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: learning rate %g", s->st->name, lr);
   s->lr = lr;
   return 0;
@@ -318,7 +319,7 @@ static int setup(shoal_sync_t *s) {
 
 static int check(shoal_sync_t *s, const char *call, int want_state) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "%s: NULL context", call);
-  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "%s: the context failed earlier: %s", call, s->err);
+  if (s->failed) return failed_earlier(s, call);
   if (s->flags & SHOAL_SYNC_F_SERVER)
     return fail_msg(s, SHOAL_ERR_INVALID, "%s: this rank is a parameter server (call shoal_sync_serve)", call);
   if (want_state >= 0 && s->in_step != want_state) {
@@ -381,7 +382,7 @@ int shoal_sync_final(shoal_sync_t *s) {
 
 int shoal_sync_serve(shoal_sync_t *s) {
   if (!s) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sync_serve: NULL context");
-  if (s->failed) return shoal__seterr(SHOAL_ERR_ABORTED, "shoal_sync_serve: the context failed earlier: %s", s->err);
+  if (s->failed) return failed_earlier(s, "shoal_sync_serve");
   if (!(s->flags & SHOAL_SYNC_F_SERVER) || !s->st->serve)
     return fail_msg(s, SHOAL_ERR_INVALID, "shoal_sync_serve: this rank is not a server of strategy %s", s->st->name);
   int rc = setup(s);
