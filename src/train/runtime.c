@@ -362,23 +362,27 @@ static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int *
 /* One process trains without a strategy; the strategy's settings (sync_config) are still checked, on a
  * communicator of this process alone, so that a bad one is an error at every world size. */
 static int check_sync_alone(const run_t *r) {
-  shoal_comm_params_t p;
-  shoal_comm_params_init(&p);
-  p.rank = 0;
-  p.world_size = 1;
   shoal_comm_t *self = NULL;
-  int rc = shoal_comm_init(&p, &self);
-  if (rc) return rc;
+  if (!r->world) { /* no world given: a private one, loopback, on a port of its own (not the job's) */
+    shoal_comm_params_t p;
+    shoal_comm_params_init(&p);
+    p.rank = 0;
+    p.world_size = 1;
+    p.master_addr = "127.0.0.1";
+    p.master_port = 0;
+    int rc = shoal_comm_init(&p, &self);
+    if (rc) return rc;
+  }
   run_t t = *r;
-  t.world = t.wcomm = self;
+  t.world = t.wcomm = self ? self : r->world;
   t.W = 1;
   t.wrank = 0;
   shoal_sync_t *s = NULL;
   int *racks = NULL;
-  rc = create_sync(&t, &s, &racks);
+  int rc = create_sync(&t, &s, &racks);
   shoal_sync_destroy(s);
   free(racks);
-  shoal_comm_destroy(self);
+  if (self) shoal_comm_destroy(self);
   return rc;
 }
 
