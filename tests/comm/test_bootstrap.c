@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/bootstrap.h"
+#include "comm/bootstrap/mesh.h"
 #include "comm/comm_impl.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
@@ -213,31 +214,27 @@ TEST_T(store_set_get_wait, 30) {
 
 /* A stray client at a rank's own listening port during the mesh setup: it
  * proves no token (random MAC), then one with the token but another world
- * id. Both are refused with a logged reason, and the real rank still joins. */
-static int stray_done[2];
+ * id. Both are refused with a logged reason, and the real rank still joins.
+ * At the mesh layer (what shoal_comm_init runs once every rank registered),
+ * so the order is fixed: rank 0 accepts and stops once its world is complete,
+ * so the intruder is answered before rank 1 may connect (through
+ * shoal_comm_init, a fast rank 1 could complete the world while a slow
+ * intruder was still answering, and it was dropped unanswered). */
+#define STRAY_WORLD_ID 0x5157ull
+static int stray_done[2], stray_port;
 
 static int rank_stray_peer(int rank, void *arg) {
-  p2p_world_arg_t *a = arg;
+  int lfd = *(int *)arg;
+  shoal__authkey_t key;
+  shoal__auth_key("tok", &key);
   char logpath[64];
   snprintf(logpath, sizeof logpath, "/tmp/shoal-stray-test-%d.log", (int)getppid());
-  if (rank == 2) { /* the intruder: reads rank 0's address from the store (it has the token) */
-    shoal__authkey_t key;
-    shoal__auth_key(a->token, &key);
-    shoal__store_client_t sc;
-    if (shoal__store_connect("127.0.0.1", a->port, &key, shoal__deadline_in(10), &sc)) FAILR("store: %s", shoal_last_error());
-    char val[256];
-    if (shoal__store_get(&sc, "rank/0", 1, val, sizeof val, NULL, shoal__deadline_in(10))) FAILR("get");
-    shoal__store_close(&sc);
-    int port = atoi(strchr(val, ':') + 1);
-    /* Both connections first (queued at rank 0 before rank 1 starts), and both answered at once,
-     * before any verdict is read: rank 0 serves handshakes in parallel and stops once its world is
-     * complete, so a stranger still talking after rank 1 has connected may be dropped unanswered. */
+  if (rank == 2) { /* the intruder: both connections answered and both verdicts read, then rank 1 may go */
+    close(lfd);
     int fds[2];
     struct in_addr lo = {htonl(0x7f000001)};
     for (int k = 0; k < 2; k++)
-      if (shoal__sock_connect(lo, port, shoal__deadline_in(5), "rank 0", &fds[k])) FAILR("connect");
-    char go = 1;
-    if (write(stray_done[1], &go, 1) != 1) FAILR("pipe");
+      if (shoal__sock_connect(lo, stray_port, shoal__deadline_in(5), "rank 0", &fds[k])) FAILR("connect");
     for (int attempt = 0; attempt < 2; attempt++) {
       int fd = fds[attempt];
       unsigned char hello[20], ans[44] = {0};
@@ -254,37 +251,39 @@ static int rank_stray_peer(int rank, void *arg) {
         shoal__put_u64(ans + 36, shoal__auth_mac(&key, 'C', hello + 4, ans + 20, ctx, sizeof ctx));
       }
       if (shoal__sock_write_all(fd, ans, 44, shoal__deadline_in(5), "answer")) FAILR("answer");
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
       unsigned char verdict[12];
-      if (shoal__sock_read_all(fds[attempt], verdict, 12, shoal__deadline_in(5), "verdict")) FAILR("verdict");
+      if (shoal__sock_read_all(fd, verdict, 12, shoal__deadline_in(5), "verdict")) FAILR("verdict");
       if (shoal__get_u32(verdict) != (attempt == 0 ? 1u : 2u)) FAILR("verdict %u", shoal__get_u32(verdict));
-      close(fds[attempt]);
+      close(fd);
     }
+    char go = 1;
+    if (write(stray_done[1], &go, 1) != 1) FAILR("pipe");
     return 0;
   }
   if (rank == 0) {
     int fd = open(logpath, O_CREAT | O_TRUNC | O_WRONLY, 0600);
     dup2(fd, 2);
     close(fd);
-  } else { /* start once the intruder's connections are queued at rank 0 */
+  } else { /* start once rank 0 has refused the intruder */
+    close(lfd);
     struct pollfd pf = {stray_done[0], POLLIN, 0};
     char done;
-    if (poll(&pf, 1, 15000) != 1 || read(stray_done[0], &done, 1) != 1) FAILR("the intruder did not connect");
+    if (poll(&pf, 1, 15000) != 1 || read(stray_done[0], &done, 1) != 1) FAILR("rank 0 did not refuse the intruder");
   }
-  shoal_comm_params_t p;
-  shoal_comm_params_init(&p);
-  p.rank = rank;
-  p.world_size = 2;
-  p.master_addr = "127.0.0.1";
-  p.master_port = a->port;
-  p.token = a->token;
-  p.connect_timeout_s = 10;
-  shoal_comm_t *c = NULL;
-  if (shoal_comm_init(&p, &c)) FAILR("rank %d: %s", rank, shoal_last_error());
-  int v = rank, o = -1;
-  if (shoal_sendrecv(c, &v, 1, 1 - rank, &o, 1, 1 - rank, SHOAL_INT32, 0) || o != 1 - rank) FAILR("exchange");
-  shoal_comm_destroy(c);
+  shoal__world_t *w = shoal__world_new(rank, 2);
+  if (!w) FAILR("world_new");
+  w->id = STRAY_WORLD_ID;
+  snprintf(w->peers[0].addr, sizeof w->peers[0].addr, "127.0.0.1:%d", stray_port);
+  snprintf(w->peers[1].addr, sizeof w->peers[1].addr, "127.0.0.1:1");
+  if (shoal__mesh_connect(w, rank == 0 ? lfd : -1, &key, 0, 0, "system", shoal__deadline_in(10)))
+    FAILR("rank %d: %s", rank, shoal_last_error());
+  int peer_fd = w->conns[1 - rank].fd, v = rank, o = -1;
+  if (peer_fd < 0 || shoal__sock_write_all(peer_fd, &v, sizeof v, shoal__deadline_in(5), "exchange") ||
+      shoal__sock_read_all(peer_fd, &o, sizeof o, shoal__deadline_in(5), "exchange") || o != 1 - rank)
+    FAILR("rank %d: exchange", rank);
+  close(peer_fd);
+  w->conns[1 - rank].fd = -1;
+  shoal__world_free(w);
   if (rank == 0) {
     char log[8192] = "";
     FILE *f = fopen(logpath, "r");
@@ -300,11 +299,13 @@ static int rank_stray_peer(int rank, void *arg) {
 }
 
 TEST_T(bootstrap_stray_peer_refused, 30) {
-  p2p_world_arg_t a = {.token = "tok"};
   CHECK(pipe(stray_done) == 0);
-  a.port = shoal_test_free_port();
+  struct in_addr lo = {htonl(0x7f000001)};
+  int lfd;
+  CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &stray_port));
   int st[3];
-  CHECK_EQ(shoal_test_fork_ranks(3, rank_stray_peer, &a, 25, st), 3);
+  CHECK_EQ(shoal_test_fork_ranks(3, rank_stray_peer, &lfd, 25, st), 3);
+  close(lfd);
 }
 
 /* An authenticated but broken client: each malformed frame closes that
