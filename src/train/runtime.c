@@ -237,20 +237,31 @@ static void layer_ready(int layer, void *arg) {
   if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
 }
 
+/* The strategy's configuration string as the options give it; full: a
+ * setting did not fit (an error, never a silently shorter configuration). */
+typedef struct {
+  char s[16384];
+  int full;
+} cfgbuf_t;
+
 /* Append " key=value" to cfg unless the caller's sync_config sets key (its value wins). */
-static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, const char *fmt, ...) {
-  if (shoal__sync_config_has(user, key)) return;
-  size_t len = strlen(cfg);
-  if (len + 1 >= cap) return;
-  int k = snprintf(cfg + len, cap - len, "%s%s=", len ? " " : "", key);
-  if (k < 0 || (size_t)k >= cap - len) return;
+static void cfg_add(cfgbuf_t *cfg, const char *user, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void cfg_add(cfgbuf_t *cfg, const char *user, const char *key, const char *fmt, ...) {
+  if (shoal__sync_config_has(user, key) || cfg->full) return;
+  size_t len = strlen(cfg->s), cap = sizeof cfg->s;
+  int k = snprintf(cfg->s + len, cap - len, "%s%s=", len ? " " : "", key);
+  if (k < 0 || (size_t)k >= cap - len) goto full;
   len += (size_t)k;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(cfg + len, cap - len, fmt, ap);
+  k = vsnprintf(cfg->s + len, cap - len, fmt, ap);
   va_end(ap);
+  if (k < 0 || (size_t)k >= cap - len) goto full;
+  return;
+full:
+  cfg->s[len] = '\0';
+  cfg->full = 1;
 }
 
 /* The strategy (include/shoal/sync.h) for the options, with the model's
@@ -261,39 +272,40 @@ static void cfg_add(char *cfg, size_t cap, const char *user, const char *key, co
 static int create_sync(run_t *r, shoal_sync_t **out, int **racks_out) {
   const shoal_train_opts_t *o = r->o;
   const char *u = o->sync_config;
-  char cfg[8192] = "";
+  cfgbuf_t cfgbuf = {"", 0}, *cfg = &cfgbuf;
   int rc;
   switch (o->sync) {
   case SHOAL_SYNC_BSP:
-    cfg_add(cfg, sizeof cfg, u, "overlap", "%d", o->overlap ? 1 : 0);
+    cfg_add(cfg, u, "overlap", "%d", o->overlap ? 1 : 0);
     break;
   case SHOAL_SYNC_DSSYNC: {
     const char *pat = shoal_ds_pattern_name(o->ds_pattern);
-    cfg_add(cfg, sizeof cfg, u, "pattern", "%s", pat);
-    cfg_add(cfg, sizeof cfg, u, "k", "%d", o->ds_k);
-    cfg_add(cfg, sizeof cfg, u, "seed", "%llu", (unsigned long long)(o->seed & 0x7fffffffffffffffULL));
-    cfg_add(cfg, sizeof cfg, u, "global_every", "%d", o->ds_global_every);
-    cfg_add(cfg, sizeof cfg, u, "overlap", "%d", o->ds_overlap ? 1 : 0);
+    cfg_add(cfg, u, "pattern", "%s", pat);
+    cfg_add(cfg, u, "k", "%d", o->ds_k);
+    cfg_add(cfg, u, "seed", "%llu", (unsigned long long)(o->seed & 0x7fffffffffffffffULL));
+    cfg_add(cfg, u, "global_every", "%d", o->ds_global_every);
+    cfg_add(cfg, u, "overlap", "%d", o->ds_overlap ? 1 : 0);
     /* topo by the options (a pattern= in sync_config decides instead: then it gives its own h, b, racks) */
     if (o->ds_pattern == SHOAL_DS_TOPO && !shoal__sync_config_has(u, "pattern")) {
-      cfg_add(cfg, sizeof cfg, u, "h", "%d", o->ds_bridge_period);
-      cfg_add(cfg, sizeof cfg, u, "b", "%d", o->ds_bridge_width);
+      cfg_add(cfg, u, "h", "%d", o->ds_bridge_period);
+      cfg_add(cfg, u, "b", "%d", o->ds_bridge_width);
       if (!shoal__sync_config_has(u, "racks")) {
         if ((rc = rack_map(r, racks_out))) return rc;
-        char list[8192];
-        int len = 0;
-        for (int i = 0; i < r->W && len < (int)sizeof list - 16; i++)
-          len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? "," : "", (*racks_out)[i]);
-        cfg_add(cfg, sizeof cfg, u, "racks", "%s", list);
+        char list[sizeof cfg->s];
+        size_t len = 0;
+        for (int i = 0; i < r->W && len < sizeof list; i++)
+          len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", i ? "," : "", (*racks_out)[i]);
+        if (len >= sizeof list) cfg->full = 1;
+        else cfg_add(cfg, u, "racks", "%s", list);
       }
     }
     break;
   }
   case SHOAL_SYNC_LOCALSGD:
-    cfg_add(cfg, sizeof cfg, u, "period", "%d", o->local_h);
+    cfg_add(cfg, u, "period", "%d", o->local_h);
     break;
   case SHOAL_SYNC_PARTIAL: /* this loop pauses before it uses the communicator: the thread may run ahead */
-    cfg_add(cfg, sizeof cfg, u, "ahead", "2");
+    cfg_add(cfg, u, "ahead", "2");
     break;
   case SHOAL_SYNC_PS: {
     /* the runtime itself relies on these three: they come from the options only */
@@ -303,29 +315,32 @@ static int create_sync(run_t *r, shoal_sync_t **out, int **racks_out) {
       if (shoal__sync_config_has(u, own[i][0]))
         return shoal__seterr(SHOAL_ERR_INVALID, "sync config '%s': %s= is set by the option %s, not here", u,
                              own[i][0], own[i][1]);
-    cfg_add(cfg, sizeof cfg, u, "servers", "%d", o->servers);
-    cfg_add(cfg, sizeof cfg, u, "mode", "%s", shoal_ps_mode_name(o->ps_mode));
-    cfg_add(cfg, sizeof cfg, u, "momentum", "%.17g", o->momentum);
-    cfg_add(cfg, sizeof cfg, u, "wd", "%.17g", o->weight_decay);
-    cfg_add(cfg, sizeof cfg, u, "slow_ms", "%.17g", o->ps_slow_worker_ms);
-    if (o->ps_mode == SHOAL_PS_SSP) cfg_add(cfg, sizeof cfg, u, "staleness", "%d", o->staleness);
+    cfg_add(cfg, u, "servers", "%d", o->servers);
+    cfg_add(cfg, u, "mode", "%s", shoal_ps_mode_name(o->ps_mode));
+    cfg_add(cfg, u, "momentum", "%.17g", o->momentum);
+    cfg_add(cfg, u, "wd", "%.17g", o->weight_decay);
+    cfg_add(cfg, u, "slow_ms", "%.17g", o->ps_slow_worker_ms);
+    if (o->ps_mode == SHOAL_PS_SSP) cfg_add(cfg, u, "staleness", "%d", o->staleness);
     const char *paths[2] = {o->ckpt_path, o->resume_path}, *keys[2] = {"ckpt", "resume"};
     for (int i = 0; i < 2; i++) {
       if (!paths[i]) continue;
       if (strpbrk(paths[i], " ;\t\n"))
         return shoal__seterr(SHOAL_ERR_INVALID, "--%s %s: with --sync ps the path may not contain spaces or ';'",
                              i ? "resume" : "checkpoint", paths[i]);
-      cfg_add(cfg, sizeof cfg, u, keys[i], "%s", paths[i]);
+      cfg_add(cfg, u, keys[i], "%s", paths[i]);
     }
     break;
   }
   default:
     return shoal__seterr(SHOAL_ERR_INVALID, "sync kind %d", o->sync);
   }
-  if (u && strlen(cfg) + strlen(u) + 2 >= sizeof cfg)
+  if (cfg->full)
+    return shoal__seterr(SHOAL_ERR_INVALID, "sync config: the settings of the options for %d workers exceed %zu characters",
+                         r->W, sizeof cfg->s - 1);
+  if (u && strlen(cfg->s) + strlen(u) + 2 >= sizeof cfg->s)
     return shoal__seterr(SHOAL_ERR_INVALID, "sync config: %zu characters, too long", strlen(u));
-  if (u) snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " %s", u);
-  return shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg, out);
+  if (u) snprintf(cfg->s + strlen(cfg->s), sizeof cfg->s - strlen(cfg->s), " %s", u);
+  return shoal_sync_create(r->world, shoal_sync_kind_name(o->sync), cfg->s, out);
 }
 
 static int make_sync(run_t *r, shoal_sync_t **out, int bucket_of_layer[8], int **racks_out) {
