@@ -543,6 +543,37 @@ TEST_T(partial_silent_rank_named_within_deadline, 40) {
   P2P_RUN(3, rank_silent, &a, 30);
 }
 
+/* A rank that dies in a step: the others' errors name the step and the op. */
+static int rank_dies(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  g_rank = rank;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  float d[8] = {0}, out[8];
+  shoal_partial_t *pa = make_pa(c, 8, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, SHOAL_PARTIAL_DROP, a->n, 0);
+  if (!pa) return 1;
+  for (long step = 0; step < 3; step++) {
+    if (rank == 2 && step == 2) _exit(0); /* gone without a goodbye, in the middle of the run */
+    shoal_partial_arrive(pa, step, d, 0);
+    int rc = shoal_partial_allreduce(pa, step, out, NULL);
+    if (step < 2 && rc) FAILR("step %ld: %s", step, shoal_comm_errmsg(c));
+    if (step == 2) {
+      const char *m = shoal_comm_errmsg(c);
+      if (rc == 0) FAILR("a step with a dead rank and min_ready = all succeeded");
+      if (!strstr(m, "partial-allreduce seq") || !strstr(m, "step 2"))
+        FAILR("the error does not name the op and the step: %s", m);
+    }
+  }
+  shoal_partial_destroy(pa);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(partial_dead_rank_error_names_the_step, 40) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 5};
+  P2P_RUN(3, rank_dies, &a, 30);
+}
+
 /* ---- two threads per rank: random delays, carry-wait loses nothing ---- */
 
 typedef struct th {

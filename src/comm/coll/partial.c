@@ -471,8 +471,8 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
       int kind = (int)get32(in);
       long step = (long)get64(in + 8);
       if (step != k || (kind != M_OPEN && kind != M_DECIDE && kind != M_CANCEL))
-        return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, 0, "step %ld: expected the coordinator's open, decision or "
-                                "cancel of step %ld, got %s of step %ld", k, k, kind_name(kind), step);
+        return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, 0, "expected the coordinator's open, decision or cancel of "
+                                "step %ld, got %s of step %ld", k, kind_name(kind), step);
       if (kind == M_OPEN) {
         pthread_mutex_lock(&pa->mu);
         if (pa->open_step < k) pa->open_step = k;
@@ -484,8 +484,8 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
       }
       if (kind == M_CANCEL) {
         if (sent_final != M_PAUSE && sent_final != M_SKIP)
-          return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, 0, "step %ld: the coordinator cancelled the step but this "
-                                  "rank reported %s", k, sent_final ? kind_name(sent_final) : "nothing");
+          return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, 0, "the coordinator cancelled the step but this rank "
+                                  "reported %s", sent_final ? kind_name(sent_final) : "nothing");
         *cancelled = 1;
         break;
       }
@@ -495,8 +495,8 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
     }
     uint64_t now = shoal__now_ns();
     if (now >= deadline)
-      return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, 0, "step %ld: timed out after %.1f s (SHOAL_TIMEOUT) waiting "
-                              "for the coordinator's decision (this rank reported %s)", k, shoal__now_s() - t0,
+      return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, 0, "timed out after %.1f s (SHOAL_TIMEOUT) waiting for the "
+                              "coordinator's decision (this rank reported %s)", shoal__now_s() - t0,
                               sent_final ? kind_name(sent_final) : "nothing yet");
     int local_events = !sent_final || (l.carry_due && pa->carry_sent_step != k);
     if ((rc = pause_for(pa, op, local_events, 0, deadline))) return rc;
@@ -604,7 +604,7 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
       long step = (long)get64(b + 8);
       double comp = getd(b + 16);
       if (step != k || kind < M_READY || kind > M_CARRY || (kind == M_LATE && !decided))
-        return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, i, "step %ld: unexpected report %s of step %ld%s", k,
+        return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, i, "unexpected report %s of step %ld%s",
                                 kind_name(kind), step, kind == M_LATE ? " before the decision" : "");
       if (kind == M_CARRY) {
         if (!decided) pa->carry_state[i] = flags & 1 ? CS_DATA : CS_EMPTY;
@@ -686,8 +686,8 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
       int who = -1;
       for (int i = 0; i < p && who < 0; i++)
         if (i != pa->rank && (!pa->final_kind[i] || pa->carry_state[i] == CS_EXPECTED)) who = i;
-      return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, who, "step %ld: timed out after %.1f s (SHOAL_TIMEOUT) as "
-                              "coordinator: %d of %d ranks ready, %d reported; waiting for rank %d's %s", k,
+      return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, who, "timed out after %.1f s (SHOAL_TIMEOUT) as coordinator: "
+                              "%d of %d ranks ready, %d reported; waiting for rank %d's %s",
                               (double)(now - t0) * 1e-9, m, p, nfinal, who,
                               who >= 0 && pa->final_kind[who] ? "late data (carry)" : "report");
     }
@@ -715,7 +715,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
                                                "(consecutive steps, the same on every rank)", step, pa->last_step + 1));
   double t0 = shoal__now_s();
   shoal__op_t op = {.opcode = SHOAL__OP_PARTIAL, .dtype = (uint8_t)pa->dtype, .redop = (uint8_t)pa->redop,
-                    .root = -1, .count = pa->count, .tag = TAG_CTL};
+                    .root = -1, .count = pa->count, .tag = TAG_CTL, .step1 = step + 1};
   int rc = shoal__op_begin(c, &op);
   if (rc) return rc;
   int cancelled = 0, final;
@@ -745,7 +745,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
     const void *contrib = fresh ? fresh : carried;
     if (fresh && carried) {
       void *sum = shoal__coll_scratch(1, pa->bytes);
-      if (!sum) rc = shoal__comm_fail(c, SHOAL_ERR_NOMEM, &op, -1, "step %ld: no memory to add the carried data", step);
+      if (!sum) rc = shoal__comm_fail(c, SHOAL_ERR_NOMEM, &op, -1, "no memory to add the carried data");
       else shoal__reduce3(sum, fresh, carried, pa->count, pa->dtype, pa->redop);
       contrib = sum;
     }

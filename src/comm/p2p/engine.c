@@ -93,7 +93,11 @@ static int vfail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, i
       if (op->opcode == SHOAL__OP_SEND)
         snprintf(opd, sizeof opd, "%s tag %d: ", shoal__opcode_name(op->opcode), op->tag);
       else
-        snprintf(opd, sizeof opd, "%s seq %u: ", shoal__opcode_name(op->opcode), op->seq);
+      {
+        char step[32] = "";
+        if (op->step1 > 0) snprintf(step, sizeof step, " step %lld", (long long)(op->step1 - 1));
+        snprintf(opd, sizeof opd, "%s seq %u%s: ", shoal__opcode_name(op->opcode), op->seq, step);
+      }
     }
     vsnprintf(body, sizeof body, fmt, ap);
     snprintf(c->errmsg, sizeof c->errmsg, "%s%s: %s%s", me, who, opd, body);

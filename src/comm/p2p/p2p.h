@@ -43,6 +43,7 @@ typedef struct shoal__op {
   uint64_t count;        /* the element count the user passed */
   uint32_t seq;          /* per-communicator sequence number */
   uint64_t deadline_ns;  /* absolute CLOCK_MONOTONIC */
+  int64_t  step1;        /* a partial-allreduce step + 1, named in its errors (0: none) */
 } shoal__op_t;
 
 /* Start an op on c: fails fast with SHOAL_ERR_ABORTED if c was aborted,
