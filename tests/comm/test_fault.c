@@ -1,5 +1,6 @@
 /* Faults: every one ends in a clear error within the deadline, and the test
  * asserts the message. Deadlines here are small (seconds). */
+#include <math.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/comm_impl.h"
 #include "comm/p2p/p2p.h"
 #include "comm/bootstrap/store.h"
 #include "core/clock.h"
@@ -181,6 +183,20 @@ static void killed_mid_transfer(int shm) {
 TEST_T(fault_rank_killed_mid_transfer, 40) { killed_mid_transfer(0); }
 /* the same with same-host ranks on the shared-memory transport (shm.c) */
 TEST_T(fault_rank_killed_mid_transfer_shm, 40) { killed_mid_transfer(1); }
+
+/* A timeout message counts the op's wait from its begin (the deadline is
+ * begin + SHOAL_TIMEOUT), not from the begin of the wait that expired, which
+ * can come after other phases of the op (it said 2.7 s for SHOAL_TIMEOUT=3). */
+TEST(fault_timeout_message_counts_from_the_op_begin) {
+  shoal_comm_t c = {.timeout_s = 3};
+  uint64_t now = 10000000000ull;
+  shoal__op_t op = {.opcode = SHOAL__OP_ALLREDUCE, .deadline_ns = now};
+  CHECK(fabs(shoal__op_waited(&c, &op, now - 300000000ull, now) - 3.0) < 1e-9);
+  op.deadline_ns = now - 200000000ull; /* noticed 0.2 s late */
+  CHECK(fabs(shoal__op_waited(&c, &op, now - 300000000ull, now) - 3.2) < 1e-9);
+  op.deadline_ns = 0; /* no op deadline: since the wait began */
+  CHECK(fabs(shoal__op_waited(&c, &op, now - 300000000ull, now) - 0.3) < 1e-9);
+}
 
 /* ---- a peer that hangs (alive, silent): the deadline fires and names it ---- */
 

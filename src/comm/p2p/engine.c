@@ -626,6 +626,14 @@ static int reqs_status(shoal__world_t *w, shoal__req_t *reqs, int n, int *ndone)
   return 0;
 }
 
+double shoal__op_waited(const shoal_comm_t *c, const shoal__op_t *op, uint64_t t0, uint64_t now) {
+  if (op->deadline_ns) {
+    double since = c->timeout_s - ((double)op->deadline_ns - (double)now) * 1e-9;
+    if (since > (double)(now - t0) * 1e-9) return since;
+  }
+  return (double)(now - t0) * 1e-9;
+}
+
 static int timed_out(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, double waited) {
   char list[256] = "";
   size_t used = 0;
@@ -663,7 +671,7 @@ int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, i
     if (rc) return rc;
     if (ndone == n) return 0;
     uint64_t now = shoal__now_ns();
-    if (now >= deadline) return timed_out(c, op, reqs, n, (double)(now - t0) * 1e-9);
+    if (now >= deadline) return timed_out(c, op, reqs, n, shoal__op_waited(c, op, t0, now));
     if (now < spin_until) {
       sched_yield();
       rc = shoal__progress(c, op, 0);
@@ -703,7 +711,7 @@ int shoal__waitany(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *
       int recv = first->kind == 2;
       return fail(c, SHOAL_ERR_TIMEOUT, op, first->peer, recv ? '<' : '>',
                   "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done; %d requests "
-                  "pending)", (double)(now - t0) * 1e-9, recv ? "receive from" : "send to", first->done,
+                  "pending)", shoal__op_waited(c, op, t0, now), recv ? "receive from" : "send to", first->done,
                   first->bytes, pending);
     }
     uint64_t left_ms = (deadline - now + 999999) / 1000000;

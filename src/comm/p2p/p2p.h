@@ -51,6 +51,10 @@ typedef struct shoal__op {
 int  shoal__op_begin(shoal_comm_t *c, shoal__op_t *op);
 /* Finish: on error, aborts c (all later calls fail fast). Returns status. */
 int  shoal__op_end(shoal_comm_t *c, shoal__op_t *op, int status);
+/* Seconds op has waited at now, for timeout messages: since it began (its
+ * deadline is the begin plus the timeout), not since the wait that began at
+ * t0, which can be later. */
+double shoal__op_waited(const shoal_comm_t *c, const shoal__op_t *op, uint64_t t0, uint64_t now);
 
 /* Nonblocking requests, progressed by shoal__wait. A request is a plain
  * struct owned by the caller (no allocation on the data path). Requests to

@@ -327,7 +327,7 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
         return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, comm_rank_of(c, wr),
                                 "timed out after %.1f s (SHOAL_TIMEOUT) waiting for same-host peer (world rank %d) "
                                 "to reach shared-memory step %llu (it is at %llu)",
-                                (double)(now - t0) * 1e-9, wr, (unsigned long long)want,
+                                shoal__op_waited(c, op, t0, now), wr, (unsigned long long)want,
                                 (unsigned long long)flag_value(s, l, field, want));
       shoal__shm_bell_sleep(s, flags_ready, &f, SLEEP_NS);
     }
