@@ -178,6 +178,13 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   int listen_fd = -1, rc = 0;
   int store_port = cfg->master_port;
   shoal__boot_cfg_t c2 = *cfg;
+  /* An interface named by SHOAL_SOCKET_IFNAME is checked first, on every rank: a rank that found none
+   * after joining would leave the others waiting for the store until SHOAL_CONNECT_TIMEOUT. Without it the
+   * address is the route to the store, known once connected. */
+  struct in_addr adv;
+  char how[160];
+  if (cfg->ifname[0] && (rc = shoal__boot_pick_addr(cfg->ifname, (struct in_addr){0}, &adv, how, sizeof how)))
+    return shoal__err_prefix(rc, "rank %d: ", w->rank);
   if (w->rank == 0) {
     int sfd;
     if ((rc = store_listen(cfg, &sfd, &store_port))) return rc;
@@ -203,9 +210,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   struct sockaddr_in local;
   socklen_t ll = sizeof local;
   getsockname(sc.fd, (struct sockaddr *)&local, &ll);
-  struct in_addr adv;
-  char how[160];
-  if ((rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &adv, how, sizeof how))) goto close_client;
+  if (!cfg->ifname[0] && (rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &adv, how, sizeof how)))
+    goto close_client;
   int lport;
   if ((rc = shoal__sock_listen(adv, 0, &listen_fd, &lport))) goto close_client;
   shoal__sock_tune(listen_fd, cfg->sockbuf);

@@ -455,6 +455,12 @@ TEST_T(fault_ifname_matches_nothing, 20) {
   CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
   CHECK_CONTAINS(shoal_last_error(), "SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
   CHECK_CONTAINS(shoal_last_error(), "lo 127.0.0.1");
+  /* any rank, before it looks for the store (which is not there: it would wait out connect_timeout_s) */
+  p.rank = 1;
+  p.master_port = shoal_test_free_port();
+  p.connect_timeout_s = 30;
+  CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "rank 1: SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
 }
 
 /* The same at the collective level: a ring allreduce over TCP where rank 2
