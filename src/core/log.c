@@ -32,23 +32,39 @@ static int level_of(const char *lv) {
   return strcasecmp(lv, "VERSION") == 0 ? SHOAL_LOG_INFO : -1;
 }
 
-/* The first name of a SHOAL_DEBUG_SUBSYS list that is no subsystem, into
- * bad; 0 if every name is one. */
-static int subsys_unknown(const char *ss, char *bad, size_t cap) {
+/* names joined by sep, the last pair by last (", " and " or "), into out */
+static void name_list(const char *const *names, size_t n, const char *last, char *out, size_t cap) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < n && used < cap; i++)
+    used += (size_t)snprintf(out + used, cap - used, "%s%s", i == 0 ? "" : i + 1 == n ? last : ", ", names[i]);
+}
+
+/* If a name of a SHOAL_DEBUG_SUBSYS list is no subsystem, "unknown
+ * subsystem 'X' (the names)" into why and 1; 0 if every name is one. */
+static int subsys_unknown(const char *ss, char *why, size_t cap) {
+  size_t nnames = sizeof subsys_names / sizeof *subsys_names;
   for (const char *p = ss + (*ss == '^'); *p;) {
     const char *e = strchr(p, ',');
     size_t len = e ? (size_t)(e - p) : strlen(p);
     int ok = 0;
-    for (size_t i = 0; i < sizeof subsys_names / sizeof *subsys_names; i++)
+    for (size_t i = 0; i < nnames; i++)
       if (len == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], len) == 0) ok = 1;
     if (!ok) {
-      snprintf(bad, cap, "%.*s", (int)len, p);
+      char all[128];
+      name_list(subsys_names, nnames, ", ", all, sizeof all);
+      snprintf(why, cap, "unknown subsystem '%.*s' (%s)", len > 64 ? 64 : (int)len, p, all);
       return 1;
     }
     if (!e) break;
     p = e + 1;
   }
   return 0;
+}
+
+/* "ERROR, WARN, INFO, DEBUG or TRACE" */
+static void level_list(char *out, size_t cap) {
+  name_list(level_names, sizeof level_names / sizeof *level_names, " or ", out, cap);
 }
 
 static _Thread_local int in_configure; /* reading the config file may log: WARN level meanwhile */
@@ -63,14 +79,17 @@ static void log_configure(void) {
   if (lv && *lv) {
     int l = level_of(lv);
     if (l >= 0) level = l;
-    else fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (ERROR, WARN, INFO, DEBUG, TRACE): using WARN\n", lv);
+    else {
+      char levels[64];
+      level_list(levels, sizeof levels);
+      fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG=%s is not a log level (%s): using WARN\n", lv, levels);
+    }
   }
   const char *ss = shoal__config_raw("SHOAL_DEBUG_SUBSYS");
   if (ss) {
-    char bad[64];
+    char why[256];
     snprintf(log_subsys, sizeof log_subsys, "%s", ss);
-    if (subsys_unknown(ss, bad, sizeof bad))
-      fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: unknown subsystem '%s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)\n", bad);
+    if (subsys_unknown(ss, why, sizeof why)) fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: %s\n", why);
   }
   shoal__log_level_cur = level;
   in_configure = 0;
@@ -78,11 +97,12 @@ static void log_configure(void) {
 
 int shoal__log_check(void) {
   const char *lv = shoal__config_raw("SHOAL_DEBUG"), *ss = shoal__config_raw("SHOAL_DEBUG_SUBSYS");
-  char bad[64];
-  if (lv && *lv && level_of(lv) < 0)
-    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG='%s': expected ERROR, WARN, INFO, DEBUG or TRACE", lv);
-  if (ss && subsys_unknown(ss, bad, sizeof bad))
-    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG_SUBSYS='%s': unknown subsystem '%s' (INIT, NET, COLL, DSSYNC, TUNING, SIM, TRAIN, ALL)", ss, bad);
+  char why[256];
+  if (lv && *lv && level_of(lv) < 0) {
+    level_list(why, sizeof why);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG='%s': expected %s", lv, why);
+  }
+  if (ss && subsys_unknown(ss, why, sizeof why)) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_DEBUG_SUBSYS='%s': %s", ss, why);
   return 0;
 }
 
