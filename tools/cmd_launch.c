@@ -180,31 +180,23 @@ static void testbed_child(int r) {
   set_env_int("LOCAL_WORLD_SIZE", tb_plan->local_size[h]);
 }
 
+/* A missing value or the parser's error on stderr: -1; else 0. */
+static int parsed(const char *opt, const char *s, int rc) {
+  if (!s) fprintf(stderr, "shoal launch: %s needs a value\n", opt);
+  else if (rc) fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+  return !s || rc ? -1 : 0;
+}
+
 static int parse_num(const char *opt, const char *s, double min, double max, double *out) {
-  if (!s) {
-    fprintf(stderr, "shoal launch: %s needs a value\n", opt);
-    return -1;
-  }
-  if (shoal__parse_double(opt, s, min, max, out)) {
-    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
-    return -1;
-  }
-  return 0;
+  return parsed(opt, s, s ? shoal__parse_double(opt, s, min, max, out) : 0);
 }
 
 /* A count, a port: an integer (2.9 ranks is an error, not 2). */
 static int parse_int(const char *opt, const char *s, long min, long max, double *out) {
-  long v;
-  if (!s) {
-    fprintf(stderr, "shoal launch: %s needs a value\n", opt);
-    return -1;
-  }
-  if (shoal__parse_long(opt, s, min, max, &v)) {
-    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
-    return -1;
-  }
-  *out = (double)v;
-  return 0;
+  long v = 0;
+  int rc = parsed(opt, s, s ? shoal__parse_long(opt, s, min, max, &v) : 0);
+  if (!rc) *out = (double)v;
+  return rc;
 }
 
 /* One shell word for the printed commands: as is when it is safe, else in single quotes. */
@@ -220,9 +212,7 @@ static void put_word(FILE *f, const char *w) {
   fputc('\'', f);
 }
 
-static int is_local_host(const char *h) {
-  char me[256] = "";
-  gethostname(me, sizeof me - 1);
+static int is_local_host(const char *h, const char *me) {
   return !strcmp(h, "localhost") || !strncmp(h, "127.", 4) || !strcmp(h, me);
 }
 
@@ -230,10 +220,12 @@ static int is_local_host(const char *h) {
 static int hosts_instructions(const char *hosts, int n, const char *addr, int port, char **prog) {
   char *list = strdup(hosts);
   char *hv[256];
+  char me[256] = "";
+  gethostname(me, sizeof me - 1);
   int nh = 0, remote = 0;
   for (char *t = strtok(list, ","); t && nh < 256; t = strtok(NULL, ",")) {
     hv[nh++] = t;
-    if (!is_local_host(t)) remote = 1;
+    if (!is_local_host(t, me)) remote = 1;
   }
   if (!remote || nh == 0) {
     free(list);
@@ -241,9 +233,7 @@ static int hosts_instructions(const char *hosts, int n, const char *addr, int po
   }
   int per = (n + nh - 1) / nh;
   /* the store is on the first host: the others need a name of it that is not their own loopback */
-  char me[256] = "";
-  gethostname(me, sizeof me - 1);
-  const char *store = strcmp(addr, "127.0.0.1") ? addr : is_local_host(hv[0]) ? me : hv[0];
+  const char *store = strcmp(addr, "127.0.0.1") ? addr : is_local_host(hv[0], me) ? me : hv[0];
   fprintf(stderr,
           "shoal launch: --hosts names other machines (%s); shoal does not start processes remotely (no ssh).\n"
           "Run the ranks on each host yourself, with the same store address (the first host), a fixed port and\n"
