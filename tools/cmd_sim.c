@@ -425,8 +425,8 @@ int shoal_cmd_sim(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (!strcmp(a, "--trace")) { VAL(); trace = v; }
-    else if (!strcmp(a, "--synthetic")) { LNG(1, 100000000, wo.synth_jobs); have_synth = 1; }
-    else if (!strcmp(a, "--load")) DBL(1e-6, 100, wo.load);
+    else if (!strcmp(a, "--synthetic")) { LNG(1, SHOAL__SIM_SYNTH_JOBS_MAX, wo.synth_jobs); have_synth = 1; }
+    else if (!strcmp(a, "--load")) DBL(SHOAL__SIM_LOAD_MIN, SHOAL__SIM_LOAD_MAX, wo.load);
     else if (!strcmp(a, "--seed")) { VAL(); char *e; errno = 0; wo.seed = strtoull(v, &e, 10); if (*e || errno || !*v) goto bad_value_msg; }
     else if (!strcmp(a, "--ps-fraction")) DBL(0, 1, wo.ps_fraction);
     else if (!strcmp(a, "--ps-ratio")) DBL(1e-6, 1, wo.ps_ratio);
@@ -461,7 +461,7 @@ int shoal_cmd_sim(int argc, char **argv) {
     else if (!strcmp(a, "--throughputs")) { VAL(); throughputs = v; }
     else if (!strcmp(a, "--gpu")) { VAL(); gpu = v; }
     else if (!strcmp(a, "--raw-spread")) raw_spread = 1;
-    else if (!strcmp(a, "--restart-cost")) DBL(0, 1e9, cfg.restart_cost);
+    else if (!strcmp(a, "--restart-cost")) DBL(0, SHOAL__SIM_RESTART_COST_MAX, cfg.restart_cost);
     else if (!strcmp(a, "--start-cost")) DBL(0, 1e9, cfg.start_cost);
     else if (!strcmp(a, "--checkpoint")) DBL(0, 1e12, cfg.checkpoint_s);
     else if (!strcmp(a, "--horizon")) DBL(0, 1e15, cfg.horizon_s);

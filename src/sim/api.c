@@ -67,15 +67,19 @@ done:
 int shoal_sim_run(const shoal_sim_options_t *opt, shoal_sim_report_t *out) {
   if (!opt || !out || !opt->policy) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: options, policy and output required");
   /* the same ranges as shoal sim's options; 0 (or < 0 for restart_cost_s) selects the default */
-  if (opt->synthetic_jobs < 0 || opt->synthetic_jobs > 100000000)
-    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: synthetic_jobs = %ld: expected 0 (default 1000) or 1..100000000",
-                         opt->synthetic_jobs);
-  if (!(opt->load == 0 || (opt->load >= 1e-6 && opt->load <= 100)))
-    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: load = %g: expected 0 (default 0.8) or a number in [1e-06, 100]",
-                         opt->load);
-  if (!(opt->restart_cost_s <= 1e9) || isinf(opt->restart_cost_s))
-    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: restart_cost_s = %g: expected < 0 (default 30) or a number in [0, 1e+09]",
-                         opt->restart_cost_s);
+  shoal_workload_opts_t wd;
+  shoal_sim_config_t cd;
+  shoal__workload_opts_default(&wd);
+  shoal__sim_config_default(&cd);
+  if (opt->synthetic_jobs < 0 || opt->synthetic_jobs > SHOAL__SIM_SYNTH_JOBS_MAX)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: synthetic_jobs = %ld: expected 0 (default %ld) or 1..%ld",
+                         opt->synthetic_jobs, wd.synth_jobs, SHOAL__SIM_SYNTH_JOBS_MAX);
+  if (!(opt->load == 0 || (opt->load >= SHOAL__SIM_LOAD_MIN && opt->load <= SHOAL__SIM_LOAD_MAX)))
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: load = %g: expected 0 (default %g) or a number in [%g, %g]",
+                         opt->load, wd.load, SHOAL__SIM_LOAD_MIN, SHOAL__SIM_LOAD_MAX);
+  if (!(opt->restart_cost_s <= SHOAL__SIM_RESTART_COST_MAX) || isinf(opt->restart_cost_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_sim_run: restart_cost_s = %g: expected < 0 (default %g) or a number in [0, %g]",
+                         opt->restart_cost_s, cd.restart_cost, SHOAL__SIM_RESTART_COST_MAX);
   size_t plen = strlen(opt->policy);
   char *name = malloc(plen + 1), *params = NULL;
   if (!name) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_sim_run: out of memory");

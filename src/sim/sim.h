@@ -39,6 +39,11 @@ typedef struct shoal_workload_opts {
 } shoal_workload_opts_t;
 
 void shoal__workload_opts_default(shoal_workload_opts_t *o);
+/* The accepted ranges of the workload's and the engine's numbers (shoal sim's options, shoal_sim_run). */
+#define SHOAL__SIM_SYNTH_JOBS_MAX 100000000L
+#define SHOAL__SIM_LOAD_MIN 1e-6
+#define SHOAL__SIM_LOAD_MAX 100.0
+#define SHOAL__SIM_RESTART_COST_MAX 1e9
 void shoal__workload_free(shoal_workload_t *w);
 /* Clear every job's runtime fields (before each policy run). */
 void shoal__workload_reset(shoal_workload_t *w);
