@@ -514,9 +514,10 @@ static int rejoin(run_t *r, shoal_sync_t **sync, int bucket_of_layer[8], int **r
 }
 
 /* A call on the workers' communicator failed with rc. With --on-failure shrink: shrink (again if another
- * rank is lost meanwhile), take over the newest state; 0 and *pos the point to continue from. */
+ * rank is lost meanwhile), take over the newest state; 0 and *pos the point to continue from. valid 0: this
+ * rank has no state yet (it entered the job and lost a worker while it was receiving the state). */
 static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, int bucket_of_layer[8], int **racks,
-                   shoal__train_pos_t *pos) {
+                   shoal__train_pos_t *pos, int valid) {
   if (!el->on || !shoal__elastic_recoverable(rc)) return rc;
   double t0 = shoal__now_s();
   struct timespec wall;
@@ -528,7 +529,7 @@ static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, 
     shoal_sync_destroy(*sync);
     *sync = NULL;
     if ((rc = shoal__elastic_shrink(el, &r->world))) return rc;
-    if (!(rc = rejoin(r, sync, bucket_of_layer, racks, pos, 1))) break;
+    if (!(rc = rejoin(r, sync, bucket_of_layer, racks, pos, valid))) break;
     if (!shoal__elastic_recoverable(rc)) return rc;
     fprintf(stderr, "shoal train: rank %d: failed again while recovering: %s; shrinking again\n", rank0,
             shoal_last_error());
@@ -628,7 +629,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   if (el.on) { /* every rank, and a rank that enters a running job, continue from the newest state */
     shoal__train_pos_t pos = {iter, start_epoch, (int64_t)skip_samples, resumed_s};
     rc = shoal__elastic_sync_state(r.world, !joiner, &pos, r.m->params, r.mom, n);
-    if (rc && (joiner || (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos)))) goto out_free;
+    if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, !joiner))) goto out_free;
     iter = (long)pos.iter;
     start_epoch = (int)pos.epoch;
     skip_samples = (size_t)pos.off;
@@ -773,7 +774,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         double g0 = shoal__now_s();
         rc = shoal__elastic_grow(&el, &r.world, &grown);
         if (!rc && grown) rc = rejoin(&r, &sync, bucket_of_layer, &racks, &pos, 1);
-        if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+        if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
         if (grown && r.wrank == 0 && !o->quiet) {
           struct timespec wall;
           clock_gettime(CLOCK_REALTIME, &wall);
@@ -796,7 +797,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       lits = lits0;
       {
         shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)i * gb), 0};
-        if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+        if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
         if (pos.epoch != e) {
           rc = shoal__seterr(SHOAL_ERR_INTERNAL, "train: after a shrink in epoch %d the newest state is in epoch %lld",
                              e + 1, (long long)pos.epoch + 1);
@@ -830,7 +831,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
                   (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX)))) {
       rc = comm_fail(r.wcomm, rc, "epoch statistics");
       shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)ipe * gb), 0};
-      if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos))) goto out_free;
+      if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
       gb = (size_t)r.W * o->batch;
       if (pos.epoch == e) goto epoch_end; /* the statistics again, among the survivors */
       /* a survivor had finished this epoch already (its statistics and log line): on with the next */

@@ -3,6 +3,7 @@
  * grow) and the others shrink and finish. Every rank at the end holds the same parameters, and the model
  * learned. */
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -24,8 +25,11 @@ typedef struct el {
   int n;          /* workers at the start; slot n is the new process */
   int port, store_fd;
   int victim;
+  int kill_on_join; /* the victim dies when the new process has entered (while it receives the state) */
   char dir[64];
 } el_t;
+
+static int g_join_pipe[2] = {-1, -1};
 
 static void opts(const el_t *a, shoal_train_opts_t *o, const char *params_out) {
   shoal_train_opts_init(o);
@@ -51,6 +55,14 @@ static void *die_soon(void *arg) { /* the victim: lost while it trains, at whate
   return NULL;
 }
 
+static void *die_when_joined(void *arg) { /* the victim: lost as soon as the new process is in */
+  (void)arg;
+  struct pollfd pf = {g_join_pipe[0], POLLIN, 0};
+  char b;
+  if (poll(&pf, 1, 60000) == 1 && read(g_join_pipe[0], &b, 1) == 1) raise(SIGKILL);
+  return NULL;
+}
+
 static int el_rank(int slot, void *arg) {
   const el_t *a = arg;
   char v[32], pout[128];
@@ -70,12 +82,13 @@ static int el_rank(int slot, void *arg) {
       return 10;
     }
     if (!shoal_comm_joined(c)) return 11;
+    if (a->kill_on_join && write(g_join_pipe[1], "x", 1) != 1) return 16;
   } else if (!(c = train_test_join(slot, a->n, a->port))) {
     return 10;
   }
   opts(a, &o, slot == a->victim ? NULL : pout);
   pthread_t th;
-  if (slot == a->victim && pthread_create(&th, NULL, die_soon, NULL)) return 14;
+  if (slot == a->victim && pthread_create(&th, NULL, a->kill_on_join ? die_when_joined : die_soon, NULL)) return 14;
   shoal_train_result_t r;
   int rc = shoal_train_run(&o, c, &r);
   if (slot == a->victim) {
@@ -101,12 +114,13 @@ static long file_size(const char *p) {
   return n;
 }
 
-TEST_T(train_shrink_and_grow_keep_one_model, 240) {
+static void shrink_and_grow(int kill_on_join) {
   if (access(SHOAL_FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK))
     shoal_test_skip("dataset-fashion-mnist is not installed");
   CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "train", 0, &g_train));
   CHECK_OK(shoal_dataset_load_dir(SHOAL_FASHION_MNIST_DIR, "t10k", 0, &g_test));
-  el_t a = {.n = 3, .victim = 1};
+  el_t a = {.n = 3, .victim = 1, .kill_on_join = kill_on_join};
+  CHECK(pipe(g_join_pipe) == 0);
   /* the store socket, held by every rank as `shoal launch` does: the door is there from the start */
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -141,3 +155,9 @@ TEST_T(train_shrink_and_grow_keep_one_model, 240) {
   if (system(cmd)) { /* best effort */
   }
 }
+
+TEST_T(train_shrink_and_grow_keep_one_model, 240) { shrink_and_grow(0); }
+
+/* A worker lost while the new process receives the state: the new process shrinks with the others (it gave
+ * up before) and takes the state from a worker that has one. */
+TEST_T(train_worker_lost_while_a_new_one_enters, 240) { shrink_and_grow(1); }
