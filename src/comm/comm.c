@@ -153,6 +153,11 @@ static int store_listen(const shoal__boot_cfg_t *cfg, int *fd, int *port) {
     if (getsockopt(cfg->store_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc ||
         getsockname(cfg->store_fd, (struct sockaddr *)&a, &al) != 0 || a.sin_family != AF_INET)
       return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_STORE_FD=%d: not a listening IPv4 socket", cfg->store_fd);
+    if (ntohs(a.sin_port) != cfg->master_port) { /* another port asked for (params.master_port): it wins */
+      SHOAL_DEBUG("INIT", "SHOAL_STORE_FD=%d listens on port %d, the store port is %d: not used", cfg->store_fd,
+                  ntohs(a.sin_port), cfg->master_port);
+      goto own_socket;
+    }
     /* Serve on a duplicate and leave the inherited descriptor open: a later
      * shoal_comm_init in this process, or the next program the rank's shell
      * runs (`sh -c 'prog1; prog2'`), serves the next rendezvous on it. */
@@ -161,6 +166,7 @@ static int store_listen(const shoal__boot_cfg_t *cfg, int *fd, int *port) {
     *port = ntohs(a.sin_port);
     return 0;
   }
+own_socket:;
   struct in_addr ip;
   int rc = shoal__sock_resolve(cfg->master_addr, &ip);
   if (rc) return rc;

@@ -23,7 +23,10 @@ __attribute__((constructor)) static void launch_child_mode(void) {
   int rounds = getenv("SHOAL_TEST_LAUNCH_TWICE") ? 2 : 1; /* two worlds one after the other in one process */
   for (int round = 0; round < rounds; round++) {
     shoal_comm_t *c = NULL;
-    int rc = shoal_comm_init_env(&c);
+    shoal_comm_params_t prm;
+    shoal_comm_params_init(&prm); /* the environment, but a port given here wins (SHOAL_TEST_LAUNCH_PORT) */
+    if (getenv("SHOAL_TEST_LAUNCH_PORT")) prm.master_port = atoi(getenv("SHOAL_TEST_LAUNCH_PORT"));
+    int rc = shoal_comm_init(&prm, &c);
     if (rc) {
       fprintf(stderr, "init: %s: %s\n", shoal_status_string(rc), shoal_last_error());
       exit(10);
@@ -184,6 +187,25 @@ TEST_T(launch_real_world_port_zero, 40) {
   for (int r = 0; r < 5; r++) {
     char want[64];
     snprintf(want, sizeof want, "[%d] rank %d of 5 exchanged with all peers", r, r);
+    CHECK_CONTAINS(out, want);
+  }
+}
+
+/* A port the program gives (params.master_port) wins over the launcher's: rank 0 serves the store there,
+ * not on the socket the launcher handed it (the other ranks went to the given port and both timed out). */
+TEST_T(launch_explicit_port_wins_over_the_launchers, 40) {
+  char self[4096];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(k > 0);
+  self[k] = '\0';
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_TEST_LAUNCH_PORT=%d SHOAL_CONNECT_TIMEOUT=10 "
+           "SHOAL_TIMEOUT=10 %s launch -n 3 -- %s", shoal_test_free_port(), shoal_test_cli(), self);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  for (int r = 0; r < 3; r++) {
+    char want[64];
+    snprintf(want, sizeof want, "[%d] rank %d of 3 exchanged with all peers", r, r);
     CHECK_CONTAINS(out, want);
   }
 }
