@@ -159,7 +159,7 @@ static int explain(const bopts_t *o, int p) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
     return 1;
   }
-  printf("# allreduce cost model on %d ranks: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
+  printf("# allreduce cost model on %d ranks, one per host over TCP: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
          "(SHOAL_ALPHA_US, SHOAL_BETA_GBPS, SHOAL_GAMMA_GBPS)\n",
          p, x.net.alpha_s * 1e6, 1e-9 / x.net.beta_s, 1e-9 / x.net.gamma_s);
   int n = shoal__algo_count();
@@ -180,6 +180,8 @@ static int explain(const bopts_t *o, int p) {
     const char *why = o->algo != SHOAL_ALGO_AUTO   ? "requested by the caller"
                       : forced != SHOAL_ALGO_AUTO ? "forced by SHOAL_ALGO"
                                                   : "cost model (cheapest)";
+    for (int i = 1; i < n && a == SHOAL_ALGO_RING && o->algo == SHOAL_ALGO_AUTO && forced == SHOAL_ALGO_AUTO; i++)
+      if (ch.t[i] < ch.t[SHOAL_ALGO_RING]) why = "ring within 5% of cheapest"; /* the chooser's ring margin */
     shoal__plan_t plan = {0};
     const shoal__coll_algo_t *alg = shoal__algo(a);
     if (alg && alg->plan && alg->plan(&x, b, &plan)) {
