@@ -86,6 +86,36 @@ TEST(bootstrap_env_precedence) {
   clear_rank_env();
 }
 
+/* The environment wins over SHOAL_CONF_FILE across launcher families: a file's SHOAL_RANK/SHOAL_MASTER_*
+ * are defaults for a process no launcher started, not overrides of torchrun's RANK/MASTER_ADDR. */
+TEST(bootstrap_env_wins_over_conf_file) {
+  clear_rank_env();
+  char path[] = "/tmp/shoal-conf-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  const char text[] = "SHOAL_RANK=0\nSHOAL_WORLD_SIZE=1\nSHOAL_MASTER_ADDR=127.0.0.2\nSHOAL_MASTER_PORT=29701\n";
+  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+  close(fd);
+  setenv("SHOAL_CONF_FILE", path, 1); /* read once per process: this test runs in its own */
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  shoal__boot_cfg_t cfg;
+  CHECK_OK(shoal__boot_resolve(&p, &cfg)); /* nothing in the environment: the file */
+  CHECK(cfg.rank == 0 && cfg.size == 1 && !strcmp(cfg.master_addr, "127.0.0.2") && cfg.master_port == 29701);
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29999", 1);
+  CHECK_OK(shoal__boot_resolve(&p, &cfg));
+  CHECK_MSG(cfg.rank == 1 && cfg.size == 2 && !strcmp(cfg.rank_src, "RANK"), "rank %d of %d from %s", cfg.rank,
+            cfg.size, cfg.rank_src);
+  CHECK_MSG(!strcmp(cfg.master_addr, "127.0.0.1") && cfg.master_port == 29999, "store %s:%d", cfg.master_addr,
+            cfg.master_port);
+  unlink(path);
+  unsetenv("SHOAL_CONF_FILE");
+  clear_rank_env();
+}
+
 /* A log level or subsystem that does not exist is a configuration error of
  * the world, naming the variable, like every other SHOAL_* value. */
 TEST(bootstrap_bad_log_settings_refused) {

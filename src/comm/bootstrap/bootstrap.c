@@ -1,8 +1,10 @@
 /* Configuration of a joining rank. Precedence (docs/comm.md):
  *   rank/size: params > SHOAL_RANK/SHOAL_WORLD_SIZE > RANK/WORLD_SIZE (torchrun)
  *              > OMPI_COMM_WORLD_RANK/SIZE > PMI_RANK/PMI_SIZE > SLURM_PROCID/SLURM_NTASKS
+ *              (all in the environment) > SHOAL_RANK/SHOAL_WORLD_SIZE in SHOAL_CONF_FILE
  *              > a world of one;
- *   store:     params > SHOAL_MASTER_ADDR/PORT > MASTER_ADDR/PORT > 127.0.0.1:29500. */
+ *   store:     params > SHOAL_MASTER_ADDR/PORT > MASTER_ADDR/PORT (environment)
+ *              > SHOAL_MASTER_ADDR/PORT in SHOAL_CONF_FILE > 127.0.0.1:29500. */
 #include "comm/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
@@ -28,6 +30,11 @@ static const char *var(const char *name) {
   return strncmp(name, "SHOAL_", 6) ? getenv(name) : shoal__config_raw(name);
 }
 
+/* The environment wins over the config file across the families: a launcher's RANK or MASTER_ADDR in
+ * the environment is not overridden by a SHOAL_RANK or SHOAL_MASTER_ADDR default in the file. in_env 1:
+ * the environment only, 0: the environment or the file. */
+static const char *var_in(const char *name, int in_env) { return in_env ? getenv(name) : var(name); }
+
 static int parse_int_var(const char *name, const char *s, long min, long max, int *out) {
   long v;
   int rc = shoal__parse_long(name, s, min, max, &v);
@@ -42,9 +49,10 @@ static int resolve_rank(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   const char *rname = "params.rank", *sname = "params.world_size";
   if (rank < 0 || size < 0) {
     size_t n = sizeof rank_vars / sizeof rank_vars[0];
-    size_t i;
-    for (i = 0; i < n; i++)
-      if ((rank < 0 && var(rank_vars[i][0])) || (size < 0 && var(rank_vars[i][1]))) break;
+    size_t i = n;
+    for (int in_env = 1; in_env >= 0 && i == n; in_env--)
+      for (i = 0; i < n; i++)
+        if ((rank < 0 && var_in(rank_vars[i][0], in_env)) || (size < 0 && var_in(rank_vars[i][1], in_env))) break;
     if (i == n) {
       if (rank < 0) rank = 0;
       if (size < 0) size = 1;
@@ -78,8 +86,9 @@ static int resolve_rank(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
 
 static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   const char *addr = p->master_addr, *asrc = "params";
-  if (!addr && (addr = var("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR";
+  if (!addr && (addr = getenv("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR";
   if (!addr && (addr = getenv("MASTER_ADDR"))) asrc = "MASTER_ADDR";
+  if (!addr && (addr = var("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR (SHOAL_CONF_FILE)";
   if (!addr) addr = "127.0.0.1", asrc = "default";
   if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
@@ -87,9 +96,10 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   int port = p->master_port;
   const char *psrc = "params";
   if (port < 0) {
-    const char *s = var("SHOAL_MASTER_PORT");
+    const char *s = getenv("SHOAL_MASTER_PORT");
     psrc = "SHOAL_MASTER_PORT";
     if (!s) s = getenv("MASTER_PORT"), psrc = "MASTER_PORT";
+    if (!s) s = var("SHOAL_MASTER_PORT"), psrc = "SHOAL_MASTER_PORT (SHOAL_CONF_FILE)";
     if (!s) s = "29500", psrc = "default";
     if (parse_int_var(psrc, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
   } else if (port > 65535) {
