@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/bootstrap.h"
 #include "core/config.h"
 #include "shoal/comm.h"
 #include "live.h"
@@ -190,13 +191,6 @@ static const char *expand_job_id(const char *path, char *buf, size_t cap) {
   return buf;
 }
 
-static int launched(void) {
-  static const char *vars[] = {"SHOAL_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    if (getenv(vars[i])) return 1;
-  return 0;
-}
-
 int shoal_cmd_train(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plot")) return plot_main(argc, argv);
@@ -359,8 +353,13 @@ int shoal_cmd_train(int argc, char **argv) {
   }
   shoal_comm_t *world = NULL;
   shoal_dataset_t *pre_train = NULL, *pre_test = NULL;
-  const char *join = getenv("SHOAL_JOIN");
-  int joining = join && !strcmp(join, "1") && launched();
+  /* a rank of a world when the library sees any rank or size variable (it refuses an incomplete pair) */
+  int launched = shoal__boot_world_given(), join = 0;
+  if (shoal__config_bool("SHOAL_JOIN", 0, &join)) {
+    fprintf(stderr, "shoal train: %s\n", shoal_last_error());
+    return 2;
+  }
+  int joining = join && launched;
   if (joining || preemptible) {
     /* a restarted rank: read the data before entering, so that the others do not wait for it; a
      * preemptible run: read it while a stop request can still end the process at once */
@@ -374,7 +373,7 @@ int shoal_cmd_train(int argc, char **argv) {
     o.train_data = pre_train;
     o.test_data = pre_test;
   }
-  if (launched()) {
+  if (launched) {
     int rc = shoal_comm_init_env(&world);
     if (rc == SHOAL_ERR_NOT_FOUND && joining) {
       /* a restarted rank that came too late: the others finished the training without it */

@@ -3,6 +3,7 @@
  * must be a clear error naming the option, never silently ignored. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../runner.h"
 
@@ -91,4 +92,34 @@ TEST_T(cli_sync_config_and_combinations, 60) {
   expect_error("--on-failure shrink --sync localsgd", "--on-failure shrink: bsp only (this run is --sync localsgd");
   expect_error("--grow-every 5", "--grow-every applies with --on-failure shrink only");
   expect_accepted("--grow-every 5 --on-failure shrink");
+}
+
+/* shoal train joins a world by the library's own rules: a lone rank variable (any launcher family) or one
+ * in SHOAL_CONF_FILE is the library's error, not a run of one worker; SHOAL_JOIN takes the library's
+ * boolean spellings and refuses others. */
+TEST_T(cli_train_world_variables_as_the_library, 60) {
+  static const char *const cases[][2] = {
+      {"SHOAL_RANK=1", "SHOAL_RANK is set but SHOAL_WORLD_SIZE is not"},
+      {"RANK=1", "RANK is set but WORLD_SIZE is not"},
+      {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not"},
+      {"SHOAL_JOIN=maybe", "SHOAL_JOIN='maybe': expected 0/1"},
+  };
+  char cmd[1024], out[4096];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd, "env -u SHOAL_CONF_FILE %s %s train --data /nonexistent-shoal-data --epochs 1",
+             cases[i][0], shoal_test_cli());
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+    CHECK_MSG(st != 0, "%s: succeeded: %s", cases[i][0], out);
+    CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: expected \"%s\" in: %s", cases[i][0], cases[i][1], out);
+  }
+  char conf[] = "/tmp/shoal-train-conf-XXXXXX";
+  int fd = mkstemp(conf);
+  CHECK(fd >= 0);
+  CHECK(write(fd, "SHOAL_RANK=1\n", 13) == 13);
+  close(fd);
+  snprintf(cmd, sizeof cmd, "SHOAL_CONF_FILE=%s %s train --data /nonexistent-shoal-data --epochs 1", conf,
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  unlink(conf);
+  CHECK_MSG(st != 0 && strstr(out, "SHOAL_RANK is set but SHOAL_WORLD_SIZE is not"), "conf file: %s", out);
 }

@@ -35,6 +35,12 @@ static const char *var(const char *name) {
  * the environment only, 0: the environment or the file. */
 static const char *var_in(const char *name, int in_env) { return in_env ? getenv(name) : var(name); }
 
+int shoal__boot_world_given(void) {
+  for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++)
+    if (var(rank_vars[i][0]) || var(rank_vars[i][1])) return 1;
+  return 0;
+}
+
 static int parse_int_var(const char *name, const char *s, long min, long max, int *out) {
   long v;
   int rc = shoal__parse_long(name, s, min, max, &v);

@@ -28,6 +28,9 @@ typedef struct shoal__boot_cfg {
 } shoal__boot_cfg_t;
 
 int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg);
+/* 1 if a rank or world-size variable of any launcher family is set (environment or SHOAL_CONF_FILE):
+ * the process is one rank of a world that shoal_comm_init_env would join (or refuse, naming why). */
+int shoal__boot_world_given(void);
 /* Address to advertise: from the SHOAL_SOCKET_IFNAME spec when set, else
  * `route` (the local address of the connection to the store). desc gets
  * "interface eth0" or "route to the store". */
