@@ -435,6 +435,13 @@ TEST_T(fault_malformed_environment, 20) {
   setenv("SHOAL_TCP_CONGESTION", "Cubic!", 1);
   env_expect("SHOAL_TCP_CONGESTION='Cubic!': expected auto, system or an algorithm name");
   unsetenv("SHOAL_TCP_CONGESTION");
+  /* read by the algorithms when they plan: checked when the world is created, not at the first big call */
+  setenv("SHOAL_CHUNK_BYTES", "64k", 1);
+  env_expect("SHOAL_CHUNK_BYTES='64k': not an integer");
+  unsetenv("SHOAL_CHUNK_BYTES");
+  setenv("SHOAL_TREES", "2:foo", 1);
+  env_expect("SHOAL_TREES='2:foo'");
+  unsetenv("SHOAL_TREES");
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
   setenv("SLURM_PROCID", "5", 1);

@@ -65,6 +65,9 @@ typedef struct shoal__coll_algo {
   /* Run it: c's op is begun; p > 1 and count > 0. */
   int (*run)(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
              const shoal__plan_t *plan);
+  /* Optional: 0, or SHOAL_ERR_CONFIG naming a malformed variable of its own (checked when a world is
+   * created, as SHOAL_ALGO, not when the model first picks it). */
+  int (*check_env)(void);
 } shoal__coll_algo_t;
 
 /* ---- the fluid link model (flows.c) ---- */
@@ -94,7 +97,8 @@ void shoal__plan_describe(shoal_algo_t a, const shoal__coll_ctx_t *x, const shoa
 /* ---- the table (algos.c) ---- */
 int shoal__algo_count(void);                            /* ids are 0 .. count-1; id 0 is AUTO */
 const shoal__coll_algo_t *shoal__algo(shoal_algo_t id); /* NULL for AUTO and out of range */
-/* SHOAL_ALGO parsed (AUTO when unset); a world reads it once, at creation. */
+/* SHOAL_ALGO parsed (AUTO when unset), SHOAL_CHUNK_BYTES and each algorithm's own variables checked; a
+ * world reads them at creation. */
 int shoal__algo_env(shoal_algo_t *out);
 /* "ring, rhd, rd, ..." for messages. */
 const char *shoal__algo_list(void);

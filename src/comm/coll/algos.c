@@ -73,6 +73,11 @@ int shoal__algo_env(shoal_algo_t *out) {
   shoal_algo_t forced = SHOAL_ALGO_AUTO;
   if (env && *env && shoal_algo_parse(env, &forced))
     return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_ALGO='%s': expected %s", env, shoal__algo_list());
+  long chunk; /* the pipelined algorithms' shared override, read again when they plan */
+  int rc = shoal__config_long("SHOAL_CHUNK_BYTES", 0, 0, 1L << 30, &chunk);
+  for (int i = 1; i < NALGO && !rc; i++)
+    if (table[i]->check_env) rc = table[i]->check_env();
+  if (rc) return rc;
   *out = forced;
   return 0;
 }

@@ -559,6 +559,11 @@ static void trees_describe(const shoal__coll_ctx_t *x, const shoal__plan_t *plan
   free_shape(&s);
 }
 
+static int trees_check_env(void) {
+  int P, key;
+  return forced_shape(&P, &key);
+}
+
 const shoal__coll_algo_t shoal__algo_trees = {
     .name = "trees",
     .alias = {"multitree", "partrees"},
@@ -569,4 +574,5 @@ const shoal__coll_algo_t shoal__algo_trees = {
     .plan = trees_plan,
     .describe = trees_describe,
     .run = trees_run,
+    .check_env = trees_check_env,
 };
