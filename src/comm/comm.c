@@ -108,29 +108,36 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
     size_t len;
     int rc = shoal__store_get(sc, k, 1, val, sizeof val, &len, dl);
     if (rc == SHOAL_ERR_TIMEOUT) {
-      /* the pending GET poisons this connection: ask on a fresh one which ranks are missing */
+      /* the pending GET poisons this connection: ask on a fresh one which ranks are missing, within
+       * 2 s in all (a world of millions would take minutes of round trips) */
       char missing[256] = "";
       size_t used = 0;
-      int nmiss = 0;
+      int nmiss = 0, partial = 0, listed_all = 1;
       shoal__store_client_t probe;
-      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, shoal__deadline_in(2.0), &probe) == 0) {
+      shoal__deadline_t pdl = shoal__deadline_in(2.0);
+      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, pdl, &probe) == 0) {
         for (int m = j; m < w->size; m++) {
+          if (shoal__deadline_passed(pdl)) {
+            partial = 1;
+            break;
+          }
           char km[32], tmp[8];
           snprintf(km, sizeof km, "rank/%d", m);
-          if (shoal__store_get(&probe, km, 0, tmp, sizeof tmp, NULL, shoal__deadline_in(2.0)) == SHOAL_ERR_NOT_FOUND &&
-              used < sizeof missing - 16) {
-            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", m);
-            nmiss++;
-          }
+          if (shoal__store_get(&probe, km, 0, tmp, sizeof tmp, NULL, pdl) != SHOAL_ERR_NOT_FOUND) continue;
+          nmiss++;
+          if (used < sizeof missing - 16) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", m);
+          else listed_all = 0;
         }
         shoal__store_close(&probe);
       }
-      if (!nmiss) snprintf(missing, sizeof missing, "%d", j);
+      if (!nmiss) snprintf(missing, sizeof missing, "%d", j), nmiss = 1;
+      char count[64] = "";
+      if (nmiss > 1 || partial) snprintf(count, sizeof count, "%s%d ", partial ? "at least " : "", nmiss);
       return shoal__seterr(SHOAL_ERR_TIMEOUT,
-                           "rank %d: rendezvous at the store %s:%d: rank%s %s did not arrive within %.1f s "
+                           "rank %d: rendezvous at the store %s:%d: %srank%s %s%s did not arrive within %.1f s "
                            "(SHOAL_CONNECT_TIMEOUT); were they started with the same master address, port and token?",
-                           w->rank, cfg->master_addr, cfg->master_port, nmiss > 1 ? "s" : "", missing,
-                           cfg->connect_timeout_s);
+                           w->rank, cfg->master_addr, cfg->master_port, count, nmiss > 1 ? "s" : "", missing,
+                           listed_all && !partial ? "" : ", ...", cfg->connect_timeout_s);
     }
     if (rc == SHOAL_ERR_PEER_CLOSED)
       return shoal__err_prefix(rc, "rank %d: the rendezvous store %s:%d (rank 0) closed the connection: rank 0 "

@@ -470,6 +470,25 @@ TEST_T(fault_ifname_matches_nothing, 20) {
   CHECK_CONTAINS(shoal_last_error(), "rank 1: SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
 }
 
+/* A world far larger than the ranks that came: the timeout message counts the missing ranks within its
+ * own bounded look at the store (it asked about each, one round trip and a fresh 2 s deadline apiece:
+ * minutes for a million). The 30 s bound is a hang check, not a timing. */
+TEST_T(fault_rendezvous_timeout_huge_world_bounded, 60) {
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = 0;
+  p.world_size = 1000000;
+  p.master_addr = "127.0.0.1";
+  p.master_port = 0;
+  p.connect_timeout_s = 0.5;
+  shoal_comm_t *c = NULL;
+  double t0 = mono();
+  CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_TIMEOUT);
+  CHECK_MSG(mono() - t0 < 30, "took %.1f s", mono() - t0);
+  CHECK_CONTAINS(shoal_last_error(), "ranks 1, 2, 3");
+  CHECK_CONTAINS(shoal_last_error(), ", ... did not arrive within 0.5 s");
+}
+
 /* The same at the collective level: a ring allreduce over TCP where rank 2
  * of 5 is SIGKILLed while the others are inside the allreduce. Every
  * survivor, neighbour or not, fails fast and the message names peer 2. */
