@@ -290,6 +290,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   if (!out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_init: out is NULL");
   int join = 0;
   int rc0 = shoal__config_bool("SHOAL_JOIN", 0, &join);
+  if (!rc0) rc0 = shoal__config_check();
   if (!rc0) rc0 = shoal__log_check();
   if (rc0) return rc0;
   if (join) return shoal_comm_join(params, out); /* a restarted rank enters the running job (elastic/grow.c) */

@@ -1,26 +1,106 @@
 /* Reading SHOAL_* variables from the environment and an optional file. */
 #include "core/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "core/error.h"
 #include "core/log.h"
 
-#define MAX_FILE_VARS 128
-static struct { char name[64]; char value[256]; } file_vars[MAX_FILE_VARS];
+/* The file's variables (SHOAL_* only), each with its line, and what was wrong with the file: every
+ * problem is logged once (WARN) when the file is first read; a malformed line or an unreadable
+ * SHOAL_CONF_FILE is also an error of shoal_comm_init (shoal__config_check). */
+typedef struct {
+  char *name, *value;
+  int line;
+} file_var_t;
+static file_var_t *file_vars;
 static int file_nvars;
+static char file_path[1024];
 static pthread_once_t file_once = PTHREAD_ONCE_INIT;
-static char file_warn[600];      /* the first malformed line, reported once */
+#define MAX_PROBLEMS 8
+static char problems[MAX_PROBLEMS][320];
+static int nproblems, nproblems_all;
+static char fatal_problem[320];
 static atomic_int file_warned;
+
+static void problem(int fatal, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(int fatal, const char *fmt, ...) {
+  char m[320];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  if (nproblems < MAX_PROBLEMS) snprintf(problems[nproblems++], sizeof problems[0], "%s", m);
+  nproblems_all++;
+  if (fatal && !fatal_problem[0]) snprintf(fatal_problem, sizeof fatal_problem, "%s", m);
+}
+
+static char *skip_space(char *p) {
+  while (*p == ' ' || *p == '\t') p++;
+  return p;
+}
+
+static void trim_end(char *p) {
+  size_t n = strlen(p);
+  while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t')) p[--n] = '\0';
+}
+
+static int is_name(const char *p) {
+  if (!(isalpha((unsigned char)*p) || *p == '_')) return 0;
+  for (; *p; p++)
+    if (!(isalnum((unsigned char)*p) || *p == '_')) return 0;
+  return 1;
+}
+
+static int known_var(const char *name) {
+  for (size_t i = 0; i < shoal__config_nvars; i++)
+    if (!strcmp(shoal__config_vars[i].name, name)) return 1;
+  return 0;
+}
+
+/* One "VAR=value" line as a shell reads it: `export ` allowed, blanks around '=', a value in single or
+ * double quotes taken as is, otherwise cut at a '#' after a blank. 0, or -1 with the reason. */
+static int parse_line(char *p, char **name, char **value, const char **why) {
+  p = skip_space(p);
+  if (!strncmp(p, "export", 6) && (p[6] == ' ' || p[6] == '\t')) p = skip_space(p + 6);
+  char *eq = strchr(p, '=');
+  if (!eq) return *why = "expected VAR=value", -1;
+  *eq = '\0';
+  trim_end(p);
+  if (!is_name(p)) return *why = "not a variable name before '='", -1;
+  char *v = skip_space(eq + 1);
+  if (*v == '"' || *v == '\'') {
+    char *close = strchr(v + 1, *v);
+    if (!close) return *why = "unterminated quote", -1;
+    *close = '\0';
+    char *rest = skip_space(close + 1);
+    if (*rest && *rest != '#') return *why = "text after the closing quote", -1;
+    v++;
+  } else {
+    for (char *c = v; *c; c++)
+      if (*c == '#' && (c == v || c[-1] == ' ' || c[-1] == '\t')) {
+        *c = '\0';
+        break;
+      }
+    trim_end(v);
+  }
+  *name = p;
+  *value = v;
+  return 0;
+}
 
 static void load_file(void) {
   const char *path = getenv("SHOAL_CONF_FILE");
+  int explicit = path != NULL;
   char buf[1024];
   if (!path) {
     const char *home = getenv("HOME");
@@ -28,38 +108,106 @@ static void load_file(void) {
     snprintf(buf, sizeof buf, "%s/.shoal.conf", home);
     path = buf;
   }
+  if (!*path) {
+    problem(1, "SHOAL_CONF_FILE is set but empty (unset it, or name a file)");
+    return;
+  }
   FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[512];
+  struct stat st;
+  if (!f || fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
+    if (explicit) problem(1, "SHOAL_CONF_FILE=%s: cannot read it: %s", path, f ? "a directory" : strerror(errno));
+    if (f) fclose(f);
+    return;
+  }
+  snprintf(file_path, sizeof file_path, "%s", path);
+  char *line = NULL;
+  size_t cap = 0;
   int lineno = 0;
-  while (fgets(line, sizeof line, f) && file_nvars < MAX_FILE_VARS) {
+  while (getline(&line, &cap, f) >= 0) {
     lineno++;
-    char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '#' || *p == '\n' || *p == '\0') continue;
-    char *eq = strchr(p, '=');
-    if (!eq) { /* reported after the once: logging reads this file too (SHOAL_DEBUG) */
-      if (!file_warn[0]) snprintf(file_warn, sizeof file_warn, "%s:%d: ignored (expected VAR=value)", path, lineno);
+    line[strcspn(line, "\r\n")] = '\0';
+    char *p = skip_space(line), *name, *value;
+    const char *why;
+    if (*p == '#' || *p == '\0') continue;
+    char shown[64];
+    snprintf(shown, sizeof shown, "%s", p); /* parse_line cuts the line up */
+    if (parse_line(p, &name, &value, &why)) {
+      problem(1, "%s:%d: %s: '%s'", path, lineno, why, shown);
       continue;
     }
-    *eq = '\0';
-    char *v = eq + 1;
-    v[strcspn(v, "\r\n")] = '\0';
-    snprintf(file_vars[file_nvars].name, sizeof file_vars[0].name, "%s", p);
-    snprintf(file_vars[file_nvars].value, sizeof file_vars[0].value, "%s", v);
-    file_nvars++;
+    if (strncmp(name, "SHOAL_", 6)) {
+      problem(0, "%s:%d: %s ignored: only SHOAL_* variables are read from this file (launcher variables such as "
+              "RANK come from the environment)", path, lineno, name);
+      continue;
+    }
+    if (!known_var(name)) {
+      problem(0, "%s:%d: %s ignored: not a shoal variable (`shoal config` lists them)", path, lineno, name);
+      continue;
+    }
+    int i = 0;
+    while (i < file_nvars && strcmp(file_vars[i].name, name)) i++;
+    char *v = strdup(value);
+    if (!v) break;
+    if (i < file_nvars) { /* as a shell would: the later assignment counts */
+      problem(0, "%s:%d: %s set again (first on line %d): this line's value is used", path, lineno, name,
+              file_vars[i].line);
+      free(file_vars[i].value);
+      file_vars[i].value = v;
+      file_vars[i].line = lineno;
+      continue;
+    }
+    file_var_t *grown = realloc(file_vars, sizeof *file_vars * (size_t)(file_nvars + 1));
+    char *n = strdup(name);
+    if (!grown || !n) {
+      if (grown) file_vars = grown;
+      free(n);
+      free(v);
+      break;
+    }
+    file_vars = grown;
+    file_vars[file_nvars++] = (file_var_t){n, v, lineno};
   }
+  free(line);
   fclose(f);
+}
+
+/* Load the file once; its problems are logged after the once (logging reads this file too: SHOAL_DEBUG). */
+static void file_ready(void) {
+  pthread_once(&file_once, load_file);
+  if (nproblems_all && !atomic_exchange(&file_warned, 1)) {
+    for (int i = 0; i < nproblems; i++) SHOAL_WARN("INIT", "%s", problems[i]);
+    if (nproblems_all > nproblems)
+      SHOAL_WARN("INIT", "SHOAL_CONF_FILE: %d more problems not shown", nproblems_all - nproblems);
+  }
+}
+
+static const file_var_t *file_var(const char *name) {
+  file_ready();
+  for (int i = 0; i < file_nvars; i++)
+    if (strcmp(file_vars[i].name, name) == 0) return &file_vars[i];
+  return NULL;
 }
 
 const char *shoal__config_raw(const char *name) {
   const char *v = getenv(name);
   if (v) return v;
-  pthread_once(&file_once, load_file);
-  if (file_warn[0] && !atomic_exchange(&file_warned, 1)) SHOAL_WARN("INIT", "%s", file_warn);
-  for (int i = 0; i < file_nvars; i++)
-    if (strcmp(file_vars[i].name, name) == 0) return file_vars[i].value;
-  return NULL;
+  const file_var_t *fv = file_var(name);
+  return fv ? fv->value : NULL;
+}
+
+int shoal__config_check(void) {
+  file_ready();
+  return fatal_problem[0] ? shoal__seterr(SHOAL_ERR_CONFIG, "%s", fatal_problem) : 0;
+}
+
+/* A value of the file that does not parse: its error names the file and line too. */
+static int from_where(const char *name, int rc) {
+  if (!rc || getenv(name)) return rc;
+  const file_var_t *fv = file_var(name);
+  if (!fv) return rc;
+  char m[600];
+  snprintf(m, sizeof m, "%s", shoal_last_error());
+  return shoal__seterr(rc, "%s (set in %s:%d)", m, file_path, fv->line);
 }
 
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out) {
@@ -67,7 +215,7 @@ int shoal__parse_long(const char *what, const char *s, long min, long max, long 
   errno = 0;
   char *end;
   long v = strtol(s, &end, 10);
-  while (*end == ' ') end++;
+  while (*end == ' ' || *end == '\t') end++;
   if (errno || *end != '\0')
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not an integer", what, s);
   if (v < min || v > max)
@@ -81,8 +229,8 @@ int shoal__parse_double(const char *what, const char *s, double min, double max,
   errno = 0;
   char *end;
   double v = strtod(s, &end);
-  while (*end == ' ') end++;
-  if (errno || *end != '\0' || isnan(v))
+  while (*end == ' ' || *end == '\t') end++;
+  if (errno || *end != '\0' || strpbrk(s, "xXiInN")) /* decimal only: no hex, inf or nan */
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a number", what, s);
   if (v < min || v > max)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': out of range [%g, %g]", what, s, min, max);
@@ -96,7 +244,7 @@ int shoal__config_long(const char *name, long def, long min, long max, long *out
     *out = def;
     return 0;
   }
-  return shoal__parse_long(name, s, min, max, out);
+  return from_where(name, shoal__parse_long(name, s, min, max, out));
 }
 
 int shoal__config_double(const char *name, double def, double min, double max, double *out) {
@@ -105,7 +253,7 @@ int shoal__config_double(const char *name, double def, double min, double max, d
     *out = def;
     return 0;
   }
-  return shoal__parse_double(name, s, min, max, out);
+  return from_where(name, shoal__parse_double(name, s, min, max, out));
 }
 
 int shoal__config_bool(const char *name, int def, int *out) {
@@ -122,7 +270,7 @@ int shoal__config_bool(const char *name, int def, int *out) {
     *out = 0;
     return 0;
   }
-  return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': expected 0/1, true/false, yes/no or on/off", name, s);
+  return from_where(name, shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': expected 0/1, true/false, yes/no or on/off", name, s));
 }
 
 const char *shoal__config_str(const char *name, const char *def) {

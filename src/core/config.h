@@ -21,6 +21,10 @@ extern const size_t shoal__config_nvars;
 
 /* The raw value: environment, then the config file; NULL when unset. */
 const char *shoal__config_raw(const char *name);
+/* 0, or SHOAL_ERR_CONFIG when SHOAL_CONF_FILE names a file that cannot be read or the file has a
+ * malformed line (file:line in the message); shoal_comm_init refuses to start then. Elsewhere these are
+ * logged once (WARN), as are lines that set unknown variables or one variable twice. */
+int shoal__config_check(void);
 
 /* Parsers. On a malformed value they return SHOAL_ERR_CONFIG with a message
  * like "SHOAL_TIMEOUT='abc': not a number" and leave *out untouched. When the

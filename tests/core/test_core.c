@@ -47,21 +47,57 @@ TEST(config_parse_errors_name_variable) {
   CHECK_EQ(b, 1);
 }
 
+/* SHOAL_CONF_FILE as a shell reads VAR=value lines: blanks around '=', `export`, quotes, comments after a
+ * blank, values of any length, the later of two assignments; unknown variables and launcher variables
+ * are ignored (reported); a malformed line is an error of shoal_comm_init (shoal__config_check) naming
+ * the file and line, and a value of the file that does not parse names them too. The environment wins. */
 TEST(config_file_defaults_env_wins) {
   char path[] = "/tmp/shoal-conf-XXXXXX";
   int fd = mkstemp(path);
   CHECK(fd >= 0);
   FILE *f = fdopen(fd, "w");
-  fprintf(f, "# comment\nSHOAL_TEST_F1=11\nSHOAL_TEST_F2=22\nnot a line\n");
+  char token[301];
+  memset(token, 'x', 300);
+  token[300] = '\0';
+  fprintf(f, "# comment\nSHOAL_SPIN_US = 11\n  export SHOAL_SOCKET_BUFFER=22   # trailing comment\n"
+             "SHOAL_TOKEN=\"a b#c\"\nSHOAL_TIMEOUT=7\nSHOAL_TIMEOUT=9\nSHOAL_TIMEOUTT=1\nRANK=3\nnot a line\n"
+             "SHOAL_CONNECT_TIMEOUT=abc\nSHOAL_JOB_ID=%s\n", token);
   fclose(f);
   setenv("SHOAL_CONF_FILE", path, 1);
-  setenv("SHOAL_TEST_F2", "33", 1);
+  setenv("SHOAL_SOCKET_BUFFER", "33", 1);
+  unsetenv("RANK");
   long v;
-  CHECK_OK(shoal__config_long("SHOAL_TEST_F1", 0, 0, 100, &v));
+  CHECK_OK(shoal__config_long("SHOAL_SPIN_US", 0, 0, 100, &v));
   CHECK_EQ(v, 11);
-  CHECK_OK(shoal__config_long("SHOAL_TEST_F2", 0, 0, 100, &v));
-  CHECK_EQ(v, 33);
+  CHECK_OK(shoal__config_long("SHOAL_SOCKET_BUFFER", 0, 0, 100, &v));
+  CHECK_EQ(v, 33); /* the environment wins */
+  CHECK(!strcmp(shoal__config_str("SHOAL_TOKEN", ""), "a b#c"));
+  CHECK_OK(shoal__config_long("SHOAL_TIMEOUT", 0, 0, 100, &v));
+  CHECK_EQ(v, 9);
+  CHECK(shoal__config_raw("SHOAL_TIMEOUTT") == NULL && shoal__config_raw("RANK") == NULL);
+  CHECK_EQ(strlen(shoal__config_str("SHOAL_JOB_ID", "")), 300);
+  double d;
+  CHECK_EQ(shoal__config_double("SHOAL_CONNECT_TIMEOUT", 1, 0, 100, &d), SHOAL_ERR_CONFIG);
+  char want[128];
+  snprintf(want, sizeof want, "SHOAL_CONNECT_TIMEOUT='abc': not a number (set in %s:10)", path);
+  CHECK_CONTAINS(shoal_last_error(), want);
+  CHECK_EQ(shoal__config_check(), SHOAL_ERR_CONFIG);
+  snprintf(want, sizeof want, "%s:9: expected VAR=value: 'not a line'", path);
+  CHECK_CONTAINS(shoal_last_error(), want);
   unlink(path);
+}
+
+/* Numbers are decimal: no hex, inf or nan for real values (strtod takes them); blanks around are fine. */
+TEST(config_numbers_decimal_blanks_either_side) {
+  double d;
+  long l;
+  CHECK_EQ(shoal__parse_double("X", "0x10", 0, 100, &d), SHOAL_ERR_CONFIG);
+  CHECK_EQ(shoal__parse_double("X", "inf", 0, INFINITY, &d), SHOAL_ERR_CONFIG);
+  CHECK_EQ(shoal__parse_double("X", "nan", 0, 100, &d), SHOAL_ERR_CONFIG);
+  CHECK_OK(shoal__parse_double("X", "\t2.5e1\t", 0, 100, &d));
+  CHECK_NEAR(d, 25.0, 0);
+  CHECK_OK(shoal__parse_long("X", " 42\t", 0, 100, &l));
+  CHECK_EQ(l, 42);
 }
 
 TEST(rng_deterministic_and_uniform) {
@@ -167,5 +203,5 @@ TEST(cli_config_prints_table) {
   unlink(conf);
   CHECK_EQ(st, 0);
   CHECK_CONTAINS(out, "SHOAL_DEBUG=LOUD is not a log level");
-  CHECK_CONTAINS(out, ":2: ignored (expected VAR=value)");
+  CHECK_CONTAINS(out, ":2: expected VAR=value: 'not a setting'");
 }
