@@ -507,17 +507,20 @@ int shoal_cmd_launch(int argc, char **argv) {
       (!strcmp(bind_mode, "core") || n <= CPU_COUNT(&usable) || shm_on))
     bind = &usable;
   if (testbed_setup(n, hosts, &addr)) return 2;
-  if (!addr) addr = shoal__config_raw("SHOAL_MASTER_ADDR");
-  if (!addr) addr = getenv("MASTER_ADDR");
-  if (!addr) addr = "127.0.0.1";
+  const char *addr_src = "the testbed"; /* the library's order: environment, then SHOAL_CONF_FILE */
+  if (!addr && (addr = getenv("SHOAL_MASTER_ADDR"))) addr_src = "SHOAL_MASTER_ADDR";
+  if (!addr && (addr = getenv("MASTER_ADDR"))) addr_src = "MASTER_ADDR";
+  if (!addr && (addr = shoal__config_raw("SHOAL_MASTER_ADDR"))) addr_src = "SHOAL_MASTER_ADDR (SHOAL_CONF_FILE)";
+  if (!addr) addr = "127.0.0.1", addr_src = "the default";
   int port = (int)port_d;
   if (hosts && !tb_plan) {
     int rc = hosts_instructions(hosts, n, addr, port, prog);
     if (rc) return rc;
   }
   struct in_addr ip;
-  if (shoal__sock_resolve(addr, &ip)) {
-    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
+  if (!*addr || shoal__sock_resolve(addr, &ip)) {
+    fprintf(stderr, "shoal launch: the store address from %s: %s\n", addr_src,
+            *addr ? shoal_last_error() : "empty (unset it, or name a host)");
     return 1;
   }
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);

@@ -299,8 +299,8 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   int rc = shoal__boot_resolve(params, &cfg);
   if (rc || (rc = shoal__algo_env(&algo_env))) return rc;
   shoal__log_set_rank(cfg.rank);
-  SHOAL_INFO("INIT", "rank %d of %d (from %s); store %s:%d (address from %s, port from %s); timeout %.0f s, "
-             "connect timeout %.0f s", cfg.rank, cfg.size, cfg.rank_src, cfg.master_addr, cfg.master_port,
+  SHOAL_INFO("INIT", "rank %d of %d (from %s); store %s:%d (address from %s, port from %s); timeout %g s, "
+             "connect timeout %g s", cfg.rank, cfg.size, cfg.rank_src, cfg.master_addr, cfg.master_port,
              cfg.addr_src, cfg.port_src, cfg.timeout_s, cfg.connect_timeout_s);
   shoal__world_t *w = shoal__world_new(cfg.rank, cfg.size);
   if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_init: out of memory");

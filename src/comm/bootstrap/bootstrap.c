@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/bootstrap/sock.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -99,6 +100,9 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
   snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", addr);
+  struct in_addr ip; /* a world of one needs no store; else an unknown host names its variable */
+  int rc;
+  if (cfg->size > 1 && (rc = shoal__sock_resolve(addr, &ip))) return shoal__err_prefix(rc, "%s: ", asrc);
   int port = p->master_port;
   const char *psrc = "params";
   if (port < 0) {
