@@ -252,14 +252,19 @@ class Comm:
             b = str(v).encode()
             self._strings.append(b)
             return b
+        def i(name, v):  # a C int: a value it cannot hold is an error, not a wrapped number
+            v = int(v)
+            if not -2**31 <= v < 2**31:
+                raise InvalidArgument(-1, "Comm(%s=%d): out of the range of a C int" % (name, v))
+            return v
         if rank is not None:
-            p.rank = int(rank)
+            p.rank = i("rank", rank)
         if world_size is not None:
-            p.world_size = int(world_size)
+            p.world_size = i("world_size", world_size)
         if master_addr is not None:
             p.master_addr = s(master_addr)
         if master_port is not None:
-            p.master_port = int(master_port)
+            p.master_port = i("master_port", master_port)
         if token is not None:
             p.token = s(token)
         if ifname is not None:

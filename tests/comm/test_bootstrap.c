@@ -2,6 +2,7 @@
  * interface selection, the store's set/get/wait. */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -114,6 +115,43 @@ TEST(bootstrap_env_wins_over_conf_file) {
   unlink(path);
   unsetenv("SHOAL_CONF_FILE");
   clear_rank_env();
+}
+
+/* Explicit parameters outside what comm.h documents are errors naming the field, not "from the
+ * environment" (rank -5) or a cut value (a long host name would make two emulated hosts one). */
+TEST(bootstrap_params_out_of_range) {
+  clear_rank_env();
+  static const struct {
+    int rank, size, port;
+    double timeout, connect;
+    int longhost;
+    const char *want;
+  } cases[] = {
+      {-5, 2, -1, 0, 0, 0, "params.rank=-5: expected -1"},
+      {0, -3, -1, 0, 0, 0, "params.world_size=-3: expected -1"},
+      {0, 2, -2, 0, 0, 0, "params.master_port=-2: expected -1"},
+      {0, 2, 70000, 0, 0, 0, "params.master_port=70000"},
+      {0, 2, -1, NAN, 0, 0, "params.timeout_s=nan"},
+      {0, 2, -1, 0, INFINITY, 0, "params.connect_timeout_s=inf"},
+      {0, 2, -1, 2e7, 0, 0, "params.timeout_s=2e+07: out of range"},
+      {0, 2, -1, 0, 0, 1, "params.hostname: 80 bytes, at most 63"},
+  };
+  char host[81];
+  memset(host, 'h', 80);
+  host[80] = '\0';
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    shoal_comm_params_t p;
+    shoal_comm_params_init(&p);
+    p.rank = cases[i].rank;
+    p.world_size = cases[i].size;
+    p.master_port = cases[i].port;
+    p.timeout_s = cases[i].timeout;
+    p.connect_timeout_s = cases[i].connect;
+    if (cases[i].longhost) p.hostname = host;
+    shoal__boot_cfg_t cfg;
+    CHECK_EQ(shoal__boot_resolve(&p, &cfg), SHOAL_ERR_CONFIG);
+    CHECK_CONTAINS(shoal_last_error(), cases[i].want);
+  }
 }
 
 /* A log level or subsystem that does not exist is a configuration error of

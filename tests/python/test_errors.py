@@ -32,6 +32,12 @@ def local_errors():
     import shoal
     def fresh():
         return shoal.Comm(rank=0, world_size=1, master_addr="127.0.0.1", master_port=0)
+    # keyword arguments a C int cannot hold, or outside what comm.h documents: errors naming them
+    expect(shoal.InvalidArgument, lambda: shoal.Comm(rank=2**32 + 1, world_size=2**32 + 2), "Comm(rank=4294967297)")
+    expect(shoal.InvalidArgument, lambda: shoal.Comm(master_port=2**32), "Comm(master_port=4294967296)")
+    expect(shoal.ShoalError, lambda: shoal.Comm(rank=-5, world_size=1), "params.rank=-5")
+    expect(shoal.ShoalError, lambda: shoal.Comm(master_port=-2), "params.master_port=-2")
+    expect(shoal.ShoalError, lambda: shoal.Comm(timeout=float("nan")), "params.timeout_s=nan")
     c = fresh()
     a = np.zeros(8, np.float32)
     e = expect(shoal.InvalidArgument, lambda: c.broadcast(a, root=3), "root 3 out of range")

@@ -8,6 +8,7 @@
 #include "comm/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -52,6 +53,10 @@ static int parse_int_var(const char *name, const char *s, long min, long max, in
 
 static int resolve_rank(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   int rank = p->rank, size = p->world_size;
+  if (rank < -1 || size < -1)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "params.%s=%d: expected -1 (from the environment) or %s",
+                         rank < -1 ? "rank" : "world_size", rank < -1 ? rank : size,
+                         rank < -1 ? "a rank 0 .. world_size-1" : "a world size >= 1");
   const char *src = "params";
   const char *rname = "params.rank", *sname = "params.world_size";
   if (rank < 0 || size < 0) {
@@ -105,6 +110,9 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if (cfg->size > 1 && (rc = shoal__sock_resolve(addr, &ip))) return shoal__err_prefix(rc, "%s: ", asrc);
   int port = p->master_port;
   const char *psrc = "params";
+  if (port < -1 || port > 65535)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "params.master_port=%d: expected -1 (from the environment) or a port "
+                         "0..65535", port);
   if (port < 0) {
     const char *s = getenv("SHOAL_MASTER_PORT");
     psrc = "SHOAL_MASTER_PORT";
@@ -112,8 +120,6 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     if (!s) s = var("SHOAL_MASTER_PORT"), psrc = "SHOAL_MASTER_PORT (SHOAL_CONF_FILE)";
     if (!s) s = "29500", psrc = "default";
     if (parse_int_var(psrc, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
-  } else if (port > 65535) {
-    return shoal__seterr(SHOAL_ERR_CONFIG, "params.master_port=%d: not a port (0..65535)", port);
   }
   cfg->master_port = port;
   cfg->addr_src = asrc;
@@ -152,7 +158,12 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   }
   const char *ifn = p->ifname ? p->ifname : shoal__config_str("SHOAL_SOCKET_IFNAME", "");
   snprintf(c.ifname, sizeof c.ifname, "%s", ifn);
+  if (strlen(ifn) >= sizeof c.ifname)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_SOCKET_IFNAME: longer than %zu bytes", sizeof c.ifname - 1);
   const char *hn = p->hostname ? p->hostname : shoal__config_str("SHOAL_HOSTNAME", "");
+  if (strlen(hn) >= sizeof c.hostname) /* cut, two emulated hosts could become one */
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %zu bytes, at most %zu", p->hostname ? "params.hostname" : "SHOAL_HOSTNAME",
+                         strlen(hn), sizeof c.hostname - 1);
   if (*hn)
     snprintf(c.hostname, sizeof c.hostname, "%s", hn);
   else if (gethostname(c.hostname, sizeof c.hostname) != 0)
@@ -164,6 +175,14 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if (!c.hostname[0]) snprintf(c.hostname, sizeof c.hostname, "unknown");
   read_boot_id(c.boot_id, sizeof c.boot_id);
   double d;
+  if (isnan(p->timeout_s) || isinf(p->timeout_s) || isnan(p->connect_timeout_s) || isinf(p->connect_timeout_s))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "params.%s=%g: expected seconds (<= 0: from the environment); every "
+                         "blocking call has a finite deadline", isfinite(p->timeout_s) ? "connect_timeout_s" : "timeout_s",
+                         isfinite(p->timeout_s) ? p->connect_timeout_s : p->timeout_s);
+  if (p->timeout_s > 1e7 || p->connect_timeout_s > 1e7)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "params.%s=%g: out of range (at most 1e+07 s)",
+                         p->timeout_s > 1e7 ? "timeout_s" : "connect_timeout_s",
+                         p->timeout_s > 1e7 ? p->timeout_s : p->connect_timeout_s);
   if (p->timeout_s > 0)
     c.timeout_s = p->timeout_s;
   else if ((rc = shoal__config_double("SHOAL_TIMEOUT", 300, 0.001, 1e7, &d)))
