@@ -103,18 +103,22 @@ shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size
 static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoal__boot_cfg_t *cfg,
                         const shoal__authkey_t *key, shoal__deadline_t dl) {
   char k[32], val[256];
+  /* the wait ends early enough for the look at the missing ranks below to end by the deadline too: a
+   * tenth of it, at most 1 s (a store that stopped answering made the call 2 s late) */
+  double reserve_s = cfg->connect_timeout_s * 0.1 < 1.0 ? cfg->connect_timeout_s * 0.1 : 1.0;
+  shoal__deadline_t wait_dl = {dl.at_ns - (uint64_t)(reserve_s * 1e9)};
   for (int j = 0; j < w->size; j++) {
     snprintf(k, sizeof k, "rank/%d", j);
     size_t len;
-    int rc = shoal__store_get(sc, k, 1, val, sizeof val, &len, dl);
+    int rc = shoal__store_get(sc, k, 1, val, sizeof val, &len, wait_dl);
     if (rc == SHOAL_ERR_TIMEOUT) {
-      /* the pending GET poisons this connection: ask on a fresh one which ranks are missing, within
-       * 2 s in all (a world of millions would take minutes of round trips) */
+      /* the pending GET poisons this connection: ask on a fresh one which ranks are missing, by the
+       * deadline (a world of millions would take minutes of round trips) */
       char missing[256] = "";
       size_t used = 0;
       int nmiss = 0, partial = 0, listed_all = 1;
       shoal__store_client_t probe;
-      shoal__deadline_t pdl = shoal__deadline_in(2.0);
+      shoal__deadline_t pdl = dl;
       if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, pdl, &probe) == 0) {
         for (int m = j; m < w->size; m++) {
           if (shoal__deadline_passed(pdl)) {

@@ -73,6 +73,7 @@ struct shoal__world {
   uint64_t spin_ns;          /* SHOAL_SPIN_US: poll without blocking this long before sleeping in poll() */
   shoal_algo_t algo_env;     /* SHOAL_ALGO, parsed once (a getenv per call was a tenth of a tiny allreduce) */
   uint64_t next_release_ns;  /* earliest held send (0: none) */
+  uint64_t watched_ns;       /* when a call last looked for notices and hang-ups of idle peers (engine.c) */
   int aborted;
   int abort_status;
   char abort_msg[768];

@@ -44,8 +44,11 @@ static void ps_shard(size_t n, int S, int s, size_t *off, size_t *len) {
   *len = base + ((size_t)s < rem ? 1 : 0);
 }
 
+/* peer < 0: any worker */
 static int comm_err(shoal_comm_t *c, int rc, const char *what, int peer) {
-  return shoal__seterr(rc, "ps: rank %d %s rank %d: %s", shoal_comm_rank(c), what, peer, shoal_comm_errmsg(c));
+  char who[32] = "any worker";
+  if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
+  return shoal__seterr(rc, "ps: rank %d %s %s: %s", shoal_comm_rank(c), what, who, shoal_comm_errmsg(c));
 }
 
 /* ---- server ---- */

@@ -198,6 +198,54 @@ TEST(fault_timeout_message_counts_from_the_op_begin) {
   CHECK(fabs(shoal__op_waited(&c, &op, now - 300000000ull, now) - 0.3) < 1e-9);
 }
 
+/* A call that would not wait on a dead peer still fails once the peer is gone: a shared-memory send into
+ * a ring with room, a broadcast root, and a reduce's other non-root returned 0 for as long as the program
+ * ran (the ranks look at idle peers' sockets every millisecond of calls). rank 1 dies after the barrier;
+ * rank 2 waits for its death, then calls until one fails (at most 2 s of calls). */
+static int rank_sends_to_the_dead(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  if (shoal_barrier(c)) FAILR("barrier: %s", shoal_comm_errmsg(c));
+  if (rank == 1) _exit(0); /* no goodbye */
+  if (rank == 0) { /* the other survivor: gone before rank 2 looks, normally */
+    shoal_comm_destroy(c);
+    return 0;
+  }
+  shoal__sleep_s(0.5);
+  int v = 7, rc = 0;
+  double t0 = mono();
+  int calls = 0;
+  while (!rc && mono() - t0 < 2) {
+    switch (a->iters) { /* which call */
+    case 0: rc = shoal_send(c, &v, 1, SHOAL_INT32, 1, 5); break;
+    case 1: rc = shoal_broadcast(c, &v, 1, SHOAL_INT32, 2); break;
+    default: rc = shoal_reduce(c, &v, NULL, 1, SHOAL_INT32, SHOAL_SUM, 0); break;
+    }
+    calls++;
+    shoal__sleep_s(0.002);
+  }
+  if (!rc) FAILR("%d calls after the death of rank 1 all returned 0", calls);
+  if (rc != SHOAL_ERR_PEER_CLOSED || !strstr(shoal_comm_errmsg(c), "died or was killed"))
+    FAILR("call %d: %d: %s", calls, rc, shoal_comm_errmsg(c));
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+static void sends_to_the_dead(int shm) {
+  for (int which = 0; which < 3; which++) {
+    p2p_world_arg_t a = {.n = 3, .timeout_s = 5, .shm = shm, .iters = which};
+    a.port = shoal_test_free_port();
+    int st[3];
+    shoal_test_fork_ranks(3, rank_sends_to_the_dead, &a, 25, st);
+    CHECK_MSG(st[2] != -1 && WIFEXITED(st[2]) && WEXITSTATUS(st[2]) == 0, "call kind %d: rank 2 status %d", which,
+              st[2]);
+  }
+}
+
+TEST_T(fault_call_without_waiting_sees_dead_peer_shm, 40) { sends_to_the_dead(1); }
+TEST_T(fault_call_without_waiting_sees_dead_peer_tcp, 40) { sends_to_the_dead(0); }
+
 /* ---- a peer that hangs (alive, silent): the deadline fires and names it ---- */
 
 static int rank_silent(int rank, void *arg) {

@@ -156,6 +156,29 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
 
 static _Thread_local char thread_tag; /* its address identifies the calling thread */
 
+/* Every WATCH_NS of calls, one poll() without waiting over the connections that have no receive posted:
+ * an abort notice or the hang-up of a dead peer fails the next call even when that call would not wait
+ * on the peer (a shared-memory send into a ring with room, a broadcast root, a reduce's other non-root),
+ * which otherwise returned 0 for as long as the program ran. */
+#define WATCH_NS 1000000ull
+static int watch_idle(shoal_comm_t *c, const shoal__op_t *op) {
+  shoal__world_t *w = c->w;
+  int np = 0;
+  for (int i = 0; i < w->size; i++) {
+    shoal__conn_t *cn = &w->conns[i];
+    if (i == w->rank || cn->fd < 0 || cn->rq_head || cn->idle_quiet) continue;
+    w->pfd[np] = (struct pollfd){cn->fd, POLLRDHUP, 0};
+    w->pfd_conn[np++] = i;
+  }
+  if (np == 0 || poll(w->pfd, (nfds_t)np, 0) <= 0) return 0;
+  for (int j = 0; j < np; j++)
+    if (w->pfd[j].revents & (POLLRDHUP | POLLERR | POLLHUP)) {
+      int rc = shoal__conn_idle_event(c, op, &w->conns[w->pfd_conn[j]], w->pfd[j].revents);
+      if (rc < 0) return rc;
+    }
+  return 0;
+}
+
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
   if (c->w->async) shoal__async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
   uintptr_t me_t = (uintptr_t)&thread_tag, cur = 0;
@@ -178,7 +201,16 @@ int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
   /* send/recv do not consume the collective sequence: ranks may make
    * different numbers of them without desynchronizing later collectives. */
   op->seq = op->opcode == SHOAL__OP_SEND ? 0 : ++c->seq;
-  op->deadline_ns = shoal__now_ns() + (uint64_t)(c->timeout_s * 1e9);
+  uint64_t now = shoal__now_ns();
+  op->deadline_ns = now + (uint64_t)(c->timeout_s * 1e9);
+  if (now - c->w->watched_ns >= WATCH_NS && op->opcode != SHOAL__OP_INTERNAL) { /* the user's calls */
+    c->w->watched_ns = now;
+    int rc = watch_idle(c, op);
+    if (rc < 0) {
+      atomic_store(&c->w->owner, 0);
+      return rc;
+    }
+  }
   return 0;
 }
 
