@@ -172,42 +172,35 @@ TEST_T(launch_port_in_use, 20) {
   CHECK_CONTAINS(out, "rc=1");
 }
 
-/* The real thing: ranks of this binary join a world through the launcher's
- * port-0 store (SHOAL_STORE_FD) and exchange with every peer. */
-TEST_T(launch_real_world_port_zero, 40) {
+/* n ranks of this binary under shoal launch, with env (VAR=value ...) before it: each joins the world and
+ * exchanges with every peer (launch_child_mode). */
+static void world_of_this_binary(int n, const char *env) {
   char self[4096];
   ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
   CHECK(k > 0);
   self[k] = '\0';
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_CONNECT_TIMEOUT=20 SHOAL_TIMEOUT=20 %s launch -n 5 -- %s",
-           shoal_test_cli(), self);
+  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 %s %s launch -n %d -- %s", env, shoal_test_cli(), n, self);
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
-  for (int r = 0; r < 5; r++) {
+  for (int r = 0; r < n; r++) {
     char want[64];
-    snprintf(want, sizeof want, "[%d] rank %d of 5 exchanged with all peers", r, r);
+    snprintf(want, sizeof want, "[%d] rank %d of %d exchanged with all peers", r, r, n);
     CHECK_CONTAINS(out, want);
   }
 }
 
+/* The real thing: ranks of this binary join a world through the launcher's
+ * port-0 store (SHOAL_STORE_FD) and exchange with every peer. */
+TEST_T(launch_real_world_port_zero, 40) { world_of_this_binary(5, "SHOAL_CONNECT_TIMEOUT=20 SHOAL_TIMEOUT=20"); }
+
 /* A port the program gives (params.master_port) wins over the launcher's: rank 0 serves the store there,
  * not on the socket the launcher handed it (the other ranks went to the given port and both timed out). */
 TEST_T(launch_explicit_port_wins_over_the_launchers, 40) {
-  char self[4096];
-  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-  CHECK(k > 0);
-  self[k] = '\0';
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_TEST_LAUNCH_PORT=%d SHOAL_CONNECT_TIMEOUT=10 "
-           "SHOAL_TIMEOUT=10 %s launch -n 3 -- %s", shoal_test_free_port(), shoal_test_cli(), self);
-  int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
-  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
-  for (int r = 0; r < 3; r++) {
-    char want[64];
-    snprintf(want, sizeof want, "[%d] rank %d of 3 exchanged with all peers", r, r);
-    CHECK_CONTAINS(out, want);
-  }
+  char env[128];
+  snprintf(env, sizeof env, "SHOAL_TEST_LAUNCH_PORT=%d SHOAL_CONNECT_TIMEOUT=10 SHOAL_TIMEOUT=10",
+           shoal_test_free_port());
+  world_of_this_binary(3, env);
 }
 
 /* Ctrl-C (SIGINT to the launcher) reaches every rank; the launcher says so
