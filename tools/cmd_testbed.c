@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/file.h"
+#include "shoal/status.h"
 #include "testbed.h"
 
 #define DEFAULT_NAME "shoal"
@@ -249,21 +251,24 @@ typedef struct topo {
 } topo_t;
 
 static int read_topo(const char *path, topo_t *t) {
-  FILE *f = fopen(path, "r");
-  if (!f) return fprintf(stderr, "shoal testbed: --topo %s: %s\n", path, strerror(errno)), -1;
-  char line[256];
-  int ln = 0, rc = 0;
-  while (!rc && fgets(line, sizeof line, f)) {
+  FILE *f;
+  if (shoal__fopen_input(path, "--topo", &f)) return fprintf(stderr, "shoal testbed: %s\n", shoal_last_error()), -1;
+  char *line = NULL;
+  size_t lcap = 0;
+  int ln = 0, rc = 0, settings = 0;
+  while (!rc && getline(&line, &lcap, f) >= 0) { /* whole lines: a long comment is a comment to its end */
     ln++;
     char k[32], v[64], extra[8];
     char *hash = strchr(line, '#');
     if (hash) *hash = 0;
     int m = sscanf(line, "%31s %63s %7s", k, v, extra);
     if (m <= 0) continue;
+    settings++;
     char *e = NULL;
+    long n = 0;
     if (m != 2) rc = -1;
-    else if (!strcmp(k, "hosts")) t->hosts = (int)strtol(v, &e, 10), rc = (*e || t->hosts < 1 || t->hosts > TB_MAX_HOSTS);
-    else if (!strcmp(k, "racks")) t->racks = (int)strtol(v, &e, 10), rc = (*e || t->racks < 1 || t->racks > TB_MAX_RACKS);
+    else if (!strcmp(k, "hosts")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_HOSTS), t->hosts = (int)n;
+    else if (!strcmp(k, "racks")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_RACKS), t->racks = (int)n;
     else if (!strcmp(k, "rate")) rc = parse_rate("rate", v, &t->rate);
     else if (!strcmp(k, "uplink")) rc = parse_rate("uplink", v, &t->uplink);
     else if (!strcmp(k, "oversub")) t->oversub = strtod(v, &e), t->uplink = -1, rc = (*e || !(t->oversub >= 1));
@@ -271,7 +276,9 @@ static int read_topo(const char *path, topo_t *t) {
     if (rc) fprintf(stderr, "shoal testbed: %s:%d: expected 'hosts N' (1..%d), 'racks R' (1..%d), 'rate RATE', 'oversub X' (>= 1) or 'uplink RATE'\n",
                     path, ln, TB_MAX_HOSTS, TB_MAX_RACKS);
   }
+  free(line);
   fclose(f);
+  if (!rc && !settings) return fprintf(stderr, "shoal testbed: --topo %s: no settings in it (e.g. 'hosts 4')\n", path), -1;
   return rc ? -1 : 0;
 }
 

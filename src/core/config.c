@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/log.h"
 
 /* The file's variables (SHOAL_* only), each with its line, and what was wrong with the file: every
@@ -112,13 +112,14 @@ static void load_file(void) {
     problem(1, "SHOAL_CONF_FILE is set but empty (unset it, or name a file)");
     return;
   }
-  FILE *f = fopen(path, "r");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) != 0 || S_ISDIR(st.st_mode)) {
-    if (explicit) problem(1, "SHOAL_CONF_FILE=%s: cannot read it: %s", path, f ? "a directory" : strerror(errno));
-    if (f) fclose(f);
-    return;
-  }
+  FILE *f;
+  char saved[1024]; /* the caller's last error: this read happens inside whichever call came first */
+  snprintf(saved, sizeof saved, "%s", shoal_last_error());
+  int rc = shoal__fopen_input(path, "SHOAL_CONF_FILE", &f);
+  if (rc && explicit) problem(1, "%s", shoal_last_error());
+  if (saved[0]) shoal__seterr(SHOAL_ERR_CONFIG, "%s", saved);
+  else shoal__clearerr();
+  if (rc) return;
   snprintf(file_path, sizeof file_path, "%s", path);
   char *line = NULL;
   size_t cap = 0;

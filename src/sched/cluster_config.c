@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/error.h"
 #include "sched/cluster.h"
 #include "sched/json.h"
@@ -237,8 +238,9 @@ int shoal__cluster_spec_parse(const char *name, const char *data, size_t len, sh
 }
 
 int shoal__cluster_spec_load(const char *path, shoal_cluster_spec_t *spec) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
+  FILE *f;
+  int frc = shoal__fopen_input(path, "cluster file", &f);
+  if (frc) return frc;
   char *text = malloc((1 << 20) + 1);
   if (!text) {
     fclose(f);

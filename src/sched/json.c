@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/error.h"
 
 #define JSON_MAX_DEPTH 64
@@ -276,8 +277,9 @@ int shoal__json_parse(const char *name, const char *text, size_t len, shoal_json
 }
 
 int shoal__json_parse_file(const char *path, shoal_json_t **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
+  FILE *f;
+  int frc = shoal__fopen_input(path, "JSON file", &f);
+  if (frc) return frc;
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   int rc = 0;

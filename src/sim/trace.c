@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "sim/sim.h"
@@ -451,8 +452,9 @@ fail:
 }
 
 int shoal__trace_read(const char *path, const shoal_workload_opts_t *o, const shoal_speed_t *speed, shoal_workload_t *w) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: %s", path, strerror(errno));
+  FILE *f;
+  int frc = shoal__fopen_input(path, "trace", &f);
+  if (frc) return frc;
   size_t cap = 1 << 20, n = 0;
   char *buf = malloc(cap);
   int rc = 0;

@@ -10,7 +10,10 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "train/ckpt.h"
+
+#include "core/file.h"
 
 static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '3'};
 
@@ -60,8 +63,9 @@ int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const flo
 }
 
 int shoal__ckpt_peek(const char *path, shoal__ckpt_meta_t *meta) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "checkpoint %s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  int frc = shoal__fopen_input(path, "checkpoint", &f);
+  if (frc) return frc;
   char magic[8];
   shoal__ckpt_meta_t m;
   int rc = 0;
@@ -81,8 +85,9 @@ static int read_all(FILE *f, void *p, size_t n, uLong *crc) {
 }
 
 int shoal__ckpt_load(const char *path, shoal__ckpt_meta_t *meta, float *params, float *momentum, size_t nparams) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "checkpoint %s: cannot open: %s", path, strerror(errno));
+  FILE *f;
+  int frc = shoal__fopen_input(path, "checkpoint", &f);
+  if (frc) return frc;
   int rc;
   uLong crc = crc32(0L, Z_NULL, 0);
   char magic[8];

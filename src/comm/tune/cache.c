@@ -6,6 +6,7 @@
  * or with 7 numbers (no op overhead), are read too. Rank 0 reads and writes;
  * written with a temporary file and rename, other keys kept. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "comm/comm_impl.h"
 #include "comm/tune/tune_impl.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/log.h"
 
 typedef struct host_item {
@@ -49,8 +51,13 @@ int shoal__tune_key(const shoal__world_t *w, char *out, size_t cap, int *sorted)
 
 int shoal__tune_cache_read(const char *path, const char *key, int nh, const int *sorted, double v[SHOAL__TUNE_NVALS],
                            double *lat, double *bw) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
+  FILE *f;
+  int frc = shoal__fopen_input(path, "SHOAL_TUNE_FILE", &f);
+  if (frc == SHOAL_ERR_NOT_FOUND) return 0; /* nothing measured yet */
+  if (frc) {
+    SHOAL_WARN("TUNING", "%s: not used", shoal_last_error());
+    return 0;
+  }
   char *line = NULL;
   size_t cap = 0;
   int found = 0, lineno = 0;
@@ -68,6 +75,12 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
       SHOAL_WARN("TUNING", "%s:%d: malformed entry for %s ignored (expected 8 numbers)", path, lineno, key);
       continue;
     }
+    int finite = 1; /* a measured time or rate: finite, and not negative (the op overhead: -1 when absent) */
+    for (int i = 0; i < got; i++) finite &= isfinite(t[i]) && (t[i] >= 0 || (i == T_OP_O && t[i] == -1));
+    if (!finite) {
+      SHOAL_WARN("TUNING", "%s:%d: entry for %s ignored: a value is negative, infinite or NaN", path, lineno, key);
+      continue;
+    }
     memcpy(v, t, sizeof t);
     for (int i = 0; i < nh * nh; i++) lat[i] = bw[i] = -1;
     found = 1; /* the last entry wins */
@@ -81,7 +94,7 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
       p += n;
       double *m = malloc(sizeof *m * 2 * (size_t)(nh * nh));
       int ok = m != NULL;
-      for (int i = 0; ok && i < 2 * nh * nh; i++) ok = sscanf(p, " %lg%n", &m[i], &n) == 1 && (p += n);
+      for (int i = 0; ok && i < 2 * nh * nh; i++) ok = sscanf(p, " %lg%n", &m[i], &n) == 1 && (p += n) && isfinite(m[i]);
       if (!ok) {
         SHOAL_WARN("TUNING", "%s:%d: malformed link matrix for %s ignored", path, lineno, key);
       } else { /* sorted host order -> the topology's host indices */
