@@ -2,12 +2,14 @@
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../runner.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/rng.h"
 
 TEST(status_strings_distinct) {
@@ -204,4 +206,29 @@ TEST(cli_config_prints_table) {
   CHECK_EQ(st, 0);
   CHECK_CONTAINS(out, "SHOAL_DEBUG=LOUD is not a log level");
   CHECK_CONTAINS(out, ":2: expected VAR=value: 'not a setting'");
+}
+
+/* A named input that is not a regular file is refused at once: a FIFO would block the open (or the read)
+ * forever, a device such as /dev/zero reads without end, a directory reads as nothing. */
+TEST(fopen_input_regular_files_only) {
+  FILE *f = NULL;
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "/tmp/shoal-fifo-%d", (int)getpid());
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK_EQ(shoal__fopen_input(fifo, "trace", &f), SHOAL_ERR_IO);
+  CHECK_CONTAINS(shoal_last_error(), "a FIFO (expected a regular file)");
+  unlink(fifo);
+  CHECK_EQ(shoal__fopen_input("/tmp", "trace", &f), SHOAL_ERR_IO);
+  CHECK_CONTAINS(shoal_last_error(), "trace /tmp: a directory");
+  CHECK_EQ(shoal__fopen_input("/dev/zero", "trace", &f), SHOAL_ERR_IO);
+  CHECK_EQ(shoal__fopen_input("/nonexistent-shoal-file", "trace", &f), SHOAL_ERR_NOT_FOUND);
+  CHECK(f == NULL); /* set only on success */
+  char path[] = "/tmp/shoal-regular-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, "x\n", 2) == 2);
+  close(fd);
+  CHECK_OK(shoal__fopen_input(path, "trace", &f));
+  CHECK(f && fgetc(f) == 'x');
+  fclose(f);
+  unlink(path);
 }
