@@ -560,7 +560,20 @@ int shoal_cmd_sim(int argc, char **argv) {
       if (i) strncat(plist, ",", sizeof plist - strlen(plist) - 1);
       strncat(plist, shoal__policy_at(i)->name, sizeof plist - strlen(plist) - 1);
     }
-  } else snprintf(plist, sizeof plist, "%s", policies);
+  } else {
+    if (strlen(policies) >= sizeof plist) {
+      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: %zu characters, at most %zu", strlen(policies), sizeof plist - 1);
+      goto fail_workload;
+    }
+    snprintf(plist, sizeof plist, "%s", policies);
+    /* every comma-separated item names a policy: '', ',' or 'fifo,,srtf' ran nothing or skipped one silently */
+    size_t pl = strlen(plist);
+    if (!pl || plist[0] == ',' || plist[pl - 1] == ',' || strstr(plist, ",,")) {
+      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy '%s': an empty policy name (a comma-separated list of "
+                         "policies, see shoal sim --help)", policies);
+      goto fail_workload;
+    }
+  }
   int maxruns = 1;
   for (const char *p = plist; *p; p++) maxruns += *p == ',';
   runs = calloc((size_t)maxruns, sizeof *runs);

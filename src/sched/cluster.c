@@ -98,6 +98,10 @@ int shoal__cluster_create(const shoal_cluster_spec_t *spec, shoal_cluster_t **ou
     }
   }
   c->gpus_free = c->gpus_total;
+  if (c->gpus_total == 0) { /* CPU-only groups are fine (parameter servers), a cluster of them is not */
+    shoal__cluster_destroy(c);
+    return shoal__seterr(SHOAL_ERR_INVALID, "cluster: %d machines and no GPU (gpus_per_machine = 0 everywhere)", nm);
+  }
   *out = c;
   return 0;
 fail_free:

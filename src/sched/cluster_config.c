@@ -240,7 +240,7 @@ int shoal__cluster_spec_parse(const char *name, const char *data, size_t len, sh
 int shoal__cluster_spec_load(const char *path, shoal_cluster_spec_t *spec) {
   FILE *f;
   int frc = shoal__fopen_input(path, "cluster file", &f);
-  if (frc) return frc;
+  if (frc) return SHOAL_ERR_IO; /* also a missing file, as before (the message says which) */
   char *text = malloc((1 << 20) + 1);
   if (!text) {
     fclose(f);

@@ -279,7 +279,7 @@ int shoal__json_parse(const char *name, const char *text, size_t len, shoal_json
 int shoal__json_parse_file(const char *path, shoal_json_t **out) {
   FILE *f;
   int frc = shoal__fopen_input(path, "JSON file", &f);
-  if (frc) return frc;
+  if (frc) return SHOAL_ERR_IO; /* also a missing file, as before (the message says which) */
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   int rc = 0;

@@ -33,6 +33,14 @@ int shoal__param_check(const char *policy, const char *params, const char *const
     const char *eq = memchr(p, '=', l);
     if (!eq) return shoal__seterr(SHOAL_ERR_CONFIG, "policy %s: parameter '%.*s' is not key=value", policy, (int)l, p);
     size_t kl = (size_t)(eq - p);
+    if (eq + 1 == p + l)
+      return shoal__seterr(SHOAL_ERR_CONFIG, "policy %s: parameter '%.*s' has no value", policy, (int)kl, p);
+    for (const char *q = params; q < p;) { /* the same key earlier: which one was meant? */
+      const char *qe = strchr(q, ':');
+      if (!strncmp(q, p, kl + 1))
+        return shoal__seterr(SHOAL_ERR_CONFIG, "policy %s: parameter '%.*s' given twice", policy, (int)kl, p);
+      q = qe + 1;
+    }
     int ok = 0;
     for (int i = 0; keys && keys[i]; i++)
       if (strlen(keys[i]) == kl && !strncmp(keys[i], p, kl)) ok = 1;
@@ -58,7 +66,10 @@ int shoal__param_str(const char *params, const char *key, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     return 0;
   }
-  if (l >= cap) l = cap - 1;
+  if (l >= cap) {
+    if (cap) buf[0] = 0;
+    return shoal__seterr(SHOAL_ERR_CONFIG, "policy parameter %s=%.20s...: longer than %zu characters", key, v, cap - 1);
+  }
   memcpy(buf, v, l);
   buf[l] = 0;
   return 1;
@@ -67,7 +78,9 @@ int shoal__param_str(const char *params, const char *key, char *buf, size_t cap)
 int shoal__param_double(const char *policy, const char *params, const char *key, double def, double min, double max,
                         double *out) {
   char v[64], what[96];
-  if (!shoal__param_str(params, key, v, sizeof v)) {
+  int found = shoal__param_str(params, key, v, sizeof v);
+  if (found < 0) return found;
+  if (!found) {
     *out = def;
     return 0;
   }
@@ -77,7 +90,9 @@ int shoal__param_double(const char *policy, const char *params, const char *key,
 
 int shoal__param_long(const char *policy, const char *params, const char *key, long def, long min, long max, long *out) {
   char v[64], what[96];
-  if (!shoal__param_str(params, key, v, sizeof v)) {
+  int found = shoal__param_str(params, key, v, sizeof v);
+  if (found < 0) return found;
+  if (!found) {
     *out = def;
     return 0;
   }

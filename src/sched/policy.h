@@ -130,7 +130,8 @@ const shoal_policy_ops_t *shoal__policy_at(int i);
 int shoal__param_check(const char *policy, const char *params, const char *const *keys);
 int shoal__param_double(const char *policy, const char *params, const char *key, double def, double min, double max, double *out);
 int shoal__param_long(const char *policy, const char *params, const char *key, long def, long min, long max, long *out);
-/* Copy the raw value of key into buf ("" and 0 if absent; 1 if present). */
+/* Copy the raw value of key into buf ("" and 0 if absent; 1 if present; SHOAL_ERR_CONFIG if it does not
+ * fit: never a cut value). */
 int shoal__param_str(const char *params, const char *key, char *buf, size_t cap);
 
 /* ---- context management (used by runners) ---- */

@@ -146,7 +146,16 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
   tiresias_t *t = calloc(1, sizeof *t);
   if (!t) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
   char th[256];
-  if (!shoal__param_str(params, "thresholds", th, sizeof th)) snprintf(th, sizeof th, "3250/7200");
+  int given = shoal__param_str(params, "thresholds", th, sizeof th);
+  if (given < 0) {
+    free(t);
+    return given;
+  }
+  if (!given) snprintf(th, sizeof th, "3250/7200");
+  if (th[0] == '/' || th[strlen(th) - 1] == '/' || strstr(th, "//")) { /* strtok would skip the empty value */
+    free(t);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "policy tiresias: thresholds=%s: an empty value (expected e.g. 3250/7200)", th);
+  }
   int nth = 0;
   char *save = NULL;
   for (char *tok = strtok_r(th, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {

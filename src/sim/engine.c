@@ -164,6 +164,11 @@ typedef struct {
 _Static_assert(sizeof(rating_t) == 64, "rating_t: one cache line");
 
 #define STALLED_MAX 100000L /* far above what any schedule that progresses does in a row */
+/* Decisions in a row on an idle cluster (nothing running or restarting) with jobs waiting and no more
+ * arrivals: the waiting jobs never fit (more CPUs or servers than any machine has), and a policy with a
+ * timer (rounds, slots) would decide for ever. Far above what a policy that starts something needs
+ * (OASiS admits a rejected job after `force` = 20 offers). */
+#define IDLE_MAX 10000L
 
 typedef struct engine {
   shoal_workload_t *w;
@@ -220,6 +225,7 @@ typedef struct engine {
    * cost x GPUs preempts every job during its restart; Gavel's short rounds
    * with checkpoints rarer than a round lose each round's work) */
   long stalled;
+  long idle_decisions; /* see IDLE_MAX */
   double *work_hwm; /* per job: the most work it has had done at an allocation change */
   /* Completions of the cross-rack jobs, per xjobs entry (job -1, t = inf:
    * none), instead of in the heap: a contention update moves the completions
@@ -1175,6 +1181,16 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
                          ops->name, e.stalled, cfg->restart_cost, cfg->checkpoint_s, t, (long)r.finished,
                          (long)w->njobs);
       goto fail_policy;
+    }
+    if (e.running == 0 && next == w->njobs && e.s.nactive > 0) {
+      if (++e.idle_decisions > IDLE_MAX) {
+        SHOAL_WARN("SIM", "policy %s: %d jobs wait on an idle cluster with no job left to arrive, after %ld decisions "
+                   "that started none: they never fit (e.g. more CPUs, memory or servers than a machine has); the "
+                   "run ends here", ops->name, e.s.nactive, e.idle_decisions - 1);
+        break;
+      }
+    } else {
+      e.idle_decisions = 0;
     }
     if (e.xdirty && (rc = update_contention(&e, t))) goto fail_policy;
     if (check && (rc = check_invariants(&e, t))) goto fail_policy;

@@ -454,7 +454,7 @@ fail:
 int shoal__trace_read(const char *path, const shoal_workload_opts_t *o, const shoal_speed_t *speed, shoal_workload_t *w) {
   FILE *f;
   int frc = shoal__fopen_input(path, "trace", &f);
-  if (frc) return frc;
+  if (frc) return SHOAL_ERR_IO; /* also a missing file, as before (the message says which) */
   size_t cap = 1 << 20, n = 0;
   char *buf = malloc(cap);
   int rc = 0;

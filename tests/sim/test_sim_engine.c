@@ -454,3 +454,55 @@ TEST_T(cli_sample_window_waited_help, 60) {
   CHECK_CONTAINS(out, "queue_cdf.svg");
   CHECK_CONTAINS(out, "ftf_cdf.svg");
 }
+
+/* Runs that could not end: a job longer than the slot planners' horizon (hmax slots) was deferred at every
+ * slot for ever; a job that fits no machine kept Gavel's rounds and the planners' slot timers going on an
+ * idle cluster; a cluster without GPUs ran every job nowhere. Each ends now: the long job finishes, the
+ * job that fits nowhere is left unfinished with a warning (as under FIFO), the GPU-less cluster is an
+ * error. The 50 s bound per run is a hang check. */
+TEST_T(sim_runs_that_never_ended_end, 240) {
+  char cmd[1024], out[8192];
+  const char *dir = "/tmp/shoal-test-sim-ends";
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p %s && printf 'timestamp,duration,num_gpus,gpu_time,cluster\\n2017-10-09 07:01:55,7.5e6,1,7.5e6,vc1\\n' "
+           "> %s/long.csv && printf 'timestamp,duration,num_gpus,gpu_time,cluster\\n2017-10-09 07:01:55,66,1,66,vc1\\n"
+           "2017-10-09 07:02:55,100,2,200,vc2\\n' > %s/two.csv", dir, dir, dir);
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 10), 0);
+  snprintf(cmd, sizeof cmd, "%s sim --trace %s/long.csv --machines 1 --policy larr,oasis,greedy --csv 2>&1",
+           shoal_test_cli(), dir);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  CHECK_MSG(st == 0 && strstr(out, "-,larr,1,0,7500000.000") && strstr(out, "-,oasis,1,0,7500000.000") &&
+                strstr(out, "-,greedy,1,0,7500000.000"), "long job: status %d: %s", st, out); /* 1 job, 0 unfinished */
+  snprintf(cmd, sizeof cmd, "%s sim --trace %s/two.csv --machines 2 --cpus-per-machine 2 --policy gavel,larr 2>&1",
+           shoal_test_cli(), dir);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 100);
+  CHECK_MSG(st == 0, "never fits: status %d: %s", st, out);
+  CHECK_CONTAINS(out, "policy gavel: 2 jobs wait on an idle cluster with no job left to arrive");
+  CHECK_CONTAINS(out, "policy larr: 2 jobs wait on an idle cluster");
+  snprintf(cmd, sizeof cmd, "%s sim --trace %s/two.csv --gpus-per-machine 0 --policy fifo 2>&1", shoal_test_cli(), dir);
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "no GPU (gpus_per_machine = 0 everywhere)");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  shoal_test_run_cmd(cmd, out, sizeof out, 10);
+}
+
+/* Policy strings: a key given twice, a key without a value, a value too long for its parameter, an empty
+ * Tiresias threshold and an empty policy name are errors (the first value won, a cut value was used, an
+ * empty threshold was skipped, an empty list ran nothing). */
+TEST_T(cli_policy_strings_refused, 60) {
+  static const char *const cases[][2] = {
+      {"larr:slot=600:slot=-1", "parameter 'slot' given twice"},
+      {"tiresias:thresholds=", "parameter 'thresholds' has no value"},
+      {"tiresias:thresholds=100//800", "thresholds=100//800: an empty value"},
+      {"larr:slot=6000000000000000000000000000000000000000000000000000000000000000000", "longer than 63 characters"},
+      {"''", "--policy '': an empty policy name"},
+      {"fifo,,srtf", "--policy 'fifo,,srtf': an empty policy name"},
+  };
+  char cmd[1024], out[4096];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s sim --synthetic 20 --machines 4 --policy %s 2>&1", shoal_test_cli(), cases[i][0]);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+    CHECK_MSG(st != 0, "%s: accepted: %s", cases[i][0], out);
+    CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: expected \"%s\" in: %s", cases[i][0], cases[i][1], out);
+  }
+}
