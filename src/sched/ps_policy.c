@@ -549,7 +549,10 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
   if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
   long k = slot_of(p, s->now);
   int rc = shoal__ps_cluster_ensure(&p->pc, (int)k + 2);
-  if (rc) return rc;
+  if (rc)
+    return shoal__seterr(rc, "%s: out of memory for the residual capacity of %ld slots of %g s of %d machines (the "
+                         "run has reached t = %g s: a longer slot= or a shorter trace)", name, k + 2, p->slot_s,
+                         s->cluster->nmachines, s->now);
   /* jobs whose plan ran out before their work: plan again (in arrival
    * order; the heap of plan ends gives them without looking at the others) */
   int nran = 0;

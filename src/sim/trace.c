@@ -297,11 +297,12 @@ static int shoal_row(const where_t *wh, field_t *f, int nf, int nhead, const int
   field_t empty = {"", 0};
 #define FIELD(c) (col[c] >= 0 ? &f[col[c]] : &empty)
 #define HAVE(c) (col[c] >= 0 && f[col[c]].n > 0)
-  if ((rc = get_double(wh, "arrival", FIELD(C_ARRIVAL), 0, 1e12, &tmp.arrival))) return rc;
+  /* the Philly reader's bound: 1e10 s (317 years) is beyond any trace, and what simulates in finite time */
+  if ((rc = get_double(wh, "arrival", FIELD(C_ARRIVAL), 0, 1e10, &tmp.arrival))) return rc;
   if ((rc = get_int(wh, "gpus", FIELD(C_GPUS), 1, 32767, &l))) return rc;
   tmp.gpus = (int32_t)l;
   if (HAVE(C_DURATION)) {
-    if ((rc = get_double(wh, "duration", FIELD(C_DURATION), 1e-9, 1e12, &tmp.duration))) return rc;
+    if ((rc = get_double(wh, "duration", FIELD(C_DURATION), 1e-9, 1e10, &tmp.duration))) return rc;
   }
   if (HAVE(C_WORK)) {
     if ((rc = get_double(wh, "work", FIELD(C_WORK), 1e-9, 1e18, &tmp.work))) return rc;
@@ -429,6 +430,10 @@ int shoal__trace_parse(const char *name, const char *text, size_t len, const sho
   }
   if (!format) {
     rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: empty: no header line", name);
+    goto fail;
+  }
+  if (w.njobs == 0) {
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: a header and no job", name);
     goto fail;
   }
   if (format == 'p' && (rc = philly_filter(&w, o))) goto fail;

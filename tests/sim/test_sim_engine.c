@@ -506,3 +506,23 @@ TEST_T(cli_policy_strings_refused, 60) {
     CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: expected \"%s\" in: %s", cases[i][0], cases[i][1], out);
   }
 }
+
+/* A job CSV whose numbers would never simulate to the end (an arrival 1e12 s away, work for 1e16 s) or that
+ * has no job is an error naming the file (and the row). */
+TEST_T(cli_trace_bounds, 60) {
+  static const char *const cases[][2] = {
+      {"arrival,gpus,duration\\n1e12,1,10\\n0,1,1\\n", "field 'arrival' = '1e12': out of range [0, 1e+10]"},
+      {"arrival,gpus,work\\n0,1,1e18\\n", "row 2: work 1e+18 steps takes"},
+      {"arrival,gpus,duration\\n", "a header and no job"},
+  };
+  char cmd[1024], out[4096];
+  const char *path = "/tmp/shoal-test-trace-bounds.csv";
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd, "printf '%s' > %s && %s sim --trace %s --policy fifo 2>&1", cases[i][0], path,
+             shoal_test_cli(), path);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+    CHECK_MSG(st != 0, "case %zu accepted: %s", i, out);
+    CHECK_MSG(strstr(out, cases[i][1]) != NULL, "case %zu: expected \"%s\" in: %s", i, cases[i][1], out);
+  }
+  unlink(path);
+}
