@@ -29,9 +29,11 @@
 #include "sched/cluster.h"
 #include "sched/json.h"
 
-/* Where a section's machines / racks were written (0: not in the file). */
+/* Where a section's machines / racks were written (0: not in the file), and the line of every key it
+ * set (a key given twice is an error: which one was meant?). */
 typedef struct {
   int machines_line, racks_line;
+  int key_line[10];
 } where_t;
 
 static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, where_t *wh, int net_ok,
@@ -40,7 +42,7 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
   errno = 0;
   double v = strtod(val, &e);
   while (*e == ' ' || *e == '\t') e++;
-  if (e == val || *e || errno || !isfinite(v))
+  if (e == val || *e || errno || !isfinite(v) || strpbrk(val, "xX")) /* decimal: strtod takes hex too */
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = '%s': not a number", file, line, key, val);
   int is_int = v == floor(v);
   struct { const char *k; int integer; double lo, hi; } lim[] = {
@@ -58,6 +60,10 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
                          file, line, key);
   if (found >= 6 && !net_ok)
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: '%s' belongs to [cluster], not to a [group]", file, line, key);
+  if (wh->key_line[found])
+    return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s given again (first on line %d)", file, line, key,
+                         wh->key_line[found]);
+  wh->key_line[found] = line;
   if ((lim[found].integer && !is_int) || v < lim[found].lo || v > lim[found].hi)
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = %s: expected %s in [%g, %g]", file, line, key, val,
                          lim[found].integer ? "an integer" : "a number", lim[found].lo, lim[found].hi);
@@ -98,7 +104,11 @@ static int fix_racks(const char *file, shoal_cluster_group_t *g, const where_t *
 
 static int finish(const char *file, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *base, const where_t *bw,
                   const where_t *gw, int ngroups, shoal_cluster_spec_t *spec) {
-  int rc, with_base = ngroups == 0 || bw->machines_line > 0;
+  int rc, with_base = ngroups == 0 || bw->machines_line > 0, any = ngroups > 0;
+  for (int k = 0; k < 10; k++) any |= bw->key_line[k] != 0;
+  if (!any) /* an empty file (or one of comments) is not the default cluster by accident */
+    return shoal__seterr(SHOAL_ERR_PARSE, "%s: no settings (e.g. machines = 16); without --cluster the default "
+                         "cluster is used", file);
   shoal_cluster_group_t groups[8];
   int n = 0;
   if (with_base) {
@@ -130,7 +140,7 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
   shoal_cluster_spec_t tmp = *spec;
   shoal_cluster_group_t base = spec->group[0];
   shoal_cluster_group_t *cur = &base;
-  where_t bw = {0, 0}, gw[8], *cw = &bw;
+  where_t bw = {0}, gw[8], *cw = &bw;
   int ngroups = 0, in_cluster = 1, line = 0;
   char *save = NULL;
   for (char *ln = text; ln; ln = save) {
@@ -153,7 +163,7 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
       } else if (!strcmp(name, "group")) {
         if (ngroups == 8) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: more than 8 [group] sections", file, line);
         tmp.group[ngroups] = base; /* a group inherits the [cluster] machine keys given so far */
-        gw[ngroups] = (where_t){0, 0};
+        gw[ngroups] = (where_t){0};
         cw = &gw[ngroups];
         cur = &tmp.group[ngroups++];
         in_cluster = 0;
@@ -174,9 +184,15 @@ static int load_ini(const char *file, char *text, shoal_cluster_spec_t *spec) {
 
 static int json_keys(const char *file, const shoal_json_t *o, shoal_cluster_spec_t *tmp, shoal_cluster_group_t *g, where_t *wh,
                      int net_ok) {
+  int groups_line = 0;
   for (int i = 0; i < o->n; i++) {
     const shoal_json_t *k = o->kids[i];
-    if (net_ok && !strcmp(k->key, "groups")) continue;
+    if (net_ok && !strcmp(k->key, "groups")) {
+      if (groups_line)
+        return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: groups given again (first on line %d)", file, k->line, groups_line);
+      groups_line = k->line;
+      continue;
+    }
     if (k->type != SHOAL_JSON_NUM)
       return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s: expected a number", file, k->line, k->key);
     char buf[64];
@@ -194,7 +210,7 @@ static int load_json(const char *file, const char *text, size_t len, shoal_clust
   shoal_cluster_spec_t tmp = *spec;
   shoal_cluster_group_t base = spec->group[0];
   int ngroups = 0;
-  where_t bw = {0, 0}, gw[8];
+  where_t bw = {0}, gw[8];
   if (j->type != SHOAL_JSON_OBJ) {
     rc = shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: expected an object", file, j->line);
     goto done;
@@ -212,7 +228,7 @@ static int load_json(const char *file, const char *text, size_t len, shoal_clust
         goto done;
       }
       tmp.group[i] = base;
-      gw[i] = (where_t){0, 0};
+      gw[i] = (where_t){0};
       if ((rc = json_keys(file, gs->kids[i], &tmp, &tmp.group[i], &gw[i], 0))) goto done;
     }
     ngroups = gs->n;

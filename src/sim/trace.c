@@ -48,7 +48,8 @@ static int get_double(const where_t *w, const char *field, const field_t *f, dou
   char *e;
   errno = 0;
   double v = strtod(buf, &e);
-  if (e == buf || *e || errno == ERANGE || !isfinite(v)) return ferr(w, field, f, "not a finite number");
+  if (e == buf || *e || errno == ERANGE || !isfinite(v) || strpbrk(buf, "xX")) /* decimal: strtod takes hex */
+    return ferr(w, field, f, "not a finite decimal number");
   if (v < lo || v > hi) {
     char msg[96];
     snprintf(msg, sizeof msg, "out of range [%g, %g]", lo, hi);

@@ -77,6 +77,17 @@ TEST(cluster_file_errors_name_line_and_key) {
   CHECK_CONTAINS(shoal_last_error(), ":2: racks: expected a number");
   CHECK_EQ(load_text("{\"machines\": 4,\n\n \"racks\": }", &cs), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), ":3: expected a value");
+  /* a key given twice (which one was meant?), hex, and a file with no setting (it was the default cluster) */
+  CHECK_EQ(load_text("[cluster]\nmachines = 4\nmachines = 8\n", &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), ":3: machines given again (first on line 2)");
+  CHECK_EQ(load_text("{\"machines\": 4,\n \"groups\": [],\n \"groups\": 5}", &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), ":3: groups given again (first on line 2)");
+  CHECK_EQ(load_text("[cluster]\nmachines = 0x10\n", &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), ":2: machines = '0x10': not a number");
+  CHECK_EQ(load_text("# nothing here\n\n", &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), "no settings");
+  CHECK_EQ(load_text("{}", &cs), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), "no settings");
   shoal__cluster_spec_default(&cs);
   CHECK_EQ(shoal__cluster_spec_load("/nonexistent/cluster.ini", &cs), SHOAL_ERR_IO);
   CHECK_CONTAINS(shoal_last_error(), "/nonexistent/cluster.ini");
