@@ -175,7 +175,7 @@ static int decide_one(int machines, int arrivals, uint64_t seed, double slot_s, 
     for (int q = 0; q < i && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &Spre[q]);
     if (!rc) TIMED(P_LARR, rc = shoal__ps_replan(&cc, pj, Sc, act, na, batch, 1, 0, &rp, 0, rate, &st2, def, &ndef, &nrel, NULL));
     rel += nrel;
-    for (int q = 0; q < i; q++) shoal__ps_sched_free(&Sc[q]);
+    for (int q = 0; q < n; q++) shoal__ps_sched_free(&Sc[q]); /* the committed copies and the new job's plan */
     free(Sc);
     shoal__ps_cluster_free(&cc);
     if (rc) goto out;
@@ -214,15 +214,21 @@ static int cmd_decide(int argc, char **argv) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) return 1; /* usage on stdout, exit 0 */
-    if (!v) return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched decide-time: %s needs a value", a);
+    if (!v) return shoal__seterr(SHOAL_ERR_INVALID, "decide-time: %s needs a value", a);
     i++;
     int rc = 0;
-    if (!strcmp(a, "--machines")) snprintf(mlist, sizeof mlist, "%s", v);
+    if (!strcmp(a, "--machines")) {
+      size_t l = strlen(v); /* a list of counts: '', ',' or '10,,20' would skip one silently */
+      if (!l || l >= sizeof mlist || v[0] == ',' || v[l - 1] == ',' || strstr(v, ",,"))
+        return shoal__seterr(SHOAL_ERR_INVALID, "decide-time: --machines '%s': expected machine counts "
+                             "separated by commas (e.g. 100,500)", v);
+      snprintf(mlist, sizeof mlist, "%s", v);
+    }
     else if (!strcmp(a, "--jobs")) rc = shoal__parse_long(a, v, 1, 100000, &arrivals);
     else if (!strcmp(a, "--seed")) rc = shoal__parse_long(a, v, 0, 1L << 62, &seed);
     else if (!strcmp(a, "--replank")) rc = shoal__parse_long(a, v, 0, 100000, &rk);
     else if (!strcmp(a, "--slot")) rc = shoal__parse_double(a, v, 1, 1e7, &slot);
-    else return shoal__seterr(SHOAL_ERR_INVALID, "shoal sched decide-time: unknown option %s", a);
+    else return shoal__seterr(SHOAL_ERR_INVALID, "decide-time: unknown option %s", a);
     if (rc) return rc;
   }
   /* the names of shoal sim's decision-cost columns: wall ms per decision

@@ -116,3 +116,20 @@ TEST_T(sched_subcommands_accept_help, 30) {
       CHECK_MSG(strstr(out, "needs a value") == NULL, "%s:\n%s", cmd, out);
     }
 }
+
+/* decide-time runs (under the sanitizers: the re-planning batch's plan of the new job leaked) and refuses a
+ * machine list with an empty item (it printed only the header and exited 0). */
+TEST_T(sched_decide_time_runs_and_checks_its_list, 120) {
+  char cmd[256], out[16384];
+  snprintf(cmd, sizeof cmd, "%s sched decide-time --machines 10 --jobs 2 2>&1", shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 100);
+  CHECK_MSG(st == 0, "%s: exit %d: %s", cmd, st, out);
+  CHECK_CONTAINS(out, "larr:replan=0");
+  CHECK_CONTAINS(out, "phases per arrival");
+  const char *bad[] = {"''", "10,,20", ","};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "%s sched decide-time --machines %s 2>&1", shoal_test_cli(), bad[i]);
+    CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0, "%s accepted: %s", bad[i], out);
+    CHECK_CONTAINS(out, "expected machine counts separated by commas");
+  }
+}
