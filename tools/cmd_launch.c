@@ -480,6 +480,11 @@ int shoal_cmd_launch(int argc, char **argv) {
     const char *p = hosts;
     int empty = !*p || *p == ',' || p[strlen(p) - 1] == ',' || strstr(p, ",,");
     if (empty) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", hosts), 2;
+    /* names and addresses only: the printed commands carry them to a shell */
+    size_t bad = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:,");
+    if (p[bad])
+      return fprintf(stderr, "shoal launch: --hosts '%s': '%c' in a host name (expected names or addresses "
+                     "separated by commas)\n", hosts, p[bad]), 2;
   }
   if (n < 1) {
     fprintf(stderr, "shoal launch: -n N is required\n");

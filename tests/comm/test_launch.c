@@ -147,6 +147,10 @@ TEST_T(launch_timeout_and_bad_usage, 30) {
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "an empty host name");
+  snprintf(cmd, sizeof cmd, "%s launch -n 2 --hosts 'a;touch /tmp/shoal-pwn,b' -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20); /* the printed commands would have run it */
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2 && access("/tmp/shoal-pwn", F_OK) != 0);
+  CHECK_CONTAINS(out, "';' in a host name");
   snprintf(cmd, sizeof cmd, "%s launch -n 2 --max-restarts 2 -- true", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
