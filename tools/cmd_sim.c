@@ -351,6 +351,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   const char *trace = NULL, *cluster_file = NULL, *out = NULL, *policies = NULL, *speed_name = "analytic";
   const char *throughputs = "../shared/data/gavel/throughputs.json", *gpu = "v100", *write_trace = NULL;
   int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0, racks_given = 0, sample_given = 0;
+  const char *philly_only = NULL, *table_only = NULL; /* an option given that applies to these only */
   shoal_cluster_group_t flags = cs.group[0];
   shoal_net_t net = cs.net;
   int rc = 0;
@@ -430,9 +431,10 @@ int shoal_cmd_sim(int argc, char **argv) {
     else if (!strcmp(a, "--seed")) { VAL(); char *e; errno = 0; wo.seed = strtoull(v, &e, 10); if (*e || errno || !*v) goto bad_value_msg; }
     else if (!strcmp(a, "--ps-fraction")) DBL(0, 1, wo.ps_fraction);
     else if (!strcmp(a, "--ps-ratio")) DBL(1e-6, 1, wo.ps_ratio);
-    else if (!strcmp(a, "--pollux-filter")) wo.pollux_filter = 1;
+    else if (!strcmp(a, "--pollux-filter")) wo.pollux_filter = 1, philly_only = a;
     else if (!strcmp(a, "--window")) {
       VAL();
+      philly_only = a;
       char *e;
       wo.window_start_s = strtod(v, &e);
       if (*e != ':' || !(wo.window_start_s >= 0)) goto bad_value_msg;
@@ -458,8 +460,8 @@ int shoal_cmd_sim(int argc, char **argv) {
     else if (!strcmp(a, "--oversub")) { DBL(1, 1e6, net.oversub); flags_cluster = 1; }
     else if (!strcmp(a, "--intra-gbps")) { DBL(1e-6, 1e9, net.intra_gbps); flags_cluster = 1; }
     else if (!strcmp(a, "--speed")) { VAL(); speed_name = v; }
-    else if (!strcmp(a, "--throughputs")) { VAL(); throughputs = v; }
-    else if (!strcmp(a, "--gpu")) { VAL(); gpu = v; }
+    else if (!strcmp(a, "--throughputs")) { VAL(); throughputs = v; table_only = a; }
+    else if (!strcmp(a, "--gpu")) { VAL(); gpu = v; table_only = a; }
     else if (!strcmp(a, "--raw-spread")) raw_spread = 1;
     else if (!strcmp(a, "--restart-cost")) DBL(0, SHOAL__SIM_RESTART_COST_MAX, cfg.restart_cost);
     else if (!strcmp(a, "--start-cost")) DBL(0, 1e9, cfg.start_cost);
@@ -504,6 +506,14 @@ int shoal_cmd_sim(int argc, char **argv) {
   }
   if (trace && have_synth) {
     fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
+    return 2;
+  }
+  if (philly_only && !trace) {
+    fprintf(stderr, "shoal sim: %s applies to a Philly trace only, not to --synthetic\n", philly_only);
+    return 2;
+  }
+  if (table_only && strcmp(speed_name, "table")) {
+    fprintf(stderr, "shoal sim: %s applies to --speed table only (the speed model is %s)\n", table_only, speed_name);
     return 2;
   }
   if (cluster_file && flags_cluster) {

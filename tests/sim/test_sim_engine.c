@@ -526,3 +526,19 @@ TEST_T(cli_trace_bounds, 60) {
   }
   unlink(path);
 }
+
+/* Options that apply to another input or model are refused, not ignored. */
+TEST_T(cli_options_for_another_input_refused, 30) {
+  static const char *const cases[][2] = {
+      {"--synthetic 10 --window 0:100", "--window applies to a Philly trace only"},
+      {"--synthetic 10 --pollux-filter", "--pollux-filter applies to a Philly trace only"},
+      {"--synthetic 10 --gpu k80", "--gpu applies to --speed table only"},
+      {"--synthetic 10 --throughputs /nonexistent.json", "--throughputs applies to --speed table only"},
+  };
+  char cmd[512], out[4096];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s sim %s --policy fifo 2>&1", shoal_test_cli(), cases[i][0]);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+    CHECK_MSG(st != 0 && strstr(out, cases[i][1]), "%s: status %d: %s", cases[i][0], st, out);
+  }
+}
