@@ -391,10 +391,10 @@ static double estimate_remaining(const ps_pol_t *p, const shoal_sched_t *s, cons
 
 static void view(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, shoal__ps_job_t *pj) {
   shoal__ps_view(s, j, p->slot_s, slot, p->est_s > 0 ? estimate_remaining(p, s, j) : 0, pj);
-  /* A plan must cover its work within hmax slots: a job longer than half of that at its spread rate is
-   * planned in pieces (its plan runs out and it is planned again, as any plan that ran out). It was
-   * deferred at every slot, for ever: the run never ended. */
-  double piece = 0.5 * p->rp.larr.hmax * pj->wmax * pj->rho_ex;
+  /* A plan must cover its work within hmax slots: a job longer than that at its spread rate is planned in
+   * pieces (its plan runs out and it is planned again, as any plan that ran out). It was deferred at every
+   * slot, for ever: the run never ended. Jobs within it keep their plans. */
+  double piece = p->rp.larr.hmax * pj->wmax * pj->rho_ex;
   if (piece > 0 && pj->work > piece) pj->work = piece;
 }
 
