@@ -486,11 +486,25 @@ TEST_T(sim_runs_that_never_ended_end, 240) {
   shoal_test_run_cmd(cmd, out, sizeof out, 10);
 }
 
+/* Each case: `shoal sim` with fmt's arguments, the case's text in place of its %s, must fail with the
+ * case's message in its output. */
+typedef struct { const char *arg, *want; } cli_case_t;
+static void cli_errors(const char *fmt, const cli_case_t *cases, size_t n) {
+  char args[512], cmd[1024], out[4096];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(args, sizeof args, fmt, cases[i].arg);
+    snprintf(cmd, sizeof cmd, "%s sim %s 2>&1", shoal_test_cli(), args);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+    CHECK_MSG(st != 0, "%s: accepted: %s", cases[i].arg, out);
+    CHECK_MSG(strstr(out, cases[i].want) != NULL, "%s: expected \"%s\" in: %s", cases[i].arg, cases[i].want, out);
+  }
+}
+
 /* Policy strings: a key given twice, a key without a value, a value too long for its parameter, an empty
  * Tiresias threshold and an empty policy name are errors (the first value won, a cut value was used, an
  * empty threshold was skipped, an empty list ran nothing). */
 TEST_T(cli_policy_strings_refused, 60) {
-  static const char *const cases[][2] = {
+  static const cli_case_t cases[] = {
       {"larr:slot=600:slot=-1", "parameter 'slot' given twice"},
       {"tiresias:thresholds=", "parameter 'thresholds' has no value"},
       {"tiresias:thresholds=100//800", "thresholds=100//800: an empty value"},
@@ -498,47 +512,34 @@ TEST_T(cli_policy_strings_refused, 60) {
       {"''", "--policy '': an empty policy name"},
       {"fifo,,srtf", "--policy 'fifo,,srtf': an empty policy name"},
   };
-  char cmd[1024], out[4096];
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    snprintf(cmd, sizeof cmd, "%s sim --synthetic 20 --machines 4 --policy %s 2>&1", shoal_test_cli(), cases[i][0]);
-    int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
-    CHECK_MSG(st != 0, "%s: accepted: %s", cases[i][0], out);
-    CHECK_MSG(strstr(out, cases[i][1]) != NULL, "%s: expected \"%s\" in: %s", cases[i][0], cases[i][1], out);
-  }
+  cli_errors("--synthetic 20 --machines 4 --policy %s", cases, sizeof cases / sizeof cases[0]);
 }
 
 /* A job CSV whose numbers would never simulate to the end (an arrival 1e12 s away, work for 1e16 s) or that
  * has no job is an error naming the file (and the row). */
 TEST_T(cli_trace_bounds, 60) {
-  static const char *const cases[][2] = {
-      {"arrival,gpus,duration\\n1e12,1,10\\n0,1,1\\n", "field 'arrival' = '1e12': out of range [0, 1e+10]"},
-      {"arrival,gpus,work\\n0,1,1e18\\n", "row 2: work 1e+18 steps takes"},
-      {"arrival,gpus,duration\\n", "a header and no job"},
+  static const char *const texts[] = {"arrival,gpus,duration\n1e12,1,10\n0,1,1\n", "arrival,gpus,work\n0,1,1e18\n",
+                                      "arrival,gpus,duration\n"};
+  static const cli_case_t cases[] = {
+      {"/tmp/shoal-test-trace-bounds-0.csv", "field 'arrival' = '1e12': out of range [0, 1e+10]"},
+      {"/tmp/shoal-test-trace-bounds-1.csv", "row 2: work 1e+18 steps takes"},
+      {"/tmp/shoal-test-trace-bounds-2.csv", "a header and no job"},
   };
-  char cmd[1024], out[4096];
-  const char *path = "/tmp/shoal-test-trace-bounds.csv";
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    snprintf(cmd, sizeof cmd, "printf '%s' > %s && %s sim --trace %s --policy fifo 2>&1", cases[i][0], path,
-             shoal_test_cli(), path);
-    int st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
-    CHECK_MSG(st != 0, "case %zu accepted: %s", i, out);
-    CHECK_MSG(strstr(out, cases[i][1]) != NULL, "case %zu: expected \"%s\" in: %s", i, cases[i][1], out);
+  for (int i = 0; i < 3; i++) {
+    FILE *f = fopen(cases[i].arg, "w");
+    CHECK(f && fputs(texts[i], f) >= 0 && fclose(f) == 0);
   }
-  unlink(path);
+  cli_errors("--trace %s --policy fifo", cases, 3);
+  for (int i = 0; i < 3; i++) unlink(cases[i].arg);
 }
 
 /* Options that apply to another input or model are refused, not ignored. */
 TEST_T(cli_options_for_another_input_refused, 30) {
-  static const char *const cases[][2] = {
-      {"--synthetic 10 --window 0:100", "--window applies to a Philly trace only"},
-      {"--synthetic 10 --pollux-filter", "--pollux-filter applies to a Philly trace only"},
-      {"--synthetic 10 --gpu k80", "--gpu applies to --speed table only"},
-      {"--synthetic 10 --throughputs /nonexistent.json", "--throughputs applies to --speed table only"},
+  static const cli_case_t cases[] = {
+      {"--window 0:100", "--window applies to a Philly trace only"},
+      {"--pollux-filter", "--pollux-filter applies to a Philly trace only"},
+      {"--gpu k80", "--gpu applies to --speed table only"},
+      {"--throughputs /nonexistent.json", "--throughputs applies to --speed table only"},
   };
-  char cmd[512], out[4096];
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    snprintf(cmd, sizeof cmd, "%s sim %s --policy fifo 2>&1", shoal_test_cli(), cases[i][0]);
-    int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
-    CHECK_MSG(st != 0 && strstr(out, cases[i][1]), "%s: status %d: %s", cases[i][0], st, out);
-  }
+  cli_errors("--synthetic 10 %s --policy fifo", cases, sizeof cases / sizeof cases[0]);
 }
