@@ -10,6 +10,7 @@
 #include "../runner.h"
 #include "comm/coll/algo.h"
 #include "comm/tune/tune.h"
+#include "comm/tune/tune_impl.h"
 
 typedef struct tune_arg {
   int n, port;
@@ -181,4 +182,26 @@ TEST_T(tune_cli_end_to_end, 90) {
   CHECK_MSG(st == 0, "status %d: %s", st, out);
   CHECK_CONTAINS(out, "# tuning: cache");
   unlink(file);
+}
+
+/* Profile entries: -1 is "unknown" (what the tuner writes when it did not measure); another negative,
+ * an infinite or a NaN value makes the entry ignored (a warning names file and line), not used. */
+TEST(tune_cache_values_checked) {
+  char path[] = "/tmp/shoal-tune-values-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  const char text[] = "hA:1\t1e-7 1e-10 -1 -1 4e-11 1e-7 7e-11 1e-7\n"
+                      "hB:1\t1e-7 1e-10 -5 -1 4e-11 1e-7 7e-11 1e-7\n"
+                      "hC:1\t1e-7 nan -1 -1 4e-11 1e-7 7e-11 1e-7\n"
+                      "hD:1\t1e-7 1e-10 -1 -1 inf 1e-7 7e-11 1e-7\n";
+  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+  close(fd);
+  double v[SHOAL__TUNE_NVALS], lat[1], bw[1];
+  int sorted[1] = {0};
+  CHECK_EQ(shoal__tune_cache_read(path, "hA:1", 1, sorted, v, lat, bw), 1);
+  CHECK(v[2] == -1 && v[0] == 1e-7);
+  CHECK_EQ(shoal__tune_cache_read(path, "hB:1", 1, sorted, v, lat, bw), 0);
+  CHECK_EQ(shoal__tune_cache_read(path, "hC:1", 1, sorted, v, lat, bw), 0);
+  CHECK_EQ(shoal__tune_cache_read(path, "hD:1", 1, sorted, v, lat, bw), 0);
+  unlink(path);
 }

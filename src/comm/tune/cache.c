@@ -75,8 +75,8 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
       SHOAL_WARN("TUNING", "%s:%d: malformed entry for %s ignored (expected 8 numbers)", path, lineno, key);
       continue;
     }
-    int finite = 1; /* a measured time or rate: finite, and not negative (the op overhead: -1 when absent) */
-    for (int i = 0; i < got; i++) finite &= isfinite(t[i]) && (t[i] >= 0 || (i == T_OP_O && t[i] == -1));
+    int finite = 1; /* a measured time or rate: finite and not negative, or -1 (unknown: the file's header) */
+    for (int i = 0; i < got; i++) finite &= isfinite(t[i]) && (t[i] >= 0 || t[i] == -1);
     if (!finite) {
       SHOAL_WARN("TUNING", "%s:%d: entry for %s ignored: a value is negative, infinite or NaN", path, lineno, key);
       continue;
