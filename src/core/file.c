@@ -16,7 +16,7 @@ int shoal__fopen_input(const char *path, const char *what, FILE **out) {
   if (fd < 0)
     return shoal__seterr(errno == ENOENT ? SHOAL_ERR_NOT_FOUND : SHOAL_ERR_IO, "%s %s: cannot open: %s", what, path,
                          strerror(errno));
-  struct stat st;
+  struct stat st = {0}; /* fstat failing: mode 0, "not a regular file" */
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "not a regular file";
     close(fd);
