@@ -118,16 +118,15 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
       size_t used = 0;
       int nmiss = 0, partial = 0, listed_all = 1;
       shoal__store_client_t probe;
-      shoal__deadline_t pdl = dl;
-      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, pdl, &probe) == 0) {
+      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, dl, &probe) == 0) {
         for (int m = j; m < w->size; m++) {
-          if (shoal__deadline_passed(pdl)) {
+          if (shoal__deadline_passed(dl)) {
             partial = 1;
             break;
           }
           char km[32], tmp[8];
           snprintf(km, sizeof km, "rank/%d", m);
-          if (shoal__store_get(&probe, km, 0, tmp, sizeof tmp, NULL, pdl) != SHOAL_ERR_NOT_FOUND) continue;
+          if (shoal__store_get(&probe, km, 0, tmp, sizeof tmp, NULL, dl) != SHOAL_ERR_NOT_FOUND) continue;
           nmiss++;
           if (used < sizeof missing - 16) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", m);
           else listed_all = 0;

@@ -32,7 +32,7 @@ static int level_of(const char *lv) {
   return strcasecmp(lv, "VERSION") == 0 ? SHOAL_LOG_INFO : -1;
 }
 
-/* names joined by sep, the last pair by last (", " and " or "), into out */
+/* names joined by ", ", the last two by last (", " or " or "), into out */
 static void name_list(const char *const *names, size_t n, const char *last, char *out, size_t cap) {
   size_t used = 0;
   out[0] = '\0';

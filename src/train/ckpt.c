@@ -13,8 +13,6 @@
 #include "core/file.h"
 #include "train/ckpt.h"
 
-#include "core/file.h"
-
 static const char MAGIC[8] = {'S', 'H', 'O', 'A', 'L', 'C', 'K', '3'};
 
 static int write_all(FILE *f, const void *p, size_t n, uLong *crc) {

@@ -8,8 +8,8 @@
 #include "comm/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
-#include <math.h>
 #include <ifaddrs.h>
+#include <math.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>

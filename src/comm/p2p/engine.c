@@ -92,9 +92,8 @@ static int vfail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, i
     if (op && op->opcode != SHOAL__OP_NONE) {
       if (op->opcode == SHOAL__OP_SEND)
         snprintf(opd, sizeof opd, "%s tag %d: ", shoal__opcode_name(op->opcode), op->tag);
-      else
-      {
-        char step[32] = "";
+      else {
+        char step[32] = ""; /* a partial allreduce's step */
         if (op->step1 > 0) snprintf(step, sizeof step, " step %lld", (long long)(op->step1 - 1));
         snprintf(opd, sizeof opd, "%s seq %u%s: ", shoal__opcode_name(op->opcode), op->seq, step);
       }
