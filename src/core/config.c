@@ -211,6 +211,18 @@ static int from_where(const char *name, int rc) {
   return shoal__seterr(rc, "%s (set in %s:%d)", m, file_path, fv->line);
 }
 
+int shoal__strtod_decimal(const char *s, double *out, const char **end) {
+  char *e;
+  errno = 0;
+  double v = strtod(s, &e);
+  if (e == s || errno == ERANGE || !isfinite(v)) return -1;
+  for (const char *c = s; c < e; c++)
+    if (strchr("xXiInN", *c)) return -1; /* hex, inf, nan */
+  *out = v;
+  *end = e;
+  return 0;
+}
+
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out) {
   if (!s || !*s) return shoal__seterr(SHOAL_ERR_CONFIG, "%s='': empty, expected an integer", what);
   errno = 0;
@@ -227,12 +239,11 @@ int shoal__parse_long(const char *what, const char *s, long min, long max, long 
 
 int shoal__parse_double(const char *what, const char *s, double min, double max, double *out) {
   if (!s || !*s) return shoal__seterr(SHOAL_ERR_CONFIG, "%s='': empty, expected a number", what);
-  errno = 0;
-  char *end;
-  double v = strtod(s, &end);
+  double v;
+  const char *end;
+  if (shoal__strtod_decimal(s, &v, &end)) return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a number", what, s);
   while (*end == ' ' || *end == '\t') end++;
-  if (errno || *end != '\0' || strpbrk(s, "xXiInN")) /* decimal only: no hex, inf or nan */
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a number", what, s);
+  if (*end != '\0') return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a number", what, s);
   if (v < min || v > max)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': out of range [%g, %g]", what, s, min, max);
   *out = v;

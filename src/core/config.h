@@ -34,6 +34,10 @@ int shoal__config_double(const char *name, double def, double min, double max, d
 int shoal__config_bool(const char *name, int def, int *out);
 const char *shoal__config_str(const char *name, const char *def);
 
+/* A decimal number at the start of s (strtod takes hex, inf and nan too: not here): 0, *out and *end
+ * after it; -1 if there is none, or it overflows. What may follow is the caller's rule. */
+int shoal__strtod_decimal(const char *s, double *out, const char **end);
+
 /* Parse one value of any kind from a string (used for launcher variables too). */
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out);
 int shoal__parse_double(const char *what, const char *s, double min, double max, double *out);

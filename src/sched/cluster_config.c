@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/file.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/cluster.h"
 #include "sched/json.h"
 
@@ -38,12 +39,12 @@ typedef struct {
 
 static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, where_t *wh, int net_ok,
                    const char *key, const char *val) {
-  char *e;
-  errno = 0;
-  double v = strtod(val, &e);
-  while (*e == ' ' || *e == '\t') e++;
-  if (e == val || *e || errno || !isfinite(v) || strpbrk(val, "xX")) /* decimal: strtod takes hex too */
-    return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = '%s': not a number", file, line, key, val);
+  double v;
+  const char *e;
+  int bad = shoal__strtod_decimal(val, &v, &e);
+  if (!bad)
+    while (*e == ' ' || *e == '\t') e++;
+  if (bad || *e) return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s = '%s': not a number", file, line, key, val);
   int is_int = v == floor(v);
   struct { const char *k; int integer; double lo, hi; } lim[] = {
       {"machines", 1, 1, 1e6},        {"racks", 1, 1, 1e6},          {"gpus_per_machine", 1, 0, SHOAL_MAX_GPUS_PER_MACHINE},

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/file.h"
 #include "core/error.h"
+#include "core/file.h"
 
 #define JSON_MAX_DEPTH 64
 

@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/file.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "sim/sim.h"
 
@@ -45,11 +46,9 @@ static int get_double(const where_t *w, const char *field, const field_t *f, dou
   if (f->n >= sizeof buf) return ferr(w, field, f, "too long for a number");
   memcpy(buf, f->p, f->n);
   buf[f->n] = 0;
-  char *e;
-  errno = 0;
-  double v = strtod(buf, &e);
-  if (e == buf || *e || errno == ERANGE || !isfinite(v) || strpbrk(buf, "xX")) /* decimal: strtod takes hex */
-    return ferr(w, field, f, "not a finite decimal number");
+  double v;
+  const char *e;
+  if (shoal__strtod_decimal(buf, &v, &e) || *e) return ferr(w, field, f, "not a finite decimal number");
   if (v < lo || v > hi) {
     char msg[96];
     snprintf(msg, sizeof msg, "out of range [%g, %g]", lo, hi);
