@@ -478,8 +478,7 @@ int shoal_cmd_launch(int argc, char **argv) {
   }
   if (hosts) {
     const char *p = hosts;
-    int empty = !*p || *p == ',' || p[strlen(p) - 1] == ',' || strstr(p, ",,");
-    if (empty) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", hosts), 2;
+    if (shoal__list_has_empty(p, ',')) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", hosts), 2;
     /* names and addresses only: the printed commands carry them to a shell */
     size_t bad = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:,");
     if (p[bad])

@@ -218,8 +218,7 @@ static int cmd_decide(int argc, char **argv) {
     i++;
     int rc = 0;
     if (!strcmp(a, "--machines")) {
-      size_t l = strlen(v); /* a list of counts: '', ',' or '10,,20' would skip one silently */
-      if (!l || l >= sizeof mlist || v[0] == ',' || v[l - 1] == ',' || strstr(v, ",,"))
+      if (strlen(v) >= sizeof mlist || shoal__list_has_empty(v, ','))
         return shoal__seterr(SHOAL_ERR_INVALID, "decide-time: --machines '%s': expected machine counts "
                              "separated by commas (e.g. 100,500)", v);
       snprintf(mlist, sizeof mlist, "%s", v);

@@ -577,8 +577,7 @@ int shoal_cmd_sim(int argc, char **argv) {
     }
     snprintf(plist, sizeof plist, "%s", policies);
     /* every comma-separated item names a policy: '', ',' or 'fifo,,srtf' ran nothing or skipped one silently */
-    size_t pl = strlen(plist);
-    if (!pl || plist[0] == ',' || plist[pl - 1] == ',' || strstr(plist, ",,")) {
+    if (shoal__list_has_empty(plist, ',')) {
       rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy '%s': an empty policy name (a comma-separated list of "
                          "policies, see shoal sim --help)", policies);
       goto fail_workload;

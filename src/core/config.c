@@ -211,6 +211,13 @@ static int from_where(const char *name, int rc) {
   return shoal__seterr(rc, "%s (set in %s:%d)", m, file_path, fv->line);
 }
 
+int shoal__list_has_empty(const char *s, char sep) {
+  if (!*s || s[0] == sep || s[strlen(s) - 1] == sep) return 1;
+  for (; *s; s++)
+    if (s[0] == sep && s[1] == sep) return 1;
+  return 0;
+}
+
 int shoal__strtod_decimal(const char *s, double *out, const char **end) {
   char *e;
   errno = 0;

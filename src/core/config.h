@@ -38,6 +38,10 @@ const char *shoal__config_str(const char *name, const char *def);
  * after it; -1 if there is none, or it overflows. What may follow is the caller's rule. */
 int shoal__strtod_decimal(const char *s, double *out, const char **end);
 
+/* 1 if the sep-separated list s is empty or has an empty item ("", ",a", "a,", "a,,b"): strtok and the
+ * like skip those silently. */
+int shoal__list_has_empty(const char *s, char sep);
+
 /* Parse one value of any kind from a string (used for launcher variables too). */
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out);
 int shoal__parse_double(const char *what, const char *s, double min, double max, double *out);

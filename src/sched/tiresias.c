@@ -152,7 +152,7 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
     return given;
   }
   if (!given) snprintf(th, sizeof th, "3250/7200");
-  if (th[0] == '/' || th[strlen(th) - 1] == '/' || strstr(th, "//")) { /* strtok would skip the empty value */
+  if (shoal__list_has_empty(th, '/')) {
     free(t);
     return shoal__seterr(SHOAL_ERR_CONFIG, "policy tiresias: thresholds=%s: an empty value (expected e.g. 3250/7200)", th);
   }
