@@ -127,7 +127,7 @@ static void load_file(void) {
   while (getline(&line, &cap, f) >= 0) {
     lineno++;
     line[strcspn(line, "\r\n")] = '\0';
-    char *p = skip_space(line + (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3) ? 3 : 0)), *name, *value;
+    char *p = skip_space(line + (lineno == 1 ? shoal__utf8_bom(line, strlen(line)) : 0)), *name, *value;
     const char *why;
     if (*p == '#' || *p == '\0') continue;
     char shown[64];

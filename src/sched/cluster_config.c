@@ -248,7 +248,7 @@ int shoal__cluster_spec_parse(const char *name, const char *data, size_t len, sh
   memcpy(text, data, len);
   text[len] = 0;
   size_t i = 0;
-  if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) memset(text, ' ', 3); /* a UTF-8 byte order mark */
+  memset(text, ' ', shoal__utf8_bom(text, len));
   while (i < len && isspace((unsigned char)text[i])) i++;
   int rc = (i < len && text[i] == '{') ? load_json(name, text, len, spec) : load_ini(name, text, spec);
   free(text);

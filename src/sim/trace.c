@@ -380,7 +380,7 @@ int shoal__trace_parse(const char *name, const char *text, size_t len, const sho
   field_t f[MAX_FIELDS];
   int format = 0, nhead = 0, col[C_COUNT];
   int rc = 0;
-  size_t pos = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark (spreadsheets write one) */
+  size_t pos = shoal__utf8_bom(text, len);
   { /* one allocation for every row (growing by doubling copied the jobs
      * over and over: most of reading the Philly trace) */
     long lines = 1;

@@ -229,6 +229,9 @@ TEST(fopen_input_regular_files_only) {
   close(fd);
   CHECK_OK(shoal__fopen_input(path, "trace", &f));
   CHECK(f && fgetc(f) == 'x');
+  CHECK_EQ(shoal__utf8_bom("\xEF\xBB\xBF" "arrival", 10), 3); /* a byte order mark, skipped by the readers */
+  CHECK_EQ(shoal__utf8_bom("\xEF\xBB", 2), 0);
+  CHECK_EQ(shoal__utf8_bom("arrival", 7), 0);
   fclose(f);
   unlink(path);
 }
