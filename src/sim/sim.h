@@ -44,6 +44,9 @@ void shoal__workload_opts_default(shoal_workload_opts_t *o);
 #define SHOAL__SIM_LOAD_MIN 1e-6
 #define SHOAL__SIM_LOAD_MAX 100.0
 #define SHOAL__SIM_RESTART_COST_MAX 1e9
+/* A trace's times (arrival, duration, a job's run time alone): 317 years is beyond any trace, and keeps a
+ * run finite. */
+#define SHOAL__SIM_MAX_S 1e10
 void shoal__workload_free(shoal_workload_t *w);
 /* Clear every job's runtime fields (before each policy run). */
 void shoal__workload_reset(shoal_workload_t *w);

@@ -178,7 +178,7 @@ static int philly_row(const where_t *wh, field_t *f, int nf, shoal_workload_t *w
   char vc[24];
   int rc;
   if ((rc = get_timestamp(wh, &f[0], &ts))) return rc;
-  if ((rc = get_double(wh, "duration", &f[1], 1e-9, 1e10, &dur))) return rc;
+  if ((rc = get_double(wh, "duration", &f[1], 1e-9, SHOAL__SIM_MAX_S, &dur))) return rc;
   if ((rc = get_int(wh, "num_gpus", &f[2], 1, 1000000, &gpus))) return rc;
   if ((rc = get_double(wh, "gpu_time", &f[3], 0, 1e16, &gt))) return rc;
   if (fabs(gt - dur * (double)gpus) > 1e-6 * (gt > 1 ? gt : 1)) {
@@ -297,12 +297,11 @@ static int shoal_row(const where_t *wh, field_t *f, int nf, int nhead, const int
   field_t empty = {"", 0};
 #define FIELD(c) (col[c] >= 0 ? &f[col[c]] : &empty)
 #define HAVE(c) (col[c] >= 0 && f[col[c]].n > 0)
-  /* the Philly reader's bound: 1e10 s (317 years) is beyond any trace, and what simulates in finite time */
-  if ((rc = get_double(wh, "arrival", FIELD(C_ARRIVAL), 0, 1e10, &tmp.arrival))) return rc;
+  if ((rc = get_double(wh, "arrival", FIELD(C_ARRIVAL), 0, SHOAL__SIM_MAX_S, &tmp.arrival))) return rc;
   if ((rc = get_int(wh, "gpus", FIELD(C_GPUS), 1, 32767, &l))) return rc;
   tmp.gpus = (int32_t)l;
   if (HAVE(C_DURATION)) {
-    if ((rc = get_double(wh, "duration", FIELD(C_DURATION), 1e-9, 1e10, &tmp.duration))) return rc;
+    if ((rc = get_double(wh, "duration", FIELD(C_DURATION), 1e-9, SHOAL__SIM_MAX_S, &tmp.duration))) return rc;
   }
   if (HAVE(C_WORK)) {
     if ((rc = get_double(wh, "work", FIELD(C_WORK), 1e-9, 1e18, &tmp.work))) return rc;

@@ -189,24 +189,21 @@ int shoal__workload_assign_models(shoal_workload_t *w, const shoal_speed_t *spee
                          speed->name);
       break;
     }
+    /* its rate alone and consolidated: work from a duration, or a given work's run time */
+    shoal_shape_t sh = shoal__shape_consolidated(c, j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
+    double r = speed->rate(speed, c, j, &sh);
     if (!(j->work > 0)) {
-      shoal_shape_t sh = shoal__shape_consolidated(c, j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
-      double r = speed->rate(speed, c, j, &sh);
       if (!(r > 0) || !(j->duration > 0)) {
         rc = shoal__seterr(SHOAL_ERR_PARSE, "row %lld: cannot derive work (duration %g s, speed %g steps/s of model %s)",
                            (long long)j->row, j->duration, r, speed->models[j->model].name);
         break;
       }
       j->work = j->duration * r; /* alone and consolidated it finishes in exactly `duration` */
-    } else { /* given as work: alone and consolidated it must end in finite simulated time, as durations do */
-      shoal_shape_t sh = shoal__shape_consolidated(c, j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
-      double r = speed->rate(speed, c, j, &sh);
-      if (!(r > 0) || j->work / r > 1e10) {
-        rc = shoal__seterr(SHOAL_ERR_PARSE, "row %lld: work %g steps takes %g s alone at %d GPUs (speed %g steps/s of "
-                           "model %s), more than 1e10 s", (long long)j->row, j->work, r > 0 ? j->work / r : INFINITY,
-                           j->gpus, r, speed->models[j->model].name);
-        break;
-      }
+    } else if (!(r > 0) || j->work / r > SHOAL__SIM_MAX_S) { /* given as work: a finite run, as durations */
+      rc = shoal__seterr(SHOAL_ERR_PARSE, "row %lld: work %g steps takes %g s alone at %d GPUs (speed %g steps/s of "
+                         "model %s), more than %g s", (long long)j->row, j->work, r > 0 ? j->work / r : INFINITY,
+                         j->gpus, r, speed->models[j->model].name, SHOAL__SIM_MAX_S);
+      break;
     }
   }
   free(single);
