@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/auth.h"
+#include "comm/bootstrap/bootstrap.h"
 #include "comm/bootstrap/sock.h"
 #include "core/clock.h"
 #include "core/config.h"
@@ -511,11 +512,10 @@ int shoal_cmd_launch(int argc, char **argv) {
       (!strcmp(bind_mode, "core") || n <= CPU_COUNT(&usable) || shm_on))
     bind = &usable;
   if (testbed_setup(n, hosts, &addr)) return 2;
-  const char *addr_src = "the testbed"; /* the library's order: environment, then SHOAL_CONF_FILE */
-  if (!addr && (addr = getenv("SHOAL_MASTER_ADDR"))) addr_src = "SHOAL_MASTER_ADDR";
-  if (!addr && (addr = getenv("MASTER_ADDR"))) addr_src = "MASTER_ADDR";
-  if (!addr && (addr = shoal__config_raw("SHOAL_MASTER_ADDR"))) addr_src = "SHOAL_MASTER_ADDR (SHOAL_CONF_FILE)";
-  if (!addr) addr = "127.0.0.1", addr_src = "the default";
+  const char *addr_src; /* the testbed's, else the library's order */
+  int from_testbed = addr != NULL;
+  addr = shoal__boot_store_addr(addr, &addr_src);
+  if (from_testbed) addr_src = "the testbed";
   int port = (int)port_d;
   if (hosts && !tb_plan) {
     int rc = hosts_instructions(hosts, n, addr, port, prog);

@@ -96,12 +96,18 @@ static int resolve_rank(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   return 0;
 }
 
+const char *shoal__boot_store_addr(const char *given, const char **src) {
+  const char *addr = given;
+  *src = "params";
+  if (!addr && (addr = getenv("SHOAL_MASTER_ADDR"))) *src = "SHOAL_MASTER_ADDR";
+  if (!addr && (addr = getenv("MASTER_ADDR"))) *src = "MASTER_ADDR";
+  if (!addr && (addr = var("SHOAL_MASTER_ADDR"))) *src = "SHOAL_MASTER_ADDR (SHOAL_CONF_FILE)";
+  if (!addr) addr = "127.0.0.1", *src = "default";
+  return addr;
+}
+
 static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
-  const char *addr = p->master_addr, *asrc = "params";
-  if (!addr && (addr = getenv("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR";
-  if (!addr && (addr = getenv("MASTER_ADDR"))) asrc = "MASTER_ADDR";
-  if (!addr && (addr = var("SHOAL_MASTER_ADDR"))) asrc = "SHOAL_MASTER_ADDR (SHOAL_CONF_FILE)";
-  if (!addr) addr = "127.0.0.1", asrc = "default";
+  const char *asrc, *addr = shoal__boot_store_addr(p->master_addr, &asrc);
   if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
   snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", addr);

@@ -31,6 +31,9 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg);
 /* 1 if a rank or world-size variable of any launcher family is set (environment or SHOAL_CONF_FILE):
  * the process is one rank of a world that shoal_comm_init_env would join (or refuse, naming why). */
 int shoal__boot_world_given(void);
+/* The store's address and the name of where it came from: given (params) > SHOAL_MASTER_ADDR > MASTER_ADDR
+ * (environment) > SHOAL_MASTER_ADDR in SHOAL_CONF_FILE > 127.0.0.1 ("default"). */
+const char *shoal__boot_store_addr(const char *given, const char **src);
 /* Address to advertise: from the SHOAL_SOCKET_IFNAME spec when set, else
  * `route` (the local address of the connection to the store). desc gets
  * "interface eth0" or "route to the store". */
