@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -202,12 +203,22 @@ TEST(fault_timeout_message_counts_from_the_op_begin) {
  * a ring with room, a broadcast root, and a reduce's other non-root returned 0 for as long as the program
  * ran (the ranks look at idle peers' sockets every millisecond of calls). rank 1 dies after the barrier;
  * rank 2 waits for its death, then calls until one fails (at most 2 s of calls). */
+static int passed_barrier[2]; /* ranks 0 and 2 say they are past the barrier: then rank 1 may die */
+
 static int rank_sends_to_the_dead(int rank, void *arg) {
   p2p_world_arg_t *a = arg;
   shoal_comm_t *c = p2p_join(rank, a);
   if (!c) return 2;
   if (shoal_barrier(c)) FAILR("barrier: %s", shoal_comm_errmsg(c));
-  if (rank == 1) _exit(0); /* no goodbye */
+  if (rank == 1) { /* no goodbye, once the others are out of the barrier (it could fail theirs) */
+    char b[2];
+    struct pollfd pf = {passed_barrier[0], POLLIN, 0};
+    for (int got = 0; got < 2;)
+      if (poll(&pf, 1, 10000) != 1 || read(passed_barrier[0], b, 1) != 1) FAILR("the others did not pass the barrier");
+      else got++;
+    _exit(0);
+  }
+  if (write(passed_barrier[1], "x", 1) != 1) FAILR("pipe");
   if (rank == 0) { /* the other survivor: gone before rank 2 looks, normally */
     shoal_comm_destroy(c);
     return 0;
@@ -237,7 +248,10 @@ static void sends_to_the_dead(int shm) {
     p2p_world_arg_t a = {.n = 3, .timeout_s = 5, .shm = shm, .iters = which};
     a.port = shoal_test_free_port();
     int st[3];
+    CHECK(pipe(passed_barrier) == 0);
     shoal_test_fork_ranks(3, rank_sends_to_the_dead, &a, 25, st);
+    close(passed_barrier[0]);
+    close(passed_barrier[1]);
     CHECK_MSG(st[2] != -1 && WIFEXITED(st[2]) && WEXITSTATUS(st[2]) == 0, "call kind %d: rank 2 status %d", which,
               st[2]);
   }
