@@ -118,7 +118,9 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
       size_t used = 0;
       int nmiss = 0, partial = 0, listed_all = 1;
       shoal__store_client_t probe;
-      if (shoal__store_connect(cfg->master_addr, cfg->master_port, key, dl, &probe) == 0) {
+      struct in_addr sip;
+      if (shoal__boot_store_ip(cfg, &sip) == 0 &&
+          shoal__store_connect(cfg->master_addr, sip, cfg->master_port, key, dl, &probe) == 0) {
         for (int m = j; m < w->size; m++) {
           if (shoal__deadline_passed(dl)) {
             partial = 1;
@@ -178,7 +180,7 @@ static int store_listen(const shoal__boot_cfg_t *cfg, int *fd, int *port) {
   }
 own_socket:;
   struct in_addr ip;
-  int rc = shoal__sock_resolve(cfg->master_addr, &ip);
+  int rc = shoal__boot_store_ip(cfg, &ip);
   if (rc) return rc;
   /* A loopback master binds loopback only; otherwise every interface. */
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
@@ -215,7 +217,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
     return shoal__seterr(SHOAL_ERR_CONFIG, "rank %d: master port 0 only works for rank 0 (the launcher must pass "
                          "the real port to the other ranks)", w->rank);
   }
-  if ((rc = shoal__store_connect(c2.master_addr, store_port, &key, dl, &sc))) {
+  struct in_addr sip;
+  if ((rc = shoal__boot_store_ip(&c2, &sip)) || (rc = shoal__store_connect(c2.master_addr, sip, store_port, &key, dl, &sc))) {
     rc = shoal__err_prefix(rc, "rank %d: ", w->rank);
     goto stop_server;
   }

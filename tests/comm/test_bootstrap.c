@@ -252,12 +252,12 @@ TEST_T(store_set_get_wait, 30) {
   pid_t pid = fork();
   if (pid == 0) {
     shoal__store_client_t c;
-    if (shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c)) _exit(1);
+    if (shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &key, shoal__deadline_in(5), &c)) _exit(1);
     shoal__sleep_s(0.3);
     _exit(shoal__store_set(&c, "late", "value-2", 7, shoal__deadline_in(5)) ? 2 : 0);
   }
   shoal__store_client_t c;
-  CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+  CHECK_OK(shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &key, shoal__deadline_in(5), &c));
   CHECK_OK(shoal__store_set(&c, "a", "hello", 5, shoal__deadline_in(5)));
   char buf[64];
   size_t len;
@@ -275,7 +275,7 @@ TEST_T(store_set_get_wait, 30) {
   /* a client with another token is refused with a clear error */
   shoal__authkey_t bad;
   shoal__auth_key("other", &bad);
-  CHECK_EQ(shoal__store_connect("127.0.0.1", port, &bad, shoal__deadline_in(5), &c), SHOAL_ERR_AUTH);
+  CHECK_EQ(shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &bad, shoal__deadline_in(5), &c), SHOAL_ERR_AUTH);
   CHECK_CONTAINS(shoal_last_error(), "wrong SHOAL_TOKEN");
   shoal__store_server_stop(s);
 }
@@ -399,7 +399,7 @@ TEST_T(store_survives_malformed_frames, 30) {
   static const size_t badlen[] = {12, 12, 9, 8, 8, 8, 8};
   for (size_t k = 0; k < sizeof badlen / sizeof badlen[0]; k++) {
     shoal__store_client_t c;
-    CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+    CHECK_OK(shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &key, shoal__deadline_in(5), &c));
     CHECK(write(c.fd, bad[k], badlen[k]) == (ssize_t)badlen[k]);
     char b[16];
     struct pollfd pf = {c.fd, POLLIN, 0};
@@ -422,7 +422,7 @@ TEST_T(store_survives_malformed_frames, 30) {
     close(fd);
   }
   shoal__store_client_t c;
-  CHECK_OK(shoal__store_connect("127.0.0.1", port, &key, shoal__deadline_in(5), &c));
+  CHECK_OK(shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &key, shoal__deadline_in(5), &c));
   CHECK_OK(shoal__store_set(&c, "still", "here", 4, shoal__deadline_in(5)));
   char buf[16];
   size_t len;

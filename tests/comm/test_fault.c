@@ -604,7 +604,7 @@ static int rank_vanished(int rank, void *arg) {
     shoal__authkey_t key;
     shoal__auth_key("", &key);
     shoal__store_client_t sc;
-    if (shoal__store_connect("127.0.0.1", a->port, &key, shoal__deadline_in(10), &sc)) FAILR("store: %s", shoal_last_error());
+    if (shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, a->port, &key, shoal__deadline_in(10), &sc)) FAILR("store: %s", shoal_last_error());
     char val[128];
     snprintf(val, sizeof val, "127.0.0.1:%d fakehost fakeboot", shoal_test_free_port());
     if (shoal__store_set(&sc, "rank/1", val, strlen(val), shoal__deadline_in(10))) FAILR("set");

@@ -111,9 +111,11 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
   snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", addr);
-  struct in_addr ip; /* a world of one needs no store; else an unknown host names its variable */
-  int rc;
-  if (cfg->size > 1 && (rc = shoal__sock_resolve(addr, &ip))) return shoal__err_prefix(rc, "%s: ", asrc);
+  int rc; /* a world of one needs no store (resolved on first use); else an unknown host names its variable */
+  if (cfg->size > 1) {
+    if ((rc = shoal__sock_resolve(addr, &cfg->master_ip))) return shoal__err_prefix(rc, "%s: ", asrc);
+    cfg->master_ip_ok = 1;
+  }
   int port = p->master_port;
   const char *psrc = "params";
   if (port < -1 || port > 65535)
@@ -131,6 +133,15 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   cfg->addr_src = asrc;
   cfg->port_src = psrc;
   return 0;
+}
+
+int shoal__boot_store_ip(const shoal__boot_cfg_t *cfg, struct in_addr *ip) {
+  if (cfg->master_ip_ok) {
+    *ip = cfg->master_ip;
+    return 0;
+  }
+  int rc = shoal__sock_resolve(cfg->master_addr, ip);
+  return rc ? shoal__err_prefix(rc, "%s: ", cfg->addr_src) : 0;
 }
 
 static void read_boot_id(char *out, size_t cap) {

@@ -11,6 +11,8 @@ typedef struct shoal__boot_cfg {
   int rank, size;
   const char *rank_src; /* "params", "SHOAL_RANK", "RANK", ... */
   char master_addr[256];
+  struct in_addr master_ip; /* master_addr resolved once (valid if master_ip_ok) */
+  int master_ip_ok;
   int master_port;
   const char *addr_src, *port_src;
   char token[512];
@@ -28,6 +30,9 @@ typedef struct shoal__boot_cfg {
 } shoal__boot_cfg_t;
 
 int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg);
+/* The store's address, resolved by shoal__boot_resolve (for a world of one, which needs no store, here):
+ * a host name is looked up once per rank, not at every connect. */
+int shoal__boot_store_ip(const shoal__boot_cfg_t *cfg, struct in_addr *ip);
 /* 1 if a rank or world-size variable of any launcher family is set (environment or SHOAL_CONF_FILE):
  * the process is one rank of a world that shoal_comm_init_env would join (or refuse, naming why). */
 int shoal__boot_world_given(void);

@@ -425,11 +425,9 @@ static int write_frame(shoal__store_client_t *c, int type, const void *p1, size_
   return shoal__store_frame_write(c->fd, type, p1, n1, p2, n2, dl, what);
 }
 
-int shoal__store_connect(const char *host, int port, const shoal__authkey_t *key, shoal__deadline_t dl,
-                         shoal__store_client_t *out) {
-  struct in_addr ip;
-  int rc = shoal__sock_resolve(host, &ip);
-  if (rc) return rc;
+int shoal__store_connect(const char *host, struct in_addr ip, int port, const shoal__authkey_t *key,
+                         shoal__deadline_t dl, shoal__store_client_t *out) {
+  int rc;
   shoal__store_client_t c = {.fd = -1};
   snprintf(c.addr, sizeof c.addr, "%s:%d", host, port);
   char what[96];

@@ -8,6 +8,8 @@
 #ifndef SHOAL_COMM_STORE_H
 #define SHOAL_COMM_STORE_H
 
+#include <netinet/in.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,8 +56,9 @@ typedef struct shoal__store_client {
   char addr[64]; /* host:port of the store, for messages */
 } shoal__store_client_t;
 
-/* Connect (retry until dl) and authenticate. A token mismatch gives SHOAL_ERR_AUTH. */
-int  shoal__store_connect(const char *host, int port, const shoal__authkey_t *key, shoal__deadline_t dl,
+/* Connect to the store at ip:port (host: how the user named it, for messages; retry until dl) and
+ * authenticate. A token mismatch gives SHOAL_ERR_AUTH. */
+int  shoal__store_connect(const char *host, struct in_addr ip, int port, const shoal__authkey_t *key, shoal__deadline_t dl,
                           shoal__store_client_t *out);
 int  shoal__store_set(shoal__store_client_t *c, const char *key, const void *val, size_t len, shoal__deadline_t dl);
 /* Get key's value into buf (cap bytes, NUL-terminated when it fits). wait: block

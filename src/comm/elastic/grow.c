@@ -46,7 +46,7 @@ static int door_open(shoal__world_t *w) {
              cfg->master_port);
   } else {
     struct in_addr ip;
-    if ((rc = shoal__sock_resolve(cfg->master_addr, &ip))) return rc;
+    if ((rc = shoal__boot_store_ip(cfg, &ip))) return rc;
     if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
     int port;
     if ((rc = shoal__sock_listen(ip, cfg->master_port, &fd, &port))) return rc;
@@ -252,7 +252,9 @@ close_joiners:
 static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, shoal__deadline_t dl,
                      shoal_comm_t **out) {
   shoal__store_client_t sc = {.fd = -1};
-  int rc = shoal__store_connect(cfg->master_addr, cfg->master_port, key, dl, &sc);
+  struct in_addr sip;
+  int rc = shoal__boot_store_ip(cfg, &sip);
+  if (!rc) rc = shoal__store_connect(cfg->master_addr, sip, cfg->master_port, key, dl, &sc);
   if (rc) return rc == SHOAL_ERR_PEER_CLOSED ? rc : shoal__err_prefix(rc, "the door of the job: ");
   struct sockaddr_in local;
   socklen_t ll = sizeof local;
