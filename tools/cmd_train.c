@@ -152,20 +152,28 @@ static int check_combinations(const shoal_train_opts_t *o, const char **given, i
       {"--staleness", SHOAL_SYNC_PS, "staleness"},        {"--slow-worker-ms", SHOAL_SYNC_PS, "slow_ms"},
       {"--momentum", SHOAL_SYNC_PS, "momentum"},          {"--wd", SHOAL_SYNC_PS, "wd"},
   };
-  int grow = 0;
+  /* options that only matter with another one */
+  const struct {
+    const char *opt;
+    int ok;
+    const char *why;
+  } needs[] = {
+      {"--grow-every", o->on_failure_shrink, "applies with --on-failure shrink only (restarted ranks enter a run that shrank)"},
+      {"--checkpoint-every", o->ckpt_path != NULL, "needs --checkpoint FILE (where the checkpoints go)"},
+      {"--decay-gamma", o->decay_epochs[0] > 0, "needs --decay-epochs E1,E2,... (when the lr decays)"},
+  };
   for (int i = 0; i < n; i++) {
-    if (!strcmp(given[i], "--grow-every")) grow = 1;
+    for (size_t k = 0; k < sizeof needs / sizeof needs[0]; k++)
+      if (!strcmp(given[i], needs[k].opt) && !needs[k].ok) {
+        fprintf(stderr, "shoal train: %s %s\n", needs[k].opt, needs[k].why);
+        return -1;
+      }
     for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
       if (!strcmp(given[i], same[k].opt) && (int)o->sync == same[k].sync && shoal__sync_config_has(o->sync_config, same[k].key)) {
         fprintf(stderr, "shoal train: %s and --sync-config %s=... both set %s's %s: give one of them\n", same[k].opt,
                 same[k].key, shoal_sync_kind_name(o->sync), same[k].key);
         return -1;
       }
-  }
-  if (grow && !o->on_failure_shrink) {
-    fprintf(stderr, "shoal train: --grow-every applies with --on-failure shrink only (restarted ranks enter a run "
-                    "that shrank)\n");
-    return -1;
   }
   return 0;
 }

@@ -26,10 +26,11 @@
  * value described) or a negative shoal_status_t; the message is in
  * shoal_sync_errmsg(s) (and shoal_last_error() of the calling thread). After
  * an error the context is failed: every later call returns SHOAL_ERR_ABORTED
- * with the first error. An error in communication has aborted the
- * communicator as well (comm.h); an argument or configuration error of the
- * context (create, add_bucket, set_lr, calls out of order) leaves it usable,
- * so a rank whose create failed must exit or tell its peers itself.
+ * with the first error, whatever the error was. An error in communication
+ * has aborted the communicator as well (comm.h); an argument or configuration
+ * error of the context (create, add_bucket, set_lr, calls out of order) fails
+ * the context only and leaves the communicator usable, so the peers are not
+ * told: a rank whose create failed must exit or tell its peers itself.
  *
  * Threads: the context uses its communicator from one internal communication
  * thread while a step is in flight (between begin and end); the caller must

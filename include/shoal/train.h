@@ -72,11 +72,13 @@ size_t shoal_model_nparams(const shoal_model_t *m);
 float *shoal_model_params(shoal_model_t *m);
 float *shoal_model_grads(shoal_model_t *m);
 /* Forward + backward on a batch: grads = d(mean cross-entropy)/d(params);
- * *loss = the mean loss. No allocation. A label outside 0..nclass-1 (the
- * model's outputs) is SHOAL_ERR_INVALID naming its index and value. */
+ * *loss = the mean loss (loss may be NULL: not wanted). No allocation. A
+ * label outside 0..nclass-1 (the model's outputs) is SHOAL_ERR_INVALID
+ * naming its index and value. */
 int    shoal_model_train_step(shoal_model_t *m, const float *x, const uint8_t *y, int batch, double *loss);
-/* Forward only: number of correct predictions and summed loss. Labels are
- * checked as in shoal_model_train_step. */
+/* Forward only: number of correct predictions and summed loss (correct and
+ * loss_sum may each be NULL: not wanted; x and y may be NULL when n is 0).
+ * Labels are checked as in shoal_model_train_step. */
 int    shoal_model_evaluate(shoal_model_t *m, const float *x, const uint8_t *y, size_t n,
                             size_t *correct, double *loss_sum);
 

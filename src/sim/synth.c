@@ -109,9 +109,10 @@ int shoal__synth_generate(const shoal_workload_opts_t *o, shoal_workload_t *out)
   shoal_rng_seed2(&rg, o->seed, 12);
   shoal_rng_seed2(&rd, o->seed, 13);
   shoal_rng_seed2(&rv, o->seed, 14);
-  /* sizes and durations first: the gaps are scaled so that the workload
-   * offers exactly `load` over its arrival span (with this heavy a tail the
-   * distribution's mean is far from what a few thousand draws realize) */
+  /* sizes and durations first: the mean gap is scaled so that the drawn
+   * jobs offer `load` over the expected arrival span (with this heavy a tail
+   * the distribution's mean is far from what a few thousand draws realize);
+   * the realized span varies with the gaps drawn */
   double gs = 0;
   for (long i = 0; i < w.njobs; i++) {
     shoal_job_t *j = &w.jobs[i];

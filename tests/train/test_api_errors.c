@@ -58,6 +58,14 @@ TEST_T(labels_outside_the_classes_are_errors, 60) {
   CHECK_EQ(shoal_model_evaluate(m, x, y, 8, &correct, &lsum), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "label 255 at index 5");
   CHECK(correct == 77 && lsum == -7);
+  /* the outputs are optional (train.h): NULL means not wanted */
+  y[5] = 2;
+  CHECK_OK(shoal_model_train_step(m, x, y, 8, NULL));
+  CHECK_OK(shoal_model_evaluate(m, x, y, 8, NULL, &lsum));
+  CHECK_OK(shoal_model_evaluate(m, x, y, 8, &correct, NULL));
+  CHECK(correct <= 8 && lsum > 0);
+  CHECK_OK(shoal_model_evaluate(m, NULL, NULL, 0, &correct, &lsum));
+  CHECK(correct == 0 && lsum == 0);
   shoal_model_destroy(m);
 
   /* preloaded sets: labels up to 9 in a set that declares 5 classes */

@@ -28,6 +28,12 @@ TEST_T(cli_options_of_another_strategy_are_errors, 60) {
   expect_error("--sync ps --staleness 3", "--staleness applies to --ps-mode ssp only (this run: --ps-mode sync)");
 }
 
+TEST_T(cli_options_that_need_another_are_errors, 60) {
+  expect_error("--checkpoint-every 2", "--checkpoint-every needs --checkpoint FILE");
+  expect_error("--decay-gamma 0.5", "--decay-gamma needs --decay-epochs");
+  expect_error("--grow-every 3", "--grow-every applies with --on-failure shrink only");
+}
+
 TEST_T(cli_integers_do_not_overflow, 60) {
   expect_error("--max-iters 3000000000", "--max-iters='3000000000': out of range");
   expect_error("--max-iters 2.5", "--max-iters 2.5: expected an integer");
