@@ -36,8 +36,8 @@
 
 #define DEFAULT_NAME "shoal"
 
-static volatile sig_atomic_t tb_interrupted;
-static void on_sig(int s) { tb_interrupted = s; }
+volatile sig_atomic_t shoal__tb_interrupted;
+static void on_sig(int s) { shoal__tb_interrupted = s; }
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -342,13 +342,6 @@ static int tb_up(const char *name, const topo_t *t) {
     rmdir(dir);
     return 1;
   }
-  struct sigaction sa, old[3];
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_sig;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &old[0]);
-  sigaction(SIGTERM, &sa, &old[1]);
-  sigaction(SIGHUP, &sa, &old[2]);
   double t0 = shoal__now_s();
   int H = t->hosts, R = t->racks, per_rack = (H + R - 1) / R;
   double up_bps = t->uplink >= 0 ? t->uplink : (t->oversub > 0 && t->rate > 0 ? per_rack * t->rate / t->oversub : 0);
@@ -356,7 +349,7 @@ static int tb_up(const char *name, const topo_t *t) {
   snprintf(fab, sizeof fab, "%s-net", name);
 #define STEP(...)                              \
   do {                                         \
-    if (tb_interrupted) goto interrupted;      \
+    if (shoal__tb_interrupted) goto interrupted;      \
     if (shoal__tb_run(err, sizeof err, __VA_ARGS__)) goto failed; \
   } while (0)
   rec("testbed %s hosts %d racks %d rate %.0f", name, H, R, t->rate);
@@ -394,7 +387,7 @@ static int tb_up(const char *name, const topo_t *t) {
     STEP("ip -n %s addr add %s/16 dev %s", ns, addr, TB_IFNAME);
     STEP("ip -n %s link set %s up", ns, TB_IFNAME);
     STEP("ip -n %s link set lo up", ns);
-    if (tb_interrupted) goto interrupted;
+    if (shoal__tb_interrupted) goto interrupted;
     if (tbf_add(err, sizeof err, ns, TB_IFNAME, t->rate) || tbf_add(err, sizeof err, fab, hv, t->rate)) goto failed;
     rec("host %d h%d %s %s rack %d", i, i, ns, addr, r);
     rec("rate %d %.0f %.0f", i, t->rate, t->rate);
@@ -431,11 +424,10 @@ static int tb_up(const char *name, const topo_t *t) {
     snprintf(err, sizeof err, "%s: write failed", p);
     goto failed;
   }
-  if (tb_interrupted) goto interrupted;
+  if (shoal__tb_interrupted) goto interrupted;
   rec("complete");
   fclose(state_f);
   state_f = NULL;
-  for (int k = 0; k < 3; k++) sigaction(k == 0 ? SIGINT : k == 1 ? SIGTERM : SIGHUP, &old[k], NULL);
   char rb[32], ub[32];
   printf("testbed %s: %d hosts in %d rack%s, host links %s", name, H, R, R > 1 ? "s" : "", rate_str(t->rate, rb, sizeof rb));
   if (R > 1) printf(", uplinks %s (%g:1)", rate_str(up_bps, ub, sizeof ub), up_bps > 0 ? per_rack * t->rate / up_bps : 0);
@@ -443,14 +435,13 @@ static int tb_up(const char *name, const topo_t *t) {
   return 0;
 #undef STEP
 interrupted:
-  snprintf(err, sizeof err, "interrupted by %s", strsignal(tb_interrupted));
+  snprintf(err, sizeof err, "interrupted by %s", strsignal(shoal__tb_interrupted));
 failed:
   fprintf(stderr, "shoal testbed: up %s: %s; rolling back\n", name, err);
   fclose(state_f);
   state_f = NULL;
   tb_down(name, 1);
-  for (int k = 0; k < 3; k++) sigaction(k == 0 ? SIGINT : k == 1 ? SIGTERM : SIGHUP, &old[k], NULL);
-  return tb_interrupted ? 128 + tb_interrupted : 1;
+  return shoal__tb_interrupted ? 128 + shoal__tb_interrupted : 1;
 }
 
 /* ---- status ---- */
@@ -802,13 +793,23 @@ int shoal_cmd_testbed(int argc, char **argv) {
   if (!shoal__tb_name_ok(name))
     return fprintf(stderr, "shoal testbed: --name '%s': a lower-case letter then up to 11 letters or digits\n", name), 2;
   if (!strcmp(sub, "up")) {
+    /* a signal part-way through either part rolls back what exists */
+    struct sigaction sa, old[3];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sig;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+    sigaction(SIGHUP, &sa, &old[2]);
     int rc = tb_up(name, &t);
-    if (rc || !slurm) return rc;
     char err[768];
-    if (shoal__tb_slurm_up(name, slurm_gpus, slurm_cpus, err, sizeof err) == 0) return 0;
-    fprintf(stderr, "shoal testbed: up --slurm %s: %s; rolling back\n", name, err);
-    tb_down(name, 1);
-    return 1;
+    if (!rc && slurm && shoal__tb_slurm_up(name, slurm_gpus, slurm_cpus, err, sizeof err)) {
+      fprintf(stderr, "shoal testbed: up --slurm %s: %s; rolling back\n", name, err);
+      tb_down(name, 1);
+      rc = shoal__tb_interrupted ? 128 + shoal__tb_interrupted : 1;
+    }
+    for (int k = 0; k < 3; k++) sigaction(k == 0 ? SIGINT : k == 1 ? SIGTERM : SIGHUP, &old[k], NULL);
+    return rc;
   }
   if (!strcmp(sub, "down")) return tb_down(name, 0);
   if (!strcmp(sub, "status")) return tb_status(name);

@@ -9,6 +9,7 @@
 #ifndef SHOAL_TOOLS_TESTBED_H
 #define SHOAL_TOOLS_TESTBED_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #define TB_MAX_HOSTS 64
@@ -38,6 +39,12 @@ typedef struct tb {
   char cgroup[160];                /* per-testbed cgroup directory, "" if none */
   tb_host_t h[TB_MAX_HOSTS];
 } tb_t;
+
+/* The signal (SIGINT, SIGTERM, SIGHUP) that interrupted `up`, 0 if none: set by
+ * the handler `up` installs for its whole run, looked at between its steps
+ * and in its waits (the network part and the Slurm part alike), which then
+ * stop so that `up` rolls back what exists. */
+extern volatile sig_atomic_t shoal__tb_interrupted;
 
 /* Valid testbed name: [a-z][a-z0-9]{0,11}. */
 /* Write the message into err (cap bytes) and return -1. */

@@ -64,9 +64,24 @@ static void drf_destroy(void *state) {
 
 static tenant_t *tenant_of(drf_t *d, const shoal_job_t *j) { return &d->t[j->vc >= 0 && j->vc < d->nt ? j->vc : 0]; }
 
+/* j now holds its allocation: its tenant's usage grows by it (drf_finish takes it back) */
+static void account(tenant_t *t, shoal_job_t *j) {
+  shoal_res_t r = shoal_job_demand(j, j->alloc.workers, j->alloc.ps);
+  j->pkey[0] = r.gpus;
+  j->pkey[1] = r.cpus;
+  j->pkey[2] = r.mem_gb;
+  t->gpus += r.gpus;
+  t->cpus += r.cpus;
+  t->mem += r.mem_gb;
+}
+
 static void drf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   drf_t *d = state;
   tenant_t *t = tenant_of(d, j);
+  if (j->state != SHOAL_JOB_WAIT) { /* arrives running (a live controller adopting it): started, never queued */
+    account(t, j);
+    return;
+  }
   if (t->n == t->cap) {
     int nc = t->cap ? t->cap * 2 : 64;
     shoal_job_t **q = realloc(t->q, (size_t)nc * sizeof *q);
@@ -131,13 +146,7 @@ static int drf_schedule(void *state, shoal_sched_t *s) {
       continue;
     }
     shoal_job_t *j = t->q[started];
-    shoal_res_t r = shoal_job_demand(j, j->alloc.workers, j->alloc.ps);
-    j->pkey[0] = r.gpus;
-    j->pkey[1] = r.cpus;
-    j->pkey[2] = r.mem_gb;
-    t->gpus += r.gpus;
-    t->cpus += r.cpus;
-    t->mem += r.mem_gb;
+    account(t, j);
     memmove(&t->q[started], &t->q[started + 1], (size_t)(t->n - started - 1) * sizeof *t->q);
     t->n--;
   }

@@ -76,6 +76,9 @@ static struct fclass *class_of(fifo_t *f, int g) {
 
 static void fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   fifo_t *f = state;
+  /* a job that arrives running (a live controller adopting what an earlier one started) is started:
+   * FIFO never preempts, so it holds its placement until it finishes and never enters the queue */
+  if (j->state != SHOAL_JOB_WAIT) return;
   struct fclass *c = class_of(f, j->gpus);
   if (!c) {
     f->oom = 1; /* reported by schedule() */

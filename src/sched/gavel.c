@@ -191,6 +191,10 @@ static void gavel_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   gavel_t *g = state;
   j->pint[0] = j->pint[1] = 0;
   g->demand += j->gpus;
+  if (j->state != SHOAL_JOB_WAIT) { /* arrives holding (a live controller adopting it): not waiting */
+    j->pint[0] = 1;
+    return;
+  }
   if (wait_add(g, s, j)) g->oom = 1;
 }
 

@@ -14,6 +14,9 @@
  *   2. schedule() once; s->events tells what happened (SHOAL_EV_* bits), so a
  *      policy may return at once when nothing relevant changed.
  * Allocation changes are only legal inside schedule() (and arrive/timer).
+ * A job may arrive already running: the live controller, restarted on its
+ * journal, gives a job an earlier controller started its recorded placement
+ * before arrive(j) (tests/sched/test_policy_adopt.c holds every policy to it).
  *
  * Writing a policy: one file src/sched/<name>.c defining
  *   const shoal_policy_ops_t shoal__policy_<name> = { "name", ... };

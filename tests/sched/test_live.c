@@ -93,3 +93,36 @@ TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir); /* kept for inspection when a check failed */
   shoal_test_run_cmd(cmd, out, sizeof out, 10);
 }
+
+/* A signal while `testbed up --slurm` starts Slurm (after the network part is up) rolls back both parts:
+ * no namespace, daemon or state is left. */
+TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
+  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
+  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
+      access("/usr/bin/sbatch", X_OK))
+    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+  char cmd[2048], name[32];
+  snprintf(cmd, sizeof cmd, "ip netns add slq%d && ip netns del slq%d", (int)getpid(), (int)getpid());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
+  snprintf(name, sizeof name, "si%d", (int)getpid() % 1000000);
+  snprintf(cmd, sizeof cmd,
+           "S=%s; N=%s; O=/tmp/shoal-upint-$N.out\n"
+           "$S testbed up --name $N --hosts 2 --slurm > $O 2>&1 & U=$!\n"
+           "i=0; while [ $i -lt 400 ] && ! grep -q ' up in ' $O; do sleep 0.02; i=$((i+1)); done\n"
+           "kill -TERM $U; wait $U; echo up-rc=$?; cat $O; rm -f $O\n"
+           "sleep 0.5; echo left-ns: $(ls /run/netns | grep -c \"^$N-\")\n"
+           "echo left-daemons: $(pgrep -f \"shoal-testbed/$N/\" | wc -l)\n"
+           "[ -e /run/shoal-testbed/$N ] && echo left-state\n"
+           "$S testbed down --name $N >/dev/null 2>&1; true\n",
+           shoal_test_cli(), name);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 80);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  if (strstr(out, "up-rc=0")) shoal_test_skip("Slurm was up before the signal arrived (machine too fast for this check)");
+  CHECK_CONTAINS(out, "up-rc=143");
+  CHECK_CONTAINS(out, "up --slurm");
+  CHECK_CONTAINS(out, "interrupted by");
+  CHECK_CONTAINS(out, "rolling back");
+  CHECK_CONTAINS(out, "left-ns: 0");
+  CHECK_CONTAINS(out, "left-daemons: 0");
+  CHECK_MSG(strstr(out, "left-state") == NULL, "state left: %s", out);
+}
