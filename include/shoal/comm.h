@@ -6,7 +6,9 @@
  * deadline (SHOAL_TIMEOUT), and returns 0 or a negative shoal_status_t; on
  * error shoal_comm_errmsg() names the rank, the peer, its host:port, the
  * operation and the sequence number. After an error the communicator is
- * aborted: later calls return SHOAL_ERR_ABORTED at once.
+ * aborted: later calls return SHOAL_ERR_ABORTED at once (exceptions, said
+ * where they are declared: shoal_comm_set_timeout's, and a call refused by the
+ * thread rule below).
  *
  * Thread safety (the one rule; docs/comm.md repeats it): one thread at a
  * time per world. The communicator from shoal_comm_init and every
@@ -121,7 +123,10 @@ int  shoal_comm_size(const shoal_comm_t *c);
 int  shoal_comm_world_rank(const shoal_comm_t *c);
 /* Detailed message of the last error on c ("" if none). */
 const char *shoal_comm_errmsg(const shoal_comm_t *c);
-/* Per-communicator deadline of each blocking call, in seconds. */
+/* Per-communicator deadline of each blocking call, in seconds. A local
+ * setting, not a call on the world: seconds outside (0, 1e7] (or NaN) is
+ * SHOAL_ERR_INVALID with the message in shoal_last_error(), and changes
+ * nothing (the communicator is not aborted). */
 int  shoal_comm_set_timeout(shoal_comm_t *c, double seconds);
 
 /* Collectives. sendbuf may be SHOAL_IN_PLACE (or equal to recvbuf). */

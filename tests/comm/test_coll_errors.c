@@ -111,6 +111,11 @@ static int args_rank(int rank, void *arg) {
   if (join(m->port, 2, rank, &c)) return 2;
   float f[4] = {1, 2, 3, 4};
   unsigned char u[4] = {0};
+  /* a bad timeout is an error of the setting only (comm.h): nothing is aborted */
+  CHECK_EQ(shoal_comm_set_timeout(c, -1), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_comm_set_timeout(c, 0.0 / 0.0), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "is not in (0, 1e7]");
+  CHECK_OK(shoal_barrier(c));
   /* rejected before any message; the first error is also the communicator's
    * error and aborts it (the other rank fails too instead of waiting: see
    * test_reliab.c); every later call returns SHOAL_ERR_ABORTED at once

@@ -633,6 +633,12 @@ static int thread_rank(int rank, void *arg) {
     int rc = shoal_barrier(b); /* concurrent use of the same world */
     CHECK_EQ(rc, SHOAL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(shoal_last_error(), "another thread");
+    /* with an argument error too: refused by the thread rule, nothing aborted (the receive goes on) */
+    float y = 0;
+    rc = shoal_allreduce(b, NULL, &y, 1, SHOAL_FLOAT32, SHOAL_SUM);
+    CHECK_EQ(rc, SHOAL_ERR_UNSUPPORTED);
+    CHECK_CONTAINS(shoal_last_error(), "another thread");
+    CHECK_CONTAINS(shoal_last_error(), "sendbuf is NULL");
     pthread_join(th, NULL);
     CHECK_OK(t.rc);
     CHECK(t.v == 1.0f);

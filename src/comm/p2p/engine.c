@@ -130,9 +130,29 @@ int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int pee
   return rc;
 }
 
+static _Thread_local char thread_tag; /* its address identifies the calling thread */
+
+/* The thread rule (comm.h): a call while another thread is inside a call on the same world is refused,
+ * and nothing else happens. `what`: the refused call. */
+static int refuse_other_thread(shoal_comm_t *c, const char *what, const char *own) {
+  char me[64];
+  rank_desc(c, me, sizeof me);
+  return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
+                       "communicator of the same world; the communicators from one shoal_comm_init and its splits "
+                       "share one progress engine and may be used by one thread at a time (comm.h)%s%s%s", me, what,
+                       shoal__opcode_name(atomic_load(&c->w->owner_opcode)), own ? " (this call also has an error "
+                       "of its own: " : "", own ? own : "", own ? ")" : "");
+}
+
 int shoal__comm_reject(shoal_comm_t *c, int status) {
   if (!c || !c->w) return status;
   char me[64], text[700];
+  uintptr_t owner = atomic_load(&c->w->owner);
+  if (owner && owner != (uintptr_t)&thread_tag) { /* the thread rule first: a refused call aborts nothing */
+    char own[400];
+    snprintf(own, sizeof own, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
+    return refuse_other_thread(c, "the call", own);
+  }
   rank_desc(c, me, sizeof me);
   if (c->aborted || c->w->aborted) { /* as every call after the abort: its own error comes second */
     char own[400];
@@ -152,8 +172,6 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
 }
 
 /* ---- ops ---- */
-
-static _Thread_local char thread_tag; /* its address identifies the calling thread */
 
 /* Every WATCH_NS of calls, one poll() without waiting over the connections that have no receive posted:
  * an abort notice or the hang-up of a dead peer fails the next call even when that call would not wait
@@ -181,14 +199,8 @@ static int watch_idle(shoal_comm_t *c, const shoal__op_t *op) {
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
   if (c->w->async) shoal__async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
   uintptr_t me_t = (uintptr_t)&thread_tag, cur = 0;
-  if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t) {
-    char me[64];
-    rank_desc(c, me, sizeof me);
-    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
-                         "communicator of the same world; the communicators from one shoal_comm_init and its splits "
-                         "share one progress engine and may be used by one thread at a time (comm.h)", me,
-                         shoal__opcode_name(op->opcode), shoal__opcode_name(atomic_load(&c->w->owner_opcode)));
-  }
+  if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t)
+    return refuse_other_thread(c, shoal__opcode_name(op->opcode), NULL);
   atomic_store_explicit(&c->w->owner_opcode, op->opcode, memory_order_relaxed);
   if (c->aborted || c->w->aborted) {
     atomic_store(&c->w->owner, 0);
