@@ -509,14 +509,18 @@ TEST(partial_invalid_arguments) {
   shoal_comm_destroy(c);
 }
 
-/* A rank that never reports: the coordinator's error names it, within the deadline. */
+/* A rank that never reports: the coordinator's error names it, within the deadline, and the members
+ * fail with that error (they wait past the deadline), whether the coordinator waits for every rank
+ * (silent_decides = 0) or decides without the silent one, which then stalls the data (1). */
+static int silent_decides;
 static int rank_silent(int rank, void *arg) {
   p2p_world_arg_t *a = arg;
   g_rank = rank;
   shoal_comm_t *c = p2p_join(rank, a);
   if (!c) return 2;
   float d[8] = {0}, out[8];
-  shoal_partial_t *pa = make_pa(c, 8, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, SHOAL_PARTIAL_DROP, a->n, 0);
+  shoal_partial_t *pa = silent_decides ? make_pa(c, 8, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, SHOAL_PARTIAL_DROP, 1, 0.01)
+                                       : make_pa(c, 8, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, SHOAL_PARTIAL_DROP, a->n, 0);
   if (!pa) return 1;
   if (rank == 2) { /* stuck computing: never reaches the step */
     sleep(3);
@@ -540,6 +544,12 @@ static int rank_silent(int rank, void *arg) {
 
 TEST_T(partial_silent_rank_named_within_deadline, 40) {
   p2p_world_arg_t a = {.shm = 0, .timeout_s = 1.5};
+  P2P_RUN(3, rank_silent, &a, 30);
+}
+
+TEST_T(partial_silent_rank_named_after_a_decision_without_it, 40) {
+  p2p_world_arg_t a = {.shm = 1, .timeout_s = 1.5};
+  silent_decides = 1;
   P2P_RUN(3, rank_silent, &a, 30);
 }
 

@@ -438,6 +438,13 @@ static void settle_own(shoal_partial_t *pa, long k, int sent_final, const void *
   pthread_mutex_unlock(&pa->mu);
 }
 
+/* A member waits a little past the deadline, in the decision and in the data alike: the coordinator,
+ * which knows which rank is missing, times out first and its abort notice names that rank. */
+static uint64_t member_grace_ns(const shoal_partial_t *pa) {
+  double grace = 0.2 * pa->c->timeout_s < 2 ? 0.2 * pa->c->timeout_s : 2;
+  return (uint64_t)(grace * 1e9);
+}
+
 static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *cancelled) {
   shoal_comm_t *c = pa->c;
   size_t dbytes = DEC_HEAD + (size_t)pa->p;
@@ -446,10 +453,7 @@ static int member_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *
   char sposted[2] = {0, 0}, rposted = 0;
   int sent_final = 0, rc = 0, decided = 0;
   double t0 = shoal__now_s();
-  /* a member waits a little past the deadline: the coordinator, which knows which rank is missing, times
-   * out first and its abort notice names that rank */
-  double grace = 0.2 * pa->c->timeout_s < 2 ? 0.2 * pa->c->timeout_s : 2;
-  uint64_t deadline = op->deadline_ns + (uint64_t)(grace * 1e9);
+  uint64_t deadline = op->deadline_ns + member_grace_ns(pa);
   if ((rc = shoal__post_recv(c, op, 0, in, dbytes, &rreq, &rposted))) return rc;
   while (!decided) {
     local_t l;
@@ -752,6 +756,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
     if (!rc) {
       shoal__op_t dop = op;
       dop.tag = TAG_DATA;
+      if (pa->rank != 0) dop.deadline_ns += member_grace_ns(pa);
       shoal__relay_job_t job = {.contrib = contrib, .dst = recvbuf, .count = pa->count, .dtype = pa->dtype,
                                 .redop = pa->redop, .has_local = pa->has, .divisor = n, .shape = pa->shape,
                                 .chunk_bytes = pa->chunk};
