@@ -113,9 +113,10 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-# Debian's /usr/bin/python3 searches /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/dist-packages
+# Debian's /usr/bin/python3 searches /usr/lib/python3/dist-packages and /usr/local/lib/python3.X/dist-packages,
+# under PREFIX/lib whatever LIBDIR is (a multiarch LIBDIR holds no Python packages)
 PYVER       = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
-PYTHONDIR  ?= $(if $(or $(filter /usr,$(PREFIX)),$(if $(PYVER),,none)),$(LIBDIR)/python3/dist-packages,$(LIBDIR)/python$(PYVER)/dist-packages)
+PYTHONDIR  ?= $(if $(or $(filter /usr,$(PREFIX)),$(if $(PYVER),,none)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
 DESTDIR    ?=
 install: lib $(BUILD)/shoal
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PKGCONFIGDIR) \
@@ -128,13 +129,18 @@ install: lib $(BUILD)/shoal
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/shoal/
 	$(pc_subst) > $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
 	install -m 644 $(wildcard python/shoal/*.py) $(DESTDIR)$(PYTHONDIR)/shoal/
-	@echo "python package: $(PYTHONDIR)/shoal (on /usr/bin/python3's path for PREFIX=/usr and /usr/local; otherwise PYTHONPATH=$(PYTHONDIR))"
+	@# where the package finds the library when PYTHONDIR is not under PREFIX/lib
+	printf '# written by make install\nLIBDIR = "%s"\n' '$(LIBDIR)' > $(DESTDIR)$(PYTHONDIR)/shoal/_install.py
+	@echo "python package: $(PYTHONDIR)/shoal (on /usr/bin/python3's path for PREFIX=/usr and /usr/local without PYTHONDIR; otherwise PYTHONPATH=$(PYTHONDIR))"
 pythondir:
 	@echo $(PYTHONDIR)
+# exactly what install wrote (another version's libshoal.so.N stays); the Python and pkg-config
+# directories go too if nothing else is in them
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/shoal $(DESTDIR)$(LIBDIR)/libshoal.so* $(DESTDIR)$(LIBDIR)/libshoal.a \
-	  $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
+	rm -f $(DESTDIR)$(BINDIR)/shoal $(DESTDIR)$(LIBDIR)/libshoal.so $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	  $(DESTDIR)$(LIBDIR)/libshoal.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libshoal.a $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PYTHONDIR)/shoal
+	-rmdir $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(PKGCONFIGDIR) 2>/dev/null
 
 $(BUILD)/shoal: $(TOOL_OBJ) $(ALL_LIBS)
 	$(Q)$(CC) $(LDFLAGS_SAN) -o $@ $(TOOL_OBJ) -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(ALL_LDLIBS)

@@ -10,9 +10,16 @@ def _candidates():
     env = os.environ.get("SHOAL_LIBRARY")
     if env:
         return [env]  # explicit: no fallback that could load another copy
-    return [
+    found = [
         # installed: PREFIX/lib/python3/dist-packages/shoal -> PREFIX/lib
         os.path.normpath(os.path.join(_HERE, "..", "..", "..", SONAME)),
+    ]
+    try:  # installed with PYTHONDIR or LIBDIR given: the LIBDIR make install recorded
+        from . import _install
+        found.append(os.path.join(_install.LIBDIR, SONAME))
+    except ImportError:
+        pass
+    return found + [
         # repository: python/shoal -> build/
         os.path.normpath(os.path.join(_HERE, "..", "..", "build", SONAME)),
         SONAME,  # the dynamic loader's search path (ldconfig, LD_LIBRARY_PATH)

@@ -99,5 +99,24 @@ if [ -x $py ]; then
      [ "$out" = "$root/lib/libshoal.so.$major" ]; then ok python_import_installed
   else bad python_import_installed "$out"; fi
 fi
+# the package installed away from PREFIX/lib (PYTHONDIR given) finds the library in the recorded LIBDIR;
+# a multiarch LIBDIR leaves the package under PREFIX/lib
+p2=$stage/p2
+if [ -x $py ]; then
+  if out=$(make --no-print-directory BUILD="$build" PREFIX="$p2" PYTHONDIR="$p2/site" install 2>&1) &&
+     out=$(cd "$tmp" && env -u SHOAL_LIBRARY PYTHONPATH="$p2/site" $py -c 'import shoal._lib as l; print(l.path)' 2>&1) &&
+     [ "$out" = "$p2/lib/libshoal.so.$major" ]; then ok python_dir_given_finds_libdir
+  else bad python_dir_given_finds_libdir "$out"; fi
+fi
+d=$(make --no-print-directory -s PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu pythondir)
+if [ "$d" = /usr/lib/python3/dist-packages ]; then ok python_dir_ignores_multiarch_libdir
+else bad python_dir_ignores_multiarch_libdir "PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu: $d"; fi
+# uninstall removes exactly what install wrote: another version's library stays
+touch "$root/lib/libshoal.so.9.0.0"; ln -sf libshoal.so.9.0.0 "$root/lib/libshoal.so.9"
+if out=$(make --no-print-directory BUILD="$build" DESTDIR="$stage" PREFIX="$prefix" uninstall 2>&1); then
+  left=$(cd "$root" && find . -mindepth 1 \( -type f -o -type l \) | sort | tr '\n' ' ')
+  if [ "$left" = "./lib/libshoal.so.9 ./lib/libshoal.so.9.0.0 " ]; then ok uninstall_exactly
+  else bad uninstall_exactly "left after uninstall: $left"; fi
+else bad uninstall_exactly "$out"; fi
 echo "install: $pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
