@@ -94,7 +94,7 @@ def main():
             # as shoal bench: rank 0 plans the timed iterations and the extra warm-up (-W)
             warm.sort()
             med = max(warm[len(warm) // 2] if warm else 1e-3, 1e-7)
-            iters = a.n if a.n > 0 else min(2000, max(5, int(a.T / med)))
+            iters = max(5, a.n) if a.n > 0 else min(2000, max(5, int(a.T / med)))  # as shoal bench
             plan = torch.tensor([iters, min(10000, int(a.W / med))], dtype=torch.int64)
             dist.broadcast(plan, 0)
             iters = int(plan[0].item())

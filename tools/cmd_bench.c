@@ -62,10 +62,11 @@ static int parse_size(const char *opt, const char *s, size_t *out) {
 static void usage(FILE *f) {
   fprintf(f, "usage: shoal launch -n N -- shoal bench allreduce|allgather|reducescatter|broadcast [options]\n"
              "  -b SIZE     smallest message in bytes (8)         -e SIZE   largest (256M)\n"
-             "  -f FACTOR   size multiplier (2)                   -n ITERS  iterations (auto from warm-up)\n"
+             "  -f FACTOR   size multiplier (2)                   -n ITERS  timed iterations, at least 5 (auto from warm-up)\n"
              "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
              "                                                    (uint8: allgather and broadcast only)\n"
-             "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations\n"
+             "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations;\n"
+             "              SEC / the warm-up's median calls (1 ms without warm-up), at most 10,000\n"
              "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce algorithm (auto):\n"
              "              %s\n"
              "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
@@ -157,6 +158,14 @@ static int explain(const bopts_t *o, int p) {
   shoal_algo_t forced;
   if (shoal__coll_ctx_model(p, &x) || shoal__algo_env(&forced)) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
+    return 1;
+  }
+  /* an explicit algorithm that does not apply is refused with its reason, as the run would refuse it */
+  shoal_algo_t given = o->algo != SHOAL_ALGO_AUTO ? o->algo : forced;
+  const shoal__coll_algo_t *ga = given != SHOAL_ALGO_AUTO ? shoal__algo(given) : NULL;
+  if (ga && ga->applies && ga->applies(&x)) {
+    fprintf(stderr, "shoal bench: --explain: %s%s does not apply on %d ranks, one per host over TCP: %s\n",
+            o->algo != SHOAL_ALGO_AUTO ? "-a " : "SHOAL_ALGO=", ga->name, p, shoal_last_error());
     return 1;
   }
   printf("# allreduce cost model on %d ranks, one per host over TCP: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "

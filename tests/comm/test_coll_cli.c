@@ -108,4 +108,10 @@ TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
   snprintf(cmd, sizeof cmd, "SHOAL_ALGO=rhd %s bench allreduce --explain -p 4 -b 8 -e 8", shoal_test_cli());
   CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 20), 0);
   CHECK_CONTAINS(out, "forced by SHOAL_ALGO");
+  /* an algorithm that does not apply is refused with its reason, as the run refuses it */
+  snprintf(cmd, sizeof cmd, "%s bench allreduce --explain -p 2 -a shm -b 8 -e 8", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "-a shm does not apply on 2 ranks");
+  CHECK_MSG(strstr(out, "requested by the caller") == NULL, "shown as the choice: %s", out);
 }
