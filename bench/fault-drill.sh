@@ -16,20 +16,21 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build drills=100 ranks=4 seed=$$ out="" max=4M
+val() { [ $# -ge 2 ] || { echo "fault-drill.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build) build=$2; shift 2 ;;
-    --drills) drills=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --max) max=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --build) val "$@"; build=$2; shift 2 ;;
+    --drills) val "$@"; drills=$2; shift 2 ;;
+    --ranks) val "$@"; ranks=$2; shift 2 ;;
+    --seed) val "$@"; seed=$2; shift 2 ;;
+    --out) val "$@"; out=$2; shift 2 ;;
+    --max) val "$@"; max=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "fault-drill.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+[ -x "$build/shoal" ] || { echo "fault-drill.sh: $build/shoal not built (make BUILD=$build)" >&2; exit 2; }
 shoal=$(realpath "$build/shoal")
-[ -x "$shoal" ] || { echo "fault-drill.sh: $shoal not built (make BUILD=$build)" >&2; exit 2; }
 RANDOM=$seed
 tmp=$(mktemp -d /tmp/shoal-drill-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT

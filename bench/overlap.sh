@@ -6,7 +6,11 @@
 # `shoal testbed` joined by RATE links: waiting on a real, shaped wire, the case overlap is for.
 #   bench/overlap.sh [BUILD] [--compute loop|gemm]     env: MAX=16777216 REPS=7 RATE=1gbit
 set -euo pipefail
-build=${1:-build}; shift || true
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+"" | -*) build=build ;; # [BUILD] left out
+*) build=$1; shift ;;
+esac
 MAX=${MAX:-16777216} REPS=${REPS:-7} RATE=${RATE:-1gbit}
 export OPENBLAS_NUM_THREADS=1
 for cfg in "SHOAL_SHM=1" "SHOAL_SHM=0" "SHOAL_SHM=0 SHOAL_EMU_DELAY_US=200"; do

@@ -21,7 +21,12 @@
 # sooner). The testbed settings need root (network namespaces); they are skipped, saying why, without
 # it. $OUT/runs.csv has every run, $OUT/py-ddp.svg the plot (gnuplot, if installed).
 set -euo pipefail
+case ${1:-} in
+-h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+-*) echo "py-ddp-vs-gloo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+esac
 build=${1:-build}
+[ -d "$build" ] || { echo "py-ddp-vs-gloo.sh: build directory '$build' not found (make BUILD=$build)" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$build" && pwd)
 PY=/usr/bin/python3

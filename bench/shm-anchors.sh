@@ -23,20 +23,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" reps=3 baseline=""
+val() { [ $# -ge 2 ] || { echo "shm-anchors.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build) build=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --min) min=$2; shift 2 ;;
-    --max) max=$2; shift 2 ;;
-    --factor) factor=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --target) target=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    --baseline) baseline=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --build) val "$@"; build=$2; shift 2 ;;
+    --ranks) val "$@"; ranks=$2; shift 2 ;;
+    --min) val "$@"; min=$2; shift 2 ;;
+    --max) val "$@"; max=$2; shift 2 ;;
+    --factor) val "$@"; factor=$2; shift 2 ;;
+    --iters) val "$@"; iters=$2; shift 2 ;;
+    --target) val "$@"; target=$2; shift 2 ;;
+    --warmup) val "$@"; warmup=$2; shift 2 ;;
+    --out) val "$@"; out=$2; shift 2 ;;
+    --reps) val "$@"; reps=$2; shift 2 ;;
+    --baseline) val "$@"; baseline=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "shm-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +48,11 @@ out=${out:-$build/bench/shm-anchors}
 mkdir -p "$out"
 args=(-b "$min" -e "$max" -f "$factor" -w "$warmup" -T "$target")
 [ "$iters" != 0 ] && args+=(-n "$iters")
+# the sweep's options, checked once by shoal bench itself (its error, not a silent failed run)
+if ! err=$("$shoal" bench allreduce "${args[@]}" --explain -p 2 2>&1 >/dev/null); then
+  echo "shm-anchors.sh: ${err:-shoal bench refused the options}" >&2
+  exit 2
+fi
 budget=3600   # hard cap per program run, seconds
 unset SHOAL_SHM SHOAL_ALGO   # shoal's defaults: shared memory, the model's choice
 

@@ -11,22 +11,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" skip_mpi=0 skip_gloo=0 reps=3
+val() { [ $# -ge 2 ] || { echo "tcp-anchors.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build) build=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --min) min=$2; shift 2 ;;
-    --sizes) min=${2%%:*}; max=${2##*:}; shift 2 ;;   # MIN:MAX, e.g. 8:256M
-    --max) max=$2; shift 2 ;;
-    --factor) factor=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --target) target=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --build) val "$@"; build=$2; shift 2 ;;
+    --ranks) val "$@"; ranks=$2; shift 2 ;;
+    --min) val "$@"; min=$2; shift 2 ;;
+    --sizes) val "$@"; min=${2%%:*}; max=${2##*:}; shift 2 ;;   # MIN:MAX, e.g. 8:256M
+    --max) val "$@"; max=$2; shift 2 ;;
+    --factor) val "$@"; factor=$2; shift 2 ;;
+    --iters) val "$@"; iters=$2; shift 2 ;;
+    --target) val "$@"; target=$2; shift 2 ;;
+    --warmup) val "$@"; warmup=$2; shift 2 ;;
+    --out) val "$@"; out=$2; shift 2 ;;
     --skip-mpi) skip_mpi=1; shift ;;
     --skip-gloo) skip_gloo=1; shift ;;
-    --reps) reps=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --reps) val "$@"; reps=$2; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "tcp-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -36,6 +37,11 @@ out=${out:-$build/bench/tcp-anchors}
 mkdir -p "$out"
 args=(-b "$min" -e "$max" -f "$factor" -w "$warmup" -T "$target")
 [ "$iters" != 0 ] && args+=(-n "$iters")
+# the sweep's options, checked once by shoal bench itself (its error, not a silent failed run)
+if ! err=$("$shoal" bench allreduce "${args[@]}" --explain -p 2 2>&1 >/dev/null); then
+  echo "tcp-anchors.sh: ${err:-shoal bench refused the options}" >&2
+  exit 2
+fi
 budget=3600   # hard cap per program run, seconds
 export SHOAL_SHM=0   # TCP loopback for shoal too: same-host ranks would otherwise use shared memory
 

@@ -60,7 +60,7 @@ typedef struct shoal__coll_algo {
   double (*cost)(const shoal__coll_ctx_t *x, size_t bytes);
   /* Optional: the parameters for `bytes` (0 or a configuration error). */
   int (*plan)(const shoal__coll_ctx_t *x, size_t bytes, shoal__plan_t *out);
-  /* Optional: the plan in words, for logs and tools ("4 trees, pinned leaves 3, chunk 110 KiB"). */
+  /* Optional: the plan in words, for logs and tools ("4 trees, key pin slow, chunk 67951 B, leaves in every tree: 3"). */
   void (*describe)(const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out, size_t cap);
   /* Run it: c's op is begun; p > 1 and count > 0. */
   int (*run)(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count,
