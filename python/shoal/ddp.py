@@ -23,6 +23,8 @@ include/shoal/sync.h, the same code `shoal train` runs; nothing of them is writt
               (pattern=random|butterfly|topo|fixed, k=..., global_every=..., overlap=...)
   "localsgd"  parameters averaged every period=H steps
 With "dssync" and "localsgd" the ranks' models differ between averages; final() averages them.
+Frozen parameters and buffers are rank 0's at construction; final() averages the floating-point
+buffers (BatchNorm's running statistics) over the ranks and gives the rest rank 0's values.
 """
 import torch
 
@@ -80,6 +82,12 @@ class DistributedDataParallel(torch.nn.Module):
                     self._where[id(p)] = (b, off)
                 if broadcast:
                     self.comm.broadcast(b.pbuf, root=0)  # every rank starts from rank 0's model
+            # the rest of the model's state: frozen parameters and buffers (BatchNorm's running statistics)
+            bucketed = set(self._where)
+            self._state = [t for t in list(module.parameters()) + list(module.buffers()) if id(t) not in bucketed]
+            if broadcast:
+                for t in self._state:
+                    self._collective(t, lambda x: self.comm.broadcast(x, root=0))
         self.sync = Sync(self.comm, sync, config)
         for b in self.buckets:
             self.sync.add_bucket(b.pbuf, b.gbuf)
@@ -156,9 +164,30 @@ class DistributedDataParallel(torch.nn.Module):
             b.gbuf.zero_()
 
     def final(self):
-        """After the last step: close it and leave every rank with the same parameters."""
+        """After the last step: close it and leave every rank with the same model: the strategy's final
+        parameters, the floating-point buffers (BatchNorm's running statistics) averaged over the ranks,
+        the other state (frozen parameters, counters) rank 0's. With ps the workers' buffers stay theirs."""
         self._close_step()
         self.sync.final()
+        if self.sync_name == "ps":
+            return  # the servers take no part: a collective over the communicator would wait for them
+        with torch.no_grad():
+            for t in self._state:
+                if t.dtype.is_floating_point:
+                    self._collective(t, lambda x: self.comm.allreduce(x, op="avg"))
+                else:
+                    self._collective(t, lambda x: self.comm.broadcast(x, root=0))
+
+    @staticmethod
+    def _collective(t, call):
+        """call(x) in place on tensor t (through a contiguous copy when t is not contiguous)."""
+        with torch.no_grad():
+            if t.is_contiguous():
+                call(t.data)
+            else:
+                x = t.data.contiguous()
+                call(x)
+                t.data.copy_(x)
 
     @property
     def is_server(self):
