@@ -85,7 +85,9 @@ typedef struct shoal_sync shoal_sync_t;
  *                                holds nobody up); > 0 requires shoal_sync_pause
  *                                before using the communicator between steps
  *             skip=1             set SHOAL_SYNC_F_SKIP when a step is under way
- *                                at begin (its gradients could only be late)
+ *                                at begin (its gradients could only be late:
+ *                                its window closed, or, with min_ready=1, it
+ *                                closes before this worker's usual compute)
  *             trees=0 fanout=0   reduction trees (0: the cost model's choice)
  *             log=PATH           per-step CSV (PATH, PATH.rank1, ...)
  *   ps        servers=1          the last `servers` ranks are servers

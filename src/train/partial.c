@@ -197,10 +197,14 @@ static int p_begin(shoal_sync_t *s) {
   P->main_in = 1;
   rc = kick(s);
   pthread_mutex_unlock(&P->mu);
-  /* under way already, and the window cannot stay open long enough for this worker's gradients */
+  /* under way already, and the window cannot stay open long enough for this worker's gradients. The
+   * window's end is known only with min_ready=1: a window that waits for min_ready workers stays open
+   * past tau until they are in, so a worker predicted late could be one of them (its skip would leave
+   * fewer); then only a closed window makes a worker skip. */
   int st = shoal_partial_state(P->pa, m);
   P->skipping = P->skip_late && (st >= SHOAL_PARTIAL_DECIDED ||
-                                 (st == SHOAL_PARTIAL_OPEN && P->est_compute > shoal_partial_window_left(P->pa, m)));
+                                 (st == SHOAL_PARTIAL_OPEN && P->prm.min_ready <= 1 &&
+                                  P->est_compute > shoal_partial_window_left(P->pa, m)));
   if (P->skipping) s->flags |= SHOAL_SYNC_F_SKIP;
   else s->flags &= ~SHOAL_SYNC_F_SKIP;
   P->t_begin = shoal__now_s();

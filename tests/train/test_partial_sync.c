@@ -6,8 +6,10 @@
  *   steps hands the communicator back while the thread runs ahead;
  * - `shoal train --sync partial --straggle ...` under shoal launch: every
  *   worker ends with the same parameters;
- * - bad --straggle and --sync-config values are errors naming them.
- * Lateness is forced by order (files), never by timing. */
+ * - bad --straggle and --sync-config values are errors naming them;
+ * - with min_ready = every worker, a slow worker is never told to skip.
+ * Lateness is forced by order (files), never by timing; where a delay only
+ * tempts the strategy, the assertion holds whatever the timing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,6 +179,51 @@ TEST_T(sync_partial_late_worker_drop_and_carry, 90) {
   fresh_dir();
   run(3, late_rank, &b);
   drop_dir();
+}
+
+/* min_ready = every worker: a slow worker is never told to skip (the window waits for it), so every
+ * step has every worker's gradients. The slowness is only what makes a skip tempting; the assertion
+ * (never fewer than min_ready) holds whatever the timing. */
+static int min_ready_rank(int rank, void *arg) {
+  int n = *(int *)arg;
+  shoal_comm_t *c = train_test_join(rank, n, g_port);
+  if (!c) return 10;
+  enum { N = 64, STEPS = 8 };
+  float p[N] = {0}, g[N];
+  shoal_sync_t *s = NULL;
+  char cfg[128];
+  snprintf(cfg, sizeof cfg, "window=fixed tau_ms=50 carry=0 ahead=1 min_ready=%d", n);
+  FAILIF(shoal_sync_create(c, "partial", cfg, &s), 11, "create '%s': %s", cfg, shoal_last_error());
+  FAILIF(shoal_sync_add_bucket(s, p, g, N) != 0, 12, "add: %s", shoal_last_error());
+  for (int t = 0; t < STEPS; t++) {
+    if (rank == n - 1 && t > 2) { /* slow before begin (loading data): the others' window is open by then */
+      struct timespec ts = {0, 30000000};
+      nanosleep(&ts, NULL);
+    }
+    FAILIF(shoal_sync_begin(s, t), 13, "begin %d: %s", t, shoal_sync_errmsg(s));
+    FAILIF(shoal_sync_flags(s) & SHOAL_SYNC_F_SKIP, 14, "step %d: rank %d told to skip with min_ready=%d", t, rank, n);
+    for (int i = 0; i < N; i++) g[i] = (float)(1 << rank);
+    if (rank == n - 1 && t == 2) { /* one long compute: its estimate now exceeds the 50 ms window */
+      struct timespec ts = {0, 300000000};
+      nanosleep(&ts, NULL);
+    }
+    FAILIF(shoal_sync_finish(s), 15, "finish %d: %s", t, shoal_sync_errmsg(s));
+    int gs;
+    double w, pay;
+    shoal_sync_last_step(s, &w, &gs, &pay);
+    FAILIF(gs != n, 16, "step %d: %d contributions with min_ready=%d", t, gs, n);
+    FAILIF(g[0] != (float)((1 << n) - 1) / (float)n, 17, "step %d: average %g", t, g[0]);
+    FAILIF(shoal_sync_end(s), 18, "end %d: %s", t, shoal_sync_errmsg(s));
+  }
+  FAILIF(shoal_sync_final(s), 20, "final: %s", shoal_sync_errmsg(s));
+  shoal_sync_destroy(s);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(sync_partial_min_ready_all_never_skips, 90) {
+  int n = 4;
+  run(n, min_ready_rank, &n);
 }
 
 /* ---- straggler injection ---- */
