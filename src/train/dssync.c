@@ -206,7 +206,7 @@ int shoal__ds_create(shoal_comm_t *world, const shoal__ds_params_t *p, shoal__ds
       while (j < ds->nracks && ids[j] != p->rack_of[i]) j++;
       if (j == ds->nracks) ids[ds->nracks++] = p->rack_of[i];
     }
-    int pos = 0, mmin = n, mmax = 0;
+    int pos = 0, mmin = n;
     for (int j = 0; j < ds->nracks; j++) {
       ds->rack_start[j] = pos;
       for (int i = 0; i < n; i++)
@@ -214,14 +214,21 @@ int shoal__ds_create(shoal_comm_t *world, const shoal__ds_params_t *p, shoal__ds
       int m = pos - ds->rack_start[j];
       ds->rack_ndigits[j] = factor(m, p->k, ds->rack_radix[j]);
       if (m < mmin) mmin = m;
-      if (m > mmax) mmax = m;
     }
     ds->rack_start[ds->nracks] = pos;
     free(ids);
-    /* ds-sync.md §3.2(c) defaults: h = ceil(log_k m) + 1 (a full rack average between bridges), b = 1. */
-    int lk = 0;
-    for (long v = 1; v < mmax; v *= p->k) lk++;
-    ds->h = p->h > 0 ? p->h : lk + 1;
+    /* ds-sync.md §3.2(c) defaults: h = ceil(log_k m) + 1 (a full rack average between bridges), b = 1.
+     * The spec's aim, a full rack average between bridges, takes as many local rounds as the rack's
+     * factorization has digits (racks of 8 with k = 3 are 2 x 2 x 2: 3 rounds, ceil(log_3 8) = 2), so
+     * h - 1 is the most digits of any rack (a random rack: ceil(log_k m), as the spec's formula). */
+    int need = 1;
+    for (int j = 0; j < ds->nracks; j++) {
+      int m = ds->rack_start[j + 1] - ds->rack_start[j], r = ds->rack_ndigits[j];
+      if (m > 1 && r == 0)
+        for (long v = 1; v < m; v *= p->k) r++;
+      if (r > need) need = r;
+    }
+    ds->h = p->h > 0 ? p->h : need + 1;
     if (ds->h < 2) ds->h = 2;
     ds->b = p->b > 0 ? p->b : 1;
     if (ds->b > mmin) ds->b = mmin;
@@ -373,9 +380,10 @@ static int ds_strat_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
       (rc = shoal__cfg_int(cfg, "overlap", 0, 0, 1, &ov)))
     return rc;
   const char *racks = shoal__cfg_str(cfg, "racks");
-  if (kind != SHOAL_DS_TOPO && (racks || h || b))
+  int given_h = shoal__cfg_str(cfg, "h") != NULL, given_b = shoal__cfg_str(cfg, "b") != NULL;
+  if (kind != SHOAL_DS_TOPO && (racks || given_h || given_b)) /* given at all, even as 0 */
     return shoal__seterr(SHOAL_ERR_INVALID, "sync config dssync: %s applies to pattern=topo only (pattern is %s)",
-                         racks ? "racks" : h ? "h" : "b", shoal_ds_pattern_name(kind));
+                         racks ? "racks" : given_h ? "h" : "b", shoal_ds_pattern_name(kind));
   dsstrat_t *d = calloc(1, sizeof *d);
   if (!d) return shoal__seterr(SHOAL_ERR_NOMEM, "sync dssync: out of memory");
   s->impl = d;

@@ -167,6 +167,35 @@ TEST(ds_topo_bridges_one_member_per_rack) {
   CHECK(consensus(16, 1, x) < 1e-24);
   shoal__ds_destroy(full);
   shoal__ds_destroy(ds);
+  /* Default bridge period: the local rounds before the first bridge average every rack exactly (the
+   * spec's aim), also where a rack's factorization is longer than ceil(log_k m) (8 = 2 x 2 x 2, k = 3). */
+  static const struct { int m, k; } cases[] = {{8, 3}, {4, 2}, {8, 2}, {8, 4}, {9, 3}, {6, 3}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    int m = cases[ci].m, n = 2 * m, rk[18];
+    for (int i = 0; i < n; i++) rk[i] = i / m;
+    shoal__ds_t *dd = make(SHOAL_DS_TOPO, n, cases[ci].k, 1, rk, 0, 0);
+    double v[18];
+    for (int i = 0; i < n; i++) v[i] = (double)(i * i % 7) + 0.25 * i;
+    double mean[2] = {0, 0};
+    for (int i = 0; i < n; i++) mean[rk[i]] += v[i] / m;
+    int bridged = 0;
+    for (uint64_t t = 0; t < 12 && !bridged; t++) {
+      int g[18], ng, cross = 0;
+      CHECK_OK(shoal__ds_groups(dd, t, g, &ng));
+      for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) cross |= g[i] == g[j] && rk[i] != rk[j];
+      if (cross) { /* the first bridge: every rack holds its mean by now */
+        bridged = 1;
+        for (int i = 0; i < n; i++)
+          CHECK_MSG(fabs(v[i] - mean[rk[i]]) < 1e-12, "racks of %d, k=%d: worker %d holds %g before the first "
+                    "bridge (round %d), its rack's mean is %g", m, cases[ci].k, i, v[i], (int)t, mean[rk[i]]);
+      } else {
+        average_round(dd, t, n, 1, v);
+      }
+    }
+    CHECK_MSG(bridged, "racks of %d, k=%d: no bridge in 12 rounds", m, cases[ci].k);
+    shoal__ds_destroy(dd);
+  }
   /* Topology needs racks. */
   shoal__ds_params_t p = {.kind = SHOAL_DS_TOPO, .n = 4, .k = 2};
   shoal__ds_t *bad = NULL;

@@ -299,6 +299,8 @@ static int err_rank(int rank, void *arg) {
       {"dssync", "pattern=ring", "pattern=ring"},
       {"dssync", "pattern=topo", "needs racks"},
       {"dssync", "pattern=butterfly racks=0", "racks applies to pattern=topo only"},
+      {"dssync", "pattern=random h=0", "h applies to pattern=topo only"},  /* given at all, even as 0 */
+      {"dssync", "b=0", "b applies to pattern=topo only"},
       {"ps", "", "needs at least 2 ranks"},
       {"localsgd", "period=0", "period=0"},
   };
