@@ -156,7 +156,8 @@ static void json_num(FILE *f, double v) {
 }
 
 static int write_summary(const char *dir, const char *workload, const char *cluster, const char *speed,
-                         const shoal_sim_config_t *cfg, uint64_t seed, run_t *runs, int nruns) {
+                         const shoal_sim_config_t *cfg, uint64_t seed, run_t *runs, int nruns, double lb, double lb_slot,
+                         double lb_solo) {
   char path[1200];
   snprintf(path, sizeof path, "%s/summary.json", dir);
   FILE *f = fopen(path, "w");
@@ -171,6 +172,15 @@ static int write_summary(const char *dir, const char *workload, const char *clus
   json_str(f, "trace duration -> work = duration x speed(model, requested GPUs, consolidated); model = types[splitmix64(seed, row) mod |types that exist for the size|]; see docs/simulator.md");
   fprintf(f, ",\n  \"restart_cost_s\": ");
   json_num(f, cfg->restart_cost);
+  if (!isnan(lb)) { /* --lower-bound: the bound, and per policy its flow in the same slots */
+    fprintf(f, ",\n  \"lower_bound\": {\"flow_slots\": ");
+    json_num(f, lb);
+    fprintf(f, ", \"slot_s\": ");
+    json_num(f, lb_slot);
+    fprintf(f, ", \"lb_solo_slots\": ");
+    json_num(f, lb_solo);
+    fprintf(f, "}");
+  }
   fprintf(f, ",\n  \"policies\": [\n");
   for (int i = 0; i < nruns; i++) {
     run_t *r = &runs[i];
@@ -206,6 +216,10 @@ static int write_summary(const char *dir, const char *workload, const char *clus
     NUM("decisions_per_s", r->r.wall_s > 0 ? r->r.decisions / r->r.wall_s : NAN);
     NUM("decide_ms_avg", r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0);
     NUM("decide_ms_max", 1e3 * r->r.decide_max_s);
+    if (!isnan(lb)) {
+      NUM("flow_slots", r->flow_slots);
+      NUM("ratio_lb", r->flow_slots / lb);
+    }
     fprintf(f, ", \"policy_stats\": ");
     json_str(f, r->r.policy_stats);
     fprintf(f, "}%s\n", i + 1 < nruns ? "," : "");
@@ -687,10 +701,11 @@ int shoal_cmd_sim(int argc, char **argv) {
     qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
     qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
     qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
-    if (lower_bound)
+    /* the bound covers every job: a run that left jobs unfinished (a --horizon cut) has no comparable flow */
+    if (lower_bound && m->unfinished) r->flow_slots = NAN;
+    else if (lower_bound)
       for (long k = 0; k < w.njobs; k++)
-        if (w.jobs[k].state == SHOAL_JOB_DONE)
-          r->flow_slots += floor(w.jobs[k].finish / lb_slot + 1e-9) - floor(w.jobs[k].arrival / lb_slot + 1e-9) + 1;
+        r->flow_slots += floor(w.jobs[k].finish / lb_slot + 1e-9) - floor(w.jobs[k].arrival / lb_slot + 1e-9) + 1;
     double dms = r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0;
     if (!csv) {
       printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %9.4f %8.3f %11.0f\n", r->name,
@@ -748,11 +763,18 @@ int shoal_cmd_sim(int argc, char **argv) {
              r->r.wall_s, r->rss_mb, lower_bound ? r->flow_slots : NAN, lb, lower_bound ? r->flow_slots / lb : NAN,
              r->r.policy_stats);
     }
-  else if (lower_bound) {
+  if (csv && lower_bound && nruns == 0) /* the bound alone (lp-bound): a row of its own; else in every row */
+    printf("%s,lower-bound,%ld,0,nan,nan,nan,nan,nan,nan,0,nan,0,nan,nan,0,nan,nan,nan,nan,nan,nan,nan,%.3f,nan,"
+           "slot_s=%g lb_solo=%.0f\n", tag, (long)w.njobs, lb, lb_slot, lbs);
+  if (!csv && lower_bound) {
     printf("\nlower bound on total flow time: %.1f slots of %g s (LB_solo %.0f)%s\n", lb, lb_slot, lbs,
            nruns ? "; policies' flow in the same slots:" : "");
     for (int i = 0; i < nruns; i++)
-      printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", runs[i].name, runs[i].flow_slots, runs[i].flow_slots / lb);
+      if (isnan(runs[i].flow_slots))
+        printf("  %-22s flow n/a: %ld jobs unfinished at the horizon (the bound covers every job)\n", runs[i].name,
+               runs[i].m.unfinished);
+      else
+        printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", runs[i].name, runs[i].flow_slots, runs[i].flow_slots / lb);
   }
   /* a run where every job started at its arrival, ran to completion and was
    * never preempted or reallocated, under every policy, cannot show policy
@@ -764,7 +786,9 @@ int shoal_cmd_sim(int argc, char **argv) {
                     "preemption or reallocation: the cluster is not contended and policies cannot differ (try --scenario, "
                     "a smaller cluster or a higher --load / --load-scale)\n");
   if (out) {
-    if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns))) goto fail_runs;
+    if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns, lower_bound ? lb : NAN,
+                            lb_slot, lbs)))
+      goto fail_runs;
     if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;
     if (!csv) printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, ftf_cdf.svg, utilization.svg\n", out);
   }

@@ -94,6 +94,22 @@ TEST_T(lp_bound_without_policy_has_a_horizon, 60) {
   }
   CHECK(lb[0] > 0);
   CHECK_NEAR(lb[0], lb[1], 1e-9);
+  /* machine-readable: the bound alone is a row of its own */
+  snprintf(cmd, sizeof cmd, "%s sched lp-bound --trace %s --machines 1 --no-progress --csv", shoal_test_cli(), trace);
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 30), 0);
+  const char *row = strstr(out, "-,lower-bound,2,0,");
+  CHECK_MSG(row != NULL, "no bound row: %s", out);
+  if (row) {
+    const char *v = row;
+    for (int commas = 0; *v && commas < 23; v++) commas += *v == ',';
+    CHECK_NEAR(atof(v), lb[0], 0.05); /* lb_slots, the bound the table prints to 0.1 */
+  }
+  /* a run cut by --horizon has no flow to compare with a bound over every job */
+  snprintf(cmd, sizeof cmd, "%s sim --lower-bound --policy fifo --trace %s --machines 1 --horizon 20000 --no-progress 2>&1",
+           shoal_test_cli(), trace);
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 30), 0);
+  CHECK_CONTAINS(out, "flow n/a: 2 jobs unfinished at the horizon");
+  CHECK_MSG(strstr(out, "ratio to LB") == NULL, "a ratio for a cut run: %s", out);
   snprintf(cmd, sizeof cmd, "%s sched lp-bound --synthetic 12 --machines 2 --no-progress 2>&1", shoal_test_cli());
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
   CHECK_MSG(st == 0, "%s: exit %d: %s", cmd, st, out);
