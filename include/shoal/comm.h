@@ -184,7 +184,9 @@ shoal_algo_t shoal_allreduce_choose(const shoal_comm_t *c, size_t bytes);
  * gives every rank (SHOAL_STORE_FD), so it survives the loss of rank 0; otherwise rank 0 binds the master
  * port on its own host, so after rank 0 died new processes must be pointed at the host of the new rank 0
  * (logged at INFO). A grow that fails returns an error and leaves c in use, unless a rank of c died
- * (then c is aborted, as by any call; shrink it).
+ * (then c is aborted, as by any call; shrink it) or the error was one rank's own (a NULL argument: an
+ * argument error aborts c as any call's does, so that the others do not wait). A split communicator is
+ * refused with SHOAL_ERR_UNSUPPORTED on every rank alike, and nothing is aborted.
  *
  * shoal_comm_join: instead of shoal_comm_init, in a new process (a restarted rank): authenticate at the
  * door of the running job (the same SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT, SHOAL_TOKEN and SHOAL_JOB_ID

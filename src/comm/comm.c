@@ -369,7 +369,12 @@ void shoal_comm_destroy(shoal_comm_t *c) {
 int shoal_comm_rank(const shoal_comm_t *c) { return c ? c->rank : -1; }
 int shoal_comm_size(const shoal_comm_t *c) { return c ? c->size : -1; }
 int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
-const char *shoal_comm_errmsg(const shoal_comm_t *c) { return c ? c->errmsg : ""; }
+/* A communicator's own error, else its world's abort (an error on a split or another communicator of the
+ * world aborted it: calls on c return SHOAL_ERR_ABORTED, and this names why). */
+const char *shoal_comm_errmsg(const shoal_comm_t *c) {
+  if (!c) return "";
+  return !c->errmsg[0] && c->w && c->w->aborted ? c->w->abort_msg : c->errmsg;
+}
 
 int shoal_comm_set_timeout(shoal_comm_t *c, double seconds) {
   if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: communicator is NULL");

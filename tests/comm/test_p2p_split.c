@@ -139,6 +139,42 @@ TEST_T(split_wrong_communicator_is_a_mismatch, 30) {
   P2P_RUN(2, rank_wrong_comm, &a, 25);
 }
 
+/* A grow on a split is refused on every rank alike and aborts nothing (comm.h); an error on a split that
+ * aborts the world shows in the world's shoal_comm_errmsg too. */
+static int rank_split_errors(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *w = p2p_join(rank, a);
+  if (!w) return 2;
+  shoal_comm_t *s = NULL, *g = (shoal_comm_t *)&rank;
+  if (shoal_comm_split(w, 0, rank, &s)) FAILR("split");
+  int rc = shoal_comm_grow(s, &g);
+  if (rc != SHOAL_ERR_UNSUPPORTED || g != (shoal_comm_t *)&rank) FAILR("grow on a split: %d", rc);
+  int x = 1;
+  if ((rc = shoal_allreduce(w, SHOAL_IN_PLACE, &x, 1, SHOAL_INT32, SHOAL_SUM)) || x != 2)
+    FAILR("world after the refused grow: %d %s", rc, shoal_comm_errmsg(w));
+  x = 1;
+  if ((rc = shoal_allreduce(s, SHOAL_IN_PLACE, &x, 1, SHOAL_INT32, SHOAL_SUM)) || x != 2)
+    FAILR("split after the refused grow: %d %s", rc, shoal_comm_errmsg(s));
+  if (rank == 0) {
+    rc = shoal_allreduce(s, NULL, &x, 1, SHOAL_INT32, SHOAL_SUM); /* an argument error: aborts the world */
+    if (rc != SHOAL_ERR_INVALID) FAILR("NULL sendbuf on the split: %d", rc);
+    rc = shoal_barrier(w);
+    if (rc != SHOAL_ERR_ABORTED || !strstr(shoal_comm_errmsg(w), "sendbuf is NULL"))
+      FAILR("the world after the split's error: %d, errmsg \"%s\"", rc, shoal_comm_errmsg(w));
+  } else {
+    rc = shoal_barrier(w); /* fails: rank 0 aborted */
+    if (rc == 0) FAILR("barrier succeeded after rank 0 aborted");
+  }
+  shoal_comm_destroy(s);
+  shoal_comm_destroy(w);
+  return 0;
+}
+
+TEST_T(split_grow_refused_and_errors_named_on_the_world, 30) {
+  p2p_world_arg_t a = {.timeout_s = 5};
+  P2P_RUN(2, rank_split_errors, &a, 25);
+}
+
 /* DS-Sync's butterfly: pairs {0,1},{2,3} then {0,2},{1,3}, each on its own split, alternating, four
  * emulated hosts over TCP. A rank done with its pair goes on with the next pair at once, so the next
  * partner's data arrives on a connection while that partner still serves the other communicator; every

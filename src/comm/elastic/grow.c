@@ -170,9 +170,10 @@ static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
 int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
   if (!c || !out) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_grow: NULL argument"));
   shoal__world_t *w = c->w;
+  /* every rank of a split finds this alike (none waits for another): refused, nothing aborted */
   if (c->id != w->id || c->size != w->size)
-    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_UNSUPPORTED, "shoal_comm_grow: needs a world "
-                                               "communicator (from init, join, shrink or grow), not a split"));
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "shoal_comm_grow: needs a world communicator (from init, join, "
+                         "shrink or grow), not a split");
   uint64_t t0 = shoal__now_ns();
   int n = c->size, me = c->rank, k = 0, rc;
   int fds[MAX_JOINERS];
