@@ -93,6 +93,14 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
   return 0;
 }
 
+/* The CSV's header, flushed at once: a rank 0 lost before its first row must not take it along
+ * (the new rank 0 appends to the file) */
+static void csv_header(FILE *f) {
+  fprintf(f, "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,samples_per_s,compute_s,comm_s,"
+             "consensus,lr\n");
+  fflush(f);
+}
+
 static int load_data(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **own_test) {
   const shoal_train_opts_t *o = r->o;
   const char *dir = o->data_dir ? o->data_dir : SHOAL_FASHION_MNIST_DIR;
@@ -509,7 +517,10 @@ static int rejoin(run_t *r, shoal_sync_t **sync, int bucket_of_layer[8], int **r
   if (rc) return rc;
   r->wcomm = shoal_sync_workers(*sync);
   if ((rc = shoal__elastic_sync_state(r->world, valid, pos, r->m->params, r->mom, r->m->nparams))) return rc;
-  if (r->wrank == 0 && r->o->csv_path && !r->csv) r->csv = fopen(r->o->csv_path, "a"); /* rank 0 was lost */
+  if (r->wrank == 0 && r->o->csv_path && !r->csv && (r->csv = fopen(r->o->csv_path, "a"))) { /* rank 0 was lost */
+    fseek(r->csv, 0, SEEK_END);
+    if (ftell(r->csv) == 0) csv_header(r->csv); /* it was lost before anything reached the file */
+  }
   return 0;
 }
 
@@ -642,9 +653,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing", o->csv_path);
       goto out_free;
     }
-    if (!exists)
-      fprintf(r.csv, "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,samples_per_s,compute_s,comm_s,"
-                     "consensus,lr\n");
+    if (!exists) csv_header(r.csv);
   }
   if (o->iter_log) {
     char buf[4096];

@@ -439,6 +439,33 @@ TEST_T(cli_train_under_shoal_launch, 120) {
   CHECK_CONTAINS(out, "largest staleness applied");
 }
 
+/* --on-failure shrink with rank 0 lost: the new rank 0 appends to the CSV, which keeps its header whenever
+ * rank 0 died (before its first row too: the header no longer waits in rank 0's buffer), so --plot reads it. */
+TEST_T(cli_train_rank0_lost_csv_keeps_its_header, 120) {
+  load_fmnist();
+  char out[16384], cmd[2048], csv[256], svg[256];
+  tmpname(csv, "lost0csv");
+  tmpname(svg, "lost0svg");
+  remove(csv);
+  snprintf(cmd, sizeof cmd,
+           "SHOAL_TIMEOUT=10 %s launch -n 3 --on-failure continue -- sh -c 'if [ \"$SHOAL_RANK\" = 0 ]; then "
+           "(sleep 0.8; kill -9 $$) & fi; exec %s train --on-failure shrink --epochs 1 --test-subset 500 --csv %s'",
+           shoal_test_cli(), shoal_test_cli(), csv);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 110);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "rank 0 killed by signal 9");
+  FILE *f = fopen(csv, "r");
+  char line[512] = "";
+  CHECK_MSG(f && fgets(line, sizeof line, f), "no %s", csv);
+  if (f) fclose(f);
+  CHECK_MSG(!strncmp(line, "label,model,sync,workers,", 25), "%s starts with: %s", csv, line);
+  snprintf(cmd, sizeof cmd, "%s train --plot %s %s", shoal_test_cli(), svg, csv);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(st == 0, "plot: exit %d: %s", st, out);
+  remove(csv);
+  remove(svg);
+}
+
 /* Checkpoint/resume on 2 BSP ranks is bit-exact: 2 epochs straight equal
  * 1 epoch + checkpoint + resume for the second. */
 TEST_T(bsp_resume_is_bit_exact, 120) {
