@@ -162,6 +162,60 @@ TEST_T(shm_fault_stuck_peer_deadline, 40) {
   CHECK_EQ(ok, 2);
 }
 
+/* A peer killed while the others wait in a shared-memory allreduce for another peer that is alive but
+ * elsewhere: the waiting ranks fail at once naming the dead one (as a TCP hang-up fails any op), not at
+ * the deadline naming the live one. Rank 1 never enters the allreduce: it waits (bounded) for the others'
+ * verdicts in files, so without the check they would time out at SHOAL_TIMEOUT naming world rank 1. */
+static int rank_dead_elsewhere(int rank, void *arg) {
+  fault_arg_t *a = arg;
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 2;
+  float v[64] = {0};
+  if (rank == 3) { /* killed while the others wait (it never enters the allreduce) */
+    usleep(200000);
+    raise(SIGKILL);
+  }
+  char path[128];
+  if (rank == 1) { /* alive, busy elsewhere until ranks 0 and 2 have failed (at most 15 s) */
+    for (int i = 0; i < 1500; i++) {
+      int done = 0;
+      for (int r = 0; r <= 2; r += 2) {
+        snprintf(path, sizeof path, "%s/done%d", a->dir, r);
+        done += access(path, F_OK) == 0;
+      }
+      if (done == 2) break;
+      usleep(10000);
+    }
+    shoal_comm_destroy(c);
+    return 0;
+  }
+  int rc = shoal_allreduce_algo(c, v, v, 64, SHOAL_FLOAT32, SHOAL_SUM, SHOAL_ALGO_SHM);
+  snprintf(path, sizeof path, "%s/done%d", a->dir, rank);
+  FILE *f = fopen(path, "w");
+  if (f) fclose(f);
+  int bad = 0;
+  if (rc != SHOAL_ERR_PEER_CLOSED || (!strstr(shoal_comm_errmsg(c), "world rank 3") && !strstr(shoal_comm_errmsg(c), "peer 3")))
+    bad = fprintf(stderr, "rank %d: rc %d: %s\n", rank, rc, shoal_comm_errmsg(c));
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+TEST_T(shm_fault_dead_peer_noticed_while_waiting_for_another, 60) {
+  fault_arg_t a = {.n = 4, .timeout_s = 20};
+  a.port = shoal_test_free_port();
+  snprintf(a.dir, sizeof a.dir, "/tmp/shoal-shmdead-XXXXXX");
+  CHECK(mkdtemp(a.dir) != NULL);
+  int st[4];
+  shoal_test_fork_ranks(4, rank_dead_elsewhere, &a, 50, st);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", a.dir);
+  if (system(cmd)) {
+  }
+  CHECK_MSG(WIFSIGNALED(st[3]) && WTERMSIG(st[3]) == SIGKILL, "rank 3 status 0x%x", st[3]);
+  for (int r = 0; r < 3; r++)
+    CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "rank %d status 0x%x", r, st[r]);
+}
+
 /* While the communicator lives, the segment is mapped but no longer has a name. */
 static int rank_lifetime(int rank, void *arg) {
   fault_arg_t *a = arg;

@@ -284,6 +284,26 @@ static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   return 0;
 }
 
+/* A same-host peer other than the one waited for that died (not one that left after its last call): the
+ * op fails at once even though it does not wait for that peer, as a TCP hang-up fails any op (docs/comm.md);
+ * the wait would otherwise notice it only once the awaited peer fails too, or at the deadline. */
+static int others_alive(shoal_comm_t *c, const shoal__op_t *op, int waiting_l, uint64_t want) {
+  shoal__world_t *w = c->w;
+  shoal__shm_t *s = w->shm;
+  for (int l = 0; l < s->topo->nlocal; l++) {
+    if (l == s->topo->lrank || l == waiting_l || !shoal__shm_probe_due(s, l)) continue;
+    int wr = s->topo->l2w[l];
+    int pr = shoal__shm_probe_conn(c, op, &w->conns[wr]);
+    if (pr < 0) return pr;
+    if (pr && w->conns[wr].state != SHOAL__CONN_LEFT)
+      return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, comm_rank_of(c, wr),
+                              "same-host peer (world rank %d, pid %d) died or was killed while this rank waited for "
+                              "world rank %d's shared-memory step %llu", wr, (int)s->ctrl[l].pid,
+                              s->topo->l2w[waiting_l], (unsigned long long)want);
+  }
+  return 0;
+}
+
 int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uint64_t want, int only_l) {
   shoal__world_t *w = c->w;
   shoal__shm_t *s = w->shm;
@@ -322,6 +342,7 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
                                   w->conns[wr].state == SHOAL__CONN_LEFT ? "left (destroyed its communicator)"
                                                                          : "died or was killed",
                                   (unsigned long long)want);
+        if ((pr = others_alive(c, op, l, want))) return pr;
       }
       if (now >= op->deadline_ns)
         return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, comm_rank_of(c, wr),
