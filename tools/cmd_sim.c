@@ -19,6 +19,24 @@
 
 #define PHILLY_CSV "../shared/data/philly/philly.csv"
 
+/* The Philly trace of the named scenarios: ../shared beside the current directory (the repository's
+ * root), else beside the repository this binary was built in (build/shoal: ../../shared); NULL with
+ * both places in `tried` if neither has it. */
+static const char *philly_csv(char *buf, size_t cap, char *tried, size_t tcap) {
+  if (access(PHILLY_CSV, R_OK) == 0) return PHILLY_CSV;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  snprintf(tried, tcap, "%s (from the current directory)", PHILLY_CSV);
+  if (n <= 0) return NULL;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = 0;
+  snprintf(buf, cap, "%s/../%s", exe, PHILLY_CSV);
+  snprintf(tried + strlen(tried), tcap - strlen(tried), " or %s (beside this binary's repository)", buf);
+  return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
 /* Named contended scenarios (docs/simulator.md "Scenarios"). */
 typedef struct {
   const char *name, *desc;
@@ -395,7 +413,16 @@ int shoal_cmd_sim(int argc, char **argv) {
     }
     if (sc) {
       if (sc->philly) {
-        scen_trace = PHILLY_CSV;
+        int given = 0; /* --trace FILE names the trace itself */
+        for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "--trace");
+        static char found[1100];
+        char tried[2400];
+        scen_trace = given ? NULL : philly_csv(found, sizeof found, tried, sizeof tried);
+        if (!given && !scen_trace) {
+          fprintf(stderr, "shoal sim: --scenario %s needs the Philly trace: not at %s; give it with --trace FILE\n",
+                  sc->name, tried);
+          return 2;
+        }
         wo.window_start_s = sc->win_a;
         wo.window_end_s = sc->win_b;
         wo.sample = sc->jobs;

@@ -16,7 +16,7 @@
 #   decide     planner decision time per arrival at 100/500/2000 machines
 # Writes CSVs (shoal sim's columns) to results/, SVG plots to plots/
 # (gnuplot) and results/summary.txt.
-#   experiments/online-scheduling/run.sh [BUILD_DIR] [SEEDS]
+#   experiments/online-scheduling/run.sh [BUILD_DIR] [SEEDS]     env: PARTS, PHILLY=FILE (the Philly trace)
 set -eu
 B=${1:-build}
 SEEDS=${2:-"1 2 3"}
@@ -30,21 +30,25 @@ want() { case " ${PARTS:-scenarios pollux ablation decide} " in *" $1 "*) return
 sim() { "$SHOAL" sim --csv --no-header --no-progress "$@"; }
 HDR="tag,policy,jobs,unfinished,jct_avg_s,jct_p50_s,jct_p95_s,jct_p99_s,makespan_s,queue_avg_s,waited,gpu_util,preemptions,ftf_max,ftf_avg,decisions,decide_ms_avg,decide_ms_max,events_per_s,decisions_per_s,wall_s,peak_rss_mb,flow_slots,lb_slots,ratio_lb,policy_stats"
 BASE=fifo,srtf,tiresias,optimus,drf,gavel
-PHILLY=../shared/data/philly/philly.csv
+PHILLY=${PHILLY:-../shared/data/philly/philly.csv}
+if [ ! -r "$PHILLY" ] && { want scenarios || want pollux || want ablation; }; then
+  echo "run.sh: the Philly trace $PHILLY is not readable: run from the repository root with ../shared beside it, or set PHILLY=FILE" >&2
+  exit 1
+fi
 
 if want scenarios; then
   echo "== scenarios (seed 1)"
   echo "$HDR" > "$R/scenarios.csv"
   sim --scenario synthetic --policy $BASE,greedy,larr,oasis --tag synthetic >> "$R/scenarios.csv"
   sim --scenario gavel --policy $BASE,greedy --tag gavel >> "$R/scenarios.csv"
-  [ -r "$PHILLY" ] && sim --scenario philly-busy --policy $BASE,greedy --tag philly-busy >> "$R/scenarios.csv"
+  [ -r "$PHILLY" ] && sim --scenario philly-busy --trace "$PHILLY" --policy $BASE,greedy --tag philly-busy >> "$R/scenarios.csv"
 fi
 
 if want pollux && [ -r "$PHILLY" ]; then
   echo "== pollux-style, load-scale 2 4 8, seeds $SEEDS, lower bound in 30-minute slots"
   echo "$HDR" > "$R/pollux.csv"
   for s in $SEEDS; do for x in 2 4 8; do
-    sim --scenario pollux --load-scale $x --seed $s --lower-bound --lb-slot 1800 --lb-time 10 \
+    sim --scenario pollux --trace "$PHILLY" --load-scale $x --seed $s --lower-bound --lb-slot 1800 --lb-time 10 \
       --policy $BASE,greedy,larr,oasis --tag "$x" 2> /dev/null >> "$R/pollux.csv"
   done; done
 fi
@@ -55,7 +59,7 @@ if want ablation; then
   AB=larr,greedy:replan=1,larr:replan=0,greedy,larr:estimate=3600,greedy:replan=1:estimate=3600,srtf
   for s in $SEEDS; do
     if [ -r "$PHILLY" ]; then for x in 4 8; do
-      sim --scenario pollux --load-scale $x --seed $s --policy $AB --tag "pollux-x$x" >> "$R/ablation.csv"
+      sim --scenario pollux --trace "$PHILLY" --load-scale $x --seed $s --policy $AB --tag "pollux-x$x" >> "$R/ablation.csv"
     done; fi
     sim --synthetic 1000 --load 0.9 --machines 8 --ps-fraction 1 --report-jobs 200:800 --seed $s --policy $AB \
       --tag "synthetic-ps" >> "$R/ablation.csv"

@@ -543,3 +543,26 @@ TEST_T(cli_options_for_another_input_refused, 30) {
   };
   cli_errors("--synthetic 10 %s --policy fifo", cases, sizeof cases / sizeof cases[0]);
 }
+
+/* The named Philly scenarios find the trace beside the repository the binary was built in from any
+ * directory; a binary elsewhere, with no trace in reach, stops naming where it looked. */
+TEST_T(cli_scenario_finds_the_philly_trace, 60) {
+  if (access("../shared/data/philly/philly.csv", R_OK)) shoal_test_skip("no ../shared/data/philly/philly.csv here");
+  char cli[1024], cmd[2400], out[8192];
+  if (!realpath(shoal_test_cli(), cli)) shoal_test_skip("cannot resolve the CLI's path");
+  snprintf(cmd, sizeof cmd, "cd / && %s sim --scenario pollux --policy fifo --no-progress --csv", cli);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  CHECK_MSG(st == 0, "from /: exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "-,fifo,160,");
+  char tmp[] = "/tmp/shoal-scen-XXXXXX";
+  CHECK(mkdtemp(tmp) != NULL);
+  snprintf(cmd, sizeof cmd, "cp %s %s/shoal && cd %s && ./shoal sim --scenario philly-busy --policy fifo --no-progress", cli,
+           tmp, tmp);
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a binary with no trace in reach: status %d: %s", st, out);
+  CHECK_CONTAINS(out, "--scenario philly-busy needs the Philly trace");
+  CHECK_CONTAINS(out, "give it with --trace FILE");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  if (system(cmd)) {
+  }
+}
