@@ -68,8 +68,14 @@ typedef struct rank_proc {
   int sent_kill;  /* the launcher sent SIGKILL */
   int stop_sig;   /* stopped by this signal (not by us) and not continued since, else 0 */
   int order;      /* 1, 2, ...: order in which ranks ended (0: still running) */
+  int restarted;  /* a process the launcher started again (--on-failure restart): it joins the running job */
   stream_t s[2];
 } rank_proc_t;
+
+/* --on-failure restart: once every rank never restarted has exited 0 the job has finished; a restarted
+ * rank still running then waits at a door no grow will open (shoal train --grow-every 0, or its loss came
+ * after the last grow), or finishes its last steps: it gets this long, then is stopped. */
+#define JOINER_GRACE_S 10.0
 
 static int sig_pipe[2] = {-1, -1};
 static volatile sig_atomic_t got_signal;
@@ -103,6 +109,7 @@ static void usage(FILE *f) {
           "  --on-failure MODE stop (default): a rank that fails stops the others; continue: the others go\n"
           "                    on (for programs that shrink, e.g. shoal train --on-failure shrink); restart:\n"
           "                    continue, and start the rank again as a new process that joins the job\n"
+          "                    (stopped 10 s after the job finished if it never got in)\n"
           "  --max-restarts K  with restart: at most K restarts in all (default 3)\n\n"
           "Each rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
           "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
@@ -576,7 +583,7 @@ int shoal_cmd_launch(int argc, char **argv) {
   struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
   int *pf_rank = calloc((size_t)(2 * n + 1), sizeof *pf_rank);
   int running = n, failed = -1, fail_status = 0, stopped = 0, interrupted = 0, timed_out = 0, nended = 0;
-  double t_start = shoal__now_s(), kill_at = 0, out_deadline = 0;
+  double t_start = shoal__now_s(), kill_at = 0, out_deadline = 0, joiners_stop_at = 0;
   for (;;) {
     /* reap */
     int st;
@@ -626,6 +633,7 @@ int shoal_cmd_launch(int argc, char **argv) {
               rp[r].s[1] = (stream_t){-1, 2, NULL, 0};
             } else {
               running++;
+              rp[r].restarted = 1;
               fprintf(stderr, "shoal launch: rank %d %s; restarted it (restart %d of at most %d) as a new process "
                       "that joins the running job\n", r, what, restarts, (int)max_restarts);
             }
@@ -652,6 +660,34 @@ int shoal_cmd_launch(int argc, char **argv) {
       timed_out = 1;
       signal_all(rp, n, SIGTERM, NULL);
       kill_at = shoal__now_s() + grace;
+    }
+    if (on_failure == ON_FAIL_RESTART && failed < 0 && !interrupted && !timed_out) {
+      int originals = 0, originals_ok = 0, waiting = 0;
+      for (int r = 0; r < n; r++)
+        if (!rp[r].restarted) {
+          originals++;
+          originals_ok += !rp[r].running && WIFEXITED(rp[r].status) && WEXITSTATUS(rp[r].status) == 0;
+        } else {
+          waiting += rp[r].running && !rp[r].signaled_by_us;
+        }
+      double now = shoal__now_s();
+      if (originals > 0 && originals_ok == originals && waiting > 0) {
+        if (joiners_stop_at == 0) {
+          joiners_stop_at = now + (grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S);
+        } else if (now >= joiners_stop_at) {
+          for (int r = 0; r < n; r++)
+            if (rp[r].restarted && rp[r].running && !rp[r].signaled_by_us) {
+              fprintf(stderr, "shoal launch: the job finished (every rank never restarted exited 0); rank %d, "
+                      "restarted, was still running %.0f s later (waiting to join): stopped it\n", r,
+                      grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S);
+              kill(-rp[r].pid, SIGTERM);
+              kill(-rp[r].pid, SIGCONT);
+              rp[r].signaled_by_us = 1;
+              if (!rp[r].sent_sig) rp[r].sent_sig = SIGTERM;
+            }
+          kill_at = now + grace;
+        }
+      }
     }
     if (kill_at > 0 && shoal__now_s() >= kill_at && running > 0) {
       signal_all(rp, n, SIGKILL, NULL);

@@ -44,6 +44,18 @@ TEST_T(launch_on_failure_restart_starts_a_joining_rank, 60) {
   CHECK_CONTAINS(out, "the job finished with 3 ranks exiting 0 after losing 1");
 }
 
+/* The job finishes while a restarted rank still waits to join (no grow will admit it): the launcher stops
+ * it after its grace and the job succeeds, instead of waiting for its join to time out and restarting it
+ * again. */
+TEST_T(launch_on_failure_restart_job_done_stops_a_waiting_joiner, 60) {
+  int st = launch("--on-failure restart",
+                  "if [ \"$SHOAL_RANK\" = 1 ]; then if [ -z \"$SHOAL_JOIN\" ]; then kill -9 $$; fi; sleep 100; fi; "
+                  "sleep 0.5; echo done");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "rank 1, restarted, was still running 10 s later (waiting to join): stopped it");
+  CHECK_CONTAINS(out, "the job finished with 2 ranks exiting 0 after losing 1");
+}
+
 /* a rank that exits non-zero is a failure of the job even when the others may go on */
 TEST_T(launch_on_failure_continue_reports_a_failing_rank, 60) {
   int st = launch("--on-failure continue", "if [ \"$SHOAL_RANK\" = 2 ]; then exit 3; fi; sleep 0.5");
