@@ -5,6 +5,8 @@
 #ifndef SHOAL_COMM_ASYNC_H
 #define SHOAL_COMM_ASYNC_H
 
+#include <stdint.h>
+
 struct shoal__world;
 
 /* Wait until no request of w is queued or running. No-op on the progress
@@ -12,5 +14,8 @@ struct shoal__world;
 void shoal__async_quiesce(struct shoal__world *w);
 /* Quiesce, then stop and join the progress thread (world destruction). */
 void shoal__async_stop(struct shoal__world *w);
+/* Is `tag` (shoal__thread_tag of a thread) w's progress thread? It runs the requests of the application's
+ * threads: a call while it is inside one is not another application thread's (the thread rule, comm.h). */
+int shoal__async_is(const struct shoal__world *w, uintptr_t tag);
 
 #endif

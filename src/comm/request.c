@@ -41,6 +41,7 @@ typedef struct shoal__async {
   pthread_cond_t work; /* queue non-empty or stop */
   pthread_cond_t done; /* a request completed */
   pthread_t thread;
+  _Atomic uintptr_t tag; /* the progress thread's shoal__thread_tag, once it runs */
   int stop;
   int pending; /* queued + running */
   shoal_request_t *head, *tail;
@@ -61,6 +62,7 @@ static int run_one(shoal_request_t *r) {
 
 static void *engine_main(void *arg) {
   shoal__async_t *a = arg;
+  atomic_store(&a->tag, shoal__thread_tag());
   pthread_mutex_lock(&a->mu);
   for (;;) {
     while (!a->stop && !a->head) pthread_cond_wait(&a->work, &a->mu);
@@ -90,6 +92,10 @@ static void *engine_main(void *arg) {
   }
   pthread_mutex_unlock(&a->mu);
   return NULL;
+}
+
+int shoal__async_is(const struct shoal__world *w, uintptr_t tag) {
+  return w->async && tag && atomic_load(&w->async->tag) == tag;
 }
 
 /* The world's engine, started on first use. */

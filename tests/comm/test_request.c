@@ -270,6 +270,35 @@ TEST(request_invalid_arguments) {
   shoal_comm_destroy(c);
 }
 
+/* An argument error while the progress thread runs an earlier request is the call's argument error
+ * (aborts the communicator), not a refusal by the one-thread rule: that thread is the library's. */
+static int rank_bad_while_running(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  float x[1024] = {0};
+  if (rank == 1) {
+    usleep(300000); /* rank 0's request waits for this one meanwhile */
+    shoal_allreduce(c, SHOAL_IN_PLACE, x, 1024, SHOAL_FLOAT32, SHOAL_SUM); /* fails: rank 0 aborted */
+    shoal_comm_destroy(c);
+    return 0;
+  }
+  shoal_request_t *r1 = NULL, *r2 = NULL;
+  if (shoal_iallreduce(c, SHOAL_IN_PLACE, x, 1024, SHOAL_FLOAT32, SHOAL_SUM, &r1)) FAILR("issue: %s", shoal_last_error());
+  usleep(100000); /* the progress thread is inside the allreduce now */
+  int rc = shoal_ibroadcast(c, x, 1, SHOAL_FLOAT32, 5, &r2);
+  if (rc != SHOAL_ERR_INVALID || !strstr(shoal_last_error(), "root 5 out of range"))
+    FAILR("bad ibroadcast while a request runs: %d %s", rc, shoal_last_error());
+  if (shoal_wait(&r1) == 0) FAILR("the running request succeeded after the abort");
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_argument_error_while_one_runs, 30) {
+  p2p_world_arg_t a = {.n = 2, .timeout_s = 10};
+  P2P_RUN(2, rank_bad_while_running, &a, 25);
+}
+
 /* ---- a mismatch between ranks: both sides' messages name the operation and sequence ---- */
 
 static int rank_mismatch(int rank, void *arg) {

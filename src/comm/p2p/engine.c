@@ -132,6 +132,8 @@ int shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int pee
 
 static _Thread_local char thread_tag; /* its address identifies the calling thread */
 
+uintptr_t shoal__thread_tag(void) { return (uintptr_t)&thread_tag; }
+
 /* The thread rule (comm.h): a call while another thread is inside a call on the same world is refused,
  * and nothing else happens. `what`: the refused call. */
 static int refuse_other_thread(shoal_comm_t *c, const char *what, const char *own) {
@@ -148,7 +150,7 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
   if (!c || !c->w) return status;
   char me[64], text[700];
   uintptr_t owner = atomic_load(&c->w->owner);
-  if (owner && owner != (uintptr_t)&thread_tag) { /* the thread rule first: a refused call aborts nothing */
+  if (owner && owner != (uintptr_t)&thread_tag && !shoal__async_is(c->w, owner)) { /* the thread rule first */
     char own[400];
     snprintf(own, sizeof own, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
     return refuse_other_thread(c, "the call", own);

@@ -108,6 +108,8 @@ int  shoal__comm_size(const shoal_comm_t *c);
  * fail naming this rank instead of waiting for it or computing without its
  * data. c may be NULL (nothing to abort). Returns status. */
 int  shoal__comm_reject(shoal_comm_t *c, int status);
+/* The calling thread's identity for the one-thread-per-world rule (the address of a thread-local). */
+uintptr_t shoal__thread_tag(void);
 /* Record an error on c ("rank 2 <- peer 3 (host:port) allreduce seq 17: ..."). */
 int  shoal__comm_fail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
