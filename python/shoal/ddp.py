@@ -180,13 +180,12 @@ class DistributedDataParallel(torch.nn.Module):
 
     @staticmethod
     def _collective(t, call):
-        """call(x) in place on tensor t (through a contiguous copy when t is not contiguous)."""
+        """call(x) in place on tensor t (through a contiguous copy when t is not contiguous; bool and int8
+        state through its bytes, which shoal carries as uint8)."""
         with torch.no_grad():
-            if t.is_contiguous():
-                call(t.data)
-            else:
-                x = t.data.contiguous()
-                call(x)
+            x = t.data if t.is_contiguous() else t.data.contiguous()
+            call(x.view(torch.uint8) if x.dtype in (torch.bool, torch.int8) else x)
+            if x.data_ptr() != t.data.data_ptr():
                 t.data.copy_(x)
 
     @property
