@@ -153,19 +153,23 @@ static size_t next_size(size_t b, double f) {
   return n > b ? n : b + 1;
 }
 
-static int explain(const bopts_t *o, int p) {
+/* c: the launched world (NULL with -p): an explicit algorithm is judged on it, as the run would */
+static int explain(const bopts_t *o, int p, shoal_comm_t *c) {
   shoal__coll_ctx_t x;
   shoal_algo_t forced;
   if (shoal__coll_ctx_model(p, &x) || shoal__algo_env(&forced)) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
     return 1;
   }
-  /* an explicit algorithm that does not apply is refused with its reason, as the run would refuse it */
+  /* an explicit algorithm that does not apply is refused with its reason, as the run would refuse it: on
+   * the launched world, else (-p) on the model's one rank per host over TCP */
   shoal_algo_t given = o->algo != SHOAL_ALGO_AUTO ? o->algo : forced;
   const shoal__coll_algo_t *ga = given != SHOAL_ALGO_AUTO ? shoal__algo(given) : NULL;
-  if (ga && ga->applies && ga->applies(&x)) {
-    fprintf(stderr, "shoal bench: --explain: %s%s does not apply on %d ranks, one per host over TCP: %s\n",
-            o->algo != SHOAL_ALGO_AUTO ? "-a " : "SHOAL_ALGO=", ga->name, p, shoal_last_error());
+  shoal__coll_ctx_t real;
+  if (c) shoal__coll_ctx(c, &real);
+  if (ga && ga->applies && ga->applies(c ? &real : &x)) {
+    fprintf(stderr, "shoal bench: --explain: %s%s does not apply %s: %s\n", o->algo != SHOAL_ALGO_AUTO ? "-a " : "SHOAL_ALGO=",
+            ga->name, c ? "on this world" : "on the model's ranks, one per host over TCP (-p)", shoal_last_error());
     return 1;
   }
   printf("# allreduce cost model on %d ranks, one per host over TCP: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
@@ -440,7 +444,7 @@ int shoal_cmd_bench(int argc, char **argv) {
   bopts_t o;
   int prc = parse_opts(argc, argv, &o);
   if (prc) return prc == 1 ? 0 : prc;
-  if (o.explain && o.explain_ranks > 0) return explain(&o, o.explain_ranks);
+  if (o.explain && o.explain_ranks > 0) return explain(&o, o.explain_ranks, NULL);
   run_t R = {.o = &o, .es = shoal_dtype_size(o.dtype)};
   if (shoal_comm_init_env(&R.c)) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
@@ -450,7 +454,7 @@ int shoal_cmd_bench(int argc, char **argv) {
   R.size = shoal_comm_size(R.c);
   int status = 0;
   if (o.explain) {
-    if (R.rank == 0) status = explain(&o, R.size);
+    if (R.rank == 0) status = explain(&o, R.size, R.c);
     if (R.rank == 0 && !status) shoal__tune_explain(R.c, stdout); /* fitted model, shm/hier (tune.c) */
     goto out_comm;
   }

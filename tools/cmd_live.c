@@ -230,6 +230,7 @@ typedef struct live {
   } timers[4096];
   int ntimers;
   int starts, preempts, resizes, finished, retried, failed;
+  int warned_malleable; /* a job's min was said not to bind the policy */
   int retries_max;
   double sinfo_every, sinfo_next;
   FILE *log;
@@ -676,6 +677,11 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     x->sid = sid;
     parse_comment(c, x, L->speed);
     shoal_job_t *j = &x->j;
+    if (L->ops->malleable && j->min_workers > 1 && !L->warned_malleable) {
+      L->warned_malleable = 1; /* once: it holds for every such job */
+      logf_(L, "warning: job %ld asks for at least %d workers, but policy %s plans malleable jobs (any worker count "
+            "up to max, docs/scheduling.md): it may run such jobs with fewer", sid, j->min_workers, L->ops->name);
+    }
     j->id = L->njobs;
     j->row = sid;
     j->arrival = jnum(o, "submit_time") - L->epoch;

@@ -154,4 +154,5 @@ const shoal_policy_ops_t shoal__policy_fifo = {
     NULL,
     fifo_schedule,
     NULL,
+    0, /* not malleable: min_workers..max_workers */
 };

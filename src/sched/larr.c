@@ -17,4 +17,5 @@ const shoal_policy_ops_t shoal__policy_larr = {
     shoal__ps_policy_timer,
     shoal__ps_policy_schedule,
     shoal__ps_policy_stats,
+    1, /* malleable */
 };

@@ -118,12 +118,18 @@ static double rate_of(const shoal_sched_t *s, const shoal_job_t *j, int w, int p
 static double first_gain_k(const optimus_t *o, const shoal_sched_t *s, const shoal_job_t *j);
 static double dshare(const optimus_t *o, const shoal_sched_t *s, const shoal_res_t *d);
 
+/* the fewest workers j runs with (its elastic range's minimum; a job that cannot resize has min = max) */
+static int min_workers(const shoal_job_t *j) {
+  int maxw = j->max_workers > 0 ? j->max_workers : j->gpus;
+  return j->min_workers < 1 ? 1 : j->min_workers > maxw ? maxw : j->min_workers;
+}
+
 static void optimus_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
-  /* best size for the fast path: grow while the speed grows */
-  int best = 1, maxw = j->max_workers > 0 ? j->max_workers : j->gpus;
+  /* best size for the fast path: grow from the minimum while the speed grows */
+  int mw = min_workers(j), best = mw, maxw = j->max_workers > 0 ? j->max_workers : j->gpus;
   int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0;
-  double r = rate_of(s, j, 1, ps);
-  for (int w = 2; w <= maxw; w++) {
+  double r = rate_of(s, j, mw, ps);
+  for (int w = mw + 1; w <= maxw; w++) {
     int pw = j->arch == SHOAL_ARCH_PS ? (j->ps > 0 ? (j->ps < w ? j->ps : w) : 1) : 0;
     double rn = rate_of(s, j, w, pw);
     if (!(rn > r * (1 + 1e-9))) break;
@@ -356,12 +362,12 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
       shoal_job_t *j = o->act.job[id];
       if (o->n_gpuless == 0 && fg + 1e-9 < 1) break;
       held_seen += j->pint[4] >= 0;
-      int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0;
-      shoal_res_t d = shoal_job_demand(j, 1, ps);
+      int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0, mw = min_workers(j);
+      shoal_res_t d = shoal_job_demand(j, mw, ps);
       j->pint[0] = j->pint[1] = 0;
       j->pint[5] = o->stamp;
       if (fits(&fg, &fc, &fm, &d)) {
-        j->pint[0] = 1;
+        j->pint[0] = mw;
         j->pint[1] = ps;
       }
       o->order[n++] = j;
@@ -385,13 +391,18 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     o->nheap = 0;
     for (int i = 0; i < nlook; i++) {
       shoal_job_t *j = o->order[i];
-      if (!j->pint[0] || !(j->pkey[0] >= 0)) continue;
+      if (!j->pint[0] || (j->pint[0] == 1 && !(j->pkey[0] >= 0))) continue;
       double R = shoal_job_remaining(j, s->now);
       j->pkey[3] = R;
+      if (j->pint[0] > 1) continue; /* started at its minimum above 1: its exact gains, below */
       double b = R * j->pkey[0];
       if (b > 0) o->heap[o->nheap++] = gain_make(b, i, 0, 1, j->pint[3]);
     }
     for (int i = o->nheap / 2 - 1; i >= 0; i--) sift_down(o, i);
+    for (int i = 0; i < nlook; i++) /* the bound K_j is of the second worker's gain: the others' exact gains */
+      if (o->order[i]->pint[0] > 1 &&
+          ((rc = push_gain(o, s, i, 0)) || (rc = push_gain(o, s, i, 1))))
+        return rc;
     while (o->nheap > 0 && fg > 0.5) {
       gain_t g = hpop(o);
       int gi = g_idx(&g), gk = g_kind(&g);
@@ -425,7 +436,7 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
   if (nchg > 1) qsort(o->order, (size_t)nchg, sizeof *o->order, cmp_place_order);
   for (int i = 0; i < nchg; i++) {
     shoal_job_t *j = o->order[i];
-    for (int w = (int)j->pint[0]; w >= 1; w--) {
+    for (int w = (int)j->pint[0], mw = min_workers(j); w >= mw; w--) { /* never below its minimum */
       int p = (int)(j->pint[1] < w ? j->pint[1] : w);
       int np = j->arch == SHOAL_ARCH_PS ? shoal__place_ps_job(s->cluster, j, w, p, o->buf, s->cluster->nmachines)
                                          : shoal__place_consolidated(s->cluster, j, w, o->buf, s->cluster->nmachines);
@@ -455,4 +466,5 @@ const shoal_policy_ops_t shoal__policy_optimus = {
     NULL,
     optimus_schedule,
     NULL,
+    0, /* not malleable: min_workers..max_workers */
 };

@@ -846,6 +846,14 @@ static int check_invariants(engine_t *e, double t) {
       goto done;
     }
     running += j->alloc.n > 0;
+    /* a job runs within its elastic range (a rigid job, min = max = gpus, at its size); a malleable
+     * policy's only up to its maximum */
+    int maxw = j->max_workers > j->gpus ? j->max_workers : j->gpus, minw = e->ops->malleable ? 1 : j->min_workers;
+    if (j->alloc.n > 0 && (j->alloc.workers < minw || j->alloc.workers > maxw)) {
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs with %d workers, outside its range %d..%d", t,
+                         j->id, j->alloc.workers, minw, maxw);
+      goto done;
+    }
     if (j->state == SHOAL_JOB_RUN && !(e->rt[j->id].ok && e->rt[j->id].rate == j->rate)) {
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs at %.17g, not at its last rating", t, j->id, j->rate);
       goto done;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "shoal/sched.h"
 #include "shoal/sim.h"
 #include "simtest.h"
 
@@ -565,4 +566,23 @@ TEST_T(cli_scenario_finds_the_philly_trace, 60) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd)) {
   }
+}
+
+/* Every policy but the malleable slot planners runs a job within min_workers..max_workers (a rigid job,
+ * min = max, at its size): the engine's --check holds them to it on jobs of every kind of range. */
+TEST_T(sim_policies_keep_jobs_in_their_elastic_range, 120) {
+  const char *trace = "/tmp/shoal-test-minmax.csv";
+  FILE *f = fopen(trace, "w");
+  CHECK(f != NULL);
+  fprintf(f, "arrival,gpus,duration,min_workers,max_workers\n0,4,3600,4,4\n10,2,7200,2,2\n20,4,1800,1,4\n"
+             "30,1,900,1,1\n40,8,3600,2,8\n50,3,2000,3,6\n60,2,500,1,2\n");
+  fclose(f);
+  for (int i = 0; shoal_policy_name(i); i++) {
+    char cmd[768], out[8192];
+    snprintf(cmd, sizeof cmd, "%s sim --trace %s --machines 2 --gpus-per-machine 4 --policy %s --check --no-progress --csv",
+             shoal_test_cli(), trace, shoal_policy_name(i));
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+    CHECK_MSG(st == 0, "%s: exit %d: %s", shoal_policy_name(i), st, out);
+  }
+  remove(trace);
 }
