@@ -146,6 +146,12 @@ TEST_T(tune_defaults_single_host_picks, 60) {
   b.want_source = "cache";
   run(&b);
   unlink(b.file);
+  /* an odd number of ranks on the host: the one without a pair partner still profiles with the others */
+  tune_arg_t c = {.n = 3, .mode = "init", .want_source = "measured"};
+  snprintf(c.file, sizeof c.file, "/tmp/shoal-tune-init3-%d", (int)getpid());
+  unlink(c.file);
+  run(&c);
+  unlink(c.file);
 }
 
 static int rank_bad_mode(int rank, void *arg) {

@@ -91,6 +91,9 @@ static int coll_probe(shoal_comm_t *c, shoal__op_t *op, double *a, double *b) {
   cop.redop = SHOAL_SUM;
   for (int k = 0; k < NCOLL && !rc; k++) {
     size_t n = coll_sizes[k] / 4;
+    /* the call's count in the shared-memory descriptors, the same on every rank (op's was left by the
+     * pair probe, which a rank without a same-host partner, an odd one out, did not run) */
+    cop.count = n;
     for (int it = 0; it <= coll_iters[k] && !rc; it++) {
       int brc = 0; /* start together, as after a barrier or a compute phase; back to back the ranks' waits overlap */
       if (shoal__shm_barrier(c, &cop, &brc) && brc) return free(in), free(out), brc;
