@@ -81,6 +81,17 @@ static double jnum(const shoal_json_t *o, const char *k) {
   return v && (v->type == SHOAL_JSON_NUM || v->type == SHOAL_JSON_BOOL) ? v->num : 0;
 }
 
+/* The first error Slurm put in its JSON answer (squeue/sinfo exit 0 with "errors" and an empty list when
+ * slurmctld does not answer), NULL if none: such an answer is not an empty queue. */
+static const char *slurm_json_error(const shoal_json_t *root) {
+  const shoal_json_t *e = shoal__json_get(root, "errors");
+  if (!e || e->type != SHOAL_JSON_ARR || e->n == 0) return NULL;
+  const shoal_json_t *first = e->kids[0];
+  const char *d = jstr(first, "description");
+  if (!*d) d = jstr(first, "error");
+  return *d ? d : "an error without description";
+}
+
 /* ---- shoal submit ---- */
 
 static int enter_testbed(const char *tb) {
@@ -231,6 +242,8 @@ typedef struct live {
   int ntimers;
   int starts, preempts, resizes, finished, retried, failed;
   int warned_malleable; /* a job's min was said not to bind the policy */
+  double slurm_down_since, slurm_down_said; /* squeue failing since (0: it answers), last said */
+  int cancelled;        /* jobs the user cancelled while they waited */
   int retries_max;
   double sinfo_every, sinfo_next;
   FILE *log;
@@ -413,9 +426,10 @@ static int parse_comment(const char *c, lj_t *x, const shoal_speed_t *sp) {
 /* journal replay: epoch and the last placement given to each job */
 typedef struct jstate {
   long sid;
-  double last_start;
+  double first_start, last_start;
   double held_s, arrival;
   int stopped, npre, arrived, retries;
+  int started, retry_stop; /* a start was recorded; the last stop was a retry's (not a preemption) */
   shoal_place_t p[MAX_NODES];
   int n;
 } jstate_t;
@@ -457,12 +471,14 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
       e->sid = sid;
       e->stopped = 1;
     }
-    if (isretry) e->retries++;
+    if (isretry) e->retries++, e->retry_stop = 1;
     if (isarr) {
       e->arrival = t;
       e->arrived = 1;
     } else if (isstart) {
-      if (e->n > 0 && e->stopped) e->npre++;
+      if (e->n > 0 && e->stopped && !e->retry_stop) e->npre++;
+      e->retry_stop = 0;
+      if (!e->started) e->first_start = t, e->started = 1;
       e->n = 0;
       for (char *sv = NULL, *tk = strtok_r(pl, ",", &sv); tk && e->n < MAX_NODES; tk = strtok_r(NULL, ",", &sv)) {
         int m, w;
@@ -483,8 +499,11 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
 static int read_nodes(live_t *L, int first, const char *tbname) {
   char *out = NULL;
   shoal_json_t *root = NULL;
-  if (slurm_cmd(&out, "sinfo --json") || shoal__json_parse("sinfo --json", out, strlen(out), &root)) {
-    fprintf(stderr, "shoal sched serve: sinfo --json failed: %s\n", out ? out : "");
+  const char *serr = NULL;
+  if (slurm_cmd(&out, "sinfo --json") || shoal__json_parse("sinfo --json", out, strlen(out), &root) ||
+      (serr = slurm_json_error(root))) {
+    fprintf(stderr, "shoal sched serve: sinfo --json failed: %s\n", serr ? serr : out ? out : "");
+    shoal__json_free(root);
     free(out);
     return -1;
   }
@@ -612,6 +631,7 @@ static void finish_job(live_t *L, lj_t *x, const char *st) {
   x->phase = PH_DONE;
   snprintf(x->final, sizeof x->final, "%s", st);
   if (!strcmp(st, "COMPLETED")) L->finished++;
+  else if (!strncmp(st, "CANCELLED (by the user", 22)) L->cancelled++;
   else L->failed++;
   if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
   L->s.events |= SHOAL_EV_FINISH;
@@ -622,7 +642,7 @@ static void finish_job(live_t *L, lj_t *x, const char *st) {
  * changes they did not make only through finish and arrive, so it finishes for the policy and arrives
  * again at once: same job, same arrival time, its work and service so far kept; its policy state
  * starts afresh (Tiresias: queue 0). */
-static void forced_off(live_t *L, lj_t *x) {
+static void forced_off(live_t *L, lj_t *x, int preempted) {
   shoal_job_t *j = &x->j;
   advance(L, j);
   void (*touch)(void *, shoal_job_t *) = L->s.hooks.touch;
@@ -634,24 +654,38 @@ static void forced_off(live_t *L, lj_t *x) {
   shoal__sched_remove_active(&L->s, j);
   if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
   j->state = SHOAL_JOB_WAIT;
-  j->n_preempt++;
+  if (preempted) j->n_preempt++; /* a failure's retry is not a preemption */
   memset(j->pkey, 0, sizeof j->pkey);
   memset(j->pint, 0, sizeof j->pint);
   j->t_last = L->s.now;
   shoal__sched_add_active(&L->s, j);
   if (L->ops->arrive) L->ops->arrive(L->pstate, &L->s, j);
   L->s.events |= SHOAL_EV_FINISH | SHOAL_EV_ARRIVAL;
-  L->preempts++;
+  if (preempted) L->preempts++;
   x->nwant = 0;
 }
 
 static int tick(live_t *L, const jstate_t *js, int njs) {
   char *out = NULL;
   shoal_json_t *root = NULL;
-  if (slurm_cmd(&out, "squeue --json -t all") || shoal__json_parse("squeue --json", out, strlen(out), &root)) {
-    logf_(L, "squeue --json failed; retrying next tick");
+  const char *serr = NULL;
+  if (slurm_cmd(&out, "squeue --json -t all") || shoal__json_parse("squeue --json", out, strlen(out), &root) ||
+      (serr = slurm_json_error(root))) {
+    /* said at the first failure, then once a minute while Slurm does not answer */
+    double now = shoal__now_s();
+    if (L->slurm_down_since == 0 || now >= L->slurm_down_said + 60) {
+      if (L->slurm_down_since == 0) L->slurm_down_since = now;
+      L->slurm_down_said = now;
+      logf_(L, "squeue --json failed%s%s (for %.0f s); retrying every tick", serr ? ": Slurm reports: " : "",
+            serr ? serr : "", now - L->slurm_down_since);
+    }
+    shoal__json_free(root);
     free(out);
     return 0;
+  }
+  if (L->slurm_down_since > 0) {
+    logf_(L, "Slurm answers again after %.0f s", shoal__now_s() - L->slurm_down_since);
+    L->slurm_down_since = 0;
   }
   free(out);
   /* nodes change rarely (a drain, a failure): sinfo every sinfo_every seconds, not every tick */
@@ -746,7 +780,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         snprintf(x->final, sizeof x->final, "%s (%s)", st, d);
       }
       if (e0 && e0->arrived) j->arrival = e0->arrival;
-      if (e0) j->first_start = e0->last_start, j->n_preempt = e0->npre;
+      if (e0) j->first_start = e0->first_start, j->n_preempt = e0->npre;
       continue;
     }
     shoal__sched_add_active(&L->s, j);
@@ -754,7 +788,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     if (e) j->run_s = e->held_s, j->n_preempt = e->npre + (e->stopped && e->n > 0);
     if (e && e->arrived) j->arrival = e->arrival;
     else jrec(L, "arrive %ld %.3f", sid, j->arrival);
-    if (e && e->n > 0) j->first_start = e->last_start;
+    if (e && e->started) j->first_start = e->first_start;
     if (is_terminal(st)) {
       /* asked to stop (or checkpointed on its own, or failed with retries left) while the controller was
        * down: finish the requeue; the policy places it again */
@@ -809,6 +843,9 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
       } else if (x->phase == PH_STOPPING || (WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE)) {
         /* checkpointed on our request (or killed after the grace): back to the queue, held */
         do_requeue(L, x, d);
+      } else if (!strcmp(st, "CANCELLED") && x->phase == PH_HELD) {
+        /* the user cancelled it while it waited for the policy: not a failure to retry */
+        finish_job(L, x, "CANCELLED (by the user)");
       } else if (x->retries < L->retries_max) {
         /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy
          * places it next */
@@ -816,7 +853,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         jrec(L, "retry %ld %.3f", x->sid, L->s.now);
         logf_(L, "job %ld %s (%s): requeued from its checkpoint (retry %d of %d)", x->sid, st, d, x->retries,
               L->retries_max);
-        forced_off(L, x);
+        forced_off(L, x, 0);
         do_requeue(L, x, d);
       } else {
         char why[64];
@@ -883,7 +920,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         lj_t *x = L->jobs[j->id];
         logf_(L, "job %ld runs on drained node %s: requeued", x->sid, L->node[j->alloc.p[k].machine]);
         if (x->phase == PH_RELEASED) do_stop(L, x);
-        forced_off(L, x);
+        forced_off(L, x, 1);
         block_drained(L);
         i--; /* forced_off moved j to the end of the active set */
         break;
@@ -1057,12 +1094,16 @@ int shoal_sched_serve(int argc, char **argv) {
       rc = 1;
       break;
     }
-    int done = 0;
-    for (int i = 0; i < L->njobs; i++) done += L->jobs[i]->phase == PH_DONE && strcmp(L->jobs[i]->final, "ignored");
+    int done = 0, seen = 0; /* of the jobs seen (not those ignored: other controllers', cancelled before) */
+    for (int i = 0; i < L->njobs; i++) {
+      int ign = !strcmp(L->jobs[i]->final, "ignored");
+      seen += !ign;
+      done += L->jobs[i]->phase == PH_DONE && !ign;
+    }
     /* --until-done counts ended jobs (completed or failed) */
     if (until > 0 && done >= until) break;
     if (t_end > 0 && shoal__now_s() > t_end) {
-      logf_(L, "--max-time reached with %d of %d jobs done", done, L->njobs);
+      logf_(L, "--max-time reached with %d of %d jobs done", done, seen);
       rc = 3;
       break;
     }
@@ -1083,10 +1124,10 @@ int shoal_sched_serve(int argc, char **argv) {
   }
   int nign = 0;
   for (int i = 0; i < L->njobs; i++) nign += !strcmp(L->jobs[i]->final, "ignored");
-  logf_(L, "summary: policy %s, %d jobs seen, %d completed, %d failed, %d not ended (avg JCT %.1f s, makespan %.1f s "
-           "over the completed), starts %d, preemptions %d, resizes %d, retries %d",
-        L->ops->name, L->njobs - nign, L->finished, L->failed, nact, nd ? jct / nd : 0, nd ? last - first : 0, L->starts,
-        L->preempts, L->resizes, L->retried);
+  logf_(L, "summary: policy %s, %d jobs seen, %d completed, %d failed, %d cancelled, %d not ended (avg JCT %.1f s, "
+           "makespan %.1f s over the completed), starts %d, preemptions %d, resizes %d, retries %d",
+        L->ops->name, L->njobs - nign, L->finished, L->failed, L->cancelled, nact, nd ? jct / nd : 0,
+        nd ? last - first : 0, L->starts, L->preempts, L->resizes, L->retried);
   for (int i = 0; i < L->njobs; i++) {
     lj_t *x = L->jobs[i];
     if (!strcmp(x->final, "ignored")) continue;

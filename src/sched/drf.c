@@ -98,6 +98,15 @@ static void drf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
 static void drf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   drf_t *d = state;
   tenant_t *t = tenant_of(d, j);
+  if (j->pkey[0] == 0) { /* never accounted: it ended while it waited (a live controller: cancelled) */
+    for (int i = 0; i < t->n; i++)
+      if (t->q[i] == j) {
+        memmove(&t->q[i], &t->q[i + 1], (size_t)(t->n - i - 1) * sizeof *t->q);
+        t->n--;
+        break;
+      }
+    return;
+  }
   t->gpus -= j->pkey[0];
   t->cpus -= j->pkey[1];
   t->mem -= j->pkey[2];

@@ -105,12 +105,6 @@ static void fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   c->q[c->n++] = j;
 }
 
-/* the job at the class's walk position (skipping holes), NULL if none */
-static shoal_job_t *at_cursor(struct fclass *c) {
-  while (c->cur < c->n && !c->q[c->cur]) c->cur++;
-  return c->cur < c->n ? c->q[c->cur] : NULL;
-}
-
 static void take(struct fclass *c) {
   c->q[c->cur] = NULL;
   c->holes++;
@@ -118,6 +112,18 @@ static void take(struct fclass *c) {
     c->head++;
     c->holes--;
   }
+}
+
+/* the job at the class's walk position (skipping holes), NULL if none; a job that ended while it waited
+ * (a live controller: the user cancelled it) leaves the queue here */
+static shoal_job_t *at_cursor(struct fclass *c) {
+  while (c->cur < c->n) {
+    shoal_job_t *j = c->q[c->cur];
+    if (j && j->state == SHOAL_JOB_DONE) take(c);
+    else if (j) return j;
+    else c->cur++;
+  }
+  return NULL;
 }
 
 static int fifo_schedule(void *state, shoal_sched_t *s) {

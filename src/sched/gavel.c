@@ -202,6 +202,11 @@ static void gavel_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   gavel_t *g = state;
   g->demand -= j->gpus;
   j->pint[0] = 0;
+  if (j->pint[1]) { /* ended while it waited (a live controller: cancelled) */
+    g->nwait--;
+    if (j->pint[1] == 2) old_remove(g, j);
+    else j->pint[1] = 0; /* its new-job heap entry is dropped when it comes up */
+  }
 }
 
 static double priority(const shoal_sched_t *s, const shoal_job_t *j, double x) {
@@ -328,6 +333,7 @@ static int backfill_walk(gavel_t *g, shoal_sched_t *s, double x, int *m) {
     shoal_job_t *j = g->cls[best].h[0];
     new_pop(&g->cls[best]);
     j->pint[1] = 0;
+    if (j->state == SHOAL_JOB_DONE) continue; /* ended while it waited */
     g->order[k] = j;
     g->want[k++] = 1;
     free_gpus -= j->gpus;

@@ -16,7 +16,9 @@
  * Allocation changes are only legal inside schedule() (and arrive/timer).
  * A job may arrive already running: the live controller, restarted on its
  * journal, gives a job an earlier controller started its recorded placement
- * before arrive(j) (tests/sched/test_policy_adopt.c holds every policy to it).
+ * before arrive(j); and a job may finish without having run (the user
+ * cancelled it while it waited): the policy forgets it
+ * (tests/sched/test_policy_adopt.c holds every policy to both).
  *
  * Writing a policy: one file src/sched/<name>.c defining
  *   const shoal_policy_ops_t shoal__policy_<name> = { "name", ... };

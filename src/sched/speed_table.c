@@ -155,7 +155,16 @@ int shoal__speed_table_create(const char *path, const char *gpu, int clamp_sprea
   s->clamp_spread = clamp_spread;
   const shoal_json_t *cons = shoal__json_get(root, gpu);
   if (!cons || cons->type != SHOAL_JSON_OBJ) {
-    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: no object \"%s\" (GPU types: k80, p100, v100)", path, gpu);
+    /* the GPU types this file has: its objects, but the _unconsolidated curves */
+    char have[256] = "";
+    size_t used = 0;
+    for (int i = 0; root->type == SHOAL_JSON_OBJ && i < root->n && used < sizeof have - 1; i++) {
+      const shoal_json_t *k = root->kids[i];
+      if (k->type != SHOAL_JSON_OBJ || !k->key || strstr(k->key, "_unconsolidated")) continue;
+      used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", k->key);
+    }
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: no object \"%s\" (GPU types in this file: %s)", path, gpu,
+                       used ? have : "none");
     goto fail;
   }
   if ((rc = load_curve(path, cons, gpu, s, t, 0, &cap))) goto fail;

@@ -183,6 +183,13 @@ static const sent_t *wnext(srtf_t *p, long fit, int *ci) {
   return best;
 }
 
+/* wnext, dropping the heads that ended while they waited (a live controller: cancelled by the user) */
+static const sent_t *wnext_live(srtf_t *p, long fit, int *ci) {
+  const sent_t *w;
+  while ((w = wnext(p, fit, ci)) && w->j->state == SHOAL_JOB_DONE) wpop(&p->cls[*ci]);
+  return w;
+}
+
 /* ---- holders ---- */
 static int hold_add(srtf_t *p, shoal_job_t *j) {
   if (grow(p, &p->hold, &p->holdcap, p->nhold + 1)) return SHOAL_ERR_NOMEM;
@@ -230,7 +237,15 @@ static void srtf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   p->nwaiting++;
 }
 
-static void srtf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) { hold_remove(state, j); }
+static void srtf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  srtf_t *p = state;
+  if (j->pint[0] >= 0) {
+    hold_remove(p, j);
+  } else { /* ended while it waited (a live controller: cancelled): out of the counts; its entry is dropped when met */
+    p->waiting_gpus -= j->gpus;
+    p->nwaiting--;
+  }
+}
 
 static int srtf_schedule(void *state, shoal_sched_t *s) {
   srtf_t *p = state;
@@ -239,6 +254,7 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
   /* arrivals and last decision's preempted jobs: their key is final now */
   for (int i = 0; i < p->npend; i++) {
+    if (p->pend[i]->state == SHOAL_JOB_DONE) continue;
     set_key(p, s, p->pend[i]);
     if ((rc = wpush(p, p->pend[i]))) return rc;
   }
@@ -256,7 +272,8 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
     /* everything fits: the full walk would select every job; start the
      * waiting ones in priority order without touching running jobs */
     for (int c = 0; c < p->ncls; c++) {
-      for (int i = 0; i < p->cls[c].n; i++) p->order[m++] = p->cls[c].h[i].j;
+      for (int i = 0; i < p->cls[c].n; i++)
+        if (p->cls[c].h[i].j->state != SHOAL_JOB_DONE) p->order[m++] = p->cls[c].h[i].j;
       p->cls[c].n = 0;
     }
     if (m > 1) qsort(p->order, (size_t)m, sizeof *p->order, cmp_key);
@@ -269,7 +286,7 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
     shoal_job_t **hs = p->hold;
     long free_gpus = s->cluster->gpus_total;
     int hi = 0, ci = 0;
-    const sent_t *wt = wnext(p, free_gpus, &ci);
+    const sent_t *wt = wnext_live(p, free_gpus, &ci);
     while (free_gpus > 0 && (wt || hi < nh)) {
       shoal_job_t *j;
       if (hi < nh && (!wt || cmp_key(&hs[hi], &wt->j) < 0)) {
@@ -283,7 +300,7 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
       p->want[m] = j->gpus <= free_gpus;
       if (p->want[m]) free_gpus -= j->gpus;
       m++;
-      if (!wt || wt->j->gpus > free_gpus) wt = wnext(p, free_gpus, &ci);
+      if (!wt || wt->j->gpus > free_gpus) wt = wnext_live(p, free_gpus, &ci);
     }
     for (; hi < nh; hi++) { /* walk ended: the remaining holders are preempted */
       p->order[m] = hs[hi];

@@ -126,3 +126,38 @@ TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
   CHECK_CONTAINS(out, "left-daemons: 0");
   CHECK_MSG(strstr(out, "left-state") == NULL, "state left: %s", out);
 }
+
+/* A job the user cancels while it waits (held) is dropped, never started, and reported CANCELLED; the
+ * jobs behind it go on (the policy forgets it). */
+TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
+  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
+  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
+      access("/usr/bin/sbatch", X_OK))
+    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+  if (access("experiments/live-slurm/ckjob.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
+  char cmd[4096], name[32], dir[96];
+  snprintf(cmd, sizeof cmd, "ip netns add slc%d && ip netns del slc%d", (int)getpid(), (int)getpid());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
+  snprintf(name, sizeof name, "sc%d", (int)getpid() % 1000000);
+  snprintf(dir, sizeof dir, "/tmp/shoal-livecancel-%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
+           "$S testbed up --name $N --hosts 2 --slurm --gpus 2 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
+           "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"
+           "A=$(timeout 30 $S submit --testbed $N --gpus 4 --work 100 --name A --output $D/%%j.out -- $CK $D 6 0.5)\n"
+           "B=$(timeout 30 $S submit --testbed $N --gpus 1 --work 100 --name B --output $D/%%j.out -- $CK $D 2 0.5)\n"
+           "timeout 90 $S sched serve --testbed $N --policy fifo --journal $D/journal --until-done 2 --max-time 60 "
+           "> $D/serve.log 2>&1 & P=$!\n"
+           "i=0; while [ $i -lt 200 ] && ! grep -q \"start job $A\" $D/serve.log; do sleep 0.1; i=$((i+1)); done\n"
+           "X scancel $B; wait $P; echo serve-rc=$?\n"
+           "cat $D/serve.log; echo B-runs: $(grep -c ^run $D/$B.log 2>/dev/null || echo 0); echo B=$B\n"
+           "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n",
+           shoal_test_cli(), name, dir);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 115);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "serve-rc=0");
+  CHECK_CONTAINS(out, "CANCELLED (by the user)");
+  CHECK_CONTAINS(out, "1 completed, 0 failed, 1 cancelled, 0 not ended");
+  CHECK_CONTAINS(out, "B-runs: 0");
+  CHECK_MSG(strstr(out, "requeued from its checkpoint") == NULL, "the cancelled job was retried: %s", out);
+}

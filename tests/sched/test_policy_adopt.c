@@ -150,3 +150,85 @@ TEST_T(policy_takes_an_adopted_running_job_as_started, 60) {
   }
   shoal__speed_destroy(sp);
 }
+
+/* A job that ends while it waits (the user cancelled it before the policy started it: the live
+ * controller reports it through finish() from WAIT): every policy forgets it and starts the others. */
+TEST_T(policy_forgets_a_job_that_ends_while_waiting, 60) {
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 2;
+  cs.group[0].racks = 1;
+  shoal_speed_t *sp = NULL;
+  CHECK_OK(shoal__speed_analytic_create(&sp));
+  for (int pi = 0; shoal__policy_at(pi); pi++) {
+    const shoal_policy_ops_t *ops = shoal__policy_at(pi);
+    shoal_cluster_t *c = NULL;
+    CHECK_OK(shoal__cluster_create(&cs, &c));
+    shoal_sched_t s;
+    CHECK_OK(shoal__sched_init(&s, c, sp, 16));
+    timers_t tm = {.n = 0};
+    s.hooks.timer = on_timer;
+    s.engine = &tm;
+    s.nvcs = 1;
+    s.seed = 1;
+    s.events = SHOAL_EV_START;
+    void *st = NULL;
+    CHECK_MSG(ops->create(&s, NULL, &st) == 0, "%s: create: %s", ops->name, shoal_last_error());
+    shoal_job_t a, b, d;
+    job_init(&a, 0, 16); /* the whole cluster */
+    job_init(&b, 1, 8);  /* waits behind a; cancelled while it waits */
+    job_init(&d, 2, 8);  /* waits too; starts once a is done */
+    shoal_job_t *all[3] = {&a, &b, &d};
+    for (int k = 0; k < 3; k++) {
+      s.now = 10.0 * k;
+      all[k]->arrival = all[k]->t_last = s.now;
+      CHECK_OK(shoal__sched_add_active(&s, all[k]));
+      if (ops->arrive) ops->arrive(st, &s, all[k]);
+      s.events |= SHOAL_EV_ARRIVAL;
+      CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision at arrival %d: %s", ops->name, k, shoal_last_error());
+      s.events = 0;
+      apply(&s);
+      CHECK_MSG(run_until_started(ops, st, &s, &tm, &a) == 0, "%s: %s", ops->name, shoal_last_error());
+    }
+    /* b is cancelled while it waits (unless the policy started it: then it is not this case) */
+    s.now = 50;
+    int cancelled = b.state == SHOAL_JOB_WAIT;
+    if (cancelled) {
+      b.state = SHOAL_JOB_DONE;
+      b.finish = s.now;
+      shoal__sched_remove_active(&s, &b);
+      if (ops->finish) ops->finish(st, &s, &b);
+      s.events |= SHOAL_EV_FINISH;
+      CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after the waiting job ended: %s", ops->name,
+                shoal_last_error());
+      s.events = 0;
+      apply(&s);
+    }
+    /* a completes: d starts, b never again */
+    s.now = 100;
+    for (int k = 0; k < 3; k += 2)
+      if (all[k]->state == SHOAL_JOB_RUN) {
+        CHECK_OK(shoal_sched_assign(&s, all[k], NULL, 0));
+        all[k]->state = SHOAL_JOB_DONE;
+        all[k]->finish = s.now;
+        shoal__sched_remove_active(&s, all[k]);
+        if (ops->finish) ops->finish(st, &s, all[k]);
+        s.events |= SHOAL_EV_FINISH;
+        CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after job %d finished: %s", ops->name, k,
+                  shoal_last_error());
+        s.events = 0;
+        apply(&s);
+      }
+    if (d.state == SHOAL_JOB_WAIT)
+      CHECK_MSG(run_until_started(ops, st, &s, &tm, &d) == 0, "%s: %s", ops->name, shoal_last_error());
+    CHECK_MSG(d.state != SHOAL_JOB_WAIT, "%s: the job behind the cancelled one never started", ops->name);
+    CHECK_MSG(!cancelled || b.alloc.n == 0, "%s: the cancelled job was placed", ops->name);
+    ops->destroy(st);
+    free(a.alloc.p);
+    free(b.alloc.p);
+    free(d.alloc.p);
+    shoal__sched_fini(&s);
+    shoal__cluster_destroy(c);
+  }
+  shoal__speed_destroy(sp);
+}
