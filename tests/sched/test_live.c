@@ -27,11 +27,16 @@ static int count_lines(const char *path, const char *prefix) {
   return n;
 }
 
-TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
+/* skips the test (with the reason) without root or Slurm */
+static void need_slurm(void) {
   if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
   if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
       access("/usr/bin/sbatch", X_OK))
     shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+}
+
+TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
+  need_slurm();
   if (access("experiments/live-slurm/reduced.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "ip netns add slp%d && ip netns del slp%d", (int)getpid(), (int)getpid());
@@ -97,10 +102,7 @@ TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
 /* A signal while `testbed up --slurm` starts Slurm (after the network part is up) rolls back both parts:
  * no namespace, daemon or state is left. */
 TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
-  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
-  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
-      access("/usr/bin/sbatch", X_OK))
-    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+  need_slurm();
   char cmd[2048], name[32];
   snprintf(cmd, sizeof cmd, "ip netns add slq%d && ip netns del slq%d", (int)getpid(), (int)getpid());
   if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
@@ -130,10 +132,7 @@ TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
 /* A job the user cancels while it waits (held) is dropped, never started, and reported CANCELLED; the
  * jobs behind it go on (the policy forgets it). */
 TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
-  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
-  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
-      access("/usr/bin/sbatch", X_OK))
-    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
+  need_slurm();
   if (access("experiments/live-slurm/ckjob.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
   char cmd[4096], name[32], dir[96];
   snprintf(cmd, sizeof cmd, "ip netns add slc%d && ip netns del slc%d", (int)getpid(), (int)getpid());

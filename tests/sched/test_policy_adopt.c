@@ -1,9 +1,8 @@
-/* A job that already runs when the policy first hears of it: the live
- * controller, restarted on its journal, gives a job an earlier controller
- * started its recorded placement and then calls arrive() (policy.h). Every
- * policy must take it as started, let it finish, and place the jobs that
- * waited behind it, as the controller does it: assign outside a decision,
- * arrive, schedule; the finish gives the resources back before finish(). */
+/* Jobs a live controller gives a policy that a simulation never does: one that already runs when the
+ * policy first hears of it (the controller, restarted on its journal, gives a job an earlier controller
+ * started its recorded placement, then calls arrive()), and one that ends while it waits (the user
+ * cancelled it: finish() from WAIT). Every policy must take the first as started and forget the second,
+ * and place the jobs behind them; the harness does what the controller does (policy.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,73 +79,95 @@ static void job_init(shoal_job_t *j, int id, int gpus) {
   j->state = SHOAL_JOB_WAIT;
 }
 
-TEST_T(policy_takes_an_adopted_running_job_as_started, 60) {
+/* one policy on a fresh 2 x 8-GPU cluster, as a runner drives it */
+typedef struct {
+  const shoal_policy_ops_t *ops;
+  shoal_cluster_t *c;
+  shoal_sched_t s;
+  timers_t tm;
+  void *st;
+} run_t;
+
+static int setup(run_t *r, const shoal_policy_ops_t *ops, const shoal_speed_t *sp) {
   shoal_cluster_spec_t cs;
   shoal__cluster_spec_default(&cs);
   cs.group[0].machines = 2;
   cs.group[0].racks = 1;
+  memset(r, 0, sizeof *r);
+  r->ops = ops;
+  if (shoal__cluster_create(&cs, &r->c) || shoal__sched_init(&r->s, r->c, sp, 16)) return -1;
+  r->s.hooks.timer = on_timer;
+  r->s.engine = &r->tm;
+  r->s.nvcs = 1;
+  r->s.seed = 1;
+  r->s.events = SHOAL_EV_START;
+  return ops->create(&r->s, NULL, &r->st);
+}
+
+static void teardown(run_t *r, shoal_job_t *const *jobs, int n) {
+  r->ops->destroy(r->st);
+  for (int i = 0; i < n; i++) free(jobs[i]->alloc.p);
+  shoal__sched_fini(&r->s);
+  shoal__cluster_destroy(r->c);
+}
+
+/* the events, then one decision, then what the runner does after it */
+static int decide(run_t *r, unsigned events) {
+  r->s.events |= events;
+  int rc = r->ops->schedule(r->st, &r->s);
+  r->s.events = 0;
+  apply(&r->s);
+  return rc;
+}
+
+static int arrive(run_t *r, shoal_job_t *j) {
+  j->arrival = j->t_last = r->s.now;
+  if (shoal__sched_add_active(&r->s, j)) return -1;
+  if (r->ops->arrive) r->ops->arrive(r->st, &r->s, j);
+  return decide(r, SHOAL_EV_ARRIVAL);
+}
+
+/* j ends now: its resources back (if any), then finish() and a decision */
+static int end(run_t *r, shoal_job_t *j) {
+  if (j->alloc.n && shoal_sched_assign(&r->s, j, NULL, 0)) return -1;
+  j->state = SHOAL_JOB_DONE;
+  j->finish = r->s.now;
+  shoal__sched_remove_active(&r->s, j);
+  if (r->ops->finish) r->ops->finish(r->st, &r->s, j);
+  return decide(r, SHOAL_EV_FINISH);
+}
+
+TEST_T(policy_takes_an_adopted_running_job_as_started, 60) {
   shoal_speed_t *sp = NULL;
   CHECK_OK(shoal__speed_analytic_create(&sp));
   for (int pi = 0; shoal__policy_at(pi); pi++) {
-    const shoal_policy_ops_t *ops = shoal__policy_at(pi);
-    shoal_cluster_t *c = NULL;
-    CHECK_OK(shoal__cluster_create(&cs, &c));
-    shoal_sched_t s;
-    CHECK_OK(shoal__sched_init(&s, c, sp, 16));
-    timers_t tm = {.n = 0};
-    s.hooks.timer = on_timer;
-    s.engine = &tm;
-    s.nvcs = 1;
-    s.seed = 1;
-    s.events = SHOAL_EV_START;
-    void *st = NULL;
-    CHECK_MSG(ops->create(&s, NULL, &st) == 0, "%s: create: %s", ops->name, shoal_last_error());
+    run_t r;
+    const char *name = shoal__policy_at(pi)->name;
+    CHECK_MSG(setup(&r, shoal__policy_at(pi), sp) == 0, "%s: set-up: %s", name, shoal_last_error());
     shoal_job_t a, b;
     job_init(&a, 0, 16); /* the whole cluster */
     job_init(&b, 1, 8);  /* waits until a is done */
-    /* a: started by an earlier controller, adopted on its recorded placement */
-    CHECK_OK(shoal__sched_add_active(&s, &a));
+    /* a: started by an earlier controller, adopted on its recorded placement, then arrive() */
+    CHECK_OK(shoal__sched_add_active(&r.s, &a));
     shoal_place_t pa[2] = {{0, 8, 0}, {1, 8, 0}};
-    CHECK_OK(shoal_sched_assign(&s, &a, pa, 2));
-    apply(&s);
-    if (ops->arrive) ops->arrive(st, &s, &a);
-    s.events |= SHOAL_EV_ARRIVAL;
-    CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after the adoption: %s", ops->name, shoal_last_error());
-    s.events = 0;
-    apply(&s);
+    CHECK_OK(shoal_sched_assign(&r.s, &a, pa, 2));
+    apply(&r.s);
+    if (r.ops->arrive) r.ops->arrive(r.st, &r.s, &a);
+    CHECK_MSG(decide(&r, SHOAL_EV_ARRIVAL) == 0, "%s: decision after the adoption: %s", name, shoal_last_error());
     CHECK_MSG(a.state == SHOAL_JOB_RUN && shoal__place_equal(a.alloc.p, a.alloc.n, pa, 2),
-              "%s: the adopted job, alone on the cluster, did not keep its placement", ops->name);
-    s.now = 10;
-    CHECK_OK(shoal__sched_add_active(&s, &b));
-    b.arrival = 10;
-    b.t_last = 10;
-    if (ops->arrive) ops->arrive(st, &s, &b);
-    s.events |= SHOAL_EV_ARRIVAL;
-    CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision at b's arrival: %s", ops->name, shoal_last_error());
-    s.events = 0;
-    apply(&s);
+              "%s: the adopted job, alone on the cluster, did not keep its placement", name);
+    r.s.now = 10;
+    CHECK_MSG(arrive(&r, &b) == 0, "%s: decision at b's arrival: %s", name, shoal_last_error());
     /* a completes (unless the policy preempted it for b) */
-    s.now = 100;
+    r.s.now = 100;
     if (a.state == SHOAL_JOB_RUN) {
-      CHECK_OK(shoal_sched_assign(&s, &a, NULL, 0));
-      a.state = SHOAL_JOB_DONE;
-      a.finish = s.now;
-      shoal__sched_remove_active(&s, &a);
-      if (ops->finish) ops->finish(st, &s, &a);
-      s.events |= SHOAL_EV_FINISH;
-      CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after the adopted job finished: %s", ops->name,
-                shoal_last_error());
-      s.events = 0;
-      apply(&s);
-      CHECK_MSG(a.alloc.n == 0, "%s: the finished adopted job was placed again", ops->name);
+      CHECK_MSG(end(&r, &a) == 0, "%s: decision after the adopted job finished: %s", name, shoal_last_error());
+      CHECK_MSG(a.alloc.n == 0, "%s: the finished adopted job was placed again", name);
     }
-    CHECK_MSG(run_until_started(ops, st, &s, &tm, &b) == 0, "%s: %s", ops->name, shoal_last_error());
-    CHECK_MSG(b.state == SHOAL_JOB_RUN, "%s: the job behind the adopted one never started", ops->name);
-    ops->destroy(st);
-    free(a.alloc.p);
-    free(b.alloc.p);
-    shoal__sched_fini(&s);
-    shoal__cluster_destroy(c);
+    CHECK_MSG(run_until_started(r.ops, r.st, &r.s, &r.tm, &b) == 0, "%s: %s", name, shoal_last_error());
+    CHECK_MSG(b.state == SHOAL_JOB_RUN, "%s: the job behind the adopted one never started", name);
+    shoal_job_t *jobs[2] = {&a, &b};
+    teardown(&r, jobs, 2);
   }
   shoal__speed_destroy(sp);
 }
@@ -154,81 +175,37 @@ TEST_T(policy_takes_an_adopted_running_job_as_started, 60) {
 /* A job that ends while it waits (the user cancelled it before the policy started it: the live
  * controller reports it through finish() from WAIT): every policy forgets it and starts the others. */
 TEST_T(policy_forgets_a_job_that_ends_while_waiting, 60) {
-  shoal_cluster_spec_t cs;
-  shoal__cluster_spec_default(&cs);
-  cs.group[0].machines = 2;
-  cs.group[0].racks = 1;
   shoal_speed_t *sp = NULL;
   CHECK_OK(shoal__speed_analytic_create(&sp));
   for (int pi = 0; shoal__policy_at(pi); pi++) {
-    const shoal_policy_ops_t *ops = shoal__policy_at(pi);
-    shoal_cluster_t *c = NULL;
-    CHECK_OK(shoal__cluster_create(&cs, &c));
-    shoal_sched_t s;
-    CHECK_OK(shoal__sched_init(&s, c, sp, 16));
-    timers_t tm = {.n = 0};
-    s.hooks.timer = on_timer;
-    s.engine = &tm;
-    s.nvcs = 1;
-    s.seed = 1;
-    s.events = SHOAL_EV_START;
-    void *st = NULL;
-    CHECK_MSG(ops->create(&s, NULL, &st) == 0, "%s: create: %s", ops->name, shoal_last_error());
+    run_t r;
+    const char *name = shoal__policy_at(pi)->name;
+    CHECK_MSG(setup(&r, shoal__policy_at(pi), sp) == 0, "%s: set-up: %s", name, shoal_last_error());
     shoal_job_t a, b, d;
     job_init(&a, 0, 16); /* the whole cluster */
     job_init(&b, 1, 8);  /* waits behind a; cancelled while it waits */
     job_init(&d, 2, 8);  /* waits too; starts once a is done */
     shoal_job_t *all[3] = {&a, &b, &d};
     for (int k = 0; k < 3; k++) {
-      s.now = 10.0 * k;
-      all[k]->arrival = all[k]->t_last = s.now;
-      CHECK_OK(shoal__sched_add_active(&s, all[k]));
-      if (ops->arrive) ops->arrive(st, &s, all[k]);
-      s.events |= SHOAL_EV_ARRIVAL;
-      CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision at arrival %d: %s", ops->name, k, shoal_last_error());
-      s.events = 0;
-      apply(&s);
-      CHECK_MSG(run_until_started(ops, st, &s, &tm, &a) == 0, "%s: %s", ops->name, shoal_last_error());
+      r.s.now = 10.0 * k;
+      CHECK_MSG(arrive(&r, all[k]) == 0, "%s: decision at arrival %d: %s", name, k, shoal_last_error());
+      CHECK_MSG(run_until_started(r.ops, r.st, &r.s, &r.tm, &a) == 0, "%s: %s", name, shoal_last_error());
     }
     /* b is cancelled while it waits (unless the policy started it: then it is not this case) */
-    s.now = 50;
+    r.s.now = 50;
     int cancelled = b.state == SHOAL_JOB_WAIT;
-    if (cancelled) {
-      b.state = SHOAL_JOB_DONE;
-      b.finish = s.now;
-      shoal__sched_remove_active(&s, &b);
-      if (ops->finish) ops->finish(st, &s, &b);
-      s.events |= SHOAL_EV_FINISH;
-      CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after the waiting job ended: %s", ops->name,
-                shoal_last_error());
-      s.events = 0;
-      apply(&s);
-    }
-    /* a completes: d starts, b never again */
-    s.now = 100;
+    if (cancelled)
+      CHECK_MSG(end(&r, &b) == 0, "%s: decision after the waiting job ended: %s", name, shoal_last_error());
+    /* a (and d, if it runs) complete: d starts, b never again */
+    r.s.now = 100;
     for (int k = 0; k < 3; k += 2)
-      if (all[k]->state == SHOAL_JOB_RUN) {
-        CHECK_OK(shoal_sched_assign(&s, all[k], NULL, 0));
-        all[k]->state = SHOAL_JOB_DONE;
-        all[k]->finish = s.now;
-        shoal__sched_remove_active(&s, all[k]);
-        if (ops->finish) ops->finish(st, &s, all[k]);
-        s.events |= SHOAL_EV_FINISH;
-        CHECK_MSG(ops->schedule(st, &s) == 0, "%s: decision after job %d finished: %s", ops->name, k,
-                  shoal_last_error());
-        s.events = 0;
-        apply(&s);
-      }
+      if (all[k]->state == SHOAL_JOB_RUN)
+        CHECK_MSG(end(&r, all[k]) == 0, "%s: decision after job %d finished: %s", name, k, shoal_last_error());
     if (d.state == SHOAL_JOB_WAIT)
-      CHECK_MSG(run_until_started(ops, st, &s, &tm, &d) == 0, "%s: %s", ops->name, shoal_last_error());
-    CHECK_MSG(d.state != SHOAL_JOB_WAIT, "%s: the job behind the cancelled one never started", ops->name);
-    CHECK_MSG(!cancelled || b.alloc.n == 0, "%s: the cancelled job was placed", ops->name);
-    ops->destroy(st);
-    free(a.alloc.p);
-    free(b.alloc.p);
-    free(d.alloc.p);
-    shoal__sched_fini(&s);
-    shoal__cluster_destroy(c);
+      CHECK_MSG(run_until_started(r.ops, r.st, &r.s, &r.tm, &d) == 0, "%s: %s", name, shoal_last_error());
+    CHECK_MSG(d.state != SHOAL_JOB_WAIT, "%s: the job behind the cancelled one never started", name);
+    CHECK_MSG(!cancelled || b.alloc.n == 0, "%s: the cancelled job was placed", name);
+    teardown(&r, all, 3);
   }
   shoal__speed_destroy(sp);
 }
