@@ -169,11 +169,13 @@ TEST_T(testbed_interrupted_up_rolls_back, 60) {
   char name[32], cmd[2048];
   tb_name(name, sizeof name);
   const char *S = shoal_test_cli();
-  /* 24 hosts take a few seconds to create: SIGTERM after 0.4 s lands mid-way */
+  /* 24 hosts take a while to create: SIGTERM once the state file records the third host lands mid-way */
   snprintf(cmd, sizeof cmd,
            "S=%s; N=%s\n"
            "$S testbed up --name $N --hosts 24 --racks 2 --oversub 4 & U=$!\n"
-           "sleep 0.4; kill -TERM $U; wait $U; echo up-rc=$?\n"
+           "i=0; while [ $i -lt 1000 ] && ! grep -q \"^ns $N-h2$\" /run/shoal-testbed/$N/state 2>/dev/null; do "
+           "sleep 0.01; i=$((i+1)); done\n"
+           "kill -TERM $U; wait $U; echo up-rc=$?\n"
            "ls /run/netns | grep -c \"^$N-\" | sed 's/^/left: /'\n"
            "$S testbed down --name $N >/dev/null 2>&1; true\n"
            "$S testbed up --name $N --topo /nonexistent 2>&1; echo topo-rc=$?\n",
