@@ -118,9 +118,7 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
       size_t used = 0;
       int nmiss = 0, partial = 0, listed_all = 1;
       shoal__store_client_t probe;
-      struct in_addr sip;
-      if (shoal__boot_store_ip(cfg, &sip) == 0 &&
-          shoal__store_connect(cfg->master_addr, sip, cfg->master_port, key, dl, &probe) == 0) {
+      if (shoal__boot_store_connect(cfg, cfg->master_port, key, dl, &probe) == 0) {
         for (int m = j; m < w->size; m++) {
           if (shoal__deadline_passed(dl)) {
             partial = 1;
@@ -217,8 +215,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
     return shoal__seterr(SHOAL_ERR_CONFIG, "rank %d: master port 0 only works for rank 0 (the launcher must pass "
                          "the real port to the other ranks)", w->rank);
   }
-  struct in_addr sip;
-  if ((rc = shoal__boot_store_ip(&c2, &sip)) || (rc = shoal__store_connect(c2.master_addr, sip, store_port, &key, dl, &sc))) {
+  if ((rc = shoal__boot_store_connect(&c2, store_port, &key, dl, &sc))) {
     rc = shoal__err_prefix(rc, "rank %d: ", w->rank);
     goto stop_server;
   }

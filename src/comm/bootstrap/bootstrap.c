@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm/bootstrap/sock.h"
+#include "comm/bootstrap/store.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -111,9 +112,11 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   if (!*addr || strlen(addr) >= sizeof cfg->master_addr)
     return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': not a host name or address", asrc, addr);
   snprintf(cfg->master_addr, sizeof cfg->master_addr, "%s", addr);
-  int rc; /* a world of one needs no store (resolved on first use); else an unknown host names its variable */
+  cfg->addr_src = asrc;
+  /* a world of one needs no store (resolved on first use); else an unknown host names its variable now */
   if (cfg->size > 1) {
-    if ((rc = shoal__sock_resolve(addr, &cfg->master_ip))) return shoal__err_prefix(rc, "%s: ", asrc);
+    int rc = shoal__boot_store_ip(cfg, &cfg->master_ip);
+    if (rc) return rc;
     cfg->master_ip_ok = 1;
   }
   int port = p->master_port;
@@ -130,7 +133,6 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     if (parse_int_var(psrc, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
   }
   cfg->master_port = port;
-  cfg->addr_src = asrc;
   cfg->port_src = psrc;
   return 0;
 }
@@ -142,6 +144,13 @@ int shoal__boot_store_ip(const shoal__boot_cfg_t *cfg, struct in_addr *ip) {
   }
   int rc = shoal__sock_resolve(cfg->master_addr, ip);
   return rc ? shoal__err_prefix(rc, "%s: ", cfg->addr_src) : 0;
+}
+
+int shoal__boot_store_connect(const shoal__boot_cfg_t *cfg, int port, const shoal__authkey_t *key,
+                              shoal__deadline_t dl, shoal__store_client_t *out) {
+  struct in_addr ip;
+  int rc = shoal__boot_store_ip(cfg, &ip);
+  return rc ? rc : shoal__store_connect(cfg->master_addr, ip, port, key, dl, out);
 }
 
 static void read_boot_id(char *out, size_t cap) {

@@ -5,6 +5,7 @@
 
 #include <netinet/in.h>
 
+#include "comm/bootstrap/store.h"
 #include "shoal/comm.h"
 
 typedef struct shoal__boot_cfg {
@@ -33,6 +34,9 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg);
 /* The store's address, resolved by shoal__boot_resolve (for a world of one, which needs no store, here):
  * a host name is looked up once per rank, not at every connect. */
 int shoal__boot_store_ip(const shoal__boot_cfg_t *cfg, struct in_addr *ip);
+/* shoal__store_connect to cfg's store (its address, resolved once) at `port`. */
+int shoal__boot_store_connect(const shoal__boot_cfg_t *cfg, int port, const shoal__authkey_t *key, shoal__deadline_t dl,
+                              shoal__store_client_t *out);
 /* 1 if a rank or world-size variable of any launcher family is set (environment or SHOAL_CONF_FILE):
  * the process is one rank of a world that shoal_comm_init_env would join (or refuse, naming why). */
 int shoal__boot_world_given(void);

@@ -253,9 +253,7 @@ close_joiners:
 static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, shoal__deadline_t dl,
                      shoal_comm_t **out) {
   shoal__store_client_t sc = {.fd = -1};
-  struct in_addr sip;
-  int rc = shoal__boot_store_ip(cfg, &sip);
-  if (!rc) rc = shoal__store_connect(cfg->master_addr, sip, cfg->master_port, key, dl, &sc);
+  int rc = shoal__boot_store_connect(cfg, cfg->master_port, key, dl, &sc);
   if (rc) return rc == SHOAL_ERR_PEER_CLOSED ? rc : shoal__err_prefix(rc, "the door of the job: ");
   struct sockaddr_in local;
   socklen_t ll = sizeof local;
