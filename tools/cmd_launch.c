@@ -670,16 +670,15 @@ int shoal_cmd_launch(int argc, char **argv) {
         } else {
           waiting += rp[r].running && !rp[r].signaled_by_us;
         }
-      double now = shoal__now_s();
+      double now = shoal__now_s(), wait_s = grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S;
       if (originals > 0 && originals_ok == originals && waiting > 0) {
         if (joiners_stop_at == 0) {
-          joiners_stop_at = now + (grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S);
+          joiners_stop_at = now + wait_s;
         } else if (now >= joiners_stop_at) {
           for (int r = 0; r < n; r++)
             if (rp[r].restarted && rp[r].running && !rp[r].signaled_by_us) {
               fprintf(stderr, "shoal launch: the job finished (every rank never restarted exited 0); rank %d, "
-                      "restarted, was still running %.0f s later (waiting to join): stopped it\n", r,
-                      grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S);
+                      "restarted, was still running %.0f s later (waiting to join): stopped it\n", r, wait_s);
               kill(-rp[r].pid, SIGTERM);
               kill(-rp[r].pid, SIGCONT);
               rp[r].signaled_by_us = 1;

@@ -617,6 +617,9 @@ static int is_terminal(const char *st) {
   return 0;
 }
 
+/* the final state of a job the user cancelled while it waited (counted apart: not a failure) */
+#define FINAL_USER_CANCELLED "CANCELLED (by the user)"
+
 static void finish_job(live_t *L, lj_t *x, const char *st) {
   shoal_job_t *j = &x->j;
   advance(L, j);
@@ -631,7 +634,7 @@ static void finish_job(live_t *L, lj_t *x, const char *st) {
   x->phase = PH_DONE;
   snprintf(x->final, sizeof x->final, "%s", st);
   if (!strcmp(st, "COMPLETED")) L->finished++;
-  else if (!strncmp(st, "CANCELLED (by the user", 22)) L->cancelled++;
+  else if (!strcmp(st, FINAL_USER_CANCELLED)) L->cancelled++;
   else L->failed++;
   if (L->ops->finish) L->ops->finish(L->pstate, &L->s, j);
   L->s.events |= SHOAL_EV_FINISH;
@@ -845,7 +848,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         do_requeue(L, x, d);
       } else if (!strcmp(st, "CANCELLED") && x->phase == PH_HELD) {
         /* the user cancelled it while it waited for the policy: not a failure to retry */
-        finish_job(L, x, "CANCELLED (by the user)");
+        finish_job(L, x, FINAL_USER_CANCELLED);
       } else if (x->retries < L->retries_max) {
         /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy
          * places it next */

@@ -395,9 +395,10 @@ int shoal_cmd_sim(int argc, char **argv) {
   const scenario_t *sc = NULL;
   {
     const char *name = NULL;
-    int any = 0;
+    int any = 0, trace_given = 0; /* --trace FILE names a scenario's trace itself */
     for (int i = 1; i < argc; i++) {
       if (!strcmp(argv[i], "--scenario") && i + 1 < argc) name = argv[i + 1];
+      trace_given |= !strcmp(argv[i], "--trace");
       if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--synthetic") || !strcmp(argv[i], "--cluster") ||
           !strcmp(argv[i], "--machines"))
         any = 1;
@@ -413,12 +414,10 @@ int shoal_cmd_sim(int argc, char **argv) {
     }
     if (sc) {
       if (sc->philly) {
-        int given = 0; /* --trace FILE names the trace itself */
-        for (int i = 1; i < argc; i++) given |= !strcmp(argv[i], "--trace");
         static char found[1100];
         char tried[2400];
-        scen_trace = given ? NULL : philly_csv(found, sizeof found, tried, sizeof tried);
-        if (!given && !scen_trace) {
+        scen_trace = trace_given ? NULL : philly_csv(found, sizeof found, tried, sizeof tried);
+        if (!trace_given && !scen_trace) {
           fprintf(stderr, "shoal sim: --scenario %s needs the Philly trace: not at %s; give it with --trace FILE\n",
                   sc->name, tried);
           return 2;

@@ -347,9 +347,9 @@ static int tb_up(const char *name, const topo_t *t) {
   double up_bps = t->uplink >= 0 ? t->uplink : (t->oversub > 0 && t->rate > 0 ? per_rack * t->rate / t->oversub : 0);
   char fab[64];
   snprintf(fab, sizeof fab, "%s-net", name);
-#define STEP(...)                              \
-  do {                                         \
-    if (shoal__tb_interrupted) goto interrupted;      \
+#define STEP(...)                                             \
+  do {                                                        \
+    if (shoal__tb_interrupted) goto interrupted;              \
     if (shoal__tb_run(err, sizeof err, __VA_ARGS__)) goto failed; \
   } while (0)
   rec("testbed %s hosts %d racks %d rate %.0f", name, H, R, t->rate);

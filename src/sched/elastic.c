@@ -567,5 +567,5 @@ const shoal_policy_ops_t shoal__policy_elastic = {
     .arrive = el_arrive,
     .finish = el_finish,
     .schedule = el_schedule,
-    0, /* not malleable: min_workers..max_workers */
+    .malleable = 0, /* min_workers..max_workers */
 };
