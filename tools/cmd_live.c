@@ -211,6 +211,8 @@ typedef struct lj {
   double stop_at;
   int killed;     /* PH_STOPPING: the grace ran out, SIGKILL sent */
   int retries;    /* requeues after the job failed on its own */
+  int req_restarts; /* PH_REQUEUED: Slurm's restart count of the ended run we requeued (the requeue counts one,
+                     * so an ended record with a higher count is news), -1 when held without a requeue */
   shoal_place_t want[MAX_NODES];
   int nwant;
   char final[32];
@@ -243,7 +245,7 @@ typedef struct live {
   int starts, preempts, resizes, finished, retried, failed;
   int warned_malleable; /* a job's min was said not to bind the policy */
   double slurm_down_since, slurm_down_said; /* squeue failing since (0: it answers), last said */
-  int cancelled;        /* jobs the user cancelled while they waited */
+  int cancelled;        /* jobs a user cancelled (scancel), waiting or running */
   int retries_max;
   double sinfo_every, sinfo_next;
   FILE *log;
@@ -496,6 +498,10 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
   return 0;
 }
 
+/* the job's preemptions in the journal: stops followed by a start, and its last stop if no start followed
+ * yet (a failure's retry is not one) */
+static int journal_preemptions(const jstate_t *e) { return e->npre + (e->stopped && e->n > 0 && !e->retry_stop); }
+
 static int read_nodes(live_t *L, int first, const char *tbname) {
   char *out = NULL;
   shoal_json_t *root = NULL;
@@ -609,6 +615,12 @@ static void block_drained(live_t *L) {
   }
 }
 
+/* held by scontrol hold/requeuehold (Slurm keeps priority 0 and the reason on a held job's ended record too) */
+static int is_held(const shoal_json_t *o) {
+  return jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
+         strstr(jstr(o, "state_reason"), "held") != NULL;
+}
+
 static int is_terminal(const char *st) {
   static const char *t[] = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                             "DEADLINE", "PREEMPTED", NULL};
@@ -617,7 +629,10 @@ static int is_terminal(const char *st) {
   return 0;
 }
 
-/* the final state of a job the user cancelled while it waited (counted apart: not a failure) */
+/* the final state of a job a user cancelled, while it waited or ran (counted apart: not a failure to retry).
+ * Slurm says CANCELLED also when the controller itself kills a whole job that ignored its checkpoint
+ * request, but only after a stop the journal records: so CANCELLED is the user's unless we were stopping
+ * it and had sent the kill. */
 #define FINAL_USER_CANCELLED "CANCELLED (by the user)"
 
 static void finish_job(live_t *L, lj_t *x, const char *st) {
@@ -765,17 +780,24 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     int completed = !strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
     int wants_requeue = is_terminal(st) && WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE;
     int stopped_by_us = e0 && e0->stopped && e0->n > 0; /* its last start is closed: we asked it to stop */
-    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
-               strstr(jstr(o, "state_reason"), "held") != NULL;
+    int held = is_held(o);
+    /* our kill ends a running job CANCELLED only after a stop we journaled; a cancelled job that was held
+     * (Slurm keeps priority 0 on its record) or that we never stopped was the user's */
+    int user_cancelled = !completed && !strcmp(st, "CANCELLED") && (!stopped_by_us || held);
     if (e0) x->retries = e0->retries;
-    if (completed || (is_terminal(st) && !stopped_by_us && !wants_requeue && x->retries >= L->retries_max)) {
-      /* ours, ended while the controller was down: finished (exit 0 always means finished), or failed */
+    if (completed || user_cancelled ||
+        (is_terminal(st) && !stopped_by_us && !wants_requeue && x->retries >= L->retries_max)) {
+      /* ours, ended while the controller was down: finished (exit 0 always means finished), cancelled by a
+       * user (a checkpointing job exits 75 on scancel's SIGTERM: still the user's cancel), or failed */
       j->finish = jnum(o, "end_time") - L->epoch;
       j->state = SHOAL_JOB_DONE;
       x->phase = PH_DONE;
       if (completed) {
         L->finished++;
         snprintf(x->final, sizeof x->final, "COMPLETED");
+      } else if (user_cancelled) {
+        L->cancelled++;
+        snprintf(x->final, sizeof x->final, "%s", FINAL_USER_CANCELLED);
       } else {
         char d[48];
         exit_desc(ws, d, sizeof d);
@@ -783,12 +805,12 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         snprintf(x->final, sizeof x->final, "%s (%s)", st, d);
       }
       if (e0 && e0->arrived) j->arrival = e0->arrival;
-      if (e0) j->first_start = e0->first_start, j->n_preempt = e0->npre;
+      if (e0) j->first_start = e0->first_start, j->n_preempt = journal_preemptions(e0);
       continue;
     }
     shoal__sched_add_active(&L->s, j);
     const jstate_t *e = e0;
-    if (e) j->run_s = e->held_s, j->n_preempt = e->npre + (e->stopped && e->n > 0);
+    if (e) j->run_s = e->held_s, j->n_preempt = journal_preemptions(e);
     if (e && e->arrived) j->arrival = e->arrival;
     else jrec(L, "arrive %ld %.3f", sid, j->arrival);
     if (e && e->started) j->first_start = e->first_start;
@@ -830,25 +852,27 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     lj_t *x = find_job(L, (long)jnum(o, "job_id"));
     if (!x || x->phase == PH_DONE) continue;
     const char *st = jstr(o, "job_state");
-    int held = jnum(o, "priority") == 0 || strstr(jstr(o, "state_reason"), "Held") != NULL ||
-               strstr(jstr(o, "state_reason"), "held") != NULL;
+    int held = is_held(o);
     int ws = (int)jnum(o, "exit_code");
     int finished = !strcmp(st, "COMPLETED") && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
-    /* (requeued: the ended record of the run before the requeue is not news, but exit 0 always is: a
-     * run the hold did not stop in time, below, may finish) */
-    if (is_terminal(st) && (x->phase != PH_REQUEUED || finished)) {
+    /* (requeued: the ended record of the run before the requeue is not news, but exit 0 always is, and so is
+     * an end after the requeue: a run the hold did not stop in time, below, may finish, a user may cancel) */
+    int restarts = (int)jnum(o, "restart_cnt");
+    if (is_terminal(st) && (x->phase != PH_REQUEUED || finished || restarts > x->req_restarts)) {
       char d[48];
       exit_desc(ws, d, sizeof d);
       if (finished) {
         /* finished, also when it was being preempted (it completed within the grace): never run again */
         if (x->phase == PH_STOPPING) logf_(L, "job %ld completed while being preempted: not requeued", x->sid);
         finish_job(L, x, "COMPLETED");
+      } else if (!strcmp(st, "CANCELLED") && !(x->phase == PH_STOPPING && x->killed)) {
+        /* a user cancelled it (waiting or running; a checkpointing job exits 75 on scancel's SIGTERM, so
+         * before that test): not a failure to retry, not a checkpoint to resume */
+        finish_job(L, x, FINAL_USER_CANCELLED);
       } else if (x->phase == PH_STOPPING || (WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE)) {
         /* checkpointed on our request (or killed after the grace): back to the queue, held */
+        x->req_restarts = restarts;
         do_requeue(L, x, d);
-      } else if (!strcmp(st, "CANCELLED") && x->phase == PH_HELD) {
-        /* the user cancelled it while it waited for the policy: not a failure to retry */
-        finish_job(L, x, FINAL_USER_CANCELLED);
       } else if (x->retries < L->retries_max) {
         /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy
          * places it next */
@@ -857,6 +881,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         logf_(L, "job %ld %s (%s): requeued from its checkpoint (retry %d of %d)", x->sid, st, d, x->retries,
               L->retries_max);
         forced_off(L, x, 0);
+        x->req_restarts = restarts;
         do_requeue(L, x, d);
       } else {
         char why[64];
@@ -873,11 +898,13 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         memcpy(x->want, x->j.alloc.p, (size_t)x->j.alloc.n * sizeof *x->want);
         x->nwant = x->j.alloc.n;
         x->phase = PH_REQUEUED;
+        x->req_restarts = -1;
       }
       continue;
     }
     if (x->phase == PH_STOPPING && !strcmp(st, "PENDING")) {
       /* released but not started yet (its nodes were still busy): hold it again instead */
+      x->req_restarts = -1; /* held, not requeued: an end from now on is news */
       if (held) x->phase = PH_REQUEUED;
       else {
         if (slurm_cmd(NULL, "scontrol hold %ld", x->sid) == 0) x->phase = PH_REQUEUED;

@@ -15,9 +15,10 @@ id=${SLURM_JOB_ID:?not in a Slurm job}
 ck=$dir/$id.ckpt
 rank=${SLURM_PROCID:-0}
 i=$(cat "$ck" 2>/dev/null || echo 0)
-[ "$rank" = 0 ] && echo "run ${SLURM_RESTART_COUNT:-0} $i ${SLURM_JOB_NODELIST:-?} ${SLURM_NNODES:-1}" >> "$dir/$id.log"
+# (the trap before the run line: a checkpoint request may come as soon as the run is seen)
 save() { [ "$rank" = 0 ] && echo "$i" > "$ck.tmp" && mv "$ck.tmp" "$ck"; exit 75; }
 trap save USR1 TERM
+[ "$rank" = 0 ] && echo "run ${SLURM_RESTART_COUNT:-0} $i ${SLURM_JOB_NODELIST:-?} ${SLURM_NNODES:-1}" >> "$dir/$id.log"
 while [ "$i" -lt "$steps" ]; do
   sleep "$dt" & wait $!
   i=$((i + 1))

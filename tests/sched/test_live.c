@@ -160,3 +160,65 @@ TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
   CHECK_CONTAINS(out, "B-runs: 0");
   CHECK_MSG(strstr(out, "requeued from its checkpoint") == NULL, "the cancelled job was retried: %s", out);
 }
+
+/* Jobs a user cancels after they ran are dropped too, never retried or resumed: a preempted job (held,
+ * its record still saying exit 75, the checkpoint exit) and a running one, each while the controller is
+ * down (it learns on its restart) and while it runs. */
+TEST_T(live_slurm_jobs_cancelled_after_running_are_dropped, 150) {
+  need_slurm();
+  if (access("experiments/live-slurm/ckjob.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
+  char cmd[6144], name[32], dir[96];
+  snprintf(cmd, sizeof cmd, "ip netns add slr%d && ip netns del slr%d", (int)getpid(), (int)getpid());
+  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
+  snprintf(name, sizeof name, "sr%d", (int)getpid() % 1000000);
+  snprintf(dir, sizeof dir, "/tmp/shoal-liverun-%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
+           "$S testbed up --name $N --hosts 2 --slurm --gpus 1 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
+           "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"
+           "sub() { timeout 30 $S submit --testbed $N --output $D/%%j.out \"$@\"; }\n"
+           /* (the controller itself in the background, not a wrapper: kill -9 $P must kill it; --max-time bounds it) */
+           "SERVE=\"sched serve --testbed $N --policy srtf --journal $D/journal --grace 1 --tick 0.5 --max-time 60\"\n"
+           "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"
+           /* waits (at most 20 s) until job $1 is in Slurm state $2 and, with $3, job $3 has run */
+           "until_() { i=0; while [ $i -lt 200 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && "
+           "{ [ -z \"${3:-}\" ] || [ $(runs $3) -gt 0 ]; } && return 0; sleep 0.1; i=$((i+1)); done; "
+           "echo \"job $1 never $2\"; return 1; }\n"
+           /* A (2 GPUs, long) runs; B (1 GPU, short by its declared work) preempts it: A exits 75, held */
+           "A=$(sub --gpus 2 --work 1000000 --name A -- $CK $D 120 0.5)\n"
+           "$S $SERVE >> $D/serve.log 2>&1 & P=$!\n"
+           "until_ $A RUNNING $A\n"
+           "B=$(sub --gpus 1 --work 10 --name B -- $CK $D 120 0.5)\n"
+           "until_ $A PENDING $B\n"
+           /* the controller dies; the user cancels the preempted A and the running B meanwhile */
+           "kill -9 $P; wait $P; X scancel $A $B; until_ $B CANCELLED\n"
+           "$S $SERVE --until-done 4 >> $D/serve.log 2>&1 & P=$!\n"
+           /* and with the controller up: C runs, E preempts it, both cancelled */
+           "C=$(sub --gpus 2 --work 1000000 --name C -- $CK $D 120 0.5)\n"
+           "until_ $C RUNNING $C\n"
+           "E=$(sub --gpus 1 --work 10 --name E -- $CK $D 120 0.5)\n"
+           "until_ $C PENDING $E\n"
+           "X scancel $C $E; wait $P; echo serve-rc=$?\n"
+           "cat $D/serve.log; echo runs: $(runs $A) $(runs $B) $(runs $C) $(runs $E)\n"
+           "for j in $A $B $C $E; do grep -q \"job $j: CANCELLED (by the user)\" $D/serve.log && echo cancelled-$j; done\n"
+           "grep \"job $A: CANCELLED\" $D/serve.log | grep -q \"preemptions 1 \" && echo A-preempted-once\n"
+           "echo ids: $A $B $C $E\n"
+           "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n",
+           shoal_test_cli(), name, dir);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 140);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "serve-rc=0");
+  CHECK_CONTAINS(out, "0 completed, 0 failed, 4 cancelled, 0 not ended");
+  CHECK_CONTAINS(out, "runs: 1 1 1 1");
+  CHECK_CONTAINS(out, "A-preempted-once"); /* its journal's last stop counts, read on the restart */
+  long ids[4] = {0, 0, 0, 0};
+  const char *p = strstr(out, "ids: ");
+  CHECK_MSG(p && sscanf(p, "ids: %ld %ld %ld %ld", &ids[0], &ids[1], &ids[2], &ids[3]) == 4, "no ids: %s", out);
+  for (int k = 0; k < 4; k++) {
+    char want[48];
+    snprintf(want, sizeof want, "cancelled-%ld", ids[k]);
+    CHECK_MSG(strstr(out, want) != NULL, "job %ld not reported cancelled by the user: %s", ids[k], out);
+  }
+  CHECK_MSG(strstr(out, "retry") == NULL && strstr(out, "requeued from its checkpoint") == NULL,
+            "a cancelled job was retried: %s", out);
+}
