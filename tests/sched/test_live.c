@@ -35,15 +35,22 @@ static void need_slurm(void) {
     shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
 }
 
-TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
+/* skips the test (with the reason) without root, Slurm, network namespaces or the experiment script
+ * SCRIPT (NULL: none), run from the repository root; names the testbed (TAG and the pid) and, if DIR is
+ * given, a work directory for it */
+static void slurm_test_begin(const char *script, const char *tag, char *name, size_t nname, char *dir, size_t ndir) {
   need_slurm();
-  if (access("experiments/live-slurm/reduced.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "ip netns add slp%d && ip netns del slp%d", (int)getpid(), (int)getpid());
+  if (script && access(script, X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "ip netns add %sp%d && ip netns del %sp%d", tag, (int)getpid(), tag, (int)getpid());
   if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
-  char name[32], dir[128];
-  snprintf(name, sizeof name, "sl%d", (int)getpid() % 1000000);
-  snprintf(dir, sizeof dir, "/tmp/shoal-live-%d", (int)getpid());
+  snprintf(name, nname, "%s%d", tag, (int)getpid() % 1000000);
+  if (dir) snprintf(dir, ndir, "/tmp/shoal-live-%s-%d", tag, (int)getpid());
+}
+
+TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
+  char cmd[1024], name[32], dir[128];
+  slurm_test_begin("experiments/live-slurm/reduced.sh", "sl", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd, "rm -rf %s; experiments/live-slurm/reduced.sh %s %s %s 2>&1; echo reduced-rc=$?", dir,
            shoal_test_cli(), name, dir);
   shoal_test_run_cmd(cmd, out, sizeof out, 140);
@@ -102,11 +109,8 @@ TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
 /* A signal while `testbed up --slurm` starts Slurm (after the network part is up) rolls back both parts:
  * no namespace, daemon or state is left. */
 TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
-  need_slurm();
   char cmd[2048], name[32];
-  snprintf(cmd, sizeof cmd, "ip netns add slq%d && ip netns del slq%d", (int)getpid(), (int)getpid());
-  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
-  snprintf(name, sizeof name, "si%d", (int)getpid() % 1000000);
+  slurm_test_begin(NULL, "si", name, sizeof name, NULL, 0);
   snprintf(cmd, sizeof cmd,
            "S=%s; N=%s; O=/tmp/shoal-upint-$N.out\n"
            "$S testbed up --name $N --hosts 2 --slurm > $O 2>&1 & U=$!\n"
@@ -132,13 +136,8 @@ TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
 /* A job the user cancels while it waits (held) is dropped, never started, and reported CANCELLED; the
  * jobs behind it go on (the policy forgets it). */
 TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
-  need_slurm();
-  if (access("experiments/live-slurm/ckjob.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
   char cmd[4096], name[32], dir[96];
-  snprintf(cmd, sizeof cmd, "ip netns add slc%d && ip netns del slc%d", (int)getpid(), (int)getpid());
-  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
-  snprintf(name, sizeof name, "sc%d", (int)getpid() % 1000000);
-  snprintf(dir, sizeof dir, "/tmp/shoal-livecancel-%d", (int)getpid());
+  slurm_test_begin("experiments/live-slurm/ckjob.sh", "sc", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
            "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
            "$S testbed up --name $N --hosts 2 --slurm --gpus 2 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
@@ -165,13 +164,8 @@ TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
  * its record still saying exit 75, the checkpoint exit) and a running one, each while the controller is
  * down (it learns on its restart) and while it runs. */
 TEST_T(live_slurm_jobs_cancelled_after_running_are_dropped, 150) {
-  need_slurm();
-  if (access("experiments/live-slurm/ckjob.sh", X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
   char cmd[6144], name[32], dir[96];
-  snprintf(cmd, sizeof cmd, "ip netns add slr%d && ip netns del slr%d", (int)getpid(), (int)getpid());
-  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
-  snprintf(name, sizeof name, "sr%d", (int)getpid() % 1000000);
-  snprintf(dir, sizeof dir, "/tmp/shoal-liverun-%d", (int)getpid());
+  slurm_test_begin("experiments/live-slurm/ckjob.sh", "sr", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
            "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
            "$S testbed up --name $N --hosts 2 --slurm --gpus 1 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
