@@ -48,6 +48,17 @@ static void slurm_test_begin(const char *script, const char *tag, char *name, si
   if (dir) snprintf(dir, ndir, "/tmp/shoal-live-%s-%d", tag, (int)getpid());
 }
 
+/* The start of a cancel test's script: a 2-host testbed with Slurm and GPUS GPUs per host (the testbed's
+ * name, the work directory and GPUS are its printf arguments after the shoal binary), X runs a command
+ * on h0, sub submits a ckjob.sh job; the script ends with TESTBED_SH_END */
+#define TESTBED_SH                                                                                             \
+  "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"          \
+  "$S testbed up --name $N --hosts 2 --slurm --gpus %d > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"     \
+  "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"                                              \
+  "sub() { timeout 30 $S submit --testbed $N --output $D/%%j.out \"$@\"; }\n"                                 \
+  "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"
+#define TESTBED_SH_END "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n"
+
 TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
   char cmd[1024], name[32], dir[128];
   slurm_test_begin("experiments/live-slurm/reduced.sh", "sl", name, sizeof name, dir, sizeof dir);
@@ -139,18 +150,16 @@ TEST_T(live_slurm_job_cancelled_while_held_is_dropped, 120) {
   char cmd[4096], name[32], dir[96];
   slurm_test_begin("experiments/live-slurm/ckjob.sh", "sc", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
-           "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
-           "$S testbed up --name $N --hosts 2 --slurm --gpus 2 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
-           "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"
-           "A=$(timeout 30 $S submit --testbed $N --gpus 4 --work 100 --name A --output $D/%%j.out -- $CK $D 6 0.5)\n"
-           "B=$(timeout 30 $S submit --testbed $N --gpus 1 --work 100 --name B --output $D/%%j.out -- $CK $D 2 0.5)\n"
+           TESTBED_SH
+           "A=$(sub --gpus 4 --work 100 --name A -- $CK $D 6 0.5)\n"
+           "B=$(sub --gpus 1 --work 100 --name B -- $CK $D 2 0.5)\n"
            "timeout 90 $S sched serve --testbed $N --policy fifo --journal $D/journal --until-done 2 --max-time 60 "
            "> $D/serve.log 2>&1 & P=$!\n"
            "i=0; while [ $i -lt 200 ] && ! grep -q \"start job $A\" $D/serve.log; do sleep 0.1; i=$((i+1)); done\n"
            "X scancel $B; wait $P; echo serve-rc=$?\n"
-           "cat $D/serve.log; echo B-runs: $(grep -c ^run $D/$B.log 2>/dev/null || echo 0); echo B=$B\n"
-           "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n",
-           shoal_test_cli(), name, dir);
+           "cat $D/serve.log; echo B-runs: $(runs $B); echo B=$B\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, 2);
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 115);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
   CHECK_CONTAINS(out, "serve-rc=0");
@@ -167,13 +176,9 @@ TEST_T(live_slurm_jobs_cancelled_after_running_are_dropped, 150) {
   char cmd[6144], name[32], dir[96];
   slurm_test_begin("experiments/live-slurm/ckjob.sh", "sr", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
-           "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"
-           "$S testbed up --name $N --hosts 2 --slurm --gpus 1 > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"
-           "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"
-           "sub() { timeout 30 $S submit --testbed $N --output $D/%%j.out \"$@\"; }\n"
+           TESTBED_SH
            /* (the controller itself in the background, not a wrapper: kill -9 $P must kill it; --max-time bounds it) */
            "SERVE=\"sched serve --testbed $N --policy srtf --journal $D/journal --grace 1 --tick 0.5 --max-time 60\"\n"
-           "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"
            /* waits (at most 20 s) until job $1 is in Slurm state $2 and, with $3, job $3 has run */
            "until_() { i=0; while [ $i -lt 200 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && "
            "{ [ -z \"${3:-}\" ] || [ $(runs $3) -gt 0 ]; } && return 0; sleep 0.1; i=$((i+1)); done; "
@@ -197,8 +202,8 @@ TEST_T(live_slurm_jobs_cancelled_after_running_are_dropped, 150) {
            "for j in $A $B $C $E; do grep -q \"job $j: CANCELLED (by the user)\" $D/serve.log && echo cancelled-$j; done\n"
            "grep \"job $A: CANCELLED\" $D/serve.log | grep -q \"preemptions 1 \" && echo A-preempted-once\n"
            "echo ids: $A $B $C $E\n"
-           "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n",
-           shoal_test_cli(), name, dir);
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, 1);
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 140);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
   CHECK_CONTAINS(out, "serve-rc=0");
