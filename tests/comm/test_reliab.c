@@ -173,12 +173,14 @@ typedef struct mmarg {
   const char *hosts[4]; /* SHOAL_HOSTNAME per rank (hier), or NULL */
 } mmarg_t;
 
-enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM_BCAST_ROOT, MM__N };
+enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM_BCAST_ROOT, MM_VS_BCAST, MM__N };
 /* MM_ROOT: a reduce whose ranks disagree on the root (the root rides in the header).
  * MM_BCAST_ROOT: the last rank broadcasts from root 1, the others from root 0: it
- * waits for rank 1, which moves on to the next call (found at once, not at the deadline). */
+ * waits for rank 1, which moves on to the next call (found at once, not at the deadline).
+ * MM_VS_BCAST: all ranks but the last broadcast (large: over the rings, a tree), the last allreduces:
+ * it waits for rank 0's shm step while another rank of the tree sends it the broadcast (found at once). */
 static const char *const mm_names[] = {"count (tiny)", "count (large)", "dtype", "op", "allreduce vs barrier",
-                                       "skipped call", "reduce root", "broadcast root"};
+                                       "skipped call", "reduce root", "broadcast root", "allreduce vs broadcast"};
 
 static int mm_rank(int rank, void *arg) {
   mmarg_t *m = arg;
@@ -209,6 +211,12 @@ static int mm_rank(int rank, void *arg) {
     break;
   case MM_ROOT: rc = shoal_reduce(c, SHOAL_IN_PLACE, f, 64, SHOAL_FLOAT32, SHOAL_SUM, odd ? 0 : 1); break;
   case MM_BCAST_ROOT: rc = shoal_broadcast(c, f, 100, SHOAL_FLOAT32, rank == shoal_comm_size(c) - 1 ? 1 : 0); break;
+  case MM_VS_BCAST: /* twice: a rank that finished its first broadcast stays off the shm steps */
+    if (rank < shoal_comm_size(c) - 1) {
+      rc = shoal_broadcast(c, f, big, SHOAL_FLOAT32, 0);
+      if (!rc) rc = shoal_broadcast(c, f, big, SHOAL_FLOAT32, 0);
+    } else rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, big, SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
   }
   /* every rank fails: in this call, or (a root that only sends) in the next one */
   if (rc == 0) rc = shoal_barrier(c);
@@ -217,7 +225,8 @@ static int mm_rank(int rank, void *arg) {
   /* two ranks that both believe they are the root of a reduce wait for each other: the deadline */
   CHECK_MSG(strstr(e, "mismatch") || strstr(e, "expected") || strstr(e, "aborted") ||
                 (m->kind == MM_ROOT && strstr(e, "timed out")), "%s: %s", mm_names[m->kind], e);
-  CHECK_MSG(m->kind != MM_BCAST_ROOT || !strstr(e, "timed out"), "%s: found at the deadline: %s", mm_names[m->kind], e);
+  CHECK_MSG((m->kind != MM_BCAST_ROOT && m->kind != MM_VS_BCAST) || !strstr(e, "timed out"), "%s: found at the deadline: %s",
+            mm_names[m->kind], e);
   if (rc == SHOAL_ERR_MISMATCH) { /* the rank that saw it names both calls */
     CHECK_MSG(strstr(e, "peer") != NULL, "%s", e);
   }
@@ -228,6 +237,9 @@ static int mm_rank(int rank, void *arg) {
 
 static void mm_run(shoal_algo_t algo, int n, const char *const *hosts) {
   for (int k = 0; k < MM__N; k++) {
+    /* across hosts the broadcast reaches the other host over TCP, where a rank waiting in the hierarchy's
+     * shm phase does not read: that one is still found at the deadline (docs/comm.md) */
+    if (k == MM_VS_BCAST && hosts) continue;
     mmarg_t m = {.r = {.shm = 1, .timeout_s = k == MM_ROOT ? 2 : 10}, .kind = k, .algo = algo};
     for (int i = 0; hosts && i < n; i++) m.hosts[i] = hosts[i];
     m.r.port = shoal_test_free_port();
@@ -240,7 +252,7 @@ static void mm_run(shoal_algo_t algo, int n, const char *const *hosts) {
   }
 }
 
-TEST_T(reliab_shm_mismatch_detected, 120) { mm_run(SHOAL_ALGO_SHM, 3, NULL); }
+TEST_T(reliab_shm_mismatch_detected, 120) { mm_run(SHOAL_ALGO_SHM, 4, NULL); }
 TEST_T(reliab_hier_mismatch_detected, 150) {
   static const char *const hosts[] = {"mmA", "mmA", "mmB", "mmB"};
   mm_run(SHOAL_ALGO_HIER, 4, hosts);

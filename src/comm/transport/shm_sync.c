@@ -250,17 +250,14 @@ int shoal__shm_peer_moved_on(shoal_comm_t *c, const shoal__op_t *op, int l, uint
                           c->w->rank, shoal__opcode_name(op->opcode), op->seq, wr, got);
 }
 
-/* While waiting in a shm collective: a peer that published this step with
- * another call's descriptor, or that sent a point-to-point message of this
- * same call (it runs another algorithm over the rings), will never produce
- * what this rank waits for. */
-static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
+/* While waiting in a shm collective: a same-host peer that sent this rank a point-to-point message of this
+ * same call (it runs another algorithm or another collective over the rings: a broadcast's tree against
+ * an allreduce) will never produce what this rank waits for. Any same-host peer, not only the one waited
+ * for: no algorithm sends ring messages between same-host ranks under the communicator's id in a call
+ * that uses the shm steps (the hierarchy's leaders talk under a view's own id). The library's internal
+ * messages carry no call sequence: not compared. */
+static int ring_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   shoal__shm_t *s = c->w->shm;
-  uint64_t g = s->cur_step;
-  if (g && atomic_load_explicit(&s->ctrl[l].in_step, memory_order_acquire) >= g) {
-    int rc = shoal__shm_check_desc(c, op, g, l);
-    if (rc) return rc;
-  }
   shoal__conn_t *cn = &c->w->conns[s->topo->l2w[l]];
   shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->topo->lrank);
   uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -268,7 +265,7 @@ static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   unsigned char h[SHOAL__HDR_BYTES];
   if (!cn->rq_head && tail - head >= SHOAL__HDR_BYTES &&
       (shoal__shm_ring_get((const char *)(r + 1), s->ring_bytes, head, h, sizeof h), 1) &&
-      shoal__get_u64(h + 8) == c->id && h[4] != SHOAL__OP_SEND && h[4] < SHOAL__OP__COUNT &&
+      shoal__get_u64(h + 8) == c->id && h[4] != SHOAL__OP_SEND && h[4] != SHOAL__OP_INTERNAL && h[4] < SHOAL__OP__COUNT &&
       shoal__get_u32(h + 16) == op->seq) { /* this very call of this communicator, over the rings: another
                                              * algorithm (a later call may legitimately follow the step this
                                              * rank has not seen yet) */
@@ -284,16 +281,31 @@ static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   return 0;
 }
 
-/* A same-host peer other than the one waited for that died (not one that left after its last call): the
- * op fails at once even though it does not wait for that peer, as a TCP hang-up fails any op (docs/comm.md);
- * the wait would otherwise notice it only once the awaited peer fails too, or at the deadline. */
+/* ... and the peer waited for that published this step with another call's descriptor. */
+static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t g = s->cur_step;
+  if (g && atomic_load_explicit(&s->ctrl[l].in_step, memory_order_acquire) >= g) {
+    int rc = shoal__shm_check_desc(c, op, g, l);
+    if (rc) return rc;
+  }
+  return ring_check(c, op, l);
+}
+
+/* A same-host peer other than the one waited for that died (not one that left after its last call), or
+ * that sent this rank a message of this call over the rings: the op fails at once even though it does not
+ * wait for that peer, as a TCP hang-up fails any op (docs/comm.md); the wait would otherwise notice it
+ * only once the awaited peer fails too, or at the deadline. */
 static int others_alive(shoal_comm_t *c, const shoal__op_t *op, int waiting_l, uint64_t want) {
   shoal__world_t *w = c->w;
   shoal__shm_t *s = w->shm;
   for (int l = 0; l < s->topo->nlocal; l++) {
     if (l == s->topo->lrank || l == waiting_l || !shoal__shm_probe_due(s, l)) continue;
     int wr = s->topo->l2w[l];
-    int pr = shoal__shm_probe_conn(c, op, &w->conns[wr]);
+    /* (not in the library's own calls: a peer done with a tuning step may already probe its links) */
+    int pr = op->opcode == SHOAL__OP_INTERNAL ? 0 : ring_check(c, op, l);
+    if (pr < 0) return pr;
+    pr = shoal__shm_probe_conn(c, op, &w->conns[wr]);
     if (pr < 0) return pr;
     if (pr && w->conns[wr].state != SHOAL__CONN_LEFT)
       return shoal__comm_fail(c, SHOAL_ERR_PEER_CLOSED, op, comm_rank_of(c, wr),
