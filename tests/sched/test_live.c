@@ -125,7 +125,11 @@ TEST_T(live_slurm_interrupted_up_rolls_back, 90) {
   snprintf(cmd, sizeof cmd,
            "S=%s; N=%s; O=/tmp/shoal-upint-$N.out\n"
            "$S testbed up --name $N --hosts 2 --slurm > $O 2>&1 & U=$!\n"
-           "i=0; while [ $i -lt 400 ] && ! grep -q ' up in ' $O; do sleep 0.02; i=$((i+1)); done\n"
+           /* the Slurm part starts by creating this directory and takes about a second from there: poll it
+            * with shell builtins only (no fork per look, so a busy machine does not miss the window) */
+           "R=/run/shoal-testbed/$N/slurm; i=0\n"
+           "while [ $i -lt 40000 ] && [ ! -d $R ]; do j=0; while [ $j -lt 200 ] && [ ! -d $R ]; do j=$((j+1)); done; "
+           "i=$((i+1)); done\n"
            "kill -TERM $U; wait $U; echo up-rc=$?; cat $O; rm -f $O\n"
            "sleep 0.5; echo left-ns: $(ls /run/netns | grep -c \"^$N-\")\n"
            "echo left-daemons: $(pgrep -f \"shoal-testbed/$N/\" | wc -l)\n"
