@@ -95,7 +95,8 @@ static void usage(FILE *f) {
           "Start N ranks of PROGRAM on this machine, like torchrun/mpirun.\n\n"
           "  -n, --nranks N    number of ranks (required)\n"
           "  --port P          rendezvous store port (default 0: the launcher picks a free one)\n"
-          "  --addr A          store address given to the ranks (default SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1)\n"
+          "  --addr A          store address given to the ranks (default SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1;\n"
+          "                    not with --testbed, whose first host holds the store)\n"
           "  --timeout S       stop every rank after S seconds (exit 124); default: none\n"
           "  --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 3)\n"
           "  --hosts h1,h2     several machines: not started from here (no ssh); prints the per-host commands\n"
@@ -518,11 +519,15 @@ int shoal_cmd_launch(int argc, char **argv) {
   if (strcmp(bind_mode, "none") && sched_getaffinity(0, sizeof usable, &usable) == 0 &&
       (!strcmp(bind_mode, "core") || n <= CPU_COUNT(&usable) || shm_on))
     bind = &usable;
+  if (tb_name && addr) {
+    fprintf(stderr, "shoal launch: --addr with --testbed: the store is on the testbed's first host\n");
+    return 2;
+  }
   if (testbed_setup(n, hosts, &addr)) return 2;
-  const char *addr_src; /* the testbed's, else the library's order */
-  int from_testbed = addr != NULL;
+  const char *addr_src; /* --addr's or the testbed's, else the library's order */
+  const char *given_src = !addr ? NULL : tb_name ? "the testbed" : "--addr";
   addr = shoal__boot_store_addr(addr, &addr_src);
-  if (from_testbed) addr_src = "the testbed";
+  if (given_src) addr_src = given_src;
   int port = (int)port_d;
   if (hosts && !tb_plan) {
     int rc = hosts_instructions(hosts, n, addr, port, prog);
@@ -531,7 +536,7 @@ int shoal_cmd_launch(int argc, char **argv) {
   struct in_addr ip;
   if (!*addr || shoal__sock_resolve(addr, &ip)) {
     fprintf(stderr, "shoal launch: the store address from %s: %s\n", addr_src,
-            *addr ? shoal_last_error() : "empty (unset it, or name a host)");
+            *addr ? shoal_last_error() : given_src ? "empty (name a host)" : "empty (unset it, or name a host)");
     return 1;
   }
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);

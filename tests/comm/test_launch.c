@@ -160,6 +160,15 @@ TEST_T(launch_timeout_and_bad_usage, 30) {
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "not an integer");
+  /* a bad --addr is named as --addr (not as the testbed's), and it cannot override a testbed's store */
+  snprintf(cmd, sizeof cmd, "%s launch -n 1 --addr bogus.invalid -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  CHECK_CONTAINS(out, "the store address from --addr: cannot resolve host 'bogus.invalid'");
+  snprintf(cmd, sizeof cmd, "%s launch -n 1 --testbed tb --addr 10.0.0.1 -- true", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  CHECK_CONTAINS(out, "--addr with --testbed");
 }
 
 TEST_T(launch_port_in_use, 20) {
