@@ -199,7 +199,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
    * address is the route to the store, known once connected. */
   struct in_addr adv;
   char how[160];
-  if (cfg->ifname[0] && (rc = shoal__boot_pick_addr(cfg->ifname, (struct in_addr){0}, &adv, how, sizeof how)))
+  if (cfg->ifname[0] &&
+      (rc = shoal__boot_pick_addr(cfg->ifname, cfg->ifname_src, (struct in_addr){0}, &adv, how, sizeof how)))
     return shoal__err_prefix(rc, "rank %d: ", w->rank);
   if (w->rank == 0) {
     int sfd;
@@ -226,7 +227,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   struct sockaddr_in local;
   socklen_t ll = sizeof local;
   getsockname(sc.fd, (struct sockaddr *)&local, &ll);
-  if (!cfg->ifname[0] && (rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &adv, how, sizeof how)))
+  if (!cfg->ifname[0] &&
+      (rc = shoal__boot_pick_addr(cfg->ifname, cfg->ifname_src, local.sin_addr, &adv, how, sizeof how)))
     goto close_client;
   int lport;
   if ((rc = shoal__sock_listen(adv, 0, &listen_fd, &lport))) goto close_client;

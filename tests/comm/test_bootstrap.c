@@ -135,6 +135,7 @@ TEST(bootstrap_params_out_of_range) {
       {0, 2, -1, 0, INFINITY, 0, "params.connect_timeout_s=inf"},
       {0, 2, -1, 2e7, 0, 0, "params.timeout_s=2e+07: out of range"},
       {0, 2, -1, 0, 0, 1, "params.hostname: 80 bytes, at most 63"},
+      {0, 2, -1, 0, 0, 2, "params.hostname='a b': must not contain white space"},
   };
   char host[81];
   memset(host, 'h', 80);
@@ -147,7 +148,7 @@ TEST(bootstrap_params_out_of_range) {
     p.master_port = cases[i].port;
     p.timeout_s = cases[i].timeout;
     p.connect_timeout_s = cases[i].connect;
-    if (cases[i].longhost) p.hostname = host;
+    if (cases[i].longhost) p.hostname = cases[i].longhost == 1 ? host : "a b";
     shoal__boot_cfg_t cfg;
     CHECK_EQ(shoal__boot_resolve(&p, &cfg), SHOAL_ERR_CONFIG);
     CHECK_CONTAINS(shoal_last_error(), cases[i].want);
@@ -179,17 +180,31 @@ TEST(bootstrap_bad_log_settings_refused) {
 TEST(bootstrap_interface_spec) {
   struct in_addr route = {0}, out;
   char desc[160];
-  CHECK_OK(shoal__boot_pick_addr("=lo", route, &out, desc, sizeof desc));
+  CHECK_OK(shoal__boot_pick_addr("=lo", "SHOAL_SOCKET_IFNAME", route, &out, desc, sizeof desc));
   CHECK_EQ(ntohl(out.s_addr), 0x7f000001);
   CHECK_CONTAINS(desc, "interface lo");
-  CHECK_OK(shoal__boot_pick_addr("nosuch,l", route, &out, desc, sizeof desc)); /* prefix match in a list */
+  /* prefix match in a list */
+  CHECK_OK(shoal__boot_pick_addr("nosuch,l", "SHOAL_SOCKET_IFNAME", route, &out, desc, sizeof desc));
   CHECK_EQ(ntohl(out.s_addr), 0x7f000001);
-  CHECK_EQ(shoal__boot_pick_addr("=l", route, &out, desc, sizeof desc), SHOAL_ERR_CONFIG); /* exact: no match */
+  /* exact: no match */
+  CHECK_EQ(shoal__boot_pick_addr("=l", "SHOAL_SOCKET_IFNAME", route, &out, desc, sizeof desc), SHOAL_ERR_CONFIG);
   CHECK_CONTAINS(shoal_last_error(), "matches no interface");
-  CHECK_OK(shoal__boot_pick_addr("^nosuch", route, &out, desc, sizeof desc)); /* exclusion: something is left */
+  /* exclusion: something is left */
+  CHECK_OK(shoal__boot_pick_addr("^nosuch", "SHOAL_SOCKET_IFNAME", route, &out, desc, sizeof desc));
   route.s_addr = htonl(0x0a000001);
-  CHECK_OK(shoal__boot_pick_addr("", route, &out, desc, sizeof desc));
+  CHECK_OK(shoal__boot_pick_addr("", "SHOAL_SOCKET_IFNAME", route, &out, desc, sizeof desc));
   CHECK_EQ(ntohl(out.s_addr), 0x0a000001);
+  /* a spec given in the parameters is named as such (not as a variable the user never set) */
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  p.rank = 0;
+  p.world_size = 2; /* (a world of one advertises no address) */
+  p.master_port = 0;
+  p.connect_timeout_s = 2;
+  p.ifname = "=nosuch0";
+  shoal_comm_t *c = NULL;
+  CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "params.ifname='=nosuch0' matches no interface");
 }
 
 /* Port 0: rank 0 binds an ephemeral port and reports it; rank 1 learns it

@@ -183,13 +183,15 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     snprintf(c.job_id, sizeof c.job_id, "pmix:%.50s", job);
   }
   const char *ifn = p->ifname ? p->ifname : shoal__config_str("SHOAL_SOCKET_IFNAME", "");
+  c.ifname_src = p->ifname ? "params.ifname" : "SHOAL_SOCKET_IFNAME";
   snprintf(c.ifname, sizeof c.ifname, "%s", ifn);
   if (strlen(ifn) >= sizeof c.ifname)
-    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_SOCKET_IFNAME: longer than %zu bytes", sizeof c.ifname - 1);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: longer than %zu bytes", c.ifname_src, sizeof c.ifname - 1);
   const char *hn = p->hostname ? p->hostname : shoal__config_str("SHOAL_HOSTNAME", "");
+  c.hostname_src = p->hostname ? "params.hostname" : "SHOAL_HOSTNAME";
   if (strlen(hn) >= sizeof c.hostname) /* cut, two emulated hosts could become one */
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %zu bytes, at most %zu", p->hostname ? "params.hostname" : "SHOAL_HOSTNAME",
-                         strlen(hn), sizeof c.hostname - 1);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %zu bytes, at most %zu", c.hostname_src, strlen(hn),
+                         sizeof c.hostname - 1);
   if (*hn)
     snprintf(c.hostname, sizeof c.hostname, "%s", hn);
   else if (gethostname(c.hostname, sizeof c.hostname) != 0)
@@ -197,7 +199,7 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   c.hostname[sizeof c.hostname - 1] = '\0';
   for (const char *h = c.hostname; *h; h++)
     if (*h == ' ' || *h == '\t' || *h == '\n')
-      return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_HOSTNAME='%s': must not contain white space", c.hostname);
+      return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': must not contain white space", c.hostname_src, c.hostname);
   if (!c.hostname[0]) snprintf(c.hostname, sizeof c.hostname, "unknown");
   read_boot_id(c.boot_id, sizeof c.boot_id);
   double d;
@@ -254,7 +256,8 @@ static int spec_match(const char *spec, const char *name) {
   return 0;
 }
 
-int shoal__boot_pick_addr(const char *spec, struct in_addr route, struct in_addr *out, char *desc, size_t cap) {
+int shoal__boot_pick_addr(const char *spec, const char *spec_src, struct in_addr route, struct in_addr *out, char *desc,
+                          size_t cap) {
   if (!spec || !*spec) {
     *out = route;
     snprintf(desc, cap, "the route to the store (set SHOAL_SOCKET_IFNAME to choose)");
@@ -284,18 +287,18 @@ int shoal__boot_pick_addr(const char *spec, struct in_addr route, struct in_addr
     }
     if (!found) {
       *out = a;
-      snprintf(desc, cap, "interface %s (SHOAL_SOCKET_IFNAME=%s)", i->ifa_name, spec);
+      snprintf(desc, cap, "interface %s (%s=%s)", i->ifa_name, spec_src, spec);
       found = 1;
     }
   }
   freeifaddrs(ifs);
   if (!found && found_lo) {
     *out = lo_addr;
-    snprintf(desc, cap, "interface %s (SHOAL_SOCKET_IFNAME=%s)", lo_name, spec);
+    snprintf(desc, cap, "interface %s (%s=%s)", lo_name, spec_src, spec);
     found = 1;
   }
   if (!found)
-    return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_SOCKET_IFNAME='%s' matches no interface with an IPv4 address "
-                         "(interfaces: %s; syntax: prefix, =exact, ^exclude, comma list)", spec, seen);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s' matches no interface with an IPv4 address "
+                         "(interfaces: %s; syntax: prefix, =exact, ^exclude, comma list)", spec_src, spec, seen);
   return 0;
 }

@@ -20,6 +20,7 @@ typedef struct shoal__boot_cfg {
   char job_id[72];      /* SHOAL_JOB_ID ("" if unset) */
   char ifname[256];
   char hostname[64];
+  const char *ifname_src, *hostname_src; /* "params.ifname" or "SHOAL_SOCKET_IFNAME", and for the host name */
   char boot_id[40];
   double timeout_s, connect_timeout_s;
   long sockbuf;
@@ -43,9 +44,10 @@ int shoal__boot_world_given(void);
 /* The store's address and the name of where it came from: given (params) > SHOAL_MASTER_ADDR > MASTER_ADDR
  * (environment) > SHOAL_MASTER_ADDR in SHOAL_CONF_FILE > 127.0.0.1 ("default"). */
 const char *shoal__boot_store_addr(const char *given, const char **src);
-/* Address to advertise: from the SHOAL_SOCKET_IFNAME spec when set, else
- * `route` (the local address of the connection to the store). desc gets
- * "interface eth0" or "route to the store". */
-int shoal__boot_pick_addr(const char *spec, struct in_addr route, struct in_addr *out, char *desc, size_t cap);
+/* Address to advertise: from the interface spec when set (spec_src names where it came from:
+ * SHOAL_SOCKET_IFNAME or params.ifname), else `route` (the local address of the connection to the store).
+ * desc gets "interface eth0 (...)" or "the route to the store". */
+int shoal__boot_pick_addr(const char *spec, const char *spec_src, struct in_addr route, struct in_addr *out, char *desc,
+                          size_t cap);
 
 #endif

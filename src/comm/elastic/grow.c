@@ -164,7 +164,7 @@ static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
   if (shoal__sock_parse_addr(w->peers[w->rank].addr, ip, &port) == 0) return 0;
   struct in_addr lo = {htonl(INADDR_LOOPBACK)};
   char how[160];
-  return shoal__boot_pick_addr(w->cfg->ifname, lo, ip, how, sizeof how);
+  return shoal__boot_pick_addr(w->cfg->ifname, w->cfg->ifname_src, lo, ip, how, sizeof how);
 }
 
 int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
@@ -262,7 +262,7 @@ static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, 
   char how[160];
   int lfd = -1;
   shoal__reg_t reg;
-  if ((rc = shoal__boot_pick_addr(cfg->ifname, local.sin_addr, &ip, how, sizeof how)) ||
+  if ((rc = shoal__boot_pick_addr(cfg->ifname, cfg->ifname_src, local.sin_addr, &ip, how, sizeof how)) ||
       (rc = shoal__reform_listen(cfg, ip, &lfd, reg)))
     goto close_client;
   size_t jl = strlen(cfg->job_id);

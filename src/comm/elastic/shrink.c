@@ -459,7 +459,7 @@ static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
   if (shoal__sock_parse_addr(w->peers[w->rank].addr, ip, &port) == 0) return 0;
   struct in_addr lo = {htonl(INADDR_LOOPBACK)};
   char how[160];
-  return shoal__boot_pick_addr(w->cfg->ifname, lo, ip, how, sizeof how);
+  return shoal__boot_pick_addr(w->cfg->ifname, w->cfg->ifname_src, lo, ip, how, sizeof how);
 }
 
 int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out) {
