@@ -145,6 +145,13 @@ static void load_file(void) {
       problem(0, "%s:%d: %s ignored: not a shoal variable (`shoal config` lists them)", path, lineno, name);
       continue;
     }
+    /* read before this file could be: the file's own name, and the library that the Python binding loads
+     * before any of its code runs */
+    if (!strcmp(name, "SHOAL_CONF_FILE") || !strcmp(name, "SHOAL_LIBRARY")) {
+      problem(0, "%s:%d: %s ignored: it is read before this file, so only the environment sets it", path, lineno,
+              name);
+      continue;
+    }
     int i = 0;
     while (i < file_nvars && strcmp(file_vars[i].name, name)) i++;
     char *v = strdup(value);

@@ -63,7 +63,7 @@ TEST(config_file_defaults_env_wins) {
   token[300] = '\0';
   fprintf(f, "# comment\nSHOAL_SPIN_US = 11\n  export SHOAL_SOCKET_BUFFER=22   # trailing comment\n"
              "SHOAL_TOKEN=\"a b#c\"\nSHOAL_TIMEOUT=7\nSHOAL_TIMEOUT=9\nSHOAL_TIMEOUTT=1\nRANK=3\nnot a line\n"
-             "SHOAL_CONNECT_TIMEOUT=abc\nSHOAL_JOB_ID=%s\n", token);
+             "SHOAL_CONNECT_TIMEOUT=abc\nSHOAL_JOB_ID=%s\nSHOAL_CONF_FILE=/other\nSHOAL_LIBRARY=/x.so\n", token);
   fclose(f);
   setenv("SHOAL_CONF_FILE", path, 1);
   setenv("SHOAL_SOCKET_BUFFER", "33", 1);
@@ -77,6 +77,10 @@ TEST(config_file_defaults_env_wins) {
   CHECK_OK(shoal__config_long("SHOAL_TIMEOUT", 0, 0, 100, &v));
   CHECK_EQ(v, 9);
   CHECK(shoal__config_raw("SHOAL_TIMEOUTT") == NULL && shoal__config_raw("RANK") == NULL);
+  /* read before the file (its own name; the library Python loads first): ignored there, not shown as set */
+  unsetenv("SHOAL_LIBRARY");
+  CHECK(shoal__config_raw("SHOAL_LIBRARY") == NULL);
+  CHECK(!strcmp(shoal__config_raw("SHOAL_CONF_FILE"), path));
   CHECK_EQ(strlen(shoal__config_str("SHOAL_JOB_ID", "")), 300);
   double d;
   CHECK_EQ(shoal__config_double("SHOAL_CONNECT_TIMEOUT", 1, 0, 100, &d), SHOAL_ERR_CONFIG);
