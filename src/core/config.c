@@ -209,7 +209,7 @@ int shoal__config_check(void) {
 }
 
 /* A value of the file that does not parse: its error names the file and line too. */
-static int from_where(const char *name, int rc) {
+int shoal__config_from_where(const char *name, int rc) {
   if (!rc || getenv(name)) return rc;
   const file_var_t *fv = file_var(name);
   if (!fv) return rc;
@@ -270,7 +270,7 @@ int shoal__config_long(const char *name, long def, long min, long max, long *out
     *out = def;
     return 0;
   }
-  return from_where(name, shoal__parse_long(name, s, min, max, out));
+  return shoal__config_from_where(name, shoal__parse_long(name, s, min, max, out));
 }
 
 int shoal__config_double(const char *name, double def, double min, double max, double *out) {
@@ -279,7 +279,7 @@ int shoal__config_double(const char *name, double def, double min, double max, d
     *out = def;
     return 0;
   }
-  return from_where(name, shoal__parse_double(name, s, min, max, out));
+  return shoal__config_from_where(name, shoal__parse_double(name, s, min, max, out));
 }
 
 int shoal__config_bool(const char *name, int def, int *out) {
@@ -296,7 +296,8 @@ int shoal__config_bool(const char *name, int def, int *out) {
     *out = 0;
     return 0;
   }
-  return from_where(name, shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': expected 0/1, true/false, yes/no or on/off", name, s));
+  return shoal__config_from_where(
+      name, shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': expected 0/1, true/false, yes/no or on/off", name, s));
 }
 
 const char *shoal__config_str(const char *name, const char *def) {

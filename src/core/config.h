@@ -25,6 +25,9 @@ const char *shoal__config_raw(const char *name);
  * malformed line (file:line in the message); shoal_comm_init refuses to start then. Elsewhere these are
  * logged once (WARN), as are lines that set unknown variables or one variable twice. */
 int shoal__config_check(void);
+/* rc as is, or (a failure parsing NAME's value that came from SHOAL_CONF_FILE) with " (set in FILE:LINE)"
+ * added to the last error: for callers that parse a raw value themselves. */
+int shoal__config_from_where(const char *name, int rc);
 
 /* Parsers. On a malformed value they return SHOAL_ERR_CONFIG with a message
  * like "SHOAL_TIMEOUT='abc': not a number" and leave *out untouched. When the

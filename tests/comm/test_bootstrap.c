@@ -117,6 +117,36 @@ TEST(bootstrap_env_wins_over_conf_file) {
   clear_rank_env();
 }
 
+/* A bad rank or port read from SHOAL_CONF_FILE names the file and line, as every other value of it does. */
+TEST(bootstrap_conf_file_bad_values_name_the_line) {
+  clear_rank_env();
+  unsetenv("SHOAL_MASTER_PORT");
+  unsetenv("MASTER_PORT");
+  char path[] = "/tmp/shoal-conf-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  const char text[] = "SHOAL_MASTER_PORT=99999\nSHOAL_RANK=abc\nSHOAL_WORLD_SIZE=2\n";
+  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+  close(fd);
+  setenv("SHOAL_CONF_FILE", path, 1); /* read once per process: this test runs in its own */
+  shoal_comm_params_t p;
+  shoal_comm_params_init(&p);
+  shoal__boot_cfg_t cfg;
+  char want[128];
+  CHECK_EQ(shoal__boot_resolve(&p, &cfg), SHOAL_ERR_CONFIG);
+  snprintf(want, sizeof want, "SHOAL_RANK='abc': not an integer (set in %s:2)", path);
+  CHECK_CONTAINS(shoal_last_error(), want);
+  p.rank = 0;
+  p.world_size = 2;
+  CHECK_EQ(shoal__boot_resolve(&p, &cfg), SHOAL_ERR_CONFIG);
+  snprintf(want, sizeof want, "SHOAL_MASTER_PORT='99999'");
+  CHECK_CONTAINS(shoal_last_error(), want);
+  snprintf(want, sizeof want, "(set in %s:1)", path);
+  CHECK_CONTAINS(shoal_last_error(), want);
+  unlink(path);
+  unsetenv("SHOAL_CONF_FILE");
+}
+
 /* Explicit parameters outside what comm.h documents are errors naming the field, not "from the
  * environment" (rank -5) or a cut value (a long host name would make two emulated hosts one). */
 TEST(bootstrap_params_out_of_range) {

@@ -47,7 +47,7 @@ int shoal__boot_world_given(void) {
 static int parse_int_var(const char *name, const char *s, long min, long max, int *out) {
   long v;
   int rc = shoal__parse_long(name, s, min, max, &v);
-  if (rc) return rc; /* already SHOAL_ERR_CONFIG naming the variable */
+  if (rc) return shoal__config_from_where(name, rc); /* SHOAL_ERR_CONFIG naming the variable (and file:line) */
   *out = (int)v;
   return 0;
 }
@@ -125,12 +125,12 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "params.master_port=%d: expected -1 (from the environment) or a port "
                          "0..65535", port);
   if (port < 0) {
-    const char *s = getenv("SHOAL_MASTER_PORT");
+    const char *s = getenv("SHOAL_MASTER_PORT"), *pvar = "SHOAL_MASTER_PORT";
     psrc = "SHOAL_MASTER_PORT";
-    if (!s) s = getenv("MASTER_PORT"), psrc = "MASTER_PORT";
-    if (!s) s = var("SHOAL_MASTER_PORT"), psrc = "SHOAL_MASTER_PORT (SHOAL_CONF_FILE)";
-    if (!s) s = "29500", psrc = "default";
-    if (parse_int_var(psrc, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
+    if (!s) s = getenv("MASTER_PORT"), psrc = pvar = "MASTER_PORT";
+    if (!s) s = var("SHOAL_MASTER_PORT"), psrc = "SHOAL_MASTER_PORT (SHOAL_CONF_FILE)", pvar = "SHOAL_MASTER_PORT";
+    if (!s) s = "29500", psrc = pvar = "default";
+    if (parse_int_var(pvar, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
   }
   cfg->master_port = port;
   cfg->port_src = psrc;
