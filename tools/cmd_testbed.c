@@ -15,6 +15,7 @@
  * No address outside the namespaces is ever configured; the root namespace
  * gets no interface at all. */
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -62,10 +63,22 @@ static void usage(FILE *f) {
           "(absent on some kernels: then use SHOAL_EMU_DELAY_US for shoal's ranks). Needs root.\n");
 }
 
+/* A whole decimal number lo..hi (checked before any cast: 4294967298 is not 2); the error names the option. */
+static int parse_count(const char *opt, const char *s, long lo, long hi, const char *unit, int *out) {
+  char *e = NULL;
+  errno = 0;
+  long v = s ? strtol(s, &e, 10) : 0;
+  if (!s || !*s || *e || errno || !isdigit((unsigned char)s[0]) || v < lo || v > hi)
+    return fprintf(stderr, "shoal testbed: %s '%s': %ld..%ld%s\n", opt, s ? s : "", lo, hi, unit), -1;
+  *out = (int)v;
+  return 0;
+}
+
 static int parse_rate(const char *opt, const char *s, double *out) {
   if (!s) return fprintf(stderr, "shoal testbed: %s needs a rate (e.g. 1gbit, 200mbit, 0)\n", opt), -1;
   char *e;
   double v = strtod(s, &e);
+  if (strpbrk(s, "xXpP")) e = (char *)s; /* decimal only: strtod also reads hex */
   double mul = 1;
   if (!strcasecmp(e, "gbit") || !strcasecmp(e, "g")) mul = 1e9;
   else if (!strcasecmp(e, "mbit") || !strcasecmp(e, "m")) mul = 1e6;
@@ -267,13 +280,14 @@ static int read_topo(const char *path, topo_t *t) {
     char *e = NULL;
     long n = 0;
     if (m != 2) rc = -1;
-    else if (!strcmp(k, "hosts")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_HOSTS), t->hosts = (int)n;
-    else if (!strcmp(k, "racks")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_RACKS), t->racks = (int)n;
+    else if (!strcmp(k, "hosts")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_HOSTS), t->hosts = rc ? 0 : (int)n;
+    else if (!strcmp(k, "racks")) n = strtol(v, &e, 10), rc = (*e || n < 1 || n > TB_MAX_RACKS), t->racks = rc ? 0 : (int)n;
     else if (!strcmp(k, "rate")) rc = parse_rate("rate", v, &t->rate);
     else if (!strcmp(k, "uplink")) rc = parse_rate("uplink", v, &t->uplink);
-    else if (!strcmp(k, "oversub")) t->oversub = strtod(v, &e), t->uplink = -1, rc = (*e || !(t->oversub >= 1));
+    else if (!strcmp(k, "oversub")) /* as --oversub: 1..1000 (inf would leave the uplinks unshaped) */
+      t->oversub = strtod(v, &e), t->uplink = -1, rc = (*e || !(t->oversub >= 1) || t->oversub > 1000);
     else rc = -1;
-    if (rc) fprintf(stderr, "shoal testbed: %s:%d: expected 'hosts N' (1..%d), 'racks R' (1..%d), 'rate RATE', 'oversub X' (>= 1) or 'uplink RATE'\n",
+    if (rc) fprintf(stderr, "shoal testbed: %s:%d: expected 'hosts N' (1..%d), 'racks R' (1..%d), 'rate RATE', 'oversub X' (1..1000) or 'uplink RATE'\n",
                     path, ln, TB_MAX_HOSTS, TB_MAX_RACKS);
   }
   free(line);
@@ -554,9 +568,8 @@ static int tb_set(const char *name, int argc, char **argv) {
   int host = shoal__tb_host_index(tb, target), rack = -1;
   if (host < 0 && (target[0] == 'r')) {
     const char *s = !strncmp(target, "rack", 4) ? target + 4 : target + 1;
-    char *e;
-    long v = strtol(s, &e, 10);
-    if (*s && !*e && v >= 0 && v < tb->nracks) rack = (int)v;
+    long v = *s && strlen(s) <= 3 && strspn(s, "0123456789") == strlen(s) ? strtol(s, NULL, 10) : -1;
+    if (v >= 0 && v < tb->nracks) rack = (int)v;
   }
   if (host < 0 && rack < 0) {
     fprintf(stderr, "shoal testbed set: '%s' is neither a host (h0..h%d) nor a rack (r0..r%d) of testbed '%s'\n", target,
@@ -601,6 +614,18 @@ static int tb_set(const char *name, int argc, char **argv) {
   if (eg < 0 && in < 0 && cpu < 0 && delay < 0) {
     fprintf(stderr, "shoal testbed set: nothing to set (--rate, --egress, --ingress, --cpu, --delay)\n");
     goto bad;
+  }
+  if (rack < 0 && cpu >= 0) { /* checked before anything is applied: a refused command changes nothing */
+    if (!strcmp(method, "auto")) method = tb->cgroup[0] ? "cgroup" : "stop";
+    if (!strcmp(method, "cgroup") && !tb->cgroup[0]) {
+      fprintf(stderr, "shoal testbed set: --cpu-method cgroup: testbed '%s' has no cgroup (cgroup v1 cpu controller "
+                      "missing at up, or --no-cgroup); use --cpu-method stop\n", name);
+      goto bad;
+    }
+    if (cpu > 0 && cpu < 0.01) {
+      fprintf(stderr, "shoal testbed set: --cpu %g: at least 0.01\n", cpu);
+      goto bad;
+    }
   }
   if (rack >= 0) {
     if (tb->nracks < 2) {
@@ -647,16 +672,6 @@ static int tb_set(const char *name, int argc, char **argv) {
   if (cpu >= 0) {
     char cgd[256];
     snprintf(cgd, sizeof cgd, "%s/%s", tb->cgroup, h->name);
-    if (!strcmp(method, "auto")) method = tb->cgroup[0] ? "cgroup" : "stop";
-    if (!strcmp(method, "cgroup") && !tb->cgroup[0]) {
-      fprintf(stderr, "shoal testbed set: --cpu-method cgroup: testbed '%s' has no cgroup (cgroup v1 cpu controller "
-                      "missing at up, or --no-cgroup); use --cpu-method stop\n", name);
-      goto bad;
-    }
-    if (cpu > 0 && cpu < 0.01) {
-      fprintf(stderr, "shoal testbed set: --cpu %g: at least 0.01\n", cpu);
-      goto bad;
-    }
     stop_daemons(tb->dir, host);
     if (tb->cgroup[0] && write_cg(cgd, "cpu.cfs_quota_us", -1, err, sizeof err)) goto failed;
     if (cpu > 0 && !strcmp(method, "cgroup")) {
@@ -740,16 +755,10 @@ int shoal_cmd_testbed(int argc, char **argv) {
       if (!v) return fprintf(stderr, "shoal testbed: --name needs a value\n"), free(pos), 2;
       name = v, i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--hosts")) {
-      char *e = NULL;
-      t.hosts = v ? (int)strtol(v, &e, 10) : 0;
-      if (!v || *e || t.hosts < 1 || t.hosts > TB_MAX_HOSTS)
-        return fprintf(stderr, "shoal testbed: --hosts '%s': 1..%d\n", v ? v : "", TB_MAX_HOSTS), free(pos), 2;
+      if (parse_count(a, v, 1, TB_MAX_HOSTS, "", &t.hosts)) return free(pos), 2;
       i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--racks")) {
-      char *e = NULL;
-      t.racks = v ? (int)strtol(v, &e, 10) : 0;
-      if (!v || *e || t.racks < 1 || t.racks > TB_MAX_RACKS)
-        return fprintf(stderr, "shoal testbed: --racks '%s': 1..%d\n", v ? v : "", TB_MAX_RACKS), free(pos), 2;
+      if (parse_count(a, v, 1, TB_MAX_RACKS, "", &t.racks)) return free(pos), 2;
       i++;
     } else if (!strcmp(sub, "up") && !strcmp(a, "--rate")) {
       if (parse_rate(a, v, &t.rate)) return free(pos), 2;
@@ -772,9 +781,8 @@ int shoal_cmd_testbed(int argc, char **argv) {
     } else if (!strcmp(sub, "up") && !strcmp(a, "--slurm")) {
       slurm = 1;
     } else if (!strcmp(sub, "up") && (!strcmp(a, "--gpus") || !strcmp(a, "--cpus"))) {
-      char *e = NULL;
-      int v2 = v ? (int)strtol(v, &e, 10) : 0;
-      if (!v || *e || v2 < 1 || v2 > 64) return fprintf(stderr, "shoal testbed: %s '%s': 1..64 per host\n", a, v ? v : ""), free(pos), 2;
+      int v2;
+      if (parse_count(a, v, 1, a[2] == 'g' ? TB_SLURM_MAX_GPUS : 64, " per host", &v2)) return free(pos), 2;
       if (a[2] == 'g') slurm_gpus = v2;
       else slurm_cpus = v2;
       i++;

@@ -119,12 +119,14 @@ int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap) {
     if (sscanf(line, "%31s", k) != 1 || k[0] == '#') continue;
     if (!strcmp(k, "testbed")) {
       if (sscanf(line, "testbed %*s hosts %d racks %d rate %lf", &tb->nhosts, &tb->nracks, &tb->rate_bps) != 3 ||
-          tb->nhosts < 1 || tb->nhosts > TB_MAX_HOSTS || tb->nracks < 1 || tb->nracks > TB_MAX_RACKS)
-        bad = ln;
+          tb->nhosts < 1 || tb->nhosts > TB_MAX_HOSTS || tb->nracks < 1 || tb->nracks > TB_MAX_RACKS) {
+        bad = ln; /* the lines after it cannot be checked against it */
+        break;
+      }
     } else if (!strcmp(k, "host")) {
       if (sscanf(line, "host %d %15s %47s %15s rack %d", &i, a, b, c, &r) != 5 || i < 0 || i >= tb->nhosts ||
           r < 0 || r >= tb->nracks) {
-        bad = ln;
+        if (!bad) bad = ln;
         continue;
       }
       tb_host_t *h = &tb->h[i];
@@ -133,13 +135,13 @@ int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap) {
       snprintf(h->addr, sizeof h->addr, "%s", c);
       h->rack = r;
     } else if (!strcmp(k, "rate")) { /* rate <host> <egress> <ingress> */
-      if (sscanf(line, "rate %d %lf %lf", &i, &x, &y) != 3 || i < 0 || i >= tb->nhosts) bad = ln;
+      if (sscanf(line, "rate %d %lf %lf", &i, &x, &y) != 3 || i < 0 || i >= tb->nhosts) bad = bad ? bad : ln;
       else tb->h[i].egress_bps = x, tb->h[i].ingress_bps = y;
     } else if (!strcmp(k, "uplink")) { /* uplink <rack> <up> <down> */
-      if (sscanf(line, "uplink %d %lf %lf", &r, &x, &y) != 3 || r < 0 || r >= tb->nracks) bad = ln;
+      if (sscanf(line, "uplink %d %lf %lf", &r, &x, &y) != 3 || r < 0 || r >= tb->nracks) bad = bad ? bad : ln;
       else tb->up_bps[r] = x, tb->down_bps[r] = y;
     } else if (!strcmp(k, "cpu")) { /* cpu <host> <fraction> <method> */
-      if (sscanf(line, "cpu %d %lf %7s", &i, &x, a) != 3 || i < 0 || i >= tb->nhosts) bad = ln;
+      if (sscanf(line, "cpu %d %lf %7s", &i, &x, a) != 3 || i < 0 || i >= tb->nhosts) bad = bad ? bad : ln;
       else tb->h[i].cpu = x, snprintf(tb->h[i].cpu_method, sizeof tb->h[i].cpu_method, "%s", a);
     } else if (!strcmp(k, "cgroup")) {
       if (sscanf(line, "cgroup %159s", a) == 1 && !tb->cgroup[0]) snprintf(tb->cgroup, sizeof tb->cgroup, "%s", a);
@@ -150,21 +152,29 @@ int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap) {
   fclose(f);
   if (bad) return shoal__tb_fail(err, cap, "%s:%d: malformed line", path, bad);
   if (tb->nhosts < 1) return shoal__tb_fail(err, cap, "%s: no 'testbed' line (interrupted up? run shoal testbed down --name %s)", path, name);
+  if (tb->complete)
+    for (int i = 0; i < tb->nhosts; i++)
+      if (!tb->h[i].name[0]) return shoal__tb_fail(err, cap, "%s: no 'host %d' line (the state was edited?)", path, i);
   if (!tb->complete)
     return shoal__tb_fail(err, cap, "testbed '%s' is incomplete (an interrupted up?); remove it with shoal testbed down --name %s", name,
                 name);
   return 0;
 }
 
+/* "h3", "3" or "NAME-h3": nothing else (no sign, no blank, NAME- only before h) */
 int shoal__tb_host_index(const tb_t *tb, const char *spec) {
   const char *s = spec;
   size_t nl = strlen(tb->name);
-  if (!strncmp(s, tb->name, nl) && s[nl] == '-') s += nl + 1;
+  if (!strncmp(s, tb->name, nl) && s[nl] == '-') {
+    s += nl + 1;
+    if (s[0] != 'h') return -1;
+  }
   if (s[0] == 'h') s++;
-  if (!*s) return -1;
-  char *e;
-  long v = strtol(s, &e, 10);
-  if (*e || v < 0 || v >= tb->nhosts) return -1;
+  if (!*s || strlen(s) > 3) return -1;
+  for (const char *d = s; *d; d++)
+    if (*d < '0' || *d > '9') return -1;
+  long v = strtol(s, NULL, 10);
+  if (v >= tb->nhosts) return -1;
   return (int)v;
 }
 

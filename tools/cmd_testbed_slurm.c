@@ -39,7 +39,6 @@
 
 #define CTL_ADDR "10.90.255.254"
 #define SLURM_UP_DEADLINE_S 30.0
-#define TB_SLURM_MAX_GPUS 16
 
 
 void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap) { snprintf(buf, cap, "%s/%s/slurm", TB_RUN_DIR, name); }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #define TB_MAX_HOSTS 64
+#define TB_SLURM_MAX_GPUS 16 /* gres gpu devices per emulated host under --slurm */
 #define TB_MAX_RACKS 16
 #define TB_RUN_DIR "/run/shoal-testbed"
 #define TB_CGROUP_CPU "/sys/fs/cgroup/cpu"

@@ -164,6 +164,41 @@ TEST_T(testbed_teardown_after_kill9_of_launcher, 60) {
   CHECK_CONTAINS(out, "second-down: shoal testbed: no testbed");
 }
 
+/* A refused `set` changes nothing (the CPU checks come before the rates are applied); host names are the
+ * documented forms only; a damaged state file is reported at its first bad line. */
+TEST_T(testbed_set_refused_changes_nothing, 60) {
+  need_namespaces();
+  char name[32], cmd[4096];
+  tb_name(name, sizeof name);
+  const char *S = shoal_test_cli();
+  snprintf(cmd, sizeof cmd,
+           "S=%s; N=%s; trap '$S testbed down --name $N >/dev/null 2>&1' EXIT\n"
+           "$S testbed up --name $N --hosts 2 --rate 1gbit >/dev/null || exit 3\n"
+           "$S testbed set --name $N h0 --rate 50mbit --cpu 0.001; echo set-rc=$?\n"
+           "$S testbed status --name $N | awk '/^h0 /{print \"h0-egress:\", $5}'\n"
+           "for h in h+1 'h 1' h-1 $N-1; do $S testbed set --name $N \"$h\" --rate 10mbit >/dev/null 2>&1; "
+           "echo \"spec '$h' rc=$?\"; done\n"
+           "$S testbed set --name $N $N-h1 --rate 20mbit && echo full-name-ok\n"
+           "sed -i '1s/hosts 2/hosts x/' /run/shoal-testbed/$N/state\n"
+           "$S testbed status --name $N 2>&1 | sed 's/^/status: /'\n",
+           S, name);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  check_gone(name);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "--cpu 0.001: at least 0.01");
+  CHECK_CONTAINS(out, "set-rc=2");
+  CHECK_CONTAINS(out, "h0-egress: 1gbit"); /* the refused command's --rate was not applied */
+  CHECK_CONTAINS(out, "spec 'h+1' rc=2");
+  CHECK_CONTAINS(out, "spec 'h 1' rc=2");
+  CHECK_CONTAINS(out, "spec 'h-1' rc=2");
+  char want[96];
+  snprintf(want, sizeof want, "spec '%s-1' rc=2", name);
+  CHECK_CONTAINS(out, want);
+  CHECK_CONTAINS(out, "full-name-ok");
+  snprintf(want, sizeof want, "status: shoal testbed: /run/shoal-testbed/%s/state:1: malformed line", name);
+  CHECK_CONTAINS(out, want);
+}
+
 TEST_T(testbed_interrupted_up_rolls_back, 60) {
   need_namespaces();
   char name[32], cmd[2048];
