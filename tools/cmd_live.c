@@ -683,6 +683,23 @@ static void forced_off(live_t *L, lj_t *x, int preempted) {
   x->nwant = 0;
 }
 
+/* The job last added to L->jobs is not the controller's to place or account (it ended before it was ours,
+ * or it was released outside the controller): it stays, blank, under its id so that it is not looked at
+ * again, and is left out of the summary ("ignored"). */
+static int ignore_last_job(live_t *L, long sid) {
+  lj_t *x = calloc(1, sizeof *x);
+  if (!x) return -1;
+  free(L->jobs[L->njobs - 1]);
+  x->sid = sid;
+  x->phase = PH_DONE;
+  x->j.id = L->njobs - 1;
+  x->j.state = SHOAL_JOB_DONE;
+  x->j.finish = -1;
+  snprintf(x->final, sizeof x->final, "ignored");
+  L->jobs[L->njobs - 1] = x;
+  return 0;
+}
+
 static int tick(live_t *L, const jstate_t *js, int njs) {
   char *out = NULL;
   shoal_json_t *root = NULL;
@@ -762,17 +779,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     for (int k = 0; k < njs; k++)
       if (js[k].sid == sid) e0 = &js[k];
     if (is_terminal(st) && !e0) { /* ended without ever being ours (cancelled while held, or another controller's) */
-      L->njobs--;
-      free(x);
-      x = calloc(1, sizeof *x); /* remember the id so it is not looked at again */
-      if (!x) return -1;
-      x->sid = sid;
-      x->phase = PH_DONE;
-      x->j.id = L->njobs;
-      x->j.state = SHOAL_JOB_DONE;
-      x->j.finish = -1;
-      snprintf(x->final, sizeof x->final, "ignored");
-      L->jobs[L->njobs++] = x;
+      if (ignore_last_job(L, sid)) return -1;
       continue;
     }
     /* what Slurm shows, with what the journal says we did */
@@ -781,6 +788,13 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
     int wants_requeue = is_terminal(st) && WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE;
     int stopped_by_us = e0 && e0->stopped && e0->n > 0; /* its last start is closed: we asked it to stop */
     int held = is_held(o);
+    if (!is_terminal(st) && !held && !stopped_by_us && !(e0 && !e0->stopped)) {
+      /* released outside the controller (a user's scontrol release) before it placed the job: Slurm runs it
+       * where Slurm likes; placing it now would stop and restart a running job */
+      logf_(L, "job %ld: released outside the controller before it was placed: left to Slurm, not accounted", sid);
+      if (ignore_last_job(L, sid)) return -1;
+      continue;
+    }
     /* our kill ends a running job CANCELLED only after a stop we journaled; a cancelled job that was held
      * (Slurm keeps priority 0 on its record) or that we never stopped was the user's */
     int user_cancelled = !completed && !strcmp(st, "CANCELLED") && (!stopped_by_us || held);
@@ -836,9 +850,6 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         set_running(L, j);
         logf_(L, "job %ld: adopted (running on the placement the journal recorded)", sid);
       }
-    } else if (!held) {
-      x->phase = PH_RELEASED; /* released by someone else: Slurm runs it; we don't account it */
-      logf_(L, "job %ld: not held and not in the journal: left to Slurm", sid);
     } else {
       x->phase = PH_HELD;
       if (e && !e->stopped) jrec(L, "stop %ld %.3f", sid, L->s.now); /* a start that never reached Slurm */
@@ -871,6 +882,12 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         finish_job(L, x, FINAL_USER_CANCELLED);
       } else if (x->phase == PH_STOPPING || (WIFEXITED(ws) && WEXITSTATUS(ws) == SHOAL_EXIT_REQUEUE)) {
         /* checkpointed on our request (or killed after the grace): back to the queue, held */
+        if (x->phase == PH_RELEASED) {
+          /* ... or on its own, unasked: for the policy it stopped (not a preemption) and waits again */
+          logf_(L, "job %ld checkpointed on its own (%s): requeued", x->sid, d);
+          jrec(L, "stop %ld %.3f", x->sid, L->s.now);
+          forced_off(L, x, 0);
+        }
         x->req_restarts = restarts;
         do_requeue(L, x, d);
       } else if (x->retries < L->retries_max) {
@@ -900,6 +917,16 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         x->phase = PH_REQUEUED;
         x->req_restarts = -1;
       }
+      continue;
+    }
+    if (x->phase == PH_RELEASED && held && !strcmp(st, "PENDING")) {
+      /* held again outside the controller (an operator's scontrol hold or requeuehold): it does not run, so
+       * for the policy it stopped (not a preemption); held means waiting for the controller, which starts it
+       * again where the policy places it */
+      logf_(L, "job %ld: held outside the controller (%s): back to the queue", x->sid, jstr(o, "state_reason"));
+      jrec(L, "stop %ld %.3f", x->sid, L->s.now);
+      forced_off(L, x, 0);
+      x->phase = PH_HELD;
       continue;
     }
     if (x->phase == PH_STOPPING && !strcmp(st, "PENDING")) {

@@ -225,3 +225,35 @@ TEST_T(live_slurm_jobs_cancelled_after_running_are_dropped, 150) {
   CHECK_MSG(strstr(out, "retry") == NULL && strstr(out, "requeued from its checkpoint") == NULL,
             "a cancelled job was retried: %s", out);
 }
+
+/* What happens to jobs outside the controller: one released by the user before the controller saw it is
+ * left to Slurm (not placed, so not stopped and restarted); one that checkpoints and exits 75 unasked is
+ * requeued and started again; one an operator requeue-holds while it runs goes back to the queue and is
+ * started again. Each completes, none is lost (every node booked for it is given back). */
+TEST_T(live_slurm_jobs_changed_outside_the_controller, 150) {
+  char cmd[6144], name[32], dir[96];
+  slurm_test_begin("experiments/live-slurm/ckjob.sh", "so", name, sizeof name, dir, sizeof dir);
+  snprintf(cmd, sizeof cmd,
+           TESTBED_SH
+           "printf '#!/bin/sh\\necho \"run ${SLURM_RESTART_COUNT:-0}\" >> \"$1/$SLURM_JOB_ID.log\"\\n"
+           "[ \"${SLURM_RESTART_COUNT:-0}\" = 0 ] && exit 75\\nsleep 1\\n' > $D/once75.sh; chmod +x $D/once75.sh\n"
+           "until_() { i=0; while [ $i -lt 200 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && "
+           "[ $(runs $1) -gt 0 ] && return 0; sleep 0.1; i=$((i+1)); done; echo \"job $1 never $2\"; return 1; }\n"
+           "R=$(sub --gpus 1 --work 10 --name R -- $CK $D 4 0.5); X scontrol release $R; until_ $R RUNNING\n"
+           "$S sched serve --testbed $N --policy fifo --journal $D/journal --grace 1 --tick 0.5 --max-time 60 "
+           "--until-done 2 > $D/serve.log 2>&1 & P=$!\n"
+           "E=$(sub --gpus 1 --work 10 --name E -- $D/once75.sh $D)\n"
+           "H=$(sub --gpus 1 --work 10 --name H -- $CK $D 8 0.5); until_ $H RUNNING; X scontrol requeuehold $H\n"
+           "wait $P; echo serve-rc=$?; cat $D/serve.log\n"
+           "echo runs: $(runs $R) $(runs $E) $(runs $H); echo ids: $R $E $H\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, 1);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 140);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "serve-rc=0");
+  CHECK_CONTAINS(out, "released outside the controller before it was placed: left to Slurm");
+  CHECK_CONTAINS(out, "checkpointed on its own (exit 75): requeued");
+  CHECK_CONTAINS(out, "held outside the controller");
+  CHECK_CONTAINS(out, "2 jobs seen, 2 completed, 0 failed, 0 cancelled, 0 not ended");
+  CHECK_CONTAINS(out, "runs: 1 2 2");
+}
