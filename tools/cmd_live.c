@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -210,6 +211,7 @@ typedef struct lj {
   int phase;
   double stop_at;
   int killed;     /* PH_STOPPING: the grace ran out, SIGKILL sent */
+  int start_failing; /* PH_HELD: a start failed; retried every tick while the policy keeps the placement (want) */
   int retries;    /* requeues after the job failed on its own */
   int req_restarts; /* PH_REQUEUED: Slurm's restart count of the ended run we requeued (the requeue counts one,
                      * so an ended record with a higher count is news), -1 when held without a requeue */
@@ -359,11 +361,15 @@ static int do_start(live_t *L, lj_t *x, const shoal_place_t *p, int n) {
                      "StartTime=now\\nrelease %ld\\n' | timeout 20 scontrol -Q",
                      x->sid, n, n, n, n, nodes, maxw, x->sid);
   if (rc) {
-    logf_(L, "job %ld: start on %s failed (scontrol); it stays held and is retried", x->sid, nodes);
+    if (!x->start_failing) logf_(L, "job %ld: start on %s failed (scontrol); it stays held and is retried", x->sid, nodes);
+    x->start_failing = 1;
+    if (p != x->want) memcpy(x->want, p, (size_t)n * sizeof *x->want);
+    x->nwant = n;
     return -1;
   }
   x->phase = PH_RELEASED;
   x->nwant = 0;
+  x->start_failing = 0;
   L->starts++;
   logf_(L, "start job %ld on %s (%d workers)", x->sid, nodes, x->j.alloc.workers);
   return 0;
@@ -457,7 +463,11 @@ static int replay(live_t *L, jstate_t **out, int *nout) {
     int isretry = !isstart && sscanf(line, "retry %ld %lf", &sid, &t) == 2;
     int isstop = !isstart && (isretry || sscanf(line, "stop %ld %lf", &sid, &t) == 2);
     int isarr = !isstart && !isstop && sscanf(line, "arrive %ld %lf", &sid, &t) == 2;
-    if (!isstart && !isstop && !isarr) continue;
+    if (!isstart && !isstop && !isarr) {
+      if (strspn(line, " \t\r\n") != strlen(line)) /* (a line cut by a crash mid-write, or an edit) */
+        logf_(L, "journal %s:%d: not a record, ignored: '%.60s'", L->journal_path, ln, strtok(line, "\n"));
+      continue;
+    }
     jstate_t *e = NULL;
     for (int k = 0; k < *nout; k++)
       if (js[k].sid == sid) e = &js[k];
@@ -508,7 +518,8 @@ static int read_nodes(live_t *L, int first, const char *tbname) {
   const char *serr = NULL;
   if (slurm_cmd(&out, "sinfo --json") || shoal__json_parse("sinfo --json", out, strlen(out), &root) ||
       (serr = slurm_json_error(root))) {
-    fprintf(stderr, "shoal sched serve: sinfo --json failed: %s\n", serr ? serr : out ? out : "");
+    fprintf(stderr, "shoal sched serve: sinfo --json failed: %s\n",
+            serr ? serr : out && *out ? out : "no answer (Slurm's own error above; is Slurm configured here?)");
     shoal__json_free(root);
     free(out);
     return -1;
@@ -962,6 +973,10 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
       do_stop(L, x);
       continue;
     }
+    if (x->phase == PH_HELD && x->start_failing && x->nwant > 0 && !strcmp(st, "PENDING") && held) {
+      do_start(L, x, x->want, x->nwant); /* the policy's placement, again */
+      continue;
+    }
     if (x->phase == PH_REQUEUED && !strcmp(st, "PENDING") && held) {
       if (x->nwant > 0) do_start(L, x, x->want, x->nwant);
       else x->phase = PH_HELD;
@@ -1114,17 +1129,29 @@ int shoal_sched_serve(int argc, char **argv) {
     fprintf(stderr, "shoal sched serve: --policy '%s': no such policy (see shoal sim --help)\n", pname);
     goto out;
   }
-  if (replay(L, &js, &njs)) goto out;
-  if (!(L->journal = fopen(jpath, "a"))) {
+  if (!(L->journal = fopen(jpath, "a+e"))) { /* (close-on-exec: a Slurm command must not keep the lock) */
     fprintf(stderr, "shoal sched serve: --journal %s: %s\n", jpath, strerror(errno));
     goto out;
+  }
+  /* one controller per journal: a second one would place the same jobs and interleave its records */
+  if (flock(fileno(L->journal), LOCK_EX | LOCK_NB)) {
+    fprintf(stderr, "shoal sched serve: --journal %s: %s\n", jpath,
+            errno == EWOULDBLOCK ? "in use by another controller (one controller per journal)" : strerror(errno));
+    goto out;
+  }
+  if (replay(L, &js, &njs)) goto out;
+  /* a last line cut by a crash mid-write: the next record starts on a line of its own */
+  if (fseek(L->journal, -1, SEEK_END) == 0 && fgetc(L->journal) != '\n') {
+    fseek(L->journal, 0, SEEK_END);
+    fputc('\n', L->journal);
+    fflush(L->journal);
   }
   if (L->epoch <= 0) {
     L->epoch = floor(wall());
     jrec(L, "epoch %.3f", L->epoch);
   }
-  if (read_nodes(L, 1, tb) ||
-      (tput ? shoal__speed_table_create(tput, gpu, !raw_spread, &L->speed) : shoal__speed_analytic_create(&L->speed)) ||
+  if (read_nodes(L, 1, tb)) goto out; /* (it said why) */
+  if ((tput ? shoal__speed_table_create(tput, gpu, !raw_spread, &L->speed) : shoal__speed_analytic_create(&L->speed)) ||
       shoal__sched_init(&L->s, L->c, L->speed, 256)) {
     fprintf(stderr, "shoal sched serve: %s\n", shoal_last_error());
     goto out;

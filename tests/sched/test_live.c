@@ -257,3 +257,53 @@ TEST_T(live_slurm_jobs_changed_outside_the_controller, 150) {
   CHECK_CONTAINS(out, "2 jobs seen, 2 completed, 0 failed, 0 cancelled, 0 not ended");
   CHECK_CONTAINS(out, "runs: 1 2 2");
 }
+
+/* The journal: one controller per journal (a second is refused before it reads or writes anything), an
+ * unreadable line is named (file and line) and skipped, and a last line cut by a crash does not swallow
+ * the next record. No Slurm needed: the controller stops at its first look at the nodes. */
+TEST_T(live_journal_lock_and_damaged_lines, 30) {
+  if (access("/usr/bin/flock", X_OK)) shoal_test_skip("no flock command (util-linux)");
+  char cmd[2048], j[64];
+  snprintf(j, sizeof j, "/tmp/shoal-journal-%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "S=%s; J=%s; : > $J.conf; export SLURM_CONF=$J.conf\n" /* (an empty one: never a real Slurm here) */
+           "printf 'epoch 1000.000\\nstart 7 1.0 0:1\\ngarbage here\\narrive 8 2.0' > $J\n"
+           "flock $J sleep 3 & F=$!; sleep 0.3\n"
+           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/locked: /'; wait $F\n"
+           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/free: /'\n"
+           "tail -c 1 $J | od -An -c | tr -d ' ' | sed 's/^/last-char: /'; rm -f $J $J.conf\n",
+           shoal_test_cli(), j);
+  shoal_test_run_cmd(cmd, out, sizeof out, 25);
+  CHECK_CONTAINS(out, "locked: shoal sched serve: --journal");
+  CHECK_CONTAINS(out, "in use by another controller");
+  char want[128];
+  snprintf(want, sizeof want, "] journal %s:3: not a record, ignored: 'garbage here'", j);
+  CHECK_CONTAINS(out, want);
+  CHECK_CONTAINS(out, "last-char: \\n");
+}
+
+/* A start that scontrol fails (injected once by a wrapper ahead of it on PATH) is retried at the next tick
+ * on the policy's placement; the job then runs once and completes. */
+TEST_T(live_slurm_failed_start_is_retried, 120) {
+  char cmd[6144], name[32], dir[96];
+  slurm_test_begin("experiments/live-slurm/ckjob.sh", "sf", name, sizeof name, dir, sizeof dir);
+  snprintf(cmd, sizeof cmd,
+           TESTBED_SH
+           "mkdir -p $D/bin; printf '#!/bin/sh\\nif [ \"$*\" = -Q ]; then in=$(cat)\\n"
+           "  case \"$in\" in *release*) [ -e %s/failed ] || { touch %s/failed; echo injected >&2; exit 1; };; esac\\n"
+           "  printf \"%%%%s\\\\n\" \"$in\" | exec /usr/bin/scontrol -Q; fi\\nexec /usr/bin/scontrol \"$@\"\\n' "
+           "> $D/bin/scontrol; chmod +x $D/bin/scontrol\n"
+           "A=$(sub --gpus 1 --work 10 --name A -- $CK $D 2 0.5)\n"
+           "PATH=$D/bin:$PATH timeout 60 $S sched serve --testbed $N --policy fifo --journal $D/journal --tick 0.5 "
+           "--max-time 40 --until-done 1 > $D/serve.log 2>&1; echo serve-rc=$?; cat $D/serve.log\n"
+           "echo runs: $(runs $A); ls $D/failed >/dev/null && echo injected-once\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, 1, dir, dir);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 110);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "injected-once");
+  CHECK_CONTAINS(out, "failed (scontrol); it stays held and is retried");
+  CHECK_CONTAINS(out, "serve-rc=0");
+  CHECK_CONTAINS(out, "1 jobs seen, 1 completed, 0 failed");
+  CHECK_CONTAINS(out, "runs: 1");
+}
