@@ -63,6 +63,10 @@ TEST_T(coll_cli_bench_columns_check_and_gate, 120) {
   /* the CI gate: an impossible minimum fails the run */
   CHECK(run("2 -- @ bench allreduce -b 1K -e 4K -n 2 -w 1", "SHOAL_BENCH_MIN_BW=1e6", out, sizeof out) != 0);
   CHECK_CONTAINS(out, "SHOAL_BENCH_MIN_BW");
+  /* a bad minimum is said before the sweep (no size line printed) */
+  CHECK(run("2 -- @ bench allreduce -b 1K -e 4K -n 2 -w 1", "SHOAL_BENCH_MIN_BW=abc", out, sizeof out) != 0);
+  CHECK_CONTAINS(out, "SHOAL_BENCH_MIN_BW='abc': not a number");
+  CHECK_MSG(strstr(out, "Avg bus bandwidth") == NULL, "the sweep ran: %s", out);
 }
 
 TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
