@@ -522,14 +522,14 @@ TEST_T(fault_ifname_matches_nothing, 20) {
   p.connect_timeout_s = 2;
   shoal_comm_t *c = NULL;
   CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
-  CHECK_CONTAINS(shoal_last_error(), "SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
+  CHECK_CONTAINS(shoal_last_error(), "params.ifname='nosuchif9,=eth99' matches no interface");
   CHECK_CONTAINS(shoal_last_error(), "lo 127.0.0.1");
   /* any rank, before it looks for the store (which is not there: it would wait out connect_timeout_s) */
   p.rank = 1;
   p.master_port = shoal_test_free_port();
   p.connect_timeout_s = 30;
   CHECK_EQ(shoal_comm_init(&p, &c), SHOAL_ERR_CONFIG);
-  CHECK_CONTAINS(shoal_last_error(), "rank 1: SHOAL_SOCKET_IFNAME='nosuchif9,=eth99' matches no interface");
+  CHECK_CONTAINS(shoal_last_error(), "rank 1: params.ifname='nosuchif9,=eth99' matches no interface");
 }
 
 /* A world far larger than the ranks that came: the timeout message counts the missing ranks within its
