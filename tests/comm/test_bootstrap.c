@@ -87,17 +87,22 @@ TEST(bootstrap_env_precedence) {
   clear_rank_env();
 }
 
+/* Writes text to a new file from the mkstemp template path and names it in SHOAL_CONF_FILE (read once per
+ * process: each test runs in its own). */
+static void use_conf_file(char *path, const char *text) {
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+  close(fd);
+  setenv("SHOAL_CONF_FILE", path, 1);
+}
+
 /* The environment wins over SHOAL_CONF_FILE across launcher families: a file's SHOAL_RANK/SHOAL_MASTER_*
  * are defaults for a process no launcher started, not overrides of torchrun's RANK/MASTER_ADDR. */
 TEST(bootstrap_env_wins_over_conf_file) {
   clear_rank_env();
   char path[] = "/tmp/shoal-conf-XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  const char text[] = "SHOAL_RANK=0\nSHOAL_WORLD_SIZE=1\nSHOAL_MASTER_ADDR=127.0.0.2\nSHOAL_MASTER_PORT=29701\n";
-  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
-  close(fd);
-  setenv("SHOAL_CONF_FILE", path, 1); /* read once per process: this test runs in its own */
+  use_conf_file(path, "SHOAL_RANK=0\nSHOAL_WORLD_SIZE=1\nSHOAL_MASTER_ADDR=127.0.0.2\nSHOAL_MASTER_PORT=29701\n");
   shoal_comm_params_t p;
   shoal_comm_params_init(&p);
   shoal__boot_cfg_t cfg;
@@ -123,12 +128,7 @@ TEST(bootstrap_conf_file_bad_values_name_the_line) {
   unsetenv("SHOAL_MASTER_PORT");
   unsetenv("MASTER_PORT");
   char path[] = "/tmp/shoal-conf-XXXXXX";
-  int fd = mkstemp(path);
-  CHECK(fd >= 0);
-  const char text[] = "SHOAL_MASTER_PORT=99999\nSHOAL_RANK=abc\nSHOAL_WORLD_SIZE=2\n";
-  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
-  close(fd);
-  setenv("SHOAL_CONF_FILE", path, 1); /* read once per process: this test runs in its own */
+  use_conf_file(path, "SHOAL_MASTER_PORT=99999\nSHOAL_RANK=abc\nSHOAL_WORLD_SIZE=2\n");
   shoal_comm_params_t p;
   shoal_comm_params_init(&p);
   shoal__boot_cfg_t cfg;
