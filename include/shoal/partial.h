@@ -61,7 +61,7 @@ typedef enum shoal_partial_window {
   SHOAL_PARTIAL_FAITHFUL = 1, /* AdapCC's constants: S = 100 MB, B = 50 Gbit/s x N, tau = 100 ms,
                                  decisions on 5 ms ticks */
   SHOAL_PARTIAL_FIXED = 2,    /* wait tau_s after the first ready rank (no buy rule); a huge tau_s
-                                 waits for every rank (BSP with relays) */
+                                 (INFINITY too) waits for every rank (BSP with relays) */
   SHOAL_PARTIAL_WINDOW__COUNT
 } shoal_partial_window_t;
 

@@ -216,7 +216,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
 
 /* ---- plots --------------------------------------------------------------- */
 
-/* One SVG with test accuracy against wall time, one line per CSV log. */
+/* One SVG with test accuracy against wall time, one line per CSV log. title may be NULL: "test accuracy
+ * vs training time". */
 int shoal_train_plot_svg(const char *svg_path, const char *const *csv_paths, int ncsv, const char *title);
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
  * Nothing here depends on timing: a "late" rank arrives only after its own
  * call returned, and windows close on counts (min_ready, tau 0) or when
  * every rank reported. */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -488,6 +489,16 @@ TEST(partial_invalid_arguments) {
   CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa), SHOAL_ERR_INVALID);
   CHECK_EQ(shoal_partial_create(c, 10, SHOAL_UINT8, SHOAL_SUM, NULL, &pa), SHOAL_ERR_UNSUPPORTED);
   CHECK(pa == NULL);
+  /* a huge tau (INFINITY too) waits for every rank, as partial.h says; a negative one is refused */
+  shoal_partial_params_init(&prm);
+  prm.window = SHOAL_PARTIAL_FIXED;
+  prm.tau_s = INFINITY;
+  CHECK_OK(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa));
+  shoal_partial_destroy(pa);
+  pa = NULL;
+  prm.tau_s = -1;
+  CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "tau_s -1 (expected >= 0 seconds)");
   shoal_partial_window_t w;
   CHECK_OK(shoal_partial_window_parse("Faithful", &w));
   CHECK_EQ(w, SHOAL_PARTIAL_FAITHFUL);

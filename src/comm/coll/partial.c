@@ -186,8 +186,9 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: carry %d", (int)prm.carry);
   if (prm.carry != SHOAL_PARTIAL_DROP && op != SHOAL_SUM && op != SHOAL_AVG)
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: carry needs sum or avg, not %s", shoal_redop_name(op));
-  if (!(prm.tau_s >= 0) || prm.tau_s > 1e9)
+  if (!(prm.tau_s >= 0))
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: tau_s %g (expected >= 0 seconds)", prm.tau_s);
+  if (prm.tau_s > 1e9) prm.tau_s = 1e9; /* "a huge tau_s", INFINITY too: longer than any op's deadline */
   if (prm.min_ready < 0 || prm.min_ready > p)
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: min_ready %d on %d ranks", prm.min_ready, p);
   if (prm.min_ready == 0) prm.min_ready = 1;
