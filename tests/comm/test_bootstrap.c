@@ -39,7 +39,9 @@ static void clear_rank_env(void) {
   static const char *const vars[] = {"SHOAL_RANK", "SHOAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
                                      "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
                                      "SHOAL_MASTER_PORT", "MASTER_PORT", "SHOAL_MASTER_ADDR", "MASTER_ADDR",
-                                     "SHOAL_STORE_FD", "SHOAL_TOKEN", "SHOAL_HOSTNAME", "SHOAL_SOCKET_IFNAME"};
+                                     "SHOAL_STORE_FD", "SHOAL_TOKEN", "SHOAL_HOSTNAME", "SHOAL_SOCKET_IFNAME",
+                                     "SHOAL_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                                     "PMIX_NAMESPACE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
@@ -84,6 +86,46 @@ TEST(bootstrap_env_precedence) {
   CHECK_OK(shoal__boot_resolve(&p, &cfg));
   CHECK(cfg.rank == 0 && cfg.size == 2 && !strcmp(cfg.rank_src, "params"));
   CHECK(!strcmp(cfg.master_addr, "127.0.0.2") && cfg.master_port == 0);
+  clear_rank_env();
+}
+
+/* The job id comes from the launcher that gave the rank (several launchers' variables coexist), and
+ * under torchrun shoal's store takes MASTER_PORT + 1 (torch's agent listens on MASTER_PORT). */
+TEST(bootstrap_launcher_job_ids_and_torchrun_port) {
+  static const struct {
+    const char *env, *want_id;
+    int want_port;
+  } cases[] = {
+      /* torchrun's static rendezvous: every job's run id is "none"; its agent's address and port are not */
+      {"TORCHELASTIC_RUN_ID=none RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29621",
+       "torchrun:127.0.0.1:29621", 29622},
+      {"TORCHELASTIC_RUN_ID=r7 RANK=1 WORLD_SIZE=2 MASTER_PORT=29500", "torchrun:r7", 29501},
+      {"TORCHELASTIC_RUN_ID=r7 RANK=1 WORLD_SIZE=2 MASTER_PORT=29500 SHOAL_MASTER_PORT=29700", "torchrun:r7", 29700},
+      {"RANK=1 WORLD_SIZE=2 MASTER_PORT=29500", "", 29500}, /* no torchrun: MASTER_PORT as is */
+      /* mpirun inside a Slurm allocation: SLURM_JOB_ID without a step is every mpirun's there */
+      {"OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 SLURM_JOB_ID=14 PMIX_NAMESPACE=ns1", "pmix:ns1", 29500},
+      {"SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_JOB_ID=14 SLURM_STEP_ID=3 PMIX_NAMESPACE=ns2", "slurm:14.3", 29500},
+      {"SHOAL_RANK=0 SHOAL_WORLD_SIZE=2 SLURM_JOB_ID=14", "", 29500},
+      {"SHOAL_JOB_ID=mine TORCHELASTIC_RUN_ID=r7 RANK=0 WORLD_SIZE=2", "mine", 29500},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    clear_rank_env();
+    char env[256];
+    snprintf(env, sizeof env, "%s", cases[k].env);
+    for (char *sv = NULL, *t = strtok_r(env, " ", &sv); t; t = strtok_r(NULL, " ", &sv)) {
+      char *eq = strchr(t, '=');
+      *eq = '\0';
+      setenv(t, eq + 1, 1);
+    }
+    shoal_comm_params_t p;
+    shoal_comm_params_init(&p);
+    shoal__boot_cfg_t cfg;
+    CHECK_OK(shoal__boot_resolve(&p, &cfg));
+    CHECK_MSG(!strcmp(cfg.job_id, cases[k].want_id), "%s: job id '%s', expected '%s'", cases[k].env, cfg.job_id,
+              cases[k].want_id);
+    CHECK_MSG(cfg.master_port == cases[k].want_port, "%s: port %d, expected %d", cases[k].env, cfg.master_port,
+              cases[k].want_port);
+  }
   clear_rank_env();
 }
 

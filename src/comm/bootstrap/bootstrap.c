@@ -131,6 +131,15 @@ static int resolve_store(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
     if (!s) s = var("SHOAL_MASTER_PORT"), psrc = "SHOAL_MASTER_PORT (SHOAL_CONF_FILE)", pvar = "SHOAL_MASTER_PORT";
     if (!s) s = "29500", psrc = pvar = "default";
     if (parse_int_var(pvar, s, 0, 65535, &port)) return SHOAL_ERR_CONFIG;
+    if (!strcmp(pvar, "MASTER_PORT") && getenv("TORCHELASTIC_RUN_ID")) {
+      /* under torchrun MASTER_PORT is torch's: its agent's store listens there (static rendezvous), or
+       * rank 0's process group will (elastic): shoal's store takes the next port */
+      if (port < 1 || port > 65534)
+        return shoal__seterr(SHOAL_ERR_CONFIG, "MASTER_PORT='%s': under torchrun shoal's store listens on "
+                             "MASTER_PORT + 1, which needs MASTER_PORT 1..65534 (or set SHOAL_MASTER_PORT)", s);
+      port++;
+      psrc = "MASTER_PORT + 1 (torchrun's agent holds MASTER_PORT)";
+    }
   }
   cfg->master_port = port;
   cfg->port_src = psrc;
@@ -161,6 +170,31 @@ static void read_boot_id(char *out, size_t cap) {
   fclose(f);
 }
 
+/* The launcher's id of this job, from the launcher that gave the rank first (several launchers' variables
+ * coexist: mpirun inside a Slurm allocation sees SLURM_JOB_ID without a step, the same for every mpirun
+ * there, while each has its own PMIx namespace), "" if none tells jobs apart:
+ *   torchrun: TORCHELASTIC_RUN_ID; "none" (static rendezvous, every job's) -> its agent's MASTER_ADDR:PORT;
+ *   srun: SLURM_JOB_ID.SLURM_STEP_ID;  mpirun (OMPI_*, PMI_*): PMIX_NAMESPACE, else srun's step. */
+static void launcher_job_id(const char *rank_src, char *out, size_t cap) {
+  const char *te = getenv("TORCHELASTIC_RUN_ID"), *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+  const char *ns = getenv("PMIX_NAMESPACE");
+  int from_mpi = !strncmp(rank_src, "OMPI_", 5) || !strncmp(rank_src, "PMI_", 4);
+  int from_slurm = !strncmp(rank_src, "SLURM_", 6);
+  out[0] = '\0';
+  if (!from_mpi && !from_slurm && te && *te) {
+    const char *a = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
+    if (strcmp(te, "none")) snprintf(out, cap, "torchrun:%.50s", te);
+    else if (p) snprintf(out, cap, "torchrun:%.40s:%.8s", a ? a : "", p);
+  } else if (from_mpi) {
+    if (ns && *ns) snprintf(out, cap, "pmix:%.50s", ns);
+    else if (job && *job && step && *step) snprintf(out, cap, "slurm:%.30s.%.20s", job, step);
+  } else if (job && *job && step && *step) {
+    snprintf(out, cap, "slurm:%.30s.%.20s", job, step);
+  } else if (ns && *ns) {
+    snprintf(out, cap, "pmix:%.50s", ns);
+  }
+}
+
 int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   shoal__boot_cfg_t c;
   memset(&c, 0, sizeof c);
@@ -172,16 +206,8 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   /* the job's identity: SHOAL_JOB_ID (`shoal launch` sets it), else the launcher's own job id */
   const char *job = shoal__config_str("SHOAL_JOB_ID", "");
   if (strlen(job) > 64) return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_JOB_ID: longer than 64 bytes");
-  if (*job) {
-    snprintf(c.job_id, sizeof c.job_id, "%s", job);
-  } else if ((job = getenv("TORCHELASTIC_RUN_ID")) && *job) {
-    snprintf(c.job_id, sizeof c.job_id, "torchrun:%.50s", job);
-  } else if ((job = getenv("SLURM_JOB_ID")) && *job) {
-    const char *step = getenv("SLURM_STEP_ID");
-    snprintf(c.job_id, sizeof c.job_id, "slurm:%.30s.%.20s", job, step ? step : "");
-  } else if ((job = getenv("PMIX_NAMESPACE")) && *job) {
-    snprintf(c.job_id, sizeof c.job_id, "pmix:%.50s", job);
-  }
+  if (*job) snprintf(c.job_id, sizeof c.job_id, "%s", job);
+  else launcher_job_id(c.rank_src, c.job_id, sizeof c.job_id);
   const char *ifn = p->ifname ? p->ifname : shoal__config_str("SHOAL_SOCKET_IFNAME", "");
   c.ifname_src = p->ifname ? "params.ifname" : "SHOAL_SOCKET_IFNAME";
   snprintf(c.ifname, sizeof c.ifname, "%s", ifn);

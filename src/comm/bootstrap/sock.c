@@ -118,7 +118,7 @@ int shoal__sock_listen(struct in_addr ip, int port, int *fd_out, int *port_out) 
     if (e == EADDRINUSE)
       return shoal__seterr(SHOAL_ERR_ADDR_IN_USE,
                            "bind %s: address already in use (another job or a stale rank holds the port; "
-                           "pick another with SHOAL_MASTER_PORT, or 0 to let rank 0 choose)", where);
+                           "pick another with SHOAL_MASTER_PORT; under shoal launch, 0 lets rank 0 choose)", where);
     return shoal__seterr(SHOAL_ERR_SYSTEM, "bind %s: %s", where, strerror(e));
   }
   if (listen(fd, 1024) < 0) {
