@@ -1,7 +1,10 @@
 /* The shoal CLI: one binary, one subcommand per area (tools/cmd_*.c). A
  * subcommand whose file is not in this build is reported as such. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shoal/shoal.h"
 #include "core/log.h"
@@ -36,7 +39,22 @@ static void usage(FILE *f) {
   fprintf(f, "\nshoal %s\n", SHOAL_VERSION_STRING);
 }
 
+/* Started with standard input, output or error closed, the first descriptors opened (the launcher's store
+ * socket, a data file) would take their numbers and later be written to as output: /dev/null holds them. */
+static void hold_standard_fds(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd) return;
+}
+
+/* Output that could not be written (a full disk, /dev/full) is an error, not an exit 0 with rows lost. */
+static int output_written(const char *cmd, int rc) {
+  if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+  fprintf(stderr, "shoal %s: writing the standard output: %s\n", cmd, strerror(errno ? errno : EIO));
+  return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+  hold_standard_fds();
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
@@ -52,7 +70,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "shoal: '%s' is not in this build\n", argv[1]);
       return 2;
     }
-    return cmds[i].fn(argc - 1, argv + 1);
+    return output_written(argv[1], cmds[i].fn(argc - 1, argv + 1));
   }
   fprintf(stderr, "shoal: unknown command '%s'\n\n", argv[1]);
   usage(stderr);

@@ -160,6 +160,16 @@ TEST_T(launch_timeout_and_bad_usage, 30) {
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
   CHECK_CONTAINS(out, "not an integer");
+  /* started with standard output closed, the store socket must not land on descriptor 1 (rank 0 was told
+   * SHOAL_STORE_FD=1 and the launcher forwarded its output onto it); output that cannot be written fails */
+  snprintf(cmd, sizeof cmd, "(exec 1>&-; %s launch -n 2 -- %s selftest --count 2; echo rc=$? >&2) 2>&1",
+           shoal_test_cli(), shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK_CONTAINS(out, "rc=0");
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 20 --machines 2 --policy fifo --csv > /dev/full", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 30);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  CHECK_CONTAINS(out, "shoal sim: writing the standard output: No space left on device");
   /* a bad --addr is named as --addr (not as the testbed's), and it cannot override a testbed's store */
   snprintf(cmd, sizeof cmd, "%s launch -n 1 --addr bogus.invalid -- true", shoal_test_cli());
   st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
