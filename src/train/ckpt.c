@@ -31,7 +31,8 @@ static int write_floats(FILE *f, const float *p, size_t n, uLong *crc) {
 
 int shoal__ckpt_save(const char *path, const shoal__ckpt_meta_t *meta, const float *params, const float *momentum) {
   char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) /* cut, it would be the checkpoint itself */
+    return shoal__seterr(SHOAL_ERR_INVALID, "checkpoint %.60s...: a path of %zu bytes (too long)", path, strlen(path));
   FILE *f = fopen(tmp, "wb");
   if (!f) return shoal__seterr(SHOAL_ERR_IO, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
   uLong crc = crc32(0L, Z_NULL, 0);

@@ -49,7 +49,17 @@ static int comm_fail(shoal_comm_t *c, int rc, const char *what) {
   return shoal__seterr(rc, "train: %s: %s", what, c ? shoal_comm_errmsg(c) : "");
 }
 
+/* The longest file path taken: room in the runtime's 4096-byte names for the ".rankR" and ".tmp" it appends
+ * (a name cut short would make ranks share one file, or a checkpoint its own temporary file). */
+#define TRAIN_PATH_MAX 4064
+
 static int check_opts(const shoal_train_opts_t *o, int wsize) {
+  const char *paths[] = {o->csv_path, o->iter_log, o->ckpt_path, o->resume_path, o->params_out};
+  const char *names[] = {"--csv", "--iter-log", "--checkpoint", "--resume", "--params-out"};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+    if (paths[i] && strlen(paths[i]) > TRAIN_PATH_MAX)
+      return shoal__seterr(SHOAL_ERR_INVALID, "%s: a path of %zu bytes (at most %d)", names[i], strlen(paths[i]),
+                           TRAIN_PATH_MAX);
   if (o->epochs < 1 || o->epochs > 100000) return shoal__seterr(SHOAL_ERR_INVALID, "--epochs %d: expected 1..100000", o->epochs);
   if (o->batch < 1 || o->batch > 65536) return shoal__seterr(SHOAL_ERR_INVALID, "--batch %d: expected 1..65536", o->batch);
   if (!(o->lr > 0) || !(o->lr < 100)) return shoal__seterr(SHOAL_ERR_INVALID, "--lr %g: expected (0, 100)", o->lr);

@@ -139,6 +139,18 @@ TEST_T(null_arguments_are_errors, 30) {
   shoal_train_opts_t o;
   synth_opts(&o, tr, tr);
   CHECK_OK(shoal_train_run(&o, NULL, NULL));
+  /* a path with no room for the ".rankR"/".tmp" the runtime appends is refused (cut, ranks would share one
+   * file and a checkpoint would be its own temporary file, deleted on a failed write) */
+  static char longp[4096];
+  memset(longp, 'a', 4090);
+  longp[0] = '/', longp[4090] = '\0';
+  o.ckpt_path = longp;
+  CHECK_EQ(shoal_train_run(&o, NULL, NULL), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "--checkpoint: a path of 4090 bytes (at most 4064)");
+  o.ckpt_path = NULL;
+  o.iter_log = longp;
+  CHECK_EQ(shoal_train_run(&o, NULL, NULL), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "--iter-log: a path of 4090 bytes");
   shoal_dataset_destroy(tr);
 }
 
