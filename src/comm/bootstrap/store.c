@@ -46,6 +46,7 @@ struct shoal__store_server {
   int nkv, capkv;
   int size;                       /* rank 0's world size */
   char job[SHOAL__JOB_ID_MAX + 1]; /* rank 0's SHOAL_JOB_ID ("" if unset) */
+  int accept_failed;              /* out of descriptors: the rendezvous abandoned, the listener closed (-1) */
 };
 
 static void put_hdr(unsigned char *h, uint32_t len, int type) {
@@ -280,6 +281,25 @@ static void on_accept(struct shoal__store_server *s) {
   struct sockaddr_in a;
   socklen_t len = sizeof a;
   int fd = accept4(s->lfd, (struct sockaddr *)&a, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+    /* a rank that cannot be taken in: the rendezvous is abandoned with the reason (waiting for the
+     * connect deadline while the still-readable listener kept this thread spinning said only "timed out") */
+    char ab[4 + 200];
+    shoal__put_u32((unsigned char *)ab, (uint32_t)-SHOAL_ERR_SYSTEM);
+    int wl = snprintf(ab + 4, sizeof ab - 4, "rank 0's store cannot accept a rank's connection: %s (raise the "
+                      "open-file limit, ulimit -n)", strerror(errno));
+    SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", ab + 4);
+    for (int i = 0; i < s->ncl; i++) /* the ranks in the middle of joining; put() tells those waiting on a key */
+      if (!s->cl[i].wait_key) reply(&s->cl[i], SHOAL__STORE_ERROR, ab, 4 + (size_t)wl, NULL, 0);
+    put(s, "the store", SHOAL__STORE_ABORT_KEY, strlen(SHOAL__STORE_ABORT_KEY), ab, 4 + (size_t)wl);
+    s->accept_failed = 1;
+    /* the connections still queued are reset at once rather than left to their deadline (shutdown, not only
+     * close: `shoal launch` holds the listening socket too) */
+    shutdown(s->lfd, SHUT_RDWR);
+    close(s->lfd);
+    s->lfd = -1;
+    return;
+  }
   if (fd < 0) return;
   if (s->ncl == s->capcl) {
     int cap = s->capcl ? 2 * s->capcl : 64;
@@ -319,7 +339,7 @@ static void *serve(void *arg) {
       cap = n * 2;
     }
     pf[0] = (struct pollfd){s->wake[0], POLLIN, 0};
-    pf[1] = (struct pollfd){s->lfd, POLLIN, 0};
+    pf[1] = (struct pollfd){s->accept_failed ? -1 : s->lfd, POLLIN, 0};
     for (int i = 0; i < s->ncl; i++) pf[2 + i] = (struct pollfd){s->cl[i].fd, POLLIN, 0};
     int pr = poll(pf, (nfds_t)n, -1);
     if (pr < 0) {
@@ -373,7 +393,7 @@ void shoal__store_server_stop(shoal__store_server_t *s) {
   }
   free(s->kv);
   free(s->cl);
-  close(s->lfd);
+  if (s->lfd >= 0) close(s->lfd);
   close(s->wake[0]);
   close(s->wake[1]);
   free(s);
@@ -465,6 +485,11 @@ int shoal__store_connect(const char *host, struct in_addr ip, int port, const sh
     rc = shoal__seterr(SHOAL_ERR_AUTH, "the store at %s refused this rank: %s", c.addr, (char *)buf);
     goto close_fd;
   }
+  if (type == SHOAL__STORE_ERROR && len >= 4) { /* the rendezvous was abandoned while this rank authenticated */
+    buf[len < sizeof buf - 1 ? len : sizeof buf - 1] = '\0';
+    rc = shoal__seterr(SHOAL_ERR_ABORTED, "the rendezvous was abandoned by rank 0: %s", (char *)buf + 4);
+    goto close_fd;
+  }
   if (type != SHOAL__STORE_AUTH_OK || len != 8 || shoal__get_u64(buf) != shoal__auth_mac(key, 'A', nc, ns, NULL, 0)) {
     rc = shoal__seterr(SHOAL_ERR_AUTH, "the store at %s failed to prove it knows SHOAL_TOKEN "
                        "(wrong token on rank 0, or not a shoal store)", c.addr);
@@ -504,19 +529,23 @@ int shoal__store_get(shoal__store_client_t *c, const char *key, int wait, void *
   if (rc) return rc;
   int type;
   size_t n;
-  rc = read_frame(c, &type, buf, cap, &n, dl);
+  /* (into a buffer that holds an abandoned rendezvous's reason whole, also when the caller's is small) */
+  unsigned char small[512];
+  unsigned char *into = cap < sizeof small ? small : buf;
+  size_t icap = cap < sizeof small ? sizeof small : cap;
+  rc = read_frame(c, &type, into, icap, &n, dl);
   if (rc == SHOAL_ERR_TIMEOUT)
     return shoal__seterr(SHOAL_ERR_TIMEOUT, "store at %s: key '%s' did not appear before the deadline", c->addr, key);
   if (rc) return rc;
   if (type == SHOAL__STORE_NOT_FOUND) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "store: no key '%s'", key);
-  if (type == SHOAL__STORE_ERROR && n >= 4 && n < cap) { /* u32 status (negated), the reason */
-    unsigned char *b = buf;
-    int st = -(int)shoal__get_u32(b);
-    b[n] = '\0';
+  if (type == SHOAL__STORE_ERROR && n >= 4) { /* u32 status (negated), the reason */
+    int st = -(int)shoal__get_u32(into);
+    into[n < icap ? n : icap - 1] = '\0';
     if (st >= 0 || st <= SHOAL_ERR__LAST) st = SHOAL_ERR_ABORTED;
-    return shoal__seterr(st, "the rendezvous was abandoned by rank 0: %s", (char *)b + 4);
+    return shoal__seterr(st, "the rendezvous was abandoned by rank 0: %s", (char *)into + 4);
   }
   if (type != SHOAL__STORE_VALUE) return shoal__seterr(SHOAL_ERR_PROTOCOL, "store at %s: bad reply to GET", c->addr);
+  if (into != buf) memcpy(buf, into, n < cap ? n : cap);
   if (n < cap) ((char *)buf)[n] = '\0';
   if (len) *len = n;
   return 0;
