@@ -9,11 +9,13 @@
  * communication (with BSP overlap only the exposed part). Evaluation,
  * logging and checkpoints are excluded from both. */
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -574,6 +576,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
   int rc = check_opts(o, wsize);
   if (rc) return rc;
+  char ilog_path[4096] = ""; /* this rank's --iter-log file */
   for (int i = 0; i < 8 && o->decay_epochs[i] > 0 && rank == 0; i++)
     if (o->decay_epochs[i] >= o->epochs)
       SHOAL_WARN("TRAIN", "--decay-epochs %d: the lr drops once %d epochs are done (from epoch %d on), but this "
@@ -660,20 +663,20 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
     r.csv = fopen(o->csv_path, exists ? "a" : "w");
     if (!r.csv) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing", o->csv_path);
+      rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing: %s", o->csv_path, strerror(errno));
       goto out_free;
     }
     if (!exists) csv_header(r.csv);
   }
   if (o->iter_log) {
-    char buf[4096];
+    char *buf = ilog_path;
     const char *path = o->iter_log;
     if (r.wrank > 0) {
-      snprintf(buf, sizeof buf, "%s.rank%d", o->iter_log, r.wrank);
+      snprintf(buf, sizeof ilog_path, "%s.rank%d", o->iter_log, r.wrank);
       path = buf;
-    }
+    } else snprintf(buf, sizeof ilog_path, "%s", path);
     if (!(r.ilog = fopen(path, "w"))) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing", path);
+      rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing: %s", path, strerror(errno));
       goto out_free;
     }
     fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes\n");
@@ -881,7 +884,10 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       fprintf(r.csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g\n", o->label ? o->label : "run",
               shoal_model_kind_name(o->model), shoal_sync_kind_name(o->sync), r.W, e + 1, iter, total_train, loss, acc,
               sps, out.compute_s, out.comm_s, consensus, lr);
-      fflush(r.csv);
+      if (fflush(r.csv) || ferror(r.csv)) { /* a full disk: said now, not an exit 0 with the rows lost */
+        rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno ? errno : EIO));
+        goto out_free;
+      }
     }
     if (o->ckpt_path && !stopped) {
       if ((rc = save_ckpt(&r, e + 1, iter, 0, total_train))) goto out_free;
@@ -918,13 +924,13 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       path = buf;
     }
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(r.m->params, sizeof(float), n, f) != n) {
-      if (f) fclose(f);
-      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", path);
-      goto out_free;
-    }
-    if (fclose(f)) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed", path);
+    struct stat fst;
+    int regular = f && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode);
+    int bad = !f || fwrite(r.m->params, sizeof(float), n, f) != n;
+    if (f && fclose(f)) bad = 1;
+    if (bad) {
+      rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed: %s", path, strerror(errno ? errno : EIO));
+      if (regular) unlink(path); /* no truncated file left to be taken for the parameters (never a device) */
       goto out_free;
     }
   }
@@ -942,8 +948,10 @@ stop:
   }
   if (res) *res = out;
 out_free:
-  if (r.csv) fclose(r.csv);
-  if (r.ilog) fclose(r.ilog);
+  if (r.csv && fclose(r.csv) && !rc)
+    rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno));
+  if (r.ilog && (ferror(r.ilog) | fclose(r.ilog)) && !rc) /* (both: fclose must run) */
+    rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot write: %s", ilog_path, strerror(errno ? errno : EIO));
   shoal_sync_destroy(sync);
   sync = NULL;
   shoal__elastic_free(&el);

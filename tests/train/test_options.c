@@ -129,3 +129,20 @@ TEST_T(cli_train_world_variables_as_the_library, 60) {
   unlink(conf);
   CHECK_MSG(st != 0 && strstr(out, "SHOAL_RANK is set but SHOAL_WORLD_SIZE is not"), "conf file: %s", out);
 }
+
+/* Logs and outputs that cannot be written (a full disk: /dev/full) fail the run naming the file and the
+ * reason; they were lost with exit 0. /dev/full stays a device (a failed --params-out is removed only when
+ * it is a regular file). */
+TEST_T(cli_unwritable_outputs_fail_the_run, 60) {
+  static const char *const outs[][2] = {{"--csv /dev/full", "--csv /dev/full: cannot write: No space left on device"},
+                                        {"--iter-log /dev/full", "--iter-log /dev/full: cannot write: No space left"},
+                                        {"--params-out /dev/full", "--params-out /dev/full: write failed: No space"}};
+  for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s train --model softmax --train-subset 64 --test-subset 32 --epochs 1 --quiet %s",
+             shoal_test_cli(), outs[k][0]);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+    CHECK_MSG(st != 0 && strstr(out, outs[k][1]), "'%s': status %d: %s", outs[k][0], st, out);
+  }
+  CHECK(access("/dev/full", F_OK) == 0);
+}
