@@ -170,14 +170,20 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
   if (s->topo->lrank == 0) {
     int seg_fd = -1;
     int made = create_segment(w, s, &msg, &seg_fd);
-    if (made) msg.name[0] = '\0'; /* tells the members that creation failed */
+    int made_errno = errno;
+    char made_err[512] = ""; /* kept: a member's abort during the acks below would replace the last error */
+    if (made) {
+      snprintf(made_err, sizeof made_err, "%s", shoal_last_error());
+      msg.name[0] = '\0'; /* tells the members that creation failed, and after it why */
+      snprintf(msg.name + 1, sizeof msg.name - 1, "%s", strerror(made_errno));
+    }
     for (int l = 1; l < n && !rc; l++) rc = shoal__isend(c, op, s->topo->l2w[l], &msg, sizeof msg, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
     op->count = 1;
     for (int l = 1; l < n && !rc; l++) rc = shoal__irecv(c, op, s->topo->l2w[l], &acks[l], 1, &reqs[l]);
     if (!rc) rc = shoal__waitall(c, op, reqs + 1, n - 1);
     if (seg_fd >= 0) close(seg_fd); /* every member mapped it (or failed); only the mappings keep it */
-    if (made) rc = made;
+    if (made) rc = shoal__seterr(made, "%s", made_err);
     for (int l = 1; l < n && !rc; l++)
       if (acks[l]) rc = shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: same-host rank %d could not map the shm segment",
                                       w->rank, s->topo->l2w[l]);
@@ -189,7 +195,7 @@ static int setup_group(shoal_comm_t *c, shoal__shm_t *s, shoal__op_t *op) {
       int open_errno = 0;
       int mapped = msg.name[0] ? open_segment(s, &msg, &open_errno)
                                : shoal__seterr(SHOAL_ERR_SYSTEM, "rank %d: the host leader (rank %d) could not create "
-                                               "the shm segment", w->rank, leader);
+                                               "the shm segment: %.62s", w->rank, leader, msg.name + 1);
       acks[0] = mapped != 0;
       op->count = 1;
       rc = shoal__isend(c, op, leader, &acks[0], 1, &reqs[0]);
