@@ -579,6 +579,10 @@ int shoal_cmd_launch(int argc, char **argv) {
       fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
       int cnt = 0;
       signal_all(rp, r, SIGKILL, &cnt);
+      for (int k = 0; k < r; k++) /* reaped, not left to init */
+        if (rp[k].running)
+          while (waitpid(rp[k].pid, NULL, 0) < 0 && errno == EINTR) {
+          }
       return 1;
     }
   if (on_failure != ON_FAIL_RESTART) close(store_fd); /* the ranks own it now (restarts need it here) */
