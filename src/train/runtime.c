@@ -238,10 +238,16 @@ static void swap_params(run_t *r) {
   r->save = t;
 }
 
-static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t cap) {
-  if (r->o->sync == SHOAL_SYNC_BSP || r->wrank == 0) return path;
-  snprintf(buf, cap, "%s.rank%d", path, r->wrank);
+/* A per-worker file: PATH for worker 0, PATH.rankW for the others, written into buf (check_opts left room
+ * for the suffix). */
+static const char *worker_file(const char *path, int w, char *buf, size_t cap) {
+  if (w > 0) snprintf(buf, cap, "%s.rank%d", path, w);
+  else snprintf(buf, cap, "%s", path);
   return buf;
+}
+
+static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t cap) {
+  return r->o->sync == SHOAL_SYNC_BSP ? path : worker_file(path, r->wrank, buf, cap);
 }
 
 typedef struct ready_arg {
@@ -498,7 +504,7 @@ static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
   }
   for (int w = 0; w < r->W && !rc; w++) {
     char buf[4096];
-    const char *path = w == 0 || o->sync == SHOAL_SYNC_BSP ? base : (snprintf(buf, sizeof buf, "%s.rank%d", base, w), buf);
+    const char *path = o->sync == SHOAL_SYNC_BSP ? base : worker_file(base, w, buf, sizeof buf);
     if (!all[3 * w])
       rc = shoal__seterr(SHOAL_ERR_MISMATCH, "--resume %s: worker %d could not read its checkpoint %s", base, w, path);
     else if (all[3 * w + 1] != me[1])
@@ -669,12 +675,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     if (!exists) csv_header(r.csv);
   }
   if (o->iter_log) {
-    char *buf = ilog_path;
-    const char *path = o->iter_log;
-    if (r.wrank > 0) {
-      snprintf(buf, sizeof ilog_path, "%s.rank%d", o->iter_log, r.wrank);
-      path = buf;
-    } else snprintf(buf, sizeof ilog_path, "%s", path);
+    const char *path = worker_file(o->iter_log, r.wrank, ilog_path, sizeof ilog_path);
     if (!(r.ilog = fopen(path, "w"))) {
       rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing: %s", path, strerror(errno));
       goto out_free;
@@ -918,11 +919,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   }
   if (o->params_out) {
     char buf[4096];
-    const char *path = o->params_out;
-    if (r.wrank > 0) {
-      snprintf(buf, sizeof buf, "%s.rank%d", o->params_out, r.wrank);
-      path = buf;
-    }
+    const char *path = worker_file(o->params_out, r.wrank, buf, sizeof buf);
     FILE *f = fopen(path, "wb");
     struct stat fst;
     int regular = f && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode);
