@@ -46,7 +46,6 @@ struct shoal__store_server {
   int nkv, capkv;
   int size;                       /* rank 0's world size */
   char job[SHOAL__JOB_ID_MAX + 1]; /* rank 0's SHOAL_JOB_ID ("" if unset) */
-  int accept_failed;              /* out of descriptors: the rendezvous abandoned, the listener closed (-1) */
 };
 
 static void put_hdr(unsigned char *h, uint32_t len, int type) {
@@ -132,6 +131,19 @@ static const char *put(struct shoal__store_server *s, const char *who, const cha
   return NULL;
 }
 
+/* The rendezvous is abandoned: every rank waiting on a key is told (status, reason) through the abort key,
+ * and with tell_joining also those still joining (not waiting on a key). NULL or the reason to drop. */
+static const char *abandon(struct shoal__store_server *s, const char *who, int status, const char *why,
+                           int tell_joining) {
+  char ab[4 + 1024]; /* (join's reasons are up to 900 bytes) */
+  shoal__put_u32((unsigned char *)ab, (uint32_t)-status);
+  size_t wl = strlen(why) < sizeof ab - 4 ? strlen(why) : sizeof ab - 4;
+  memcpy(ab + 4, why, wl);
+  for (int i = 0; tell_joining && i < s->ncl; i++)
+    if (!s->cl[i].wait_key) reply(&s->cl[i], SHOAL__STORE_ERROR, ab, 4 + wl, NULL, 0);
+  return put(s, who, SHOAL__STORE_ABORT_KEY, strlen(SHOAL__STORE_ABORT_KEY), ab, 4 + wl);
+}
+
 /* A rank registers: same job, same world size, a rank nobody took yet. */
 static const char *join(struct shoal__store_server *s, store_client_t *c, const unsigned char *p, size_t n) {
   if (n < 8 || n > 8 + SHOAL__JOB_ID_MAX) return "bad JOIN frame";
@@ -167,11 +179,7 @@ static const char *join(struct shoal__store_server *s, store_client_t *c, const 
   reply(c, SHOAL__STORE_ERROR, st, 4, why, strlen(why));
   SHOAL_WARN("INIT", "store: refused: %s%s", why, poison ? "; the rendezvous is abandoned" : "");
   if (poison) {
-    char ab[4 + sizeof why];
-    memcpy(ab, st, 4);
-    size_t wl = strlen(why);
-    memcpy(ab + 4, why, wl);
-    const char *err = put(s, c->addr, SHOAL__STORE_ABORT_KEY, strlen(SHOAL__STORE_ABORT_KEY), ab, 4 + wl);
+    const char *err = abandon(s, c->addr, SHOAL_ERR_CONFIG, why, 0);
     if (err) return err;
   }
   return "refused";
@@ -284,15 +292,11 @@ static void on_accept(struct shoal__store_server *s) {
   if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
     /* a rank that cannot be taken in: the rendezvous is abandoned with the reason (waiting for the
      * connect deadline while the still-readable listener kept this thread spinning said only "timed out") */
-    char ab[4 + 200];
-    shoal__put_u32((unsigned char *)ab, (uint32_t)-SHOAL_ERR_SYSTEM);
-    int wl = snprintf(ab + 4, sizeof ab - 4, "rank 0's store cannot accept a rank's connection: %s (raise the "
-                      "open-file limit, ulimit -n)", strerror(errno));
-    SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", ab + 4);
-    for (int i = 0; i < s->ncl; i++) /* the ranks in the middle of joining; put() tells those waiting on a key */
-      if (!s->cl[i].wait_key) reply(&s->cl[i], SHOAL__STORE_ERROR, ab, 4 + (size_t)wl, NULL, 0);
-    put(s, "the store", SHOAL__STORE_ABORT_KEY, strlen(SHOAL__STORE_ABORT_KEY), ab, 4 + (size_t)wl);
-    s->accept_failed = 1;
+    char why[200];
+    snprintf(why, sizeof why, "rank 0's store cannot accept a rank's connection: %s (raise the open-file limit, "
+             "ulimit -n)", strerror(errno));
+    SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", why);
+    abandon(s, "the store", SHOAL_ERR_SYSTEM, why, 1);
     /* the connections still queued are reset at once rather than left to their deadline (shutdown, not only
      * close: `shoal launch` holds the listening socket too) */
     shutdown(s->lfd, SHUT_RDWR);
@@ -339,7 +343,7 @@ static void *serve(void *arg) {
       cap = n * 2;
     }
     pf[0] = (struct pollfd){s->wake[0], POLLIN, 0};
-    pf[1] = (struct pollfd){s->accept_failed ? -1 : s->lfd, POLLIN, 0};
+    pf[1] = (struct pollfd){s->lfd, POLLIN, 0}; /* (-1 once closed: poll skips it) */
     for (int i = 0; i < s->ncl; i++) pf[2 + i] = (struct pollfd){s->cl[i].fd, POLLIN, 0};
     int pr = poll(pf, (nfds_t)n, -1);
     if (pr < 0) {
