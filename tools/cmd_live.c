@@ -383,8 +383,10 @@ static void do_stop(live_t *L, lj_t *x) {
   x->stop_at = L->s.now + L->grace;
 }
 
-/* an ended run of the job goes back to the queue, held (Slurm requeues ended batch jobs too) */
-static int do_requeue(live_t *L, lj_t *x, const char *why) {
+/* an ended run of the job (Slurm's restart count `restarts`) goes back to the queue, held (Slurm requeues
+ * ended batch jobs too) */
+static int do_requeue(live_t *L, lj_t *x, const char *why, int restarts) {
+  x->req_restarts = restarts;
   if (slurm_cmd(NULL, "scontrol requeuehold %ld", x->sid)) {
     logf_(L, "job %ld: requeuehold failed (%s); retried next tick", x->sid, why);
     return -1;
@@ -694,6 +696,9 @@ static void forced_off(live_t *L, lj_t *x, int preempted) {
   x->nwant = 0;
 }
 
+#define FINAL_IGNORED "ignored"
+static int is_ignored(const lj_t *x) { return !strcmp(x->final, FINAL_IGNORED); }
+
 /* The job last added to L->jobs is not the controller's to place or account (it ended before it was ours,
  * or it was released outside the controller): it stays, blank, under its id so that it is not looked at
  * again, and is left out of the summary ("ignored"). */
@@ -706,7 +711,7 @@ static int ignore_last_job(live_t *L, long sid) {
   x->j.id = L->njobs - 1;
   x->j.state = SHOAL_JOB_DONE;
   x->j.finish = -1;
-  snprintf(x->final, sizeof x->final, "ignored");
+  snprintf(x->final, sizeof x->final, "%s", FINAL_IGNORED);
   L->jobs[L->njobs - 1] = x;
   return 0;
 }
@@ -899,8 +904,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
           jrec(L, "stop %ld %.3f", x->sid, L->s.now);
           forced_off(L, x, 0);
         }
-        x->req_restarts = restarts;
-        do_requeue(L, x, d);
+        do_requeue(L, x, d, restarts);
       } else if (x->retries < L->retries_max) {
         /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy
          * places it next */
@@ -909,8 +913,7 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
         logf_(L, "job %ld %s (%s): requeued from its checkpoint (retry %d of %d)", x->sid, st, d, x->retries,
               L->retries_max);
         forced_off(L, x, 0);
-        x->req_restarts = restarts;
-        do_requeue(L, x, d);
+        do_requeue(L, x, d, restarts);
       } else {
         char why[64];
         snprintf(why, sizeof why, "%s (%s)", st, d);
@@ -1180,7 +1183,7 @@ int shoal_sched_serve(int argc, char **argv) {
     }
     int done = 0, seen = 0; /* of the jobs seen (not those ignored: other controllers', cancelled before) */
     for (int i = 0; i < L->njobs; i++) {
-      int ign = !strcmp(L->jobs[i]->final, "ignored");
+      int ign = is_ignored(L->jobs[i]);
       seen += !ign;
       done += L->jobs[i]->phase == PH_DONE && !ign;
     }
@@ -1207,14 +1210,14 @@ int shoal_sched_serve(int argc, char **argv) {
     if (x->j.finish > last) last = x->j.finish;
   }
   int nign = 0;
-  for (int i = 0; i < L->njobs; i++) nign += !strcmp(L->jobs[i]->final, "ignored");
+  for (int i = 0; i < L->njobs; i++) nign += is_ignored(L->jobs[i]);
   logf_(L, "summary: policy %s, %d jobs seen, %d completed, %d failed, %d cancelled, %d not ended (avg JCT %.1f s, "
            "makespan %.1f s over the completed), starts %d, preemptions %d, resizes %d, retries %d",
         L->ops->name, L->njobs - nign, L->finished, L->failed, L->cancelled, nact, nd ? jct / nd : 0,
         nd ? last - first : 0, L->starts, L->preempts, L->resizes, L->retried);
   for (int i = 0; i < L->njobs; i++) {
     lj_t *x = L->jobs[i];
-    if (!strcmp(x->final, "ignored")) continue;
+    if (is_ignored(x)) continue;
     logf_(L, "  job %ld: %s arrival %.1f start %.1f finish %.1f preemptions %d retries %d", x->sid,
           x->phase == PH_DONE ? x->final : "not ended", x->j.arrival, x->j.first_start, x->j.finish, x->j.n_preempt,
           x->retries);
