@@ -317,14 +317,18 @@ static void describe(int status, char *out, size_t cap) {
     snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
 }
 
+static void signal_rank(rank_proc_t *p, int sig) {
+  kill(-p->pid, sig); /* the rank's process group: its children too */
+  if (sig != SIGKILL) kill(-p->pid, SIGCONT); /* a stopped rank must see it */
+  p->signaled_by_us = 1;
+  if (!p->sent_sig) p->sent_sig = sig;
+  if (sig == SIGKILL) p->sent_kill = 1;
+}
+
 static void signal_all(rank_proc_t *rp, int n, int sig, int *count) {
   for (int r = 0; r < n; r++)
     if (rp[r].running) {
-      kill(-rp[r].pid, sig); /* the rank's process group: its children too */
-      if (sig != SIGKILL) kill(-rp[r].pid, SIGCONT); /* a stopped rank must see it */
-      rp[r].signaled_by_us = 1;
-      if (!rp[r].sent_sig) rp[r].sent_sig = sig;
-      if (sig == SIGKILL) rp[r].sent_kill = 1;
+      signal_rank(&rp[r], sig);
       if (count) (*count)++;
     }
 }
@@ -688,10 +692,7 @@ int shoal_cmd_launch(int argc, char **argv) {
             if (rp[r].restarted && rp[r].running && !rp[r].signaled_by_us) {
               fprintf(stderr, "shoal launch: the job finished (every rank never restarted exited 0); rank %d, "
                       "restarted, was still running %.0f s later (waiting to join): stopped it\n", r, wait_s);
-              kill(-rp[r].pid, SIGTERM);
-              kill(-rp[r].pid, SIGCONT);
-              rp[r].signaled_by_us = 1;
-              if (!rp[r].sent_sig) rp[r].sent_sig = SIGTERM;
+              signal_rank(&rp[r], SIGTERM);
             }
           kill_at = now + grace;
         }
