@@ -40,6 +40,10 @@
 volatile sig_atomic_t shoal__tb_interrupted;
 static void on_sig(int s) { shoal__tb_interrupted = s; }
 
+int shoal__tb_check_interrupted(char *err, size_t cap) {
+  return shoal__tb_interrupted ? shoal__tb_fail(err, cap, "interrupted by %s", strsignal(shoal__tb_interrupted)) : 0;
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: shoal testbed up     [--name NAME] [--hosts H] [--racks R] [--rate RATE] [--oversub X | --uplink RATE]\n"
@@ -320,6 +324,14 @@ static int tbf_reset(char *err, size_t cap, const char *ns, const char *dev, dou
   return tbf_add(err, cap, ns, dev, bps);
 }
 
+/* `up` failed or was interrupted part-way: what exists is taken down; the exit status is 128 + the signal
+ * that interrupted it, else 1 */
+static int roll_back(const char *what, const char *name, const char *err) {
+  fprintf(stderr, "shoal testbed: %s %s: %s; rolling back\n", what, name, err);
+  tb_down(name, 1);
+  return shoal__tb_interrupted ? 128 + shoal__tb_interrupted : 1;
+}
+
 static int tb_up(const char *name, const topo_t *t) {
   if (geteuid() != 0) return fprintf(stderr, "shoal testbed: up needs root (network namespaces, tc)\n"), 1;
   if (t->racks > t->hosts) return fprintf(stderr, "shoal testbed: %d racks for %d hosts\n", t->racks, t->hosts), 2;
@@ -449,13 +461,11 @@ static int tb_up(const char *name, const topo_t *t) {
   return 0;
 #undef STEP
 interrupted:
-  snprintf(err, sizeof err, "interrupted by %s", strsignal(shoal__tb_interrupted));
+  shoal__tb_check_interrupted(err, sizeof err);
 failed:
-  fprintf(stderr, "shoal testbed: up %s: %s; rolling back\n", name, err);
   fclose(state_f);
   state_f = NULL;
-  tb_down(name, 1);
-  return shoal__tb_interrupted ? 128 + shoal__tb_interrupted : 1;
+  return roll_back("up", name, err);
 }
 
 /* ---- status ---- */
@@ -568,8 +578,8 @@ static int tb_set(const char *name, int argc, char **argv) {
   int host = shoal__tb_host_index(tb, target), rack = -1;
   if (host < 0 && (target[0] == 'r')) {
     const char *s = !strncmp(target, "rack", 4) ? target + 4 : target + 1;
-    long v = *s && strlen(s) <= 3 && strspn(s, "0123456789") == strlen(s) ? strtol(s, NULL, 10) : -1;
-    if (v >= 0 && v < tb->nracks) rack = (int)v;
+    int v = shoal__tb_index(s);
+    if (v >= 0 && v < tb->nracks) rack = v;
   }
   if (host < 0 && rack < 0) {
     fprintf(stderr, "shoal testbed set: '%s' is neither a host (h0..h%d) nor a rack (r0..r%d) of testbed '%s'\n", target,
@@ -812,9 +822,7 @@ int shoal_cmd_testbed(int argc, char **argv) {
     int rc = tb_up(name, &t);
     char err[768];
     if (!rc && slurm && shoal__tb_slurm_up(name, slurm_gpus, slurm_cpus, err, sizeof err)) {
-      fprintf(stderr, "shoal testbed: up --slurm %s: %s; rolling back\n", name, err);
-      tb_down(name, 1);
-      rc = shoal__tb_interrupted ? 128 + shoal__tb_interrupted : 1;
+      rc = roll_back("up --slurm", name, err);
     }
     for (int k = 0; k < 3; k++) sigaction(k == 0 ? SIGINT : k == 1 ? SIGTERM : SIGHUP, &old[k], NULL);
     return rc;

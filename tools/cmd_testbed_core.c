@@ -161,6 +161,11 @@ int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap) {
   return 0;
 }
 
+int shoal__tb_index(const char *s) {
+  size_t n = strlen(s);
+  return n >= 1 && n <= 3 && strspn(s, "0123456789") == n ? (int)strtol(s, NULL, 10) : -1;
+}
+
 /* "h3", "3" or "NAME-h3": nothing else (no sign, no blank, NAME- only before h) */
 int shoal__tb_host_index(const tb_t *tb, const char *spec) {
   const char *s = spec;
@@ -170,12 +175,8 @@ int shoal__tb_host_index(const tb_t *tb, const char *spec) {
     if (s[0] != 'h') return -1;
   }
   if (s[0] == 'h') s++;
-  if (!*s || strlen(s) > 3) return -1;
-  for (const char *d = s; *d; d++)
-    if (*d < '0' || *d > '9') return -1;
-  long v = strtol(s, NULL, 10);
-  if (v >= tb->nhosts) return -1;
-  return (int)v;
+  int v = shoal__tb_index(s);
+  return v < tb->nhosts ? v : -1;
 }
 
 static int write_file(const char *path, const char *text) {

@@ -176,11 +176,6 @@ static int enter_fabric(const tb_t *tb, char *err, size_t cap) {
   return 0;
 }
 
-/* `up` was interrupted (shoal__tb_interrupted): -1 with the signal in err, so that it rolls back */
-static int interrupted(char *err, size_t cap) {
-  return shoal__tb_interrupted ? shoal__tb_fail(err, cap, "interrupted by %s", strsignal(shoal__tb_interrupted)) : 0;
-}
-
 int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t cap) {
   tb_t *tb = calloc(1, sizeof *tb);
   if (!tb) return shoal__tb_fail(err, cap, "out of memory");
@@ -263,7 +258,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
       goto out;
   }
   fflush(NULL);
-  if (interrupted(err, cap)) goto out;
+  if (shoal__tb_check_interrupted(err, cap)) goto out;
   /* munged */
   pid_t pid = fork();
   if (pid < 0) {
@@ -291,7 +286,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   struct stat st;
   double dl = shoal__now_s() + 10;
   while (stat(p, &st) && shoal__now_s() < dl) {
-    if (interrupted(err, cap)) goto out;
+    if (shoal__tb_check_interrupted(err, cap)) goto out;
     if (waitpid(pid, NULL, WNOHANG) == pid) {
       shoal__tb_fail(err, cap, "munged exited at start (see %s/munge/log)", dir);
       goto out;
@@ -303,7 +298,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
     goto out;
   }
   snprintf(q, sizeof q, "%s/slurm.conf", dir);
-  if (interrupted(err, cap)) goto out;
+  if (shoal__tb_check_interrupted(err, cap)) goto out;
   /* slurmctld, in the fabric namespace with its own host name */
   pid = fork();
   if (pid < 0) {
@@ -327,7 +322,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   if (record_pid(dir, "slurmctld", pid)) goto pidfail;
   /* one slurmd per host, on the host */
   for (int i = 0; i < tb->nhosts; i++) {
-    if (interrupted(err, cap)) goto out;
+    if (shoal__tb_check_interrupted(err, cap)) goto out;
     pid = fork();
     if (pid < 0) {
       shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
@@ -354,7 +349,7 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
   dl = shoal__now_s() + SLURM_UP_DEADLINE_S;
   int idle = 0;
   while (shoal__now_s() < dl) {
-    if (interrupted(err, cap)) goto out;
+    if (shoal__tb_check_interrupted(err, cap)) goto out;
     char cmd[512];
     snprintf(cmd, sizeof cmd, "ip netns exec %s env SLURM_CONF=%s sinfo -h -N -o %%T 2>/dev/null", tb->fabric, q);
     FILE *f = popen(cmd, "r");

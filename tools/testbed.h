@@ -46,6 +46,8 @@ typedef struct tb {
  * and in its waits (the network part and the Slurm part alike), which then
  * stop so that `up` rolls back what exists. */
 extern volatile sig_atomic_t shoal__tb_interrupted;
+/* -1 with "interrupted by SIG" in err when `up` was interrupted (so that it rolls back), else 0. */
+int shoal__tb_check_interrupted(char *err, size_t cap);
 
 /* Valid testbed name: [a-z][a-z0-9]{0,11}. */
 /* Write the message into err (cap bytes) and return -1. */
@@ -58,6 +60,8 @@ int shoal__tb_run(char *err, size_t cap, const char *fmt, ...) __attribute__((fo
 int shoal__tb_name_ok(const char *name);
 /* Load the state of testbed `name`; 0, or -1 with a message in err. */
 int shoal__tb_load(const char *name, tb_t *tb, char *err, size_t cap);
+/* A host or rack number as written after its letter: 1 to 3 decimal digits, else -1. */
+int shoal__tb_index(const char *s);
 /* Host index from "h3", "3" or "<testbed>-h3"; -1 if none. */
 int shoal__tb_host_index(const tb_t *tb, const char *spec);
 /* Move the calling process onto host i: its cgroup (if any), its network
