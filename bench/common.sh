@@ -1,4 +1,13 @@
-# Shared helpers of the anchor benchmark scripts (sourced, not run).
+# Shared helpers of the benchmark scripts (sourced, not run).
+
+# Option parsing, its messages naming the script:
+#   val "$@"        the option $1 has a value (else exit 2)
+#   script_help     the script's leading comment, as its --help
+#   unknown_opt X   exit 2 naming X
+bench_script=$(basename "$0")
+val() { [ $# -ge 2 ] || { echo "$bench_script: $1 needs a value (try --help)" >&2; exit 2; }; }
+script_help() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+unknown_opt() { echo "$bench_script: unknown option '$1' (try --help)" >&2; exit 2; }
 
 # best_of COL OUT FILES...: per size (column 1), the row with the lowest
 # value in column COL (a p50) over the runs in FILES, in size order; the

@@ -15,8 +15,8 @@
 # --timeout 30); the fault may land during the start too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. bench/common.sh
 build=build drills=100 ranks=4 seed=$$ out="" max=4M
-val() { [ $# -ge 2 ] || { echo "fault-drill.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) val "$@"; build=$2; shift 2 ;;
@@ -25,8 +25,8 @@ while [ $# -gt 0 ]; do
     --seed) val "$@"; seed=$2; shift 2 ;;
     --out) val "$@"; out=$2; shift 2 ;;
     --max) val "$@"; max=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "fault-drill.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    -h|--help) script_help; exit 0 ;;
+    *) unknown_opt "$1" ;;
   esac
 done
 [ -x "$build/shoal" ] || { echo "fault-drill.sh: $build/shoal not built (make BUILD=$build)" >&2; exit 2; }

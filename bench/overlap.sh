@@ -6,8 +6,9 @@
 # `shoal testbed` joined by RATE links: waiting on a real, shaped wire, the case overlap is for.
 #   bench/overlap.sh [BUILD] [--compute loop|gemm]     env: MAX=16777216 REPS=7 RATE=1gbit
 set -euo pipefail
+. "$(dirname "$0")/common.sh"
 case ${1:-} in
--h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+-h | --help) script_help; exit 0 ;;
 "" | -*) build=build ;; # [BUILD] left out
 *) build=$1; shift ;;
 esac

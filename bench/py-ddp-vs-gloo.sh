@@ -21,9 +21,10 @@
 # sooner). The testbed settings need root (network namespaces); they are skipped, saying why, without
 # it. $OUT/runs.csv has every run, $OUT/py-ddp.svg the plot (gnuplot, if installed).
 set -euo pipefail
+. "$(dirname "$0")/common.sh"
 case ${1:-} in
--h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
--*) echo "py-ddp-vs-gloo.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+-h | --help) script_help; exit 0 ;;
+-*) unknown_opt "$1" ;;
 esac
 build=${1:-build}
 [ -d "$build" ] || { echo "py-ddp-vs-gloo.sh: build directory '$build' not found (make BUILD=$build)" >&2; exit 2; }

@@ -23,7 +23,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" reps=3 baseline=""
-val() { [ $# -ge 2 ] || { echo "shm-anchors.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) val "$@"; build=$2; shift 2 ;;
@@ -37,8 +36,8 @@ while [ $# -gt 0 ]; do
     --out) val "$@"; out=$2; shift 2 ;;
     --reps) val "$@"; reps=$2; shift 2 ;;
     --baseline) val "$@"; baseline=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "shm-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    -h|--help) script_help; exit 0 ;;
+    *) unknown_opt "$1" ;;
   esac
 done
 shoal="$build/shoal"

@@ -11,7 +11,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 build=build ranks="2 4" min=8 max=256M factor=2 iters=0 target=0.2 warmup=5 out="" skip_mpi=0 skip_gloo=0 reps=3
-val() { [ $# -ge 2 ] || { echo "tcp-anchors.sh: $1 needs a value (try --help)" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) val "$@"; build=$2; shift 2 ;;
@@ -27,8 +26,8 @@ while [ $# -gt 0 ]; do
     --skip-mpi) skip_mpi=1; shift ;;
     --skip-gloo) skip_gloo=1; shift ;;
     --reps) val "$@"; reps=$2; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "tcp-anchors.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    -h|--help) script_help; exit 0 ;;
+    *) unknown_opt "$1" ;;
   esac
 done
 shoal="$build/shoal"

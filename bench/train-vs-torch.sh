@@ -18,8 +18,9 @@
 # oversubscribe it, equally for both sides; timings are noisy, so run the
 # anchor (torch) in the same invocation and read the ratios.
 set -eu
+. "$(dirname "$0")/common.sh"
 case ${1:-} in
--h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+-h | --help) script_help; exit 0 ;;
 speed | accuracy | ps) BUILD=build MODE=$1 ;; # [BUILD] left out
 *) BUILD=${1:-build} MODE=${2:-speed} ;;
 esac
