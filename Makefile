@@ -28,14 +28,16 @@ CFLAGS  := $(CFLAGS_COMMON) $(OPT) -march=x86-64-v2 $(EXTRA_CFLAGS)
 LDLIBS_BASE := -lm -pthread
 LDLIBS_TRAIN := -lopenblas -lz
 LDLIBS_SCHED := -lglpk
+LDLIBS_SERVE := -lmicrohttpd -ljansson -lcurl
 
-LAYERS := core comm train sched sim
-# which layers each layer may use (layering: core <- comm <- train; core <- sched <- sim)
+LAYERS := core comm train sched sim serve
+# which layers each layer may use (layering: core <- comm <- train <- serve; core <- sched <- sim)
 DEPS_core  := core
 DEPS_comm  := comm core
 DEPS_train := train comm core
 DEPS_sched := sched core
 DEPS_sim   := sim sched core
+DEPS_serve := serve train comm core
 
 define layer_rules
 SRC_$(1) := $$(wildcard src/$(1)/*.c src/$(1)/*/*.c)
@@ -52,8 +54,11 @@ $(foreach L,$(LAYERS),$(eval $(call layer_rules,$(L))))
 
 libs_for = $(foreach L,$(DEPS_$(1)),$(BUILD)/libshoal_$(L).a)
 
-ALL_LIBS := $(foreach L,sim sched train comm core,$(BUILD)/libshoal_$(L).a)
-ALL_LDLIBS := $(LDLIBS_TRAIN) $(LDLIBS_SCHED) $(LDLIBS_BASE)
+ALL_LIBS := $(foreach L,serve sim sched train comm core,$(BUILD)/libshoal_$(L).a)
+# the installable library (libshoal.a/.so) holds the layers with public headers; serve is the CLI's
+LIB_LAYERS := core comm train sched sim
+LIB_LDLIBS := $(LDLIBS_TRAIN) $(LDLIBS_SCHED) $(LDLIBS_BASE)
+ALL_LDLIBS := $(LDLIBS_SERVE) $(LIB_LDLIBS)
 
 TOOL_SRC := $(wildcard tools/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
@@ -80,7 +85,7 @@ ver_field = $(shell sed -n 's/^\#define SHOAL_VERSION_$(1) \([0-9][0-9]*\).*/\1/
 VERSION_MAJOR := $(call ver_field,MAJOR)
 VERSION := $(VERSION_MAJOR).$(call ver_field,MINOR).$(call ver_field,PATCH)
 SONAME := libshoal.so.$(VERSION_MAJOR)
-LIB_OBJ := $(foreach L,$(LAYERS),$(OBJ_$(L)))
+LIB_OBJ := $(foreach L,$(LIB_LAYERS),$(OBJ_$(L)))
 PUBLIC_HEADERS := $(wildcard include/shoal/*.h)
 
 $(BUILD)/libshoal.a: $(LIB_OBJ)
@@ -93,7 +98,7 @@ $(BUILD)/libshoal.map: $(PUBLIC_HEADERS) scripts/export-map.sh
 	$(Q)scripts/export-map.sh $(VERSION_MAJOR) $(PUBLIC_HEADERS) > $@.tmp && mv $@.tmp $@
 $(BUILD)/libshoal.so.$(VERSION): $(LIB_OBJ) $(BUILD)/libshoal.map
 	$(Q)$(CC) $(LDFLAGS_SAN) -shared -Wl,-soname,$(SONAME) -Wl,--version-script,$(BUILD)/libshoal.map \
-	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(ALL_LDLIBS)
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LIB_LDLIBS)
 $(BUILD)/$(SONAME): $(BUILD)/libshoal.so.$(VERSION)
 	$(Q)ln -sf $(<F) $@
 $(BUILD)/libshoal.so: $(BUILD)/$(SONAME)
@@ -106,7 +111,7 @@ lib: $(BUILD)/libshoal.a $(BUILD)/libshoal.so
 # Examples build against the public headers only, like a user's program.
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libshoal.a
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LDFLAGS_SAN) $(ALL_LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libshoal.a $(LDFLAGS_SAN) $(LIB_LDLIBS)
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin

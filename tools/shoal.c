@@ -12,7 +12,7 @@
 typedef int (*cmd_fn)(int argc, char **argv);
 /* Weak so that the dispatcher links whatever subcommands exist. */
 #define DECL(n) int shoal_cmd_##n(int argc, char **argv) __attribute__((weak));
-DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed) DECL(submit)
+DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed) DECL(submit) DECL(serve) DECL(loadgen)
 #undef DECL
 
 static const struct {
@@ -28,6 +28,8 @@ static const struct {
   {"sched", shoal_cmd_sched, "online worker/parameter-server scheduling experiments"},
   {"selftest", shoal_cmd_selftest, "run every collective once with a correctness check"},
   {"submit", shoal_cmd_submit, "submit a job to Slurm for shoal sched serve to place (docs/live.md)"},
+  {"serve", shoal_cmd_serve, "inference server (Open Inference Protocol over HTTP) and its router"},
+  {"loadgen", shoal_cmd_loadgen, "open-loop load generator: a request trace or Poisson/diurnal arrivals"},
   {"testbed", shoal_cmd_testbed, "an emulated multi-host cluster on this machine (namespaces, tc)"},
   {"config", shoal_cmd_config, "print every SHOAL_* variable with its value and default"},
 };

@@ -1,0 +1,53 @@
+/* The router's replica pool: the replicas' addresses and health, and the
+ * forwarding of requests to them on one thread driving libcurl's multi
+ * interface. An accepted request is answered exactly once: with a replica's
+ * answer (2xx-4xx), or, when replicas fail it (connection refused or reset,
+ * no answer in time, 5xx), after trying others, waiting for a live one while
+ * none is, until its deadline. */
+#ifndef SHOAL_SERVE_POOL_H
+#define SHOAL_SERVE_POOL_H
+
+#include <stdint.h>
+
+#include "serve/histo.h"
+#include "serve/http.h"
+
+typedef struct shoal__pool shoal__pool_t;
+
+typedef struct shoal__pool_opts {
+  double try_timeout_s;     /* one try on one replica */
+  double request_timeout_s; /* a request's whole life in the router: tries and waiting for a replica */
+  int max_tries;            /* tries per request */
+  double health_every_s;    /* readiness check of every replica (GET /v2/health/ready) */
+  int max_requests;         /* held at once (waiting and in flight): more are answered 503 at once */
+} shoal__pool_opts_t;
+
+#define SHOAL__POOL_MAX_REPLICAS 256
+
+typedef struct shoal__replica_info {
+  char url[128];
+  int live, draining;
+  int outstanding;
+  uint64_t answered, failed;
+} shoal__replica_info_t;
+
+typedef struct shoal__pool_counts {
+  uint64_t accepted, answered, ok, failed, retries, refused;
+  int waiting, in_flight, live;
+} shoal__pool_counts_t;
+
+int  shoal__pool_start(const shoal__pool_opts_t *o, shoal__latwin_t *lat, shoal__pool_t **out);
+/* Forward req (method, path, body) to a replica; its answer goes to shoal__http_reply. */
+void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req);
+/* url: http://HOST:PORT. Add: checked at once, used once ready. 0, or SHOAL_ERR_INVALID (bad URL, already
+ * there, too many). */
+int  shoal__pool_add(shoal__pool_t *p, const char *url);
+/* Drain: no new requests go to it; removed once its requests are answered. 0 or SHOAL_ERR_NOT_FOUND. */
+int  shoal__pool_drop(shoal__pool_t *p, const char *url);
+/* Replicas (up to max) into out; returns how many there are. */
+int  shoal__pool_replicas(shoal__pool_t *p, shoal__replica_info_t *out, int max);
+void shoal__pool_counts(shoal__pool_t *p, shoal__pool_counts_t *out);
+/* Answer what is left with 503 and stop. NULL: nothing. */
+void shoal__pool_stop(shoal__pool_t *p);
+
+#endif
