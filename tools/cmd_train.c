@@ -62,7 +62,13 @@ static void usage(FILE *f) {
           "failures (bsp):\n"
           "  --on-failure abort|shrink   when a rank is lost: fail [abort], or go on with the others from the\n"
           "                              newest state (run under `shoal launch --on-failure continue|restart`)\n"
-          "  --grow-every N   with shrink: admit restarted ranks every N iterations [10] (0: never)\n");
+          "  --grow-every N   with shrink: admit restarted ranks every N iterations [10] (0: never)\n"
+          "  --leavable       with shrink: on SIGUSR2 this rank leaves the job after its current iteration (its\n"
+          "                   server is reclaimed); the others shrink and go on without restarting\n"
+          "goodput (bsp):\n"
+          "  --gns-every N    estimate the gradient noise scale every N iterations (one more forward and backward\n"
+          "                   pass over half of the batch then), printed per epoch and in the CSV's gns column\n"
+          "  --target-acc P   stop after the first epoch whose test accuracy reaches P percent  [train all epochs]\n");
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out) {
@@ -178,7 +184,11 @@ static int check_combinations(const shoal_train_opts_t *o, const char **given, i
   return 0;
 }
 
-static volatile int stop_requested;
+static volatile int stop_requested, leave_requested;
+static void on_leave_signal(int sig) {
+  (void)sig;
+  leave_requested = 1;
+}
 /* 1 while a --preemptible run reads its data and joins the others: nothing has been trained since the
  * checkpoint it resumed from (or since the start), so a stop request ends the process at once with the
  * requeue status instead of waiting for the first iteration (reading Fashion-MNIST takes seconds on a
@@ -210,7 +220,7 @@ int shoal_cmd_train(int argc, char **argv) {
   shoal_train_opts_t o;
   shoal_train_opts_init(&o);
   const char **given = calloc((size_t)argc, sizeof *given); /* options seen, for the checks below */
-  int ngiven = 0, preemptible = 0;
+  int ngiven = 0, preemptible = 0, leavable = 0;
   char ckbuf[4096];
   if (!given) return 1;
   for (int i = 1; i < argc; i++) {
@@ -268,6 +278,8 @@ int shoal_cmd_train(int argc, char **argv) {
     NUMI("--local-h", 1, 1e9, o.local_h)
     NUMI("--threads", 1, 256, o.blas_threads)
     NUMI("--grow-every", 0, INT_MAX, o.grow_every)
+    NUMI("--gns-every", 0, INT_MAX, o.gns_every)
+    NUM("--target-acc", 0, 100, o.target_acc)
     STR("--data", o.data_dir)
     STR("--racks", o.racks)
     STR("--csv", o.csv_path)
@@ -292,6 +304,8 @@ int shoal_cmd_train(int argc, char **argv) {
       o.overlap = 0;
     } else if (!strcmp(a, "--preemptible")) {
       preemptible = 1;
+    } else if (!strcmp(a, "--leavable")) {
+      leavable = 1;
     } else if (!strcmp(a, "--on-failure")) {
       if (!v || (strcmp(v, "abort") && strcmp(v, "shrink"))) {
         fprintf(stderr, "shoal train: --on-failure %s: expected abort or shrink\n", v ? v : "(missing)");
@@ -334,6 +348,7 @@ int shoal_cmd_train(int argc, char **argv) {
     }
   }
   if (check_applies(&o, given, ngiven) || check_combinations(&o, given, ngiven)) goto bad;
+  o.target_acc /= 100; /* given in percent, as the epoch lines print it */
   free(given);
   given = NULL;
   if (o.ckpt_path) o.ckpt_path = expand_job_id(o.ckpt_path, ckbuf, sizeof ckbuf);
@@ -358,6 +373,18 @@ int shoal_cmd_train(int argc, char **argv) {
     o.stop_flag = &stop_requested;
     o.elastic = 1;
     if (!o.resume_path && access(o.ckpt_path, F_OK) == 0) o.resume_path = o.ckpt_path;
+  }
+  if (leavable) {
+    if (!o.on_failure_shrink) {
+      fprintf(stderr, "shoal train: --leavable needs --on-failure shrink (the others go on without a rank that leaves)\n");
+      return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_leave_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+    o.leave_flag = &leave_requested;
   }
   shoal_comm_t *world = NULL;
   shoal_dataset_t *pre_train = NULL, *pre_test = NULL;

@@ -191,6 +191,14 @@ typedef struct shoal_train_opts {
   int grow_every;              /* with on_failure_shrink: every n iterations admit the processes waiting to
                                   enter (restarted ranks, shoal_comm_join); 0: never (default 10); not read
                                   without on_failure_shrink (shoal train refuses --grow-every then) */
+  /* goodput (docs/training.md) */
+  int gns_every;               /* > 0: estimate the gradient noise scale every n iterations (an extra forward and
+                                  backward pass over half of the worker's batch; bsp or a single process) */
+  double target_acc;           /* > 0: stop at the end of the first epoch whose test accuracy reaches this
+                                  fraction (res->reached_target = 1); 0: train all epochs */
+  const volatile int *leave_flag; /* non-NULL (bsp, on_failure_shrink): once *leave_flag is nonzero on a worker, it
+                                  leaves the job after its current iteration (shoal_train_run returns 0 with
+                                  res->left = 1, nothing written); the others shrink and go on without it */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);
@@ -207,6 +215,9 @@ typedef struct shoal_train_result {
   int max_staleness;        /* ps: largest staleness applied by this server rank (servers only) */
   int is_server;
   int stopped;              /* 1: stopped on stop_flag after writing its checkpoint (not finished) */
+  double gns;               /* the gradient noise scale estimate (gns_every > 0), 0 while unknown */
+  int reached_target;       /* 1: stopped because the test accuracy reached target_acc */
+  int left;                 /* 1: this worker left the job on leave_flag */
 } shoal_train_result_t;
 
 /* Train on `world` (NULL: single process). All ranks call it with the same

@@ -26,6 +26,7 @@
 #include "core/rng.h"
 #include "train/ckpt.h"
 #include "train/elastic.h"
+#include "train/gns.h"
 #include "train/model.h"
 #include "train/optim.h"
 #include "train/straggle.h"
@@ -102,6 +103,15 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
   if (o->grow_every < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--grow-every %d: expected >= 0", o->grow_every);
   if (o->sync == SHOAL_SYNC_LOCALSGD && o->local_h < 1)
     return shoal__seterr(SHOAL_ERR_INVALID, "--local-h %d: expected >= 1", o->local_h);
+  if (o->leave_flag && (!o->on_failure_shrink || o->sync != SHOAL_SYNC_BSP))
+    return shoal__seterr(SHOAL_ERR_INVALID, "leaving on request needs --sync bsp and --on-failure shrink (the others "
+                                            "go on without the rank that leaves)");
+  if (o->gns_every < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--gns-every %d: expected >= 0", o->gns_every);
+  if (o->gns_every > 0 && o->sync != SHOAL_SYNC_BSP && wsize > 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "--gns-every: bsp only (this run is --sync %s: its step's gradient is not "
+                                            "the average over every worker's batch)", shoal_sync_kind_name(o->sync));
+  if (!(o->target_acc >= 0 && o->target_acc <= 1))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--target-acc %g: expected a fraction in [0, 1]", o->target_acc);
   return 0;
 }
 
@@ -109,7 +119,7 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
  * (the new rank 0 appends to the file) */
 static void csv_header(FILE *f) {
   fprintf(f, "label,model,sync,workers,epoch,iters,time_s,train_loss,test_acc,samples_per_s,compute_s,comm_s,"
-             "consensus,lr\n");
+             "consensus,lr,gns\n");
   fflush(f);
 }
 
@@ -600,6 +610,8 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
   shoal_train_result_t out = {0};
   shoal__straggle_t straggle;
   shoal__elastic_t el = {0}; /* before the first goto out_free, which frees it */
+  shoal__gns_t gns;
+  shoal__gns_init(&gns, o->gns_every);
   if ((rc = shoal__straggle_parse(o->straggle, o->seed, r.W, &straggle))) goto out_free;
   if (wsize == 1 && o->sync_config && (rc = check_sync_alone(&r))) goto out_free;
   if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
@@ -680,7 +692,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing: %s", path, strerror(errno));
       goto out_free;
     }
-    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes\n");
+    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes,wall_s\n");
   }
   if (r.wrank == 0 && !o->quiet)
     printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
@@ -715,6 +727,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         r.yb[j] = r.train->y[idx[j]];
       }
       lr = shoal__lr_at(o, iter, e);
+      shoal__gns_before_step(&gns, r.m, r.xb, r.yb, o->batch, iter); /* before the strategy owns the gradients */
       if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto step_failed;
       /* partial: a step under way without this worker: its gradients could only be late */
       int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
@@ -735,6 +748,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         if (straggle.on) shoal__straggle_apply(&straggle, r.wrank, iter, shoal__now_s() - tc);
       }
       if (sync && (rc = shoal_sync_finish(sync))) goto step_failed;
+      shoal__gns_after_step(&gns, r.m->grads, n, r.W * o->batch);
       if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
         shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
       if (sync) {
@@ -758,7 +772,7 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
         fprintf(r.ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", iter - 1, e, gsize, 1e3 * (it_s - it_sync), 1e3 * it_sync,
                 it_loss, lr);
         if (measured) fprintf(r.ilog, "%.6g", consensus);
-        fprintf(r.ilog, ",%.0f\n", payload);
+        fprintf(r.ilog, ",%.0f,%.6f\n", payload, shoal__wall_s());
       }
       /* periodic checkpoint inside the epoch (the epoch end writes its own) */
       if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
@@ -767,6 +781,18 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       /* a stop request (checkpoint and leave, e.g. before a preemption): every worker learns whether any
        * got one, so all stop after the same iteration; inside an epoch the checkpoint is written here, at
        * its last iteration by the epoch end below */
+      /* asked to leave (its server is reclaimed): gone at this boundary; the others' next step fails on the
+       * closed connections and they shrink and go on (--on-failure shrink), losing no completed step */
+      if (o->leave_flag && *o->leave_flag && multi) {
+        if (!o->quiet)
+          printf("shoal train: rank %d leaves the job after iteration %ld (asked to)\n", r.wrank, iter);
+        fflush(stdout);
+        out.left = 1;
+        out.iters_done = iter;
+        out.epochs_done = e;
+        if (res) *res = out;
+        goto out_free;
+      }
       if (o->stop_flag && !stop_req) {
         int32_t want = *o->stop_flag != 0;
         if (multi && (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &want, 1, SHOAL_INT32, SHOAL_MAX))) {
@@ -874,17 +900,19 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     out.compute_s += st[4] / r.W;
     out.comm_s += st[5] / r.W;
     out.consensus = consensus;
+    out.gns = shoal__gns_value(&gns);
     if (r.wrank == 0 && !o->quiet) {
       printf("epoch %3d/%d  loss %.4f  test acc %6.2f%%  %8.0f samples/s  compute %6.2f s  comm %6.2f s", e + 1,
              o->epochs, loss, 100 * acc, sps, st[4] / r.W, st[5] / r.W);
       if (avg) printf("  consensus %.3g", consensus);
+      if (gns.every) printf("  gns %.0f", out.gns);
       printf("\n");
       fflush(stdout);
     }
     if (r.csv) {
-      fprintf(r.csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g\n", o->label ? o->label : "run",
+      fprintf(r.csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g,%.6g\n", o->label ? o->label : "run",
               shoal_model_kind_name(o->model), shoal_sync_kind_name(o->sync), r.W, e + 1, iter, total_train, loss, acc,
-              sps, out.compute_s, out.comm_s, consensus, lr);
+              sps, out.compute_s, out.comm_s, consensus, lr, out.gns);
       if (fflush(r.csv) || ferror(r.csv)) { /* a full disk: said now, not an exit 0 with the rows lost */
         rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno ? errno : EIO));
         goto out_free;
@@ -894,6 +922,13 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       if ((rc = save_ckpt(&r, e + 1, iter, 0, total_train))) goto out_free;
       /* ps: the servers write their shards; every worker's pushes up to here are applied */
       if (sync && (rc = shoal_sync_checkpoint(sync))) goto out_free;
+    }
+    if (o->target_acc > 0 && acc >= o->target_acc) { /* the job's goal: done (every worker sees the same acc) */
+      out.reached_target = 1;
+      if (r.wrank == 0 && !o->quiet)
+        printf("reached the target accuracy %.2f%% after epoch %d (%.3f s of training)\n", 100 * o->target_acc, e + 1,
+               total_train);
+      break;
     }
     if (stop_req && e + 1 < o->epochs && !(o->max_iters > 0 && iter >= o->max_iters)) {
       if (multi && (rc = shoal_barrier(r.wcomm))) {
