@@ -781,18 +781,6 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
       /* a stop request (checkpoint and leave, e.g. before a preemption): every worker learns whether any
        * got one, so all stop after the same iteration; inside an epoch the checkpoint is written here, at
        * its last iteration by the epoch end below */
-      /* asked to leave (its server is reclaimed): gone at this boundary; the others' next step fails on the
-       * closed connections and they shrink and go on (--on-failure shrink), losing no completed step */
-      if (o->leave_flag && *o->leave_flag && multi) {
-        if (!o->quiet)
-          printf("shoal train: rank %d leaves the job after iteration %ld (asked to)\n", r.wrank, iter);
-        fflush(stdout);
-        out.left = 1;
-        out.iters_done = iter;
-        out.epochs_done = e;
-        if (res) *res = out;
-        goto out_free;
-      }
       if (o->stop_flag && !stop_req) {
         int32_t want = *o->stop_flag != 0;
         if (multi && (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &want, 1, SHOAL_INT32, SHOAL_MAX))) {
@@ -815,6 +803,19 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
           out.epochs_done = e;
           goto stop;
         }
+      }
+      /* asked to leave (its server is reclaimed): gone at this boundary, after the stop agreement above (which
+       * needs every rank); the others' next step fails on the closed connections and they shrink and go on
+       * (--on-failure shrink), losing no completed step */
+      if (o->leave_flag && *o->leave_flag && multi) {
+        if (!o->quiet)
+          printf("shoal train: rank %d leaves the job after iteration %ld (asked to)\n", r.wrank, iter);
+        fflush(stdout);
+        out.left = 1;
+        out.iters_done = iter;
+        out.epochs_done = e;
+        if (res) *res = out;
+        goto out_free;
       }
       /* restarted ranks waiting to enter: admitted here, at the same iteration on every rank */
       if (el.on && o->grow_every > 0 && iter % o->grow_every == 0) {
