@@ -5,6 +5,8 @@
 #   3. an emulated cluster (shoal testbed, root only): 4 hosts in 2 racks, then one
 #      host's link slowed: the link matrix sees it and the automatic choice changes
 #   4. training: MLP on Fashion-MNIST, 4 ranks, BSP vs DS-Sync, accuracy-vs-time plot
+#   4b. serving the BSP model: two replicas behind the router, the Azure conversation trace replayed,
+#      one replica killed mid-run (its requests are retried on the other)
 #   5. cluster scheduling on contended scenarios (jobs queue): every policy,
 #      baselines and the slot planners larr, greedy, oasis, on the one event
 #      engine; where the policies differ and by how much; the lower bound
@@ -50,10 +52,32 @@ fi
 
 bold "training: MLP on Fashion-MNIST, 4 ranks, 1 epoch on 12k images: BSP, then DS-Sync (butterfly)"
 "$shoal" launch -n 4 -- "$shoal" train --model mlp --sync bsp --train-subset 12000 --test-subset 2000 \
-  --epochs 1 --batch 32 --csv "$out/train-bsp.csv" --label bsp
+  --epochs 1 --batch 32 --csv "$out/train-bsp.csv" --label bsp --params-out "$out/mlp.params"
 "$shoal" launch -n 4 -- "$shoal" train --model mlp --sync dssync --train-subset 12000 --test-subset 2000 \
   --epochs 1 --batch 32 --csv "$out/train-dssync.csv" --label dssync
 "$shoal" train --plot "$out/train-accuracy.svg" "$out/train-bsp.csv" "$out/train-dssync.csv"
+
+bold "serving: the BSP model in 2 replicas behind the router; 15 s of the Azure conversation trace at 30x; one replica killed at 6 s"
+serve_pids=()
+rm -f "$out"/replica1.port "$out"/replica2.port "$out"/router.port
+stop_serving() { for p in "${serve_pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait "${serve_pids[@]}" 2>/dev/null || true; }
+for i in 1 2; do
+  "$shoal" serve --params "$out/mlp.params" --addr 127.0.0.1 --port 0 --port-file "$out/replica$i.port" >"$out/replica$i.log" 2>&1 &
+  serve_pids+=($!)
+done
+for i in 1 2; do for _ in $(seq 1 100); do [ -s "$out/replica$i.port" ] && break; sleep 0.05; done; done
+"$shoal" serve --router --addr 127.0.0.1 --port 0 --port-file "$out/router.port" \
+  --replica "http://127.0.0.1:$(cat "$out/replica1.port")" --replica "http://127.0.0.1:$(cat "$out/replica2.port")" \
+  >"$out/router.log" 2>&1 &
+serve_pids+=($!)
+for _ in $(seq 1 100); do [ -s "$out/router.port" ] && break; sleep 0.05; done
+azure=../shared/data/azure-llm-2023/conv.csv
+if [ -r "$azure" ]; then arrivals=(--trace "$azure" --speedup 30 --duration 15); else arrivals=(--poisson 150 --duration 15); fi
+(sleep 6; kill -9 "${serve_pids[0]}" 2>/dev/null) &
+"$shoal" loadgen --url "http://127.0.0.1:$(cat "$out/router.port")" "${arrivals[@]}" --slo-ms 50 --window 3 \
+  --timeline "$out/serve-timeline.csv"
+stop_serving
+echo "router at exit: $(tail -n 1 "$out/router.log")"
 
 # where the policies differ: one line per policy from shoal sim's CSV, then the spread
 differ() { # CSV file
