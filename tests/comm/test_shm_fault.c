@@ -248,13 +248,15 @@ TEST_T(shm_segment_unlinked_once_mapped, 30) {
   CHECK_EQ(shoal_test_fork_ranks(3, rank_lifetime, &a, 25, st), 3);
 }
 
-/* The host leader cannot create the segment (its address space capped below the segment's size): every
- * rank's error carries the reason, the members' too (they said only "could not create"). */
+/* The host leader cannot create the segment (its address space capped below the segment's size: 100 MB,
+ * room for the binary and its libraries (the HTTP ones of shoal serve among them), not for 16 rings of
+ * 4 MiB): every rank's error carries the reason, the members' too (they said only "could not create"). */
 TEST_T(shm_fault_segment_creation_failure_says_why, 60) {
   if (getenv("SHOAL_SANITIZE")) shoal_test_skip("ulimit -v and the sanitizers' shadow memory do not mix");
   char cmd[1024], out[1 << 14];
   snprintf(cmd, sizeof cmd,
-           "SHOAL_TIMEOUT=8 %s launch -n 4 --on-failure continue -- sh -c 'ulimit -v 60000; exec %s selftest' 2>&1",
+           "SHOAL_TIMEOUT=8 SHOAL_SHM_RING_BYTES=4194304 %s launch -n 4 --on-failure continue -- "
+           "sh -c 'ulimit -v 100000; exec %s selftest' 2>&1",
            shoal_test_cli(), shoal_test_cli());
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d: %s", st, out);
