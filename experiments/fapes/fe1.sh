@@ -14,16 +14,17 @@
 #   lost_s     the training time lost: the job's end minus the end it would have had had it gone on at once
 #              with 2 workers at their measured speed from the iteration reached at the request
 # One line per run in $out/results.txt (and the logs beside it).
-#   experiments/fapes/fe1.sh [--build DIR] [--modes "kill-restart checkpoint-release shrink"] [--reps 1]
+#   experiments/fapes/fe1.sh [--build DIR] [--modes "kill-restart checkpoint-release shrink"] [--reps 1] [--first-rep 1]
 #        [--iters 900] [--at 6] [--ck-every 100] [--out DIR] [--name srv1]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build modes="kill-restart checkpoint-release shrink" reps=1 iters=900 at=6 ck_every=100 out="" name=srv1
+build=build modes="kill-restart checkpoint-release shrink" reps=1 first=1 iters=900 at=6 ck_every=100 out="" name=srv1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
+    --first-rep) first=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --at) at=$2; shift 2 ;;
     --ck-every) ck_every=$2; shift 2 ;;
@@ -115,6 +116,6 @@ run_one() {
 
 [ -f "$out/results.txt" ] || echo "mode rep free_s serving_s lost_s iter_at_request redone pause_s it_s_3w it_s_2w" \
   >"$out/results.txt"
-for rep in $(seq 1 "$reps"); do
+for rep in $(seq "$first" $((first + reps - 1))); do
   for mode in $modes; do run_one "$mode" "$rep"; done
 done
