@@ -12,7 +12,7 @@
 #include "train_testutil.h"
 
 static volatile int g_leave;
-static int g_port;
+static int g_port, g_leaver = 2, g_ck_every;
 static char g_dir[64];
 
 static void *ask_to_leave(void *arg) {
@@ -41,15 +41,21 @@ static int leave_rank(int rank, void *arg) {
   o.grow_every = 0;
   o.leave_flag = &g_leave;
   o.params_out = pout;
+  char ck[128];
+  snprintf(ck, sizeof ck, "%s/ck", g_dir);
+  if (g_ck_every) {
+    o.ckpt_path = ck;
+    o.ckpt_every = g_ck_every;
+  }
   pthread_t t;
-  if (rank == 2) pthread_create(&t, NULL, ask_to_leave, NULL);
+  if (rank == g_leaver) pthread_create(&t, NULL, ask_to_leave, NULL);
   shoal_train_result_t res;
   int rc = shoal_train_run(&o, c, &res);
   if (rc) fprintf(stderr, "rank %d: %s\n", rank, shoal_last_error());
   shoal_comm_destroy(c);
   snprintf(flag, sizeof flag, "%s/left%d", g_dir, rank);
   if (!rc && res.left) fclose(fopen(flag, "w"));
-  return rc ? 1 : rank == 2 ? !res.left : res.left || res.epochs_done != 3 || res.final_test_acc < 0.6;
+  return rc ? 1 : rank == g_leaver ? !res.left : res.left || res.epochs_done != 3 || res.final_test_acc < 0.6;
 }
 
 TEST_T(a_worker_asked_to_leave_goes_and_the_others_shrink_and_finish, 240) {
@@ -73,6 +79,39 @@ TEST_T(a_worker_asked_to_leave_goes_and_the_others_shrink_and_finish, 240) {
   } while (ca != EOF && cb != EOF);
   fclose(a), fclose(b);
   CHECK_MSG(same, "the survivors' parameters differ");
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* The reclaim races a checkpoint: the leaver is rank 0, the one that writes the checkpoint every 2
+ * iterations. It leaves only after its iteration's checkpoint is on disk (written before the boundary's
+ * agreement), the survivors' new rank 0 writes the later ones, and the file resumes. */
+TEST_T(a_leave_that_races_a_checkpoint_leaves_it_whole, 240) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-labels-idx1-ubyte.gz", R_OK)) shoal_test_skip("dataset-fashion-mnist is not installed");
+  snprintf(g_dir, sizeof g_dir, "/tmp/shoal-leave-XXXXXX");
+  CHECK(mkdtemp(g_dir));
+  g_port = shoal_test_free_port();
+  g_leaver = 0;
+  g_ck_every = 2;
+  int st[3];
+  CHECK_EQ(shoal_test_fork_ranks(3, leave_rank, NULL, 200, st), 3);
+  char ck[128], l0[128];
+  snprintf(ck, sizeof ck, "%s/ck", g_dir);
+  snprintf(l0, sizeof l0, "%s/left0", g_dir);
+  CHECK(access(l0, F_OK) == 0);
+  shoal_train_opts_t o;
+  shoal_train_opts_init(&o);
+  o.train_subset = 6144;
+  o.test_subset = 1000;
+  o.epochs = 4;
+  o.batch = 32;
+  o.quiet = 1;
+  o.resume_path = ck;
+  o.elastic = 1;
+  shoal_train_result_t res;
+  CHECK_OK(shoal_train_run(&o, NULL, &res)); /* the checkpoint of the finished 3 epochs, then one more */
+  CHECK_EQ(res.epochs_done, 4);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
   CHECK(system(cmd) == 0);
