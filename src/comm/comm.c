@@ -1,5 +1,5 @@
-/* Communicator lifecycle: shoal_comm_init (rendezvous through rank 0's
- * store, full TCP mesh), split, destroy and accessors. */
+/* Making communicators: shoal_comm_init (rendezvous through rank 0's store, full TCP mesh; or, for a
+ * restarted rank, shoal_comm_join) and shoal_comm_split. The top of comm: a world's life is world.c. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,93 +11,15 @@
 
 #include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/bootstrap.h"
-#include "comm/coll/algo.h"
-#include "comm/comm_impl.h"
 #include "comm/bootstrap/mesh.h"
-#include "comm/topo.h"
-#include "comm/transport/shm.h"
-#include "comm/tune/tune.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
+#include "comm/coll/algo.h"
+#include "comm/comm_impl.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/siphash.h"
-
-void shoal_comm_params_init(shoal_comm_params_t *p) {
-  memset(p, 0, sizeof *p);
-  p->rank = -1;
-  p->world_size = -1;
-  p->master_port = -1;
-}
-
-shoal__world_t *shoal__world_new(int rank, int size) {
-  shoal__world_t *w = calloc(1, sizeof *w);
-  if (!w) return NULL;
-  w->rank = rank;
-  w->size = size;
-  w->listen_fd = -1;
-  w->door_fd = -1;
-  w->conns = calloc((size_t)size, sizeof *w->conns);
-  w->peers = calloc((size_t)size, sizeof *w->peers);
-  w->pfd = calloc((size_t)size, sizeof *w->pfd);
-  w->pfd_conn = calloc((size_t)size, sizeof *w->pfd_conn);
-  w->cfg = calloc(1, sizeof *w->cfg);
-  if (!w->conns || !w->peers || !w->pfd || !w->pfd_conn || !w->cfg) {
-    free(w->conns);
-    free(w->peers);
-    free(w->pfd);
-    free(w->pfd_conn);
-    free(w->cfg);
-    free(w);
-    return NULL;
-  }
-  for (int i = 0; i < size; i++) {
-    w->conns[i].fd = -1;
-    w->conns[i].zombie_fd = -1;
-    w->conns[i].peer = i;
-    w->conns[i].tp = &shoal__tcp_transport;
-  }
-  return w;
-}
-
-void shoal__world_free(shoal__world_t *w) {
-  shoal__async_stop(w);
-  shoal__door_finish(w);
-  shoal__world_goodbye(w);
-  shoal__shm_detach(w);
-  shoal__tune_free(w);
-  shoal__topo_free(w);
-  for (int i = 0; i < w->size; i++) {
-    if (w->conns[i].fd >= 0) close(w->conns[i].fd);
-    if (w->conns[i].zombie_fd >= 0) close(w->conns[i].zombie_fd);
-  }
-  if (w->listen_fd >= 0) close(w->listen_fd);
-  if (w->door_fd >= 0) close(w->door_fd);
-  free(w->cfg);
-  free(w->conns);
-  free(w->peers);
-  free(w->pfd);
-  free(w->pfd_conn);
-  free(w);
-}
-
-shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size, double timeout_s) {
-  shoal_comm_t *c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  c->wranks = malloc((size_t)size * sizeof *c->wranks);
-  if (!c->wranks) {
-    free(c);
-    return NULL;
-  }
-  c->w = w;
-  c->id = id;
-  c->rank = rank;
-  c->size = size;
-  c->timeout_s = timeout_s;
-  w->refs++;
-  return c;
-}
 
 /* Fetch every rank's registration; on a timeout name the ranks that never came. */
 static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoal__boot_cfg_t *cfg,
@@ -340,48 +262,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   return 0;
 }
 
-int shoal__world_start(shoal_comm_t *c) {
-  shoal__world_t *w = c->w;
-  for (int i = 0; i < c->size; i++) c->wranks[i] = i;
-  /* the world's three owners, in order: host groups; the shared-memory segment of this rank's group
-   * (its connections switch to the shm transport); the tuning profile (cache lookup or measurement).
-   * Their set-up traffic does not count: users' sequence numbers start at 1. */
-  uint32_t seq0 = c->seq;
-  int rc;
-  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) return rc;
-  c->seq = seq0;
-  if (w->shm) w->shm->user_step0 = w->shm->step; /* the same on every member: set-up ran the same steps */
-  return 0;
-}
-
 int shoal_comm_init_env(shoal_comm_t **out) { return shoal_comm_init(NULL, out); }
-
-void shoal_comm_destroy(shoal_comm_t *c) {
-  if (!c) return;
-  shoal__world_t *w = c->w;
-  if (w->async) shoal__async_quiesce(w); /* pending requests may use c */
-  free(c->wranks);
-  free(c);
-  if (--w->refs == 0) shoal__world_free(w);
-}
-
-int shoal_comm_rank(const shoal_comm_t *c) { return c ? c->rank : -1; }
-int shoal_comm_size(const shoal_comm_t *c) { return c ? c->size : -1; }
-int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
-/* A communicator's own error, else its world's abort (an error on a split or another communicator of the
- * world aborted it: calls on c return SHOAL_ERR_ABORTED, and this names why). */
-const char *shoal_comm_errmsg(const shoal_comm_t *c) {
-  if (!c) return "";
-  return !c->errmsg[0] && c->w && c->w->aborted ? c->w->abort_msg : c->errmsg;
-}
-
-int shoal_comm_set_timeout(shoal_comm_t *c, double seconds) {
-  if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: communicator is NULL");
-  if (!(seconds > 0) || seconds > 1e7)
-    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: %g s is not in (0, 1e7]", seconds);
-  c->timeout_s = seconds;
-  return 0;
-}
 
 /* ---- split ---- */
 

@@ -11,7 +11,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "comm/async.h"
 #include "comm/bootstrap/auth.h"
 #include "comm/bootstrap/bootstrap.h"
 #include "comm/p2p/p2p.h"
@@ -72,12 +71,21 @@ struct shoal__world {
   uint64_t emu_delay_ns;     /* SHOAL_EMU_DELAY_US: every outgoing message is held this long */
   uint64_t spin_ns;          /* SHOAL_SPIN_US: poll without blocking this long before sleeping in poll() */
   shoal_algo_t algo_env;     /* SHOAL_ALGO, parsed once (a getenv per call was a tenth of a tiny allreduce) */
+  /* the algorithm table's names (coll/algos.c, above the engine; set by world.c): the engine's mismatch
+   * messages name an allreduce's algorithm, which rides in the header's tag */
+  const char *(*algo_name)(shoal_algo_t algo);
   uint64_t next_release_ns;  /* earliest held send (0: none) */
   uint64_t watched_ns;       /* when a call last looked for notices and hang-ups of idle peers (engine.c) */
   int aborted;
   int abort_status;
   char abort_msg[768];
-  struct shoal__async *async; /* progress thread of non-blocking requests (request.c); NULL until the first */
+  /* Non-blocking requests (request.c, a layer above the engine: its thread runs collectives): its state
+   * (NULL until the first request), and what it hands the engine when its progress thread starts: the
+   * wait for its queue to drain that every blocking call makes first (shoal__op_begin), and the thread's
+   * shoal__thread_tag (its calls on behalf of the application's threads are let in: the thread rule). */
+  struct shoal__async *async;
+  void (*async_quiesce)(struct shoal__world *w);
+  _Atomic uintptr_t async_tag;
   /* The thread inside a call on this world (0: none): one at a time; a call
    * from another thread meanwhile is refused (shoal__op_begin). */
   _Atomic uintptr_t owner;
@@ -106,7 +114,7 @@ struct shoal_comm {
   char errmsg[1024];
 };
 
-/* World and communicator objects (comm.c), for the code that builds worlds after init (elastic/). */
+/* World and communicator objects (world.c), for the code that builds worlds (comm.c, elastic/). */
 shoal__world_t *shoal__world_new(int rank, int size);
 /* Free a world that no communicator holds yet (a failed build). */
 void shoal__world_free(shoal__world_t *w);
@@ -114,9 +122,6 @@ shoal_comm_t *shoal__comm_new(shoal__world_t *w, uint64_t id, int rank, int size
 /* After the mesh: the world's owners (topology, shm segment, tuning profile), collective over the world
  * communicator c; the set-up traffic does not count (the user's first collective has sequence number 1). */
 int shoal__world_start(shoal_comm_t *c);
-
-/* At a normal end, rank 0 tells the processes waiting at its door that the job is over (elastic/grow.c). */
-void shoal__door_finish(shoal__world_t *w);
 
 /* p2p engine (p2p/engine.c); the services transports call are in transport/transport.h */
 const char *shoal__dtype_label(int dtype);

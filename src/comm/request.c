@@ -2,13 +2,15 @@
  * world runs the queued operations in issue order by calling the blocking
  * collectives, so a request is the blocking call made at issue time, moved
  * off the caller's thread. Blocking calls from other threads wait for the
- * queue to drain (shoal__async_quiesce, called from shoal__op_begin). */
+ * queue to drain (shoal__async_quiesce, which shoal__op_begin calls through
+ * the world's hook). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/async.h"
 #include "comm/comm_impl.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -41,7 +43,7 @@ typedef struct shoal__async {
   pthread_cond_t work; /* queue non-empty or stop */
   pthread_cond_t done; /* a request completed */
   pthread_t thread;
-  _Atomic uintptr_t tag; /* the progress thread's shoal__thread_tag, once it runs */
+  shoal__world_t *w;
   int stop;
   int pending; /* queued + running */
   shoal_request_t *head, *tail;
@@ -62,7 +64,7 @@ static int run_one(shoal_request_t *r) {
 
 static void *engine_main(void *arg) {
   shoal__async_t *a = arg;
-  atomic_store(&a->tag, shoal__thread_tag());
+  atomic_store(&a->w->async_tag, shoal__thread_tag());
   pthread_mutex_lock(&a->mu);
   for (;;) {
     while (!a->stop && !a->head) pthread_cond_wait(&a->work, &a->mu);
@@ -94,10 +96,6 @@ static void *engine_main(void *arg) {
   return NULL;
 }
 
-int shoal__async_is(const struct shoal__world *w, uintptr_t tag) {
-  return w->async && tag && atomic_load(&w->async->tag) == tag;
-}
-
 /* The world's engine, started on first use. */
 static int engine_get(shoal__world_t *w, shoal__async_t **out) {
   if (w->async) {
@@ -109,6 +107,7 @@ static int engine_get(shoal__world_t *w, shoal__async_t **out) {
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->work, NULL);
   pthread_cond_init(&a->done, NULL);
+  a->w = w;
   /* signals go to the application's threads, not to the progress thread */
   sigset_t all, old;
   sigfillset(&all);
@@ -123,6 +122,7 @@ static int engine_get(shoal__world_t *w, shoal__async_t **out) {
     return shoal__seterr(SHOAL_ERR_SYSTEM, "request: cannot start the progress thread: %s", strerror(e));
   }
   w->async = a;
+  w->async_quiesce = shoal__async_quiesce;
   *out = a;
   return 0;
 }
@@ -150,6 +150,8 @@ void shoal__async_stop(shoal__world_t *w) {
   pthread_cond_destroy(&a->done);
   free(a);
   w->async = NULL;
+  w->async_quiesce = NULL;
+  atomic_store(&w->async_tag, 0);
 }
 
 static int issue(shoal_comm_t *c, rq_kind_t kind, const void *sendbuf, void *recvbuf, size_t count,

@@ -56,13 +56,18 @@ static int comm_err(shoal_comm_t *c, int rc, const char *what, int peer) {
 typedef struct server {
   shoal_comm_t *c;
   const ps_cfg_t *o;
-  int W;
+  int W, sidx;      /* workers; this server's shard */
   float *p, *v;     /* shard parameters and momentum */
   size_t len;
   long *applied;    /* gradients applied per worker */
   int *done;
   int *waiting;     /* worker awaits its reply */
   int max_stale;
+  int live, arrived; /* workers not done; sync: gradients of the current clock in */
+  long ckpt_clock;   /* the clock of the last checkpoint written or resumed from */
+  float *gbuf;       /* sync: every worker's gradient of the clock; else the one arriving */
+  float *gsum;
+  double *lrs;       /* sync: each worker's learning rate of the clock */
 } server_t;
 
 static long min_applied(const server_t *s) {
@@ -87,145 +92,152 @@ static int may_reply(const server_t *s, int w) {
   return min_applied(s) >= s->applied[w] - s->o->staleness;
 }
 
+/* This server's shard and momentum from o->resume; every worker continues from the checkpoint's clock. */
+static int server_resume(server_t *s) {
+  const ps_cfg_t *o = s->o;
+  shoal__ckpt_meta_t meta;
+  char path[1100];
+  snprintf(path, sizeof path, "%s.server%d", o->resume, s->sidx);
+  int rc = shoal__ckpt_load(path, &meta, s->p, s->v, s->len);
+  if (rc) return rc;
+  if (meta.workers != (uint32_t)s->W)
+    return shoal__seterr(SHOAL_ERR_MISMATCH, "ps server checkpoint %s: written with %u workers, this run has %d", path,
+                         meta.workers, s->W);
+  for (int w = 0; w < s->W; w++) s->applied[w] = (long)meta.iters_done;
+  s->ckpt_clock = (long)meta.iters_done;
+  return 0;
+}
+
+/* A worker's checkpoint request for clock c. The first request for clock c: every worker has had its reply
+ * for clock c-1, so all pushes up to c are applied and none beyond (a worker's next push follows its own
+ * request). */
+static int server_checkpoint(server_t *s, long c) {
+  const ps_cfg_t *o = s->o;
+  if (c <= s->ckpt_clock) return 0; /* the other workers' requests for the same clock */
+  for (int u = 0; u < s->W; u++)
+    if (s->applied[u] != c)
+      return shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server %d: checkpoint at clock %ld but worker %d is at clock %ld",
+                           s->sidx, c, u, s->applied[u]);
+  if (!o->ckpt[0])
+    return shoal__seterr(SHOAL_ERR_INVALID, "ps server %d: checkpoint requested but no ckpt= path configured",
+                         s->sidx);
+  char path[1100];
+  snprintf(path, sizeof path, "%s.server%d", o->ckpt, s->sidx);
+  shoal__ckpt_meta_t meta = {.workers = (uint32_t)s->W, .iters_done = (uint64_t)c, .nparams = s->len,
+                             .ranks = (uint32_t)(s->W + o->S)};
+  int rc = shoal__ckpt_save(path, &meta, s->p, s->v);
+  if (!rc) s->ckpt_clock = c;
+  return rc;
+}
+
+/* Sync: the gradient of worker w (learning rate lr) is in; with every live worker's, average in rank
+ * order, take one step and answer them all. */
+static int server_sync_arrive(server_t *s, int w, double lr) {
+  size_t len = s->len;
+  s->lrs[w] = lr;
+  s->waiting[w] = 1;
+  if (++s->arrived < s->live) return 0;
+  memset(s->gsum, 0, len * sizeof(float));
+  for (int u = 0; u < s->W; u++)
+    if (s->waiting[u])
+      for (size_t i = 0; i < len; i++) s->gsum[i] += s->gbuf[(size_t)u * len + i];
+  shoal__sgd_step_scaled(s->p, s->v, s->gsum, len, (float)s->lrs[w], (float)s->o->momentum, (float)s->o->wd,
+                         1.0f / (float)s->arrived);
+  s->arrived = 0;
+  for (int u = 0; u < s->W; u++)
+    if (s->waiting[u]) s->applied[u]++;
+  int rc = 0;
+  for (int u = 0; u < s->W && !rc; u++)
+    if (s->waiting[u]) rc = reply(s, u);
+  return rc;
+}
+
+/* Worker w's gradient for hdr's clock: received, its staleness checked, then applied (async, ssp: at once,
+ * scaled by 1/W; sync: with the clock's others). */
+static int server_gradient(server_t *s, int w, const double hdr[4]) {
+  const ps_cfg_t *o = s->o;
+  long clock = (long)hdr[1], incl = (long)hdr[2];
+  float *g = s->gbuf + (o->mode == SHOAL_PS_SYNC ? (size_t)w * s->len : 0);
+  int rc = shoal_recv(s->c, g, s->len, SHOAL_FLOAT32, w, TAG_GRAD);
+  if (rc) return comm_err(s->c, rc, "receive a gradient from", w);
+  if (clock != s->applied[w])
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: worker %d pushed clock %ld, expected %ld%s", w, clock,
+                         s->applied[w], o->resume[0] ? " (the workers' and the servers' checkpoints are from "
+                         "different points)" : "");
+  int stale = (int)(clock - incl);
+  if (stale > s->max_stale) s->max_stale = stale;
+  if (o->mode == SHOAL_PS_SSP && stale > o->staleness)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "ps server: gradient of worker %d is %d clocks stale (bound %d)", w, stale,
+                         o->staleness);
+  if (o->mode == SHOAL_PS_SYNC) return server_sync_arrive(s, w, hdr[3]);
+  shoal__sgd_step_scaled(s->p, s->v, g, s->len, (float)hdr[3], (float)o->momentum, (float)o->wd, 1.0f / (float)s->W);
+  s->applied[w]++;
+  s->waiting[w] = 1;
+  return 0;
+}
+
+/* One header from any worker and what it asks for. */
+static int server_message(server_t *s) {
+  const ps_cfg_t *o = s->o;
+  double hdr[4];
+  int w, rc;
+  if ((rc = shoal_recv_any(s->c, hdr, 4, SHOAL_FLOAT64, TAG_HDR, &w)))
+    return comm_err(s->c, rc, "receive a header from", -1);
+  if (w < 0 || w >= s->W)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server rank %d: header from rank %d, not a worker",
+                         shoal_comm_rank(s->c), w);
+  if ((int)hdr[0] == KIND_DONE) {
+    s->done[w] = 1;
+    s->live--;
+  } else if ((int)hdr[0] == KIND_CKPT) {
+    return server_checkpoint(s, (long)hdr[1]);
+  } else {
+    if ((rc = server_gradient(s, w, hdr)) || o->mode == SHOAL_PS_SYNC) return rc;
+  }
+  /* async / ssp: answer every worker whose bound now holds */
+  if (o->mode != SHOAL_PS_SYNC)
+    for (int u = 0; u < s->W; u++)
+      if (s->waiting[u] && !s->done[u] && may_reply(s, u) && (rc = reply(s, u))) return rc;
+  if (o->mode == SHOAL_PS_SYNC && s->arrived > 0 && s->arrived == s->live)
+    return shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: a worker finished while others wait in sync mode");
+  return 0;
+}
+
 static int ps_server(shoal_comm_t *world, const ps_cfg_t *o, float *params, size_t nparams, int *max_stale) {
   int W = o->W, S = o->S, sidx = shoal_comm_rank(world) - W;
   size_t off, len;
   ps_shard(nparams, S, sidx, &off, &len);
-  server_t s = {.c = world, .o = o, .W = W, .p = params + off, .len = len};
+  server_t s = {.c = world, .o = o, .W = W, .sidx = sidx, .p = params + off, .len = len, .live = W};
   int rc = 0;
   s.v = calloc(len ? len : 1, sizeof(float));
   s.applied = calloc((size_t)W, sizeof(long));
   s.done = calloc((size_t)W, sizeof(int));
   s.waiting = calloc((size_t)W, sizeof(int));
-  float *gbuf = malloc(((o->mode == SHOAL_PS_SYNC ? (size_t)W : 1) * len + 1) * sizeof(float));
-  float *gsum = malloc((len + 1) * sizeof(float));
-  double *lrs = calloc((size_t)W, sizeof(double));
-  if (!s.v || !s.applied || !s.done || !s.waiting || !gbuf || !gsum || !lrs) {
+  s.gbuf = malloc(((o->mode == SHOAL_PS_SYNC ? (size_t)W : 1) * len + 1) * sizeof(float));
+  s.gsum = malloc((len + 1) * sizeof(float));
+  s.lrs = calloc((size_t)W, sizeof(double));
+  if (!s.v || !s.applied || !s.done || !s.waiting || !s.gbuf || !s.gsum || !s.lrs) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "ps server: out of memory");
     goto out_free;
   }
-  long ckpt_clock = 0;
-  char path[1100];
-  if (o->resume[0]) {
-    /* this server's shard and momentum; every worker continues from the checkpoint's clock */
-    shoal__ckpt_meta_t meta;
-    snprintf(path, sizeof path, "%s.server%d", o->resume, sidx);
-    if ((rc = shoal__ckpt_load(path, &meta, s.p, s.v, len))) goto out_free;
-    if (meta.workers != (uint32_t)W) {
-      rc = shoal__seterr(SHOAL_ERR_MISMATCH, "ps server checkpoint %s: written with %u workers, this run has %d", path,
-                         meta.workers, W);
-      goto out_free;
-    }
-    for (int w = 0; w < W; w++) s.applied[w] = (long)meta.iters_done;
-    ckpt_clock = (long)meta.iters_done;
-  }
-  int live = W, arrived = 0;
-  while (live > 0) {
-    double hdr[4];
-    int w;
-    if ((rc = shoal_recv_any(world, hdr, 4, SHOAL_FLOAT64, TAG_HDR, &w))) {
-      rc = comm_err(world, rc, "receive a header from", -1);
-      goto out_free;
-    }
-    if (w < 0 || w >= W) {
-      rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server rank %d: header from rank %d, not a worker",
-                         shoal_comm_rank(world), w);
-      goto out_free;
-    }
-    if ((int)hdr[0] == KIND_DONE) {
-      s.done[w] = 1;
-      live--;
-    } else if ((int)hdr[0] == KIND_CKPT) {
-      /* The first request for clock c: every worker has had its reply for clock c-1, so all pushes
-       * up to c are applied and none beyond (a worker's next push follows its own request). */
-      long c = (long)hdr[1];
-      if (c <= ckpt_clock) continue; /* the other workers' requests for the same clock */
-      for (int u = 0; u < W; u++)
-        if (s.applied[u] != c) {
-          rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server %d: checkpoint at clock %ld but worker %d is at clock %ld",
-                             sidx, c, u, s.applied[u]);
-          goto out_free;
-        }
-      if (!o->ckpt[0]) {
-        rc = shoal__seterr(SHOAL_ERR_INVALID, "ps server %d: checkpoint requested but no ckpt= path configured", sidx);
-        goto out_free;
-      }
-      snprintf(path, sizeof path, "%s.server%d", o->ckpt, sidx);
-      shoal__ckpt_meta_t meta = {.workers = (uint32_t)W, .iters_done = (uint64_t)c, .nparams = len,
-                                 .ranks = (uint32_t)(W + S)};
-      if ((rc = shoal__ckpt_save(path, &meta, s.p, s.v))) goto out_free;
-      ckpt_clock = c;
-      continue;
-    } else {
-      long clock = (long)hdr[1], incl = (long)hdr[2];
-      float *g = gbuf + (o->mode == SHOAL_PS_SYNC ? (size_t)w * len : 0);
-      if ((rc = shoal_recv(world, g, len, SHOAL_FLOAT32, w, TAG_GRAD))) {
-        rc = comm_err(world, rc, "receive a gradient from", w);
-        goto out_free;
-      }
-      if (clock != s.applied[w]) {
-        rc = shoal__seterr(SHOAL_ERR_PROTOCOL,
-                           "ps server: worker %d pushed clock %ld, expected %ld%s", w, clock, s.applied[w],
-                           o->resume[0] ? " (the workers' and the servers' checkpoints are from different points)" : "");
-        goto out_free;
-      }
-      int stale = (int)(clock - incl);
-      if (stale > s.max_stale) s.max_stale = stale;
-      if (o->mode == SHOAL_PS_SSP && stale > o->staleness) {
-        rc = shoal__seterr(SHOAL_ERR_INTERNAL, "ps server: gradient of worker %d is %d clocks stale (bound %d)", w,
-                           stale, o->staleness);
-        goto out_free;
-      }
-      if (o->mode == SHOAL_PS_SYNC) {
-        lrs[w] = hdr[3];
-        s.waiting[w] = 1;
-        if (++arrived < live) continue;
-        /* All gradients of this clock: average in rank order, one step. */
-        memset(gsum, 0, len * sizeof(float));
-        for (int u = 0; u < W; u++)
-          if (s.waiting[u])
-            for (size_t i = 0; i < len; i++) gsum[i] += gbuf[(size_t)u * len + i];
-        shoal__sgd_step_scaled(s.p, s.v, gsum, len, (float)lrs[w], (float)o->momentum, (float)o->wd,
-                               1.0f / (float)arrived);
-        arrived = 0;
-        for (int u = 0; u < W; u++)
-          if (s.waiting[u]) s.applied[u]++;
-        for (int u = 0; u < W; u++)
-          if (s.waiting[u] && (rc = reply(&s, u))) goto out_free;
-        continue;
-      }
-      shoal__sgd_step_scaled(s.p, s.v, g, len, (float)hdr[3], (float)o->momentum, (float)o->wd,
-                             1.0f / (float)W);
-      s.applied[w]++;
-      s.waiting[w] = 1;
-    }
-    /* async / ssp: answer every worker whose bound now holds */
-    if (o->mode != SHOAL_PS_SYNC)
-      for (int u = 0; u < W; u++)
-        if (s.waiting[u] && !s.done[u] && may_reply(&s, u) && (rc = reply(&s, u))) goto out_free;
-    if (o->mode == SHOAL_PS_SYNC && arrived > 0 && arrived == live) {
-      rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "ps server: a worker finished while others wait in sync mode");
-      goto out_free;
-    }
-  }
+  if (o->resume[0] && (rc = server_resume(&s))) goto out_free;
+  while (s.live > 0 && !rc) rc = server_message(&s);
   /* Everyone is done: the final parameters go to every worker. */
-  for (int w = 0; w < W; w++) {
+  for (int w = 0; w < W && !rc; w++) {
     double incl = (double)min_applied(&s);
     if ((rc = shoal_send(world, &incl, 1, SHOAL_FLOAT64, w, TAG_PARAM)) ||
-        (rc = shoal_send(world, s.p, len, SHOAL_FLOAT32, w, TAG_PARAM))) {
+        (rc = shoal_send(world, s.p, len, SHOAL_FLOAT32, w, TAG_PARAM)))
       rc = comm_err(world, rc, "send final parameters to", w);
-      goto out_free;
-    }
   }
-  *max_stale = s.max_stale;
+  if (!rc) *max_stale = s.max_stale;
 out_free:
   free(s.v);
   free(s.applied);
   free(s.done);
   free(s.waiting);
-  free(gbuf);
-  free(gsum);
-  free(lrs);
+  free(s.gbuf);
+  free(s.gsum);
+  free(s.lrs);
   return rc;
 }
 

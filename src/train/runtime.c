@@ -46,7 +46,45 @@ typedef struct run {
   float *save;                 /* evaluation of the average model */
   FILE *csv;
   FILE *ilog;                  /* per-iteration log of this worker (ds-sync.md §6.4) */
+  char ilog_path[4096];        /* its name */
+  /* the strategy, and what the loop's phases share */
+  shoal_sync_t *sync;          /* NULL: one worker alone */
+  int bucket_of_layer[8];      /* bsp: the bucket a layer's gradients complete (-1: none) */
+  int *racks;                  /* dssync topo: rack of each worker, when the options gave none */
+  shoal__straggle_t straggle;
+  shoal__elastic_t el;         /* --on-failure shrink */
+  shoal__gns_t gns;            /* --gns-every */
+  int S, multi;                /* servers; whether workers synchronize (several, or one with its server) */
+  size_t n, in_dim;            /* parameters; floats per image */
+  /* where the run stands */
+  long iter;                   /* iterations done in all */
+  int start_epoch;
+  size_t skip_samples;         /* of start_epoch, used before this process took over (a resume, a shrink) */
+  size_t gb;                   /* the global batch: workers x batch */
+  double total_train;          /* seconds of training, checkpointed runs before this one included */
+  double consensus;            /* the last consensus distance measured */
+  int stopped, stop_req;       /* --max-iters reached; a stop request agreed on */
+  shoal_train_result_t out;
 } run_t;
+
+/* One epoch's progress. */
+typedef struct epoch {
+  int e;
+  size_t off;                  /* samples of the epoch used before this rank's first iteration of it */
+  long ipe, i;                 /* iterations from off on, and the current one */
+  long its, lits;              /* iterations done, and those that computed a loss (partial skips some) */
+  double t_epoch, epoch_s, comm_s, loss_sum, lr;
+} epoch_t;
+
+/* What one iteration measured, for the per-iteration log. */
+typedef struct step {
+  double loss, compute_s, sync_s, payload;
+  int gsize;
+} step_t;
+
+/* A phase's results besides 0 and a failure: every worker stops here (checkpointed, on request); this
+ * worker leaves the job (asked to); the target accuracy is reached (the run ends as after its last epoch). */
+enum { PHASE_STOP = 1, PHASE_LEAVE = 2, PHASE_TARGET = 3 };
 
 static int comm_fail(shoal_comm_t *c, int rc, const char *what) {
   return shoal__seterr(rc, "train: %s: %s", what, c ? shoal_comm_errmsg(c) : "");
@@ -532,18 +570,17 @@ static int resume(run_t *r, int multi, shoal__ckpt_meta_t *out) {
 
 /* The workers changed (shrink or grow): the strategy on the new communicator, the newest state from the
  * worker furthest ahead (valid 0: this rank has none yet), and this rank's place in the data. */
-static int rejoin(run_t *r, shoal_sync_t **sync, int bucket_of_layer[8], int **racks, shoal__train_pos_t *pos,
-                  int valid) {
-  shoal_sync_destroy(*sync);
-  *sync = NULL;
-  free(*racks);
-  *racks = NULL;
+static int rejoin(run_t *r, shoal__train_pos_t *pos, int valid) {
+  shoal_sync_destroy(r->sync);
+  r->sync = NULL;
+  free(r->racks);
+  r->racks = NULL;
   r->wcomm = r->world;
   r->W = shoal_comm_size(r->world);
   r->wrank = shoal_comm_rank(r->world);
-  int rc = make_sync(r, sync, bucket_of_layer, racks);
+  int rc = make_sync(r, &r->sync, r->bucket_of_layer, &r->racks);
   if (rc) return rc;
-  r->wcomm = shoal_sync_workers(*sync);
+  r->wcomm = shoal_sync_workers(r->sync);
   if ((rc = shoal__elastic_sync_state(r->world, valid, pos, r->m->params, r->mom, r->m->nparams))) return rc;
   if (r->wrank == 0 && r->o->csv_path && !r->csv && (r->csv = fopen(r->o->csv_path, "a"))) { /* rank 0 was lost */
     fseek(r->csv, 0, SEEK_END);
@@ -555,8 +592,8 @@ static int rejoin(run_t *r, shoal_sync_t **sync, int bucket_of_layer[8], int **r
 /* A call on the workers' communicator failed with rc. With --on-failure shrink: shrink (again if another
  * rank is lost meanwhile), take over the newest state; 0 and *pos the point to continue from. valid 0: this
  * rank has no state yet (it entered the job and lost a worker while it was receiving the state). */
-static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, int bucket_of_layer[8], int **racks,
-                   shoal__train_pos_t *pos, int valid) {
+static int recover(run_t *r, int rc, shoal__train_pos_t *pos, int valid) {
+  shoal__elastic_t *el = &r->el;
   if (!el->on || !shoal__elastic_recoverable(rc)) return rc;
   double t0 = shoal__now_s();
   struct timespec wall;
@@ -565,10 +602,10 @@ static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, 
   fprintf(stderr, "shoal train: rank %d: communication failed at iteration %lld (wall clock %.3f): %s; shrinking\n",
           rank0, (long long)pos->iter, (double)wall.tv_sec + wall.tv_nsec * 1e-9, shoal_last_error());
   for (int attempt = 0; attempt < W0; attempt++) {
-    shoal_sync_destroy(*sync);
-    *sync = NULL;
+    shoal_sync_destroy(r->sync);
+    r->sync = NULL;
     if ((rc = shoal__elastic_shrink(el, &r->world))) return rc;
-    if (!(rc = rejoin(r, sync, bucket_of_layer, racks, pos, valid))) break;
+    if (!(rc = rejoin(r, pos, valid))) break;
     if (!shoal__elastic_recoverable(rc)) return rc;
     fprintf(stderr, "shoal train: rank %d: failed again while recovering: %s; shrinking again\n", rank0,
             shoal_last_error());
@@ -587,415 +624,515 @@ static int recover(run_t *r, shoal__elastic_t *el, int rc, shoal_sync_t **sync, 
   return 0;
 }
 
-int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
-  if (!o) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_train_run: options are NULL");
-  int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
-  int rc = check_opts(o, wsize);
-  if (rc) return rc;
-  char ilog_path[4096] = ""; /* this rank's --iter-log file */
-  for (int i = 0; i < 8 && o->decay_epochs[i] > 0 && rank == 0; i++)
-    if (o->decay_epochs[i] >= o->epochs)
-      SHOAL_WARN("TRAIN", "--decay-epochs %d: the lr drops once %d epochs are done (from epoch %d on), but this "
-                 "run ends after epoch %d: no drop in it", o->decay_epochs[i], o->decay_epochs[i],
-                 o->decay_epochs[i] + 1, o->epochs);
-  openblas_set_num_threads(o->blas_threads > 0 ? o->blas_threads : 1);
-  run_t r = {.o = o, .world = world};
-  int S = o->sync == SHOAL_SYNC_PS ? o->servers : 0;
-  r.W = wsize - S;
-  int is_server = rank >= r.W;
-  r.wrank = is_server ? -1 : rank;
-  shoal_dataset_t *own_train = NULL, *own_test = NULL;
-  shoal_sync_t *sync = NULL;
-  int *racks = NULL;
-  shoal_train_result_t out = {0};
-  shoal__straggle_t straggle;
-  shoal__elastic_t el = {0}; /* before the first goto out_free, which frees it */
-  shoal__gns_t gns;
-  shoal__gns_init(&gns, o->gns_every);
-  if ((rc = shoal__straggle_parse(o->straggle, o->seed, r.W, &straggle))) goto out_free;
-  if (wsize == 1 && o->sync_config && (rc = check_sync_alone(&r))) goto out_free;
-  if ((rc = load_data(&r, &own_train, &own_test))) goto out_free;
+/* ---- the training loop, by phase: set-up, the start position, the outputs, each epoch (its steps, its
+ * elastic events, its evaluation and checkpoint), the end ---- */
+
+/* Set-up: stragglers, data, model, strategy. A server's work ends in it (*served). */
+static int setup(run_t *r, shoal_dataset_t **own_train, shoal_dataset_t **own_test, int is_server, int *served) {
+  const shoal_train_opts_t *o = r->o;
+  int wsize = r->world ? shoal_comm_size(r->world) : 1, rc;
+  if ((rc = shoal__straggle_parse(o->straggle, o->seed, r->W, &r->straggle))) return rc;
+  if (wsize == 1 && o->sync_config && (rc = check_sync_alone(r))) return rc;
+  if ((rc = load_data(r, own_train, own_test))) return rc;
   int max_batch = o->batch > 256 ? o->batch : 256;
-  if ((rc = shoal_model_create(o->model, r.train->rows, r.train->cols,
-                               r.train->nclass > r.test->nclass ? r.train->nclass : r.test->nclass, max_batch, o->seed,
-                               &r.m)))
-    goto out_free;
-  r.wcomm = world;
-  int multi = r.W > 1 || S > 0; /* PS with one worker still goes through its server */
-  int bucket_of_layer[8];
-  if (multi && (rc = make_sync(&r, &sync, bucket_of_layer, &racks))) goto out_free;
-  if (sync) r.wcomm = shoal_sync_workers(sync);
+  if ((rc = shoal_model_create(o->model, r->train->rows, r->train->cols,
+                               r->train->nclass > r->test->nclass ? r->train->nclass : r->test->nclass, max_batch,
+                               o->seed, &r->m)))
+    return rc;
+  r->wcomm = r->world;
+  r->multi = r->W > 1 || r->S > 0; /* PS with one worker still goes through its server */
+  if (r->multi && (rc = make_sync(r, &r->sync, r->bucket_of_layer, &r->racks))) return rc;
+  if (r->sync) r->wcomm = shoal_sync_workers(r->sync);
   if (is_server) {
-    out.is_server = 1;
-    if ((rc = shoal_sync_serve(sync))) goto out_free;
-    out.max_staleness = shoal_sync_max_staleness(sync);
-    if (res) *res = out;
-    goto out_free;
+    *served = 1;
+    r->out.is_server = 1;
+    if ((rc = shoal_sync_serve(r->sync))) return rc;
+    r->out.max_staleness = shoal_sync_max_staleness(r->sync);
+    return 0;
   }
-  size_t n = r.m->nparams, in_dim = (size_t)r.train->rows * r.train->cols;
-  r.mom = calloc(n, sizeof(float));
-  r.save = malloc(n * sizeof(float));
-  r.xb = malloc((size_t)o->batch * in_dim * sizeof(float));
-  r.yb = malloc((size_t)o->batch);
-  r.perm = malloc(r.ntrain * sizeof(uint32_t));
-  if (!r.mom || !r.save || !r.xb || !r.yb || !r.perm) {
-    rc = shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
-    goto out_free;
-  }
-  int start_epoch = 0;
-  long iter = 0;
+  r->n = r->m->nparams;
+  r->in_dim = (size_t)r->train->rows * r->train->cols;
+  r->mom = calloc(r->n, sizeof(float));
+  r->save = malloc(r->n * sizeof(float));
+  r->xb = malloc((size_t)o->batch * r->in_dim * sizeof(float));
+  r->yb = malloc((size_t)o->batch);
+  r->perm = malloc(r->ntrain * sizeof(uint32_t));
+  if (!r->mom || !r->save || !r->xb || !r->yb || !r->perm)
+    return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+  return 0;
+}
+
+/* Where training starts: the beginning, a checkpoint (--resume), or (--on-failure shrink) the newest state
+ * among the ranks, which a rank entering a running job receives. */
+static int start_position(run_t *r) {
+  const shoal_train_opts_t *o = r->o;
   size_t skip = 0; /* samples of start_epoch already used (mid-epoch checkpoint) */
   double resumed_s = 0;
-  int joiner = world && shoal_comm_joined(world); /* a restarted rank: the others give it the state */
+  int rc, joiner = r->world && shoal_comm_joined(r->world); /* a restarted rank: the others give it the state */
   if (o->resume_path && !joiner) {
     shoal__ckpt_meta_t meta = {0};
-    if ((rc = resume(&r, multi, &meta))) goto out_free;
-    start_epoch = (int)meta.epochs_done;
-    iter = (long)meta.iters_done;
+    if ((rc = resume(r, r->multi, &meta))) return rc;
+    r->start_epoch = (int)meta.epochs_done;
+    r->iter = (long)meta.iters_done;
     resumed_s = meta.train_s;
     size_t gb0 = (size_t)meta.workers * meta.batch;
     skip = (size_t)meta.epoch_samples;
     /* same worker count: the epoch's remaining iterations are whole global batches of this run; another
      * count (elastic): the samples left in the epoch that do not fill a global batch are dropped, as at
      * every epoch end */
-    if (skip >= r.ntrain || (meta.workers == (uint32_t)r.W && (gb0 == 0 || skip % gb0 || skip + gb0 > r.ntrain))) {
-      rc = shoal__seterr(SHOAL_ERR_MISMATCH,
-                         "checkpoint %s: %zu samples of epoch %d used, but an epoch has %zu here (other "
-                         "--train-subset?)",
-                         o->resume_path, skip, start_epoch + 1, r.ntrain);
-      goto out_free;
-    }
+    if (skip >= r->ntrain || (meta.workers == (uint32_t)r->W && (gb0 == 0 || skip % gb0 || skip + gb0 > r->ntrain)))
+      return shoal__seterr(SHOAL_ERR_MISMATCH, "checkpoint %s: %zu samples of epoch %d used, but an epoch has %zu "
+                           "here (other --train-subset?)", o->resume_path, skip, r->start_epoch + 1, r->ntrain);
   }
-  size_t skip_samples = skip; /* of start_epoch, already used */
-  el.on = o->on_failure_shrink && multi;
-  if (el.on) { /* every rank, and a rank that enters a running job, continue from the newest state */
-    shoal__train_pos_t pos = {iter, start_epoch, (int64_t)skip_samples, resumed_s};
-    rc = shoal__elastic_sync_state(r.world, !joiner, &pos, r.m->params, r.mom, n);
-    if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, !joiner))) goto out_free;
-    iter = (long)pos.iter;
-    start_epoch = (int)pos.epoch;
-    skip_samples = (size_t)pos.off;
+  r->skip_samples = skip;
+  r->el.on = o->on_failure_shrink && r->multi;
+  if (r->el.on) { /* every rank, and a rank that enters a running job, continue from the newest state */
+    shoal__train_pos_t pos = {r->iter, r->start_epoch, (int64_t)r->skip_samples, resumed_s};
+    rc = shoal__elastic_sync_state(r->world, !joiner, &pos, r->m->params, r->mom, r->n);
+    if (rc && (rc = recover(r, rc, &pos, !joiner))) return rc;
+    r->iter = (long)pos.iter;
+    r->start_epoch = (int)pos.epoch;
+    r->skip_samples = (size_t)pos.off;
     resumed_s = pos.train_s;
   }
-  if (o->csv_path && r.wrank == 0) {
+  r->total_train = resumed_s;
+  r->gb = (size_t)r->W * o->batch;
+  return 0;
+}
+
+/* The outputs: rank 0's CSV (appended to when resuming), every worker's --iter-log, the opening line. */
+static int open_outputs(run_t *r) {
+  const shoal_train_opts_t *o = r->o;
+  if (o->csv_path && r->wrank == 0) {
     int exists = access(o->csv_path, F_OK) == 0 && o->resume_path;
-    r.csv = fopen(o->csv_path, exists ? "a" : "w");
-    if (!r.csv) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing: %s", o->csv_path, strerror(errno));
-      goto out_free;
-    }
-    if (!exists) csv_header(r.csv);
+    r->csv = fopen(o->csv_path, exists ? "a" : "w");
+    if (!r->csv)
+      return shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot open for writing: %s", o->csv_path, strerror(errno));
+    if (!exists) csv_header(r->csv);
   }
   if (o->iter_log) {
-    const char *path = worker_file(o->iter_log, r.wrank, ilog_path, sizeof ilog_path);
-    if (!(r.ilog = fopen(path, "w"))) {
-      rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing: %s", path, strerror(errno));
-      goto out_free;
-    }
-    fprintf(r.ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes,wall_s\n");
+    const char *path = worker_file(o->iter_log, r->wrank, r->ilog_path, sizeof r->ilog_path);
+    if (!(r->ilog = fopen(path, "w")))
+      return shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot open for writing: %s", path, strerror(errno));
+    fprintf(r->ilog, "iter,epoch,group_size,compute_ms,sync_ms,loss,lr,consensus,payload_bytes,wall_s\n");
   }
-  if (r.wrank == 0 && !o->quiet)
+  if (r->wrank == 0 && !o->quiet)
     printf("shoal train: model %s (%zu parameters), sync %s, %d worker%s%s, batch %d per worker, %zu train / %zu "
            "test images\n",
-           shoal_model_kind_name(o->model), n, shoal_sync_kind_name(o->sync), r.W, r.W > 1 ? "s" : "",
-           S ? " + servers" : "", o->batch, r.ntrain, r.ntest);
-  size_t gb = (size_t)r.W * o->batch;
-  double total_train = resumed_s, consensus = 0;
-  int stopped = 0, stop_req = 0;
-  for (int e = start_epoch; e < o->epochs && !stopped && !stop_req; e++) {
-    if (o->max_iters > 0 && iter >= o->max_iters) break;
-    shoal_rng_t rng;
-    shoal_rng_seed2(&rng, o->seed, 1000 + (uint64_t)e);
-    for (size_t i = 0; i < r.ntrain; i++) r.perm[i] = (uint32_t)i;
-    shoal_rng_shuffle_u32(&rng, r.perm, r.ntrain);
-    double t_epoch = shoal__now_s(), comm_s = 0, loss_sum = 0, lr = 0;
-    long its = 0, lits = 0; /* iterations, and those that computed a loss (partial skips some) */
-    size_t off = e == start_epoch ? skip_samples : 0; /* samples of this epoch used before (resume, shrink) */
-    long ipe = (long)((r.ntrain - off) / gb);
-    for (long i = 0; i < ipe; i++) {
-      if (o->max_iters > 0 && iter >= o->max_iters) {
-        stopped = 1;
-        break;
-      }
-      double it0 = shoal__now_s(), comm0 = comm_s, counted = 0;
-      long lits0 = lits;
-      int gsize = r.W;
-      double payload = 0;
-      const uint32_t *idx = r.perm + off + (size_t)i * gb + (size_t)r.wrank * o->batch;
-      for (int j = 0; j < o->batch; j++) {
-        memcpy(r.xb + (size_t)j * in_dim, r.train->x + (size_t)idx[j] * in_dim, in_dim * sizeof(float));
-        r.yb[j] = r.train->y[idx[j]];
-      }
-      lr = shoal__lr_at(o, iter, e);
-      shoal__gns_before_step(&gns, r.m, r.xb, r.yb, o->batch, iter); /* before the strategy owns the gradients */
-      if (sync && ((rc = shoal_sync_set_lr(sync, lr)) || (rc = shoal_sync_begin(sync, iter)))) goto step_failed;
-      /* partial: a step under way without this worker: its gradients could only be late */
-      int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
-      double it_loss = 0;
-      if (!skip_step) {
-        double tc = shoal__now_s();
-        shoal__model_forward(r.m, r.xb, o->batch);
-        it_loss = shoal__model_loss(r.m, r.yb, o->batch, 1, NULL);
-        loss_sum += it_loss;
-        lits++;
-        counted = it_loss;
-        ready_arg_t ra = {sync, bucket_of_layer, 0};
-        shoal__model_backward(r.m, r.xb, o->batch, sync ? layer_ready : NULL, &ra);
-        if (ra.rc) {
-          rc = ra.rc;
-          goto step_failed;
-        }
-        if (straggle.on) shoal__straggle_apply(&straggle, r.wrank, iter, shoal__now_s() - tc);
-      }
-      if (sync && (rc = shoal_sync_finish(sync))) goto step_failed;
-      shoal__gns_after_step(&gns, r.m->grads, n, r.W * o->batch);
-      if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
-        shoal__sgd_step(r.m->params, r.mom, r.m->grads, n, (float)lr, (float)o->momentum, (float)o->weight_decay);
-      if (sync) {
-        double wait = 0;
-        if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &gsize, &payload))) goto step_failed;
-        comm_s += wait;
-      }
-      double it_s = shoal__now_s() - it0, it_sync = comm_s - comm0;
-      iter++;
-      its++;
-      int measured = 0;
-      if (o->consensus_every > 0 && multi && iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP &&
-          o->sync != SHOAL_SYNC_PARTIAL) {
-        double t0 = shoal__now_s();
-        if ((rc = average_model(&r, &consensus))) goto out_free;
-        t_epoch += shoal__now_s() - t0; /* diagnostic: excluded from timing */
-        measured = 1;
-        SHOAL_INFO("TRAIN", "iteration %ld: consensus distance %.6g", iter, consensus);
-      }
-      if (r.ilog) {
-        fprintf(r.ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", iter - 1, e, gsize, 1e3 * (it_s - it_sync), 1e3 * it_sync,
-                it_loss, lr);
-        if (measured) fprintf(r.ilog, "%.6g", consensus);
-        fprintf(r.ilog, ",%.0f,%.6f\n", payload, shoal__wall_s());
-      }
-      /* periodic checkpoint inside the epoch (the epoch end writes its own) */
-      if (o->ckpt_path && o->ckpt_every > 0 && iter % o->ckpt_every == 0 && i + 1 < ipe &&
-          (rc = save_ckpt(&r, e, iter, off + (size_t)(i + 1) * gb, total_train + shoal__now_s() - t_epoch)))
-        goto out_free;
-      /* a stop request (checkpoint and leave, e.g. before a preemption): every worker learns whether any
-       * got one, so all stop after the same iteration; inside an epoch the checkpoint is written here, at
-       * its last iteration by the epoch end below */
-      if (o->stop_flag && !stop_req) {
-        int32_t want = *o->stop_flag != 0;
-        if (multi && (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &want, 1, SHOAL_INT32, SHOAL_MAX))) {
-          rc = comm_fail(r.wcomm, rc, "agreement on a stop request");
-          goto out_free;
-        }
-        stop_req = want != 0;
-        /* the run's last iteration (end of the epoch, or max_iters): a normal end */
-        if (stop_req && i + 1 < ipe && !(o->max_iters > 0 && iter >= o->max_iters)) {
-          if (o->ckpt_path && (rc = save_ckpt(&r, e, iter, off + (size_t)(i + 1) * gb, total_train + shoal__now_s() - t_epoch)))
-            goto out_free;
-          /* nobody leaves before rank 0's checkpoint is on disk (a launcher may kill the others' peers
-           * as soon as one exits) */
-          if (multi && (rc = shoal_barrier(r.wcomm))) {
-            rc = comm_fail(r.wcomm, rc, "barrier after the stop checkpoint");
-            goto out_free;
-          }
-          out.stopped = 1;
-          out.iters_done = iter;
-          out.epochs_done = e;
-          goto stop;
-        }
-      }
-      /* asked to leave (its server is reclaimed): gone at this boundary, after the stop agreement above (which
-       * needs every rank); the others' next step fails on the closed connections and they shrink and go on
-       * (--on-failure shrink), losing no completed step */
-      if (o->leave_flag && *o->leave_flag && multi) {
-        if (!o->quiet)
-          printf("shoal train: rank %d leaves the job after iteration %ld (asked to)\n", r.wrank, iter);
-        fflush(stdout);
-        out.left = 1;
-        out.iters_done = iter;
-        out.epochs_done = e;
-        if (res) *res = out;
-        goto out_free;
-      }
-      /* restarted ranks waiting to enter: admitted here, at the same iteration on every rank */
-      if (el.on && o->grow_every > 0 && iter % o->grow_every == 0) {
-        shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)(i + 1) * gb), 0};
-        int grown = 0;
-        double g0 = shoal__now_s();
-        rc = shoal__elastic_grow(&el, &r.world, &grown);
-        if (!rc && grown) rc = rejoin(&r, &sync, bucket_of_layer, &racks, &pos, 1);
-        if (rc && (rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
-        if (grown && r.wrank == 0 && !o->quiet) {
-          struct timespec wall;
-          clock_gettime(CLOCK_REALTIME, &wall);
-          printf("shoal train: new rank(s) entered; continuing with %d workers from iteration %ld; admission took "
-                 "%.3f s (done at wall clock %.3f)\n", r.W, iter, shoal__now_s() - g0,
-                 (double)wall.tv_sec + wall.tv_nsec * 1e-9);
-          fflush(stdout);
-        }
-        if (pos.off != (int64_t)(off + (size_t)(i + 1) * gb) || (size_t)r.W * o->batch != gb) {
-          off = (size_t)pos.off; /* new shard from here: i restarts at 0 */
-          iter = (long)pos.iter;
-          gb = (size_t)r.W * o->batch;
-          ipe = (long)((r.ntrain - off) / gb);
-          i = -1;
-        }
-      }
-      continue;
-    step_failed: /* a call of the strategy failed: fail, or (--on-failure shrink) go on without the lost rank */
-      loss_sum -= counted;
-      lits = lits0;
-      {
-        shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)i * gb), 0};
-        if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
-        if (pos.epoch != e) {
-          rc = shoal__seterr(SHOAL_ERR_INTERNAL, "train: after a shrink in epoch %d the newest state is in epoch %lld",
-                             e + 1, (long long)pos.epoch + 1);
-          goto out_free;
-        }
-        off = (size_t)pos.off;
-        iter = (long)pos.iter;
-        gb = (size_t)r.W * o->batch;
-        ipe = (long)((r.ntrain - off) / gb);
-        i = -1;
-      }
-    }
-    /* the strategy's thread may run ahead (partial): hand the communicator back first */
-    if (sync && (rc = shoal_sync_pause(sync))) goto out_free;
-    double epoch_s = shoal__now_s() - t_epoch;
-    total_train += epoch_s;
-  epoch_end:;
-    /* Evaluation (not timed): BSP and sync PS hold one model; otherwise evaluate the workers' average. */
-    double ev[2];
-    int avg = multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD ||
-                        (o->sync == SHOAL_SYNC_PS && o->ps_mode != SHOAL_PS_SYNC));
-    if (avg) {
-      if ((rc = average_model(&r, &consensus))) goto out_free;
-      swap_params(&r);
-    }
-    eval_shard(&r, ev);
-    if (avg) swap_params(&r);
-    double st[6] = {loss_sum, (double)lits, ev[0], ev[1], epoch_s - comm_s, comm_s};
-    double tmax = epoch_s;
-    if (multi && ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, st, 6, SHOAL_FLOAT64, SHOAL_SUM)) ||
-                  (rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX)))) {
-      rc = comm_fail(r.wcomm, rc, "epoch statistics");
-      shoal__train_pos_t pos = {iter, e, (int64_t)(off + (size_t)ipe * gb), 0};
-      if ((rc = recover(&r, &el, rc, &sync, bucket_of_layer, &racks, &pos, 1))) goto out_free;
-      gb = (size_t)r.W * o->batch;
-      if (pos.epoch == e) goto epoch_end; /* the statistics again, among the survivors */
-      /* a survivor had finished this epoch already (its statistics and log line): on with the next */
-      iter = (long)pos.iter;
-      start_epoch = (int)pos.epoch;
-      skip_samples = (size_t)pos.off;
-      continue;
-    }
-    double loss = st[1] > 0 ? st[0] / st[1] : 0, acc = st[2] / (double)r.ntest;
-    double sps = tmax > 0 ? (double)gb * (double)its / tmax : 0;
-    out.epochs_done = e + 1;
-    out.iters_done = iter;
-    out.final_test_acc = acc;
-    out.final_train_loss = loss;
-    out.samples_per_s = sps;
-    out.train_s = total_train;
-    out.compute_s += st[4] / r.W;
-    out.comm_s += st[5] / r.W;
-    out.consensus = consensus;
-    out.gns = shoal__gns_value(&gns);
-    if (r.wrank == 0 && !o->quiet) {
-      printf("epoch %3d/%d  loss %.4f  test acc %6.2f%%  %8.0f samples/s  compute %6.2f s  comm %6.2f s", e + 1,
-             o->epochs, loss, 100 * acc, sps, st[4] / r.W, st[5] / r.W);
-      if (avg) printf("  consensus %.3g", consensus);
-      if (gns.every) printf("  gns %.0f", out.gns);
-      printf("\n");
-      fflush(stdout);
-    }
-    if (r.csv) {
-      fprintf(r.csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g,%.6g\n", o->label ? o->label : "run",
-              shoal_model_kind_name(o->model), shoal_sync_kind_name(o->sync), r.W, e + 1, iter, total_train, loss, acc,
-              sps, out.compute_s, out.comm_s, consensus, lr, out.gns);
-      if (fflush(r.csv) || ferror(r.csv)) { /* a full disk: said now, not an exit 0 with the rows lost */
-        rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno ? errno : EIO));
-        goto out_free;
-      }
-    }
-    if (o->ckpt_path && !stopped) {
-      if ((rc = save_ckpt(&r, e + 1, iter, 0, total_train))) goto out_free;
-      /* ps: the servers write their shards; every worker's pushes up to here are applied */
-      if (sync && (rc = shoal_sync_checkpoint(sync))) goto out_free;
-    }
-    if (o->target_acc > 0 && acc >= o->target_acc) { /* the job's goal: done (every worker sees the same acc) */
-      out.reached_target = 1;
-      if (r.wrank == 0 && !o->quiet)
-        printf("reached the target accuracy %.2f%% after epoch %d (%.3f s of training)\n", 100 * o->target_acc, e + 1,
-               total_train);
+           shoal_model_kind_name(o->model), r->n, shoal_sync_kind_name(o->sync), r->W, r->W > 1 ? "s" : "",
+           r->S ? " + servers" : "", o->batch, r->ntrain, r->ntest);
+  return 0;
+}
+
+/* The step of iteration ep->i: this worker's batch, forward, backward (its buckets handed to the strategy as
+ * they complete), the strategy's synchronization and the optimizer. A failure is the strategy's (a lost
+ * rank: the caller may recover); *counted is the loss it added to the epoch's sum meanwhile. */
+static int train_step(run_t *r, epoch_t *ep, step_t *st, double *counted) {
+  const shoal_train_opts_t *o = r->o;
+  shoal_sync_t *sync = r->sync;
+  double it0 = shoal__now_s(), comm0 = ep->comm_s;
+  int rc;
+  st->gsize = r->W;
+  st->payload = 0;
+  st->loss = 0;
+  const uint32_t *idx = r->perm + ep->off + (size_t)ep->i * r->gb + (size_t)r->wrank * o->batch;
+  for (int j = 0; j < o->batch; j++) {
+    memcpy(r->xb + (size_t)j * r->in_dim, r->train->x + (size_t)idx[j] * r->in_dim, r->in_dim * sizeof(float));
+    r->yb[j] = r->train->y[idx[j]];
+  }
+  ep->lr = shoal__lr_at(o, r->iter, ep->e);
+  shoal__gns_before_step(&r->gns, r->m, r->xb, r->yb, o->batch, r->iter); /* before the strategy owns the gradients */
+  if (sync && ((rc = shoal_sync_set_lr(sync, ep->lr)) || (rc = shoal_sync_begin(sync, r->iter)))) return rc;
+  /* partial: a step under way without this worker: its gradients could only be late */
+  int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
+  if (!skip_step) {
+    double tc = shoal__now_s();
+    shoal__model_forward(r->m, r->xb, o->batch);
+    st->loss = shoal__model_loss(r->m, r->yb, o->batch, 1, NULL);
+    ep->loss_sum += st->loss;
+    ep->lits++;
+    *counted = st->loss;
+    ready_arg_t ra = {sync, r->bucket_of_layer, 0};
+    shoal__model_backward(r->m, r->xb, o->batch, sync ? layer_ready : NULL, &ra);
+    if (ra.rc) return ra.rc;
+    if (r->straggle.on) shoal__straggle_apply(&r->straggle, r->wrank, r->iter, shoal__now_s() - tc);
+  }
+  if (sync && (rc = shoal_sync_finish(sync))) return rc;
+  shoal__gns_after_step(&r->gns, r->m->grads, r->n, r->W * o->batch);
+  if (!sync || !(shoal_sync_flags(sync) & SHOAL_SYNC_F_SERVER_STEP))
+    shoal__sgd_step(r->m->params, r->mom, r->m->grads, r->n, (float)ep->lr, (float)o->momentum,
+                    (float)o->weight_decay);
+  if (sync) {
+    double wait = 0;
+    if ((rc = shoal_sync_end(sync)) || (rc = shoal_sync_last_step(sync, &wait, &st->gsize, &st->payload))) return rc;
+    ep->comm_s += wait;
+  }
+  double it_s = shoal__now_s() - it0;
+  st->sync_s = ep->comm_s - comm0;
+  st->compute_s = it_s - st->sync_s;
+  r->iter++;
+  ep->its++;
+  return 0;
+}
+
+/* The samples of the epoch used once iteration ep->i is done. */
+static size_t used_after(const run_t *r, const epoch_t *ep) { return ep->off + (size_t)(ep->i + 1) * r->gb; }
+
+/* The epoch goes on from pos, with the workers there are now: its iterations restart at 0 from pos. */
+static void epoch_reshard(run_t *r, epoch_t *ep, const shoal__train_pos_t *pos) {
+  ep->off = (size_t)pos->off;
+  r->iter = (long)pos->iter;
+  r->gb = (size_t)r->W * r->o->batch;
+  ep->ipe = (long)((r->ntrain - ep->off) / r->gb);
+  ep->i = -1;
+}
+
+/* The step's strategy call failed: fail, or (--on-failure shrink) go on without the lost rank. */
+static int step_recover(run_t *r, epoch_t *ep, int rc) {
+  shoal__train_pos_t pos = {r->iter, ep->e, (int64_t)(ep->off + (size_t)ep->i * r->gb), 0};
+  if ((rc = recover(r, rc, &pos, 1))) return rc;
+  if (pos.epoch != ep->e)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "train: after a shrink in epoch %d the newest state is in epoch %lld",
+                         ep->e + 1, (long long)pos.epoch + 1);
+  epoch_reshard(r, ep, &pos);
+  return 0;
+}
+
+/* The consensus distance every --consensus-every iterations (parameter averaging and ps), and the step's
+ * row of the per-iteration log. */
+static int step_log(run_t *r, epoch_t *ep, const step_t *st) {
+  const shoal_train_opts_t *o = r->o;
+  int measured = 0, rc;
+  if (o->consensus_every > 0 && r->multi && r->iter % o->consensus_every == 0 && o->sync != SHOAL_SYNC_BSP &&
+      o->sync != SHOAL_SYNC_PARTIAL) {
+    double t0 = shoal__now_s();
+    if ((rc = average_model(r, &r->consensus))) return rc;
+    ep->t_epoch += shoal__now_s() - t0; /* diagnostic: excluded from timing */
+    measured = 1;
+    SHOAL_INFO("TRAIN", "iteration %ld: consensus distance %.6g", r->iter, r->consensus);
+  }
+  if (r->ilog) {
+    fprintf(r->ilog, "%ld,%d,%d,%.4f,%.4f,%.5f,%.6g,", r->iter - 1, ep->e, st->gsize, 1e3 * st->compute_s,
+            1e3 * st->sync_s, st->loss, ep->lr);
+    if (measured) fprintf(r->ilog, "%.6g", r->consensus);
+    fprintf(r->ilog, ",%.0f,%.6f\n", st->payload, shoal__wall_s());
+  }
+  return 0;
+}
+
+/* A stop request (checkpoint and leave, e.g. before a preemption): every worker learns whether any got one,
+ * so all stop after the same iteration; inside an epoch the checkpoint is written here (PHASE_STOP), at its
+ * last iteration by the epoch's end. */
+static int step_stop_request(run_t *r, epoch_t *ep) {
+  const shoal_train_opts_t *o = r->o;
+  int rc;
+  int32_t want = *o->stop_flag != 0;
+  if (r->multi && (rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, &want, 1, SHOAL_INT32, SHOAL_MAX)))
+    return comm_fail(r->wcomm, rc, "agreement on a stop request");
+  r->stop_req = want != 0;
+  /* the run's last iteration (end of the epoch, or max_iters): a normal end */
+  if (!r->stop_req || ep->i + 1 >= ep->ipe || (o->max_iters > 0 && r->iter >= o->max_iters)) return 0;
+  if (o->ckpt_path &&
+      (rc = save_ckpt(r, ep->e, r->iter, used_after(r, ep), r->total_train + shoal__now_s() - ep->t_epoch)))
+    return rc;
+  /* nobody leaves before rank 0's checkpoint is on disk (a launcher may kill the others' peers as soon as one
+   * exits) */
+  if (r->multi && (rc = shoal_barrier(r->wcomm))) return comm_fail(r->wcomm, rc, "barrier after the stop checkpoint");
+  r->out.stopped = 1;
+  r->out.iters_done = r->iter;
+  r->out.epochs_done = ep->e;
+  return PHASE_STOP;
+}
+
+/* Restarted ranks waiting to enter: admitted every --grow-every iterations, at the same iteration on every
+ * rank; the epoch goes on resharded among the workers there are then. */
+static int step_grow(run_t *r, epoch_t *ep) {
+  shoal__train_pos_t pos = {r->iter, ep->e, (int64_t)used_after(r, ep), 0};
+  int grown = 0;
+  double g0 = shoal__now_s();
+  int rc = shoal__elastic_grow(&r->el, &r->world, &grown);
+  if (!rc && grown) rc = rejoin(r, &pos, 1);
+  if (rc && (rc = recover(r, rc, &pos, 1))) return rc;
+  if (grown && r->wrank == 0 && !r->o->quiet) {
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    printf("shoal train: new rank(s) entered; continuing with %d workers from iteration %ld; admission took %.3f s "
+           "(done at wall clock %.3f)\n", r->W, r->iter, shoal__now_s() - g0,
+           (double)wall.tv_sec + wall.tv_nsec * 1e-9);
+    fflush(stdout);
+  }
+  if (pos.off != (int64_t)used_after(r, ep) || (size_t)r->W * r->o->batch != r->gb) epoch_reshard(r, ep, &pos);
+  return 0;
+}
+
+/* After a step: its log row, the periodic checkpoint, a stop request, leaving on request (PHASE_LEAVE), the
+ * door for restarted ranks. */
+static int after_step(run_t *r, epoch_t *ep, const step_t *st) {
+  const shoal_train_opts_t *o = r->o;
+  int rc;
+  if ((rc = step_log(r, ep, st))) return rc;
+  /* periodic checkpoint inside the epoch (the epoch end writes its own) */
+  if (o->ckpt_path && o->ckpt_every > 0 && r->iter % o->ckpt_every == 0 && ep->i + 1 < ep->ipe &&
+      (rc = save_ckpt(r, ep->e, r->iter, used_after(r, ep), r->total_train + shoal__now_s() - ep->t_epoch)))
+    return rc;
+  if (o->stop_flag && !r->stop_req && (rc = step_stop_request(r, ep))) return rc;
+  /* asked to leave (its server is reclaimed): gone at this boundary, after the stop agreement above (which
+   * needs every rank); the others' next step fails on the closed connections and they shrink and go on
+   * (--on-failure shrink), losing no completed step */
+  if (o->leave_flag && *o->leave_flag && r->multi) {
+    if (!o->quiet) printf("shoal train: rank %d leaves the job after iteration %ld (asked to)\n", r->wrank, r->iter);
+    fflush(stdout);
+    r->out.left = 1;
+    r->out.iters_done = r->iter;
+    r->out.epochs_done = ep->e;
+    return PHASE_LEAVE;
+  }
+  if (r->el.on && o->grow_every > 0 && r->iter % o->grow_every == 0) return step_grow(r, ep);
+  return 0;
+}
+
+/* The epoch's iterations. 0, a failure, PHASE_STOP or PHASE_LEAVE. */
+static int epoch_steps(run_t *r, epoch_t *ep) {
+  const shoal_train_opts_t *o = r->o;
+  int rc;
+  for (ep->i = 0; ep->i < ep->ipe; ep->i++) {
+    if (o->max_iters > 0 && r->iter >= o->max_iters) {
+      r->stopped = 1;
       break;
     }
-    if (stop_req && e + 1 < o->epochs && !(o->max_iters > 0 && iter >= o->max_iters)) {
-      if (multi && (rc = shoal_barrier(r.wcomm))) {
-        rc = comm_fail(r.wcomm, rc, "barrier after the stop checkpoint");
-        goto out_free;
-      }
-      out.stopped = 1;
-      goto stop;
+    double counted = 0;
+    long lits0 = ep->lits;
+    step_t st;
+    if ((rc = train_step(r, ep, &st, &counted))) {
+      ep->loss_sum -= counted;
+      ep->lits = lits0;
+      if ((rc = step_recover(r, ep, rc))) return rc;
+      continue;
     }
+    if ((rc = after_step(r, ep, &st))) return rc;
   }
-  /* Final model: one global average (dssync, localsgd), or the servers' parameters (ps). */
-  if (sync && (rc = shoal_sync_final(sync))) goto out_free;
-  if (multi && o->sync != SHOAL_SYNC_BSP && o->sync != SHOAL_SYNC_PARTIAL &&
+  return 0;
+}
+
+/* Evaluation (not timed): BSP and sync PS hold one model; otherwise the workers' average is evaluated
+ * (*avg). ev: this worker's shard's correct answers and loss sum. */
+static int evaluate(run_t *r, double ev[2], int *avg) {
+  const shoal_train_opts_t *o = r->o;
+  int rc;
+  *avg = r->multi && (o->sync == SHOAL_SYNC_DSSYNC || o->sync == SHOAL_SYNC_LOCALSGD ||
+                      (o->sync == SHOAL_SYNC_PS && o->ps_mode != SHOAL_PS_SYNC));
+  if (*avg) {
+    if ((rc = average_model(r, &r->consensus))) return rc;
+    swap_params(r);
+  }
+  eval_shard(r, ev);
+  if (*avg) swap_params(r);
+  return 0;
+}
+
+/* The epoch's line, CSV row and checkpoint, from the workers' summed statistics st (loss sum, losses,
+ * correct answers, test loss sum, compute and communication seconds) and the slowest epoch time tmax.
+ * PHASE_TARGET: the target accuracy is reached; PHASE_STOP: a stop request was agreed on during the epoch
+ * (checkpointed now). */
+static int epoch_report(run_t *r, const epoch_t *ep, const double st[6], double tmax, int avg) {
+  const shoal_train_opts_t *o = r->o;
+  shoal_train_result_t *out = &r->out;
+  int e = ep->e, rc;
+  double loss = st[1] > 0 ? st[0] / st[1] : 0, acc = st[2] / (double)r->ntest;
+  double sps = tmax > 0 ? (double)r->gb * (double)ep->its / tmax : 0;
+  out->epochs_done = e + 1;
+  out->iters_done = r->iter;
+  out->final_test_acc = acc;
+  out->final_train_loss = loss;
+  out->samples_per_s = sps;
+  out->train_s = r->total_train;
+  out->compute_s += st[4] / r->W;
+  out->comm_s += st[5] / r->W;
+  out->consensus = r->consensus;
+  out->gns = shoal__gns_value(&r->gns);
+  if (r->wrank == 0 && !o->quiet) {
+    printf("epoch %3d/%d  loss %.4f  test acc %6.2f%%  %8.0f samples/s  compute %6.2f s  comm %6.2f s", e + 1,
+           o->epochs, loss, 100 * acc, sps, st[4] / r->W, st[5] / r->W);
+    if (avg) printf("  consensus %.3g", r->consensus);
+    if (r->gns.every) printf("  gns %.0f", out->gns);
+    printf("\n");
+    fflush(stdout);
+  }
+  if (r->csv) {
+    fprintf(r->csv, "%s,%s,%s,%d,%d,%ld,%.3f,%.6f,%.6f,%.1f,%.3f,%.3f,%.6g,%.6g,%.6g\n", o->label ? o->label : "run",
+            shoal_model_kind_name(o->model), shoal_sync_kind_name(o->sync), r->W, e + 1, r->iter, r->total_train, loss,
+            acc, sps, out->compute_s, out->comm_s, r->consensus, ep->lr, out->gns);
+    if (fflush(r->csv) || ferror(r->csv)) /* a full disk: said now, not an exit 0 with the rows lost */
+      return shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno ? errno : EIO));
+  }
+  if (o->ckpt_path && !r->stopped) {
+    if ((rc = save_ckpt(r, e + 1, r->iter, 0, r->total_train))) return rc;
+    /* ps: the servers write their shards; every worker's pushes up to here are applied */
+    if (r->sync && (rc = shoal_sync_checkpoint(r->sync))) return rc;
+  }
+  if (o->target_acc > 0 && acc >= o->target_acc) { /* the job's goal: done (every worker sees the same acc) */
+    out->reached_target = 1;
+    if (r->wrank == 0 && !o->quiet)
+      printf("reached the target accuracy %.2f%% after epoch %d (%.3f s of training)\n", 100 * o->target_acc, e + 1,
+             r->total_train);
+    return PHASE_TARGET;
+  }
+  if (r->stop_req && e + 1 < o->epochs && !(o->max_iters > 0 && r->iter >= o->max_iters)) {
+    if (r->multi && (rc = shoal_barrier(r->wcomm))) return comm_fail(r->wcomm, rc, "barrier after the stop checkpoint");
+    out->stopped = 1;
+    return PHASE_STOP;
+  }
+  return 0;
+}
+
+/* Epoch e: its data order, its steps, then its evaluation and statistics (again among the survivors if a
+ * rank is lost meanwhile, or on with the next epoch if a survivor had finished this one), its report. 0, a
+ * failure, or a PHASE_*. */
+static int run_epoch(run_t *r, int e) {
+  const shoal_train_opts_t *o = r->o;
+  shoal_rng_t rng;
+  shoal_rng_seed2(&rng, o->seed, 1000 + (uint64_t)e);
+  for (size_t i = 0; i < r->ntrain; i++) r->perm[i] = (uint32_t)i;
+  shoal_rng_shuffle_u32(&rng, r->perm, r->ntrain);
+  epoch_t ep = {.e = e, .t_epoch = shoal__now_s()};
+  ep.off = e == r->start_epoch ? r->skip_samples : 0; /* samples of this epoch used before (resume, shrink) */
+  ep.ipe = (long)((r->ntrain - ep.off) / r->gb);
+  int rc = epoch_steps(r, &ep);
+  if (rc) return rc;
+  /* the strategy's thread may run ahead (partial): hand the communicator back first */
+  if (r->sync && (rc = shoal_sync_pause(r->sync))) return rc;
+  ep.epoch_s = shoal__now_s() - ep.t_epoch;
+  r->total_train += ep.epoch_s;
+  for (;;) {
+    double ev[2];
+    int avg;
+    if ((rc = evaluate(r, ev, &avg))) return rc;
+    double st[6] = {ep.loss_sum, (double)ep.lits, ev[0], ev[1], ep.epoch_s - ep.comm_s, ep.comm_s};
+    double tmax = ep.epoch_s;
+    if (!r->multi || (!(rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, st, 6, SHOAL_FLOAT64, SHOAL_SUM)) &&
+                      !(rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, &tmax, 1, SHOAL_FLOAT64, SHOAL_MAX))))
+      return epoch_report(r, &ep, st, tmax, avg);
+    rc = comm_fail(r->wcomm, rc, "epoch statistics");
+    shoal__train_pos_t pos = {r->iter, e, (int64_t)(ep.off + (size_t)ep.ipe * r->gb), 0};
+    if ((rc = recover(r, rc, &pos, 1))) return rc;
+    r->gb = (size_t)r->W * o->batch;
+    if (pos.epoch == e) continue; /* the statistics again, among the survivors */
+    /* a survivor had finished this epoch already (its statistics and log line): on with the next */
+    r->iter = (long)pos.iter;
+    r->start_epoch = (int)pos.epoch;
+    r->skip_samples = (size_t)pos.off;
+    return 0;
+  }
+}
+
+/* The end: the final model (one global average for dssync and localsgd, the servers' parameters for ps)
+ * evaluated, --params-out written, the elastic summary. */
+static int finish(run_t *r) {
+  const shoal_train_opts_t *o = r->o;
+  int rc;
+  if (r->sync && (rc = shoal_sync_final(r->sync))) return rc;
+  if (r->multi && o->sync != SHOAL_SYNC_BSP && o->sync != SHOAL_SYNC_PARTIAL &&
       !(o->sync == SHOAL_SYNC_PS && o->ps_mode == SHOAL_PS_SYNC)) {
     double ev[2];
-    eval_shard(&r, ev);
-    if ((rc = shoal_allreduce(r.wcomm, SHOAL_IN_PLACE, ev, 2, SHOAL_FLOAT64, SHOAL_SUM))) {
-      rc = comm_fail(r.wcomm, rc, "final evaluation");
-      goto out_free;
-    }
-    out.final_test_acc = ev[0] / (double)r.ntest;
-    if (r.wrank == 0 && !o->quiet) printf("final model (global average): test acc %.2f%%\n", 100 * out.final_test_acc);
+    eval_shard(r, ev);
+    if ((rc = shoal_allreduce(r->wcomm, SHOAL_IN_PLACE, ev, 2, SHOAL_FLOAT64, SHOAL_SUM)))
+      return comm_fail(r->wcomm, rc, "final evaluation");
+    r->out.final_test_acc = ev[0] / (double)r->ntest;
+    if (r->wrank == 0 && !o->quiet)
+      printf("final model (global average): test acc %.2f%%\n", 100 * r->out.final_test_acc);
   }
   if (o->params_out) {
     char buf[4096];
-    const char *path = worker_file(o->params_out, r.wrank, buf, sizeof buf);
+    const char *path = worker_file(o->params_out, r->wrank, buf, sizeof buf);
     FILE *f = fopen(path, "wb");
     struct stat fst;
     int regular = f && fstat(fileno(f), &fst) == 0 && S_ISREG(fst.st_mode);
-    int bad = !f || fwrite(r.m->params, sizeof(float), n, f) != n;
+    int bad = !f || fwrite(r->m->params, sizeof(float), r->n, f) != r->n;
     if (f && fclose(f)) bad = 1;
     if (bad) {
       rc = shoal__seterr(SHOAL_ERR_IO, "--params-out %s: write failed: %s", path, strerror(errno ? errno : EIO));
       if (regular) unlink(path); /* no truncated file left to be taken for the parameters (never a device) */
-      goto out_free;
+      return rc;
     }
   }
-  if (el.shrinks + el.grows && r.wrank == 0 && !o->quiet)
-    printf("shoal train: finished with %d workers after %d shrink%s and %d grow%s; %.3f s spent recovering\n", r.W,
-           el.shrinks, el.shrinks == 1 ? "" : "s", el.grows, el.grows == 1 ? "" : "s", el.recover_s);
-  if (res) *res = out;
-  goto out_free;
-stop:
-  out.train_s = total_train;
-  if (r.wrank == 0 && !o->quiet) {
-    printf("stopped on request after iteration %ld (epoch %d)%s%s\n", iter, out.epochs_done + 1,
+  const shoal__elastic_t *el = &r->el;
+  if (el->shrinks + el->grows && r->wrank == 0 && !o->quiet)
+    printf("shoal train: finished with %d workers after %d shrink%s and %d grow%s; %.3f s spent recovering\n", r->W,
+           el->shrinks, el->shrinks == 1 ? "" : "s", el->grows, el->grows == 1 ? "" : "s", el->recover_s);
+  return 0;
+}
+
+/* Stopped on request: the line that says so. */
+static void report_stop(run_t *r) {
+  const shoal_train_opts_t *o = r->o;
+  r->out.train_s = r->total_train;
+  if (r->wrank == 0 && !o->quiet) {
+    printf("stopped on request after iteration %ld (epoch %d)%s%s\n", r->iter, r->out.epochs_done + 1,
            o->ckpt_path ? ", checkpoint " : ", no checkpoint (no --checkpoint)", o->ckpt_path ? o->ckpt_path : "");
     fflush(stdout);
   }
-  if (res) *res = out;
-out_free:
-  if (r.csv && fclose(r.csv) && !rc)
+}
+
+/* Close the outputs (a write that failed at the end is the run's error when it had none) and free. */
+static int teardown(run_t *r, int rc, shoal_dataset_t *own_train, shoal_dataset_t *own_test) {
+  const shoal_train_opts_t *o = r->o;
+  if (r->csv && fclose(r->csv) && !rc)
     rc = shoal__seterr(SHOAL_ERR_IO, "--csv %s: cannot write: %s", o->csv_path, strerror(errno));
-  if (r.ilog && (ferror(r.ilog) | fclose(r.ilog)) && !rc) /* (both: fclose must run) */
-    rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot write: %s", ilog_path, strerror(errno ? errno : EIO));
-  shoal_sync_destroy(sync);
-  sync = NULL;
-  shoal__elastic_free(&el);
-  free(racks);
-  free(r.mom);
-  free(r.save);
-  free(r.xb);
-  free(r.yb);
-  free(r.perm);
-  shoal_model_destroy(r.m);
+  if (r->ilog && (ferror(r->ilog) | fclose(r->ilog)) && !rc) /* (both: fclose must run) */
+    rc = shoal__seterr(SHOAL_ERR_IO, "--iter-log %s: cannot write: %s", r->ilog_path, strerror(errno ? errno : EIO));
+  shoal_sync_destroy(r->sync);
+  r->sync = NULL;
+  shoal__elastic_free(&r->el);
+  free(r->racks);
+  free(r->mom);
+  free(r->save);
+  free(r->xb);
+  free(r->yb);
+  free(r->perm);
+  shoal_model_destroy(r->m);
   shoal_dataset_destroy(own_train);
   shoal_dataset_destroy(own_test);
+  return rc;
+}
+
+int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_train_result_t *res) {
+  if (!o) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_train_run: options are NULL");
+  int wsize = world ? shoal_comm_size(world) : 1, rank = world ? shoal_comm_rank(world) : 0;
+  int rc = check_opts(o, wsize);
+  if (rc) return rc;
+  for (int i = 0; i < 8 && o->decay_epochs[i] > 0 && rank == 0; i++)
+    if (o->decay_epochs[i] >= o->epochs)
+      SHOAL_WARN("TRAIN", "--decay-epochs %d: the lr drops once %d epochs are done (from epoch %d on), but this "
+                 "run ends after epoch %d: no drop in it", o->decay_epochs[i], o->decay_epochs[i],
+                 o->decay_epochs[i] + 1, o->epochs);
+  openblas_set_num_threads(o->blas_threads > 0 ? o->blas_threads : 1);
+  run_t *r = calloc(1, sizeof *r);
+  if (!r) return shoal__seterr(SHOAL_ERR_NOMEM, "train: out of memory");
+  r->o = o;
+  r->world = world;
+  r->S = o->sync == SHOAL_SYNC_PS ? o->servers : 0;
+  r->W = wsize - r->S;
+  int is_server = rank >= r->W, served = 0;
+  r->wrank = is_server ? -1 : rank;
+  shoal__gns_init(&r->gns, o->gns_every);
+  shoal_dataset_t *own_train = NULL, *own_test = NULL;
+  if ((rc = setup(r, &own_train, &own_test, is_server, &served)) || served) goto out;
+  if ((rc = start_position(r)) || (rc = open_outputs(r))) goto out;
+  for (int e = r->start_epoch; e < o->epochs && !r->stopped && !r->stop_req; e++) {
+    if (o->max_iters > 0 && r->iter >= o->max_iters) break;
+    if ((rc = run_epoch(r, e))) break;
+  }
+  if (rc == PHASE_STOP) {
+    rc = 0;
+    report_stop(r);
+  } else if (rc == PHASE_LEAVE) {
+    rc = 0;
+  } else if (!rc || rc == PHASE_TARGET) {
+    rc = finish(r);
+  }
+out:
+  if (!rc && res) *res = r->out;
+  rc = teardown(r, rc, own_train, own_test);
+  free(r);
   return rc;
 }

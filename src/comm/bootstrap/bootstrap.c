@@ -195,6 +195,13 @@ static void launcher_job_id(const char *rank_src, char *out, size_t cap) {
   }
 }
 
+void shoal_comm_params_init(shoal_comm_params_t *p) {
+  memset(p, 0, sizeof *p);
+  p->rank = -1;
+  p->world_size = -1;
+  p->master_port = -1;
+}
+
 int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
   shoal__boot_cfg_t c;
   memset(&c, 0, sizeof c);

@@ -27,7 +27,7 @@ enum shoal__store_frame {
   SHOAL__STORE_NOT_FOUND = 8,
   SHOAL__STORE_ERROR = 9, /* text */
   SHOAL__STORE_JOIN = 10, /* u32 rank, u32 world size, job id: checked against rank 0's (reply VALUE or ERROR) */
-  /* The door of a running job (elastic/grow.c): same framing and authentication, served by its rank 0. */
+  /* The door of a running job (door.c): same framing and authentication, served by its rank 0. */
   SHOAL__STORE_ENTER = 11,   /* new process -> door: u8 job id length, job id, its registration */
   SHOAL__STORE_ADMIT = 12,   /* door -> new process: u64 world id, u32 rank, u32 size, size registrations */
   SHOAL__STORE_VERDICT = 13, /* door -> new process: u32 1 (the new communicator is in use) or 0 (abandoned) */

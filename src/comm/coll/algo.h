@@ -14,7 +14,7 @@
 
 #include "comm/coll/coll.h"
 #include "comm/topo.h"
-#include "comm/tune/model.h"
+#include "comm/coll/model.h"
 
 #define SHOAL__ALGO_MAX 16
 

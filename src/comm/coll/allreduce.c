@@ -41,8 +41,10 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
                shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "", a->name,
                plan[0] ? " [" : "", plan, plan[0] ? "]" : "", ch.why);
   }
-  /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c) */
-  int watch = algo == SHOAL_ALGO_AUTO && p > 1 && shoal__tune_watching(c, bytes);
+  /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c,
+   * through its hooks in the profile: it runs collectives itself) */
+  const shoal__tune_t *t = c->w->tune;
+  int watch = algo == SHOAL_ALGO_AUTO && p > 1 && t && t->watching && t->watching(c, bytes);
   uint64_t t0 = watch ? shoal__now_ns() : 0;
   if (p == 1 || count == 0) {
     if (!inplace && bytes) memcpy(recvbuf, src, bytes);
@@ -51,7 +53,7 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
   }
   double elapsed = watch ? (double)(shoal__now_ns() - t0) * 1e-9 : 0;
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
-  return watch ? shoal__tune_observe(c, bytes, ch.t[ch.algo], elapsed) : 0;
+  return watch ? t->observe(c, bytes, ch.t[ch.algo], elapsed) : 0;
 }
 
 int shoal_allreduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,

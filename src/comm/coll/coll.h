@@ -8,7 +8,7 @@
 
 #include "comm/p2p/p2p.h"
 #include "comm/coll/redop.h"
-#include "comm/tune/model.h"
+#include "comm/coll/model.h"
 
 /* --- small utilities (common.c) --- */
 

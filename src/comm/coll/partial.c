@@ -559,10 +559,31 @@ static void fill_dec(unsigned char *b, int kind, long k, int ncontrib, double wi
   else memset(b + DEC_HEAD, 0, (size_t)p);
 }
 
-static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *cancelled, double *window_s) {
-  shoal_comm_t *c = pa->c;
-  int p = pa->p, rc = 0;
-  size_t dbytes = DEC_HEAD + (size_t)p;
+/* The coordinator's count of one step's reports. */
+typedef struct tally {
+  int m, nskip, npause; /* ranks ready, skipping, paused (before the decision) */
+  int nfinal;           /* ranks whose final report is in (any time) */
+  int decided, opened;  /* the decision is sent; the others were told the step is under way */
+  uint64_t t_first;     /* when the first rank was ready (0: none yet) */
+} tally_t;
+
+static void tally_add(shoal_partial_t *pa, tally_t *t, int kind, double compute_s) {
+  if (kind == M_READY) {
+    t->m++;
+    if (!t->t_first) t->t_first = shoal__now_ns();
+    if (compute_s > 0) pa->comp[pa->ncomp++ % 64] = compute_s;
+  }
+  t->nskip += kind == M_SKIP;
+  t->npause += kind == M_PAUSE;
+}
+
+static int post_report_recv(shoal_partial_t *pa, const shoal__op_t *op, int i) {
+  return shoal__post_recv(pa->c, op, i, pa->rbuf + (size_t)i * CTL_BYTES, CTL_BYTES, &pa->rreq[i], &pa->rposted[i]);
+}
+
+/* The step's start: which late ranks owe a CARRY report, a receive posted for every other rank's report. */
+static int coord_begin(shoal_partial_t *pa, const shoal__op_t *op, long k) {
+  int p = pa->p, rc;
   if (pa->carry_state_step != k) { /* a new step (not a retry after a cancel): late ranks owe a CARRY report */
     for (int i = 0; i < p; i++)
       pa->carry_state[i] = pa->prm.carry != SHOAL_PARTIAL_DROP && pa->late[i] ? CS_EXPECTED : CS_NONE;
@@ -572,132 +593,149 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
     pa->final_kind[i] = 0;
     pa->oposted[i] = pa->dposted[i] = 0;
     pa->rposted[i] = 0;
-    if (i != pa->rank && (rc = shoal__post_recv(c, op, i, pa->rbuf + (size_t)i * CTL_BYTES, CTL_BYTES, &pa->rreq[i],
-                                                &pa->rposted[i])))
-      return rc;
+    if (i != pa->rank && (rc = post_report_recv(pa, op, i))) return rc;
   }
-  int m = 0, nskip = 0, npause = 0, nfinal = 0, decided = 0, opened = 0;
-  uint64_t t_first = 0, t0 = shoal__now_ns();
-  for (;;) {
-    /* this rank's own reports */
-    local_t l;
-    read_local(pa, k, &l);
-    if (l.carry_ready && pa->carry_state[pa->rank] == CS_EXPECTED)
-      pa->carry_state[pa->rank] = l.carry_has ? CS_DATA : CS_EMPTY;
-    if (!pa->final_kind[pa->rank] && !decided && (l.arr != ARR_NONE || l.withdrawn) &&
-        pa->carry_state[pa->rank] != CS_EXPECTED) {
-      int kind = l.arr == ARR_DATA ? M_READY : l.arr == ARR_SKIP ? M_SKIP : M_PAUSE;
-      pa->final_kind[pa->rank] = kind;
-      nfinal++;
-      if (kind == M_READY) {
-        m++;
-        if (!t_first) t_first = shoal__now_ns();
-        if (l.compute_s > 0) pa->comp[pa->ncomp++ % 64] = l.compute_s;
-      }
-      nskip += kind == M_SKIP;
-      npause += kind == M_PAUSE;
+  return 0;
+}
+
+/* This rank's own report, once its data (or its skip, pause or withdrawal) and its carry are known. */
+static void coord_own(shoal_partial_t *pa, long k, tally_t *t) {
+  local_t l;
+  read_local(pa, k, &l);
+  if (l.carry_ready && pa->carry_state[pa->rank] == CS_EXPECTED)
+    pa->carry_state[pa->rank] = l.carry_has ? CS_DATA : CS_EMPTY;
+  if (!pa->final_kind[pa->rank] && !t->decided && (l.arr != ARR_NONE || l.withdrawn) &&
+      pa->carry_state[pa->rank] != CS_EXPECTED) {
+    int kind = l.arr == ARR_DATA ? M_READY : l.arr == ARR_SKIP ? M_SKIP : M_PAUSE;
+    pa->final_kind[pa->rank] = kind;
+    t->nfinal++;
+    tally_add(pa, t, kind, l.compute_s);
+  }
+}
+
+/* The others' reports that arrived. */
+static int coord_reports(shoal_partial_t *pa, const shoal__op_t *op, long k, tally_t *t) {
+  shoal_comm_t *c = pa->c;
+  int rc;
+  for (int i = 0; i < pa->p; i++) {
+    if (!pa->rposted[i]) continue;
+    if (req_state(&pa->rreq[i]) < 0) return req_state(&pa->rreq[i]);
+    if (req_state(&pa->rreq[i]) != 1) continue;
+    pa->rposted[i] = 0;
+    const unsigned char *b = pa->rbuf + (size_t)i * CTL_BYTES;
+    int kind = (int)get32(b), flags = (int)get32(b + 4);
+    long step = (long)get64(b + 8);
+    double comp = getd(b + 16);
+    if (step != k || kind < M_READY || kind > M_CARRY || (kind == M_LATE && !t->decided))
+      return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, i, "unexpected report %s of step %ld%s", kind_name(kind),
+                              step, kind == M_LATE ? " before the decision" : "");
+    if (kind == M_CARRY) {
+      if (!t->decided) pa->carry_state[i] = flags & 1 ? CS_DATA : CS_EMPTY;
+      if ((rc = post_report_recv(pa, op, i))) return rc;
+      continue;
     }
-    /* the others' reports */
-    if ((rc = shoal__progress(c, op, 0))) return rc;
+    pa->final_kind[i] = kind;
+    t->nfinal++;
+    if (t->decided) continue;
+    if (pa->carry_state[i] == CS_EXPECTED) pa->carry_state[i] = CS_EMPTY; /* reported without its CARRY: none */
+    tally_add(pa, t, kind, comp);
+  }
+  return 0;
+}
+
+/* buf (an OPEN, CANCEL or DECIDE) to every other rank, on reqs / posted. */
+static int send_to_others(shoal_partial_t *pa, const shoal__op_t *op, unsigned char *buf, shoal__req_t *reqs,
+                          char *posted) {
+  int rc;
+  size_t dbytes = DEC_HEAD + (size_t)pa->p;
+  for (int i = 0; i < pa->p; i++)
+    if (i != pa->rank && (rc = shoal__post_send(pa->c, op, i, buf, dbytes, &reqs[i], &posted[i]))) return rc;
+  return 0;
+}
+
+/* Before the decision: tell the others the step is under way, cancel it (every rank paused, none ready),
+ * or close the window and send the decision. *wake: when the window closes (0: no timer). */
+static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tally_t *t, uint64_t now, uint64_t *wake,
+                        int *cancelled, double *window_s) {
+  int p = pa->p, rc;
+  int carry_wait = 0;
+  if (pa->prm.carry == SHOAL_PARTIAL_CARRY_WAIT)
+    for (int i = 0; i < p; i++) carry_wait |= pa->carry_state[i] == CS_EXPECTED;
+  int cancel = t->m == 0 && t->npause > 0 && t->nfinal == p;
+  int close = 0;
+  double w = t->t_first ? (double)(now - t->t_first) * 1e-9 : 0;
+  if (!cancel && t->nfinal == p) {
+    close = 1;
+  } else if (!cancel && t->m >= 1) {
+    int need = pa->prm.min_ready < p - t->nskip - t->npause ? pa->prm.min_ready : p - t->nskip - t->npause;
+    double win = window_of(pa, t->m);
+    if (t->m >= need && w >= win) close = 1;
+    else if (t->m >= need) *wake = t->t_first + (uint64_t)(win * 1e9) + 1;
+  }
+  if (t->m >= 1 && !t->opened && !close) { /* tell the others the step is under way */
+    double tau = tau_of(pa);
+    pthread_mutex_lock(&pa->mu);
+    if (pa->open_step < k) pa->open_step = k;
+    pa->open_ns = t->t_first;
+    pa->open_tau = tau;
+    pthread_mutex_unlock(&pa->mu);
+    fill_dec(pa->obuf, M_OPEN, k, 0, tau, NULL, p); /* the window's longest wait rides in window_s */
+    if ((rc = send_to_others(pa, op, pa->obuf, pa->oreq, pa->oposted))) return rc;
+    t->opened = 1;
+  }
+  if (cancel) {
+    fill_dec(pa->dbuf, M_CANCEL, k, 0, 0, NULL, p);
+    if ((rc = send_to_others(pa, op, pa->dbuf, pa->dreq, pa->dposted))) return rc;
+    *cancelled = 1;
+    return 0;
+  }
+  if (close && !carry_wait) {
+    int n = 0;
     for (int i = 0; i < p; i++) {
-      if (!pa->rposted[i]) continue;
-      if (req_state(&pa->rreq[i]) < 0) return req_state(&pa->rreq[i]);
-      if (req_state(&pa->rreq[i]) != 1) continue;
-      pa->rposted[i] = 0;
-      const unsigned char *b = pa->rbuf + (size_t)i * CTL_BYTES;
-      int kind = (int)get32(b), flags = (int)get32(b + 4);
-      long step = (long)get64(b + 8);
-      double comp = getd(b + 16);
-      if (step != k || kind < M_READY || kind > M_CARRY || (kind == M_LATE && !decided))
-        return shoal__comm_fail(c, SHOAL_ERR_PROTOCOL, op, i, "unexpected report %s of step %ld%s",
-                                kind_name(kind), step, kind == M_LATE ? " before the decision" : "");
-      if (kind == M_CARRY) {
-        if (!decided) pa->carry_state[i] = flags & 1 ? CS_DATA : CS_EMPTY;
-        if ((rc = shoal__post_recv(c, op, i, pa->rbuf + (size_t)i * CTL_BYTES, CTL_BYTES, &pa->rreq[i],
-                                   &pa->rposted[i])))
-          return rc;
-        continue;
-      }
-      pa->final_kind[i] = kind;
-      nfinal++;
-      if (decided) continue;
-      if (pa->carry_state[i] == CS_EXPECTED) pa->carry_state[i] = CS_EMPTY; /* reported without its CARRY: none */
-      if (kind == M_READY) {
-        m++;
-        if (!t_first) t_first = shoal__now_ns();
-        if (comp > 0) pa->comp[pa->ncomp++ % 64] = comp;
-      }
-      nskip += kind == M_SKIP;
-      npause += kind == M_PAUSE;
+      pa->dec[i] = (unsigned char)((pa->final_kind[i] == M_READY ? 1 : 0) | (pa->carry_state[i] == CS_DATA ? 2 : 0));
+      n += (pa->dec[i] & 1) + ((pa->dec[i] >> 1) & 1);
     }
+    *window_s = w;
+    fill_dec(pa->dbuf, M_DECIDE, k, n, w, pa->dec, p);
+    if ((rc = send_to_others(pa, op, pa->dbuf, pa->dreq, pa->dposted))) return rc;
+    t->decided = 1;
+    if (!pa->final_kind[pa->rank]) { /* this rank itself was late */
+      pa->final_kind[pa->rank] = M_LATE;
+      t->nfinal++;
+    }
+  }
+  return 0;
+}
+
+/* The step's deadline passed: fail naming the first rank whose report (or late data) is missing. */
+static int coord_timeout(shoal_partial_t *pa, const shoal__op_t *op, const tally_t *t, uint64_t now, uint64_t t0) {
+  int p = pa->p, who = -1;
+  for (int i = 0; i < p && who < 0; i++)
+    if (i != pa->rank && (!pa->final_kind[i] || pa->carry_state[i] == CS_EXPECTED)) who = i;
+  return shoal__comm_fail(pa->c, SHOAL_ERR_TIMEOUT, op, who, "timed out after %.1f s (SHOAL_TIMEOUT) as coordinator: "
+                          "%d of %d ranks ready, %d reported; waiting for rank %d's %s", (double)(now - t0) * 1e-9,
+                          t->m, p, t->nfinal, who, who >= 0 && pa->final_kind[who] ? "late data (carry)" : "report");
+}
+
+static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *cancelled, double *window_s) {
+  shoal_comm_t *c = pa->c;
+  int p = pa->p, rc = 0;
+  if ((rc = coord_begin(pa, op, k))) return rc;
+  tally_t t = {0};
+  uint64_t t0 = shoal__now_ns();
+  for (;;) {
+    coord_own(pa, k, &t);
+    if ((rc = shoal__progress(c, op, 0)) || (rc = coord_reports(pa, op, k, &t))) return rc;
     uint64_t now = shoal__now_ns();
     uint64_t wake = 0;
-    if (!decided) {
-      int carry_wait = 0;
-      if (pa->prm.carry == SHOAL_PARTIAL_CARRY_WAIT)
-        for (int i = 0; i < p; i++) carry_wait |= pa->carry_state[i] == CS_EXPECTED;
-      int cancel = m == 0 && npause > 0 && nfinal == p;
-      int close = 0;
-      double w = t_first ? (double)(now - t_first) * 1e-9 : 0;
-      if (!cancel && nfinal == p) {
-        close = 1;
-      } else if (!cancel && m >= 1) {
-        int need = pa->prm.min_ready < p - nskip - npause ? pa->prm.min_ready : p - nskip - npause;
-        double win = window_of(pa, m);
-        if (m >= need && w >= win) close = 1;
-        else if (m >= need) wake = t_first + (uint64_t)(win * 1e9) + 1;
-      }
-      if (m >= 1 && !opened && !close) { /* tell the others the step is under way */
-        double tau = tau_of(pa);
-        pthread_mutex_lock(&pa->mu);
-        if (pa->open_step < k) pa->open_step = k;
-        pa->open_ns = t_first;
-        pa->open_tau = tau;
-        pthread_mutex_unlock(&pa->mu);
-        fill_dec(pa->obuf, M_OPEN, k, 0, tau, NULL, p); /* the window's longest wait rides in window_s */
-        for (int i = 0; i < p; i++)
-          if (i != pa->rank && (rc = shoal__post_send(c, op, i, pa->obuf, dbytes, &pa->oreq[i], &pa->oposted[i])))
-            return rc;
-        opened = 1;
-      }
-      if (cancel) {
-        fill_dec(pa->dbuf, M_CANCEL, k, 0, 0, NULL, p);
-        for (int i = 0; i < p; i++)
-          if (i != pa->rank && (rc = shoal__post_send(c, op, i, pa->dbuf, dbytes, &pa->dreq[i], &pa->dposted[i])))
-            return rc;
-        *cancelled = 1;
-        break;
-      }
-      if (close && !carry_wait) {
-        int n = 0;
-        for (int i = 0; i < p; i++) {
-          pa->dec[i] = (unsigned char)((pa->final_kind[i] == M_READY ? 1 : 0) | (pa->carry_state[i] == CS_DATA ? 2 : 0));
-          n += (pa->dec[i] & 1) + ((pa->dec[i] >> 1) & 1);
-        }
-        *window_s = w;
-        fill_dec(pa->dbuf, M_DECIDE, k, n, w, pa->dec, p);
-        for (int i = 0; i < p; i++)
-          if (i != pa->rank && (rc = shoal__post_send(c, op, i, pa->dbuf, dbytes, &pa->dreq[i], &pa->dposted[i])))
-            return rc;
-        decided = 1;
-        if (!pa->final_kind[pa->rank]) { /* this rank itself was late */
-          pa->final_kind[pa->rank] = M_LATE;
-          nfinal++;
-        }
-      }
+    if (!t.decided) {
+      if ((rc = coord_decide(pa, op, k, &t, now, &wake, cancelled, window_s))) return rc;
+      if (*cancelled) break;
     }
-    if (decided && nfinal == p) break;
-    if (now >= op->deadline_ns) {
-      int who = -1;
-      for (int i = 0; i < p && who < 0; i++)
-        if (i != pa->rank && (!pa->final_kind[i] || pa->carry_state[i] == CS_EXPECTED)) who = i;
-      return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, who, "timed out after %.1f s (SHOAL_TIMEOUT) as coordinator: "
-                              "%d of %d ranks ready, %d reported; waiting for rank %d's %s",
-                              (double)(now - t0) * 1e-9, m, p, nfinal, who,
-                              who >= 0 && pa->final_kind[who] ? "late data (carry)" : "report");
-    }
+    if (t.decided && t.nfinal == p) break;
+    if (now >= op->deadline_ns) return coord_timeout(pa, op, &t, now, t0);
     int local_events = !pa->final_kind[pa->rank] || pa->carry_state[pa->rank] == CS_EXPECTED;
-    if ((rc = pause_for(pa, op, local_events && !decided, wake, op->deadline_ns))) return rc;
+    if ((rc = pause_for(pa, op, local_events && !t.decided, wake, op->deadline_ns))) return rc;
   }
   for (int i = 0; i < p && !rc; i++) {
     rc = shoal__wait_posted(c, op, &pa->oreq[i], &pa->oposted[i]);

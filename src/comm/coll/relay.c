@@ -197,21 +197,30 @@ static int ring_drain(shoal_comm_t *c, const shoal__op_t *op, sendring_t *sr) {
   return 0;
 }
 
-int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_job_t *job) {
-  const shoal__relay_shape_t *s = &job->shape;
-  int p = shoal__comm_size(c), r = shoal__comm_rank(c), P = s->ntrees, k = s->fanout;
-  if (s->p != p || P < 1 || P > p || k < 1 || k > SHOAL__RELAY_MAX_FANOUT)
-    return shoal__comm_fail(c, SHOAL_ERR_INTERNAL, op, -1, "relay trees: bad shape %d trees x fanout %d on %d ranks",
-                            P, k, p);
-  size_t es = shoal_dtype_size(job->dtype), ce = job->chunk_bytes / es;
-  if (ce == 0) ce = 1;
-  char *dst = job->dst;
-  const char *own = job->contrib;
-  shoal_dtype_t dt = job->dtype;
-  shoal_redop_t red = job->redop;
+/* One run: the job, its roles in every tree, the chunks (keys) in the order both phases walk them, the
+ * staging of the children's chunks and the requests in flight. */
+typedef struct run {
+  shoal_comm_t *c;
+  const shoal__op_t *op;
+  const shoal__relay_job_t *job;
+  int P, k;        /* trees, fanout */
+  size_t ce, es;   /* elements per chunk, bytes per element */
+  relay_key_t *keys;
+  size_t nkeys;
+  role_t *role;    /* [P] this rank's role in each tree */
+  char *stage;     /* [WINDOW][k] chunks received from children */
+  sendring_t sr;
+  shoal__req_t rq[WINDOW][SHOAL__RELAY_MAX_FANOUT];
+  char rposted[WINDOW][SHOAL__RELAY_MAX_FANOUT];
+} run_t;
 
-  /* roles, keys and buffers */
-  size_t nkeys = 0, maxch = 0;
+/* This rank's role in each tree, the chunks of every tree's slice interleaved (chunk j of every tree, then
+ * j + 1), all in one scratch allocation. */
+static int run_plan(run_t *x) {
+  const shoal__relay_job_t *job = x->job;
+  const shoal__relay_shape_t *s = &job->shape;
+  int p = shoal__comm_size(x->c), r = shoal__comm_rank(x->c), P = x->P;
+  size_t ce = x->ce, nkeys = 0, maxch = 0;
   for (int m = 0; m < P; m++) {
     size_t off, len;
     shoal__block(job->count, (size_t)P, (size_t)m, &off, &len);
@@ -221,17 +230,18 @@ int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_
   }
   size_t key_bytes = nkeys * sizeof(relay_key_t), role_bytes = (size_t)P * sizeof(role_t);
   size_t head = (key_bytes + role_bytes + (size_t)p + 63) & ~(size_t)63;
-  size_t stage_bytes = (size_t)WINDOW * (size_t)k * ce * es;
+  size_t stage_bytes = (size_t)WINDOW * (size_t)x->k * ce * x->es;
   char *mem = shoal__coll_scratch(0, head + stage_bytes);
   if (!mem)
-    return shoal__comm_fail(c, SHOAL_ERR_NOMEM, op, -1, "relay trees: no memory for %zu keys and %zu B of staging",
-                            nkeys, stage_bytes);
-  relay_key_t *keys = (relay_key_t *)mem; /* the scratch is 64-byte aligned */
-  role_t *role = (role_t *)(mem + key_bytes);
+    return shoal__comm_fail(x->c, SHOAL_ERR_NOMEM, x->op, -1, "relay trees: no memory for %zu keys and %zu B of "
+                            "staging", nkeys, stage_bytes);
+  x->keys = (relay_key_t *)mem; /* the scratch is 64-byte aligned */
+  x->nkeys = nkeys;
+  x->role = (role_t *)(mem + key_bytes);
   unsigned char *ab = (unsigned char *)(mem + key_bytes + role_bytes);
-  char *stage = mem + head;
+  x->stage = mem + head;
   for (int m = 0; m < P; m++) {
-    role_t *R = &role[m];
+    role_t *R = &x->role[m];
     R->parent = shoal__relay_parent(s, m, r);
     R->nch = shoal__relay_children(s, m, r, R->ch);
     R->bparent = shoal__relay_bcast_parent(s, m, r);
@@ -252,82 +262,119 @@ int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_
       size_t off, len;
       shoal__block(job->count, (size_t)P, (size_t)m, &off, &len);
       if (j * ce >= len) continue;
-      keys[q].m = m;
-      keys[q].off = off + j * ce;
-      keys[q].len = len - j * ce < ce ? len - j * ce : ce;
+      x->keys[q].m = m;
+      x->keys[q].off = off + j * ce;
+      x->keys[q].len = len - j * ce < ce ? len - j * ce : ce;
       q++;
     }
+  return 0;
+}
 
-  sendring_t sr;
-  memset(&sr, 0, sizeof sr);
-  shoal__req_t rq[WINDOW][SHOAL__RELAY_MAX_FANOUT];
-  char rposted[WINDOW][SHOAL__RELAY_MAX_FANOUT];
-  memset(rposted, 0, sizeof rposted);
+static char *stage_of(const run_t *x, size_t slot, int i) {
+  return x->stage + ((slot * (size_t)x->k + (size_t)i) * x->ce) * x->es;
+}
+
+/* Chunk q going up its tree: the children's chunks and this rank's own reduced (or the one input
+ * forwarded as is) and sent to the parent; at the root, the result (an average divided). */
+static int up_chunk(run_t *x, size_t q) {
+  const relay_key_t *K = &x->keys[q];
+  const role_t *R = &x->role[K->m];
+  if (!R->f.active_below) return 0; /* nothing contributed here or below: pruned */
+  size_t slot = q % WINDOW, es = x->es, nb = K->len * es;
   int rc = 0;
+  for (int i = 0; i < R->f.nrecv && !rc; i++)
+    rc = shoal__wait_posted(x->c, x->op, &x->rq[slot][i], &x->rposted[slot][i]);
+  if (rc) return rc;
+  char *out = (char *)x->job->dst + K->off * es;
+  const char *in[SHOAL__RELAY_MAX_FANOUT + 1] = {NULL};
+  int nin = 0;
+  if (R->f.has_local) in[nin++] = (const char *)x->job->contrib + K->off * es;
+  for (int i = 0; i < R->f.nrecv; i++) in[nin++] = stage_of(x, slot, i);
+  const char *sendp = out;
+  if (nin == 0) return 0; /* cannot happen: active below means an input */
+  shoal_dtype_t dt = x->job->dtype;
+  shoal_redop_t red = x->job->redop;
+  if (nin == 1) {
+    /* no kernel: forward the one input as is (own data straight from its buffer) */
+    if (R->parent >= 0 && R->f.has_local) sendp = in[0];
+    else if (in[0] != out) memcpy(out, in[0], nb);
+  } else {
+    shoal__reduce3(out, in[0], in[1], K->len, dt, red);
+    for (int i = 2; i < nin; i++) shoal__reduce3(out, out, in[i], K->len, dt, red);
+  }
+  if (R->parent >= 0) return ring_send(x->c, x->op, &x->sr, R->parent, sendp, nb);
+  if (red == SHOAL_AVG && x->job->divisor > 0) shoal__reduce_avg_finish(out, K->len, dt, x->job->divisor);
+  return 0;
+}
 
-  /* ---- phase 1: reduce up every tree ---- */
+/* Phase 1: reduce up every tree, the children's chunks received WINDOW chunks ahead. */
+static int reduce_up(run_t *x) {
+  int rc = 0;
   size_t next_post = 0;
-  for (q = 0; q < nkeys && !rc; q++) {
-    for (; next_post < nkeys && next_post < q + WINDOW && !rc; next_post++) {
-      const relay_key_t *K = &keys[next_post];
-      const role_t *R = &role[K->m];
+  for (size_t q = 0; q < x->nkeys && !rc; q++) {
+    for (; next_post < x->nkeys && next_post < q + WINDOW && !rc; next_post++) {
+      const relay_key_t *K = &x->keys[next_post];
+      const role_t *R = &x->role[K->m];
       size_t slot = next_post % WINDOW;
       for (int i = 0; i < R->f.nrecv && !rc; i++)
-        rc = shoal__post_recv(c, op, R->f.recv_from[i], stage + ((slot * (size_t)k + (size_t)i) * ce) * es,
-                              K->len * es, &rq[slot][i], &rposted[slot][i]);
+        rc = shoal__post_recv(x->c, x->op, R->f.recv_from[i], stage_of(x, slot, i), K->len * x->es,
+                              &x->rq[slot][i], &x->rposted[slot][i]);
     }
-    if (rc) break;
-    const relay_key_t *K = &keys[q];
-    const role_t *R = &role[K->m];
-    if (!R->f.active_below) continue; /* nothing contributed here or below: pruned */
-    size_t slot = q % WINDOW, nb = K->len * es;
-    for (int i = 0; i < R->f.nrecv && !rc; i++) rc = shoal__wait_posted(c, op, &rq[slot][i], &rposted[slot][i]);
-    if (rc) break;
-    char *out = dst + K->off * es;
-    const char *in[SHOAL__RELAY_MAX_FANOUT + 1] = {NULL};
-    int nin = 0;
-    if (R->f.has_local) in[nin++] = own + K->off * es;
-    for (int i = 0; i < R->f.nrecv; i++) in[nin++] = stage + ((slot * (size_t)k + (size_t)i) * ce) * es;
-    const char *sendp = out;
-    if (nin == 0) continue; /* cannot happen: active below means an input */
-    if (nin == 1) {
-      /* no kernel: forward the one input as is (own data straight from its buffer) */
-      if (R->parent >= 0 && R->f.has_local) sendp = in[0];
-      else if (in[0] != out) memcpy(out, in[0], nb);
-    } else {
-      shoal__reduce3(out, in[0], in[1], K->len, dt, red);
-      for (int i = 2; i < nin; i++) shoal__reduce3(out, out, in[i], K->len, dt, red);
-    }
-    if (R->parent >= 0) rc = ring_send(c, op, &sr, R->parent, sendp, nb);
-    else if (red == SHOAL_AVG && job->divisor > 0) shoal__reduce_avg_finish(out, K->len, dt, job->divisor);
+    if (!rc) rc = up_chunk(x, q);
   }
-  if (!rc) rc = ring_drain(c, op, &sr);
-  if (rc) return rc;
+  if (!rc) rc = ring_drain(x->c, x->op, &x->sr);
+  return rc;
+}
 
-  /* ---- phase 2: broadcast down every tree that has a contributor ---- */
-  for (int m = 0; m < P; m++)
-    if (!role[m].tree_active) { /* nobody contributed to this slice: zeros everywhere, no message */
+/* Phase 2: broadcast down every tree that has a contributor (a slice nobody contributed to is zeros
+ * everywhere, without a message). */
+static int bcast_down(run_t *x) {
+  const shoal__relay_job_t *job = x->job;
+  char *dst = job->dst;
+  size_t es = x->es;
+  for (int m = 0; m < x->P; m++)
+    if (!x->role[m].tree_active) {
       size_t off, len;
-      shoal__block(job->count, (size_t)P, (size_t)m, &off, &len);
+      shoal__block(job->count, (size_t)x->P, (size_t)m, &off, &len);
       memset(dst + off * es, 0, len * es);
     }
-  next_post = 0;
-  for (q = 0; q < nkeys && !rc; q++) {
-    for (; next_post < nkeys && next_post < q + WINDOW && !rc; next_post++) {
-      const relay_key_t *K = &keys[next_post];
-      const role_t *R = &role[K->m];
+  int rc = 0;
+  size_t next_post = 0;
+  for (size_t q = 0; q < x->nkeys && !rc; q++) {
+    for (; next_post < x->nkeys && next_post < q + WINDOW && !rc; next_post++) {
+      const relay_key_t *K = &x->keys[next_post];
+      const role_t *R = &x->role[K->m];
       if (R->tree_active && R->bparent >= 0)
-        rc = shoal__post_recv(c, op, R->bparent, dst + K->off * es, K->len * es, &rq[next_post % WINDOW][0],
-                              &rposted[next_post % WINDOW][0]);
+        rc = shoal__post_recv(x->c, x->op, R->bparent, dst + K->off * es, K->len * es, &x->rq[next_post % WINDOW][0],
+                              &x->rposted[next_post % WINDOW][0]);
     }
     if (rc) break;
-    const relay_key_t *K = &keys[q];
-    const role_t *R = &role[K->m];
+    const relay_key_t *K = &x->keys[q];
+    const role_t *R = &x->role[K->m];
     if (!R->tree_active) continue;
     size_t slot = q % WINDOW;
-    if (R->bparent >= 0 && (rc = shoal__wait_posted(c, op, &rq[slot][0], &rposted[slot][0]))) break;
-    for (int i = 0; i < R->nbch && !rc; i++) rc = ring_send(c, op, &sr, R->bch[i], dst + K->off * es, K->len * es);
+    if (R->bparent >= 0 && (rc = shoal__wait_posted(x->c, x->op, &x->rq[slot][0], &x->rposted[slot][0]))) break;
+    for (int i = 0; i < R->nbch && !rc; i++)
+      rc = ring_send(x->c, x->op, &x->sr, R->bch[i], dst + K->off * es, K->len * es);
   }
-  if (!rc) rc = ring_drain(c, op, &sr);
+  if (!rc) rc = ring_drain(x->c, x->op, &x->sr);
+  return rc;
+}
+
+int shoal__relay_run(shoal_comm_t *c, const shoal__op_t *op, const shoal__relay_job_t *job) {
+  const shoal__relay_shape_t *s = &job->shape;
+  int p = shoal__comm_size(c), P = s->ntrees, k = s->fanout;
+  if (s->p != p || P < 1 || P > p || k < 1 || k > SHOAL__RELAY_MAX_FANOUT)
+    return shoal__comm_fail(c, SHOAL_ERR_INTERNAL, op, -1, "relay trees: bad shape %d trees x fanout %d on %d ranks",
+                            P, k, p);
+  run_t x;
+  memset(&x, 0, sizeof x);
+  x.c = c, x.op = op, x.job = job, x.P = P, x.k = k;
+  x.es = shoal_dtype_size(job->dtype);
+  x.ce = job->chunk_bytes / x.es;
+  if (x.ce == 0) x.ce = 1;
+  int rc = run_plan(&x);
+  if (!rc) rc = reduce_up(&x);
+  if (!rc) rc = bcast_down(&x);
   return rc;
 }

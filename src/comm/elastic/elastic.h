@@ -1,6 +1,7 @@
 /* Rebuilding communicators while a job runs (docs/comm.md "Shrink and grow"):
  *   shrink.c  the live ranks of a communicator agree on a new world without the lost ones
- *   grow.c    the door new processes enter through, and the call that admits them
+ *   grow.c    shoal_comm_grow, which admits the processes waiting at the door (bootstrap/door.c), and
+ *             shoal_comm_join, a new process's way in
  *   reform.c  what both share: a fresh listener, registrations, building a world from them
  * A new world never reuses the old one's connections (an abort shuts them down, and a stream that broke
  * mid-message cannot be resynchronized): it gets its own listeners and its own full mesh. */
@@ -9,12 +10,9 @@
 
 #include <stdint.h>
 
+#include "comm/bootstrap/door.h"
 #include "comm/comm_impl.h"
 #include "core/clock.h"
-
-/* A registration: "ip:port host boot_id pid", as published at the rendezvous (rank/<r>), NUL-padded. */
-#define SHOAL__REG_BYTES 192
-typedef char shoal__reg_t[SHOAL__REG_BYTES];
 
 /* Seconds a liveness probe waits for the peer's kernel to answer a connection attempt. A process that is
  * gone is refused at once (its host answers); silence this long means its host or the network is gone. */

@@ -1,18 +1,13 @@
-/* New processes entering a running job: the door, shoal_comm_join and shoal_comm_grow.
+/* New processes entering a running job: shoal_comm_grow (the members admit whoever waits at the door,
+ * bootstrap/door.c) and shoal_comm_join (a new process waits there to be admitted).
  *
- * The door is a listening socket at the job's master address and port (where the rendezvous store was),
- * kept by the world's rank 0 and opened on its first grow: the socket `shoal launch` hands every rank
- * (SHOAL_STORE_FD), else the master port bound again on rank 0's host. A new process (shoal_comm_join)
- * connects there and waits, authenticated like a store client (SHOAL_TOKEN, challenge-response), with its
- * job id and the registration of its own listener. At a grow (a collective all members call, at a point
- * of their choosing) rank 0 takes whoever is waiting, the members learn them by a broadcast, everyone
- * builds a new world (members first, in their order, then the newcomers) and the members agree by an
- * allreduce on the old communicator that every one of them built it; rank 0 tells the newcomers the
- * verdict. A grow that fails leaves the old communicator as it was (unless a member died: then it is
- * aborted, as any call would leave it); a newcomer whose admission failed waits at the door again. */
+ * At a grow (a collective all members call, at a point of their choosing) rank 0 takes whoever is waiting
+ * at the door, the members learn them by a broadcast, everyone builds a new world (members first, in their
+ * order, then the newcomers) and the members agree by an allreduce on the old communicator that every one
+ * of them built it; rank 0 tells the newcomers the verdict. A grow that fails leaves the old communicator
+ * as it was (unless a member died: then it is aborted, as any call would leave it); a newcomer whose
+ * admission failed waits at the door again. */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,138 +21,9 @@
 #include "core/log.h"
 
 #define MAX_JOINERS 16
-#define DOOR_HS_S 2.0 /* a newcomer waiting at the door answers at once; a stray client gets this long */
-
-/* ---- the door (rank 0) ---- */
-
-static int door_open(shoal__world_t *w) {
-  if (w->door_fd >= 0) return 0;
-  const shoal__boot_cfg_t *cfg = w->cfg;
-  int fd = -1, rc = 0;
-  char where[300];
-  if (cfg->store_fd >= 0) { /* `shoal launch`: the store socket, still bound where the store was */
-    int acc = 0;
-    socklen_t l = sizeof acc;
-    if (getsockopt(cfg->store_fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc)
-      return shoal__seterr(SHOAL_ERR_CONFIG, "SHOAL_STORE_FD=%d: not a listening socket", cfg->store_fd);
-    fd = fcntl(cfg->store_fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "SHOAL_STORE_FD=%d: dup: %s", cfg->store_fd, strerror(errno));
-    snprintf(where, sizeof where, "the launcher's store socket (SHOAL_STORE_FD, %s:%d)", cfg->master_addr,
-             cfg->master_port);
-  } else {
-    struct in_addr ip;
-    if ((rc = shoal__boot_store_ip(cfg, &ip))) return rc;
-    if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
-    int port;
-    if ((rc = shoal__sock_listen(ip, cfg->master_port, &fd, &port))) return rc;
-    snprintf(where, sizeof where, "%s:%d on host %s (new ranks reach it with SHOAL_MASTER_ADDR naming this host)",
-             (ntohl(ip.s_addr) >> 24) == 127 ? cfg->master_addr : "*", port, cfg->hostname);
-  }
-  shoal__sock_set_nonblock(fd);
-  w->door_fd = fd;
-  SHOAL_INFO("INIT", "rank 0: the door for new ranks is open at %s", where);
-  return 0;
-}
-
-/* One waiting process: authenticate it (the store's challenge-response) and read its ENTER. 0 and its
- * registration; otherwise it is refused (and told why where that helps). */
-static int door_serve(shoal__world_t *w, int fd, const char *src, shoal__reg_t reg) {
-  shoal__deadline_t dl = shoal__deadline_in(DOOR_HS_S);
-  char what[96];
-  snprintf(what, sizeof what, "door: %s", src);
-  uint8_t ns[SHOAL__NONCE_BYTES], nc[SHOAL__NONCE_BYTES];
-  unsigned char ch[4 + SHOAL__NONCE_BYTES], buf[1 + SHOAL__JOB_ID_MAX + SHOAL__REG_BYTES + 8];
-  shoal__auth_random(ns, sizeof ns);
-  shoal__put_u32(ch, SHOAL__STORE_MAGIC);
-  memcpy(ch + 4, ns, sizeof ns);
-  int type = 0, rc;
-  size_t len = 0;
-  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_CHALLENGE, ch, sizeof ch, NULL, 0, dl, what)) ||
-      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
-    return rc;
-  if (type != SHOAL__STORE_AUTH || len != SHOAL__NONCE_BYTES + 8)
-    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: no authentication answer", what);
-  memcpy(nc, buf, sizeof nc);
-  if (shoal__get_u64(buf + SHOAL__NONCE_BYTES) != shoal__auth_mac(&w->key, 'C', ns, nc, NULL, 0)) {
-    static const char why[] = "wrong SHOAL_TOKEN (this job and the new rank were given different tokens)";
-    shoal__store_frame_write(fd, SHOAL__STORE_AUTH_FAIL, why, sizeof why - 1, NULL, 0, dl, what);
-    return shoal__seterr(SHOAL_ERR_AUTH, "%s: wrong token: refused", what);
-  }
-  unsigned char ok[8];
-  shoal__put_u64(ok, shoal__auth_mac(&w->key, 'A', nc, ns, NULL, 0));
-  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_AUTH_OK, ok, 8, NULL, 0, dl, what)) ||
-      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
-    return rc;
-  if (type != SHOAL__STORE_ENTER || len < 1 || len != 1u + buf[0] + SHOAL__REG_BYTES || buf[0] > SHOAL__JOB_ID_MAX)
-    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: not a new rank (frame %d of %zu bytes)", what, type, len);
-  char job[SHOAL__JOB_ID_MAX + 1];
-  memcpy(job, buf + 1, buf[0]);
-  job[buf[0]] = '\0';
-  if (strcmp(job, w->cfg->job_id)) {
-    char why[400];
-    unsigned char st[4];
-    shoal__put_u32(st, (uint32_t)-SHOAL_ERR_CONFIG);
-    snprintf(why, sizeof why, "this door belongs to job '%s' and the new rank to job '%s' (SHOAL_JOB_ID): "
-             "two jobs on one port?", w->cfg->job_id, job);
-    shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, strlen(why), dl, what);
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %s", what, why);
-  }
-  memcpy(reg, buf + 1 + buf[0], SHOAL__REG_BYTES);
-  reg[SHOAL__REG_BYTES - 1] = '\0';
-  return 0;
-}
-
-/* Everyone waiting at the door now (up to max). */
-static int door_poll(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
-  if (door_open(w)) {
-    if (!w->door_warned)
-      SHOAL_WARN("INIT", "rank 0: cannot open the door for new ranks: %s; new ranks cannot enter this job",
-                 shoal_last_error());
-    w->door_warned = 1;
-    return 0;
-  }
-  int k = 0;
-  while (k < max) {
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) break;
-    char src[64];
-    shoal__sock_addr_str(&a, src, sizeof src);
-    shoal__sock_tune(fd, 0);
-    if (door_serve(w, fd, src, regs[k])) {
-      SHOAL_WARN("INIT", "rank 0: %s", shoal_last_error());
-      close(fd);
-      continue;
-    }
-    SHOAL_INFO("INIT", "rank 0: a new rank is waiting at the door: %s", regs[k]);
-    fds[k++] = fd;
-  }
-  return k;
-}
-
-void shoal__door_finish(shoal__world_t *w) {
-  if (w->rank != 0 || w->aborted || w->door_fd < 0) return;
-  for (;;) { /* whoever waits now would wait for nothing: tell them */
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) break;
-    char src[64];
-    shoal__reg_t reg;
-    shoal__sock_addr_str(&a, src, sizeof src);
-    if (door_serve(w, fd, src, reg) == 0) {
-      static const char why[] = "the job has finished: there is nothing to join";
-      unsigned char st[4];
-      shoal__put_u32(st, (uint32_t)-SHOAL_ERR_NOT_FOUND);
-      shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, sizeof why - 1, shoal__deadline_in(DOOR_HS_S),
-                               "door");
-    }
-    close(fd);
-  }
-}
 
 /* ---- members ---- */
+
 
 static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
   int port;
@@ -181,7 +47,7 @@ int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
   if (!regs) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_NOMEM, "shoal_comm_grow: out of memory"));
   int64_t hdr[2] = {0, 0};
   if (me == 0 && !w->aborted) {
-    k = door_poll(w, fds, regs + n, MAX_JOINERS);
+    k = shoal__door_poll(w, fds, regs + n, MAX_JOINERS);
     hdr[0] = k;
     hdr[1] = (int64_t)(shoal__auth_random_u64() | 1);
   }
@@ -214,7 +80,7 @@ int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
       shoal__put_u32(b + 8, (uint32_t)(n + i));
       shoal__put_u32(b + 12, (uint32_t)total);
       memcpy(b + 16, regs, (size_t)total * SHOAL__REG_BYTES);
-      shoal__store_frame_write(fds[i], SHOAL__STORE_ADMIT, b, blen, NULL, 0, shoal__deadline_in(DOOR_HS_S), "door");
+      shoal__store_frame_write(fds[i], SHOAL__STORE_ADMIT, b, blen, NULL, 0, shoal__deadline_in(SHOAL__DOOR_HS_S), "door");
     }
     free(b); /* a newcomer that misses its admission makes the build fail everywhere: nobody waits forever */
   }
@@ -227,7 +93,7 @@ int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
     unsigned char v[4];
     shoal__put_u32(v, (uint32_t)(!rc && ok));
     for (int i = 0; i < k; i++)
-      shoal__store_frame_write(fds[i], SHOAL__STORE_VERDICT, v, 4, NULL, 0, shoal__deadline_in(DOOR_HS_S), "door");
+      shoal__store_frame_write(fds[i], SHOAL__STORE_VERDICT, v, 4, NULL, 0, shoal__deadline_in(SHOAL__DOOR_HS_S), "door");
   }
   if (!rc && !ok)
     rc = shoal__seterr(SHOAL_ERR_CONNECT, "rank %d: grow: the communicator with the %d new rank(s) could not be "

@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/async.h"
 #include "comm/bootstrap/handshake.h"
 #include "comm/bootstrap/sock.h"
 #include "comm/bootstrap/store.h"
@@ -273,144 +274,162 @@ static void send_fail(member_t *mem, int n, int status, const char *text) {
       shoal__store_frame_write(mem[r].link_fd, MSG_FAIL, st, 4, text, strlen(text), shoal__deadline_in(1.0), "shrink");
 }
 
-/* Wait until every rank above this one joined or is gone; then propose. *p gets the decision. */
-static int coordinate(shoal_comm_t *c, const shoal__reg_t myreg, member_t *mem, shoal__deadline_t dl, proposal_t *p) {
-  int n = c->size, me = c->rank, np = 0, rc = 0;
-  pend_t *pd = calloc(MAX_PEND, sizeof *pd);
-  struct pollfd *pf = calloc((size_t)(1 + MAX_PEND + n), sizeof *pf);
-  int *pf_who = calloc((size_t)(1 + MAX_PEND + n), sizeof *pf_who);
-  if (!pd || !pf || !pf_who) {
-    rc = shoal__seterr(SHOAL_ERR_NOMEM, "shrink: out of memory");
-    goto out;
-  }
-  for (int r = me + 1; r < n; r++) probe_start(c, r, &mem[r], dl);
-  shoal__sock_set_nonblock(c->w->listen_fd);
-  for (;;) {
-    int open = 0;
-    for (int r = me + 1; r < n; r++) open += mem[r].state != M_JOINED && mem[r].state != M_GONE;
-    if (!open) break;
-    uint64_t now = shoal__now_ns();
-    if (now >= dl.at_ns) {
-      char alive[256];
-      list_ranks(mem, n, M_ALIVE, alive, sizeof alive);
-      rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "rank(s) %s alive (their hosts accept connections) but did not join "
-                         "the shrink within %.1f s: every live rank must call shoal_comm_shrink", alive, c->timeout_s);
-      send_fail(mem, n, rc, shoal_last_error());
-      goto out;
+/* The coordinator's state while it waits for the ranks above it. */
+typedef struct coord {
+  shoal_comm_t *c;
+  member_t *mem;
+  shoal__deadline_t dl;
+  pend_t *pd; /* handshakes in progress on this rank's listener */
+  int np;
+  struct pollfd *pf; /* one poll's set: the listener, the handshakes, the members' probes and links */
+  int *pf_who;       /* -1: the listener; PEND_BASE + i: handshake i; else the member's rank */
+  int k;
+} coord_t;
+
+#define PEND_BASE 1000000
+
+/* Fails the shrink at the deadline, naming the ranks alive that did not join. 0 before it. */
+static int coord_deadline(coord_t *x, uint64_t now) {
+  if (now < x->dl.at_ns) return 0;
+  char alive[256];
+  list_ranks(x->mem, x->c->size, M_ALIVE, alive, sizeof alive);
+  int rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "rank(s) %s alive (their hosts accept connections) but did not join "
+                         "the shrink within %.1f s: every live rank must call shoal_comm_shrink", alive,
+                         x->c->timeout_s);
+  send_fail(x->mem, x->c->size, rc, shoal_last_error());
+  return rc;
+}
+
+/* Probes and handshakes past their time are over; the poll set of what is left. The time of the next of
+ * their deadlines (or the shrink's). */
+static uint64_t coord_poll_set(coord_t *x, uint64_t now) {
+  int n = x->c->size, me = x->c->rank;
+  member_t *mem = x->mem;
+  uint64_t until = x->dl.at_ns;
+  for (int r = me + 1; r < n; r++) {
+    if (mem[r].state == M_PROBING && now >= mem[r].probe_until) {
+      char why[96];
+      snprintf(why, sizeof why, "its host did not answer a connection within %.0f s", SHOAL__PROBE_S);
+      mark_gone(&mem[r], why);
     }
-    uint64_t until = dl.at_ns;
-    for (int r = me + 1; r < n; r++) {
-      if (mem[r].state == M_PROBING && now >= mem[r].probe_until) {
+    if (mem[r].state == M_PROBING && mem[r].probe_until < until) until = mem[r].probe_until;
+  }
+  for (int i = x->np - 1; i >= 0; i--)
+    if (now >= x->pd[i].until) pend_drop(x->pd, &x->np, i);
+  for (int i = 0; i < x->np; i++)
+    if (x->pd[i].until < until) until = x->pd[i].until;
+  struct pollfd *pf = x->pf;
+  int *who = x->pf_who, k = 0;
+  pf[k] = (struct pollfd){x->c->w->listen_fd, POLLIN, 0}, who[k++] = -1;
+  for (int i = 0; i < x->np; i++) pf[k] = (struct pollfd){x->pd[i].fd, POLLIN, 0}, who[k++] = PEND_BASE + i;
+  for (int r = me + 1; r < n; r++) {
+    if (mem[r].state == M_PROBING) pf[k] = (struct pollfd){mem[r].probe_fd, POLLOUT, 0}, who[k++] = r;
+    if (mem[r].state == M_ALIVE) pf[k] = (struct pollfd){mem[r].probe_fd, POLLIN | POLLRDHUP, 0}, who[k++] = r;
+    if (mem[r].state == M_JOINED) pf[k] = (struct pollfd){mem[r].link_fd, POLLIN | POLLRDHUP, 0}, who[k++] = r;
+  }
+  x->k = k;
+  return until;
+}
+
+/* Events on the members' probes (connected: alive; any event later: gone) and links (closed: gone). */
+static void coord_members(coord_t *x) {
+  for (int i = 0; i < x->k; i++) {
+    int r = x->pf_who[i];
+    if (!x->pf[i].revents || r < 0 || r >= PEND_BASE) continue;
+    member_t *m = &x->mem[r];
+    if (m->state == M_PROBING) {
+      int err = 0;
+      socklen_t el = sizeof err;
+      getsockopt(m->probe_fd, SOL_SOCKET, SO_ERROR, &err, &el);
+      if (err) {
         char why[96];
-        snprintf(why, sizeof why, "its host did not answer a connection within %.0f s", SHOAL__PROBE_S);
-        mark_gone(&mem[r], why);
+        snprintf(why, sizeof why, "connection %s", strerror(err));
+        mark_gone(m, why);
+      } else {
+        m->state = M_ALIVE;
       }
-      if (mem[r].state == M_PROBING && mem[r].probe_until < until) until = mem[r].probe_until;
+    } else if (m->state == M_ALIVE) { /* nothing is ever sent on a probe: any event is its end */
+      mark_gone(m, "its listener closed (the process ended)");
+    } else if (m->state == M_JOINED) {
+      char b;
+      ssize_t got = recv(m->link_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+      if (got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR)))
+        mark_gone(m, "it left the shrink after joining (died?)");
     }
-    for (int i = np - 1; i >= 0; i--)
-      if (now >= pd[i].until) pend_drop(pd, &np, i);
-    for (int i = 0; i < np; i++)
-      if (pd[i].until < until) until = pd[i].until;
-    int k = 0;
-    pf[k] = (struct pollfd){c->w->listen_fd, POLLIN, 0}, pf_who[k++] = -1;
-    for (int i = 0; i < np; i++) pf[k] = (struct pollfd){pd[i].fd, POLLIN, 0}, pf_who[k++] = 1000000 + i;
-    for (int r = me + 1; r < n; r++) {
-      if (mem[r].state == M_PROBING) pf[k] = (struct pollfd){mem[r].probe_fd, POLLOUT, 0}, pf_who[k++] = r;
-      if (mem[r].state == M_ALIVE) pf[k] = (struct pollfd){mem[r].probe_fd, POLLIN | POLLRDHUP, 0}, pf_who[k++] = r;
-      if (mem[r].state == M_JOINED) pf[k] = (struct pollfd){mem[r].link_fd, POLLIN | POLLRDHUP, 0}, pf_who[k++] = r;
-    }
-    int ms = (int)((until > now ? until - now : 0) / 1000000) + 1;
-    int pr = poll(pf, (nfds_t)k, ms > 1000 ? 1000 : ms);
-    if (pr < 0 && errno != EINTR) {
-      rc = shoal__seterr(SHOAL_ERR_SYSTEM, "poll: %s", strerror(errno));
-      send_fail(mem, n, rc, shoal_last_error());
-      goto out;
-    }
-    if (pr <= 0) continue;
-    /* members' probes and links */
-    for (int i = 0; i < k; i++) {
-      int r = pf_who[i];
-      if (!pf[i].revents || r < 0 || r >= 1000000) continue;
-      member_t *m = &mem[r];
-      if (m->state == M_PROBING) {
-        int err = 0;
-        socklen_t el = sizeof err;
-        getsockopt(m->probe_fd, SOL_SOCKET, SO_ERROR, &err, &el);
-        if (err) {
-          char why[96];
-          snprintf(why, sizeof why, "connection %s", strerror(err));
-          mark_gone(m, why);
-        } else {
-          m->state = M_ALIVE;
-        }
-      } else if (m->state == M_ALIVE) { /* nothing is ever sent on a probe: any event is its end */
-        mark_gone(m, "its listener closed (the process ended)");
-      } else if (m->state == M_JOINED) {
-        char b;
-        ssize_t got = recv(m->link_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
-        if (got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR)))
-          mark_gone(m, "it left the shrink after joining (died?)");
-      }
-    }
-    /* pending handshakes, from the back (pend_drop moves the last one into the hole) */
-    for (int i = k - 1; i >= 0; i--) {
-      int w = pf_who[i];
-      if (!pf[i].revents || w < 1000000) continue;
-      pend_t *q = &pd[w - 1000000];
-      size_t want = q->stage == 0 ? ANSWER_BYTES : JOIN_FRAME_BYTES;
-      ssize_t got = recv(q->fd, q->buf + q->got, want - q->got, MSG_DONTWAIT);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got <= 0) {
-        pend_drop(pd, &np, w - 1000000);
-        continue;
-      }
-      q->got += (size_t)got;
-      if (q->got < want) continue;
-      if (q->stage == 0) {
-        q->from = pend_verify(c, mem, q);
-        if (q->from < 0) {
-          pend_drop(pd, &np, w - 1000000);
-          continue;
-        }
-        q->stage = 1;
-        q->got = 0;
-        continue;
-      }
-      if (shoal__get_u32(q->buf) != SHOAL__REG_BYTES || q->buf[4] != MSG_JOIN) {
-        pend_drop(pd, &np, w - 1000000);
-        continue;
-      }
-      member_t *m = &mem[q->from];
-      if (m->probe_fd >= 0) close(m->probe_fd);
-      m->probe_fd = -1;
-      m->link_fd = q->fd;
-      memcpy(m->reg, q->buf + 8, SHOAL__REG_BYTES);
-      m->reg[SHOAL__REG_BYTES - 1] = '\0';
-      m->state = M_JOINED;
-      pd[w - 1000000] = pd[--np];
-    }
-    if (pf[0].revents & POLLIN)
-      for (;;) {
-        struct sockaddr_in from;
-        socklen_t al = sizeof from;
-        int fd = accept4(c->w->listen_fd, (struct sockaddr *)&from, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
-        if (np == MAX_PEND) pend_drop(pd, &np, 0);
-        pend_t *q = &pd[np];
-        memset(q, 0, sizeof *q);
-        q->fd = fd;
-        q->from = -1;
-        shoal__sock_addr_str(&from, q->src, sizeof q->src);
-        shoal__sock_tune(fd, 0);
-        uint64_t hd = shoal__now_ns() + (uint64_t)(HS_TIMEOUT_S * 1e9);
-        q->until = hd < dl.at_ns ? hd : dl.at_ns;
-        unsigned char hello[SHOAL__HS_HELLO_BYTES];
-        shoal__hs_hello(LINK_MAGIC, q->na, hello);
-        np++;
-        if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello) pend_drop(pd, &np, np - 1);
-      }
   }
-  /* the decision: this rank and every rank that joined, in their old order */
+}
+
+/* Handshake q's bytes arrived: its answer verified (then it waits for the JOIN), or its JOIN read (the
+ * rank joined). 1 while it goes on, 0 when it is over (dropped or joined: the caller takes it out). */
+static int coord_pend_step(coord_t *x, pend_t *q) {
+  size_t want = q->stage == 0 ? ANSWER_BYTES : JOIN_FRAME_BYTES;
+  ssize_t got = recv(q->fd, q->buf + q->got, want - q->got, MSG_DONTWAIT);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return 1;
+  if (got <= 0) return 0;
+  q->got += (size_t)got;
+  if (q->got < want) return 1;
+  if (q->stage == 0) {
+    q->from = pend_verify(x->c, x->mem, q);
+    if (q->from < 0) return 0;
+    q->stage = 1;
+    q->got = 0;
+    return 1;
+  }
+  if (shoal__get_u32(q->buf) != SHOAL__REG_BYTES || q->buf[4] != MSG_JOIN) return 0;
+  member_t *m = &x->mem[q->from];
+  if (m->probe_fd >= 0) close(m->probe_fd);
+  m->probe_fd = -1;
+  m->link_fd = q->fd;
+  q->fd = -1; /* the member's link now */
+  memcpy(m->reg, q->buf + 8, SHOAL__REG_BYTES);
+  m->reg[SHOAL__REG_BYTES - 1] = '\0';
+  m->state = M_JOINED;
+  return 0;
+}
+
+/* The pending handshakes with events, from the back (pend_drop moves the last one into the hole). */
+static void coord_pending(coord_t *x) {
+  for (int i = x->k - 1; i >= 0; i--) {
+    int w = x->pf_who[i];
+    if (!x->pf[i].revents || w < PEND_BASE) continue;
+    pend_t *q = &x->pd[w - PEND_BASE];
+    if (coord_pend_step(x, q)) continue;
+    if (q->fd >= 0)
+      pend_drop(x->pd, &x->np, w - PEND_BASE);
+    else
+      *q = x->pd[--x->np];
+  }
+}
+
+/* New connections on this rank's listener: each gets the link greeting and becomes a pending handshake
+ * (the oldest one makes room when MAX_PEND are pending). */
+static void coord_accept(coord_t *x) {
+  for (;;) {
+    struct sockaddr_in from;
+    socklen_t al = sizeof from;
+    int fd = accept4(x->c->w->listen_fd, (struct sockaddr *)&from, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    if (x->np == MAX_PEND) pend_drop(x->pd, &x->np, 0);
+    pend_t *q = &x->pd[x->np];
+    memset(q, 0, sizeof *q);
+    q->fd = fd;
+    q->from = -1;
+    shoal__sock_addr_str(&from, q->src, sizeof q->src);
+    shoal__sock_tune(fd, 0);
+    uint64_t hd = shoal__now_ns() + (uint64_t)(HS_TIMEOUT_S * 1e9);
+    q->until = hd < x->dl.at_ns ? hd : x->dl.at_ns;
+    unsigned char hello[SHOAL__HS_HELLO_BYTES];
+    shoal__hs_hello(LINK_MAGIC, q->na, hello);
+    x->np++;
+    if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello)
+      pend_drop(x->pd, &x->np, x->np - 1);
+  }
+}
+
+/* The decision: this rank and every rank that joined, in their old order, in *p and sent to every member. */
+static int coord_propose(coord_t *x, const shoal__reg_t myreg, proposal_t *p) {
+  int n = x->c->size, me = x->c->rank;
+  member_t *mem = x->mem;
   int m = 1;
   for (int r = me + 1; r < n; r++) m += mem[r].state == M_JOINED;
   p->id = shoal__auth_random_u64() | 1;
@@ -421,9 +440,9 @@ static int coordinate(shoal_comm_t *c, const shoal__reg_t myreg, member_t *mem, 
   unsigned char *b = malloc(blen);
   if (!p->old || !p->regs || !b) {
     free(b);
-    rc = shoal__seterr(SHOAL_ERR_NOMEM, "shrink: out of memory");
+    int rc = shoal__seterr(SHOAL_ERR_NOMEM, "shrink: out of memory");
     send_fail(mem, n, rc, shoal_last_error());
-    goto out;
+    return rc;
   }
   int i = 0;
   p->old[i] = me;
@@ -444,11 +463,47 @@ static int coordinate(shoal_comm_t *c, const shoal__reg_t myreg, member_t *mem, 
     if (mem[r].state == M_JOINED)
       shoal__store_frame_write(mem[r].link_fd, MSG_PROPOSE, b, blen, NULL, 0, shoal__deadline_in(2.0), "shrink");
   free(b);
+  return 0;
+}
+
+/* Wait until every rank above this one joined or is gone; then propose. *p gets the decision. */
+static int coordinate(shoal_comm_t *c, const shoal__reg_t myreg, member_t *mem, shoal__deadline_t dl, proposal_t *p) {
+  int n = c->size, me = c->rank, rc = 0;
+  coord_t x = {.c = c, .mem = mem, .dl = dl};
+  x.pd = calloc(MAX_PEND, sizeof *x.pd);
+  x.pf = calloc((size_t)(1 + MAX_PEND + n), sizeof *x.pf);
+  x.pf_who = calloc((size_t)(1 + MAX_PEND + n), sizeof *x.pf_who);
+  if (!x.pd || !x.pf || !x.pf_who) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "shrink: out of memory");
+    goto out;
+  }
+  for (int r = me + 1; r < n; r++) probe_start(c, r, &mem[r], dl);
+  shoal__sock_set_nonblock(c->w->listen_fd);
+  for (;;) {
+    int open = 0;
+    for (int r = me + 1; r < n; r++) open += mem[r].state != M_JOINED && mem[r].state != M_GONE;
+    if (!open) break;
+    uint64_t now = shoal__now_ns();
+    if ((rc = coord_deadline(&x, now))) goto out;
+    uint64_t until = coord_poll_set(&x, now);
+    int ms = (int)((until > now ? until - now : 0) / 1000000) + 1;
+    int pr = poll(x.pf, (nfds_t)x.k, ms > 1000 ? 1000 : ms);
+    if (pr < 0 && errno != EINTR) {
+      rc = shoal__seterr(SHOAL_ERR_SYSTEM, "poll: %s", strerror(errno));
+      send_fail(mem, n, rc, shoal_last_error());
+      goto out;
+    }
+    if (pr <= 0) continue;
+    coord_members(&x);
+    coord_pending(&x);
+    if (x.pf[0].revents & POLLIN) coord_accept(&x);
+  }
+  rc = coord_propose(&x, myreg, p);
 out:
-  for (int j = 0; j < np; j++) close(pd[j].fd);
-  free(pd);
-  free(pf);
-  free(pf_who);
+  for (int j = 0; j < x.np; j++) close(x.pd[j].fd);
+  free(x.pd);
+  free(x.pf);
+  free(x.pf_who);
   return rc;
 }
 

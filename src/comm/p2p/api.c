@@ -1,4 +1,5 @@
-/* Public point-to-point calls: thin wrappers over the p2p engine. */
+/* Public point-to-point calls (thin wrappers over the p2p engine) and a communicator's accessors (its
+ * rank, size, error and timeout: the state the engine keeps). */
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
@@ -136,4 +137,24 @@ int shoal_recv_any(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype
   rc = shoal__op_end(c, &op, rc);
   if (!rc && src) *src = from;
   return rc;
+}
+
+/* ---- accessors ---- */
+
+int shoal_comm_rank(const shoal_comm_t *c) { return c ? c->rank : -1; }
+int shoal_comm_size(const shoal_comm_t *c) { return c ? c->size : -1; }
+int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
+/* A communicator's own error, else its world's abort (an error on a split or another communicator of the
+ * world aborted it: calls on c return SHOAL_ERR_ABORTED, and this names why). */
+const char *shoal_comm_errmsg(const shoal_comm_t *c) {
+  if (!c) return "";
+  return !c->errmsg[0] && c->w && c->w->aborted ? c->w->abort_msg : c->errmsg;
+}
+
+int shoal_comm_set_timeout(shoal_comm_t *c, double seconds) {
+  if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: communicator is NULL");
+  if (!(seconds > 0) || seconds > 1e7)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_set_timeout: %g s is not in (0, 1e7]", seconds);
+  c->timeout_s = seconds;
+  return 0;
 }

@@ -29,15 +29,12 @@ const char *shoal__opcode_name(int op) {
   return "unknown-op";
 }
 
+/* A dtype off the wire, for messages: the public names (dtype.c), "unknown-dtype" for a byte no dtype has. */
 const char *shoal__dtype_label(int dtype) {
-  static const char *const names[] = {"float32", "float64", "int32", "int64", "bfloat16", "float16", "uint8"};
-  return dtype >= 0 && dtype < (int)(sizeof names / sizeof names[0]) ? names[dtype] : "unknown-dtype";
+  return dtype >= 0 && dtype < SHOAL_DTYPE__COUNT ? shoal_dtype_name((shoal_dtype_t)dtype) : "unknown-dtype";
 }
 
-size_t shoal__dtype_bytes(int dtype) {
-  static const size_t sz[] = {4, 8, 4, 8, 2, 2, 1};
-  return dtype >= 0 && dtype < (int)(sizeof sz / sizeof sz[0]) ? sz[dtype] : 0;
-}
+size_t shoal__dtype_bytes(int dtype) { return dtype >= 0 ? shoal_dtype_size((shoal_dtype_t)dtype) : 0; }
 
 void shoal__hdr_pack(unsigned char *h, int opcode, int dtype, int redop, uint64_t comm_id, uint32_t seq, int32_t tag,
                      uint64_t count, uint64_t bytes) {
@@ -150,7 +147,8 @@ int shoal__comm_reject(shoal_comm_t *c, int status) {
   if (!c || !c->w) return status;
   char me[64], text[700];
   uintptr_t owner = atomic_load(&c->w->owner);
-  if (owner && owner != (uintptr_t)&thread_tag && !shoal__async_is(c->w, owner)) { /* the thread rule first */
+  /* the thread rule first; the progress thread of non-blocking requests calls for the application's threads */
+  if (owner && owner != (uintptr_t)&thread_tag && owner != atomic_load(&c->w->async_tag)) {
     char own[400];
     snprintf(own, sizeof own, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(status));
     return refuse_other_thread(c, "the call", own);
@@ -199,7 +197,7 @@ static int watch_idle(shoal_comm_t *c, const shoal__op_t *op) {
 }
 
 int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
-  if (c->w->async) shoal__async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
+  if (c->w->async_quiesce) c->w->async_quiesce(c->w); /* blocking calls run after pending requests (request.c) */
   uintptr_t me_t = (uintptr_t)&thread_tag, cur = 0;
   if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t)
     return refuse_other_thread(c, shoal__opcode_name(op->opcode), NULL);
@@ -302,8 +300,8 @@ void shoal__world_goodbye(shoal__world_t *w) {
 
 /* ---- header checks ---- */
 
-static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t count, int dtype, int redop, int tag,
-                      uint64_t bytes, int show_redop, int show_tag, int show_bytes) {
+static void side_desc(const shoal__world_t *w, char *out, size_t cap, int opcode, uint32_t seq, uint64_t count,
+                      int dtype, int redop, int tag, uint64_t bytes, int show_redop, int show_tag, int show_bytes) {
   int n = 0;
   if (opcode == SHOAL__OP_SEND)
     n = snprintf(out, cap, "%s count %llu %s", shoal__opcode_name(opcode), (unsigned long long)count,
@@ -315,8 +313,8 @@ static void side_desc(char *out, size_t cap, int opcode, uint32_t seq, uint64_t 
     n += redop >= 0 && redop < SHOAL_REDOP__COUNT ? snprintf(out + n, cap - (size_t)n, " %s", shoal_redop_name(redop))
                                                     : snprintf(out + n, cap - (size_t)n, " redop %d", redop);
   if (show_tag && n < (int)cap) /* an allreduce's tag is its algorithm: ranks that chose differently */
-    n += opcode == SHOAL__OP_ALLREDUCE && tag >= 0 && tag < SHOAL_ALGO__COUNT
-             ? snprintf(out + n, cap - (size_t)n, " algorithm %s", shoal_algo_name((shoal_algo_t)tag))
+    n += opcode == SHOAL__OP_ALLREDUCE && tag >= 0 && tag < SHOAL_ALGO__COUNT && w->algo_name
+             ? snprintf(out + n, cap - (size_t)n, " algorithm %s", w->algo_name((shoal_algo_t)tag))
              : opcode == SHOAL__OP_BROADCAST || opcode == SHOAL__OP_REDUCE
                    ? snprintf(out + n, cap - (size_t)n, " root %d", tag)
                    : snprintf(out + n, cap - (size_t)n, " tag %d", tag);
@@ -368,9 +366,9 @@ int shoal__recv_header(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
   if (opcode != op->opcode || !seq_ok || dtype != op->dtype || count != op->count || redop_bad || tag_bad ||
       bytes_bad) {
     char want[160], got[160];
-    side_desc(want, sizeof want, op->opcode, op->seq, op->count, op->dtype, op->redop, op->tag, req->bytes, redop_bad,
-              tag_bad, bytes_bad);
-    side_desc(got, sizeof got, opcode, seq, count, dtype, redop, tag, bytes, redop_bad, tag_bad, bytes_bad);
+    side_desc(w, want, sizeof want, op->opcode, op->seq, op->count, op->dtype, op->redop, op->tag, req->bytes,
+              redop_bad, tag_bad, bytes_bad);
+    side_desc(w, got, sizeof got, opcode, seq, count, dtype, redop, tag, bytes, redop_bad, tag_bad, bytes_bad);
     char me[64], pd[112];
     rank_desc(c, me, sizeof me);
     peer_desc(c, req->peer, pd, sizeof pd);

@@ -1,5 +1,5 @@
-/* Internal point-to-point layer used by the collectives (coll_*.c).
- * Implemented by the transport (tcp.c, later shm.c) behind comm.c.
+/* Internal point-to-point layer used by the collectives (coll/).
+ * Implemented by the engine (engine.c), which moves bytes through the transports (transport/).
  *
  * Every message carries a header {magic, comm id, op, seq, dtype, redop,
  * tag, count of the collective, payload bytes}. The receiver checks that op,

@@ -4,7 +4,8 @@
  * sorted host order (the topology numbers hosts by their lowest world rank,
  * which changes from one job to the next). Older entries without the matrix,
  * or with 7 numbers (no op overhead), are read too. Rank 0 reads and writes;
- * written with a temporary file and rename, other keys kept. */
+ * written with a temporary file and rename, other keys kept (shoal__tune_store: what `shoal tune` and a
+ * profile write). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "comm/comm_impl.h"
 #include "comm/tune/tune_impl.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -149,4 +151,17 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
                          strerror(e));
   }
   return 0;
+}
+
+int shoal__tune_store(shoal_comm_t *c) {
+  shoal__tune_t *t = c->w->tune;
+  const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
+  if (c->w->rank != 0 || !file || !*file || !t) return 0;
+  int *sorted = malloc((size_t)t->nh * sizeof *sorted);
+  if (!sorted) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
+  shoal__tune_key(c->w, t->key, sizeof t->key, sorted);
+  int rc = shoal__tune_cache_write(file, t->key, t->nh, sorted, t->v, t->lat, t->bw);
+  free(sorted);
+  if (!rc) SHOAL_INFO("TUNING", "profile of %s stored in %s", t->key, file);
+  return rc;
 }

@@ -1,5 +1,5 @@
-/* The tuning profile's life: the SHOAL_TUNE modes at world creation and the
- * store into the cache (cache.c) that `shoal tune` and the profile write. */
+/* The tuning profile's life: the SHOAL_TUNE modes at world creation (the cache file's entry, cache.c, or
+ * a profile, profile.c) and its end. */
 #include "comm/tune/tune.h"
 
 #include <math.h>
@@ -13,19 +13,6 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-
-int shoal__tune_store(shoal_comm_t *c) {
-  shoal__tune_t *t = c->w->tune;
-  const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
-  if (c->w->rank != 0 || !file || !*file || !t) return 0;
-  int *sorted = malloc((size_t)t->nh * sizeof *sorted);
-  if (!sorted) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
-  shoal__tune_key(c->w, t->key, sizeof t->key, sorted);
-  int rc = shoal__tune_cache_write(file, t->key, t->nh, sorted, t->v, t->lat, t->bw);
-  free(sorted);
-  if (!rc) SHOAL_INFO("TUNING", "profile of %s stored in %s", t->key, file);
-  return rc;
-}
 
 static void log_params(const shoal__world_t *w, const shoal__tune_t *t) {
   SHOAL_DEBUG("TUNING", "profile (%s) of %s: shm alpha %.2f us beta %.2f GB/s; net alpha %.2f us beta %.2f GB/s; "

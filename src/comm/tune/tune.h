@@ -1,5 +1,5 @@
 /* The tuning profile of a world: where it comes from and how it is measured
- * (the link model it feeds is model.h).
+ * (the link model it feeds is coll/model.h).
  *
  * A short profile measures, per link class, the time of exchanging S bytes
  * each way for a few sizes and fits t = alpha + beta*S by least squares:
@@ -24,9 +24,9 @@
 
 #include <stdio.h>
 
-#include "comm/tune/model.h"
+#include "comm/coll/model.h"
 
-/* At world creation (comm.c, after the topology and the shm segment): cache
+/* At world creation (world.c, after the topology and the shm segment): cache
  * lookup, optional profile. Collective over the world communicator c. */
 int  shoal__tune_init(shoal_comm_t *c);
 void shoal__tune_free(struct shoal__world *w);
@@ -38,5 +38,7 @@ int  shoal__tune_profile(shoal_comm_t *c, int write_cache);
 /* Print the link model and the chooser's prediction and pick per size for
  * c, one column per algorithm of the table (shoal bench --explain, shoal tune). */
 void shoal__tune_explain(shoal_comm_t *c, FILE *f);
+/* The watch over real allreduces (watch.c): agreements made and re-profiles triggered so far. */
+void shoal__tune_watch_stats(const struct shoal__world *w, unsigned *checks, unsigned *reprofiles);
 
 #endif

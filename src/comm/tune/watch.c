@@ -45,6 +45,9 @@ typedef struct shoal__watch {
   unsigned checks, reprofiles;
 } shoal__watch_t;
 
+static int watching(const shoal_comm_t *c, size_t bytes);
+static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s);
+
 int shoal__tune_watch_init(shoal__world_t *w) {
   const char *mode = shoal__config_str("SHOAL_REPROFILE", "auto");
   int m = !strcmp(mode, "off") ? 0 : !strcmp(mode, "auto") ? 1 : !strcmp(mode, "on") ? 2 : -1;
@@ -60,12 +63,16 @@ int shoal__tune_watch_init(shoal__world_t *w) {
   if (!wt) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
   wt->mode = m, wt->calls = (int)calls, wt->factor = factor, wt->min_bytes = (size_t)min_bytes;
   w->tune->watch = wt;
+  w->tune->watching = watching;
+  w->tune->observe = observe;
   return 0;
 }
 
 void shoal__tune_watch_free(shoal__world_t *w) {
   free(w->tune->watch);
   w->tune->watch = NULL;
+  w->tune->watching = NULL;
+  w->tune->observe = NULL;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -87,7 +94,7 @@ static shoal_comm_t *world_view(shoal_comm_t *c, shoal__watch_t *wt) {
   return v;
 }
 
-int shoal__tune_watching(const shoal_comm_t *c, size_t bytes) {
+static int watching(const shoal_comm_t *c, size_t bytes) {
   const shoal__world_t *w = c->w;
   const shoal__tune_t *t = w->tune;
   const shoal__watch_t *wt = t ? t->watch : NULL;
@@ -95,11 +102,11 @@ int shoal__tune_watching(const shoal_comm_t *c, size_t bytes) {
   return wt->mode != 1 || t->source != 0; /* auto: only with a measured or cached profile */
 }
 
-int shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s) {
+static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s) {
   shoal__world_t *w = c->w;
   shoal__tune_t *t = w->tune;
   shoal__watch_t *wt = t ? t->watch : NULL;
-  if (!shoal__tune_watching(c, bytes) || !(predicted_s > 0) || isinf(predicted_s)) return 0;
+  if (!watching(c, bytes) || !(predicted_s > 0) || isinf(predicted_s)) return 0;
   wt->ratio[wt->n++] = elapsed_s / predicted_s;
   if (wt->n < wt->calls) return 0;
   qsort(wt->ratio, (size_t)wt->n, sizeof *wt->ratio, cmp_double);

@@ -1,6 +1,6 @@
 /* The link model read by the collectives' chooser (model.h): the profile's
  * values where measured or cached, else built-in defaults. */
-#include "comm/tune/model.h"
+#include "comm/coll/model.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,11 +1,12 @@
 /* The link model the collectives are priced with: the tuning profile of a
  * world (measured, cached or built in) as the chooser reads it.
  *
- * Owner: the world (w->tune), created by shoal__tune_init (tune.h). The
+ * Owner: the world (w->tune), created by shoal__tune_init (tune/tune.h). The
  * collectives (coll/) only read it through the functions below; the profile
- * (tune/profile.c) writes it. */
-#ifndef SHOAL_COMM_TUNE_MODEL_H
-#define SHOAL_COMM_TUNE_MODEL_H
+ * (tune/, a layer above the collectives: it measures by running them) writes
+ * it, and its watch over real allreduces hooks in here (watching, observe). */
+#ifndef SHOAL_COMM_COLL_MODEL_H
+#define SHOAL_COMM_COLL_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +36,14 @@ typedef struct shoal__tune {
   double *lat, *bw;
   double links_s;      /* how long the last measurement of the matrix took (0: from the cache) */
   unsigned links_gen;  /* incremented whenever the matrix changes */
-  struct shoal__watch *watch; /* re-profiling from the times of real collectives (watch.c) */
+  /* re-profiling from the times of real collectives (tune/watch.c), which sets these when it starts: the
+   * dispatcher (coll/allreduce.c) asks watching() whether to time an allreduce of `bytes` on c (it reads
+   * the clock only then: two clock reads cost a tenth of a tiny shared-memory allreduce here), then hands
+   * observe() its time against the chooser's prediction (0 or a failure: a re-profile failed). NULL: no
+   * watch. */
+  struct shoal__watch *watch;
+  int (*watching)(const shoal_comm_t *c, size_t bytes);
+  int (*observe)(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s);
   /* the chooser's recent automatic choices (comm id, bytes -> algorithm and
    * its prediction), forgotten when the profile changes (shoal__tune_changed):
    * a training loop asks for the same few sizes every step */
@@ -75,14 +83,6 @@ void shoal__tune_link(const struct shoal__world *w, int a, int b, double *alpha,
 void shoal__tune_host_caps(const struct shoal__world *w, int h, double *out_bw, double *in_bw);
 /* Source of the profile ("measured", "cache", "built-in defaults"). */
 const char *shoal__tune_source(const struct shoal__world *w);
-/* After an allreduce on c (dispatcher): its time against the chooser's
- * prediction; may measure the link matrix again (watch.c). 0 or a failure. */
-int  shoal__tune_observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s);
-/* Whether an allreduce of `bytes` on c would be observed (the caller reads the clock only then: two clock
- * reads cost a tenth of a tiny shared-memory allreduce here). */
-int  shoal__tune_watching(const shoal_comm_t *c, size_t bytes);
-/* Agreements made and re-profiles triggered so far. */
-void shoal__tune_watch_stats(const struct shoal__world *w, unsigned *checks, unsigned *reprofiles);
 /* The profile's values changed: forget cached choices. */
 void shoal__tune_changed(struct shoal__world *w);
 
