@@ -60,7 +60,7 @@ LIB_LAYERS := core comm train sched sim
 LIB_LDLIBS := $(LDLIBS_TRAIN) $(LDLIBS_SCHED) $(LDLIBS_BASE)
 ALL_LDLIBS := $(LDLIBS_SERVE) $(LIB_LDLIBS)
 
-TOOL_SRC := $(wildcard tools/*.c)
+TOOL_SRC := $(wildcard tools/*.c tools/*/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 
 RUNNER_OBJ := $(BUILD)/tests/runner.o $(BUILD)/tests/harness.o

@@ -23,6 +23,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "options.h"
 
 enum { B_ALLREDUCE, B_ALLGATHER, B_REDUCESCATTER, B_BROADCAST };
 static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
@@ -43,100 +44,111 @@ typedef struct bopts {
   double target_s;
 } bopts_t;
 
-static int parse_size(const char *opt, const char *s, size_t *out) {
-  char *end;
-  double v = strtod(s, &end);
-  double mul = 1;
-  if (*end == 'K' || *end == 'k') mul = 1024, end++;
-  else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
-  else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (end == s || *end || v < 0 || v * mul > 64.0 * 1024 * 1024 * 1024) {
-    fprintf(stderr, "shoal bench: %s '%s': expected a size like 8, 64K, 256M\n", opt, s);
+/* What each option applies to (the bits of bench_opts' .when) */
+enum { M_ALLREDUCE, M_REDUCTION, M_BROADCAST, M_STEPS, M_EXPLAIN };
+static int on_allreduce(const void *c) { return ((const bopts_t *)c)->coll == B_ALLREDUCE; }
+static int on_reduction(const void *c) {
+  int coll = ((const bopts_t *)c)->coll;
+  return coll == B_ALLREDUCE || coll == B_REDUCESCATTER;
+}
+static int on_broadcast(const void *c) { return ((const bopts_t *)c)->coll == B_BROADCAST; }
+static int on_steps(const void *c) { return ((const bopts_t *)c)->steps > 0; }
+static int on_explain(const void *c) { return ((const bopts_t *)c)->explain; }
+static void not_allreduce(const void *c, char *b, size_t cap) {
+  snprintf(b, cap, "is for allreduce only (not %s)", coll_names[((const bopts_t *)c)->coll]);
+}
+static void not_reduction(const void *c, char *b, size_t cap) {
+  snprintf(b, cap, "applies to allreduce and reducescatter only (not %s)", coll_names[((const bopts_t *)c)->coll]);
+}
+static void not_broadcast(const void *c, char *b, size_t cap) {
+  snprintf(b, cap, "applies to broadcast only (not %s)", coll_names[((const bopts_t *)c)->coll]);
+}
+static const shoal_opt_mode_t bench_modes[] = {
+    [M_ALLREDUCE] = {on_allreduce, NULL, not_allreduce},
+    [M_REDUCTION] = {on_reduction, NULL, not_reduction},
+    [M_BROADCAST] = {on_broadcast, NULL, not_broadcast},
+    [M_STEPS] = {on_steps, "applies with --steps only", NULL},
+    [M_EXPLAIN] = {on_explain, "applies with --explain only", NULL},
+};
+
+static int parse_dtype(const char *name, const char *v, void *f) { return shoal_dtype_parse(v, f); }
+static int parse_redop(const char *name, const char *v, void *f) { return shoal_redop_parse(v, f); }
+static int parse_algo(const char *name, const char *v, void *f) { return shoal_algo_parse(v, f); }
+
+#define SHOAL_OPTS_STRUCT bopts_t
+#define GIB64 (64.0 * 1024 * 1024 * 1024)
+static const shoal_opt_t bench_opts[] = {
+    OPT_GROUP("sweep:"),
+    OPT_BYTES("-b", "SIZE", minb, 0, GIB64, "smallest message in bytes"),
+    OPT_BYTES("-e", "SIZE", maxb, 0, GIB64, "largest message in bytes"),
+    OPT_DOUBLE("-f", "FACTOR", factor, 1.01, 1024, "size multiplier"),
+    OPT_LONG("-n", "ITERS", iters, 1, 10000000, "timed iterations per size, at least 5", .def = "auto from the warm-up"),
+    OPT_LONG("-w", "WARMUP", warmup, 0, 1000000, "warm-up iterations"),
+    OPT_DOUBLE("-W", "SEC", warm_s, 0, 60,
+               "then more warm-up, about SEC seconds: steady state, as OSU's 200 skipped iterations;\n"
+               "SEC / the warm-up's median calls (1 ms without warm-up), at most 10,000"),
+    OPT_DOUBLE("-T", "SEC", target_s, 0.001, 3600, "target time per size for auto iterations"),
+    OPT_CALL("-d", "DTYPE", dtype, shoal_dtype_t, parse_dtype,
+             "float32|float64|int32|int64|bfloat16|float16 (uint8: allgather and broadcast only)", .def = "float32"),
+    OPT_CALL("-o", "OP", op, shoal_redop_t, parse_redop, "sum|avg|min|max|prod", .def = "sum", .when = 1u << M_REDUCTION),
+    OPT_CALL("-a", "ALGO", algo, shoal_algo_t, parse_algo, "allreduce algorithm, one of the list below", .def = "auto",
+             .when = 1u << M_ALLREDUCE),
+    OPT_INT("-r", "ROOT", root, 0, 1 << 20, "broadcast root", .when = 1u << M_BROADCAST),
+    OPT_FLAG("--check", check, "count wrong elements (#wrong)"),
+    OPT_GROUP("the cost model:"),
+    OPT_FLAG("--explain", explain, "print the cost model's choice per size"),
+    OPT_INT("-p", "RANKS", explain_ranks, 1, 1 << 20, "with --explain: rank count, without launching",
+            .def = "", .when = 1u << M_EXPLAIN),
+    OPT_GROUP("a training-like loop (allreduce):"),
+    OPT_LONG("--steps", "N", steps, 1, 100000000,
+             "N calls of size -b in a loop, as a training job makes them; one line per step\n"
+             "(time, the algorithm, re-profiles of the link watch so far)",
+             .def = "", .when = 1u << M_ALLREDUCE),
+    OPT_DOUBLE("--step-ms", "MS", step_ms, 0, 3600e3, "emulated compute between steps (sleep)", .when = 1u << M_STEPS),
+    OPT_DOUBLE("--seconds", "S", step_s, 0, 1e6, "stop after S seconds (rank 0's clock, agreed by all)",
+               .def = "none", .when = 1u << M_STEPS),
+    OPT_END,
+};
+
+static void bench_more_help(FILE *f) { fprintf(f, "\nallreduce algorithms (-a): %s\n", shoal__algo_list()); }
+
+/* the collective: the one word */
+static int bench_resolve(void *cli, const shoal_opts_res_t *r) {
+  bopts_t *o = cli;
+  if (r->nwords == 0) {
+    shoal_opts_help(r->spec, cli, stderr);
     return 2;
   }
-  *out = (size_t)(v * mul);
+  for (int c = 0; c < 4; c++)
+    if (!strcmp(r->words[0], coll_names[c])) o->coll = c;
+  if (!strcmp(r->words[0], "reduce_scatter")) o->coll = B_REDUCESCATTER;
+  if (o->coll < 0) {
+    fprintf(stderr, "shoal bench: unknown collective '%s' (allreduce, allgather, reducescatter, broadcast)\n",
+            r->words[0]);
+    return 2;
+  }
   return 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: shoal launch -n N -- shoal bench allreduce|allgather|reducescatter|broadcast [options]\n"
-             "  -b SIZE     smallest message in bytes (8)         -e SIZE   largest (256M)\n"
-             "  -f FACTOR   size multiplier (2)                   -n ITERS  timed iterations, at least 5 (auto from warm-up)\n"
-             "  -w WARMUP   warm-up iterations (5)                -d DTYPE  float32|float64|int32|int64|bfloat16|float16\n"
-             "                                                    (uint8: allgather and broadcast only)\n"
-             "  -W SEC      then more warm-up, about SEC seconds (0.02): steady state, as OSU's 200 skipped iterations;\n"
-             "              SEC / the warm-up's median calls (1 ms without warm-up), at most 10,000\n"
-             "  -o OP       sum|avg|min|max|prod (sum)            -a ALGO   allreduce algorithm (auto):\n"
-             "              %s\n"
-             "  -r ROOT     broadcast root (0)                    -T SEC    target time per size for auto iterations (0.2)\n"
-             "  --check     count wrong elements (#wrong)         --explain print the cost model's choice per size\n"
-             "  -p RANKS    with --explain: rank count, without launching\n"
-             "  --steps N   allreduce only: N calls of size -b in a loop, as a training job makes them; one line\n"
-             "              per step (time, the algorithm, re-profiles of the link watch so far)\n"
-             "  --step-ms MS  with --steps: emulated compute between steps (sleep)\n"
-             "  --seconds S with --steps: stop after S seconds (rank 0's clock, agreed by all)\n",
-          shoal__algo_list());
-}
+static const shoal_opts_spec_t bench_spec = {
+    .name = "shoal bench",
+    .usage = "usage: shoal launch -n N -- shoal bench allreduce|allgather|reducescatter|broadcast [options]\n"
+             "A size sweep with nccl-tests columns, run as every rank (docs/performance.md).\n",
+    .opts = bench_opts,
+    .modes = bench_modes,
+    .args = SHOAL_ARGS_WORDS,
+    .max_words = 1,
+    .col = 16,
+    .resolve = bench_resolve,
+    .more_help = bench_more_help,
+};
 
+/* SHOAL_OPTS_GO, or the exit status */
 static int parse_opts(int argc, char **argv, bopts_t *o) {
   *o = (bopts_t){.coll = -1, .minb = 8, .maxb = 256u << 20, .factor = 2, .iters = 0, .warmup = 5, .warm_s = 0.02,
                  .dtype = SHOAL_FLOAT32, .op = SHOAL_SUM, .algo = SHOAL_ALGO_AUTO, .target_s = 0.2};
-  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 1;
-  }
-  for (int c = 0; c < 4; c++)
-    if (!strcmp(argv[1], coll_names[c])) o->coll = c;
-  if (!strcmp(argv[1], "reduce_scatter")) o->coll = B_REDUCESCATTER;
-  if (o->coll < 0) {
-    fprintf(stderr, "shoal bench: unknown collective '%s' (allreduce, allgather, reducescatter, broadcast)\n", argv[1]);
-    return 2;
-  }
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long l;
-    int need = 1, rc = 0;
-    static const char *const valued[] = {"-b", "-e", "-f", "-n", "-w", "-W", "-T", "-d", "-o", "-a", "-r", "-p",
-                                         "--steps", "--step-ms", "--seconds"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) known |= !strcmp(a, valued[k]);
-    if (!strcmp(a, "--check")) o->check = 1, need = 0;
-    else if (!strcmp(a, "--explain")) o->explain = 1, need = 0;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 1;
-    } else if (!known) {
-      fprintf(stderr, "shoal bench: unknown %s '%s' (try --help)\n", a[0] == '-' ? "option" : "argument", a);
-      return 2;
-    } else if (!v) {
-      fprintf(stderr, "shoal bench: option %s needs a value\n", a);
-      return 2;
-    } else if (!strcmp(a, "-b")) rc = parse_size("-b", v, &o->minb);
-    else if (!strcmp(a, "-e")) rc = parse_size("-e", v, &o->maxb);
-    else if (!strcmp(a, "-f")) rc = shoal__parse_double("-f", v, 1.01, 1024, &o->factor);
-    else if (!strcmp(a, "-n")) rc = shoal__parse_long("-n", v, 1, 10000000, &o->iters);
-    else if (!strcmp(a, "-w")) rc = shoal__parse_long("-w", v, 0, 1000000, &o->warmup);
-    else if (!strcmp(a, "-W")) rc = shoal__parse_double("-W", v, 0, 60, &o->warm_s);
-    else if (!strcmp(a, "-T")) rc = shoal__parse_double("-T", v, 0.001, 3600, &o->target_s);
-    else if (!strcmp(a, "-d")) rc = shoal_dtype_parse(v, &o->dtype);
-    else if (!strcmp(a, "-o")) rc = shoal_redop_parse(v, &o->op);
-    else if (!strcmp(a, "-a")) rc = shoal_algo_parse(v, &o->algo);
-    else if (!strcmp(a, "-r") && !(rc = shoal__parse_long("-r", v, 0, 1 << 20, &l))) o->root = (int)l;
-    else if (!strcmp(a, "-p") && !(rc = shoal__parse_long("-p", v, 1, 1 << 20, &l))) o->explain_ranks = (int)l;
-    else if (!strcmp(a, "--steps")) rc = shoal__parse_long("--steps", v, 1, 100000000, &o->steps);
-    else if (!strcmp(a, "--step-ms")) rc = shoal__parse_double("--step-ms", v, 0, 3600e3, &o->step_ms);
-    else if (!strcmp(a, "--seconds")) rc = shoal__parse_double("--seconds", v, 0, 1e6, &o->step_s);
-    if (rc) {
-      if (rc != 2) fprintf(stderr, "shoal bench: %s: %s\n", a, shoal_last_error());
-      return 2;
-    }
-    i += need;
-  }
-  if (o->steps > 0 && o->coll != B_ALLREDUCE) {
-    fprintf(stderr, "shoal bench: --steps is for allreduce only (not %s)\n", coll_names[o->coll]);
-    return 2;
-  }
+  int st = shoal_opts_parse(&bench_spec, argc, argv, o, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
   if (o->minb > o->maxb) {
     fprintf(stderr, "shoal bench: -b %zu is larger than -e %zu\n", o->minb, o->maxb);
     return 2;
@@ -145,7 +157,7 @@ static int parse_opts(int argc, char **argv, bopts_t *o) {
     fprintf(stderr, "shoal bench: %s\n", shoal_last_error());
     return 2;
   }
-  return 0;
+  return SHOAL_OPTS_GO;
 }
 
 static size_t next_size(size_t b, double f) {
@@ -440,10 +452,79 @@ static int steps_loop(run_t *R) {
   return rc ? 1 : 0;
 }
 
+static void print_header(const run_t *R) {
+  const bopts_t *o = R->o;
+  printf("# shoal bench %s: %d ranks, %s %s, algo %s, warm-up %ld, iterations %s, check %s\n", coll_names[o->coll],
+         R->size, shoal_dtype_name(o->dtype), shoal_redop_name(o->op), shoal_algo_name(o->algo), o->warmup,
+         o->iters > 0 ? "fixed" : "auto (rank 0 picks from warm-up, broadcast)", o->check ? "on" : "off");
+  printf("# time = slowest rank per iteration; p50/p99/max over iterations; algbw = S/p50, GB = 1e9 B; "
+         "busbw factor %s\n",
+         o->coll == B_ALLREDUCE ? "2(n-1)/n" : o->coll == B_BROADCAST ? "1" : "(n-1)/n");
+  printf("#%51s %-52s %s\n", "", "out-of-place", "in-place");
+  printf("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s\n", "size(B)", "count", "type",
+         "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong", "p50(us)", "p99(us)", "max(us)",
+         "algbw", "busbw", "#wrong");
+  fflush(stdout);
+}
+
+/* The size sweep: one row per size (rank 0), the average busbw and the wrong elements; 0 or 1. */
+static int sweep(run_t *R, double min_bw) {
+  const bopts_t *o = R->o;
+  if (R->rank == 0) print_header(R);
+  double bw_sum = 0;
+  int bw_n = 0, status = 0;
+  long wrong_total = 0;
+  for (size_t b = o->minb; b <= o->maxb; b = next_size(b, o->factor)) {
+    double S;
+    size_t count = call_count(R, b, &S);
+    if (count == 0) continue;
+    result_t res[2];
+    for (int inplace = 0; inplace < 2; inplace++) {
+      if (o->coll == B_BROADCAST && !inplace) { /* broadcast is in place by API */
+        res[0] = (result_t){.wrong = -2};
+        continue;
+      }
+      int rc = measure(R, count, S, inplace, &res[inplace]);
+      if (rc) {
+        fprintf(stderr, "shoal bench: rank %d: %s %zu B: %s\n", R->rank, coll_names[o->coll], (size_t)S,
+                shoal_comm_errmsg(R->c)[0] ? shoal_comm_errmsg(R->c)
+                : shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(rc));
+        return 1;
+      }
+      bw_sum += res[inplace].busbw;
+      bw_n++;
+      if (res[inplace].wrong > 0) wrong_total += res[inplace].wrong;
+    }
+    if (R->rank == 0) {
+      printf("  %10zu %11zu %8s %5s %5s", (size_t)S, count, shoal_dtype_name(o->dtype),
+             o->coll == B_ALLREDUCE || o->coll == B_REDUCESCATTER ? shoal_redop_name(o->op) : "-", algo_label(R, (size_t)S));
+      if (res[0].wrong == -2) printf(" | %9s %9s %9s %7s %7s %6s", "-", "-", "-", "-", "-", "-");
+      else print_group(&res[0]);
+      print_group(&res[1]);
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  double avg = bw_n ? bw_sum / bw_n : 0;
+  if (R->rank == 0) {
+    if (o->check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
+    printf("# Avg bus bandwidth    : %.4f GB/s\n", avg);
+  }
+  if (wrong_total) status = 1;
+  if (min_bw > 0 && avg < min_bw) {
+    if (R->rank == 0) printf("# FAILED: average busbw %.4f GB/s < SHOAL_BENCH_MIN_BW=%g\n", avg, min_bw);
+    status = 1;
+  }
+  /* the launcher stops every rank once one exits non-zero: let rank 0 print first */
+  fflush(stdout);
+  if (shoal_barrier(R->c) && !status) status = 1;
+  return status;
+}
+
 int shoal_cmd_bench(int argc, char **argv) {
   bopts_t o;
-  int prc = parse_opts(argc, argv, &o);
-  if (prc) return prc == 1 ? 0 : prc;
+  int st = parse_opts(argc, argv, &o);
+  if (st != SHOAL_OPTS_GO) return st;
   if (o.explain && o.explain_ranks > 0) return explain(&o, o.explain_ranks, NULL);
   double min_bw; /* read before the run: a bad value is said at once, not after the whole sweep */
   if (shoal__config_double("SHOAL_BENCH_MIN_BW", 0, 0, 1e9, &min_bw)) {
@@ -461,94 +542,28 @@ int shoal_cmd_bench(int argc, char **argv) {
   if (o.explain) {
     if (R.rank == 0) status = explain(&o, R.size, R.c);
     if (R.rank == 0 && !status) shoal__tune_explain(R.c, stdout); /* fitted model, shm/hier (tune.c) */
-    goto out_comm;
-  }
-  if (o.steps > 0) {
+  } else if (o.steps > 0) {
     status = steps_loop(&R);
-    goto out_comm;
-  }
-  if (o.root >= R.size) {
+  } else if (o.root >= R.size) {
     fprintf(stderr, "shoal bench: -r %d: only %d ranks\n", o.root, R.size);
     status = 2;
-    goto out_comm;
-  }
-  size_t cap = o.maxb + R.es * (size_t)R.size; /* counts round down, so this always fits */
-  R.send = malloc(cap);
-  R.recv = malloc(cap);
-  R.want = o.check ? malloc(cap) : NULL;
-  if (!R.send || !R.recv || (o.check && !R.want)) {
-    fprintf(stderr, "shoal bench: rank %d: no memory for %zu B buffers\n", R.rank, cap);
-    status = 1;
-    goto out_bufs;
-  }
-  memset(R.send, 0, cap); /* fault the pages in before timing */
-  memset(R.recv, 0, cap);
-  if (R.rank == 0) {
-    printf("# shoal bench %s: %d ranks, %s %s, algo %s, warm-up %ld, iterations %s, check %s\n",
-           coll_names[o.coll], R.size, shoal_dtype_name(o.dtype), shoal_redop_name(o.op), shoal_algo_name(o.algo),
-           o.warmup, o.iters > 0 ? "fixed" : "auto (rank 0 picks from warm-up, broadcast)", o.check ? "on" : "off");
-    printf("# time = slowest rank per iteration; p50/p99/max over iterations; algbw = S/p50, GB = 1e9 B; "
-           "busbw factor %s\n",
-           o.coll == B_ALLREDUCE ? "2(n-1)/n" : o.coll == B_BROADCAST ? "1" : "(n-1)/n");
-    printf("#%51s %-52s %s\n", "", "out-of-place", "in-place");
-    printf("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s\n", "size(B)", "count", "type",
-           "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong", "p50(us)", "p99(us)",
-           "max(us)", "algbw", "busbw", "#wrong");
-    fflush(stdout);
-  }
-  double bw_sum = 0;
-  int bw_n = 0;
-  long wrong_total = 0;
-  for (size_t b = o.minb; b <= o.maxb; b = next_size(b, o.factor)) {
-    double S;
-    size_t count = call_count(&R, b, &S);
-    if (count == 0) continue;
-    result_t res[2];
-    for (int inplace = 0; inplace < 2; inplace++) {
-      if (o.coll == B_BROADCAST && !inplace) { /* broadcast is in place by API */
-        res[0] = (result_t){.wrong = -2};
-        continue;
-      }
-      int rc = measure(&R, count, S, inplace, &res[inplace]);
-      if (rc) {
-        fprintf(stderr, "shoal bench: rank %d: %s %zu B: %s\n", R.rank, coll_names[o.coll], (size_t)S,
-                shoal_comm_errmsg(R.c)[0] ? shoal_comm_errmsg(R.c)
-                : shoal_last_error()[0] ? shoal_last_error() : shoal_status_string(rc));
-        status = 1;
-        goto out_bufs;
-      }
-      bw_sum += res[inplace].busbw;
-      bw_n++;
-      if (res[inplace].wrong > 0) wrong_total += res[inplace].wrong;
+  } else {
+    size_t cap = o.maxb + R.es * (size_t)R.size; /* counts round down, so this always fits */
+    R.send = malloc(cap);
+    R.recv = malloc(cap);
+    R.want = o.check ? malloc(cap) : NULL;
+    if (!R.send || !R.recv || (o.check && !R.want)) {
+      fprintf(stderr, "shoal bench: rank %d: no memory for %zu B buffers\n", R.rank, cap);
+      status = 1;
+    } else {
+      memset(R.send, 0, cap); /* fault the pages in before timing */
+      memset(R.recv, 0, cap);
+      status = sweep(&R, min_bw);
     }
-    if (R.rank == 0) {
-      printf("  %10zu %11zu %8s %5s %5s", (size_t)S, count, shoal_dtype_name(o.dtype),
-             o.coll == B_ALLREDUCE || o.coll == B_REDUCESCATTER ? shoal_redop_name(o.op) : "-", algo_label(&R, (size_t)S));
-      if (res[0].wrong == -2) printf(" | %9s %9s %9s %7s %7s %6s", "-", "-", "-", "-", "-", "-");
-      else print_group(&res[0]);
-      print_group(&res[1]);
-      printf("\n");
-      fflush(stdout);
-    }
+    free(R.send);
+    free(R.recv);
+    free(R.want);
   }
-  double avg = bw_n ? bw_sum / bw_n : 0;
-  if (R.rank == 0) {
-    if (o.check) printf("# Out of bounds values : %ld %s\n", wrong_total, wrong_total ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %.4f GB/s\n", avg);
-  }
-  if (wrong_total) status = 1;
-  if (min_bw > 0 && avg < min_bw) {
-    if (R.rank == 0) printf("# FAILED: average busbw %.4f GB/s < SHOAL_BENCH_MIN_BW=%g\n", avg, min_bw);
-    status = 1;
-  }
-  /* the launcher stops every rank once one exits non-zero: let rank 0 print first */
-  fflush(stdout);
-  if (shoal_barrier(R.c) && !status) status = 1;
-out_bufs:
-  free(R.send);
-  free(R.recv);
-  free(R.want);
-out_comm:
   shoal_comm_destroy(R.c);
   return status;
 }

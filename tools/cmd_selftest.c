@@ -12,6 +12,7 @@
 #include "comm/coll/algo.h"
 #include "core/error.h"
 #include "core/config.h"
+#include "options.h"
 #include "shoal/comm.h"
 
 typedef struct st {
@@ -176,24 +177,28 @@ static struct {
   {"sendrecv", t_sendrecv, "ring exchange + send/recv 0->1"},
 };
 
+typedef struct selftest_cli {
+  long count;
+} selftest_cli_t;
+
+#define SHOAL_OPTS_STRUCT selftest_cli_t
+static const shoal_opt_t selftest_opts[] = {
+    OPT_LONG("-c|--count", "ELEMENTS", count, 1, 1L << 26, "elements per call"),
+    OPT_END,
+};
+
+static const shoal_opts_spec_t selftest_spec = {
+    .name = "shoal selftest",
+    .usage = "usage: shoal launch -n N -- shoal selftest [--count ELEMENTS]\n"
+             "Run every collective once per dtype/op with a bit-exact check; one PASS/FAIL line each.\n",
+    .opts = selftest_opts,
+};
+
 int shoal_cmd_selftest(int argc, char **argv) {
-  long count = 1009;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--count") || !strcmp(argv[i], "-c")) {
-      if (i + 1 >= argc) return fprintf(stderr, "shoal selftest: %s needs a value\n", argv[i]), 2;
-      if (shoal__parse_long("--count", argv[++i], 1, 1L << 26, &count)) {
-        fprintf(stderr, "shoal selftest: %s\n", shoal_last_error());
-        return 2;
-      }
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: shoal launch -n N -- shoal selftest [--count ELEMENTS]\n"
-             "Run every collective once per dtype/op with a bit-exact check; one PASS/FAIL line each.\n");
-      return 0;
-    } else {
-      fprintf(stderr, "shoal selftest: unknown option '%s' (try --help)\n", argv[i]);
-      return 2;
-    }
-  }
+  selftest_cli_t c = {.count = 1009};
+  int st = shoal_opts_parse(&selftest_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  long count = c.count;
   st_t s = {.count = (size_t)count};
   if (shoal_comm_init_env(&s.c)) {
     fprintf(stderr, "shoal selftest: %s\n", shoal_last_error());

@@ -11,32 +11,35 @@
 
 #include "comm/tune/tune.h"
 #include "core/config.h"
+#include "options.h"
 #include "shoal/comm.h"
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: shoal launch -n N [--hosts ...] -- shoal tune [--file PATH] [--no-store]\n"
-             "  measures latency and bandwidth per link class (same host / other host), fits the\n"
-             "  alpha-beta model, stores it in PATH (default: SHOAL_TUNE_FILE) and prints the choice\n"
-             "  of allreduce algorithm per size.\n");
-}
+typedef struct tune_cli {
+  const char *file;
+  int no_store;
+} tune_cli_t;
+
+#define SHOAL_OPTS_STRUCT tune_cli_t
+static const shoal_opt_t tune_opts[] = {
+    OPT_STRING("--file", "PATH", file, "store the fitted profile in PATH", .def = "SHOAL_TUNE_FILE", .expect = "a path"),
+    OPT_FLAG("--no-store", no_store, "measure, fit and print; store nothing"),
+    OPT_END,
+};
+
+static const shoal_opts_spec_t tune_spec = {
+    .name = "shoal tune",
+    .usage = "usage: shoal launch -n N [--hosts ...] -- shoal tune [--file PATH] [--no-store]\n"
+             "Measures latency and bandwidth per link class (same host / other host), fits the alpha-beta\n"
+             "model, stores it and prints the choice of allreduce algorithm per size.\n",
+    .opts = tune_opts,
+};
 
 int shoal_cmd_tune(int argc, char **argv) {
-  int store = 1;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--file")) {
-      if (i + 1 >= argc) return fprintf(stderr, "shoal tune: --file needs a value (a path)\n"), 2;
-      setenv("SHOAL_TUNE_FILE", argv[++i], 1);
-    } else if (!strcmp(argv[i], "--no-store")) {
-      store = 0;
-    } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "shoal tune: unknown option '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-  }
+  tune_cli_t t = {0};
+  int st = shoal_opts_parse(&tune_spec, argc, argv, &t, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  int store = !t.no_store;
+  if (t.file) setenv("SHOAL_TUNE_FILE", t.file, 1);
   setenv("SHOAL_TUNE", "off", 1); /* the profile runs below, once */
   shoal_comm_t *c;
   if (shoal_comm_init_env(&c)) {

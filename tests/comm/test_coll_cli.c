@@ -88,7 +88,7 @@ TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
   static const char *const bad[][2] = {
       {"bench allreduce -b 8 -e 8 --bogus", "unknown option '--bogus'"},
       {"bench allreduce -b 8 -e 8 extra", "unknown argument 'extra'"},
-      {"bench allreduce -b", "option -b needs a value"},
+      {"bench allreduce -b", "-b needs a value (a size like 8, 64K, 256M)"},
       {"bench broadcast --steps 2", "--steps is for allreduce only"},
       {"tune --file", "--file needs a value"},
       {"selftest --count", "--count needs a value"},
