@@ -48,6 +48,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "options.h"
 #include "testbed.h"
 
 #define LINE_MAX_BYTES 65536
@@ -89,67 +90,85 @@ static void on_signal(int sig) {
   errno = e;
 }
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal launch -n N [options] -- PROGRAM [ARGS...]\n"
-          "Start N ranks of PROGRAM on this machine, like torchrun/mpirun.\n\n"
-          "  -n, --nranks N    number of ranks (required)\n"
-          "  --port P          rendezvous store port (default 0: the launcher picks a free one)\n"
-          "  --addr A          store address given to the ranks (default SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1;\n"
-          "                    not with --testbed, whose first host holds the store)\n"
-          "  --timeout S       stop every rank after S seconds (exit 124); default: none\n"
-          "  --grace S         seconds between SIGTERM and SIGKILL when stopping ranks (default 3)\n"
-          "  --hosts h1,h2     several machines: not started from here (no ssh); prints the per-host commands\n"
-          "  --no-prefix       do not prefix output lines with [rank]\n"
-          "  --testbed NAME    place the ranks on the hosts of `shoal testbed` NAME (network namespaces):\n"
-          "                    --per-host K ranks per host (default: spread evenly), --place block|rr,\n"
-          "                    --hosts h0,h3 to use only those hosts (docs/testbed.md)\n"
-          "  --bind MODE       core: pin rank r to the (r mod ncpu)-th usable CPU; none; auto (default,\n"
-          "                    SHOAL_BIND): core when the ranks fit on the usable CPUs or shared memory\n"
-          "                    is on (SHOAL_SHM), else none\n"
-          "  --on-failure MODE stop (default): a rank that fails stops the others; continue: the others go\n"
-          "                    on (for programs that shrink, e.g. shoal train --on-failure shrink); restart:\n"
-          "                    continue, and start the rank again as a new process that joins the job\n"
-          "                    (stopped 10 s after the job finished if it never got in)\n"
-          "  --max-restarts K  with restart: at most K restarts in all (default 3)\n\n"
-          "Each rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
-          "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
-          "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
+/* --on-failure: what a failing rank does to the others */
+enum { ON_FAIL_STOP = 0, ON_FAIL_CONTINUE = 1, ON_FAIL_RESTART = 2 };
+
+typedef struct launch_cli {
+  int n, port, no_prefix, per_host, on_failure, max_restarts;
+  double timeout, grace;
+  const char *addr, *hosts, *bind, *testbed, *place;
+} launch_cli_t;
+
+enum { M_TESTBED, M_RESTART };
+static int on_testbed(const void *c) { return ((const launch_cli_t *)c)->testbed != NULL; }
+static int on_restart(const void *c) { return ((const launch_cli_t *)c)->on_failure == ON_FAIL_RESTART; }
+static const shoal_opt_mode_t launch_modes[] = {
+    [M_TESTBED] = {on_testbed, "needs --testbed (the testbed whose hosts the ranks are placed on)", NULL},
+    [M_RESTART] = {on_restart, "applies to --on-failure restart only", NULL},
+};
+
+#define SHOAL_OPTS_STRUCT launch_cli_t
+static const shoal_opt_t launch_opts[] = {
+    OPT_INT("-n|--nranks|--np", "N", n, 1, 4096, "number of ranks (required)", .def = ""),
+    OPT_INT("--port", "P", port, 0, 65535, "rendezvous store port (0: the launcher picks a free one)"),
+    OPT_STRING("--addr", "A", addr,
+               "store address given to the ranks (not with --testbed, whose first host holds the store)",
+               .def = "SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1", .expect = "a host name or address"),
+    OPT_DOUBLE("--timeout", "S", timeout, 0.001, 1e7, "stop every rank after S seconds (exit 124)", .def = "none"),
+    OPT_DOUBLE("--grace", "S", grace, 0, 3600, "seconds between SIGTERM and SIGKILL when stopping ranks"),
+    OPT_STRING("--hosts", "h1,h2", hosts,
+               "several machines: not started from here (no ssh); prints the per-host commands.\n"
+               "With --testbed: use only these hosts of the testbed (h0,h3)",
+               .expect = "host names separated by commas"),
+    OPT_FLAG("--no-prefix", no_prefix, "do not prefix output lines with [rank]"),
+    OPT_CHOICE("--bind", "MODE", bind, "core|none|auto",
+               "core: pin rank r to the (r mod ncpu)-th usable CPU; none; auto: core when the ranks fit on\n"
+               "the usable CPUs or shared memory is on (SHOAL_SHM), else none",
+               .def = "SHOAL_BIND, else auto"),
+    OPT_ENUM("--on-failure", "MODE", on_failure, "stop|continue|restart",
+             "stop: a rank that fails stops the others; continue: the others go on (for programs that\n"
+             "shrink, e.g. shoal train --on-failure shrink); restart: continue, and start the rank again as\n"
+             "a new process that joins the job (stopped 10 s after the job finished if it never got in)"),
+    OPT_INT("--max-restarts", "K", max_restarts, 0, 1000000, "with restart: at most K restarts in all",
+            .when = 1u << M_RESTART),
+    OPT_GROUP("on an emulated cluster (docs/testbed.md):"),
+    OPT_STRING("--testbed", "NAME", testbed, "place the ranks on the hosts of `shoal testbed` NAME (network namespaces)",
+               .expect = "a testbed name"),
+    OPT_INT("--per-host", "K", per_host, 1, 4096, "ranks per host", .def = "spread evenly", .when = 1u << M_TESTBED),
+    OPT_CHOICE("--place", "block|rr", place, "block|rr", "fill hosts in turn (block) or deal ranks round-robin (rr)",
+               .def = "block", .when = 1u << M_TESTBED),
+    OPT_END,
+};
+
+static void launch_more_help(FILE *f) {
+  fprintf(f, "\nEach rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
+             "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
+             "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
 }
+
+static const shoal_opts_spec_t launch_spec = {
+    .name = "shoal launch",
+    .usage = "usage: shoal launch -n N [options] -- PROGRAM [ARGS...]\n"
+             "Start N ranks of PROGRAM on this machine, like torchrun/mpirun.\n",
+    .opts = launch_opts,
+    .modes = launch_modes,
+    .args = SHOAL_ARGS_COMMAND,
+    .col = 22,
+    .more_help = launch_more_help,
+};
 
 /* --testbed placement: which host each rank runs on (testbed.h). */
 static tb_plan_t *tb_plan;
-static const char *tb_name, *tb_place;
-static double tb_per_host;
+static int on_failure = ON_FAIL_STOP;
 
-static int parse_num(const char *opt, const char *s, double min, double max, double *out);
-static int parse_int(const char *opt, const char *s, long min, long max, double *out);
 static void set_env_int(const char *name, long v);
 
-/* The --testbed options; 1 if argv[*i] was one (consumed), 0 if not, -1 on error. */
-static int testbed_opt(int argc, char **argv, int *i) {
-  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-  if (!strcmp(a, "--testbed") || !strcmp(a, "--place")) {
-    if (!v) return fprintf(stderr, "shoal launch: %s needs a value\n", a), -1;
-    *(a[2] == 't' ? &tb_name : &tb_place) = v;
-  } else if (!strcmp(a, "--per-host")) {
-    if (parse_int(a, v, 1, 4096, &tb_per_host)) return -1;
-  } else {
-    return 0;
-  }
-  (*i)++;
-  return 1;
-}
-
 /* Plan the placement; the store address becomes rank 0's host address. */
-static int testbed_setup(int n, const char *hosts, const char **addr) {
-  if (!tb_name) {
-    if (tb_place || tb_per_host > 0) return fprintf(stderr, "shoal launch: --place and --per-host need --testbed\n"), -1;
-    return 0;
-  }
+static int testbed_setup(const launch_cli_t *c, const char **addr) {
+  if (!c->testbed) return 0;
   char err[512];
   tb_plan = malloc(sizeof *tb_plan);
-  if (!tb_plan || shoal__tb_plan(tb_name, hosts, n, (int)tb_per_host, tb_place, tb_plan, err, sizeof err)) {
+  if (!tb_plan || shoal__tb_plan(c->testbed, c->hosts, c->n, c->per_host, c->place, tb_plan, err, sizeof err)) {
     fprintf(stderr, "shoal launch: %s\n", tb_plan ? err : "out of memory");
     return -1;
   }
@@ -187,25 +206,6 @@ static void testbed_child(int r) {
   }
   set_env_int("LOCAL_RANK", tb_plan->local_rank[r]);
   set_env_int("LOCAL_WORLD_SIZE", tb_plan->local_size[h]);
-}
-
-/* A missing value or the parser's error on stderr: -1; else 0. */
-static int parsed(const char *opt, const char *s, int rc) {
-  if (!s) fprintf(stderr, "shoal launch: %s needs a value\n", opt);
-  else if (rc) fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
-  return !s || rc ? -1 : 0;
-}
-
-static int parse_num(const char *opt, const char *s, double min, double max, double *out) {
-  return parsed(opt, s, s ? shoal__parse_double(opt, s, min, max, out) : 0);
-}
-
-/* A count, a port: an integer (2.9 ranks is an error, not 2). */
-static int parse_int(const char *opt, const char *s, long min, long max, double *out) {
-  long v = 0;
-  int rc = parsed(opt, s, s ? shoal__parse_long(opt, s, min, max, &v) : 0);
-  if (!rc) *out = (double)v;
-  return rc;
 }
 
 /* One shell word for the printed commands: as is when it is safe, else in single quotes. */
@@ -357,9 +357,6 @@ static int nth_usable_cpu(const cpu_set_t *set, int k) {
   return -1;
 }
 
-/* --on-failure: what a failing rank does to the others */
-enum { ON_FAIL_STOP = 0, ON_FAIL_CONTINUE = 1, ON_FAIL_RESTART = 2 };
-static int on_failure = ON_FAIL_STOP;
 
 static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, char **prog, rank_proc_t *rp,
                         const cpu_set_t *bind, int joining) {
@@ -427,114 +424,66 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
   return pid;
 }
 
-int shoal_cmd_launch(int argc, char **argv) {
-  int n = 0, prefix = 1;
-  double port_d = 0, timeout = 0, grace = 3, max_restarts = 3;
-  int max_restarts_given = 0;
-  const char *addr = NULL, *hosts = NULL, *bind_mode = NULL, *bind_src = "--bind";
-  int i, tbo;
-  for (i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    double v;
-    if (!strcmp(a, "--")) {
-      i++;
-      break;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "-n") || !strcmp(a, "--nranks") || !strcmp(a, "--np")) {
-      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 4096, &v)) return 2;
-      n = (int)v;
-    } else if (!strcmp(a, "--port")) {
-      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 65535, &port_d)) return 2;
-    } else if (!strcmp(a, "--timeout")) {
-      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0.001, 1e7, &timeout)) return 2;
-    } else if (!strcmp(a, "--grace")) {
-      if (parse_num(a, i + 1 < argc ? argv[++i] : NULL, 0, 3600, &grace)) return 2;
-    } else if (!strcmp(a, "--addr")) {
-      if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --addr needs a value\n"), 2;
-      addr = argv[++i];
-    } else if (!strcmp(a, "--hosts")) {
-      if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --hosts needs a value\n"), 2;
-      hosts = argv[++i];
-    } else if (!strcmp(a, "--bind")) {
-      if (i + 1 >= argc) return fprintf(stderr, "shoal launch: --bind needs a value (core, none or auto)\n"), 2;
-      bind_mode = argv[++i];
-    } else if ((tbo = testbed_opt(argc, argv, &i)) != 0) {
-      if (tbo < 0) return 2;
-    } else if (!strcmp(a, "--no-prefix")) {
-      prefix = 0;
-    } else if (!strcmp(a, "--on-failure")) {
-      const char *mode = i + 1 < argc ? argv[++i] : "";
-      if (!strcmp(mode, "stop"))
-        on_failure = ON_FAIL_STOP;
-      else if (!strcmp(mode, "continue"))
-        on_failure = ON_FAIL_CONTINUE;
-      else if (!strcmp(mode, "restart"))
-        on_failure = ON_FAIL_RESTART;
-      else
-        return fprintf(stderr, "shoal launch: --on-failure '%s': expected stop, continue or restart\n", mode), 2;
-    } else if (!strcmp(a, "--max-restarts")) {
-      if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 0, 1000000, &max_restarts)) return 2;
-      max_restarts_given = 1;
-    } else if (a[0] == '-') {
-      fprintf(stderr, "shoal launch: unknown option '%s'\n", a);
-      usage(stderr);
-      return 2;
-    } else {
-      break; /* the program, without "--" */
-    }
-  }
-  if (max_restarts_given && on_failure != ON_FAIL_RESTART) {
-    fprintf(stderr, "shoal launch: --max-restarts applies to --on-failure restart only\n");
-    return 2;
-  }
-  if (hosts) {
-    const char *p = hosts;
-    if (shoal__list_has_empty(p, ',')) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", hosts), 2;
+/* A launched job: its ranks, their output, and what has happened to them. */
+typedef struct job {
+  const launch_cli_t *c;
+  int n, prefix;
+  const char *addr;
+  int port, store_fd;
+  char **prog;
+  cpu_set_t usable;
+  const cpu_set_t *bind; /* &usable when ranks are pinned, else NULL */
+  rank_proc_t *rp;
+  struct pollfd *pf;
+  int *pf_rank;
+  int running, failed, fail_status, stopped, interrupted, timed_out, nended, restarts, nlost;
+  char lost[512];   /* the ranks lost and tolerated (--on-failure continue|restart) */
+  double t_start, kill_at, out_deadline, joiners_stop_at;
+} job_t;
+
+/* The checks of what the table cannot say: a well-formed --hosts, -n and a program given, the bind mode
+ * (--bind or SHOAL_BIND). SHOAL_OPTS_GO, or the exit status. */
+static int check_cli(const launch_cli_t *c, int nprog, const char **bind_mode, int *shm_on) {
+  if (c->hosts) {
+    const char *p = c->hosts;
+    if (shoal__list_has_empty(p, ',')) return fprintf(stderr, "shoal launch: --hosts '%s': an empty host name\n", p), 2;
     /* names and addresses only: the printed commands carry them to a shell */
     size_t bad = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:,");
     if (p[bad])
       return fprintf(stderr, "shoal launch: --hosts '%s': '%c' in a host name (expected names or addresses "
-                     "separated by commas)\n", hosts, p[bad]), 2;
+                     "separated by commas)\n", p, p[bad]), 2;
   }
-  if (n < 1) {
-    fprintf(stderr, "shoal launch: -n N is required\n");
-    usage(stderr);
-    return 2;
-  }
-  if (i >= argc) {
-    fprintf(stderr, "shoal launch: no program given (shoal launch -n %d -- PROGRAM ARGS)\n", n);
-    return 2;
-  }
-  char **prog = argv + i;
-  if (!bind_mode) bind_mode = shoal__config_str("SHOAL_BIND", "auto"), bind_src = "SHOAL_BIND";
-  if (strcmp(bind_mode, "core") && strcmp(bind_mode, "none") && strcmp(bind_mode, "auto")) {
-    fprintf(stderr, "shoal launch: %s '%s': expected core, none or auto\n", bind_src, bind_mode);
-    return 2;
-  }
-  int shm_on = 1;
-  if (shoal__config_bool("SHOAL_SHM", 1, &shm_on)) {
-    fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
-    return 2;
-  }
-  cpu_set_t usable, *bind = NULL;
-  CPU_ZERO(&usable);
-  if (strcmp(bind_mode, "none") && sched_getaffinity(0, sizeof usable, &usable) == 0 &&
-      (!strcmp(bind_mode, "core") || n <= CPU_COUNT(&usable) || shm_on))
-    bind = &usable;
-  if (tb_name && addr) {
-    fprintf(stderr, "shoal launch: --addr with --testbed: the store is on the testbed's first host\n");
-    return 2;
-  }
-  if (testbed_setup(n, hosts, &addr)) return 2;
+  if (c->n < 1) return fprintf(stderr, "shoal launch: -n N is required (see shoal launch --help)\n"), 2;
+  if (nprog < 1) return fprintf(stderr, "shoal launch: no program given (shoal launch -n %d -- PROGRAM ARGS)\n", c->n), 2;
+  const char *src = "--bind";
+  *bind_mode = c->bind;
+  if (!*bind_mode) *bind_mode = shoal__config_str("SHOAL_BIND", "auto"), src = "SHOAL_BIND";
+  if (strcmp(*bind_mode, "core") && strcmp(*bind_mode, "none") && strcmp(*bind_mode, "auto"))
+    return fprintf(stderr, "shoal launch: %s '%s': expected core, none or auto\n", src, *bind_mode), 2;
+  if (shoal__config_bool("SHOAL_SHM", 1, shm_on)) return fprintf(stderr, "shoal launch: %s\n", shoal_last_error()), 2;
+  if (c->testbed && c->addr)
+    return fprintf(stderr, "shoal launch: --addr with --testbed: the store is on the testbed's first host\n"), 2;
+  return SHOAL_OPTS_GO;
+}
+
+/* The CPUs to pin to, the placement, the store's address and its listening socket. SHOAL_OPTS_GO, or the
+ * exit status. */
+static int open_store(job_t *J, const char *bind_mode, int shm_on) {
+  const launch_cli_t *c = J->c;
+  CPU_ZERO(&J->usable);
+  if (strcmp(bind_mode, "none") && sched_getaffinity(0, sizeof J->usable, &J->usable) == 0 &&
+      (!strcmp(bind_mode, "core") || J->n <= CPU_COUNT(&J->usable) || shm_on))
+    J->bind = &J->usable;
+  const char *addr = c->addr;
+  if (testbed_setup(c, &addr)) return 2;
   const char *addr_src; /* --addr's or the testbed's, else the library's order */
-  const char *given_src = !addr ? NULL : tb_name ? "the testbed" : "--addr";
+  const char *given_src = !addr ? NULL : c->testbed ? "the testbed" : "--addr";
   addr = shoal__boot_store_addr(addr, &addr_src);
   if (given_src) addr_src = given_src;
-  int port = (int)port_d;
-  if (hosts && !tb_plan) {
-    int rc = hosts_instructions(hosts, n, addr, port, prog);
+  J->addr = addr;
+  J->port = c->port;
+  if (c->hosts && !tb_plan) {
+    int rc = hosts_instructions(c->hosts, J->n, addr, J->port, J->prog);
     if (rc) return rc;
   }
   struct in_addr ip;
@@ -544,19 +493,23 @@ int shoal_cmd_launch(int argc, char **argv) {
     return 1;
   }
   if ((ntohl(ip.s_addr) >> 24) != 127) ip.s_addr = htonl(INADDR_ANY);
-  int store_fd = -1, lrc;
+  int lrc;
   if (tb_plan) {
-    if (testbed_listen(&port, &store_fd)) return 1;
-  } else if ((lrc = shoal__sock_listen(ip, port, &store_fd, &port))) {
+    if (testbed_listen(&J->port, &J->store_fd)) return 1;
+  } else if ((lrc = shoal__sock_listen(ip, J->port, &J->store_fd, &J->port))) {
     /* the launcher's port is --port (it does not read SHOAL_MASTER_PORT), not the library's advice */
     if (lrc == SHOAL_ERR_ADDR_IN_USE)
       fprintf(stderr, "shoal launch: --port %d is in use (another job or a stale rank holds it); pick another "
-              "--port, or leave it out to let the launcher choose a free one\n", port);
+              "--port, or leave it out to let the launcher choose a free one\n", J->port);
     else
       fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
     return 1;
   }
+  return SHOAL_OPTS_GO;
+}
 
+/* Signals forwarded, the job's identity, every rank started. SHOAL_OPTS_GO, or the exit status. */
+static int start_ranks(job_t *J) {
   if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK)) {
     perror("shoal launch: pipe");
     return 1;
@@ -572,238 +525,294 @@ int shoal_cmd_launch(int argc, char **argv) {
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  rank_proc_t *rp = calloc((size_t)n, sizeof *rp);
+  J->rp = calloc((size_t)J->n, sizeof *J->rp);
   if (!getenv("SHOAL_JOB_ID")) { /* the job's identity: its store refuses ranks of any other job */
     char job[40];
     snprintf(job, sizeof job, "%016llx-%d", (unsigned long long)shoal__auth_random_u64(), (int)getpid());
     setenv("SHOAL_JOB_ID", job, 1);
   }
-  for (int r = 0; r < n; r++)
-    if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind, 0) < 0) {
+  for (int r = 0; r < J->n; r++)
+    if (spawn_rank(r, J->n, J->addr, J->port, J->store_fd, J->prog, &J->rp[r], J->bind, 0) < 0) {
       fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
       int cnt = 0;
-      signal_all(rp, r, SIGKILL, &cnt);
+      signal_all(J->rp, r, SIGKILL, &cnt);
       for (int k = 0; k < r; k++) /* reaped, not left to init */
-        if (rp[k].running)
-          while (waitpid(rp[k].pid, NULL, 0) < 0 && errno == EINTR) {
+        if (J->rp[k].running)
+          while (waitpid(J->rp[k].pid, NULL, 0) < 0 && errno == EINTR) {
           }
       return 1;
     }
-  if (on_failure != ON_FAIL_RESTART) close(store_fd); /* the ranks own it now (restarts need it here) */
-  int restarts = 0, nlost = 0;
-  char lost[512] = "";
+  if (on_failure != ON_FAIL_RESTART) close(J->store_fd); /* the ranks own it now (restarts need it here) */
+  J->pf = calloc((size_t)(2 * J->n + 1), sizeof *J->pf);
+  J->pf_rank = calloc((size_t)(2 * J->n + 1), sizeof *J->pf_rank);
+  J->running = J->n;
+  J->failed = -1;
+  J->t_start = shoal__now_s();
+  return SHOAL_OPTS_GO;
+}
 
-  struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
-  int *pf_rank = calloc((size_t)(2 * n + 1), sizeof *pf_rank);
-  int running = n, failed = -1, fail_status = 0, stopped = 0, interrupted = 0, timed_out = 0, nended = 0;
-  double t_start = shoal__now_s(), kill_at = 0, out_deadline = 0, joiners_stop_at = 0;
-  for (;;) {
-    /* reap */
-    int st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
-      for (int r = 0; r < n; r++) {
-        if (rp[r].pid != pid || !rp[r].running) continue;
-        if (WIFSTOPPED(st) || WIFCONTINUED(st)) { /* a continue the launcher caused (stopping it) keeps the record */
-          if (!rp[r].signaled_by_us) rp[r].stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
-          continue;
-        }
-        rp[r].running = 0;
-        rp[r].order = ++nended;
-        rp[r].status = st;
-        running--;
-        int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        if (bad && on_failure != ON_FAIL_STOP && !rp[r].signaled_by_us && !interrupted && !timed_out) {
-          char what[128];
-          describe(st, what, sizeof what);
-          nlost++;
-          size_t ul = strlen(lost);
-          if (ul < sizeof lost - 64) snprintf(lost + ul, sizeof lost - ul, "%srank %d %s", ul ? ", " : "", r, what);
-          if (on_failure == ON_FAIL_RESTART && restarts < (int)max_restarts) {
-            restarts++;
-            kill(-rp[r].pid, SIGKILL); /* what is left of its process group */
-            for (int k = 0; k < 2; k++) { /* its last output, then a fresh pair of pipes */
-              if (rp[r].s[k].fd >= 0) {
-                shoal__sock_set_nonblock(rp[r].s[k].fd);
-                while (rp[r].s[k].fd >= 0) {
-                  ssize_t before = (ssize_t)rp[r].s[k].len;
-                  read_stream(&rp[r].s[k], r, prefix);
-                  if (rp[r].s[k].fd >= 0 && (ssize_t)rp[r].s[k].len == before) break; /* EAGAIN */
-                }
-                if (rp[r].s[k].fd >= 0) {
-                  drain_stream(&rp[r].s[k], r, prefix, 1);
-                  close(rp[r].s[k].fd);
-                }
-              }
-              free(rp[r].s[k].buf);
-            }
-            rank_proc_t old = rp[r];
-            memset(&rp[r], 0, sizeof rp[r]);
-            if (spawn_rank(r, n, addr, port, store_fd, prog, &rp[r], bind, 1) < 0) {
-              fprintf(stderr, "shoal launch: rank %d %s; cannot restart it: %s\n", r, what, strerror(errno));
-              rp[r] = old;
-              rp[r].s[0] = (stream_t){-1, 1, NULL, 0};
-              rp[r].s[1] = (stream_t){-1, 2, NULL, 0};
-            } else {
-              running++;
-              rp[r].restarted = 1;
-              fprintf(stderr, "shoal launch: rank %d %s; restarted it (restart %d of at most %d) as a new process "
-                      "that joins the running job\n", r, what, restarts, (int)max_restarts);
-            }
-          } else {
-            fprintf(stderr, "shoal launch: rank %d %s; the other ranks go on (--on-failure %s)\n", r, what,
-                    on_failure == ON_FAIL_RESTART ? "restart, no restarts left" : "continue");
-          }
-          continue;
-        }
-        if (bad && failed < 0 && !rp[r].signaled_by_us && !interrupted && !timed_out) {
-          failed = r;
-          fail_status = st;
-          signal_all(rp, n, SIGTERM, &stopped);
-          kill_at = shoal__now_s() + grace;
-        }
+/* --on-failure restart: rank r ended (`what`); its last output, then a new process that joins the job. */
+static void restart_rank(job_t *J, int r, const char *what) {
+  rank_proc_t *p = &J->rp[r];
+  J->restarts++;
+  kill(-p->pid, SIGKILL); /* what is left of its process group */
+  for (int k = 0; k < 2; k++) { /* its last output, then a fresh pair of pipes */
+    if (p->s[k].fd >= 0) {
+      shoal__sock_set_nonblock(p->s[k].fd);
+      while (p->s[k].fd >= 0) {
+        ssize_t before = (ssize_t)p->s[k].len;
+        read_stream(&p->s[k], r, J->prefix);
+        if (p->s[k].fd >= 0 && (ssize_t)p->s[k].len == before) break; /* EAGAIN */
+      }
+      if (p->s[k].fd >= 0) {
+        drain_stream(&p->s[k], r, J->prefix, 1);
+        close(p->s[k].fd);
       }
     }
-    if (got_signal && !interrupted) {
-      interrupted = got_signal;
-      signal_all(rp, n, interrupted == SIGHUP ? SIGTERM : interrupted, NULL);
-      kill_at = shoal__now_s() + grace;
-    }
-    if (timeout > 0 && !timed_out && failed < 0 && !interrupted && shoal__now_s() - t_start > timeout) {
-      timed_out = 1;
-      signal_all(rp, n, SIGTERM, NULL);
-      kill_at = shoal__now_s() + grace;
-    }
-    if (on_failure == ON_FAIL_RESTART && failed < 0 && !interrupted && !timed_out) {
-      int originals = 0, originals_ok = 0, waiting = 0;
-      for (int r = 0; r < n; r++)
-        if (!rp[r].restarted) {
-          originals++;
-          originals_ok += !rp[r].running && WIFEXITED(rp[r].status) && WEXITSTATUS(rp[r].status) == 0;
-        } else {
-          waiting += rp[r].running && !rp[r].signaled_by_us;
-        }
-      double now = shoal__now_s(), wait_s = grace > JOINER_GRACE_S ? grace : JOINER_GRACE_S;
-      if (originals > 0 && originals_ok == originals && waiting > 0) {
-        if (joiners_stop_at == 0) {
-          joiners_stop_at = now + wait_s;
-        } else if (now >= joiners_stop_at) {
-          for (int r = 0; r < n; r++)
-            if (rp[r].restarted && rp[r].running && !rp[r].signaled_by_us) {
-              fprintf(stderr, "shoal launch: the job finished (every rank never restarted exited 0); rank %d, "
-                      "restarted, was still running %.0f s later (waiting to join): stopped it\n", r, wait_s);
-              signal_rank(&rp[r], SIGTERM);
-            }
-          kill_at = now + grace;
-        }
-      }
-    }
-    if (kill_at > 0 && shoal__now_s() >= kill_at && running > 0) {
-      signal_all(rp, n, SIGKILL, NULL);
-      kill_at = 0;
-    }
-    int np = 0;
-    pf[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
-    for (int r = 0; r < n; r++)
-      for (int k = 0; k < 2; k++)
-        if (rp[r].s[k].fd >= 0) {
-          pf_rank[np] = r * 2 + k;
-          pf[np++] = (struct pollfd){rp[r].s[k].fd, POLLIN, 0};
-        }
-    if (running == 0) {
-      if (np == 1) break;
-      /* pipes still open after every rank exited: an orphan of a rank holds them.
-       * Kill what is left of the ranks' process groups, and bound the wait. */
-      if (out_deadline == 0) {
-        for (int r = 0; r < n; r++) kill(-rp[r].pid, SIGKILL);
-        out_deadline = shoal__now_s() + 1.0;
-      }
-      if (shoal__now_s() > out_deadline) break;
-    }
-    int pr = poll(pf, (nfds_t)np, 100);
-    if (pr < 0 && errno != EINTR) break;
-    if (pr <= 0) continue;
-    if (pf[0].revents) {
-      char b[64];
-      while (read(sig_pipe[0], b, sizeof b) > 0) {
-      }
-    }
-    for (int j = 1; j < np; j++)
-      if (pf[j].revents) read_stream(&rp[pf_rank[j] / 2].s[pf_rank[j] % 2], pf_rank[j] / 2, prefix);
+    free(p->s[k].buf);
   }
-  for (int r = 0; r < n; r++)
-    for (int k = 0; k < 2; k++) {
-      if (rp[r].s[k].fd >= 0) {
-        drain_stream(&rp[r].s[k], r, prefix, 1);
-        close(rp[r].s[k].fd);
+  rank_proc_t old = *p;
+  memset(p, 0, sizeof *p);
+  if (spawn_rank(r, J->n, J->addr, J->port, J->store_fd, J->prog, p, J->bind, 1) < 0) {
+    fprintf(stderr, "shoal launch: rank %d %s; cannot restart it: %s\n", r, what, strerror(errno));
+    *p = old;
+    p->s[0] = (stream_t){-1, 1, NULL, 0};
+    p->s[1] = (stream_t){-1, 2, NULL, 0};
+  } else {
+    J->running++;
+    p->restarted = 1;
+    fprintf(stderr, "shoal launch: rank %d %s; restarted it (restart %d of at most %d) as a new process "
+            "that joins the running job\n", r, what, J->restarts, J->c->max_restarts);
+  }
+}
+
+/* Rank r ended with wait status st: tolerated (and maybe restarted), the job's failure, or its end. */
+static void rank_ended(job_t *J, int r, int st) {
+  rank_proc_t *p = &J->rp[r];
+  p->running = 0;
+  p->order = ++J->nended;
+  p->status = st;
+  J->running--;
+  int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  if (bad && on_failure != ON_FAIL_STOP && !p->signaled_by_us && !J->interrupted && !J->timed_out) {
+    char what[128];
+    describe(st, what, sizeof what);
+    J->nlost++;
+    size_t ul = strlen(J->lost);
+    if (ul < sizeof J->lost - 64) snprintf(J->lost + ul, sizeof J->lost - ul, "%srank %d %s", ul ? ", " : "", r, what);
+    if (on_failure == ON_FAIL_RESTART && J->restarts < J->c->max_restarts) restart_rank(J, r, what);
+    else
+      fprintf(stderr, "shoal launch: rank %d %s; the other ranks go on (--on-failure %s)\n", r, what,
+              on_failure == ON_FAIL_RESTART ? "restart, no restarts left" : "continue");
+    return;
+  }
+  if (bad && J->failed < 0 && !p->signaled_by_us && !J->interrupted && !J->timed_out) {
+    J->failed = r;
+    J->fail_status = st;
+    signal_all(J->rp, J->n, SIGTERM, &J->stopped);
+    J->kill_at = shoal__now_s() + J->c->grace;
+  }
+}
+
+static void reap(job_t *J) {
+  int st;
+  pid_t pid;
+  while ((pid = waitpid(-1, &st, WNOHANG | WUNTRACED | WCONTINUED)) > 0)
+    for (int r = 0; r < J->n; r++) {
+      rank_proc_t *p = &J->rp[r];
+      if (p->pid != pid || !p->running) continue;
+      if (WIFSTOPPED(st) || WIFCONTINUED(st)) { /* a continue the launcher caused (stopping it) keeps the record */
+        if (!p->signaled_by_us) p->stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+        continue;
       }
-      free(rp[r].s[k].buf);
+      rank_ended(J, r, st);
+    }
+}
+
+/* --on-failure restart: once every rank never restarted has exited 0, the restarted ones still waiting to
+ * join get JOINER_GRACE_S (or the grace if longer), then are stopped. */
+static void stop_late_joiners(job_t *J) {
+  int originals = 0, originals_ok = 0, waiting = 0;
+  for (int r = 0; r < J->n; r++)
+    if (!J->rp[r].restarted) {
+      originals++;
+      originals_ok += !J->rp[r].running && WIFEXITED(J->rp[r].status) && WEXITSTATUS(J->rp[r].status) == 0;
+    } else {
+      waiting += J->rp[r].running && !J->rp[r].signaled_by_us;
+    }
+  double now = shoal__now_s(), wait_s = J->c->grace > JOINER_GRACE_S ? J->c->grace : JOINER_GRACE_S;
+  if (originals == 0 || originals_ok != originals || waiting == 0) return;
+  if (J->joiners_stop_at == 0) {
+    J->joiners_stop_at = now + wait_s;
+  } else if (now >= J->joiners_stop_at) {
+    for (int r = 0; r < J->n; r++)
+      if (J->rp[r].restarted && J->rp[r].running && !J->rp[r].signaled_by_us) {
+        fprintf(stderr, "shoal launch: the job finished (every rank never restarted exited 0); rank %d, "
+                "restarted, was still running %.0f s later (waiting to join): stopped it\n", r, wait_s);
+        signal_rank(&J->rp[r], SIGTERM);
+      }
+    J->kill_at = now + J->c->grace;
+  }
+}
+
+/* A signal to forward, the --timeout, late joiners, the SIGKILL after the grace. */
+static void watch(job_t *J) {
+  if (got_signal && !J->interrupted) {
+    J->interrupted = got_signal;
+    signal_all(J->rp, J->n, J->interrupted == SIGHUP ? SIGTERM : J->interrupted, NULL);
+    J->kill_at = shoal__now_s() + J->c->grace;
+  }
+  if (J->c->timeout > 0 && !J->timed_out && J->failed < 0 && !J->interrupted &&
+      shoal__now_s() - J->t_start > J->c->timeout) {
+    J->timed_out = 1;
+    signal_all(J->rp, J->n, SIGTERM, NULL);
+    J->kill_at = shoal__now_s() + J->c->grace;
+  }
+  if (on_failure == ON_FAIL_RESTART && J->failed < 0 && !J->interrupted && !J->timed_out) stop_late_joiners(J);
+  if (J->kill_at > 0 && shoal__now_s() >= J->kill_at && J->running > 0) {
+    signal_all(J->rp, J->n, SIGKILL, NULL);
+    J->kill_at = 0;
+  }
+}
+
+/* Forward what the ranks wrote, for up to 100 ms. 1 once every rank has ended and its output is read. */
+static int pump(job_t *J) {
+  int np = 0;
+  J->pf[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
+  for (int r = 0; r < J->n; r++)
+    for (int k = 0; k < 2; k++)
+      if (J->rp[r].s[k].fd >= 0) {
+        J->pf_rank[np] = r * 2 + k;
+        J->pf[np++] = (struct pollfd){J->rp[r].s[k].fd, POLLIN, 0};
+      }
+  if (J->running == 0) {
+    if (np == 1) return 1;
+    /* pipes still open after every rank exited: an orphan of a rank holds them.
+     * Kill what is left of the ranks' process groups, and bound the wait. */
+    if (J->out_deadline == 0) {
+      for (int r = 0; r < J->n; r++) kill(-J->rp[r].pid, SIGKILL);
+      J->out_deadline = shoal__now_s() + 1.0;
+    }
+    if (shoal__now_s() > J->out_deadline) return 1;
+  }
+  int pr = poll(J->pf, (nfds_t)np, 100);
+  if (pr < 0 && errno != EINTR) return 1;
+  if (pr <= 0) return 0;
+  if (J->pf[0].revents) {
+    char b[64];
+    while (read(sig_pipe[0], b, sizeof b) > 0) {
+    }
+  }
+  for (int j = 1; j < np; j++)
+    if (J->pf[j].revents) read_stream(&J->rp[J->pf_rank[j] / 2].s[J->pf_rank[j] % 2], J->pf_rank[j] / 2, J->prefix);
+  return 0;
+}
+
+/* The job failed: blame the cause, not the first to exit: a rank killed by a signal the launcher did not
+ * send (its peers notice within milliseconds and may be reaped before it), else a rank that was stopped
+ * (its peers time out), else the first rank that failed. The exit status. */
+static int report_failure(job_t *J) {
+  rank_proc_t *rp = J->rp;
+  int blame = J->failed, stop_blame = -1, fail_status = J->fail_status;
+  char what[128];
+  for (int r = 0; r < J->n; r++) {
+    if (killed_from_outside(&rp[r]) && (!killed_from_outside(&rp[blame]) || rp[r].order < rp[blame].order)) blame = r;
+    if (rp[r].stop_sig && stop_blame < 0) stop_blame = r;
+  }
+  int blame_sig = killed_from_outside(&rp[blame]);
+  if (!blame_sig && stop_blame >= 0) {
+    describe(fail_status, what, sizeof what);
+    fprintf(stderr, "shoal launch: rank %d was stopped by signal %d (%s) and stopped answering; rank %d then %s; "
+            "stopped the other %d rank%s\n", stop_blame, rp[stop_blame].stop_sig, strsignal(rp[stop_blame].stop_sig),
+            J->failed, what, J->stopped, J->stopped == 1 ? "" : "s");
+  } else {
+    fail_status = rp[blame].status;
+    describe(fail_status, what, sizeof what);
+    char first[160] = "";
+    if (blame != J->failed) {
+      char fw[128];
+      describe(rp[J->failed].status, fw, sizeof fw);
+      snprintf(first, sizeof first, " (rank %d %s first, after losing it)", J->failed, fw);
+    }
+    if (J->stopped)
+      fprintf(stderr, "shoal launch: rank %d %s%s; stopped the other %d rank%s\n", blame, what, first, J->stopped,
+              J->stopped == 1 ? "" : "s");
+    else
+      fprintf(stderr, "shoal launch: rank %d %s%s\n", blame, what, first);
+  }
+  int rc = WIFSIGNALED(fail_status) ? 128 + WTERMSIG(fail_status) : WEXITSTATUS(fail_status);
+  return rc ? rc : 1;
+}
+
+/* Ranks were lost and tolerated: the job succeeded if the ranks still there at the end all exited 0. */
+static int report_losses(job_t *J) {
+  int ok = 0, first_bad = -1, rc = 0;
+  for (int r = 0; r < J->n; r++) {
+    if (WIFEXITED(J->rp[r].status) && WEXITSTATUS(J->rp[r].status) == 0)
+      ok++;
+    else if (first_bad < 0 && WIFEXITED(J->rp[r].status))
+      first_bad = r;
+  }
+  if (first_bad >= 0 || ok == 0) {
+    rc = first_bad >= 0 ? WEXITSTATUS(J->rp[first_bad].status) : 1;
+    fprintf(stderr, "shoal launch: %s after losing %s\n", first_bad >= 0 ? "a rank failed" : "every rank was lost", J->lost);
+    if (first_bad >= 0) fprintf(stderr, "shoal launch: rank %d exited with status %d\n", first_bad, rc);
+  } else {
+    fprintf(stderr, "shoal launch: the job finished with %d rank%s exiting 0 after losing %d (%s; %d restart%s; "
+            "--on-failure %s)\n", ok, ok == 1 ? "" : "s", J->nlost, J->lost, J->restarts, J->restarts == 1 ? "" : "s",
+            on_failure == ON_FAIL_RESTART ? "restart" : "continue");
+  }
+  return rc;
+}
+
+/* Run the job to its end; the exit status. */
+static int run_job(job_t *J) {
+  for (;;) {
+    reap(J);
+    watch(J);
+    if (pump(J)) break;
+  }
+  for (int r = 0; r < J->n; r++)
+    for (int k = 0; k < 2; k++) {
+      if (J->rp[r].s[k].fd >= 0) {
+        drain_stream(&J->rp[r].s[k], r, J->prefix, 1);
+        close(J->rp[r].s[k].fd);
+      }
+      free(J->rp[r].s[k].buf);
     }
   int rc = 0;
-  char what[128];
-  if (failed >= 0) {
-    /* Blame the cause, not the first to exit: a rank killed by a signal the
-     * launcher did not send (its peers notice within milliseconds and may be
-     * reaped before it), else a rank that was stopped (its peers time out),
-     * else the first rank that failed. */
-    int blame = failed, stop_blame = -1;
-    for (int r = 0; r < n; r++) {
-      if (killed_from_outside(&rp[r]) && (!killed_from_outside(&rp[blame]) || rp[r].order < rp[blame].order))
-        blame = r;
-      if (rp[r].stop_sig && stop_blame < 0) stop_blame = r;
-    }
-    int blame_sig = killed_from_outside(&rp[blame]);
-    if (!blame_sig && stop_blame >= 0) {
-      describe(fail_status, what, sizeof what);
-      fprintf(stderr, "shoal launch: rank %d was stopped by signal %d (%s) and stopped answering; rank %d then %s; "
-              "stopped the other %d rank%s\n", stop_blame, rp[stop_blame].stop_sig, strsignal(rp[stop_blame].stop_sig),
-              failed, what, stopped, stopped == 1 ? "" : "s");
-    } else {
-      fail_status = rp[blame].status;
-      describe(fail_status, what, sizeof what);
-      char first[160] = "";
-      if (blame != failed) {
-        char fw[128];
-        describe(rp[failed].status, fw, sizeof fw);
-        snprintf(first, sizeof first, " (rank %d %s first, after losing it)", failed, fw);
-      }
-      if (stopped)
-        fprintf(stderr, "shoal launch: rank %d %s%s; stopped the other %d rank%s\n", blame, what, first, stopped,
-                stopped == 1 ? "" : "s");
-      else
-        fprintf(stderr, "shoal launch: rank %d %s%s\n", blame, what, first);
-    }
-    rc = WIFSIGNALED(fail_status) ? 128 + WTERMSIG(fail_status) : WEXITSTATUS(fail_status);
-    if (rc == 0) rc = 1;
-  } else if (interrupted) {
-    fprintf(stderr, "shoal launch: %s received; forwarded to the %d ranks\n", strsignal(interrupted), n);
-    rc = 128 + interrupted;
-  } else if (timed_out) {
-    fprintf(stderr, "shoal launch: --timeout %g s reached; stopped all %d ranks\n", timeout, n);
+  if (J->failed >= 0) {
+    rc = report_failure(J);
+  } else if (J->interrupted) {
+    fprintf(stderr, "shoal launch: %s received; forwarded to the %d ranks\n", strsignal(J->interrupted), J->n);
+    rc = 128 + J->interrupted;
+  } else if (J->timed_out) {
+    fprintf(stderr, "shoal launch: --timeout %g s reached; stopped all %d ranks\n", J->c->timeout, J->n);
     rc = 124;
-  } else if (nlost) {
-    /* a lost rank was tolerated; the job succeeded if the ranks still there at the end all exited 0 */
-    int ok = 0, first_bad = -1;
-    for (int r = 0; r < n; r++) {
-      if (WIFEXITED(rp[r].status) && WEXITSTATUS(rp[r].status) == 0)
-        ok++;
-      else if (first_bad < 0 && WIFEXITED(rp[r].status))
-        first_bad = r;
-    }
-    if (first_bad >= 0 || ok == 0) {
-      rc = first_bad >= 0 ? WEXITSTATUS(rp[first_bad].status) : 1;
-      fprintf(stderr, "shoal launch: %s after losing %s\n",
-              first_bad >= 0 ? "a rank failed" : "every rank was lost", lost);
-      if (first_bad >= 0) fprintf(stderr, "shoal launch: rank %d exited with status %d\n", first_bad, rc);
-    } else {
-      fprintf(stderr, "shoal launch: the job finished with %d rank%s exiting 0 after losing %d (%s; %d restart%s; "
-              "--on-failure %s)\n", ok, ok == 1 ? "" : "s", nlost, lost, restarts, restarts == 1 ? "" : "s",
-              on_failure == ON_FAIL_RESTART ? "restart" : "continue");
-    }
+  } else if (J->nlost) {
+    rc = report_losses(J);
   }
-  if (on_failure == ON_FAIL_RESTART) close(store_fd);
-  free(pf);
-  free(pf_rank);
-  free(rp);
   return rc;
+}
+
+int shoal_cmd_launch(int argc, char **argv) {
+  launch_cli_t c = {.grace = 3, .max_restarts = 3};
+  shoal_opts_res_t res;
+  int st = shoal_opts_parse(&launch_spec, argc, argv, &c, &res);
+  if (st != SHOAL_OPTS_GO) return st;
+  const char *bind_mode;
+  int shm_on = 1;
+  if ((st = check_cli(&c, res.ncmd, &bind_mode, &shm_on)) != SHOAL_OPTS_GO) return st;
+  on_failure = c.on_failure;
+  job_t *J = calloc(1, sizeof *J);
+  if (!J) return 1;
+  *J = (job_t){.c = &c, .n = c.n, .prefix = !c.no_prefix, .prog = res.cmd, .store_fd = -1};
+  if ((st = open_store(J, bind_mode, shm_on)) == SHOAL_OPTS_GO && (st = start_ranks(J)) == SHOAL_OPTS_GO)
+    st = run_job(J);
+  if (on_failure == ON_FAIL_RESTART && J->store_fd >= 0) close(J->store_fd);
+  free(J->pf);
+  free(J->pf_rank);
+  free(J->rp);
+  free(J);
+  return st;
 }

@@ -31,6 +31,7 @@
 #include "sched/place.h"
 #include "live.h"
 #include "sched/policy.h"
+#include "options.h"
 #include "testbed.h"
 
 #define COMMENT_TAG "shoal:"
@@ -115,55 +116,70 @@ static void shq(char *dst, size_t cap, const char *s) {
   dst[n] = 0;
 }
 
-int shoal_cmd_submit(int argc, char **argv) {
-  const char *tb = NULL, *name = "shoal-job", *model = "resnet50", *output = NULL;
-  long gpus = 1, minw = 0, maxw = 0;
-  double work = 0;
-  int i = 1;
-  for (; i < argc && strcmp(argv[i], "--"); i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    char *e = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: shoal submit [--testbed NAME] [--gpus N] [--min N] [--max N] [--model NAME] [--work STEPS]\n"
+typedef struct submit_cli {
+  const char *tb, *name, *model, *output;
+  long gpus, minw, maxw;
+  double work;
+} submit_cli_t;
+
+/* --work STEPS: the job's length in steps, > 0 */
+static int parse_work(const char *n, const char *v, void *f) {
+  char *e;
+  double w = strtod(v, &e);
+  if (*e || !(w > 0)) return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': steps > 0", n, v);
+  *(double *)f = w;
+  return 0;
+}
+
+#define SHOAL_OPTS_STRUCT submit_cli_t
+static const shoal_opt_t submit_opts[] = {
+    OPT_STRING("--testbed", "NAME", tb, "the Slurm of `shoal testbed up --slurm` NAME", .expect = "a testbed name"),
+    OPT_LONG("--gpus", "N", gpus, 1, 4096, "GPUs (workers) the job asks for"),
+    OPT_LONG("--min", "N", minw, 1, 4096, "fewest workers the job runs with (elastic policies)", .def = "--gpus"),
+    OPT_LONG("--max", "N", maxw, 1, 4096, "most workers the job runs with (elastic policies)", .def = "--gpus"),
+    OPT_STRING("--model", "NAME", model, "the job's model, for the speed model"),
+    OPT_CALL("--work", "STEPS", work, double, parse_work, "the job's length in steps", .def = "unknown",
+             .expect = "steps > 0"),
+    OPT_STRING("--name", "NAME", name, "Slurm's job name"),
+    OPT_STRING("--output", "FILE", output, "the job's output (appended)", .def = "Slurm's", .expect = "a file"),
+    OPT_END,
+};
+
+static const shoal_opts_spec_t submit_spec = {
+    .name = "shoal submit",
+    .usage = "usage: shoal submit [--testbed NAME] [--gpus N] [--min N] [--max N] [--model NAME] [--work STEPS]\n"
              "                    [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
              "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..:model=..:work=..'\n"
              "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
              "allocation (one task per node, --gres gpu:<workers on that node>, SHOAL_MASTER_ADDR = the first node);\n"
              "a USR1 to the batch script asks for a checkpoint before a preemption or resize: the job exits\n"
              SHOAL_EXIT_REQUEUE_STR " after checkpointing (requeue me); exit 0 means finished (shoal train --preemptible\n"
-             "does both). Prints the Slurm job id.\n");
-      return 0;
-    }
-    if (!v) return fprintf(stderr, "shoal submit: %s needs a value\n", a), 2;
-    if (!strcmp(a, "--testbed")) tb = v;
-    else if (!strcmp(a, "--name")) name = v;
-    else if (!strcmp(a, "--model")) model = v;
-    else if (!strcmp(a, "--output")) output = v;
-    else if (!strcmp(a, "--gpus") || !strcmp(a, "--min") || !strcmp(a, "--max")) {
-      long x = strtol(v, &e, 10);
-      if (*e || x < 1 || x > 4096) return fprintf(stderr, "shoal submit: %s '%s': 1..4096\n", a, v), 2;
-      if (a[2] == 'g') gpus = x;
-      else if (a[3] == 'i') minw = x;
-      else maxw = x;
-    } else if (!strcmp(a, "--work")) {
-      work = strtod(v, &e);
-      if (*e || !(work > 0)) return fprintf(stderr, "shoal submit: --work '%s': steps > 0\n", v), 2;
-    } else return fprintf(stderr, "shoal submit: unknown option '%s' (shoal submit --help)\n", a), 2;
-    i++;
-  }
-  if (i >= argc - 1) return fprintf(stderr, "shoal submit: no command (shoal submit --gpus 2 -- shoal train ...)\n"), 2;
+             "does both). Prints the Slurm job id.\n",
+    .opts = submit_opts,
+    .args = SHOAL_ARGS_AFTER_DDASH,
+};
+
+int shoal_cmd_submit(int argc, char **argv) {
+  submit_cli_t c = {.name = "shoal-job", .model = "resnet50", .gpus = 1};
+  shoal_opts_res_t res;
+  int st = shoal_opts_parse(&submit_spec, argc, argv, &c, &res);
+  if (st != SHOAL_OPTS_GO) return st;
+  if (res.ncmd < 1) return fprintf(stderr, "shoal submit: no command (shoal submit --gpus 2 -- shoal train ...)\n"), 2;
+  const char *tb = c.tb, *name = c.name, *model = c.model, *output = c.output;
+  long gpus = c.gpus, minw = c.minw, maxw = c.maxw;
+  double work = c.work;
   if (!minw) minw = gpus;
   if (!maxw) maxw = gpus;
   if (minw > gpus || maxw < gpus) return fprintf(stderr, "shoal submit: need --min <= --gpus <= --max\n"), 2;
-  for (const char *c = model; *c; c++)
-    if (*c == ':' || *c == '=' || *c == ' ' || *c == '\'')
+  for (const char *ch = model; *ch; ch++)
+    if (*ch == ':' || *ch == '=' || *ch == ' ' || *ch == '\'')
       return fprintf(stderr, "shoal submit: --model '%s': no ':', '=', quote or space\n", model), 2;
   if (enter_testbed(tb)) return 1;
   char cmd[8192], q[1024];
   size_t n = 0;
   n += (size_t)snprintf(cmd + n, sizeof cmd - n, "srun --kill-on-bad-exit=1 -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1");
-  for (int k = i + 1; k < argc && n < sizeof cmd; k++) {
-    shq(q, sizeof q, argv[k]);
+  for (int k = 0; k < res.ncmd && n < sizeof cmd; k++) {
+    shq(q, sizeof q, res.cmd[k]);
     n += (size_t)snprintf(cmd + n, sizeof cmd - n, " %s", q);
   }
   if (n >= sizeof cmd - 1) return fprintf(stderr, "shoal submit: command too long\n"), 2;
@@ -1058,55 +1074,57 @@ static int tick(live_t *L, const jstate_t *js, int njs) {
   return 0;
 }
 
-static void serve_usage(FILE *f) {
-  fprintf(f, "usage: shoal sched serve [--testbed NAME] [--policy NAME[:k=v...]] [--journal FILE] [--tick S]\n"
-             "                         [--grace S] [--restart-cost S] [--retries N] [--until-done N] [--max-time S]\n"
-             "                         [--throughputs FILE --gpu TYPE [--raw-spread]] [--log FILE]\n"
+typedef struct serve_cli {
+  const char *tb, *policy, *journal, *log, *throughputs, *gpu;
+  double tick, grace, max_time, restart_cost;
+  long until, retries;
+  int raw_spread;
+} serve_cli_t;
+
+static int on_table(const void *c) { return ((const serve_cli_t *)c)->throughputs != NULL; }
+static const shoal_opt_mode_t serve_modes[] = {{on_table, "applies with --throughputs only (the speed table)", NULL}};
+
+#undef SHOAL_OPTS_STRUCT
+#define SHOAL_OPTS_STRUCT serve_cli_t
+static const shoal_opt_t serve_opts[] = {
+    OPT_STRING("--testbed", "NAME", tb, "the Slurm of `shoal testbed up --slurm` NAME", .expect = "a testbed name"),
+    OPT_STRING("--policy", "NAME[:k=v...]", policy, "a shoal policy with its parameters (shoal sim --help lists them)",
+               .expect = "a policy name"),
+    OPT_STRING("--journal", "FILE", journal, "the epoch and placements given; a restarted controller reads it and\n"
+               "adopts the running jobs", .expect = "a file"),
+    OPT_DOUBLE("--tick", "S", tick, 0, 1e7, "seconds between looks at Slurm (at least 0.05)"),
+    OPT_DOUBLE("--grace", "S", grace, 0, 1e7,
+               "seconds a preempted job has to checkpoint and exit (" SHOAL_EXIT_REQUEUE_STR ") before it is killed"),
+    OPT_DOUBLE("--restart-cost", "S", restart_cost, 0, 1e7, "what a preemption or resize costs a job (the policies weigh it)"),
+    OPT_LONG("--retries", "N", retries, 0, 1000000, "requeues of a job that failed on its own before it is reported failed"),
+    OPT_LONG("--until-done", "N", until, 0, 1000000, "exit once N shoal jobs ended", .def = "never"),
+    OPT_DOUBLE("--max-time", "S", max_time, 0, 1e7, "exit (status 3) after S seconds", .def = "never"),
+    OPT_STRING("--throughputs", "FILE", throughputs, "job speeds from this table (the one `shoal sim --speed table`\n"
+               "reads)", .def = "the analytic model", .expect = "a file"),
+    OPT_STRING("--gpu", "TYPE", gpu, "the table's GPU type", .when = 1u, .expect = "v100, p100 or k80"),
+    OPT_FLAG("--raw-spread", raw_spread, "table: keep spread/consolidated ratios > 1", .when = 1u),
+    OPT_STRING("--log", "FILE", log, "the controller's log (appended)", .def = "the standard output", .expect = "a file"),
+    OPT_END,
+};
+
+static const shoal_opts_spec_t serve_spec = {
+    .name = "shoal sched serve",
+    .usage = "usage: shoal sched serve [--testbed NAME] [--policy NAME[:k=v...]] [--journal FILE] [options]\n"
              "Controller beside Slurm: places the jobs `shoal submit` left held, with a shoal policy (the simulator's\n"
-             "policy objects, on the live clock), through scontrol. --until-done N: exit once N shoal jobs ended.\n"
-             "--journal (default ./shoal-live.journal): the epoch and placements given; a restarted controller\n"
-             "reads it and adopts the running jobs. --grace: seconds a preempted job has to checkpoint and exit\n"
-             "(" SHOAL_EXIT_REQUEUE_STR ") before it is killed; --restart-cost: what a preemption or resize costs a job\n"
-             "(the policies weigh it); --retries: requeues of a job that failed on its own before it is reported\n"
-             "failed. Speeds: the analytic model, or --throughputs (the table `shoal sim --speed table` reads).\n"
-             "Defaults: policy fifo, tick 0.5 s, grace 5 s, restart cost 10 s, 1 retry.\n");
-}
+             "policy objects, on the live clock), through scontrol (docs/live.md).\n",
+    .opts = serve_opts,
+    .modes = serve_modes,
+};
 
 int shoal_sched_serve(int argc, char **argv) {
-  const char *tb = NULL, *policy = "fifo", *jpath = "shoal-live.journal", *logp = NULL, *tput = NULL, *gpu = "v100";
-  double tick_s = 0.5, grace = 5, max_time = 0, restart_cost = 10;
-  long until = 0, retries = 1;
-  int raw_spread = 0;
-  for (int i = 2; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return serve_usage(stdout), 0;
-    if (!strcmp(a, "--raw-spread")) {
-      raw_spread = 1;
-      continue;
-    }
-    if (!v) return fprintf(stderr, "shoal sched serve: %s needs a value\n", a), 2;
-    char *e = NULL;
-    if (!strcmp(a, "--testbed")) tb = v;
-    else if (!strcmp(a, "--policy")) policy = v;
-    else if (!strcmp(a, "--journal")) jpath = v;
-    else if (!strcmp(a, "--log")) logp = v;
-    else if (!strcmp(a, "--throughputs")) tput = v;
-    else if (!strcmp(a, "--gpu")) gpu = v;
-    else if (!strcmp(a, "--tick") || !strcmp(a, "--grace") || !strcmp(a, "--max-time") || !strcmp(a, "--restart-cost")) {
-      double d = strtod(v, &e);
-      if (*e || !(d >= 0) || d > 1e7) return fprintf(stderr, "shoal sched serve: %s '%s': seconds >= 0\n", a, v), 2;
-      if (a[2] == 't') tick_s = d > 0.05 ? d : 0.05;
-      else if (a[2] == 'g') grace = d;
-      else if (a[2] == 'r') restart_cost = d;
-      else max_time = d;
-    } else if (!strcmp(a, "--until-done") || !strcmp(a, "--retries")) {
-      long x = strtol(v, &e, 10);
-      if (*e || x < 0 || x > 1000000) return fprintf(stderr, "shoal sched serve: %s '%s': a count >= 0\n", a, v), 2;
-      if (a[2] == 'u') until = x;
-      else retries = x;
-    } else return fprintf(stderr, "shoal sched serve: unknown option '%s' (shoal sched serve --help)\n", a), 2;
-    i++;
-  }
+  serve_cli_t c = {.policy = "fifo", .journal = "shoal-live.journal", .gpu = "v100", .tick = 0.5, .grace = 5,
+                   .restart_cost = 10, .retries = 1};
+  int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  const char *tb = c.tb, *policy = c.policy, *jpath = c.journal, *logp = c.log, *tput = c.throughputs, *gpu = c.gpu;
+  double tick_s = c.tick > 0.05 ? c.tick : 0.05, grace = c.grace, max_time = c.max_time, restart_cost = c.restart_cost;
+  long until = c.until, retries = c.retries;
+  int raw_spread = c.raw_spread;
   if (enter_testbed(tb)) return 1;
   live_t *L = calloc(1, sizeof *L);
   if (!L) return 1;

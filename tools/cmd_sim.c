@@ -16,6 +16,7 @@
 #include "sched/ps_policy.h"
 #include "sched/ps_replan.h"
 #include "sim/sim.h"
+#include "options.h"
 
 #define PHILLY_CSV "../shared/data/philly/philly.csv"
 
@@ -62,59 +63,228 @@ static const scenario_t scen[] = {
 };
 #define NSCEN ((int)(sizeof scen / sizeof scen[0]))
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal sim [--scenario NAME | --trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
-          "                 [--policy P1,P2,...] [--out DIR] [--seed S] [options]\n"
-          "\nscenarios (contended; later flags override their settings; default without workload flags: synthetic):\n");
+/* Everything `shoal sim` is told. */
+typedef struct sim_cli {
+  shoal_workload_opts_t wo;
+  shoal_sim_config_t cfg;
+  shoal_cluster_group_t flags; /* the cluster flags (one group) */
+  shoal_net_t net;
+  const char *trace, *cluster_file, *out, *policies, *speed, *throughputs, *gpu, *write_trace, *scenario, *tag;
+  int no_progress, raw_spread, csv, no_header, lower_bound;
+  long report[2];              /* --report-jobs K0:K1 (K1 < 0: all) */
+  double lb_slot, lb_time, load_scale;
+  const scenario_t *sc;        /* the scenario in force, if any */
+  const char *scen_trace;      /* its Philly trace, found beside the repository */
+} sim_cli_t;
+
+/* What options apply to (the bits of sim_opts' .when) */
+enum { M_TRACE, M_TRACE_SAMPLE, M_TABLE };
+static int on_trace(const void *c) { return ((const sim_cli_t *)c)->trace != NULL; }
+static int on_table(const void *c) { return !strcmp(((const sim_cli_t *)c)->speed, "table"); }
+static void not_table(const void *c, char *b, size_t cap) {
+  snprintf(b, cap, "applies to --speed table only (the speed model is %s)", ((const sim_cli_t *)c)->speed);
+}
+static const shoal_opt_mode_t sim_modes[] = {
+    [M_TRACE] = {on_trace, "applies to a Philly trace only, not to --synthetic", NULL},
+    [M_TRACE_SAMPLE] = {on_trace, "applies to a Philly trace only (--synthetic N sets the number of synthetic jobs)", NULL},
+    [M_TABLE] = {on_table, NULL, not_table},
+};
+
+/* --window A:B (seconds after the first submission) */
+static int parse_window(const char *n, const char *v, void *f) {
+  shoal_workload_opts_t *wo = f;
+  char *e;
+  double a = strtod(v, &e), b = 0;
+  int ok = *e == ':' && a >= 0;
+  if (ok) b = strtod(e + 1, &e), ok = !*e && b > a;
+  if (!ok) return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected A:B, seconds after the first submission, 0 <= A < B", n, v);
+  wo->window_start_s = a;
+  wo->window_end_s = b;
+  return 0;
+}
+
+/* --report-jobs K0:K1 (arrival ranks) */
+static int parse_report(const char *n, const char *v, void *f) {
+  long *k = f;
+  char *e;
+  errno = 0;
+  long k0 = strtol(v, &e, 10), k1 = -1;
+  int ok = *e == ':' && k0 >= 0 && !errno;
+  if (ok) k1 = strtol(e + 1, &e, 10), ok = !*e && k1 > k0 && !errno;
+  if (!ok) return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected K0:K1, arrival ranks with 0 <= K0 < K1", n, v);
+  k[0] = k0;
+  k[1] = k1;
+  return 0;
+}
+
+#define SHOAL_OPTS_STRUCT sim_cli_t
+#define W(m) (1u << (m))
+static const shoal_opt_t sim_opts[] = {
+    OPT_GROUP("workload:"),
+    OPT_STRING("--scenario", "NAME", scenario, "a contended scenario (the list below): its settings, which later flags\n"
+               "override", .def = "synthetic without workload flags", .expect = "a scenario name"),
+    OPT_STRING("--trace", "FILE", trace, "Philly-derived CSV (timestamp,duration,num_gpus,gpu_time,cluster) or shoal job CSV",
+               .expect = "a file"),
+    OPT_LONG("--synthetic", "N", wo.synth_jobs, 1, SHOAL__SIM_SYNTH_JOBS_MAX, "N Philly-like synthetic jobs"),
+    OPT_DOUBLE("--load", "L", wo.load, SHOAL__SIM_LOAD_MIN, SHOAL__SIM_LOAD_MAX,
+               "synthetic offered load, fraction of the cluster's GPUs"),
+    OPT_ENUM("--arrivals", "poisson|bursty", wo.poisson, "bursty|poisson",
+             "synthetic arrival process (bursty: the trace's H2 gaps, cv 15.1)"),
+    OPT_DOUBLE("--load-scale", "X", load_scale, 1e-3, 1e3,
+               "divide every arrival time by X (X x the offered load; traces and synthetic)"),
+    OPT_U64("--seed", "S", wo.seed, 0, 0, "seed of the generator, model assignment and policies"),
+    OPT_DOUBLE("--ps-fraction", "F", wo.ps_fraction, 0, 1, "share of jobs made parameter-server jobs"),
+    OPT_DOUBLE("--ps-ratio", "K", wo.ps_ratio, 1e-6, 1, "PSs per worker of PS jobs, ceil(K*W)"),
+    OPT_FLAG("--pollux-filter", wo.pollux_filter, "Philly: keep duration >= 60 s and gpu_time < 1000 GPU-h",
+             .when = W(M_TRACE)),
+    OPT_CALL("--window", "A:B", wo, shoal_workload_opts_t, parse_window,
+             "Philly: keep jobs submitted in [A, B) seconds after the first", .expect = "A:B", .when = W(M_TRACE)),
+    OPT_LONG("--sample", "N", wo.sample, 1, 100000000,
+             "Philly: keep a seeded sample of N jobs (like --window and --pollux-filter, not applied\n"
+             "to a shoal job CSV)", .def = "all", .when = W(M_TRACE_SAMPLE)),
+    OPT_STRING("--write-trace", "FILE", write_trace, "write the workload as a shoal job CSV and continue", .expect = "a file"),
+    OPT_CALL("--report-jobs", "K0:K1", report[0], long, parse_report,
+             "job statistics over jobs with arrival rank in [K0, K1) (warm-up/drain window)", .def = "all",
+             .expect = "K0:K1"),
+    OPT_GROUP("cluster (racks default to min(16, machines); an explicit --racks above --machines is an error):"),
+    OPT_STRING("--cluster", "FILE", cluster_file, "INI or JSON cluster file (docs/simulator.md), instead of the flags below",
+               .expect = "a file"),
+    OPT_INT("--machines", "N", flags.machines, 1, 1000000, "machines"),
+    OPT_INT("--gpus-per-machine", "G", flags.per_machine.gpus, 0, SHOAL_MAX_GPUS_PER_MACHINE, "GPUs per machine"),
+    OPT_INT("--racks", "R", flags.racks, 1, 1000000, "racks"),
+    OPT_DOUBLE("--oversub", "O", net.oversub, 1, 1e6, "rack uplink oversubscription"),
+    OPT_DOUBLE("--cpus-per-machine", "C", flags.per_machine.cpus, 1e-3, 1e6, "cores per machine"),
+    OPT_DOUBLE("--mem-gb-per-machine", "M", flags.per_machine.mem_gb, 1e-3, 1e9, "memory per machine, GB"),
+    OPT_DOUBLE("--nic-gbps", "B", flags.nic_gbps, 1e-6, 1e9, "NIC bandwidth, Gb/s"),
+    OPT_DOUBLE("--intra-gbps", "B", net.intra_gbps, 1e-6, 1e9, "GPU-GPU bandwidth inside a machine, Gb/s"),
+    OPT_GROUP("model and engine:"),
+    OPT_CHOICE("--speed", "analytic|table", speed, "analytic|table", "speed model"),
+    OPT_STRING("--throughputs", "FILE", throughputs, "Gavel throughputs.json for --speed table", .expect = "a file",
+               .when = W(M_TABLE)),
+    OPT_STRING("--gpu", "TYPE", gpu, "GPU type of the table: v100, p100, k80", .expect = "v100, p100 or k80",
+               .when = W(M_TABLE)),
+    OPT_FLAG("--raw-spread", raw_spread, "table: keep spread/consolidated ratios > 1 (default: clamp to 1)",
+             .when = W(M_TABLE)),
+    OPT_DOUBLE("--restart-cost", "S", cfg.restart_cost, 0, SHOAL__SIM_RESTART_COST_MAX,
+               "seconds lost on resume, resize, migration"),
+    OPT_DOUBLE("--start-cost", "S", cfg.start_cost, 0, 1e9, "seconds lost on the first start"),
+    OPT_DOUBLE("--checkpoint", "S", cfg.checkpoint_s, 0, 1e12,
+               "preempted jobs lose work since the last multiple of S s of run time (0: none)"),
+    OPT_DOUBLE("--horizon", "S", cfg.horizon_s, 0, 1e15, "stop after S simulated seconds (unfinished jobs are counted)",
+               .def = "none"),
+    OPT_FLAG("--check", cfg.check, "verify invariants at every step (also SHOAL_SIM_CHECK=1)"),
+    OPT_GROUP("output:"),
+    OPT_STRING("--policy", "LIST", policies,
+               "comma list; parameters as name:key=value:key=value (at most 127 characters per policy)",
+               .def = "all", .expect = "policies separated by commas"),
+    OPT_STRING("--out", "DIR", out, "per-job CSV, timeline CSV, summary.json, jct_cdf.svg, queue_cdf.svg,\n"
+               "ftf_cdf.svg, utilization.svg", .expect = "a directory"),
+    OPT_FLAG("--no-progress", no_progress, "no progress bar (it is drawn only on a terminal anyway)"),
+    OPT_FLAG("--csv", csv, "one CSV row per policy (summary.json's names) instead of the table"),
+    OPT_FLAG("--no-header", no_header, "CSV without its header line"),
+    OPT_STRING("--tag", "TEXT", tag, "first CSV column (sweep label)"),
+    OPT_FLAG("--lower-bound", lower_bound,
+             "offline lower bound on total flow time (slots of --lb-slot; LP limited to --lb-time;\n"
+             "LB_solo/LB_srpt above 3000 jobs) and every policy's flow in the same slots (policy none:\n"
+             "the bound alone)"),
+    OPT_DOUBLE("--lb-slot", "S", lb_slot, 1, 1e7, "the lower bound's slot, seconds"),
+    OPT_DOUBLE("--lb-time", "S", lb_time, 0.1, 1e5, "the lower bound's LP time limit, seconds"),
+    OPT_END,
+};
+
+static void sim_more_help(FILE *f) {
+  fprintf(f, "\nscenarios (contended; later flags override their settings):\n");
   for (int i = 0; i < NSCEN; i++) fprintf(f, "  %-12s %s\n", scen[i].name, scen[i].desc);
-  fprintf(f,
-          "\nworkload:\n"
-          "  --trace FILE          Philly-derived CSV (timestamp,duration,num_gpus,gpu_time,cluster) or shoal job CSV\n"
-          "  --synthetic N         N Philly-like synthetic jobs (default when no trace: 1000)\n"
-          "  --load L              synthetic offered load, fraction of the cluster's GPUs (default 0.8)\n"
-          "  --arrivals poisson|bursty  synthetic arrival process (default bursty: the trace's H2 gaps, cv 15.1)\n"
-          "  --load-scale X        divide every arrival time by X (X x the offered load; traces and synthetic)\n"
-          "  --seed S              seed of the generator, model assignment and policies (default 1)\n"
-          "  --ps-fraction F       share of jobs made parameter-server jobs (default 0)\n"
-          "  --ps-ratio K          PSs per worker of PS jobs, ceil(K*W) (default 0.5)\n"
-          "  --pollux-filter       Philly: keep duration >= 60 s and gpu_time < 1000 GPU-h\n"
-          "  --window A:B          Philly: keep jobs submitted in [A, B) seconds after the first\n"
-          "  --sample N            Philly: keep a seeded sample of N jobs (an error with --synthetic;\n"
-          "                        like --window and --pollux-filter, not applied to a shoal job CSV)\n"
-          "  --write-trace FILE    write the workload as a shoal job CSV and continue\n"
-          "  --report-jobs K0:K1   job statistics over jobs with arrival rank in [K0, K1) (warm-up/drain window)\n"
-          "\ncluster (default 256 machines x 8 GPUs, 16 racks; racks default to min(16, machines),\n"
-          "an explicit --racks above --machines is an error):\n"
-          "  --cluster FILE        INI or JSON cluster file (docs/simulator.md)\n"
-          "  --machines N --gpus-per-machine G --racks R --oversub O --cpus-per-machine C\n"
-          "  --mem-gb-per-machine M --nic-gbps B --intra-gbps B\n"
-          "\nmodel and engine:\n"
-          "  --speed analytic|table   speed model (default analytic)\n"
-          "  --throughputs FILE    Gavel throughputs.json for --speed table (default ../shared/data/gavel/throughputs.json)\n"
-          "  --gpu TYPE            GPU type of the table: v100, p100, k80 (default v100)\n"
-          "  --raw-spread          table: keep spread/consolidated ratios > 1 (default: clamp to 1)\n"
-          "  --restart-cost S      seconds lost on resume, resize, migration (default 30)\n"
-          "  --start-cost S        seconds lost on the first start (default 0)\n"
-          "  --checkpoint S        preempted jobs lose work since the last multiple of S s of run time (default 0: none)\n"
-          "  --horizon S           stop after S simulated seconds (unfinished jobs are counted)\n"
-          "  --check               verify invariants at every step (also SHOAL_SIM_CHECK=1)\n"
-          "\noutput:\n"
-          "  --policy LIST         comma list; parameters as name:key=value:key=value (default all;\n"
-          "                        at most 127 characters per policy)\n"
-          "  --out DIR             per-job CSV, timeline CSV, summary.json, jct_cdf.svg, queue_cdf.svg,\n"
-          "                        ftf_cdf.svg, utilization.svg\n"
-          "  --no-progress         no progress bar (it is drawn only on a terminal anyway)\n"
-          "  --csv                 one CSV row per policy (summary.json's names) instead of the table\n"
-          "  --no-header           CSV without its header line     --tag TEXT  first CSV column (sweep label)\n"
-          "  --lower-bound         offline lower bound on total flow time (slots of --lb-slot S, default 3600;\n"
-          "                        LP limited to --lb-time S, default 60; LB_solo/LB_srpt above 3000 jobs) and every\n"
-          "                        policy's flow in the same slots (policy none: the bound alone)\n"
-          "\npolicies:\n");
+  fprintf(f, "\npolicies:\n");
   for (int i = 0; shoal__policy_at(i); i++)
     fprintf(f, "  %-9s %s\n            params: %s\n", shoal__policy_at(i)->name, shoal__policy_at(i)->summary,
             shoal__policy_at(i)->params);
 }
+
+/* The scenario's settings, for what the command line did not set; the trace it names. 0, or 2 after an error. */
+static int apply_scenario(sim_cli_t *c, const shoal_opts_res_t *r) {
+  const char *name = c->scenario;
+  int any = shoal_opts_given(r, "--trace") || shoal_opts_given(r, "--synthetic") || shoal_opts_given(r, "--cluster") ||
+            shoal_opts_given(r, "--machines");
+  if (!name && !any) name = "synthetic";
+  for (int i = 0; name && i < NSCEN; i++)
+    if (!strcmp(scen[i].name, name)) c->sc = &scen[i];
+  if (name && !c->sc) {
+    fprintf(stderr, "shoal sim: --scenario '%s': unknown (", name);
+    for (int i = 0; i < NSCEN; i++) fprintf(stderr, "%s%s", i ? ", " : "", scen[i].name);
+    fprintf(stderr, ")\n");
+    return 2;
+  }
+  const scenario_t *sc = c->sc;
+  if (!sc) return 0;
+#define UNLESS(opt) if (!shoal_opts_given(r, opt))
+  if (sc->philly) {
+    if (!shoal_opts_given(r, "--trace")) {
+      static char found[1100];
+      char tried[2400];
+      if (!(c->scen_trace = philly_csv(found, sizeof found, tried, sizeof tried))) {
+        fprintf(stderr, "shoal sim: --scenario %s needs the Philly trace: not at %s; give it with --trace FILE\n",
+                sc->name, tried);
+        return 2;
+      }
+    }
+    UNLESS("--window") c->wo.window_start_s = sc->win_a, c->wo.window_end_s = sc->win_b;
+    UNLESS("--sample") c->wo.sample = sc->jobs;
+    UNLESS("--pollux-filter") c->wo.pollux_filter = sc->pollux;
+  } else {
+    UNLESS("--synthetic") c->wo.synth_jobs = sc->jobs;
+    UNLESS("--load") c->wo.load = sc->load;
+    UNLESS("--arrivals") c->wo.poisson = sc->poisson;
+  }
+  UNLESS("--machines") c->flags.machines = sc->machines;
+  UNLESS("--gpus-per-machine") c->flags.per_machine.gpus = sc->gpus;
+  UNLESS("--racks") c->flags.racks = sc->machines >= 16 ? sc->machines / 16 : 1;
+  UNLESS("--report-jobs") c->report[0] = sc->k0, c->report[1] = sc->k1;
+  UNLESS("--load-scale") c->load_scale = sc->load_scale;
+#undef UNLESS
+  return 0;
+}
+
+/* The scenario, then the workload: a trace (given or the scenario's) or synthetic jobs, not both. */
+static int sim_resolve(void *cli, const shoal_opts_res_t *r) {
+  sim_cli_t *c = cli;
+  int rc = apply_scenario(c, r);
+  if (rc) return rc;
+  int synth = shoal_opts_given(r, "--synthetic") > 0;
+  if (!c->trace && !synth) c->trace = c->scen_trace;
+  if (c->trace && synth) {
+    fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
+    return 2;
+  }
+  static const char *const cluster_flags[] = {"--machines", "--gpus-per-machine", "--racks", "--cpus-per-machine",
+                                              "--mem-gb-per-machine", "--nic-gbps", "--oversub", "--intra-gbps"};
+  int flags = 0;
+  for (size_t k = 0; k < sizeof cluster_flags / sizeof *cluster_flags; k++) flags |= shoal_opts_given(r, cluster_flags[k]);
+  if (c->cluster_file && flags) {
+    fprintf(stderr, "shoal sim: give --cluster FILE or cluster flags, not both\n");
+    return 2;
+  }
+  if (!c->cluster_file && c->flags.racks > c->flags.machines) {
+    if (shoal_opts_given(r, "--racks")) {
+      fprintf(stderr, "shoal sim: --racks=%d: more than the %d machines (--machines)\n", c->flags.racks, c->flags.machines);
+      return 2;
+    }
+    c->flags.racks = c->flags.machines; /* default 16 racks: at most one per machine */
+  }
+  return 0;
+}
+
+static const shoal_opts_spec_t sim_spec = {
+    .name = "shoal sim",
+    .usage = "usage: shoal sim [--scenario NAME | --trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
+             "                 [--policy P1,P2,...] [--out DIR] [--seed S] [options]\n"
+             "Run scheduling policies over a trace or a synthetic workload on a simulated cluster and compare\n"
+             "them (docs/simulator.md).\n",
+    .opts = sim_opts,
+    .modes = sim_modes,
+    .resolve = sim_resolve,
+    .more_help = sim_more_help,
+};
 
 typedef struct {
   char name[128];
@@ -368,242 +538,56 @@ static int workload_lower_bound(shoal_workload_t *w, shoal_cluster_t *cl, const 
   return rc;
 }
 
-static const char *need(int argc, char **argv, int *i) {
-  if (*i + 1 >= argc) return NULL;
-  return argv[++*i];
-}
-
-int shoal_cmd_sim(int argc, char **argv) {
-  shoal_workload_opts_t wo;
-  shoal__workload_opts_default(&wo);
-  shoal_sim_config_t cfg;
-  shoal__sim_config_default(&cfg);
+/* One run of shoal sim: the inputs made from the command line, the policies and their results. */
+typedef struct sim {
+  sim_cli_t *c;
   shoal_cluster_spec_t cs;
-  shoal__cluster_spec_default(&cs);
-  const char *trace = NULL, *cluster_file = NULL, *out = NULL, *policies = NULL, *speed_name = "analytic";
-  const char *throughputs = "../shared/data/gavel/throughputs.json", *gpu = "v100", *write_trace = NULL;
-  int have_synth = 0, progress = 1, raw_spread = 0, flags_cluster = 0, racks_given = 0, sample_given = 0;
-  const char *philly_only = NULL, *table_only = NULL; /* an option given that applies to these only */
-  shoal_cluster_group_t flags = cs.group[0];
-  shoal_net_t net = cs.net;
-  int rc = 0;
-  long k0 = 0, k1 = -1;
-  int csv = 0, header = 1, lower_bound = 0;
-  double lb_slot = 3600, lb_time = 60, load_scale = 1;
-  const char *tag = "-", *scen_trace = NULL;
-  /* scenario first: its settings are defaults that later flags override */
-  const scenario_t *sc = NULL;
-  {
-    const char *name = NULL;
-    int any = 0, trace_given = 0; /* --trace FILE names a scenario's trace itself */
-    for (int i = 1; i < argc; i++) {
-      if (!strcmp(argv[i], "--scenario") && i + 1 < argc) name = argv[i + 1];
-      trace_given |= !strcmp(argv[i], "--trace");
-      if (!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--synthetic") || !strcmp(argv[i], "--cluster") ||
-          !strcmp(argv[i], "--machines"))
-        any = 1;
-    }
-    if (!name && !any) name = "synthetic";
-    for (int i = 0; name && i < NSCEN; i++)
-      if (!strcmp(scen[i].name, name)) sc = &scen[i];
-    if (name && !sc) {
-      fprintf(stderr, "shoal sim: --scenario '%s': unknown (", name);
-      for (int i = 0; i < NSCEN; i++) fprintf(stderr, "%s%s", i ? ", " : "", scen[i].name);
-      fprintf(stderr, ")\n");
-      return 2;
-    }
-    if (sc) {
-      if (sc->philly) {
-        static char found[1100];
-        char tried[2400];
-        scen_trace = trace_given ? NULL : philly_csv(found, sizeof found, tried, sizeof tried);
-        if (!trace_given && !scen_trace) {
-          fprintf(stderr, "shoal sim: --scenario %s needs the Philly trace: not at %s; give it with --trace FILE\n",
-                  sc->name, tried);
-          return 2;
-        }
-        wo.window_start_s = sc->win_a;
-        wo.window_end_s = sc->win_b;
-        wo.sample = sc->jobs;
-        wo.pollux_filter = sc->pollux;
-      } else {
-        wo.synth_jobs = sc->jobs;
-        wo.load = sc->load;
-        wo.poisson = sc->poisson;
-      }
-      flags.machines = sc->machines;
-      flags.per_machine.gpus = sc->gpus;
-      flags.racks = sc->machines >= 16 ? sc->machines / 16 : 1;
-      k0 = sc->k0;
-      k1 = sc->k1;
-      load_scale = sc->load_scale;
-    }
-  }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    double d;
-    long l;
-#define VAL()                                                          \
-  do {                                                                 \
-    if (!(v = need(argc, argv, &i))) {                                 \
-      fprintf(stderr, "shoal sim: %s needs a value\n", a);             \
-      return 2;                                                        \
-    }                                                                  \
-  } while (0)
-#define DBL(lo, hi, dst)                                               \
-  do {                                                                 \
-    VAL();                                                             \
-    if (shoal__parse_double(a, v, lo, hi, &d)) goto bad_value;         \
-    dst = d;                                                           \
-  } while (0)
-#define LNG(lo, hi, dst)                                               \
-  do {                                                                 \
-    VAL();                                                             \
-    if (shoal__parse_long(a, v, lo, hi, &l)) goto bad_value;           \
-    dst = l;                                                           \
-  } while (0)
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--trace")) { VAL(); trace = v; }
-    else if (!strcmp(a, "--synthetic")) { LNG(1, SHOAL__SIM_SYNTH_JOBS_MAX, wo.synth_jobs); have_synth = 1; }
-    else if (!strcmp(a, "--load")) DBL(SHOAL__SIM_LOAD_MIN, SHOAL__SIM_LOAD_MAX, wo.load);
-    else if (!strcmp(a, "--seed")) { VAL(); char *e; errno = 0; wo.seed = strtoull(v, &e, 10); if (*e || errno || !*v) goto bad_value_msg; }
-    else if (!strcmp(a, "--ps-fraction")) DBL(0, 1, wo.ps_fraction);
-    else if (!strcmp(a, "--ps-ratio")) DBL(1e-6, 1, wo.ps_ratio);
-    else if (!strcmp(a, "--pollux-filter")) wo.pollux_filter = 1, philly_only = a;
-    else if (!strcmp(a, "--window")) {
-      VAL();
-      philly_only = a;
-      char *e;
-      wo.window_start_s = strtod(v, &e);
-      if (*e != ':' || !(wo.window_start_s >= 0)) goto bad_value_msg;
-      wo.window_end_s = strtod(e + 1, &e);
-      if (*e || !(wo.window_end_s > wo.window_start_s)) goto bad_value_msg;
-    } else if (!strcmp(a, "--report-jobs")) {
-      VAL();
-      char *e;
-      errno = 0;
-      k0 = strtol(v, &e, 10);
-      if (*e != ':' || k0 < 0 || errno) goto bad_value_msg;
-      k1 = strtol(e + 1, &e, 10);
-      if (*e || k1 <= k0 || errno) goto bad_value_msg;
-    } else if (!strcmp(a, "--sample")) { LNG(1, 100000000, wo.sample); sample_given = 1; }
-    else if (!strcmp(a, "--write-trace")) { VAL(); write_trace = v; }
-    else if (!strcmp(a, "--cluster")) { VAL(); cluster_file = v; }
-    else if (!strcmp(a, "--machines")) { LNG(1, 1000000, flags.machines); flags_cluster = 1; }
-    else if (!strcmp(a, "--gpus-per-machine")) { LNG(0, SHOAL_MAX_GPUS_PER_MACHINE, flags.per_machine.gpus); flags_cluster = 1; }
-    else if (!strcmp(a, "--racks")) { LNG(1, 1000000, flags.racks); flags_cluster = 1; racks_given = 1; }
-    else if (!strcmp(a, "--cpus-per-machine")) { DBL(1e-3, 1e6, flags.per_machine.cpus); flags_cluster = 1; }
-    else if (!strcmp(a, "--mem-gb-per-machine")) { DBL(1e-3, 1e9, flags.per_machine.mem_gb); flags_cluster = 1; }
-    else if (!strcmp(a, "--nic-gbps")) { DBL(1e-6, 1e9, flags.nic_gbps); flags_cluster = 1; }
-    else if (!strcmp(a, "--oversub")) { DBL(1, 1e6, net.oversub); flags_cluster = 1; }
-    else if (!strcmp(a, "--intra-gbps")) { DBL(1e-6, 1e9, net.intra_gbps); flags_cluster = 1; }
-    else if (!strcmp(a, "--speed")) { VAL(); speed_name = v; }
-    else if (!strcmp(a, "--throughputs")) { VAL(); throughputs = v; table_only = a; }
-    else if (!strcmp(a, "--gpu")) { VAL(); gpu = v; table_only = a; }
-    else if (!strcmp(a, "--raw-spread")) raw_spread = 1;
-    else if (!strcmp(a, "--restart-cost")) DBL(0, SHOAL__SIM_RESTART_COST_MAX, cfg.restart_cost);
-    else if (!strcmp(a, "--start-cost")) DBL(0, 1e9, cfg.start_cost);
-    else if (!strcmp(a, "--checkpoint")) DBL(0, 1e12, cfg.checkpoint_s);
-    else if (!strcmp(a, "--horizon")) DBL(0, 1e15, cfg.horizon_s);
-    else if (!strcmp(a, "--check")) cfg.check = 1;
-    else if (!strcmp(a, "--policy")) { VAL(); policies = v; }
-    else if (!strcmp(a, "--out")) { VAL(); out = v; }
-    else if (!strcmp(a, "--no-progress")) progress = 0;
-    else if (!strcmp(a, "--scenario")) VAL();
-    else if (!strcmp(a, "--arrivals")) {
-      VAL();
-      if (!strcmp(v, "poisson")) wo.poisson = 1;
-      else if (!strcmp(v, "bursty")) wo.poisson = 0;
-      else goto bad_value_msg;
-    } else if (!strcmp(a, "--load-scale")) DBL(1e-3, 1e3, load_scale);
-    else if (!strcmp(a, "--csv")) csv = 1;
-    else if (!strcmp(a, "--no-header")) header = 0;
-    else if (!strcmp(a, "--tag")) { VAL(); tag = v; }
-    else if (!strcmp(a, "--lower-bound")) lower_bound = 1;
-    else if (!strcmp(a, "--lb-slot")) DBL(1, 1e7, lb_slot);
-    else if (!strcmp(a, "--lb-time")) DBL(0.1, 1e5, lb_time);
-    else {
-      fprintf(stderr, "shoal sim: unknown option '%s' (see shoal sim --help)\n", a);
-      return 2;
-    }
-    continue;
-  bad_value:
-    fprintf(stderr, "shoal sim: %s\n", shoal_last_error());
-    return 2;
-  bad_value_msg:
-    fprintf(stderr, "shoal sim: %s '%s': malformed value\n", a, v);
-    return 2;
-#undef VAL
-#undef DBL
-#undef LNG
-  }
-  if (!trace && !have_synth) trace = scen_trace;
-  if (sample_given && !trace) {
-    fprintf(stderr, "shoal sim: --sample applies to a Philly trace only (--synthetic N sets the number of synthetic jobs)\n");
-    return 2;
-  }
-  if (trace && have_synth) {
-    fprintf(stderr, "shoal sim: give --trace or --synthetic, not both\n");
-    return 2;
-  }
-  if (philly_only && !trace) {
-    fprintf(stderr, "shoal sim: %s applies to a Philly trace only, not to --synthetic\n", philly_only);
-    return 2;
-  }
-  if (table_only && strcmp(speed_name, "table")) {
-    fprintf(stderr, "shoal sim: %s applies to --speed table only (the speed model is %s)\n", table_only, speed_name);
-    return 2;
-  }
-  if (cluster_file && flags_cluster) {
-    fprintf(stderr, "shoal sim: give --cluster FILE or cluster flags, not both\n");
-    return 2;
-  }
-  if (cluster_file) {
-    if ((rc = shoal__cluster_spec_load(cluster_file, &cs))) goto fail_msg;
-  } else {
-    cs.group[0] = flags;
-    cs.net = net;
-    if (flags.racks > flags.machines) {
-      if (racks_given) {
-        fprintf(stderr, "shoal sim: --racks=%d: more than the %d machines (--machines)\n", flags.racks, flags.machines);
-        return 2;
-      }
-      cs.group[0].racks = flags.machines; /* default 16 racks: at most one per machine */
-    }
-    if ((rc = shoal__cluster_spec_validate(&cs))) goto fail_msg;
-  }
-  cfg.seed = wo.seed;
-
-  shoal_cluster_t *cl = NULL;
-  shoal_speed_t *speed = NULL;
+  shoal_cluster_t *cl;
+  shoal_speed_t *speed;
   shoal_workload_t w;
-  memset(&w, 0, sizeof w);
-  run_t *runs = NULL;
-  int nruns = 0;
-  if ((rc = shoal__cluster_create(&cs, &cl))) goto fail_msg;
-  if (!strcmp(speed_name, "analytic")) rc = shoal__speed_analytic_create(&speed);
-  else if (!strcmp(speed_name, "table")) rc = shoal__speed_table_create(throughputs, gpu, !raw_spread, &speed);
-  else rc = shoal__seterr(SHOAL_ERR_CONFIG, "--speed '%s': expected analytic or table", speed_name);
-  if (rc) goto fail_cluster;
-  wo.cluster_gpus = cl->gpus_total;
-  if (wo.max_gpus == 0) wo.max_gpus = cl->gpus_total; /* drop (and count) jobs larger than the cluster */
-  if (trace) rc = shoal__trace_read(trace, &wo, speed, &w);
-  else rc = shoal__synth_generate(&wo, &w);
-  if (rc) goto fail_speed;
-  shoal__workload_scale_arrivals(&w, load_scale);
-  if ((rc = shoal__workload_assign_models(&w, speed, cl, &wo))) {
+  run_t *runs;
+  int nruns;
+  long k0, k1;    /* the measured window; k1 < 0: all */
+  char cdesc[256];
+} sim_t;
+
+/* The cluster, the speed model and the workload (also written out with --write-trace); 0 or a status. */
+static int load_inputs(sim_t *S) {
+  sim_cli_t *c = S->c;
+  int rc;
+  if (c->cluster_file) {
+    if ((rc = shoal__cluster_spec_load(c->cluster_file, &S->cs))) return rc;
+  } else {
+    S->cs.group[0] = c->flags;
+    S->cs.net = c->net;
+    if ((rc = shoal__cluster_spec_validate(&S->cs))) return rc;
+  }
+  c->cfg.seed = c->wo.seed;
+  if ((rc = shoal__cluster_create(&S->cs, &S->cl))) return rc;
+  if (!strcmp(c->speed, "table")) rc = shoal__speed_table_create(c->throughputs, c->gpu, !c->raw_spread, &S->speed);
+  else rc = shoal__speed_analytic_create(&S->speed);
+  if (rc) return rc;
+  c->wo.cluster_gpus = S->cl->gpus_total;
+  if (c->wo.max_gpus == 0) c->wo.max_gpus = S->cl->gpus_total; /* drop (and count) jobs larger than the cluster */
+  if (c->trace) rc = shoal__trace_read(c->trace, &c->wo, S->speed, &S->w);
+  else rc = shoal__synth_generate(&c->wo, &S->w);
+  if (rc) return rc;
+  shoal__workload_scale_arrivals(&S->w, c->load_scale);
+  if ((rc = shoal__workload_assign_models(&S->w, S->speed, S->cl, &c->wo))) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", shoal_last_error());
-    rc = shoal__seterr(rc, "%s: %s", trace ? trace : "synthetic", msg);
-    goto fail_workload;
+    return shoal__seterr(rc, "%s: %s", c->trace ? c->trace : "synthetic", msg);
   }
-  if (write_trace && (rc = shoal__trace_write_shoal(write_trace, &w, speed))) goto fail_workload;
-  if (out && (rc = mkdir_p(out))) goto fail_workload;
+  if (c->write_trace && (rc = shoal__trace_write_shoal(c->write_trace, &S->w, S->speed))) return rc;
+  if (c->out && (rc = mkdir_p(c->out))) return rc;
+  return 0;
+}
 
-  /* policies */
+/* The runs of --policy (default: every policy), each checked against its parameters before anything runs. */
+static int make_runs(sim_t *S) {
+  const char *policies = S->c->policies;
   char plist[2048];
+  int rc;
   if (!policies) {
     plist[0] = 0;
     for (int i = 0; shoal__policy_at(i); i++) {
@@ -611,33 +595,23 @@ int shoal_cmd_sim(int argc, char **argv) {
       strncat(plist, shoal__policy_at(i)->name, sizeof plist - strlen(plist) - 1);
     }
   } else {
-    if (strlen(policies) >= sizeof plist) {
-      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: %zu characters, at most %zu", strlen(policies), sizeof plist - 1);
-      goto fail_workload;
-    }
+    if (strlen(policies) >= sizeof plist)
+      return shoal__seterr(SHOAL_ERR_CONFIG, "--policy: %zu characters, at most %zu", strlen(policies), sizeof plist - 1);
     snprintf(plist, sizeof plist, "%s", policies);
     /* every comma-separated item names a policy: '', ',' or 'fifo,,srtf' ran nothing or skipped one silently */
-    if (shoal__list_has_empty(plist, ',')) {
-      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy '%s': an empty policy name (a comma-separated list of "
-                         "policies, see shoal sim --help)", policies);
-      goto fail_workload;
-    }
+    if (shoal__list_has_empty(plist, ','))
+      return shoal__seterr(SHOAL_ERR_CONFIG, "--policy '%s': an empty policy name (a comma-separated list of "
+                           "policies, see shoal sim --help)", policies);
   }
   int maxruns = 1;
   for (const char *p = plist; *p; p++) maxruns += *p == ',';
-  runs = calloc((size_t)maxruns, sizeof *runs);
-  if (!runs) {
-    rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
-    goto fail_workload;
-  }
+  if (!(S->runs = calloc((size_t)maxruns, sizeof *S->runs))) return shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
   char *save = NULL;
   for (char *tok = strtok_r(plist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    run_t *r = &runs[nruns];
-    if (strlen(tok) >= sizeof r->name) {
-      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: '%.40s...' is %zu characters long (at most %zu per policy)", tok,
-                         strlen(tok), sizeof r->name - 1);
-      goto fail_runs;
-    }
+    run_t *r = &S->runs[S->nruns];
+    if (strlen(tok) >= sizeof r->name)
+      return shoal__seterr(SHOAL_ERR_CONFIG, "--policy: '%.40s...' is %zu characters long (at most %zu per policy)", tok,
+                           strlen(tok), sizeof r->name - 1);
     snprintf(r->name, sizeof r->name, "%s", tok);
     char *colon = strchr(tok, ':');
     if (colon) {
@@ -646,195 +620,238 @@ int shoal_cmd_sim(int argc, char **argv) {
     }
     if (!strcmp(tok, "none")) continue; /* --lower-bound alone */
     r->ops = shoal__policy_find(tok);
-    if (!r->ops) {
-      rc = shoal__seterr(SHOAL_ERR_CONFIG, "--policy: unknown policy '%s' (see shoal sim --help)", tok);
-      goto fail_runs;
-    }
+    if (!r->ops) return shoal__seterr(SHOAL_ERR_CONFIG, "--policy: unknown policy '%s' (see shoal sim --help)", tok);
     /* parameters are checked before anything runs */
     shoal_sched_t probe;
     void *pst = NULL;
-    if ((rc = shoal__sched_init(&probe, cl, speed, 16))) goto fail_runs;
-    probe.nvcs = w.nvcs;
+    if ((rc = shoal__sched_init(&probe, S->cl, S->speed, 16))) return rc;
+    probe.nvcs = S->w.nvcs;
     rc = r->ops->create(&probe, r->params[0] ? r->params : NULL, &pst);
     if (!rc) r->ops->destroy(pst);
     shoal__sched_fini(&probe);
-    if (rc) goto fail_runs;
-    nruns++;
+    if (rc) return rc;
+    S->nruns++;
   }
-  char cdesc[256];
-  shoal__cluster_describe(cl, cdesc, sizeof cdesc);
-  if (k1 > w.njobs) {
-    if (k0 >= w.njobs)
+  return 0;
+}
+
+/* The measured window said against the workload, then the table's or the CSV's header. */
+static void print_head(const sim_t *S) {
+  const sim_cli_t *c = S->c;
+  long k0 = S->k0, k1 = S->k1;
+  int njobs = S->w.njobs;
+  if (k1 > njobs) {
+    if (k0 >= njobs)
       fprintf(stderr, "shoal sim: warning: --report-jobs %ld:%ld: the workload has %d jobs, the window is empty (job "
-                      "statistics are all 0)\n", k0, k1, w.njobs);
+                      "statistics are all 0)\n", k0, k1, njobs);
     else
       fprintf(stderr, "shoal sim: warning: --report-jobs %ld:%ld: the workload has %d jobs, the window is jobs %ld..%d\n", k0,
-              k1, w.njobs, k0, w.njobs - 1);
+              k1, njobs, k0, njobs - 1);
   }
-  if (csv) {
-    if (header)
+  if (c->csv) {
+    if (!c->no_header)
       printf("tag,policy,jobs,unfinished,jct_avg_s,jct_p50_s,jct_p95_s,jct_p99_s,makespan_s,queue_avg_s,waited,gpu_util,"
              "preemptions,ftf_max,ftf_avg,decisions,decide_ms_avg,decide_ms_max,events_per_s,decisions_per_s,wall_s,"
              "peak_rss_mb,flow_slots,lb_slots,ratio_lb,policy_stats\n");
-  } else {
-    printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", w.source, cdesc, speed->name,
-           speed->nmodels, cfg.restart_cost);
-    if (sc) printf("scenario: %s (%s)\n", sc->name, sc->desc);
-    if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, w.njobs);
-    printf("\n");
-    if (nruns)
-      printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %9s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
-             "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "decide_ms", "wall(s)",
-             "events/s");
+    return;
   }
-  for (int i = 0; i < nruns; i++) {
-    run_t *r = &runs[i];
-    shoal_progress_t pb;
-    shoal__progress_init(&pb, r->name, progress);
-    cfg.progress = shoal__progress_cb;
-    cfg.progress_arg = &pb;
-    rc = shoal__sim_run(&w, &cs, speed, r->ops, r->params[0] ? r->params : NULL, &cfg, &r->r);
-    shoal__progress_done(&pb);
-    if (rc) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", shoal_last_error());
-      rc = shoal__seterr(rc, "policy %s: %s", r->name, msg);
-      goto fail_runs;
+  printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", S->w.source, S->cdesc,
+         S->speed->name, S->speed->nmodels, c->cfg.restart_cost);
+  if (c->sc) printf("scenario: %s (%s)\n", c->sc->name, c->sc->desc);
+  if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, njobs);
+  printf("\n");
+  if (S->nruns)
+    printf("%-22s %7s %10s %10s %10s %10s %11s %10s %6s %8s %7s %7s %9s %8s %11s\n", "policy", "jobs", "avgJCT(s)", "p50(s)",
+           "p95(s)", "p99(s)", "makespan(s)", "queue(s)", "util", "preempt", "FTFmax", "FTFavg", "decide_ms", "wall(s)",
+           "events/s");
+}
+
+/* The sorted JCTs, queueing delays and finish-time fairness of the window's finished jobs, the jobs at
+ * stake, the flow in slots (--lower-bound); 0 or a status. */
+static int run_stats(sim_t *S, run_t *r) {
+  const shoal_workload_t *w = &S->w;
+  long k0 = S->k0, kend = S->k1 < 0 ? w->njobs : S->k1;
+  r->jct = malloc((size_t)(w->njobs ? w->njobs : 1) * sizeof *r->jct);
+  r->queue = malloc((size_t)(w->njobs ? w->njobs : 1) * sizeof *r->queue);
+  r->ftf = malloc((size_t)(w->njobs ? w->njobs : 1) * sizeof *r->ftf);
+  if (!r->jct || !r->queue || !r->ftf) return shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
+  long nq = 0;
+  for (long k = k0; k < kend && k < w->njobs; k++)
+    if (w->jobs[k].state == SHOAL_JOB_DONE) {
+      r->jct[r->njct++] = w->jobs[k].finish - w->jobs[k].arrival;
+      r->queue[nq] = w->jobs[k].first_start - w->jobs[k].arrival;
+      if (r->queue[nq++] > 1e-6) r->waited++;
+      if (w->jobs[k].iso_time > 0) r->ftf[r->nftf++] = (w->jobs[k].finish - w->jobs[k].arrival) / w->jobs[k].iso_time;
     }
-    r->rss_mb = peak_rss_mb();
-    if ((rc = shoal__metrics_compute_window(&w, &r->r, k0, k1 < 0 ? w.njobs : k1, &r->m))) goto fail_runs;
-    const shoal_metrics_t *m = &r->m;
-    r->jct = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->jct);
-    r->queue = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->queue);
-    r->ftf = malloc((size_t)(w.njobs ? w.njobs : 1) * sizeof *r->ftf);
-    if (!r->jct || !r->queue || !r->ftf) {
-      rc = shoal__seterr(SHOAL_ERR_NOMEM, "out of memory");
-      goto fail_runs;
-    }
-    long nq = 0;
-    for (long k = k0; k < (k1 < 0 ? w.njobs : k1) && k < w.njobs; k++)
-      if (w.jobs[k].state == SHOAL_JOB_DONE) {
-        r->jct[r->njct++] = w.jobs[k].finish - w.jobs[k].arrival;
-        r->queue[nq] = w.jobs[k].first_start - w.jobs[k].arrival;
-        if (r->queue[nq++] > 1e-6) r->waited++;
-        if (w.jobs[k].iso_time > 0) r->ftf[r->nftf++] = (w.jobs[k].finish - w.jobs[k].arrival) / w.jobs[k].iso_time;
-      }
-    for (long k = 0; k < w.njobs; k++) {
-      const shoal_job_t *j = &w.jobs[k];
-      r->at_stake += j->state != SHOAL_JOB_DONE || j->first_start < 0 || j->first_start - j->arrival > 1e-6 ||
-                     j->n_preempt > 0 || j->n_realloc > 0;
-    }
-    qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
-    qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
-    qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
-    /* the bound covers every job: a run that left jobs unfinished (a --horizon cut) has no comparable flow */
-    if (lower_bound && m->unfinished) r->flow_slots = NAN;
-    else if (lower_bound)
-      for (long k = 0; k < w.njobs; k++)
-        r->flow_slots += floor(w.jobs[k].finish / lb_slot + 1e-9) - floor(w.jobs[k].arrival / lb_slot + 1e-9) + 1;
-    double dms = r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0;
-    if (!csv) {
-      printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %9.4f %8.3f %11.0f\n", r->name,
-             m->jobs, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions,
-             m->ftf_max, m->ftf_avg, dms, r->r.wall_s, r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0);
-      if (m->unfinished) printf("%-22s   (%ld jobs unfinished, excluded from the JCT columns)\n", "", m->unfinished);
-      if (r->r.policy_stats[0]) printf("%-22s   %s\n", "", r->r.policy_stats);
-    }
-    fflush(stdout);
-    if (out) {
-      char path[1200], safe[128];
-      snprintf(safe, sizeof safe, "%s", r->name);
-      for (char *p = safe; *p; p++)
-        if (*p == ':' || *p == '/' || *p == '=') *p = '_';
-      snprintf(path, sizeof path, "%s/jobs-%s.csv", out, safe);
-      if ((rc = shoal__report_jobs_csv(path, &w))) goto fail_runs;
-      snprintf(path, sizeof path, "%s/timeline-%s.csv", out, safe);
-      if ((rc = shoal__report_timeline_csv(path, &r->r))) goto fail_runs;
-    }
+  for (long k = 0; k < w->njobs; k++) {
+    const shoal_job_t *j = &w->jobs[k];
+    r->at_stake += j->state != SHOAL_JOB_DONE || j->first_start < 0 || j->first_start - j->arrival > 1e-6 ||
+                   j->n_preempt > 0 || j->n_realloc > 0;
   }
-  double lb = NAN, lbs = NAN;
-  if (lower_bound) {
-    /* the bound's horizon comes from the latest finish of the runs; without
-     * a run that finished every job (--policy none, or a --horizon cut),
-     * FIFO is run to completion for it */
-    double last = 0;
-    int whole = nruns > 0;
-    for (int i = 0; i < nruns; i++) {
-      last = fmax(last, runs[i].r.t_last);
-      if (runs[i].r.unfinished) whole = 0;
-    }
-    if (!whole) {
-      shoal_sim_config_t fc = cfg;
-      fc.horizon_s = 0;
-      fc.progress = NULL;
-      fc.check = 0;
-      shoal_sim_result_t fr;
-      memset(&fr, 0, sizeof fr);
-      rc = shoal__sim_run(&w, &cs, speed, shoal__policy_find("fifo"), NULL, &fc, &fr);
-      last = fmax(last, fr.t_last);
-      shoal__sim_result_free(&fr);
-      if (rc) goto fail_runs;
-    }
-    if ((rc = workload_lower_bound(&w, cl, speed, last, lb_slot, lb_time, csv, &lb, &lbs))) goto fail_runs;
+  qsort(r->jct, (size_t)r->njct, sizeof *r->jct, cmp_d);
+  qsort(r->queue, (size_t)nq, sizeof *r->queue, cmp_d);
+  qsort(r->ftf, (size_t)r->nftf, sizeof *r->ftf, cmp_d);
+  /* the bound covers every job: a run that left jobs unfinished (a --horizon cut) has no comparable flow */
+  double slot = S->c->lb_slot;
+  if (S->c->lower_bound && r->m.unfinished) r->flow_slots = NAN;
+  else if (S->c->lower_bound)
+    for (long k = 0; k < w->njobs; k++)
+      r->flow_slots += floor(w->jobs[k].finish / slot + 1e-9) - floor(w->jobs[k].arrival / slot + 1e-9) + 1;
+  return 0;
+}
+
+/* One policy on the engine, its table row and its files; 0 or a status. */
+static int run_policy(sim_t *S, run_t *r) {
+  sim_cli_t *c = S->c;
+  shoal_progress_t pb;
+  shoal__progress_init(&pb, r->name, !c->no_progress);
+  c->cfg.progress = shoal__progress_cb;
+  c->cfg.progress_arg = &pb;
+  int rc = shoal__sim_run(&S->w, &S->cs, S->speed, r->ops, r->params[0] ? r->params : NULL, &c->cfg, &r->r);
+  shoal__progress_done(&pb);
+  if (rc) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", shoal_last_error());
+    return shoal__seterr(rc, "policy %s: %s", r->name, msg);
   }
-  if (csv)
-    for (int i = 0; i < nruns; i++) {
-      run_t *r = &runs[i];
+  r->rss_mb = peak_rss_mb();
+  if ((rc = shoal__metrics_compute_window(&S->w, &r->r, S->k0, S->k1 < 0 ? S->w.njobs : S->k1, &r->m))) return rc;
+  if ((rc = run_stats(S, r))) return rc;
+  const shoal_metrics_t *m = &r->m;
+  double dms = r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0;
+  if (!c->csv) {
+    printf("%-22s %7ld %10.1f %10.1f %10.1f %10.1f %11.1f %10.1f %6.3f %8ld %7.2f %7.2f %9.4f %8.3f %11.0f\n", r->name,
+           m->jobs, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg, m->util, m->preemptions,
+           m->ftf_max, m->ftf_avg, dms, r->r.wall_s, r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0);
+    if (m->unfinished) printf("%-22s   (%ld jobs unfinished, excluded from the JCT columns)\n", "", m->unfinished);
+    if (r->r.policy_stats[0]) printf("%-22s   %s\n", "", r->r.policy_stats);
+  }
+  fflush(stdout);
+  if (c->out) {
+    char path[1200], safe[128];
+    snprintf(safe, sizeof safe, "%s", r->name);
+    for (char *p = safe; *p; p++)
+      if (*p == ':' || *p == '/' || *p == '=') *p = '_';
+    snprintf(path, sizeof path, "%s/jobs-%s.csv", c->out, safe);
+    if ((rc = shoal__report_jobs_csv(path, &S->w))) return rc;
+    snprintf(path, sizeof path, "%s/timeline-%s.csv", c->out, safe);
+    if ((rc = shoal__report_timeline_csv(path, &r->r))) return rc;
+  }
+  return 0;
+}
+
+/* --lower-bound: the bound's horizon comes from the latest finish of the runs; without a run that finished
+ * every job (--policy none, or a --horizon cut), FIFO is run to completion for it. 0 or a status. */
+static int lower_bound(sim_t *S, double *lb, double *lbs) {
+  double last = 0;
+  int whole = S->nruns > 0, rc;
+  for (int i = 0; i < S->nruns; i++) {
+    last = fmax(last, S->runs[i].r.t_last);
+    if (S->runs[i].r.unfinished) whole = 0;
+  }
+  if (!whole) {
+    shoal_sim_config_t fc = S->c->cfg;
+    fc.horizon_s = 0;
+    fc.progress = NULL;
+    fc.check = 0;
+    shoal_sim_result_t fr;
+    memset(&fr, 0, sizeof fr);
+    rc = shoal__sim_run(&S->w, &S->cs, S->speed, shoal__policy_find("fifo"), NULL, &fc, &fr);
+    last = fmax(last, fr.t_last);
+    shoal__sim_result_free(&fr);
+    if (rc) return rc;
+  }
+  return workload_lower_bound(&S->w, S->cl, S->speed, last, S->c->lb_slot, S->c->lb_time, S->c->csv, lb, lbs);
+}
+
+/* The CSV rows, or the lower bound's lines under the table; the warning of a run where policies cannot differ. */
+static void print_tail(const sim_t *S, double lb, double lbs) {
+  const sim_cli_t *c = S->c;
+  if (c->csv)
+    for (int i = 0; i < S->nruns; i++) {
+      const run_t *r = &S->runs[i];
       const shoal_metrics_t *m = &r->m;
       printf("%s,%s,%ld,%ld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%ld,%.4f,%ld,%.4f,%.4f,%llu,%.5f,%.3f,%.0f,%.0f,%.3f,%.1f,%.0f,%.2f,%.4f,%s\n",
-             tag, r->name, m->jobs, m->unfinished, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg,
+             c->tag, r->name, m->jobs, m->unfinished, m->jct_avg, m->jct_p50, m->jct_p95, m->jct_p99, m->makespan, m->queue_avg,
              r->waited, m->util, m->preemptions, m->ftf_max, m->ftf_avg, (unsigned long long)r->r.decisions,
              r->r.decisions ? 1e3 * r->r.decide_s / r->r.decisions : 0, 1e3 * r->r.decide_max_s,
              r->r.wall_s > 0 ? r->r.events / r->r.wall_s : 0.0, r->r.wall_s > 0 ? r->r.decisions / r->r.wall_s : 0.0,
-             r->r.wall_s, r->rss_mb, lower_bound ? r->flow_slots : NAN, lb, lower_bound ? r->flow_slots / lb : NAN,
+             r->r.wall_s, r->rss_mb, c->lower_bound ? r->flow_slots : NAN, lb, c->lower_bound ? r->flow_slots / lb : NAN,
              r->r.policy_stats);
     }
-  if (csv && lower_bound && nruns == 0) /* the bound alone (lp-bound): a row of its own; else in every row */
+  if (c->csv && c->lower_bound && S->nruns == 0) /* the bound alone (lp-bound): a row of its own; else in every row */
     printf("%s,lower-bound,%ld,0,nan,nan,nan,nan,nan,nan,0,nan,0,nan,nan,0,nan,nan,nan,nan,nan,nan,nan,%.3f,nan,"
-           "slot_s=%g lb_solo=%.0f\n", tag, (long)w.njobs, lb, lb_slot, lbs);
-  if (!csv && lower_bound) {
-    printf("\nlower bound on total flow time: %.1f slots of %g s (LB_solo %.0f)%s\n", lb, lb_slot, lbs,
-           nruns ? "; policies' flow in the same slots:" : "");
-    for (int i = 0; i < nruns; i++)
-      if (isnan(runs[i].flow_slots))
-        printf("  %-22s flow n/a: %ld jobs unfinished at the horizon (the bound covers every job)\n", runs[i].name,
-               runs[i].m.unfinished);
+           "slot_s=%g lb_solo=%.0f\n", c->tag, (long)S->w.njobs, lb, c->lb_slot, lbs);
+  if (!c->csv && c->lower_bound) {
+    printf("\nlower bound on total flow time: %.1f slots of %g s (LB_solo %.0f)%s\n", lb, c->lb_slot, lbs,
+           S->nruns ? "; policies' flow in the same slots:" : "");
+    for (int i = 0; i < S->nruns; i++)
+      if (isnan(S->runs[i].flow_slots))
+        printf("  %-22s flow n/a: %ld jobs unfinished at the horizon (the bound covers every job)\n", S->runs[i].name,
+               S->runs[i].m.unfinished);
       else
-        printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", runs[i].name, runs[i].flow_slots, runs[i].flow_slots / lb);
+        printf("  %-22s flow %10.0f slots  ratio to LB %.3f\n", S->runs[i].name, S->runs[i].flow_slots,
+               S->runs[i].flow_slots / lb);
   }
-  /* a run where every job started at its arrival, ran to completion and was
-   * never preempted or reallocated, under every policy, cannot show policy
-   * differences */
+  /* a run where every job started at its arrival, ran to completion and was never preempted or reallocated,
+   * under every policy, cannot show policy differences */
   long at_stake = 0;
-  for (int i = 0; i < nruns; i++) at_stake += runs[i].at_stake;
-  if (nruns && !at_stake)
+  for (int i = 0; i < S->nruns; i++) at_stake += S->runs[i].at_stake;
+  if (S->nruns && !at_stake)
     fprintf(stderr, "shoal sim: warning: under every policy every job started at its arrival and finished without "
                     "preemption or reallocation: the cluster is not contended and policies cannot differ (try --scenario, "
                     "a smaller cluster or a higher --load / --load-scale)\n");
-  if (out) {
-    if ((rc = write_summary(out, w.source, cdesc, speed->name, &cfg, wo.seed, runs, nruns, lower_bound ? lb : NAN,
-                            lb_slot, lbs)))
-      goto fail_runs;
-    if ((rc = write_plots(out, runs, nruns, cl->gpus_total))) goto fail_runs;
-    if (!csv) printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, ftf_cdf.svg, utilization.svg\n", out);
+}
+
+/* Everything after the command line; 0 or a status (its message in shoal_last_error). */
+static int sim_run(sim_t *S) {
+  sim_cli_t *c = S->c;
+  int rc;
+  if ((rc = load_inputs(S)) || (rc = make_runs(S))) return rc;
+  shoal__cluster_describe(S->cl, S->cdesc, sizeof S->cdesc);
+  print_head(S);
+  for (int i = 0; i < S->nruns; i++)
+    if ((rc = run_policy(S, &S->runs[i]))) return rc;
+  double lb = NAN, lbs = NAN;
+  if (c->lower_bound && (rc = lower_bound(S, &lb, &lbs))) return rc;
+  print_tail(S, lb, lbs);
+  if (c->out) {
+    if ((rc = write_summary(c->out, S->w.source, S->cdesc, S->speed->name, &c->cfg, c->wo.seed, S->runs, S->nruns,
+                            c->lower_bound ? lb : NAN, c->lb_slot, lbs)))
+      return rc;
+    if ((rc = write_plots(c->out, S->runs, S->nruns, S->cl->gpus_total))) return rc;
+    if (!c->csv)
+      printf("\nwrote %s/summary.json, jobs-*.csv, timeline-*.csv, jct_cdf.svg, queue_cdf.svg, ftf_cdf.svg, utilization.svg\n",
+             c->out);
   }
-  if (!csv) printf("peak RSS %.1f MB\n", peak_rss_mb());
-fail_runs:
-  for (int i = 0; i < nruns; i++) {
-    free(runs[i].jct);
-    free(runs[i].queue);
-    free(runs[i].ftf);
-    shoal__sim_result_free(&runs[i].r);
+  if (!c->csv) printf("peak RSS %.1f MB\n", peak_rss_mb());
+  return 0;
+}
+
+int shoal_cmd_sim(int argc, char **argv) {
+  sim_cli_t c = {.speed = "analytic", .throughputs = "../shared/data/gavel/throughputs.json", .gpu = "v100", .tag = "-",
+                 .report = {0, -1}, .lb_slot = 3600, .lb_time = 60, .load_scale = 1};
+  shoal__workload_opts_default(&c.wo);
+  shoal__sim_config_default(&c.cfg);
+  sim_t S = {.c = &c};
+  shoal__cluster_spec_default(&S.cs);
+  c.flags = S.cs.group[0];
+  c.net = S.cs.net;
+  int st = shoal_opts_parse(&sim_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  S.k0 = c.report[0], S.k1 = c.report[1];
+  int rc = sim_run(&S);
+  for (int i = 0; i < S.nruns; i++) {
+    free(S.runs[i].jct);
+    free(S.runs[i].queue);
+    free(S.runs[i].ftf);
+    shoal__sim_result_free(&S.runs[i].r);
   }
-  free(runs);
-fail_workload:
-  shoal__workload_free(&w);
-fail_speed:
-  shoal__speed_destroy(speed);
-fail_cluster:
-  shoal__cluster_destroy(cl);
+  free(S.runs);
+  shoal__workload_free(&S.w);
+  shoal__speed_destroy(S.speed);
+  shoal__cluster_destroy(S.cl);
   if (!rc) return 0;
-fail_msg:
   fprintf(stderr, "shoal sim: %s\n", shoal_last_error());
   return 1;
 }

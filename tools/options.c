@@ -325,7 +325,10 @@ int shoal_opts_parse(const shoal_opts_spec_t *s, int argc, char **argv, void *cl
   r->spec = s;
   int n = 0;
   while (s->opts[n].kind != SHOAL_OPT_END) n++;
-  if (n > SHOAL_OPTS_MAX) return fail(s, "%s%s", "internal error: more options in the table than ", "SHOAL_OPTS_MAX");
+  if (n > SHOAL_OPTS_MAX) {
+    fprintf(stderr, "%s: internal error: %d entries in the option table, at most %d\n", s->name, n, SHOAL_OPTS_MAX);
+    return 2;
+  }
   int st = scan(s, argc, argv, cli, r);
   if (st != SHOAL_OPTS_GO) return st;
   if (s->resolve && (st = s->resolve(cli, r))) return st;
@@ -373,6 +376,9 @@ static const char *default_of(const shoal_opt_t *o, const void *cli, char *b, si
     }
     break;
   }
+  case SHOAL_OPT_CALL:
+    if (o->show) o->show(f, b, cap);
+    break;
   default: break;
   }
   return b;
@@ -397,15 +403,18 @@ static void help_entry(const shoal_opt_t *o, const void *cli, int col, FILE *f) 
   if (n + 1 >= col) fprintf(f, "\n%*s", col, "");
   else fprintf(f, "%*s", col - n, "");
   const char *h = o->help ? o->help : "";
+  size_t last = 0; /* the length of the help's last line */
   for (;;) {
     size_t k = strcspn(h, "\n");
     fprintf(f, "%.*s", (int)k, h);
+    last = k;
     if (!h[k]) break;
     h += k + 1;
     fprintf(f, "\n%*s", col, "");
   }
   default_of(o, cli, def, sizeof def);
-  if (def[0]) fprintf(f, "%s(default %s)", o->help && o->help[0] ? " " : "", def);
+  if (def[0] && last && col + last + strlen(def) + 11 > 112) fprintf(f, "\n%*s(default %s)", col, "", def);
+  else if (def[0]) fprintf(f, "%s(default %s)", last ? " " : "", def);
   fputc('\n', f);
 }
 
@@ -419,4 +428,27 @@ void shoal_opts_help(const shoal_opts_spec_t *s, const void *cli, FILE *f) {
     else help_entry(o, cli, col, f);
   }
   if (s->more_help) s->more_help(f);
+}
+
+/* ---- sub-commands ---- */
+
+static void dispatch_help(const char *usage, const shoal_subcmd_t *subs, const char *more, FILE *f) {
+  fputs(usage, f);
+  fprintf(f, "\nsub-commands (each answers --help):\n");
+  for (const shoal_subcmd_t *c = subs; c->name; c++) fprintf(f, "  %-12s %s\n", c->name, c->help);
+  if (more) fputs(more, f);
+}
+
+int shoal_opts_dispatch(const char *name, const char *usage, const shoal_subcmd_t *subs, const char *more, int argc,
+                        char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    dispatch_help(usage, subs, more, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const shoal_subcmd_t *c = subs; c->name; c++)
+    if (!strcmp(argv[1], c->name)) return c->run(argc - 1, argv + 1);
+  fprintf(stderr, "%s: unknown sub-command '%s' (", name, argv[1]);
+  for (const shoal_subcmd_t *c = subs; c->name; c++) fprintf(stderr, "%s%s", c == subs ? "" : ", ", c->name);
+  fprintf(stderr, "; see %s --help)\n", name);
+  return 2;
 }

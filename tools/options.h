@@ -37,7 +37,7 @@ typedef enum shoal_opt_kind {
   SHOAL_OPT_END = 0, /* ends a table */
   SHOAL_OPT_GROUP,   /* a heading in --help (help = the heading) */
   SHOAL_OPT_TEXT,    /* a line of --help between options (help = the text) */
-  SHOAL_OPT_FLAG,    /* no value: the int field gets .set (1 unless given) */
+  SHOAL_OPT_FLAG,    /* no value: the int field gets .set (OPT_FLAG: 1) */
   SHOAL_OPT_INT,     /* an integer in [lo, hi] into an int (1e3 is 1000; 2.5 is an error) */
   SHOAL_OPT_LONG,    /* the same into a long */
   SHOAL_OPT_COUNT,   /* the same into a size_t */
@@ -61,6 +61,7 @@ struct shoal_opt {
   double lo, hi;       /* the range of a number, a size or a rate */
   const char *choices; /* ENUM and CHOICE: "a|b|c" */
   int (*parse)(const char *name, const char *value, void *field); /* CALL */
+  void (*show)(const void *field, char *buf, size_t cap);          /* CALL: the default, for --help */
   long set;            /* FLAG: the value stored */
   unsigned when;       /* the modes (bits of the spec's mode table) that must all hold for the option to apply */
   const char *def;     /* the default in --help: NULL = the field's value before parsing, "" = none shown */
@@ -138,6 +139,17 @@ int shoal_opts_rate(const char *name, const char *s, double *out);
 /* A rate as the options write it: "1gbit", "200mbit", "unshaped" for 0. */
 const char *shoal_opts_rate_str(double bps, char *buf, size_t cap);
 
+/* A command of sub-commands (shoal sched, shoal testbed): argv[1] names one, which runs with argv + 1 (its own
+ * name as argv[0]). None: the usage on stderr, exit 2; -h or --help: on stdout, exit 0. */
+typedef struct shoal_subcmd {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help; /* one line */
+} shoal_subcmd_t;
+/* usage: printed first; subs: ended by {NULL}; the sub-commands' lines follow, then more (may be NULL). */
+int shoal_opts_dispatch(const char *name, const char *usage, const shoal_subcmd_t *subs, const char *more, int argc,
+                        char **argv);
+
 /* ---- table entries ----
  * Before a table: #define SHOAL_OPTS_STRUCT <the command's struct type>. The field names below are of
  * that struct (a nested one: o.epochs); the field's type is checked against the kind at compile time.
@@ -147,8 +159,10 @@ const char *shoal_opts_rate_str(double bps, char *buf, size_t cap);
 #define OPT_END {.kind = SHOAL_OPT_END}
 #define OPT_GROUP(text) {.kind = SHOAL_OPT_GROUP, .help = (text)}
 #define OPT_TEXT(text) {.kind = SHOAL_OPT_TEXT, .help = (text)}
-#define OPT_FLAG(nm, f, hl, ...) \
-  {.kind = SHOAL_OPT_FLAG, .names = (nm), .off = SHOAL_OPTS_FIELD_(f, int), .set = 1, .help = (hl), __VA_ARGS__}
+#define OPT_FLAG(nm, f, hl, ...) OPT_FLAG_SET(nm, f, 1, hl, __VA_ARGS__)
+/* a flag that stores v (--no-overlap: 0) */
+#define OPT_FLAG_SET(nm, f, v, hl, ...) \
+  {.kind = SHOAL_OPT_FLAG, .names = (nm), .off = SHOAL_OPTS_FIELD_(f, int), .set = (v), .help = (hl), __VA_ARGS__}
 #define OPT_INT(nm, mt, f, l, h, hl, ...)                                                                   \
   {.kind = SHOAL_OPT_INT, .names = (nm), .meta = (mt), .off = SHOAL_OPTS_FIELD_(f, int), .lo = (l), .hi = (h), \
    .help = (hl), __VA_ARGS__}

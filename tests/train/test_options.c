@@ -36,7 +36,7 @@ TEST_T(cli_options_that_need_another_are_errors, 60) {
 
 TEST_T(cli_integers_do_not_overflow, 60) {
   expect_error("--max-iters 3000000000", "--max-iters='3000000000': out of range");
-  expect_error("--max-iters 2.5", "--max-iters 2.5: expected an integer");
+  expect_error("--max-iters 2.5", "--max-iters='2.5': not an integer");
   expect_error("--epochs 1e6", "--epochs='1e6': out of range");
   expect_error("--classes 300", "--classes='300': out of range");
 }
