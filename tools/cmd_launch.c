@@ -49,7 +49,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "options.h"
-#include "testbed.h"
+#include "testbed/testbed.h"
 
 #define LINE_MAX_BYTES 65536
 

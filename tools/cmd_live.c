@@ -32,7 +32,7 @@
 #include "live.h"
 #include "sched/policy.h"
 #include "options.h"
-#include "testbed.h"
+#include "testbed/testbed.h"
 
 #define COMMENT_TAG "shoal:"
 #define MAX_NODES 256

@@ -93,8 +93,8 @@ TEST_T(coll_cli_bench_bad_options_and_explain, 60) {
       {"tune --file", "--file needs a value"},
       {"selftest --count", "--count needs a value"},
       {"testbed up --name shoal-never --uplink 300mbit --oversub 4", "--uplink and --oversub both set the uplink"},
-      {"testbed up --name shoal-never --hosts 4294967298", "--hosts '4294967298': 1..64"}, /* not cast to 2 first */
-      {"testbed up --name shoal-never --slurm --gpus 17", "--gpus '17': 1..16 per host"},
+      {"testbed up --name shoal-never --hosts 4294967298", "--hosts='4294967298': out of range [1, 64]"}, /* not cast to 2 first */
+      {"testbed up --name shoal-never --slurm --gpus 17", "--gpus='17': out of range [1, 16]"},
       {"testbed up --name shoal-never --rate 0x100000", "--rate '0x100000': expected a rate"},
   };
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../runner.h"
@@ -238,4 +239,58 @@ TEST(fopen_input_regular_files_only) {
   CHECK_EQ(shoal__utf8_bom("arrival", 7), 0);
   fclose(f);
   unlink(path);
+}
+
+/* Every command and sub-command answers -h and --help: usage on stdout, exit 0, every option of its table
+ * listed (the options module prints them from the table) and nothing started. */
+TEST_T(cli_every_command_answers_help, 60) {
+  static const char *const cmds[] = {
+      "config", "tune", "selftest", "bench", "bench allreduce", "launch", "train", "train --plot x", "sim",
+      "sched", "sched run", "sched lp-bound", "sched decide-time", "sched serve", "submit", "testbed",
+      "testbed up", "testbed down", "testbed status", "testbed set", "testbed exec"};
+  static char out[1 << 16];
+  char cmd[512];
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    for (int k = 0; k < 2; k++) {
+      snprintf(cmd, sizeof cmd, "%s %s %s 2>/dev/null", shoal_test_cli(), cmds[i], k ? "-h" : "--help");
+      int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+      CHECK_MSG(st == 0, "shoal %s %s: status %d: %s", cmds[i], k ? "-h" : "--help", st, out);
+      CHECK_MSG(strncmp(out, "usage: ", 7) == 0, "shoal %s --help: no usage first: %s", cmds[i], out);
+    }
+}
+
+/* The options module: --name=value as --name value; a flag given a value, a value missing, an unknown
+ * option and an option outside its modes are errors (exit 2) naming the option and what it accepts. */
+TEST_T(cli_options_parse_and_name_what_they_accept, 60) {
+  static const struct {
+    const char *args, *want;
+  } bad[] = {
+      {"sim --csv=1", "shoal sim: --csv takes no value (given '1')"},
+      {"sim --load", "shoal sim: --load needs a value (a number in [1e-06, 100])"},
+      {"sim --bogus", "shoal sim: unknown option '--bogus' (see shoal sim --help)"},
+      {"sim --synthetic 1e9", "shoal sim: --synthetic='1e9': out of range [1, 100000000]"},
+      {"sim --synthetic 2.5", "shoal sim: --synthetic='2.5': not an integer"},
+      {"sim --arrivals often", "shoal sim: --arrivals 'often': expected bursty or poisson"},
+      {"sim --synthetic 5 --gpu k80", "shoal sim: --gpu applies to --speed table only (the speed model is analytic)"},
+      {"bench allreduce --seconds 3", "shoal bench: --seconds applies with --steps only"},
+      {"launch -n 2 --per-host 1 -- true", "shoal launch: --per-host needs --testbed"},
+      {"testbed up --rate=fast", "shoal testbed up: --rate 'fast': expected a rate like 1gbit"},
+  };
+  static char out[1 << 16];
+  char cmd[512];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", shoal_test_cli(), bad[i].args);
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 20);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 2, "shoal %s: status %d: %s", bad[i].args, st, out);
+    CHECK_MSG(strstr(out, bad[i].want) != NULL, "shoal %s: expected \"%s\" in: %s", bad[i].args, bad[i].want, out);
+  }
+  /* the same run spelled both ways prints the same rows */
+  static char out2[1 << 16];
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic 20 --machines 2 --policy fifo --csv --no-progress | cut -d, -f1-16",
+           shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out, sizeof out, 30), 0);
+  snprintf(cmd, sizeof cmd, "%s sim --synthetic=20 --machines=2 --policy=fifo --csv --no-progress | cut -d, -f1-16",
+           shoal_test_cli());
+  CHECK_EQ(shoal_test_run_cmd(cmd, out2, sizeof out2, 30), 0);
+  CHECK_MSG(strcmp(out, out2) == 0, "--name=value differs from --name value:\n%s\n%s", out, out2);
 }
