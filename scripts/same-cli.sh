@@ -216,6 +216,25 @@ submit-work :: $S submit --work 0 -- x
 submit-bogus :: $S submit --bogus 1 -- x
 submit-word :: $S submit word -- x
 submit-tb :: $S submit --testbed nosuch -- true
+srv-help :: $S serve --help
+srv-bogus :: $S serve --bogus
+srv-port :: $S serve --port 70000
+srv-novalue :: $S serve --params
+srv-role :: $S serve --router --model mlp
+srv-role2 :: $S serve --replica http://127.0.0.1:1 --params x
+srv-noparams :: $S serve
+srv-model :: $S serve --model vgg --params x
+srv-batch :: $S serve --max-batch 0 --params x
+srv-missing :: $S serve --params /nonexistent --port 0
+lg-help :: $S loadgen --help
+lg-nourl :: $S loadgen --poisson 5
+lg-noarr :: $S loadgen --url http://127.0.0.1:1
+lg-two :: $S loadgen --url http://127.0.0.1:1 --poisson 5 --diurnal 1:0.5:10
+lg-diurnal :: $S loadgen --url http://127.0.0.1:1 --diurnal 1:2:10
+lg-rows :: $S loadgen --url http://127.0.0.1:1 --poisson 5 --rows 2.5
+lg-bogus :: $S loadgen --bogus
+lg-novalue :: $S loadgen --url
+lg-duration :: $S loadgen --url http://127.0.0.1:1 --poisson 5 --duration 0
 testbed-none :: $S testbed
 testbed-help :: $S testbed --help
 testbed-up-help :: $S testbed up --help
