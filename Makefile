@@ -39,16 +39,22 @@ DEPS_sched := sched core
 DEPS_sim   := sim sched core
 DEPS_serve := serve train comm core
 
+# A static archive names its members by base name, and `ar r` replaces a member of the same name: two
+# sub-folders of a layer may hold files of one name (policies/larr.c, planners/larr.c), so archives are
+# written anew with `ar q` (append, duplicates kept), and the member count is checked against the objects.
+define archive
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(Q)$(AR) qcs $@ $^
+	@n=$$($(AR) t $@ | wc -l); [ "$$n" -eq $(words $^) ] || \
+	  { echo "$@: $$n members for $(words $^) objects" >&2; rm -f $@; exit 1; }
+endef
+
 define layer_rules
 SRC_$(1) := $$(wildcard src/$(1)/*.c src/$(1)/*/*.c)
 OBJ_$(1) := $$(SRC_$(1):%.c=$(BUILD)/%.o)
-# a static archive keeps one member per file name: sub-folders of a layer must not repeat one
-DUP_$(1) := $$(shell printf '%s\n' $$(notdir $$(SRC_$(1))) | sort | uniq -d)
-$$(if $$(DUP_$(1)),$$(error src/$(1): file names used twice across its sub-folders: $$(DUP_$(1))))
 $(BUILD)/libshoal_$(1).a: $$(OBJ_$(1))
-	@mkdir -p $$(@D)
-	@rm -f $$@
-	$$(Q)$$(AR) rcs $$@ $$^
+	$$(archive)
 endef
 $(foreach L,$(LAYERS),$(eval $(call layer_rules,$(L))))
 
@@ -89,9 +95,7 @@ LIB_OBJ := $(foreach L,$(LIB_LAYERS),$(OBJ_$(L)))
 PUBLIC_HEADERS := $(wildcard include/shoal/*.h)
 
 $(BUILD)/libshoal.a: $(LIB_OBJ)
-	@mkdir -p $(@D)
-	@rm -f $@
-	$(Q)$(AR) rcs $@ $^
+	$(archive)
 # Only the functions declared in the public headers are exported (a linker version script made from them).
 $(BUILD)/libshoal.map: $(PUBLIC_HEADERS) scripts/export-map.sh
 	@mkdir -p $(@D)

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "sched/cluster.h"
+#include "sched/model/cluster.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   shoal_cluster_spec_t cs;

@@ -2,7 +2,7 @@
  * throughput table. Run: fuzz/run.sh json [seconds]. */
 #include <stdint.h>
 
-#include "sched/json.h"
+#include "sched/model/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   shoal_json_t *j;

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang)}
 out=build-fuzz
 mkdir -p "$out" "fuzz/corpus/$name"
-srcs="src/core/*.c src/sched/*.c"
+srcs="src/core/*.c src/sched/*.c src/sched/*/*.c"
 [ "$name" = trace ] && srcs="$srcs src/sim/*.c"
 # shellcheck disable=SC2086
 $CC -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

@@ -27,8 +27,8 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "sched/json.h"
-#include "sched/place.h"
+#include "sched/model/json.h"
+#include "sched/model/place.h"
 #include "live.h"
 #include "sched/policy.h"
 #include "options.h"

@@ -12,9 +12,9 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "shoal/shoal.h"
+#include "sched/planners/lower_bound.h"
+#include "sched/policies/slotted.h"
 #include "sched/policy.h"
-#include "sched/ps_policy.h"
-#include "sched/ps_replan.h"
 #include "sim/sim.h"
 #include "options.h"
 

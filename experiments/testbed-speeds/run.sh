@@ -4,7 +4,7 @@
 # emulated cluster of 4 hosts in 2 racks (`shoal testbed`: host links RATE,
 # rack uplinks oversubscribed 4:1, i.e. RATE/2 for the 2 hosts of a rack), written
 # as the Gavel-style throughputs.json that `shoal sim --speed table` reads
-# (src/sched/speed_table.c):
+# (src/sched/model/speed_table.c):
 #   "testbed"                       one host (consolidated)          W = 1, 2, 4, 8
 #   "testbed_unconsolidated"        two hosts in one rack (h0,h1)    W = 2, 4, 8
 #   "testbed-xrack"                 one host (same numbers as above)

@@ -20,9 +20,9 @@
  * cancelled it while it waited): the policy forgets it
  * (tests/sched/test_policy_adopt.c holds every policy to both).
  *
- * Writing a policy: one file src/sched/<name>.c defining
+ * Writing a policy: one file src/sched/policies/<name>.c defining
  *   const shoal_policy_ops_t shoal__policy_<name> = { "name", ... };
- * and one line in src/sched/policy_registry.c. Parameters arrive as a string
+ * and one line in src/sched/registry.c. Parameters arrive as a string
  * "key=value:key=value" (read them with shoal__param_double/long), e.g.
  * `shoal sim --policy tiresias:starve=2`. Document every parameter in `params`.
  *
@@ -35,9 +35,9 @@
 #include <stdint.h>
 
 #include "shoal/status.h"
-#include "sched/cluster.h"
-#include "sched/job.h"
-#include "sched/speed.h"
+#include "sched/model/cluster.h"
+#include "sched/model/job.h"
+#include "sched/model/speed.h"
 
 /* what happened since the last schedule() call */
 enum {
@@ -130,7 +130,7 @@ typedef struct shoal_policy_ops {
   int malleable;
 } shoal_policy_ops_t;
 
-/* Registry (policy_registry.c): the policy called name, NULL if none. */
+/* Registry (registry.c): the policy called name, NULL if none. */
 const shoal_policy_ops_t *shoal__policy_find(const char *name);
 /* i-th registered policy (0..), NULL past the end. */
 const shoal_policy_ops_t *shoal__policy_at(int i);

@@ -15,7 +15,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "sched/place.h"
+#include "sched/model/place.h"
 #include "sim/sim.h"
 
 enum { EV_FINISH = 0, EV_RESTART_DONE = 1, EV_TIMER = 2 };

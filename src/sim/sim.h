@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sched/cluster.h"
-#include "sched/job.h"
+#include "sched/model/cluster.h"
+#include "sched/model/job.h"
 #include "sched/policy.h"
-#include "sched/speed.h"
+#include "sched/model/speed.h"
 
 /* ---------------- workloads ---------------- */
 typedef struct shoal_workload {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "core/rng.h"
-#include "sched/ps_model.h"
+#include "sched/model/slot_plan.h"
 
 /* Machine h's row of a capacity array (H * NRES, the layout shoal__ps_cluster_init reads). */
 static inline void ps_set_cap(double *cap, int h, double gpu, double cpu, double mem, double net) {

@@ -2,8 +2,8 @@
 #include "../runner.h"
 #include "core/clock.h"
 #include "ps_testutil.h"
-#include "sched/ps_greedy.h"
-#include "sched/ps_lp.h"
+#include "sched/planners/greedy.h"
+#include "sched/planners/lp.h"
 
 TEST_T(larr_greedy_equals_mip_for_one_job, 120) {
   shoal_rng_t g;

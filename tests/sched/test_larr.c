@@ -5,11 +5,11 @@
 #include "../runner.h"
 #include "core/clock.h"
 #include "ps_testutil.h"
-#include "sched/ps_greedy.h"
-#include "sched/ps_larr.h"
-#include "sched/ps_lp.h"
-#include "sched/ps_oasis.h"
-#include "sched/ps_replan.h"
+#include "sched/planners/greedy.h"
+#include "sched/planners/larr.h"
+#include "sched/planners/lower_bound.h"
+#include "sched/planners/lp.h"
+#include "sched/planners/oasis.h"
 
 /* Preload a cluster with random committed usage in slots [0, T). */
 static void preload(shoal_rng_t *g, shoal__ps_cluster_t *c, int T) {

@@ -1,8 +1,8 @@
 /* GLPK layer: infeasible and failed solves are errors, never schedules. */
 #include "../runner.h"
 #include "ps_testutil.h"
-#include "sched/ps_greedy.h"
-#include "sched/ps_lp.h"
+#include "sched/planners/greedy.h"
+#include "sched/planners/lp.h"
 
 TEST(larr_lp_infeasible_is_an_error) {
   shoal__ps_cluster_t c;

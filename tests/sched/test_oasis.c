@@ -1,7 +1,7 @@
 /* oasis (spec §6): DP optimality on tiny cases, admission, feasibility. */
 #include "../runner.h"
 #include "ps_testutil.h"
-#include "sched/ps_oasis.h"
+#include "sched/planners/oasis.h"
 
 TEST(larr_oasis_admits_on_empty_cluster_and_covers) {
   shoal_rng_t g;

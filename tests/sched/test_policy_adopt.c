@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "../runner.h"
-#include "sched/place.h"
+#include "sched/model/place.h"
 #include "sched/policy.h"
-#include "sched/speed.h"
+#include "sched/model/speed.h"
 
 #define MAX_TIMERS 64
 

@@ -9,9 +9,9 @@
 #include "shoal/sched.h"
 #include "ps_testutil.h"
 #include "core/rng.h"
-#include "sched/policy_util.h"
-#include "sched/ps_model.h"
-#include "sched/speed.h"
+#include "sched/policies/common.h"
+#include "sched/model/slot_plan.h"
+#include "sched/model/speed.h"
 
 TEST(policy_arrivals_list_keeps_arrival_order) {
   enum { N = 2000 };

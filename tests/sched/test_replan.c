@@ -6,8 +6,8 @@
 #include "../runner.h"
 #include "core/error.h"
 #include "ps_testutil.h"
-#include "sched/ps_greedy.h"
-#include "sched/ps_replan.h"
+#include "sched/planners/greedy.h"
+#include "sched/planners/replan.h"
 
 /* Residual capacity must equal capacity minus the usage of all schedules. */
 static int residual_matches(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n,

@@ -6,10 +6,10 @@
 
 #include "../runner.h"
 #include "core/rng.h"
-#include "sched/json.h"
-#include "sched/place.h"
+#include "sched/model/json.h"
+#include "sched/model/place.h"
 #include "sched/policy.h"
-#include "sched/speed.h"
+#include "sched/model/speed.h"
 
 #define GAVEL "../shared/data/gavel/throughputs.json"
 

@@ -1,0 +1,186 @@
+/* larr's re-planning batch (docs/scheduling.md "Re-planning"): release the
+ * future slots of committed jobs larger than the smallest new one and plan
+ * everything smallest first. A pure planner on the slot model (model/slot_plan.h);
+ * the engine reaches it through the slotted policies (policies/slotted.c). */
+#include "sched/planners/replan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "sched/planners/greedy.h"
+
+#define EPS 1e-9
+
+void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p) {
+  shoal__ps_larr_defaults(&p->larr);
+  p->replan_k = 32;
+  p->replan_lp = 0;
+  p->replan_key = 1;
+}
+
+
+
+/* Drop the slots >= t of a schedule (not the capacity: release first). */
+static void sched_cut(shoal__ps_sched_t *S, int t) {
+  int keep = t - S->start;
+  if (keep < 0) keep = 0;
+  for (int k = keep; k < S->len; k++) free(S->slot[k].pl);
+  if (keep < S->len) S->len = keep;
+}
+
+static double work_before(const shoal__ps_job_t *j, const shoal__ps_sched_t *S, int t) {
+  double w = 0;
+  for (int k = 0; k < S->len && S->start + k < t; k++) w += shoal__ps_slot_work(j, &S->slot[k]);
+  return w;
+}
+
+/* Best one-slot rate on an empty machine: co-located on the largest machine
+ * that fits, or wmax distributed. Used only to order jobs by size. */
+static double best_rate(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j) {
+  double r = j->wmax * j->rho_ex;
+  for (int h = 0; h < c->H; h++) {
+    int w = shoal__ps_max_coloc(j, shoal__ps_cap(c, h));
+    if (w * j->rho_in > r) r = w * j->rho_in;
+    if (w == j->wmax) break; /* nothing co-located beats wmax on one machine */
+  }
+  return r;
+}
+
+typedef struct {
+  int i;
+  double key;
+  int arrival, id;
+} rp_item_t;
+
+static int cmp_item(const void *a, const void *b) {
+  const rp_item_t *x = a, *y = b;
+  if (x->key < y->key - 1e-12) return -1;
+  if (x->key > y->key + 1e-12) return 1;
+  if (x->arrival != y->arrival) return x->arrival - y->arrival;
+  return x->id - y->id;
+}
+
+/* Smaller key = planned earlier: remaining standalone time (slots), or
+ * remaining GPU-slots at that rate (key 1, the 2-D size). */
+static double rp_key(const shoal__ps_job_t *j, double rem, double rate, int key) {
+  double slots = rem / rate;
+  if (key == 1) {
+    int w = (int)ceil(rate / j->rho_in - EPS);
+    if (w > j->wmax) w = j->wmax;
+    return slots * (w > 0 ? w : 1) * (j->dw[SHOAL_PS_GPU] > 0 ? j->dw[SHOAL_PS_GPU] : 1);
+  }
+  return slots;
+}
+
+double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int key) {
+  return rp_key(j, j->work, best_rate(c, j), key);
+}
+
+int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
+                     int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new, double *rate_best,
+                     shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released) {
+  *ndef = 0;
+  *nrel = 0;
+  if (nb <= 0) return 0;
+  rp_item_t *it = malloc(sizeof *it * (size_t)(na + nb));
+  double *rem = malloc(sizeof(double) * (size_t)(na + nb));
+  if (!it || !rem) {
+    free(it);
+    free(rem);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  }
+  double thr = INFINITY;
+  int m = 0, rc = 0;
+  for (int q = 0; q < nb; q++) {
+    int i = batch[q];
+    if (!(rate_best[i] > 0)) rate_best[i] = best_rate(c, &jobs[i]);
+    rem[m] = jobs[i].work - work_before(&jobs[i], &S[i], t);
+    it[m] = (rp_item_t){i, rp_key(&jobs[i], rem[m], rate_best[i], p->replan_key), jobs[i].arrival, jobs[i].id};
+    if (it[m].key < thr) thr = it[m].key;
+    m++;
+  }
+  /* candidates for release: committed jobs with work left at t that are
+   * larger than the smallest job of the batch (SRPT puts them after it) */
+  int nc = 0;
+  rp_item_t *cand = it + m;
+  for (int q = 0; q < na; q++) {
+    int i = active[q];
+    double r = jobs[i].work - work_before(&jobs[i], &S[i], t);
+    if (r <= jobs[i].work * EPS) continue; /* done before t: nothing to re-plan */
+    if (!(rate_best[i] > 0)) rate_best[i] = best_rate(c, &jobs[i]);
+    double k = rp_key(&jobs[i], r, rate_best[i], p->replan_key);
+    if (k <= thr) continue;
+    cand[nc++] = (rp_item_t){i, k, jobs[i].arrival, jobs[i].id};
+  }
+  /* at most replan_k of them, the largest: they hold capacity longest and
+   * belong last in SRPT order (decision-time bound, docs/scheduling.md) */
+  if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_item);
+  int first = nc > p->replan_k ? nc - p->replan_k : 0;
+  for (int q = first; q < nc; q++) {
+    int i = cand[q].i;
+    if (released) released[q - first] = i;
+    shoal__ps_release(c, &jobs[i], &S[i], t);
+    sched_cut(&S[i], t);
+    it[m] = cand[q];
+    rem[m] = jobs[i].work - work_before(&jobs[i], &S[i], t);
+    it[m].key = rp_key(&jobs[i], rem[m], rate_best[i], p->replan_key);
+    it[m].arrival = -1 - jobs[i].arrival; /* marks a released job (sorted below by real arrival) */
+    m++;
+  }
+  *nrel = nc - first;
+  /* plan everything in the batch smallest first; remember which were new */
+  char *isnew = malloc((size_t)m);
+  if (!isnew) {
+    free(it);
+    free(rem);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  }
+  for (int q = 0; q < m; q++) {
+    isnew[q] = it[q].arrival >= 0;
+    if (!isnew[q]) it[q].arrival = -1 - it[q].arrival;
+  }
+  /* sort items with their rem and isnew: sort an index permutation */
+  int *ord = malloc(sizeof(int) * (size_t)m);
+  rp_item_t *tmp = malloc(sizeof *tmp * (size_t)m);
+  if (!ord || !tmp) {
+    free(it);
+    free(rem);
+    free(isnew);
+    free(ord);
+    free(tmp);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  }
+  for (int q = 0; q < m; q++) tmp[q] = it[q], tmp[q].i = q; /* i: index into it/rem/isnew */
+  if (m > 1) qsort(tmp, (size_t)m, sizeof *tmp, cmp_item);
+  for (int q = 0; q < m; q++) ord[q] = tmp[q].i;
+  free(tmp);
+  for (int q = 0; q < m && !rc; q++) {
+    int x = ord[q], i = it[x].i;
+    shoal__ps_job_t jr = jobs[i];
+    jr.work = rem[x];
+    if (jr.arrival < t) jr.arrival = t;
+    shoal__ps_sched_t R;
+    int prc;
+    if ((isnew[x] && !greedy_new) || (!isnew[x] && p->replan_lp)) prc = shoal__ps_larr(c, &jr, t, &p->larr, &R, st);
+    else prc = shoal__ps_greedy(c, &jr, t, p->larr.hmax, p->larr.theta, &R);
+    if (prc == SHOAL_ERR_INFEASIBLE) {
+      deferred[(*ndef)++] = i;
+      continue;
+    }
+    if (prc) {
+      rc = prc;
+      break;
+    }
+    if (!(rc = shoal__ps_sched_check(c, &jr, &R, 1)) && !(rc = shoal__ps_commit(c, &jr, &R)))
+      rc = shoal__ps_sched_overlay(&S[i], &R, R.start);
+    shoal__ps_sched_fit(&S[i]); /* kept until the job ends */
+    shoal__ps_sched_free(&R);
+  }
+  free(it);
+  free(rem);
+  free(isnew);
+  free(ord);
+  return rc;
+}

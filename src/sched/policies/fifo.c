@@ -1,0 +1,164 @@
+/* FIFO / YARN-CS (spec §5.2). Queue by arrival (ties: id). Default YARN-CS:
+ * walk the queue in order and start every job that fits now (backfill: skip
+ * those that do not), consolidated placement, never preempt.
+ * Parameter strict=1: FIFO-strict, stop at the first job that does not fit
+ * (head-of-line blocking).
+ * Speed (the result is the plain walk's): the queue is kept as one queue per
+ * requested size, each in arrival order; the walk takes, among the sizes that
+ * fit the free GPUs, the job that arrived first, so jobs too large for the
+ * free GPUs (which the walk skips: free GPUs only decrease) are never looked
+ * at. A started job leaves a hole in its queue (squeezed out when the holes
+ * outnumber the jobs), so a start costs O(1). */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "sched/policies/common.h"
+
+struct fclass {
+  int gpus;
+  shoal_job_t **q; /* arrival order; NULL: started */
+  int head, n, cap, holes;
+  int cur;         /* the walk's position in this decision */
+};
+
+typedef struct {
+  int strict, oom;
+  struct fclass *cls; /* sorted by size */
+  int ncls, clscap;
+  shoal_place_t *buf;
+} fifo_t;
+
+static int fifo_create(shoal_sched_t *s, const char *params, void **state) {
+  static const char *const keys[] = {"strict", NULL};
+  int rc = shoal__param_check("fifo", params, keys);
+  if (rc) return rc;
+  long strict;
+  if ((rc = shoal__param_long("fifo", params, "strict", 0, 0, 1, &strict))) return rc;
+  fifo_t *f = calloc(1, sizeof *f);
+  if (!f || !(f->buf = malloc((size_t)s->cluster->nmachines * sizeof *f->buf))) {
+    free(f);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "fifo: out of memory");
+  }
+  f->strict = (int)strict;
+  *state = f;
+  return 0;
+}
+
+static void fifo_destroy(void *state) {
+  fifo_t *f = state;
+  if (!f) return;
+  for (int c = 0; c < f->ncls; c++) free(f->cls[c].q);
+  free(f->cls);
+  free(f->buf);
+  free(f);
+}
+
+static struct fclass *class_of(fifo_t *f, int g) {
+  int lo = 0, hi = f->ncls;
+  while (lo < hi) {
+    int m = (lo + hi) / 2;
+    if (f->cls[m].gpus < g) lo = m + 1;
+    else hi = m;
+  }
+  if (lo < f->ncls && f->cls[lo].gpus == g) return &f->cls[lo];
+  if (f->ncls == f->clscap) {
+    int nc = f->clscap ? f->clscap * 2 : 16;
+    struct fclass *c = realloc(f->cls, (size_t)nc * sizeof *c);
+    if (!c) return NULL;
+    f->cls = c;
+    f->clscap = nc;
+  }
+  for (int i = f->ncls; i > lo; i--) f->cls[i] = f->cls[i - 1];
+  f->cls[lo] = (struct fclass){g, NULL, 0, 0, 0, 0, 0};
+  f->ncls++;
+  return &f->cls[lo];
+}
+
+static void fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  fifo_t *f = state;
+  /* a job that arrives running (a live controller adopting what an earlier one started) is started:
+   * FIFO never preempts, so it holds its placement until it finishes and never enters the queue */
+  if (j->state != SHOAL_JOB_WAIT) return;
+  struct fclass *c = class_of(f, j->gpus);
+  if (!c) {
+    f->oom = 1; /* reported by schedule() */
+    return;
+  }
+  if (c->n == c->cap && c->holes + c->head > c->n / 2) {
+    int k = 0;
+    for (int i = c->head; i < c->n; i++)
+      if (c->q[i]) c->q[k++] = c->q[i];
+    c->head = 0;
+    c->n = k;
+    c->holes = 0;
+  }
+  if (c->n == c->cap) {
+    int nc = c->cap ? c->cap * 2 : 64;
+    shoal_job_t **q = realloc(c->q, (size_t)nc * sizeof *q);
+    if (!q) {
+      f->oom = 1;
+      return;
+    }
+    c->q = q;
+    c->cap = nc;
+  }
+  c->q[c->n++] = j;
+}
+
+static void take(struct fclass *c) {
+  c->q[c->cur] = NULL;
+  c->holes++;
+  while (c->head < c->n && !c->q[c->head]) {
+    c->head++;
+    c->holes--;
+  }
+}
+
+/* the job at the class's walk position (skipping holes), NULL if none; a job that ended while it waited
+ * (a live controller: the user cancelled it) leaves the queue here */
+static shoal_job_t *at_cursor(struct fclass *c) {
+  while (c->cur < c->n) {
+    shoal_job_t *j = c->q[c->cur];
+    if (j && j->state == SHOAL_JOB_DONE) take(c);
+    else if (j) return j;
+    else c->cur++;
+  }
+  return NULL;
+}
+
+static int fifo_schedule(void *state, shoal_sched_t *s) {
+  fifo_t *f = state;
+  if (f->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "fifo: out of memory for the queue");
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
+  for (int c = 0; c < f->ncls; c++) f->cls[c].cur = f->cls[c].head;
+  for (;;) {
+    /* next job in arrival order among the sizes that fit (strict: among all) */
+    long fit = f->strict ? 1L << 40 : s->cluster->gpus_free;
+    struct fclass *best = NULL;
+    shoal_job_t *j = NULL;
+    for (int c = 0; c < f->ncls && f->cls[c].gpus <= fit; c++) {
+      shoal_job_t *x = at_cursor(&f->cls[c]);
+      if (x && (!j || x->id < j->id)) j = x, best = &f->cls[c];
+    }
+    if (!j) return 0;
+    int rc = j->gpus <= s->cluster->gpus_free ? shoal__start_requested(s, j, f->buf) : 0;
+    if (rc < 0) return rc;
+    if (rc == 1) take(best);
+    else if (f->strict) return 0; /* the head blocks the queue */
+    else best->cur++;             /* does not fit now (fragmentation): skipped */
+  }
+}
+
+const shoal_policy_ops_t shoal__policy_fifo = {
+    "fifo",
+    "FIFO / YARN-CS: arrival order, start whatever fits (backfill), consolidated, no preemption",
+    "strict=0: 1 = stop at the first job that does not fit (head-of-line blocking)",
+    fifo_create,
+    fifo_destroy,
+    fifo_arrive,
+    NULL,
+    NULL,
+    fifo_schedule,
+    NULL,
+    0, /* not malleable: min_workers..max_workers */
+};

@@ -1,0 +1,639 @@
+/* The slotted mode: slot planners behind the policy interface (policies/slotted.h). */
+#include "sched/policies/slotted.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "sched/model/place.h"
+#include "sched/policies/common.h"
+#include "sched/planners/greedy.h"
+#include "sched/planners/larr.h"
+#include "sched/planners/oasis.h"
+#include "sched/planners/replan.h"
+
+static const char *const kind_name[] = {"larr", "greedy", "oasis"};
+
+/* Per job id (parallel arrays, so that the re-planner can take them as its
+ * job and schedule tables). A plan keeps its executed slots until the job
+ * finishes: the re-planner counts the work done before a slot from them. */
+typedef struct {
+  shoal__ps_kind_t kind;
+  double slot_s;
+  shoal__ps_replan_params_t rp;
+  shoal__ps_oasis_params_t op;
+  int replan;         /* larr (1) / greedy (0): re-plan on each arrival batch */
+  int force_after;    /* oasis: admit a job rejected this many times anyway */
+  double est_s;       /* > 0: plan with est_s seconds of remaining work at the requested size (ablation) */
+  shoal__ps_cluster_t pc;
+  shoal__ps_oasis_est_t est;
+  int cap;            /* entries of the arrays below */
+  shoal__ps_job_t *pj;
+  shoal__ps_sched_t *plan;
+  double *rate_best;
+  char *planned;
+  int *tries;
+  shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
+  /* Which jobs a decision must look at (the others' placement for the
+   * current slot is the one they hold): per id the plan's version; a heap of
+   * plan ends (a plan that ran out is planned again) and one of the next slot
+   * at which a plan's placement changes; the plans changed in this decision */
+  int *pver;
+  struct slotq { struct slotq_e { int slot, id, ver; } *a; int n, cap; } endq, chgq;
+  int *chg;
+  int nchg, capchg;
+  int *mark; /* per id: stamp of the last decision that listed it */
+  int stamp;
+  int *rel;  /* released by a re-planning batch (room for replank) */
+  shoal_job_t **pend; /* arrived or out of plan, not planned yet */
+  int npend, cappend;
+  int *idx;           /* scratch: active committed jobs, batch, deferred */
+  int capidx;
+  shoal_place_t *buf;
+  long timer_slot;
+  long retry_slot;    /* deferred/rejected jobs are offered again once per slot */
+  int nfresh;         /* pend[npend - nfresh ..] arrived since the last decision */
+  int err;
+  /* counters (shown by `shoal sim` and `shoal sched`) */
+  long plans, deferrals, rejections, forced, replans, released;
+  shoal__ps_larr_stats_t lst;
+  double est_n[80], est_sum[80]; /* estimate: finished jobs' standalone durations (EST_BINS) */
+} ps_pol_t;
+
+/* accepted keys per policy: an unknown key is an error naming it */
+static const char *const keys_larr[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "replan", "replank", "replanlp", "estimate", NULL};
+static const char *const keys_greedy[] = {"slot", "theta", "replan", "replank", "estimate", NULL};
+static const char *const keys_oasis[] = {"slot", "mult", "force", "units", "estimate", NULL};
+
+int shoal__ps_view_cluster(const shoal_cluster_t *c, shoal__ps_cluster_t *pc) {
+  double *cap = malloc(sizeof(double) * (size_t)c->nmachines * SHOAL_PS_NRES);
+  if (!cap) return shoal__seterr(SHOAL_ERR_NOMEM, "slot planner: out of memory");
+  for (int h = 0; h < c->nmachines; h++) {
+    double *v = cap + (size_t)h * SHOAL_PS_NRES;
+    v[SHOAL_PS_GPU] = c->m[h].cap.gpus;
+    v[SHOAL_PS_CPU] = c->m[h].cap.cpus;
+    v[SHOAL_PS_MEM] = c->m[h].cap.mem_gb;
+    v[SHOAL_PS_NET] = 0; /* the speed model charges the network, not a demand */
+  }
+  int rc = shoal__ps_cluster_init(pc, c->nmachines, cap);
+  free(cap);
+  return rc;
+}
+
+int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char *params, void **state) {
+  const char *name = kind_name[kind];
+  const char *const *keys = kind == SHOAL__PS_LARR ? keys_larr : kind == SHOAL__PS_GREEDY ? keys_greedy : keys_oasis;
+  int rc = shoal__param_check(name, params, keys);
+  if (rc) return rc;
+  ps_pol_t *p = calloc(1, sizeof *p);
+  if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+  p->kind = kind;
+  shoal__arrivals_init(&p->act);
+  shoal__ps_replan_defaults(&p->rp);
+  shoal__ps_oasis_defaults(&p->op);
+  long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, lpb = p->rp.larr.lp_blocks, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
+  long rk = p->rp.replan_k, rlp = 0;
+  if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
+      (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)))
+    goto bad;
+  if (kind != SHOAL__PS_OASIS &&
+      ((rc = shoal__param_double(name, params, "theta", p->rp.larr.theta, 1e-6, 1e6, &p->rp.larr.theta)) ||
+       (rc = shoal__param_long(name, params, "replan", replan, 0, 1, &replan)) ||
+       (rc = shoal__param_long(name, params, "replank", rk, 0, 100000, &rk))))
+    goto bad;
+  if (kind == SHOAL__PS_LARR &&
+      ((rc = shoal__param_long(name, params, "trials", trials, 1, 10000, &trials)) ||
+       (rc = shoal__param_double(name, params, "beta", p->rp.larr.beta, 1e-3, 100, &p->rp.larr.beta)) ||
+       (rc = shoal__param_long(name, params, "sigma", 0, 0, 1000, &sigma)) ||
+       (rc = shoal__param_long(name, params, "klp", klp, 0, 100000, &klp)) ||
+       (rc = shoal__param_long(name, params, "lpblocks", lpb, 0, 100000, &lpb)) ||
+       (rc = shoal__param_long(name, params, "replanlp", 0, 0, 1, &rlp))))
+    goto bad;
+  if (kind == SHOAL__PS_OASIS &&
+      ((rc = shoal__param_double(name, params, "mult", 1, 1e-6, 1e6, &p->op.mult)) ||
+       (rc = shoal__param_long(name, params, "force", force, 1, 1000000, &force)) ||
+       (rc = shoal__param_long(name, params, "units", units, 1, 4096, &units))))
+    goto bad;
+  p->rp.larr.trials = (int)trials;
+  p->rp.larr.sigma = (int)sigma;
+  p->rp.larr.k_lp = (int)klp;
+  p->rp.larr.lp_blocks = (int)lpb;
+  p->rp.replan_k = (int)rk;
+  p->rp.replan_lp = (int)rlp;
+  p->replan = (int)replan;
+  p->force_after = (int)force;
+  p->op.units = (int)units;
+  p->rp.larr.seed = s->seed;
+  p->rp.larr.hmax = p->op.hmax = 2000;
+  p->op.T = 2000;
+  p->buf = malloc(sizeof *p->buf * (size_t)s->cluster->nmachines);
+  if (!p->buf || (rc = shoal__ps_view_cluster(s->cluster, &p->pc))) {
+    free(p->buf);
+    free(p);
+    return rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+  }
+  shoal__ps_oasis_est_init(&p->est);
+  p->timer_slot = -1;
+  p->retry_slot = -1;
+  *state = p;
+  return 0;
+bad:
+  free(p);
+  return rc;
+}
+
+void shoal__ps_policy_destroy(void *state) {
+  ps_pol_t *p = state;
+  if (!p) return;
+  for (int i = 0; i < p->cap; i++) shoal__ps_sched_free(&p->plan[i]);
+  free(p->pj);
+  free(p->plan);
+  free(p->rate_best);
+  free(p->planned);
+  free(p->tries);
+  free(p->pend);
+  shoal__arrivals_free(&p->act);
+  free(p->pver);
+  free(p->endq.a);
+  free(p->chgq.a);
+  free(p->chg);
+  free(p->mark);
+  free(p->rel);
+  free(p->idx);
+  free(p->buf);
+  shoal__ps_cluster_free(&p->pc);
+  free(p);
+}
+
+void shoal__ps_policy_stats(void *state, char *buf, size_t cap) {
+  ps_pol_t *p = state;
+  int n = snprintf(buf, cap, "plans=%ld deferrals=%ld", p->plans, p->deferrals);
+  if (p->kind == SHOAL__PS_OASIS && n > 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, " rejections=%ld forced=%ld", p->rejections, p->forced);
+  if (p->replan && n > 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, " replans=%ld released=%ld", p->replans, p->released);
+  if (p->kind == SHOAL__PS_LARR && n > 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, " lp_solves=%ld lp_fail=%ld lp_cut=%ld rounded_chosen=%ld", p->lst.lp_solves,
+             p->lst.lp_fail, p->lst.lp_cut, p->lst.chose_rounded);
+}
+
+/* Make id addressable in the per-job arrays. */
+static int grow(ps_pol_t *p, int id) {
+  if (id < p->cap) return 0;
+  int n = p->cap ? p->cap : 256;
+  while (n <= id) n *= 2;
+  shoal__ps_job_t *pj = realloc(p->pj, sizeof *pj * (size_t)n);
+  if (pj) p->pj = pj;
+  shoal__ps_sched_t *pl = realloc(p->plan, sizeof *pl * (size_t)n);
+  if (pl) p->plan = pl;
+  double *rb = realloc(p->rate_best, sizeof *rb * (size_t)n);
+  if (rb) p->rate_best = rb;
+  char *pd = realloc(p->planned, (size_t)n);
+  if (pd) p->planned = pd;
+  int *tr = realloc(p->tries, sizeof *tr * (size_t)n);
+  if (tr) p->tries = tr;
+  int *pv = realloc(p->pver, sizeof *pv * (size_t)n);
+  if (pv) p->pver = pv;
+  int *mk = realloc(p->mark, sizeof *mk * (size_t)n);
+  if (mk) p->mark = mk;
+  if (!pj || !pl || !rb || !pd || !tr || !pv || !mk) return p->err = SHOAL_ERR_NOMEM;
+  for (int i = p->cap; i < n; i++) {
+    memset(&p->pj[i], 0, sizeof p->pj[i]);
+    shoal__ps_sched_init(&p->plan[i], 0);
+    p->rate_best[i] = 0;
+    p->planned[i] = 0;
+    p->tries[i] = 0;
+    p->pver[i] = 0;
+    p->mark[i] = -1;
+  }
+  p->cap = n;
+  return 0;
+}
+
+static int slotq_less(const struct slotq_e *a, const struct slotq_e *b) {
+  return a->slot < b->slot || (a->slot == b->slot && a->id < b->id);
+}
+
+static void slotq_push(ps_pol_t *p, struct slotq *q, int slot, int id) {
+  if (q->n == q->cap) {
+    int nc = q->cap ? q->cap * 2 : 256;
+    struct slotq_e *a = realloc(q->a, sizeof *a * (size_t)nc);
+    if (!a) {
+      p->err = SHOAL_ERR_NOMEM;
+      return;
+    }
+    q->a = a;
+    q->cap = nc;
+  }
+  struct slotq_e e = {slot, id, p->pver[id]};
+  int i = q->n++;
+  while (i > 0 && slotq_less(&e, &q->a[(i - 1) / 2])) {
+    q->a[i] = q->a[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  q->a[i] = e;
+}
+
+static void slotq_pop(struct slotq *q) {
+  struct slotq_e last = q->a[--q->n];
+  int i = 0;
+  for (;;) {
+    int l = 2 * i + 1, m = i;
+    const struct slotq_e *b = &last;
+    if (l < q->n && slotq_less(&q->a[l], b)) m = l, b = &q->a[l];
+    if (l + 1 < q->n && slotq_less(&q->a[l + 1], b)) m = l + 1;
+    if (m == i) break;
+    q->a[i] = q->a[m];
+    i = m;
+  }
+  if (q->n) q->a[i] = last;
+}
+
+/* plan[id] changed (set, re-planned, dropped): the decision looks at it */
+static void plan_changed(ps_pol_t *p, int id) {
+  p->pver[id]++;
+  if (p->nchg == p->capchg) {
+    int nc = p->capchg ? p->capchg * 2 : 256;
+    int *c = realloc(p->chg, sizeof *c * (size_t)nc);
+    if (!c) {
+      p->err = SHOAL_ERR_NOMEM;
+      return;
+    }
+    p->chg = c;
+    p->capchg = nc;
+  }
+  p->chg[p->nchg++] = id;
+  if (p->planned[id]) slotq_push(p, &p->endq, shoal__ps_sched_end(&p->plan[id]), id);
+}
+
+static void push_pending(ps_pol_t *p, shoal_job_t *j) {
+  if (p->npend == p->cappend) {
+    int n = p->cappend ? 2 * p->cappend : 64;
+    shoal_job_t **q = realloc(p->pend, sizeof *q * (size_t)n);
+    if (!q) {
+      p->err = SHOAL_ERR_NOMEM;
+      return;
+    }
+    p->pend = q;
+    p->cappend = n;
+  }
+  p->pend[p->npend++] = j;
+}
+
+void shoal__ps_policy_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  ps_pol_t *p = state;
+  (void)s;
+  if (grow(p, j->id)) return;
+  if (shoal__arrivals_add(&p->act, j)) {
+    p->err = SHOAL_ERR_NOMEM;
+    return;
+  }
+  push_pending(p, j);
+  p->nfresh++;
+}
+
+static double standalone_rate(const shoal_sched_t *s, const shoal_job_t *j);
+static int est_bin(double d);
+
+static long slot_of(const ps_pol_t *p, double t) { return (long)floor(t / p->slot_s + 1e-9); }
+
+static void drop_plan(ps_pol_t *p, int id, int from) {
+  shoal__ps_release(&p->pc, &p->pj[id], &p->plan[id], from);
+  shoal__ps_sched_free(&p->plan[id]);
+  p->planned[id] = 0;
+  plan_changed(p, id);
+}
+
+void shoal__ps_policy_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  ps_pol_t *p = state;
+  shoal__arrivals_remove(&p->act, j);
+  if (p->est_s > 0) {
+    double full = standalone_rate(s, j), d = full > 0 ? j->work / full : 0;
+    p->est_n[est_bin(d)] += 1;
+    p->est_sum[est_bin(d)] += d;
+  }
+  if (j->id >= p->cap || !p->planned[j->id]) return;
+  drop_plan(p, j->id, (int)slot_of(p, s->now)); /* the engine freed it now */
+}
+
+void shoal__ps_policy_timer(void *state, shoal_sched_t *s, int64_t tag) {
+  (void)state, (void)s, (void)tag;
+}
+
+void shoal__ps_view(const shoal_sched_t *s, const shoal_job_t *j, double slot_s, int slot, double est_s,
+                    shoal__ps_job_t *pj) {
+  memset(pj, 0, sizeof *pj);
+  pj->id = j->id;
+  pj->arrival = slot;
+  int W = j->max_workers > j->gpus ? j->max_workers : j->gpus;
+  if (W > s->cluster->gpus_total) W = s->cluster->gpus_total;
+  pj->wmax = W < 1 ? 1 : W;
+  pj->dw[SHOAL_PS_GPU] = j->worker_demand.gpus;
+  pj->dw[SHOAL_PS_CPU] = j->worker_demand.cpus;
+  pj->dw[SHOAL_PS_MEM] = j->worker_demand.mem_gb;
+  pj->dp[SHOAL_PS_GPU] = j->ps_demand.gpus;
+  pj->dp[SHOAL_PS_CPU] = j->ps_demand.cpus;
+  pj->dp[SHOAL_PS_MEM] = j->ps_demand.mem_gb;
+  pj->kappa = j->arch == SHOAL_ARCH_PS && j->gpus > 0 ? fmin(1.0, (double)j->ps / j->gpus) : 0;
+  int Wr = j->gpus < 1 ? 1 : j->gpus; /* rates measured at the requested size */
+  int P = shoal__ps_count(pj->kappa, Wr);
+  double full = shoal_sched_rate_consolidated(s, j, Wr, P);
+  double rin = full / Wr;
+  double rex = rin;
+  if (s->cluster->nmachines >= 2 && (Wr >= 2 || P >= 1)) {
+    shoal_place_t two[2] = {{0, (int16_t)(Wr - Wr / 2), (int16_t)(P - P / 2)}, {1, (int16_t)(Wr / 2), (int16_t)(P / 2)}};
+    if (Wr == 1) two[0].ps = 0, two[1].ps = (int16_t)P;
+    double r = shoal_sched_rate(s, j, two, 2) / Wr;
+    if (r > 0) rex = fmin(r, rin);
+  }
+  if (!(rin > 0)) rin = rex = 1e-9;
+  pj->work = est_s > 0 && full > 0 ? est_s * full : shoal_job_remaining(j, s->now);
+  pj->rho_in = rin * slot_s;
+  pj->rho_ex = rex * slot_s;
+  /* the plan counts the current slot as whole, but part of it is gone:
+   * ask for that part's work on top (at most what wmax co-located workers
+   * would do), so the job does not fall behind its plan at once */
+  double gone = s->now / slot_s - slot;
+  if (gone > 0 && gone < 1) pj->work += gone * pj->wmax * pj->rho_in;
+}
+
+/* Remaining-work estimate for the "estimate" ablation, fitted online from
+ * the jobs finished so far: durations D (at the requested size) in
+ * log-spaced bins (8 per decade, 1 s .. 1e10 s); a job that has run a
+ * seconds is expected to need E[D - a | D > a]. Before any job finished,
+ * and for a job that outlived every finished one, the guess is
+ * max(prior, a) (estimate=PRIOR seconds). */
+#define EST_BINS 80
+static int est_bin(double d) {
+  int b = d > 1 ? (int)(8 * log10(d)) : 0;
+  return b < 0 ? 0 : b >= EST_BINS ? EST_BINS - 1 : b;
+}
+
+static double standalone_rate(const shoal_sched_t *s, const shoal_job_t *j) {
+  return shoal_sched_rate_consolidated(s, j, j->gpus < 1 ? 1 : j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
+}
+
+static double estimate_remaining(const ps_pol_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+  double full = standalone_rate(s, j);
+  double a = full > 0 ? shoal_sched_work_done(s, j) / full : 0; /* run seconds at the requested size */
+  int b0 = est_bin(a);
+  double n = 0, sum = 0;
+  for (int b = b0; b < EST_BINS; b++) {
+    if (b == b0 && !(p->est_sum[b] > a * p->est_n[b])) continue; /* a's own bin only if its mean is past a */
+    n += p->est_n[b];
+    sum += p->est_sum[b];
+  }
+  double r = n > 0 ? sum / n - a : fmax(p->est_s, a);
+  return r > 1 ? r : 1;
+}
+
+static void view(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, shoal__ps_job_t *pj) {
+  shoal__ps_view(s, j, p->slot_s, slot, p->est_s > 0 ? estimate_remaining(p, s, j) : 0, pj);
+  /* A plan must cover its work within hmax slots: a job longer than that at its spread rate is planned in
+   * pieces (its plan runs out and it is planned again, as any plan that ran out). It was deferred at every
+   * slot, for ever: the run never ended. Jobs within it keep their plans. */
+  double piece = p->rp.larr.hmax * pj->wmax * pj->rho_ex;
+  if (piece > 0 && pj->work > piece) pj->work = piece;
+}
+
+static int cmp_job(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  if (x->arrival != y->arrival) return x->arrival < y->arrival ? -1 : 1;
+  return x->id - y->id;
+}
+
+/* One job on its own (no re-planning): greedy, larr or oasis. */
+static int plan_one(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int *planned) {
+  int id = j->id;
+  *planned = 0;
+  view(p, s, j, slot, &p->pj[id]);
+  if (!(p->pj[id].work > 0)) return 0;
+  shoal__ps_sched_t S;
+  double payoff = 1;
+  int rc;
+  if (p->kind == SHOAL__PS_LARR) rc = shoal__ps_larr(&p->pc, &p->pj[id], slot, &p->rp.larr, &S, &p->lst);
+  else if (p->kind == SHOAL__PS_GREEDY) rc = shoal__ps_greedy(&p->pc, &p->pj[id], slot, p->rp.larr.hmax, p->rp.larr.theta, &S);
+  else {
+    if (p->tries[id] == 0) shoal__ps_oasis_observe(&p->est, &p->pc, &p->pj[id], &p->op);
+    rc = shoal__ps_oasis(&p->pc, &p->pj[id], slot, &p->op, &p->est, &payoff, &S);
+  }
+  if (rc == SHOAL_ERR_INFEASIBLE) { /* defer to the next slot */
+    p->deferrals++;
+    return 0;
+  }
+  if (rc) return rc;
+  if (p->kind == SHOAL__PS_OASIS && !(payoff > 0)) {
+    p->rejections++;
+    if (++p->tries[id] < p->force_after) {
+      shoal__ps_sched_free(&S);
+      return 0; /* rejected: offered again at the next slot */
+    }
+    p->forced++;
+  }
+  if ((rc = shoal__ps_sched_check(&p->pc, &p->pj[id], &S, 1)) || (rc = shoal__ps_commit(&p->pc, &p->pj[id], &S))) {
+    shoal__ps_sched_free(&S);
+    return rc;
+  }
+  shoal__ps_sched_free(&p->plan[id]);
+  shoal__ps_sched_fit(&S); /* kept until the job ends */
+  p->plan[id] = S;
+  p->planned[id] = 1;
+  plan_changed(p, id);
+  p->plans++;
+  *planned = 1;
+  return 0;
+}
+
+static int idx_room(ps_pol_t *p, int n) {
+  if (n <= p->capidx) return 0;
+  int *q = realloc(p->idx, sizeof *q * (size_t)n);
+  if (!q) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", kind_name[p->kind]);
+  p->idx = q;
+  p->capidx = n;
+  return 0;
+}
+
+/* Re-planning batch (shoal__ps_replan) over pend[from..npend): committed
+ * jobs' views are refreshed so that their remaining work is the engine's
+ * (Q = remaining now + planned work before slot k). */
+static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int release) {
+  int nb = p->npend - from, rc;
+  if ((rc = idx_room(p, s->nactive + 2 * nb + 1))) return rc;
+  int *act = p->idx, na = 0;
+  if (release)
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
+      int id = j->id;
+      if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k) continue;
+      shoal__ps_job_t now;
+      view(p, s, j, k, &now);
+      double before = 0;
+      for (int q = 0; q < p->plan[id].len && p->plan[id].start + q < k; q++)
+        before += shoal__ps_slot_work(&p->pj[id], &p->plan[id].slot[q]);
+      p->pj[id].work = now.work + before;
+      act[na++] = id;
+    }
+  int *batch = act + na, *def = batch + nb, ndef = 0, nrel = 0;
+  for (int q = 0; q < nb; q++) {
+    shoal_job_t *j = p->pend[from + q];
+    int id = j->id;
+    view(p, s, j, k, &p->pj[id]);
+    shoal__ps_sched_free(&p->plan[id]);
+    shoal__ps_sched_init(&p->plan[id], k);
+    batch[q] = id;
+  }
+  if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(p->rp.replan_k + 1))))
+    return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", kind_name[p->kind]);
+  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &p->rp, p->kind == SHOAL__PS_GREEDY,
+                        p->rate_best, &p->lst, def, &ndef, &nrel, p->rel);
+  if (rc) return rc;
+  if (release) p->replans++;
+  p->released += nrel;
+  p->deferrals += ndef;
+  /* mark planned: everything in the batch but the deferred */
+  for (int q = 0; q < nb; q++) p->planned[batch[q]] = 1;
+  for (int q = 0; q < ndef; q++) p->planned[def[q]] = 0;
+  for (int q = 0; q < nb; q++) plan_changed(p, batch[q]);
+  for (int q = 0; q < nrel; q++) plan_changed(p, p->rel[q]);
+  p->plans += nb - ndef;
+  int keep = from;
+  for (int q = from; q < p->npend; q++)
+    if (!p->planned[p->pend[q]->id]) p->pend[keep++] = p->pend[q];
+  p->npend = keep;
+  return 0;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The placement plan[id] gives job id in slot k, into p->buf; entries. */
+static int desired(ps_pol_t *p, int id, long k) {
+  int n = 0;
+  const shoal__ps_sched_t *pl = &p->plan[id];
+  if (p->planned[id] && k >= pl->start && k < pl->start + pl->len) {
+    const shoal__ps_slot_t *sl = &pl->slot[k - pl->start];
+    for (int e = 0; e < sl->n; e++) p->buf[n++] = (shoal_place_t){sl->pl[e].h, (int16_t)sl->pl[e].w, (int16_t)sl->pl[e].p};
+    n = shoal__place_normalize(p->buf, n);
+  }
+  return n;
+}
+
+static int slot_same(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
+  if (a->n != b->n) return 0;
+  for (int e = 0; e < a->n; e++)
+    if (a->pl[e].h != b->pl[e].h || a->pl[e].w != b->pl[e].w || a->pl[e].p != b->pl[e].p) return 0;
+  return 1;
+}
+
+/* First slot after k whose planned placement may differ from slot k's
+ * (identical plan entries give identical placements), -1 if none. */
+static int next_change(const ps_pol_t *p, int id, int k) {
+  if (!p->planned[id]) return -1;
+  const shoal__ps_sched_t *pl = &p->plan[id];
+  int end = pl->start + pl->len;
+  if (k < pl->start) return pl->start;
+  if (k >= end) return -1;
+  const shoal__ps_slot_t *cur = &pl->slot[k - pl->start];
+  for (int t = k + 1; t < end; t++)
+    if (!slot_same(&pl->slot[t - pl->start], cur)) return t;
+  return cur->n ? end : -1;
+}
+
+int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
+  ps_pol_t *p = state;
+  const char *name = kind_name[p->kind];
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
+  long k = slot_of(p, s->now);
+  int rc = shoal__ps_cluster_ensure(&p->pc, (int)k + 2);
+  if (rc)
+    return shoal__seterr(rc, "%s: out of memory for the residual capacity of %ld slots of %g s of %d machines (the "
+                         "run has reached t = %g s: a longer slot= or a shorter trace)", name, k + 2, p->slot_s,
+                         s->cluster->nmachines, s->now);
+  /* jobs whose plan ran out before their work: plan again (in arrival
+   * order; the heap of plan ends gives them without looking at the others) */
+  int nran = 0;
+  while (p->endq.n && p->endq.a[0].slot < k) {
+    struct slotq_e e = p->endq.a[0];
+    slotq_pop(&p->endq);
+    if (e.ver != p->pver[e.id] || !p->planned[e.id] || e.id >= p->act.cap || !p->act.job[e.id]) continue;
+    if ((rc = idx_room(p, nran + 1))) return rc;
+    p->idx[nran++] = e.id;
+  }
+  if (nran > 1) qsort(p->idx, (size_t)nran, sizeof *p->idx, cmp_int);
+  for (int q = 0; q < nran; q++) {
+    shoal_job_t *j = p->act.job[p->idx[q]];
+    drop_plan(p, j->id, (int)k);
+    push_pending(p, j);
+    p->nfresh++;
+  }
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
+  /* new slot: everyone waiting is offered again; otherwise only the fresh */
+  int from = k > p->retry_slot ? 0 : p->npend - p->nfresh, nfresh = p->nfresh;
+  p->retry_slot = k;
+  p->nfresh = 0;
+  /* drop finished jobs from the offer */
+  int keep = from;
+  for (int q = from; q < p->npend; q++)
+    if (p->pend[q]->state != SHOAL_JOB_DONE) p->pend[keep++] = p->pend[q];
+  p->npend = keep;
+  if (p->npend - from > 1) qsort(p->pend + from, (size_t)(p->npend - from), sizeof *p->pend, cmp_job);
+  if (p->replan && p->kind != SHOAL__PS_OASIS) {
+    /* committed jobs are released only when new jobs arrived */
+    if (p->npend > from && (rc = plan_batch(p, s, from, (int)k, nfresh > 0))) return rc;
+  } else {
+    keep = from;
+    for (int q = from; q < p->npend; q++) {
+      int planned;
+      if ((rc = plan_one(p, s, p->pend[q], (int)k, &planned))) return rc;
+      if (!planned) p->pend[keep++] = p->pend[q];
+    }
+    p->npend = keep;
+  }
+  /* apply slot k: first take resources from jobs whose placement changes,
+   * then give the new placements (the plans fit the capacity together). Only
+   * jobs whose plan changed in this decision or whose plan's placement
+   * changes by slot k can differ from what they hold; in arrival order. */
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
+  p->stamp++;
+  int ncand = 0;
+  for (int q = 0; q < p->nchg; q++) {
+    int id = p->chg[q];
+    if (p->mark[id] == p->stamp || id >= p->act.cap || !p->act.job[id]) continue;
+    if ((rc = idx_room(p, ncand + 1))) return rc;
+    p->mark[id] = p->stamp;
+    p->idx[ncand++] = id;
+  }
+  p->nchg = 0;
+  while (p->chgq.n && p->chgq.a[0].slot <= k) {
+    struct slotq_e e = p->chgq.a[0];
+    slotq_pop(&p->chgq);
+    if (e.ver != p->pver[e.id] || p->mark[e.id] == p->stamp || e.id >= p->act.cap || !p->act.job[e.id]) continue;
+    if ((rc = idx_room(p, ncand + 1))) return rc;
+    p->mark[e.id] = p->stamp;
+    p->idx[ncand++] = e.id;
+  }
+  if (ncand > 1) qsort(p->idx, (size_t)ncand, sizeof *p->idx, cmp_int);
+  for (int pass = 0; pass < 2; pass++)
+    for (int q = 0; q < ncand; q++) {
+      shoal_job_t *j = p->act.job[p->idx[q]];
+      int n = desired(p, j->id, k);
+      if (shoal__place_equal(p->buf, n, j->alloc.p, j->alloc.n)) continue;
+      if (pass == 0) rc = j->alloc.n ? shoal_sched_preempt(s, j) : 0;
+      else rc = n ? shoal_sched_assign(s, j, p->buf, n) : 0;
+      if (rc) return shoal__seterr(rc, "%s: job %d at slot %ld: %s", name, j->id, k, shoal_last_error());
+    }
+  for (int q = 0; q < ncand; q++) {
+    int next = next_change(p, p->idx[q], (int)k);
+    if (next > k) slotq_push(p, &p->chgq, next, p->idx[q]);
+  }
+  if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
+  if ((s->nactive > 0 || p->npend > 0) && p->timer_slot < k + 1) {
+    if ((rc = shoal_sched_timer(s, (k + 1) * p->slot_s, k + 1))) return rc;
+    p->timer_slot = k + 1;
+  }
+  return 0;
+}
