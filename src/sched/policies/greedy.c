@@ -1,9 +1,52 @@
-/* Policy "greedy": the exact greedy of planners/greedy.c in the engine's slotted mode (policies/slotted.c);
- * docs/scheduling.md. */
+/* Policy "greedy": the exact single-job greedy of planners/greedy.c (most work in every slot from the
+ * arrival), optionally with larr's re-planning (replan=1, an ablation), in the engine's slotted mode
+ * (policies/slotted.c); docs/scheduling.md. */
+#include "sched/planners/greedy.h"
 #include "sched/policies/slotted.h"
 
+typedef struct {
+  shoal__ps_replan_params_t rp; /* rp.larr.theta and hmax: the greedy's own parameters */
+  shoal__ps_larr_stats_t st;    /* filled by re-planning, not shown */
+} greedy_t;
+
+static const char *const keys[] = {"slot", "theta", "replan", "replank", "estimate", NULL};
+
+static int greedy_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
+  greedy_t *g = own;
+  shoal__ps_replan_params_t *rp = &g->rp;
+  shoal__ps_replan_defaults(rp);
+  long replan = 0, rk = rp->replan_k;
+  int rc;
+  if ((rc = shoal__param_double("greedy", params, "theta", rp->larr.theta, 1e-6, 1e6, &rp->larr.theta)) ||
+      (rc = shoal__param_long("greedy", params, "replan", replan, 0, 1, &replan)) ||
+      (rc = shoal__param_long("greedy", params, "replank", rk, 0, 100000, &rk)))
+    return rc;
+  rp->larr.seed = s->seed;
+  rp->larr.hmax = hmax;
+  rp->replan_k = (int)rk;
+  *replan_out = (int)replan;
+  return 0;
+}
+
+static int greedy_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, int *declined,
+                       shoal__ps_sched_t *out) {
+  greedy_t *g = own;
+  (void)declined;
+  return shoal__ps_greedy(pc, j, k, g->rp.larr.hmax, g->rp.larr.theta, out);
+}
+
+static const shoal__ps_replan_params_t *greedy_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+  greedy_t *g = own;
+  *greedy_new = 1; /* new jobs through the greedy too */
+  *st = &g->st;
+  return &g->rp;
+}
+
+static const shoal__slot_planner_t planner = {"greedy", keys, sizeof(greedy_t), greedy_configure, greedy_plan,
+                                              greedy_replan_params, NULL};
+
 static int greedy_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__ps_policy_create(SHOAL__PS_GREEDY, s, params, state);
+  return shoal__slotted_create(&planner, s, params, state);
 }
 
 const shoal_policy_ops_t shoal__policy_greedy = {
@@ -11,11 +54,11 @@ const shoal_policy_ops_t shoal__policy_greedy = {
     "exact single-job greedy: most work in every slot from arrival (locality-aware)",
     "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr",
     greedy_create,
-    shoal__ps_policy_destroy,
-    shoal__ps_policy_arrive,
-    shoal__ps_policy_finish,
-    shoal__ps_policy_timer,
-    shoal__ps_policy_schedule,
-    shoal__ps_policy_stats,
+    shoal__slotted_destroy,
+    shoal__slotted_arrive,
+    shoal__slotted_finish,
+    shoal__slotted_timer,
+    shoal__slotted_schedule,
+    shoal__slotted_stats,
     1, /* malleable */
 };

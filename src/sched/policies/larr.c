@@ -1,9 +1,72 @@
-/* Policy "larr": the LP planner of planners/larr.c in the engine's slotted mode (policies/slotted.c);
- * docs/scheduling.md. */
+/* Policy "larr": the LP planner of planners/larr.c (per-arrival LP relaxation, randomized rounding, repair)
+ * with larr's re-planning of committed jobs on each arrival batch (planners/replan.c), in the engine's
+ * slotted mode (policies/slotted.c); docs/scheduling.md. */
+#include <stdio.h>
+
+#include "sched/planners/larr.h"
 #include "sched/policies/slotted.h"
 
+typedef struct {
+  shoal__ps_replan_params_t rp; /* rp.larr: the LP planner's own parameters */
+  shoal__ps_larr_stats_t st;
+} larr_t;
+
+static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "replan", "replank", "replanlp", "estimate", NULL};
+
+static int larr_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
+  larr_t *l = own;
+  shoal__ps_replan_params_t *rp = &l->rp;
+  shoal__ps_replan_defaults(rp);
+  long trials = rp->larr.trials, sigma = 0, klp = rp->larr.k_lp, lpb = rp->larr.lp_blocks, replan = 1;
+  long rk = rp->replan_k, rlp = 0;
+  int rc;
+  if ((rc = shoal__param_double("larr", params, "theta", rp->larr.theta, 1e-6, 1e6, &rp->larr.theta)) ||
+      (rc = shoal__param_long("larr", params, "replan", replan, 0, 1, &replan)) ||
+      (rc = shoal__param_long("larr", params, "replank", rk, 0, 100000, &rk)) ||
+      (rc = shoal__param_long("larr", params, "trials", trials, 1, 10000, &trials)) ||
+      (rc = shoal__param_double("larr", params, "beta", rp->larr.beta, 1e-3, 100, &rp->larr.beta)) ||
+      (rc = shoal__param_long("larr", params, "sigma", 0, 0, 1000, &sigma)) ||
+      (rc = shoal__param_long("larr", params, "klp", klp, 0, 100000, &klp)) ||
+      (rc = shoal__param_long("larr", params, "lpblocks", lpb, 0, 100000, &lpb)) ||
+      (rc = shoal__param_long("larr", params, "replanlp", 0, 0, 1, &rlp)))
+    return rc;
+  rp->larr.trials = (int)trials;
+  rp->larr.sigma = (int)sigma;
+  rp->larr.k_lp = (int)klp;
+  rp->larr.lp_blocks = (int)lpb;
+  rp->larr.seed = s->seed;
+  rp->larr.hmax = hmax;
+  rp->replan_k = (int)rk;
+  rp->replan_lp = (int)rlp;
+  *replan_out = (int)replan;
+  return 0;
+}
+
+static int larr_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, int *declined,
+                     shoal__ps_sched_t *out) {
+  larr_t *l = own;
+  (void)declined;
+  return shoal__ps_larr(pc, j, k, &l->rp.larr, out, &l->st);
+}
+
+static const shoal__ps_replan_params_t *larr_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+  larr_t *l = own;
+  *greedy_new = 0;
+  *st = &l->st;
+  return &l->rp;
+}
+
+static void larr_stats(const void *own, char *buf, size_t cap) {
+  const larr_t *l = own;
+  snprintf(buf, cap, " lp_solves=%ld lp_fail=%ld lp_cut=%ld rounded_chosen=%ld", l->st.lp_solves, l->st.lp_fail,
+           l->st.lp_cut, l->st.chose_rounded);
+}
+
+static const shoal__slot_planner_t planner = {"larr", keys, sizeof(larr_t), larr_configure, larr_plan,
+                                              larr_replan_params, larr_stats};
+
 static int larr_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__ps_policy_create(SHOAL__PS_LARR, s, params, state);
+  return shoal__slotted_create(&planner, s, params, state);
 }
 
 const shoal_policy_ops_t shoal__policy_larr = {
@@ -11,11 +74,11 @@ const shoal_policy_ops_t shoal__policy_larr = {
     "larr: per-arrival LP relaxation + randomized rounding, locality-aware workers/PSs per slot; re-plans on arrivals",
     "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s)",
     larr_create,
-    shoal__ps_policy_destroy,
-    shoal__ps_policy_arrive,
-    shoal__ps_policy_finish,
-    shoal__ps_policy_timer,
-    shoal__ps_policy_schedule,
-    shoal__ps_policy_stats,
+    shoal__slotted_destroy,
+    shoal__slotted_arrive,
+    shoal__slotted_finish,
+    shoal__slotted_timer,
+    shoal__slotted_schedule,
+    shoal__slotted_stats,
     1, /* malleable */
 };

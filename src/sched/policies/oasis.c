@@ -1,9 +1,65 @@
-/* Policy "oasis": the primal-dual planner of planners/oasis.c in the engine's slotted mode (policies/slotted.c);
- * docs/scheduling.md. */
+/* Policy "oasis": the primal-dual planner of planners/oasis.c (exponential prices, a per-job DP) with
+ * admission by positive payoff: a rejected job is offered again at the next slot, and admitted anyway
+ * after `force` rejections; in the engine's slotted mode (policies/slotted.c); docs/scheduling.md. */
+#include <stdio.h>
+
+#include "sched/planners/oasis.h"
 #include "sched/policies/slotted.h"
 
+typedef struct {
+  shoal__ps_oasis_params_t op;
+  shoal__ps_oasis_est_t est; /* price bounds from the jobs seen so far */
+  int force_after;           /* admit a job rejected this many times anyway */
+  long rejections, forced;
+} oasis_t;
+
+static const char *const keys[] = {"slot", "mult", "force", "units", "estimate", NULL};
+
+static int oasis_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan) {
+  oasis_t *o = own;
+  (void)s;
+  shoal__ps_oasis_defaults(&o->op);
+  long force = 20, units = 64;
+  int rc;
+  if ((rc = shoal__param_double("oasis", params, "mult", 1, 1e-6, 1e6, &o->op.mult)) ||
+      (rc = shoal__param_long("oasis", params, "force", force, 1, 1000000, &force)) ||
+      (rc = shoal__param_long("oasis", params, "units", units, 1, 4096, &units)))
+    return rc;
+  o->force_after = (int)force;
+  o->op.units = (int)units;
+  o->op.hmax = hmax;
+  o->op.T = 2000;
+  shoal__ps_oasis_est_init(&o->est);
+  *replan = 0;
+  return 0;
+}
+
+static int oasis_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, int *declined,
+                      shoal__ps_sched_t *out) {
+  oasis_t *o = own;
+  if (*declined == 0) shoal__ps_oasis_observe(&o->est, pc, j, &o->op); /* first offer: into the estimates */
+  double payoff = 1;
+  int rc = shoal__ps_oasis(pc, j, k, &o->op, &o->est, &payoff, out);
+  if (rc || payoff > 0) return rc;
+  o->rejections++;
+  if (++*declined < o->force_after) {
+    shoal__ps_sched_free(out);
+    return SHOAL__SLOT_DECLINED;
+  }
+  o->forced++;
+  return 0;
+}
+
+static void oasis_stats(const void *own, char *buf, size_t cap) {
+  const oasis_t *o = own;
+  snprintf(buf, cap, " rejections=%ld forced=%ld", o->rejections, o->forced);
+}
+
+static const shoal__slot_planner_t planner = {"oasis", keys, sizeof(oasis_t), oasis_configure, oasis_plan, NULL,
+                                              oasis_stats};
+
 static int oasis_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__ps_policy_create(SHOAL__PS_OASIS, s, params, state);
+  return shoal__slotted_create(&planner, s, params, state);
 }
 
 const shoal_policy_ops_t shoal__policy_oasis = {
@@ -11,11 +67,11 @@ const shoal_policy_ops_t shoal__policy_oasis = {
     "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot)",
     "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr",
     oasis_create,
-    shoal__ps_policy_destroy,
-    shoal__ps_policy_arrive,
-    shoal__ps_policy_finish,
-    shoal__ps_policy_timer,
-    shoal__ps_policy_schedule,
-    shoal__ps_policy_stats,
+    shoal__slotted_destroy,
+    shoal__slotted_arrive,
+    shoal__slotted_finish,
+    shoal__slotted_timer,
+    shoal__slotted_schedule,
+    shoal__slotted_stats,
     1, /* malleable */
 };

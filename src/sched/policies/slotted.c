@@ -1,4 +1,4 @@
-/* The slotted mode: slot planners behind the policy interface (policies/slotted.h). */
+/* The slotted mode: a slot planner behind the policy interface (policies/slotted.h). */
 #include "sched/policies/slotted.h"
 
 #include <math.h>
@@ -8,33 +8,27 @@
 
 #include "core/error.h"
 #include "sched/model/place.h"
-#include "sched/policies/common.h"
-#include "sched/planners/greedy.h"
-#include "sched/planners/larr.h"
-#include "sched/planners/oasis.h"
 #include "sched/planners/replan.h"
-
-static const char *const kind_name[] = {"larr", "greedy", "oasis"};
+#include "sched/policies/common.h"
 
 /* Per job id (parallel arrays, so that the re-planner can take them as its
  * job and schedule tables). A plan keeps its executed slots until the job
  * finishes: the re-planner counts the work done before a slot from them. */
 typedef struct {
-  shoal__ps_kind_t kind;
+  const shoal__slot_planner_t *pl;
+  void *own;          /* the planner policy's state */
+  const char *name;
   double slot_s;
-  shoal__ps_replan_params_t rp;
-  shoal__ps_oasis_params_t op;
-  int replan;         /* larr (1) / greedy (0): re-plan on each arrival batch */
-  int force_after;    /* oasis: admit a job rejected this many times anyway */
+  int hmax;           /* slots a plan may span (a longer job is planned in pieces) */
+  int replan;         /* re-plan on each arrival batch (the planner's choice) */
   double est_s;       /* > 0: plan with est_s seconds of remaining work at the requested size (ablation) */
   shoal__ps_cluster_t pc;
-  shoal__ps_oasis_est_t est;
   int cap;            /* entries of the arrays below */
   shoal__ps_job_t *pj;
   shoal__ps_sched_t *plan;
   double *rate_best;
   char *planned;
-  int *tries;
+  int *tries;         /* times the planner declined the job */
   shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
   /* Which jobs a decision must look at (the others' placement for the
    * current slot is the one they hold): per id the plan's version; a heap of
@@ -57,15 +51,9 @@ typedef struct {
   int nfresh;         /* pend[npend - nfresh ..] arrived since the last decision */
   int err;
   /* counters (shown by `shoal sim` and `shoal sched`) */
-  long plans, deferrals, rejections, forced, replans, released;
-  shoal__ps_larr_stats_t lst;
+  long plans, deferrals, replans, released;
   double est_n[80], est_sum[80]; /* estimate: finished jobs' standalone durations (EST_BINS) */
-} ps_pol_t;
-
-/* accepted keys per policy: an unknown key is an error naming it */
-static const char *const keys_larr[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "replan", "replank", "replanlp", "estimate", NULL};
-static const char *const keys_greedy[] = {"slot", "theta", "replan", "replank", "estimate", NULL};
-static const char *const keys_oasis[] = {"slot", "mult", "force", "units", "estimate", NULL};
+} slotted_t;
 
 int shoal__ps_view_cluster(const shoal_cluster_t *c, shoal__ps_cluster_t *pc) {
   double *cap = malloc(sizeof(double) * (size_t)c->nmachines * SHOAL_PS_NRES);
@@ -82,70 +70,47 @@ int shoal__ps_view_cluster(const shoal_cluster_t *c, shoal__ps_cluster_t *pc) {
   return rc;
 }
 
-int shoal__ps_policy_create(shoal__ps_kind_t kind, shoal_sched_t *s, const char *params, void **state) {
-  const char *name = kind_name[kind];
-  const char *const *keys = kind == SHOAL__PS_LARR ? keys_larr : kind == SHOAL__PS_GREEDY ? keys_greedy : keys_oasis;
-  int rc = shoal__param_check(name, params, keys);
+int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, const char *params, void **state) {
+  const char *name = pl->name;
+  int rc = shoal__param_check(name, params, pl->keys);
   if (rc) return rc;
-  ps_pol_t *p = calloc(1, sizeof *p);
-  if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
-  p->kind = kind;
+  slotted_t *p = calloc(1, sizeof *p);
+  void *own = calloc(1, pl->size ? pl->size : 1);
+  if (!p || !own) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+    goto bad;
+  }
+  p->pl = pl;
+  p->own = own;
+  p->name = name;
+  p->hmax = 2000;
   shoal__arrivals_init(&p->act);
-  shoal__ps_replan_defaults(&p->rp);
-  shoal__ps_oasis_defaults(&p->op);
-  long trials = p->rp.larr.trials, sigma = 0, klp = p->rp.larr.k_lp, lpb = p->rp.larr.lp_blocks, force = 20, units = 64, replan = kind == SHOAL__PS_LARR;
-  long rk = p->rp.replan_k, rlp = 0;
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
-      (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)))
+      (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
+      (rc = pl->configure(own, s, params, p->hmax, &p->replan)))
     goto bad;
-  if (kind != SHOAL__PS_OASIS &&
-      ((rc = shoal__param_double(name, params, "theta", p->rp.larr.theta, 1e-6, 1e6, &p->rp.larr.theta)) ||
-       (rc = shoal__param_long(name, params, "replan", replan, 0, 1, &replan)) ||
-       (rc = shoal__param_long(name, params, "replank", rk, 0, 100000, &rk))))
+  if (p->replan && !pl->replan_params) {
+    rc = shoal__seterr(SHOAL_ERR_INTERNAL, "%s: re-planning asked for without its parameters", name);
     goto bad;
-  if (kind == SHOAL__PS_LARR &&
-      ((rc = shoal__param_long(name, params, "trials", trials, 1, 10000, &trials)) ||
-       (rc = shoal__param_double(name, params, "beta", p->rp.larr.beta, 1e-3, 100, &p->rp.larr.beta)) ||
-       (rc = shoal__param_long(name, params, "sigma", 0, 0, 1000, &sigma)) ||
-       (rc = shoal__param_long(name, params, "klp", klp, 0, 100000, &klp)) ||
-       (rc = shoal__param_long(name, params, "lpblocks", lpb, 0, 100000, &lpb)) ||
-       (rc = shoal__param_long(name, params, "replanlp", 0, 0, 1, &rlp))))
-    goto bad;
-  if (kind == SHOAL__PS_OASIS &&
-      ((rc = shoal__param_double(name, params, "mult", 1, 1e-6, 1e6, &p->op.mult)) ||
-       (rc = shoal__param_long(name, params, "force", force, 1, 1000000, &force)) ||
-       (rc = shoal__param_long(name, params, "units", units, 1, 4096, &units))))
-    goto bad;
-  p->rp.larr.trials = (int)trials;
-  p->rp.larr.sigma = (int)sigma;
-  p->rp.larr.k_lp = (int)klp;
-  p->rp.larr.lp_blocks = (int)lpb;
-  p->rp.replan_k = (int)rk;
-  p->rp.replan_lp = (int)rlp;
-  p->replan = (int)replan;
-  p->force_after = (int)force;
-  p->op.units = (int)units;
-  p->rp.larr.seed = s->seed;
-  p->rp.larr.hmax = p->op.hmax = 2000;
-  p->op.T = 2000;
+  }
   p->buf = malloc(sizeof *p->buf * (size_t)s->cluster->nmachines);
   if (!p->buf || (rc = shoal__ps_view_cluster(s->cluster, &p->pc))) {
     free(p->buf);
-    free(p);
-    return rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+    rc = rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", name);
+    goto bad;
   }
-  shoal__ps_oasis_est_init(&p->est);
   p->timer_slot = -1;
   p->retry_slot = -1;
   *state = p;
   return 0;
 bad:
+  free(own);
   free(p);
   return rc;
 }
 
-void shoal__ps_policy_destroy(void *state) {
-  ps_pol_t *p = state;
+void shoal__slotted_destroy(void *state) {
+  slotted_t *p = state;
   if (!p) return;
   for (int i = 0; i < p->cap; i++) shoal__ps_sched_free(&p->plan[i]);
   free(p->pj);
@@ -164,23 +129,20 @@ void shoal__ps_policy_destroy(void *state) {
   free(p->idx);
   free(p->buf);
   shoal__ps_cluster_free(&p->pc);
+  free(p->own);
   free(p);
 }
 
-void shoal__ps_policy_stats(void *state, char *buf, size_t cap) {
-  ps_pol_t *p = state;
+void shoal__slotted_stats(void *state, char *buf, size_t cap) {
+  slotted_t *p = state;
   int n = snprintf(buf, cap, "plans=%ld deferrals=%ld", p->plans, p->deferrals);
-  if (p->kind == SHOAL__PS_OASIS && n > 0 && (size_t)n < cap)
-    n += snprintf(buf + n, cap - (size_t)n, " rejections=%ld forced=%ld", p->rejections, p->forced);
   if (p->replan && n > 0 && (size_t)n < cap)
     n += snprintf(buf + n, cap - (size_t)n, " replans=%ld released=%ld", p->replans, p->released);
-  if (p->kind == SHOAL__PS_LARR && n > 0 && (size_t)n < cap)
-    snprintf(buf + n, cap - (size_t)n, " lp_solves=%ld lp_fail=%ld lp_cut=%ld rounded_chosen=%ld", p->lst.lp_solves,
-             p->lst.lp_fail, p->lst.lp_cut, p->lst.chose_rounded);
+  if (p->pl->stats && n > 0 && (size_t)n < cap) p->pl->stats(p->own, buf + n, cap - (size_t)n);
 }
 
 /* Make id addressable in the per-job arrays. */
-static int grow(ps_pol_t *p, int id) {
+static int grow(slotted_t *p, int id) {
   if (id < p->cap) return 0;
   int n = p->cap ? p->cap : 256;
   while (n <= id) n *= 2;
@@ -216,7 +178,7 @@ static int slotq_less(const struct slotq_e *a, const struct slotq_e *b) {
   return a->slot < b->slot || (a->slot == b->slot && a->id < b->id);
 }
 
-static void slotq_push(ps_pol_t *p, struct slotq *q, int slot, int id) {
+static void slotq_push(slotted_t *p, struct slotq *q, int slot, int id) {
   if (q->n == q->cap) {
     int nc = q->cap ? q->cap * 2 : 256;
     struct slotq_e *a = realloc(q->a, sizeof *a * (size_t)nc);
@@ -252,7 +214,7 @@ static void slotq_pop(struct slotq *q) {
 }
 
 /* plan[id] changed (set, re-planned, dropped): the decision looks at it */
-static void plan_changed(ps_pol_t *p, int id) {
+static void plan_changed(slotted_t *p, int id) {
   p->pver[id]++;
   if (p->nchg == p->capchg) {
     int nc = p->capchg ? p->capchg * 2 : 256;
@@ -268,7 +230,7 @@ static void plan_changed(ps_pol_t *p, int id) {
   if (p->planned[id]) slotq_push(p, &p->endq, shoal__ps_sched_end(&p->plan[id]), id);
 }
 
-static void push_pending(ps_pol_t *p, shoal_job_t *j) {
+static void push_pending(slotted_t *p, shoal_job_t *j) {
   if (p->npend == p->cappend) {
     int n = p->cappend ? 2 * p->cappend : 64;
     shoal_job_t **q = realloc(p->pend, sizeof *q * (size_t)n);
@@ -282,8 +244,8 @@ static void push_pending(ps_pol_t *p, shoal_job_t *j) {
   p->pend[p->npend++] = j;
 }
 
-void shoal__ps_policy_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
-  ps_pol_t *p = state;
+void shoal__slotted_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  slotted_t *p = state;
   (void)s;
   if (grow(p, j->id)) return;
   if (shoal__arrivals_add(&p->act, j)) {
@@ -297,17 +259,17 @@ void shoal__ps_policy_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
 static double standalone_rate(const shoal_sched_t *s, const shoal_job_t *j);
 static int est_bin(double d);
 
-static long slot_of(const ps_pol_t *p, double t) { return (long)floor(t / p->slot_s + 1e-9); }
+static long slot_of(const slotted_t *p, double t) { return (long)floor(t / p->slot_s + 1e-9); }
 
-static void drop_plan(ps_pol_t *p, int id, int from) {
+static void drop_plan(slotted_t *p, int id, int from) {
   shoal__ps_release(&p->pc, &p->pj[id], &p->plan[id], from);
   shoal__ps_sched_free(&p->plan[id]);
   p->planned[id] = 0;
   plan_changed(p, id);
 }
 
-void shoal__ps_policy_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
-  ps_pol_t *p = state;
+void shoal__slotted_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
+  slotted_t *p = state;
   shoal__arrivals_remove(&p->act, j);
   if (p->est_s > 0) {
     double full = standalone_rate(s, j), d = full > 0 ? j->work / full : 0;
@@ -318,7 +280,7 @@ void shoal__ps_policy_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   drop_plan(p, j->id, (int)slot_of(p, s->now)); /* the engine freed it now */
 }
 
-void shoal__ps_policy_timer(void *state, shoal_sched_t *s, int64_t tag) {
+void shoal__slotted_timer(void *state, shoal_sched_t *s, int64_t tag) {
   (void)state, (void)s, (void)tag;
 }
 
@@ -375,7 +337,7 @@ static double standalone_rate(const shoal_sched_t *s, const shoal_job_t *j) {
   return shoal_sched_rate_consolidated(s, j, j->gpus < 1 ? 1 : j->gpus, j->arch == SHOAL_ARCH_PS ? j->ps : 0);
 }
 
-static double estimate_remaining(const ps_pol_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+static double estimate_remaining(const slotted_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
   double full = standalone_rate(s, j);
   double a = full > 0 ? shoal_sched_work_done(s, j) / full : 0; /* run seconds at the requested size */
   int b0 = est_bin(a);
@@ -389,12 +351,12 @@ static double estimate_remaining(const ps_pol_t *p, const shoal_sched_t *s, cons
   return r > 1 ? r : 1;
 }
 
-static void view(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, shoal__ps_job_t *pj) {
+static void view(slotted_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, shoal__ps_job_t *pj) {
   shoal__ps_view(s, j, p->slot_s, slot, p->est_s > 0 ? estimate_remaining(p, s, j) : 0, pj);
   /* A plan must cover its work within hmax slots: a job longer than that at its spread rate is planned in
    * pieces (its plan runs out and it is planned again, as any plan that ran out). It was deferred at every
    * slot, for ever: the run never ended. Jobs within it keep their plans. */
-  double piece = p->rp.larr.hmax * pj->wmax * pj->rho_ex;
+  double piece = p->hmax * pj->wmax * pj->rho_ex;
   if (piece > 0 && pj->work > piece) pj->work = piece;
 }
 
@@ -404,34 +366,20 @@ static int cmp_job(const void *a, const void *b) {
   return x->id - y->id;
 }
 
-/* One job on its own (no re-planning): greedy, larr or oasis. */
-static int plan_one(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int *planned) {
+/* One job on its own (no re-planning), by the planner. */
+static int plan_one(slotted_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int *planned) {
   int id = j->id;
   *planned = 0;
   view(p, s, j, slot, &p->pj[id]);
   if (!(p->pj[id].work > 0)) return 0;
   shoal__ps_sched_t S;
-  double payoff = 1;
-  int rc;
-  if (p->kind == SHOAL__PS_LARR) rc = shoal__ps_larr(&p->pc, &p->pj[id], slot, &p->rp.larr, &S, &p->lst);
-  else if (p->kind == SHOAL__PS_GREEDY) rc = shoal__ps_greedy(&p->pc, &p->pj[id], slot, p->rp.larr.hmax, p->rp.larr.theta, &S);
-  else {
-    if (p->tries[id] == 0) shoal__ps_oasis_observe(&p->est, &p->pc, &p->pj[id], &p->op);
-    rc = shoal__ps_oasis(&p->pc, &p->pj[id], slot, &p->op, &p->est, &payoff, &S);
-  }
+  int rc = p->pl->plan(p->own, &p->pc, &p->pj[id], slot, &p->tries[id], &S);
   if (rc == SHOAL_ERR_INFEASIBLE) { /* defer to the next slot */
     p->deferrals++;
     return 0;
   }
+  if (rc == SHOAL__SLOT_DECLINED) return 0; /* offered again at the next slot */
   if (rc) return rc;
-  if (p->kind == SHOAL__PS_OASIS && !(payoff > 0)) {
-    p->rejections++;
-    if (++p->tries[id] < p->force_after) {
-      shoal__ps_sched_free(&S);
-      return 0; /* rejected: offered again at the next slot */
-    }
-    p->forced++;
-  }
   if ((rc = shoal__ps_sched_check(&p->pc, &p->pj[id], &S, 1)) || (rc = shoal__ps_commit(&p->pc, &p->pj[id], &S))) {
     shoal__ps_sched_free(&S);
     return rc;
@@ -446,10 +394,10 @@ static int plan_one(ps_pol_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, int
   return 0;
 }
 
-static int idx_room(ps_pol_t *p, int n) {
+static int idx_room(slotted_t *p, int n) {
   if (n <= p->capidx) return 0;
   int *q = realloc(p->idx, sizeof *q * (size_t)n);
-  if (!q) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", kind_name[p->kind]);
+  if (!q) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
   p->idx = q;
   p->capidx = n;
   return 0;
@@ -458,7 +406,7 @@ static int idx_room(ps_pol_t *p, int n) {
 /* Re-planning batch (shoal__ps_replan) over pend[from..npend): committed
  * jobs' views are refreshed so that their remaining work is the engine's
  * (Q = remaining now + planned work before slot k). */
-static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int release) {
+static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int release) {
   int nb = p->npend - from, rc;
   if ((rc = idx_room(p, s->nactive + 2 * nb + 1))) return rc;
   int *act = p->idx, na = 0;
@@ -484,10 +432,13 @@ static int plan_batch(ps_pol_t *p, shoal_sched_t *s, int from, int k, int releas
     shoal__ps_sched_init(&p->plan[id], k);
     batch[q] = id;
   }
-  if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(p->rp.replan_k + 1))))
-    return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", kind_name[p->kind]);
-  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &p->rp, p->kind == SHOAL__PS_GREEDY,
-                        p->rate_best, &p->lst, def, &ndef, &nrel, p->rel);
+  int greedy_new = 0;
+  shoal__ps_larr_stats_t *st = NULL;
+  const shoal__ps_replan_params_t *rp = p->pl->replan_params(p->own, &greedy_new, &st);
+  if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(rp->replan_k + 1))))
+    return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
+  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, rp, greedy_new, p->rate_best, st, def, &ndef,
+                        &nrel, p->rel);
   if (rc) return rc;
   if (release) p->replans++;
   p->released += nrel;
@@ -511,7 +462,7 @@ static int cmp_int(const void *a, const void *b) {
 }
 
 /* The placement plan[id] gives job id in slot k, into p->buf; entries. */
-static int desired(ps_pol_t *p, int id, long k) {
+static int desired(slotted_t *p, int id, long k) {
   int n = 0;
   const shoal__ps_sched_t *pl = &p->plan[id];
   if (p->planned[id] && k >= pl->start && k < pl->start + pl->len) {
@@ -531,7 +482,7 @@ static int slot_same(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
 
 /* First slot after k whose planned placement may differ from slot k's
  * (identical plan entries give identical placements), -1 if none. */
-static int next_change(const ps_pol_t *p, int id, int k) {
+static int next_change(const slotted_t *p, int id, int k) {
   if (!p->planned[id]) return -1;
   const shoal__ps_sched_t *pl = &p->plan[id];
   int end = pl->start + pl->len;
@@ -543,9 +494,9 @@ static int next_change(const ps_pol_t *p, int id, int k) {
   return cur->n ? end : -1;
 }
 
-int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
-  ps_pol_t *p = state;
-  const char *name = kind_name[p->kind];
+int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
+  slotted_t *p = state;
+  const char *name = p->name;
   if (p->err) return shoal__seterr(p->err, "%s: out of memory", name);
   long k = slot_of(p, s->now);
   int rc = shoal__ps_cluster_ensure(&p->pc, (int)k + 2);
@@ -581,7 +532,7 @@ int shoal__ps_policy_schedule(void *state, shoal_sched_t *s) {
     if (p->pend[q]->state != SHOAL_JOB_DONE) p->pend[keep++] = p->pend[q];
   p->npend = keep;
   if (p->npend - from > 1) qsort(p->pend + from, (size_t)(p->npend - from), sizeof *p->pend, cmp_job);
-  if (p->replan && p->kind != SHOAL__PS_OASIS) {
+  if (p->replan) {
     /* committed jobs are released only when new jobs arrived */
     if (p->npend > from && (rc = plan_batch(p, s, from, (int)k, nfresh > 0))) return rc;
   } else {
