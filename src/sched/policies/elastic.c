@@ -394,14 +394,10 @@ static int candidates(elastic_t *e, const shoal_sched_t *s, int *nc, int *avail,
   return 0;
 }
 
-static int el_schedule(void *state, shoal_sched_t *s) {
-  elastic_t *e = state;
-  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH | SHOAL_EV_TIMER | SHOAL_EV_START))) return 0;
-  if (e->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
+/* A runner may have taken a job's resources (the live controller on a
+ * drained node): it waits again. */
+static int requeue_dropped(elastic_t *e, const shoal_sched_t *s) {
   int rc;
-  double next_timer = INFINITY;
-  /* a runner may have taken a job's resources (the live controller on a
-   * drained node): it waits again */
   for (int k = e->nhold - 1; k >= 0; k--) {
     shoal_job_t *r = e->hold[k];
     if (r->alloc.n == 0) {
@@ -409,110 +405,136 @@ static int el_schedule(void *state, shoal_sched_t *s) {
       if ((rc = wait_add(e, s, r))) return rc;
     }
   }
-  /* jobs that have now waited long enough: their heap time is at most now
-   * (plus a margin far wider than the rounding of either form of the test;
-   * the loop's own test decides, those it rejects go back) */
-  {
-    double margin = 1e-6 * (1 + fabs(s->now)) + 1e-3;
-    int nback = 0;
-    while (e->nne && e->ne[0].at <= s->now + margin) {
-      ne_t x = e->ne[0];
-      ne_pop(e);
-      x.j->pint[3] = 0;
-      if (x.j->pint[0] != 1) continue; /* started or gone */
-      if (eligible(e, s, x.j)) {
-        wclass_t *c = class_of(e, jmin(x.j));
+  return 0;
+}
+
+/* Jobs that have now waited long enough: their heap time is at most now
+ * (plus a margin far wider than the rounding of either form of the test;
+ * the loop's own test decides, those it rejects go back). */
+static int admit_eligible(elastic_t *e, const shoal_sched_t *s) {
+  double margin = 1e-6 * (1 + fabs(s->now)) + 1e-3;
+  int nback = 0, rc;
+  while (e->nne && e->ne[0].at <= s->now + margin) {
+    ne_t x = e->ne[0];
+    ne_pop(e);
+    x.j->pint[3] = 0;
+    if (x.j->pint[0] != 1) continue; /* started or gone */
+    if (eligible(e, s, x.j)) {
+      wclass_t *c = class_of(e, jmin(x.j));
+      if (!c) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
+      if ((rc = idl_insert(&c->elig, x.j, 2))) return rc;
+    } else {
+      if (e->candcap <= nback) {
+        shoal_job_t **c = realloc(e->cand, (size_t)(nback + 1) * 2 * sizeof *c);
         if (!c) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
-        if ((rc = idl_insert(&c->elig, x.j, 2))) return rc;
-      } else {
-        if (e->candcap <= nback) {
-          shoal_job_t **c = realloc(e->cand, (size_t)(nback + 1) * 2 * sizeof *c);
-          if (!c) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
-          e->cand = c;
-          e->candcap = (nback + 1) * 2;
-        }
-        e->cand[nback++] = x.j; /* scratch until the candidates are computed */
+        e->cand = c;
+        e->candcap = (nback + 1) * 2;
       }
+      e->cand[nback++] = x.j; /* scratch until the candidates are computed */
     }
-    for (int i = 0; i < nback; i++)
-      if ((rc = ne_push(e, e->cand[i], eligible_at(e, s, e->cand[i])))) return rc;
   }
-  long started = 0, waiting0 = e->nwaiting;
-  int nc = 0, avail = 0, cand_ok = 0, pos = -1;
+  for (int i = 0; i < nback; i++)
+    if ((rc = ne_push(e, e->cand[i], eligible_at(e, s, e->cand[i])))) return rc;
+  return 0;
+}
+
+/* The first job after id pos that waited long enough, over the classes. */
+static shoal_job_t *first_eligible(elastic_t *e, int pos) {
+  shoal_job_t *first = NULL;
+  for (int c = 0; c < e->ncls; c++) {
+    shoal_job_t *x = idl_next(&e->cls[c].elig, pos);
+    if (x && (!first || x->id < first->id)) first = x;
+  }
+  return first;
+}
+
+/* The next job after id pos that can act: a start (min_workers <= free) or
+ * a reclaim (waited enough, min_workers <= free + shrinkable). */
+static shoal_job_t *next_actor(elastic_t *e, long free_gpus, int reclaim, int avail, int pos) {
+  shoal_job_t *v = NULL;
+  for (int c = 0; c < e->ncls; c++) {
+    wclass_t *k = &e->cls[c];
+    shoal_job_t *x = NULL;
+    if (k->jmin <= free_gpus) x = idl_next(&k->all, pos);
+    else if (reclaim && k->jmin <= free_gpus + avail) x = idl_next(&k->elig, pos);
+    if (x && (!v || x->id < v->id)) v = x;
+  }
+  return v;
+}
+
+/* v started: from the waiting lists to the holders. */
+static int started_job(elastic_t *e, shoal_job_t *v, long *started) {
+  (*started)++;
+  wait_remove(e, v);
+  return hold_add(e, v);
+}
+
+/* Shrink the candidates (most workers above the minimum first) until need
+ * workers are free; < 0 on error. */
+static int shrink_for(elastic_t *e, shoal_sched_t *s, int nc, int need) {
+  int rc;
+  for (int k = 0; k < nc && need > 0; k++) {
+    shoal_job_t *r = e->cand[k];
+    int drop = r->alloc.workers - jmin(r);
+    if (drop > need) drop = need;
+    int m = shrink_place(r, drop, e->buf2);
+    if ((rc = assign(s, r, e->buf2, m)) < 0) return rc;
+    if (rc == 0) need -= drop;
+  }
+  return 0;
+}
+
+/* The loop over waiting jobs in id order: start what fits, and for a job that
+ * waited long enough shrink running jobs to make room. *next_timer gets the
+ * earliest time something may change; *started counts the starts. */
+static int start_and_reclaim(elastic_t *e, shoal_sched_t *s, double *next_timer, long *started) {
+  int rc, nc = 0, avail = 0, cand_ok = 0, pos = -1;
   double cand_timer = INFINITY;
   for (int c = 0; c < e->ncls; c++) e->cls[c].all.cur = e->cls[c].all.head, e->cls[c].elig.cur = e->cls[c].elig.head;
   for (;;) {
-    long free_gpus = s->cluster->gpus_free;
-    /* the next job that can act: a start (min_workers <= free) or a
-     * reclaim (waited enough, min_workers <= free + shrinkable) */
-    shoal_job_t *v = NULL, *first_elig = NULL;
-    for (int c = 0; c < e->ncls; c++) {
-      shoal_job_t *x = idl_next(&e->cls[c].elig, pos);
-      if (x && (!first_elig || x->id < first_elig->id)) first_elig = x;
-    }
+    shoal_job_t *first_elig = first_eligible(e, pos);
     if (first_elig && !cand_ok) {
       if ((rc = candidates(e, s, &nc, &avail, &cand_timer))) return rc;
       cand_ok = 1;
     }
-    for (int c = 0; c < e->ncls; c++) {
-      wclass_t *k = &e->cls[c];
-      shoal_job_t *x = NULL;
-      if (k->jmin <= free_gpus) x = idl_next(&k->all, pos);
-      else if (first_elig && k->jmin <= free_gpus + avail) x = idl_next(&k->elig, pos);
-      if (x && (!v || x->id < v->id)) v = x;
-    }
+    shoal_job_t *v = next_actor(e, s->cluster->gpus_free, first_elig != NULL, avail, pos);
     /* jobs that waited enough but cannot act, before v: each would have
      * offered the candidates' next resize time */
-    if (first_elig && (!v || first_elig->id < v->id) && cand_timer < next_timer) next_timer = cand_timer;
+    if (first_elig && (!v || first_elig->id < v->id) && cand_timer < *next_timer) *next_timer = cand_timer;
     if (!v) break;
     pos = v->id;
     /* the loop's body for v */
     if (jmin(v) <= s->cluster->gpus_free && (rc = try_start(e, s, v)) != 0) {
       if (rc < 0) return rc;
       cand_ok = 0;
-      started++;
-      wait_remove(e, v);
-      if ((rc = hold_add(e, v))) return rc;
+      if ((rc = started_job(e, v, started))) return rc;
       continue;
     }
     double held = shoal_sched_held_s(s, v), waited = s->now - v->arrival - held;
     int need = jmin(v) - s->cluster->gpus_free;
     if (waited < e->reclaim * s->restart_cost) {
       double at = v->arrival + held + e->reclaim * s->restart_cost;
-      if (at < next_timer) next_timer = at;
+      if (at < *next_timer) *next_timer = at;
       continue;
     }
     if (!cand_ok) {
       if ((rc = candidates(e, s, &nc, &avail, &cand_timer))) return rc;
       cand_ok = 1;
     }
-    if (cand_timer < next_timer) next_timer = cand_timer;
+    if (cand_timer < *next_timer) *next_timer = cand_timer;
     if (avail < need) continue;
     cand_ok = 0;
-    for (int k = 0; k < nc && need > 0; k++) {
-      shoal_job_t *r = e->cand[k];
-      int drop = r->alloc.workers - jmin(r);
-      if (drop > need) drop = need;
-      int m = shrink_place(r, drop, e->buf2);
-      if ((rc = assign(s, r, e->buf2, m)) < 0) return rc;
-      if (rc == 0) need -= drop;
-    }
-    if ((rc = try_start(e, s, v)) < 0) return rc;
-    if (rc) {
-      started++;
-      wait_remove(e, v);
-      if ((rc = hold_add(e, v))) return rc;
-    }
+    if ((rc = shrink_for(e, s, nc, need)) < 0 || (rc = try_start(e, s, v)) < 0) return rc;
+    if (rc && (rc = started_job(e, v, started))) return rc;
   }
-  /* the jobs that have not waited long enough offer the time they will have */
-  while (e->nne && e->ne[0].j->pint[0] != 1) {
-    e->ne[0].j->pint[3] = 0;
-    ne_pop(e);
-  }
-  if (e->nne && e->ne[0].at < next_timer) next_timer = e->ne[0].at;
-  int nwait = (int)(waiting0 - started);
-  /* grow onto idle GPUs when nobody waits */
-  while (nwait == 0 && s->cluster->gpus_free > 0) {
+  return 0;
+}
+
+/* Grow onto idle GPUs (nobody waits): the job whose remaining time drops
+ * most, by more than `gain` restart costs, one at a time. */
+static int grow_idle(elastic_t *e, shoal_sched_t *s, double *next_timer) {
+  int rc;
+  while (s->cluster->gpus_free > 0) {
     shoal_job_t *best = NULL;
     int best_add = 0;
     double best_save = 0;
@@ -520,7 +542,7 @@ static int el_schedule(void *state, shoal_sched_t *s) {
       shoal_job_t *j = e->hold[k];
       if (j->alloc.n == 0 || j->alloc.workers >= jmax(j)) continue;
       if (!resizable(e, s, j)) {
-        if (j->pkey[0] + e->interval < next_timer) next_timer = j->pkey[0] + e->interval;
+        if (j->pkey[0] + e->interval < *next_timer) *next_timer = j->pkey[0] + e->interval;
         continue;
       }
       int add = jmax(j) - j->alloc.workers;
@@ -538,6 +560,25 @@ static int el_schedule(void *state, shoal_sched_t *s) {
     if ((rc = assign(s, best, e->buf, k + best->alloc.n)) < 0) return rc;
     if (rc) best->pkey[0] = s->now;
   }
+  return 0;
+}
+
+static int el_schedule(void *state, shoal_sched_t *s) {
+  elastic_t *e = state;
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH | SHOAL_EV_TIMER | SHOAL_EV_START))) return 0;
+  if (e->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "elastic: out of memory");
+  int rc;
+  double next_timer = INFINITY;
+  if ((rc = requeue_dropped(e, s)) || (rc = admit_eligible(e, s))) return rc;
+  long started = 0, waiting0 = e->nwaiting;
+  if ((rc = start_and_reclaim(e, s, &next_timer, &started))) return rc;
+  /* the jobs that have not waited long enough offer the time they will have */
+  while (e->nne && e->ne[0].j->pint[0] != 1) {
+    e->ne[0].j->pint[3] = 0;
+    ne_pop(e);
+  }
+  if (e->nne && e->ne[0].at < next_timer) next_timer = e->ne[0].at;
+  if (waiting0 - started == 0 && (rc = grow_idle(e, s, &next_timer))) return rc;
   rc = 0;
   if (isfinite(next_timer)) rc = shoal_sched_timer(s, next_timer > s->now ? next_timer : s->now + 1, 0);
   return rc < 0 ? rc : 0;

@@ -321,110 +321,123 @@ static int cmp_id(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
-static int optimus_schedule(void *state, shoal_sched_t *s) {
-  optimus_t *o = state;
-  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
-  int n = s->nactive + o->nhold, rc;
-  if (n > o->cap) {
-    shoal_job_t **ord = realloc(o->order, (size_t)n * 2 * sizeof *ord);
-    if (!ord) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
-    o->order = ord;
-    o->cap = n * 2;
-  }
-  if (o->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
-  o->stamp++;
-  double fg = s->cluster->gpus_total, fc = o->cpu_total, fm = o->mem_total;
-  /* fast path: everybody at its best size (sums kept at arrivals/completions) */
-  int fast = o->n_ps == 0 && o->best_g <= fg + 1e-9 && o->best_c <= fc + 1e-9 && o->best_m <= fm + 1e-9;
-  n = 0;
-  if (fast && o->all_at_best) {
-    /* only the new arrivals change: place them, largest first */
+static int order_room(optimus_t *o, int n) {
+  if (n <= o->cap) return 0;
+  shoal_job_t **ord = realloc(o->order, (size_t)n * 2 * sizeof *ord);
+  if (!ord) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+  o->order = ord;
+  o->cap = n * 2;
+  return 0;
+}
+
+/* Fast path, everybody at its best size (sums kept at arrivals/completions):
+ * when every job already is, only the new arrivals change (placed largest
+ * first), else every job in arrival order. Returns the length of order[]. */
+static int list_at_best(optimus_t *o) {
+  int n = 0;
+  if (o->all_at_best) {
     for (int i = 0; i < o->nfresh; i++)
       if (o->fresh[i]->state != SHOAL_JOB_DONE) o->order[n++] = o->fresh[i];
     o->nfresh = 0;
-  } else if (fast) {
+  } else {
     o->nfresh = 0;
     for (int id = o->act.head; id >= 0; id = o->act.next[id]) o->order[n++] = o->act.job[id]; /* arrival order */
-  } else {
-    o->nfresh = 0;
   }
-  if (fast) {
-    for (int i = 0; i < n; i++) {
-      o->order[i]->pint[0] = o->order[i]->pint[2];
-      o->order[i]->pint[1] = 0;
-    }
-  } else {
-    /* first worker (+ PS) in arrival order while the aggregate allows; once
-     * less than a GPU is left no later job fits: they get nothing, and only
-     * those holding resources are looked at (they are preempted) */
-    int held_seen = 0; /* holders among the jobs looked at */
-    for (int id = o->act.head; id >= 0; id = o->act.next[id]) {
-      shoal_job_t *j = o->act.job[id];
-      if (o->n_gpuless == 0 && fg + 1e-9 < 1) break;
-      held_seen += j->pint[4] >= 0;
-      int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0, mw = min_workers(j);
-      shoal_res_t d = shoal_job_demand(j, mw, ps);
-      j->pint[0] = j->pint[1] = 0;
-      j->pint[5] = o->stamp;
-      if (fits(&fg, &fc, &fm, &d)) {
-        j->pint[0] = mw;
-        j->pint[1] = ps;
-      }
-      o->order[n++] = j;
-    }
-    int nlook = n;
-    for (int i = 0; i < o->nhold && held_seen < o->nhold; i++) /* every holder looked at: none to add */
-      if (o->hold[i]->pint[5] != o->stamp) {
-        o->hold[i]->pint[0] = o->hold[i]->pint[1] = 0;
-        o->order[n++] = o->hold[i];
-      }
-    if ((n - nlook) > 1) qsort(o->order + nlook, (size_t)(n - nlook), sizeof *o->order, cmp_id); /* arrival order */
-    if (nlook > o->hcap) {
-      gain_t *h = realloc(o->heap, (size_t)nlook * 2 * sizeof *h);
-      if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
-      o->heap = h;
-      o->hcap = nlook * 2;
-    }
-    /* every job now has its first worker (+ PS): a PS job has no second-PS
-     * gain yet (PSs <= workers), so only the second worker's gain, as a
-     * bound R x K_j */
-    o->nheap = 0;
-    for (int i = 0; i < nlook; i++) {
-      shoal_job_t *j = o->order[i];
-      if (!j->pint[0] || (j->pint[0] == 1 && !(j->pkey[0] >= 0))) continue;
-      double R = shoal_job_remaining(j, s->now);
-      j->pkey[3] = R;
-      if (j->pint[0] > 1) continue; /* started at its minimum above 1: its exact gains, below */
-      double b = R * j->pkey[0];
-      if (b > 0) o->heap[o->nheap++] = gain_make(b, i, 0, 1, j->pint[3]);
-    }
-    for (int i = o->nheap / 2 - 1; i >= 0; i--) sift_down(o, i);
-    for (int i = 0; i < nlook; i++) /* the bound K_j is of the second worker's gain: the others' exact gains */
-      if (o->order[i]->pint[0] > 1 &&
-          ((rc = push_gain(o, s, i, 0)) || (rc = push_gain(o, s, i, 1))))
-        return rc;
-    while (o->nheap > 0 && fg > 0.5) {
-      gain_t g = hpop(o);
-      int gi = g_idx(&g), gk = g_kind(&g);
-      shoal_job_t *j = o->order[gi];
-      const shoal_res_t *d = gk == 0 ? &j->worker_demand : &j->ps_demand;
-      if (g_stale(&g, j)) continue; /* stale: the job grew since */
-      if (g_bound(&g)) { /* its turn: the gain itself */
-        if ((rc = push_gain(o, s, gi, gk))) return rc;
-        continue;
-      }
-      if (!fits(&fg, &fc, &fm, d)) {
-        /* this kind does not fit any more; the other kind may still */
-        continue;
-      }
-      if (gk == 0) j->pint[0]++;
-      else j->pint[1]++;
-      j->pint[3]++; /* both kinds' gains changed: invalidate, push fresh ones */
-      if ((rc = push_gain(o, s, gi, 0)) || (rc = push_gain(o, s, gi, 1))) return rc;
-    }
+  for (int i = 0; i < n; i++) {
+    o->order[i]->pint[0] = o->order[i]->pint[2];
+    o->order[i]->pint[1] = 0;
   }
-  /* placement: release changed jobs, keep unchanged ones */
-  int nchg = 0;
+  return n;
+}
+
+/* First worker (+ PS) in arrival order while the aggregate f* allows; once
+ * less than a GPU is left no later job fits: they get nothing, and only those
+ * holding resources are looked at (they are preempted). order[0..*nlook) are
+ * the jobs looked at, then the other holders; returns the length. */
+static int first_workers(optimus_t *o, double *fg, double *fc, double *fm, int *nlook) {
+  int n = 0, held_seen = 0; /* holders among the jobs looked at */
+  for (int id = o->act.head; id >= 0; id = o->act.next[id]) {
+    shoal_job_t *j = o->act.job[id];
+    if (o->n_gpuless == 0 && *fg + 1e-9 < 1) break;
+    held_seen += j->pint[4] >= 0;
+    int ps = j->arch == SHOAL_ARCH_PS ? 1 : 0, mw = min_workers(j);
+    shoal_res_t d = shoal_job_demand(j, mw, ps);
+    j->pint[0] = j->pint[1] = 0;
+    j->pint[5] = o->stamp;
+    if (fits(fg, fc, fm, &d)) {
+      j->pint[0] = mw;
+      j->pint[1] = ps;
+    }
+    o->order[n++] = j;
+  }
+  *nlook = n;
+  for (int i = 0; i < o->nhold && held_seen < o->nhold; i++) /* every holder looked at: none to add */
+    if (o->hold[i]->pint[5] != o->stamp) {
+      o->hold[i]->pint[0] = o->hold[i]->pint[1] = 0;
+      o->order[n++] = o->hold[i];
+    }
+  if ((n - *nlook) > 1) qsort(o->order + *nlook, (size_t)(n - *nlook), sizeof *o->order, cmp_id); /* arrival order */
+  return n;
+}
+
+/* The gain heap over order[0..nlook): every job now has its first worker
+ * (+ PS): a PS job has no second-PS gain yet (PSs <= workers), so only the
+ * second worker's gain, as a bound R x K_j; jobs started at a minimum above 1
+ * get their exact gains. */
+static int seed_gains(optimus_t *o, const shoal_sched_t *s, int nlook) {
+  int rc;
+  if (nlook > o->hcap) {
+    gain_t *h = realloc(o->heap, (size_t)nlook * 2 * sizeof *h);
+    if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+    o->heap = h;
+    o->hcap = nlook * 2;
+  }
+  o->nheap = 0;
+  for (int i = 0; i < nlook; i++) {
+    shoal_job_t *j = o->order[i];
+    if (!j->pint[0] || (j->pint[0] == 1 && !(j->pkey[0] >= 0))) continue;
+    double R = shoal_job_remaining(j, s->now);
+    j->pkey[3] = R;
+    if (j->pint[0] > 1) continue; /* started at its minimum above 1: its exact gains, below */
+    double b = R * j->pkey[0];
+    if (b > 0) o->heap[o->nheap++] = gain_make(b, i, 0, 1, j->pint[3]);
+  }
+  for (int i = o->nheap / 2 - 1; i >= 0; i--) sift_down(o, i);
+  for (int i = 0; i < nlook; i++) /* the bound K_j is of the second worker's gain: the others' exact gains */
+    if (o->order[i]->pint[0] > 1 && ((rc = push_gain(o, s, i, 0)) || (rc = push_gain(o, s, i, 1)))) return rc;
+  return 0;
+}
+
+/* The rest of the aggregate, one task at a time to the best marginal gain. */
+static int hand_out_gains(optimus_t *o, const shoal_sched_t *s, double *fg, double *fc, double *fm) {
+  int rc;
+  while (o->nheap > 0 && *fg > 0.5) {
+    gain_t g = hpop(o);
+    int gi = g_idx(&g), gk = g_kind(&g);
+    shoal_job_t *j = o->order[gi];
+    const shoal_res_t *d = gk == 0 ? &j->worker_demand : &j->ps_demand;
+    if (g_stale(&g, j)) continue; /* stale: the job grew since */
+    if (g_bound(&g)) { /* its turn: the gain itself */
+      if ((rc = push_gain(o, s, gi, gk))) return rc;
+      continue;
+    }
+    if (!fits(fg, fc, fm, d)) {
+      /* this kind does not fit any more; the other kind may still */
+      continue;
+    }
+    if (gk == 0) j->pint[0]++;
+    else j->pint[1]++;
+    j->pint[3]++; /* both kinds' gains changed: invalidate, push fresh ones */
+    if ((rc = push_gain(o, s, gi, 0)) || (rc = push_gain(o, s, gi, 1))) return rc;
+  }
+  return 0;
+}
+
+/* Placement of order[0..n): release changed jobs, keep unchanged ones, then
+ * place the changed ones, largest first, never below their minimum; they end
+ * in order[0..*nchg). */
+static int place_changed(optimus_t *o, shoal_sched_t *s, int n, int *nchg_out) {
+  int nchg = 0, rc;
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = o->order[i];
     if (j->alloc.workers == j->pint[0] && j->alloc.ps == j->pint[1] && j->alloc.n > 0) continue;
@@ -447,6 +460,28 @@ static int optimus_schedule(void *state, shoal_sched_t *s) {
     }
     if ((rc = hold_set(o, j, shoal__holding(j)))) return rc;
   }
+  *nchg_out = nchg;
+  return 0;
+}
+
+static int optimus_schedule(void *state, shoal_sched_t *s) {
+  optimus_t *o = state;
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
+  int n = s->nactive + o->nhold, rc, nchg;
+  if ((rc = order_room(o, n))) return rc;
+  if (o->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "optimus: out of memory");
+  o->stamp++;
+  double fg = s->cluster->gpus_total, fc = o->cpu_total, fm = o->mem_total;
+  int fast = o->n_ps == 0 && o->best_g <= fg + 1e-9 && o->best_c <= fc + 1e-9 && o->best_m <= fm + 1e-9;
+  if (fast) {
+    n = list_at_best(o);
+  } else {
+    int nlook;
+    o->nfresh = 0;
+    n = first_workers(o, &fg, &fc, &fm, &nlook);
+    if ((rc = seed_gains(o, s, nlook)) || (rc = hand_out_gains(o, s, &fg, &fc, &fm))) return rc;
+  }
+  if ((rc = place_changed(o, s, n, &nchg))) return rc;
   /* did every job get its best size? (lets the next decision take the fast path) */
   o->all_at_best = fast;
   if (fast)

@@ -740,12 +740,9 @@ static int walk_selects(const tiresias_t *t, const shoal_sched_t *s) {
   return 0;
 }
 
-static int tiresias_schedule(void *state, shoal_sched_t *s) {
-  tiresias_t *t = state;
-  int rc;
-  if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
-  if (s->check && (rc = hold_verify(t, 0))) return rc;
-  /* due crossing timers (stale entries: the job's pending time moved) */
+/* Due crossing timers into fired[] (stale entries: the job's pending time
+ * moved), and the runner's timer for the next one. */
+static int collect_fired(tiresias_t *t, shoal_sched_t *s) {
   while (t->narmed && t->armed[0] <= s->now) dpop(t);
   while (t->ntq && t->tq[0].at <= s->now) {
     tent_t e = t->tq[0];
@@ -756,13 +753,14 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     if (grow_ptrs(t, &t->fired, &t->firedcap, t->nfired + 1)) return SHOAL_ERR_NOMEM;
     t->fired[t->nfired++] = j;
   }
-  if (t->ntq && (rc = arm(t, s, t->tq[0].at))) return rc;
-  int timers = t->nfired > 0;
-  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && !timers) return 0;
-  /* Several decisions at one instant are legitimate (a job preempted when
-   * its promotion is due gets a timer at `now`), but each job is promoted at
-   * most once per instant, so more than ~1 + active decisions at one time
-   * means a timer that never changes anything: fail rather than hang. */
+  return t->ntq ? arm(t, s, t->tq[0].at) : 0;
+}
+
+/* Several decisions at one instant are legitimate (a job preempted when its
+ * promotion is due gets a timer at `now`), but each job is promoted at most
+ * once per instant, so more than ~1 + active decisions at one time means a
+ * timer that never changes anything: fail rather than hang. */
+static int guard_timer_loop(tiresias_t *t, const shoal_sched_t *s) {
   if (s->now != t->last_now || t->same_now == 0) {
     t->last_now = s->now;
     t->same_now = 0;
@@ -770,9 +768,14 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   if (++t->same_now > 2L * s->nactive + 64)
     return shoal__seterr(SHOAL_ERR_INTERNAL, "tiresias: %ld decisions at t=%.17g without progress (timer loop)", t->same_now,
                          s->now);
-  /* promotions of waiting jobs whose timer fired; every fired job gets its
-   * next timer after the decision (a float-rounded timer may fire just before
-   * its crossing: it is then re-set, never lost) */
+  return 0;
+}
+
+/* Promotions of waiting jobs whose timer fired; every fired job gets its next
+ * timer after the decision (a float-rounded timer may fire just before its
+ * crossing: it is then re-set, never lost). */
+static int promote_fired(tiresias_t *t, shoal_sched_t *s) {
+  int rc;
   t->ndirty = 0;
   for (int i = 0; i < t->nfired; i++) {
     shoal_job_t *j = t->fired[i];
@@ -782,87 +785,86 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
     if (requeue(t, s, j) && (rc = wput(t, j))) return rc;
   }
   t->nfired = 0;
-  if (t->nwaiting == 0) {
-    t->timers_off = 1; /* nobody waits: crossings cannot change anything */
-    return 0;
+  return 0;
+}
+
+static int order_room(tiresias_t *t, int need) {
+  if (need <= t->cap) return 0;
+  int nc = need * 2;
+  shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o);
+  char *w = realloc(t->want, (size_t)nc);
+  if (o) t->order = o;
+  if (w) t->want = w;
+  if (!o || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  t->cap = nc;
+  return 0;
+}
+
+/* Every waiting job fits: the walk selects everyone; start them in order.
+ * Returns the length of the selection. */
+static int select_everyone(tiresias_t *t) {
+  shoal_job_t *j;
+  int ci = 0, n = 0;
+  while ((j = wnext(t, LONG_MAX, &ci)) != NULL) {
+    cpop(&t->cls[ci]);
+    t->order[n] = j;
+    t->want[n++] = 1;
   }
-  int need = s->nactive + 1;
-  if (need > t->cap) {
-    int nc = need * 2;
-    shoal_job_t **o = realloc(t->order, (size_t)nc * sizeof *o);
-    char *w = realloc(t->want, (size_t)nc);
-    if (o) t->order = o;
-    if (w) t->want = w;
-    if (!o || !w) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
-    t->cap = nc;
+  return n;
+}
+
+/* The contended walk over sorted holders and waiting jobs. Until it selects
+ * its first waiting job every holder fits (all of them hold at most all
+ * GPUs), and a waiting job of queue q comes after the holders of queues <= q:
+ * it finds total - (their GPUs) free. The first waiting job selected is
+ * therefore the first of the first queue q where one fits that room, and the
+ * holders of queues <= q are kept: nothing changes for them, so they are not
+ * listed (on Philly, 150 of ~155 holders per walk). The walk goes on from
+ * there. Returns the length of the selection. */
+static int select_walk(tiresias_t *t, const shoal_sched_t *s) {
+  int hi = 0, ci = 0, n = 0;
+  long held = 0;
+  shoal_job_t *w = NULL;
+  for (int q = 0; q < t->nq; q++) {
+    held += t->hq[q];
+    hi += t->nhq[q];
+    w = wnext(t, s->cluster->gpus_total - held, &ci);
+    if (w && w->pint[0] == q) break; /* else the first that fits is in a later queue */
+    w = NULL;
   }
-  int n = 0;
-  long free_gpus;
-  int uncontended = t->waiting_gpus <= s->cluster->gpus_free;
-  if (uncontended) {
-    /* the walk selects everyone: start the waiting jobs in order */
-    shoal_job_t *j;
-    int ci = 0;
-    while ((j = wnext(t, LONG_MAX, &ci)) != NULL) {
+  long free_gpus = s->cluster->gpus_total - held;
+  /* waiting jobs larger than the free GPUs are skipped: the walk would
+   * not select them, and popping them made a decision O(W log W); the
+   * first waiting job is looked up again only when it was taken or no
+   * longer fits */
+  while (free_gpus > 0) {
+    shoal_job_t *h = hi < t->nhold ? t->hold[hi] : NULL, *j;
+    if (!w && !h) break;
+    if (h && (!w || order_before(h, w))) {
+      j = h;
+      hi++;
+    } else {
+      j = w;
       cpop(&t->cls[ci]);
-      t->order[n] = j;
-      t->want[n++] = 1;
-    }
-  } else {
-    /* holders' demotions: every holder when their timers may be unset
-     * (nobody waited before), else only those whose crossing timer is due
-     * within a margin far wider than update_queue()'s tolerance (the others
-     * cannot have crossed) */
-    if ((rc = holders_due(t, s))) return rc;
-    if (!walk_selects(t, s)) goto timers; /* no waiting job fits anywhere: nothing changes */
-    hold_sort(t);
-    if (s->check && (rc = hold_verify(t, 1))) return rc;
-    /* Until the walk selects its first waiting job every holder fits (all
-     * of them hold at most all GPUs), and a waiting job of queue q comes
-     * after the holders of queues <= q: it finds total - (their GPUs) free.
-     * The first waiting job selected is therefore the first of the first
-     * queue q where one fits that room, and the holders of queues <= q are
-     * kept: nothing changes for them, so they are not listed (on Philly, 150
-     * of ~155 holders per walk). The walk goes on from there. */
-    int hi = 0, ci = 0;
-    long held = 0;
-    shoal_job_t *w = NULL;
-    for (int q = 0; q < t->nq; q++) {
-      held += t->hq[q];
-      hi += t->nhq[q];
-      w = wnext(t, s->cluster->gpus_total - held, &ci);
-      if (w && w->pint[0] == q) break; /* else the first that fits is in a later queue */
       w = NULL;
     }
-    free_gpus = s->cluster->gpus_total - held;
-    /* waiting jobs larger than the free GPUs are skipped: the walk would
-     * not select them, and popping them made a decision O(W log W); the
-     * first waiting job is looked up again only when it was taken or no
-     * longer fits */
-    while (free_gpus > 0) {
-      shoal_job_t *h = hi < t->nhold ? t->hold[hi] : NULL, *j;
-      if (!w && !h) break;
-      if (h && (!w || order_before(h, w))) {
-        j = h;
-        hi++;
-      } else {
-        j = w;
-        cpop(&t->cls[ci]);
-        w = NULL;
-      }
-      t->order[n] = j;
-      t->want[n] = j->gpus <= free_gpus;
-      if (t->want[n]) free_gpus -= j->gpus;
-      n++;
-      if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
-    }
-    for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
-      t->order[n] = t->hold[hi];
-      t->want[n++] = 0;
-    }
+    t->order[n] = j;
+    t->want[n] = j->gpus <= free_gpus;
+    if (t->want[n]) free_gpus -= j->gpus;
+    n++;
+    if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
   }
-  if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0) return rc;
-  /* bookkeeping: holding list, waiting heap and sums, timers of jobs that moved */
+  for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
+    t->order[n] = t->hold[hi];
+    t->want[n++] = 0;
+  }
+  return n;
+}
+
+/* After the selection was applied: holding list, waiting heap and sums, and
+ * the jobs that moved marked for new timers. */
+static int record_moves(tiresias_t *t, int n) {
+  int rc;
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = t->order[i];
     int was = j->pint[2] >= 0, is = shoal__holding(j);
@@ -880,15 +882,15 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
       if ((rc = wpush(t, j))) return rc; /* popped but not started: back, same key */
     }
   }
-  if (t->nwaiting == 0) { /* nobody waits: crossings cannot change anything */
-    t->timers_off = 1;
-    return 0;
-  }
-timers:
-  /* Timers of the jobs that changed (started, preempted, crossed, fired);
-   * an unchanged job's crossing time is unchanged (attained service grows at
-   * n_j per second while holding, waiting time at 1 per second while
-   * waiting). After decisions where nobody waited, all holders. */
+  return 0;
+}
+
+/* Timers of the jobs that changed (started, preempted, crossed, fired); an
+ * unchanged job's crossing time is unchanged (attained service grows at n_j
+ * per second while holding, waiting time at 1 per second while waiting).
+ * After decisions where nobody waited, all holders. */
+static int set_changed_timers(tiresias_t *t, shoal_sched_t *s) {
+  int rc;
   if (t->timers_off) {
     for (int i = 0; i < t->nhold; i++)
       if (t->hold[i] && (rc = set_timer(t, s, t->hold[i]))) return rc;
@@ -897,6 +899,41 @@ timers:
   for (int i = 0; i < t->ndirty; i++)
     if (t->dirty[i]->state != SHOAL_JOB_DONE && (rc = set_timer(t, s, t->dirty[i]))) return rc;
   return 0;
+}
+
+static int tiresias_schedule(void *state, shoal_sched_t *s) {
+  tiresias_t *t = state;
+  int rc;
+  if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
+  if (s->check && (rc = hold_verify(t, 0))) return rc;
+  if ((rc = collect_fired(t, s))) return rc;
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && t->nfired == 0) return 0;
+  if ((rc = guard_timer_loop(t, s)) || (rc = promote_fired(t, s))) return rc;
+  if (t->nwaiting == 0) {
+    t->timers_off = 1; /* nobody waits: crossings cannot change anything */
+    return 0;
+  }
+  if ((rc = order_room(t, s->nactive + 1))) return rc;
+  int n;
+  if (t->waiting_gpus <= s->cluster->gpus_free) {
+    n = select_everyone(t);
+  } else {
+    /* holders' demotions: every holder when their timers may be unset
+     * (nobody waited before), else only those whose crossing timer is due
+     * within a margin far wider than update_queue()'s tolerance (the others
+     * cannot have crossed) */
+    if ((rc = holders_due(t, s))) return rc;
+    if (!walk_selects(t, s)) return set_changed_timers(t, s); /* no waiting job fits anywhere: nothing changes */
+    hold_sort(t);
+    if (s->check && (rc = hold_verify(t, 1))) return rc;
+    n = select_walk(t, s);
+  }
+  if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0 || (rc = record_moves(t, n))) return rc;
+  if (t->nwaiting == 0) { /* nobody waits: crossings cannot change anything */
+    t->timers_off = 1;
+    return 0;
+  }
+  return set_changed_timers(t, s);
 }
 
 const shoal_policy_ops_t shoal__policy_tiresias = {
