@@ -425,107 +425,133 @@ static int pick_machines(const shoal__ps_cluster_t *c, const shoal__ps_sched_t *
   return 0;
 }
 
+/* One call of shoal__ps_larr: the job, the greedy's schedule G, the best
+ * schedule so far (best.slot == G.slot: G itself) and the LP's pieces. */
+typedef struct {
+  const shoal__ps_cluster_t *c;
+  const shoal__ps_job_t *j;
+  const shoal__ps_larr_params_t *p;
+  shoal__ps_larr_stats_t *st;
+  int s, e_g, e_max;
+  shoal__ps_sched_t G, best;
+  double best_cost;
+  int *mach, nm;
+  shoal__ps_lp_t *lp;
+  best_cache_t bc;
+} larr_run_t;
+
+/* The rounding trials on the solved LP (for jh, the head's work when the LP
+ * was cut at e_h): the cheapest covering, feasible schedule ending by e_max
+ * replaces the best. */
+static int rounding_trials(larr_run_t *r, const shoal__ps_job_t *jh, int e_star, int e_rnd, int e_h, int cut) {
+  const shoal__ps_larr_params_t *p = r->p;
+  shoal__ps_larr_stats_t *st = r->st;
+  for (int trial = 0; trial < p->trials; trial++) {
+    shoal__ps_sched_t S;
+    int heavy = 0;
+    uint64_t seed = p->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)r->j->id << 20) ^ (uint64_t)trial;
+    int r2 = round_trial(r->c, jh, r->s, e_star, e_rnd, r->lp, r->mach, r->nm, p->beta, p->theta, seed, &r->bc, &S, &heavy);
+    if (st) st->trials++;
+    if (r2 == SHOAL_ERR_INFEASIBLE) continue;
+    /* G's slots after e_h complete S (S ends by e_h): against a fixed residual a job's slots do
+     * not share capacity, so any head fits with G's tail */
+    if (!r2 && cut && (r2 = shoal__ps_sched_overlay(&S, &r->G, e_h + 1))) shoal__ps_sched_free(&S);
+    if (r2) return r2;
+    if (st) st->trials_ok++, st->trials_cover_repair += heavy;
+    double cost = shoal__ps_sched_cost(r->c, r->j, &S, r->s, p->theta);
+    int end = shoal__ps_sched_end(&S);
+    if (end <= r->e_max && cost < r->best_cost - 1e-9 && shoal__ps_sched_check(r->c, r->j, &S, 1) == 0) {
+      if (r->best.slot != r->G.slot) shoal__ps_sched_free(&r->best);
+      r->best = S;
+      r->best_cost = cost;
+    } else {
+      shoal__ps_sched_free(&S);
+    }
+  }
+  return 0;
+}
+
+/* Build and solve the LP on the chosen machines, then round it. Without the
+ * horizon search the LP is solved once at E_g: built only up to there, runs
+ * of identical slots merged, at most lp_blocks blocks; a cut LP plans the
+ * head s..e_h for the work the greedy does there, and G's own slots after e_h
+ * are the tail of every trial. *e_lp: the LP's end; *t0: the phase clock. */
+static int lp_and_round(larr_run_t *r, int e_lo, int *e_lp, double *t0) {
+  const shoal__ps_larr_params_t *p = r->p;
+  shoal__ps_larr_stats_t *st = r->st;
+  const shoal__ps_job_t *j = r->j;
+  int rc = shoal__ps_lp_build_capped(r->c, j, r->s, p->search ? r->e_max : r->e_g, r->mach, r->nm, p->theta,
+                                     p->lp_it_lim, !p->search, p->search ? 0 : p->lp_blocks, &r->lp);
+  int e_h = r->lp ? shoal__ps_lp_last(r->lp) : r->e_g, cut = !p->search && e_h < r->e_g;
+  shoal__ps_job_t jh = *j;
+  if (cut) jh.work = j->work - tail_work(j, &r->G, e_h), shoal__ps_lp_set_work(r->lp, jh.work);
+  if (!rc && cut && st) st->lp_cut++;
+  int no_lp = cut && !(jh.work > j->work * EPS); /* G's tail covers it all: nothing for the LP */
+  if (rc || no_lp) return rc;
+  int ns = 0;
+  if (p->search) rc = shoal__ps_lp_horizon(r->lp, e_lo, r->e_g, e_lp, &ns);
+  else rc = shoal__ps_lp_solve(r->lp, e_h), ns = 1, *e_lp = e_h;
+  if (st) st->lp_solves += ns;
+  if (rc) return rc;
+  int e_star = cut ? e_h : *e_lp + p->sigma < r->e_g ? *e_lp + p->sigma : r->e_g, e_rnd = cut ? e_h : r->e_max;
+  if (st) st->t_lp_s += shoal__now_s() - *t0, st->lp_cols_sum += shoal__ps_lp_ncols(r->lp);
+  *t0 = shoal__now_s();
+  if (e_star != *e_lp) {
+    rc = shoal__ps_lp_solve(r->lp, e_star);
+    if (st) st->lp_solves++;
+  }
+  return rc ? rc : rounding_trials(r, &jh, e_star, e_rnd, e_h, cut);
+}
+
+static void record_stats(shoal__ps_larr_stats_t *st, const larr_run_t *r, int e_lp) {
+  st->chose_rounded += r->best.slot != r->G.slot;
+  st->greedy_fallback += r->best.slot == r->G.slot;
+  st->e_g_sum += r->e_g - r->s;
+  st->e_lp_sum += e_lp - r->s;
+  st->last_e_g = r->e_g;
+  st->last_e_lp = e_lp;
+  st->last_end = shoal__ps_sched_end(&r->best);
+}
+
 int shoal__ps_larr(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, const shoal__ps_larr_params_t *p,
                    shoal__ps_sched_t *out, shoal__ps_larr_stats_t *st) {
   if (s < j->arrival) s = j->arrival;
-  shoal__ps_sched_t G, best;
+  larr_run_t r = {.c = c, .j = j, .p = p, .st = st, .s = s};
   double t0 = shoal__now_s();
-  int rc = shoal__ps_greedy(c, j, s, p->hmax, p->theta, &G);
+  int rc = shoal__ps_greedy(c, j, s, p->hmax, p->theta, &r.G);
   if (st) st->t_greedy_s += shoal__now_s() - t0;
   if (rc) return rc;
-  int e_g = shoal__ps_sched_end(&G);
-  double best_cost = shoal__ps_sched_cost(c, j, &G, s, p->theta);
-  best = G;
-  int e_lo = s + (int)ceil(j->work / (j->wmax * j->rho_in) - EPS) - 1, e_max = e_g + p->sigma;
+  r.e_g = shoal__ps_sched_end(&r.G);
+  r.best_cost = shoal__ps_sched_cost(c, j, &r.G, s, p->theta);
+  r.best = r.G;
+  r.e_max = r.e_g + p->sigma;
+  int e_lo = s + (int)ceil(j->work / (j->wmax * j->rho_in) - EPS) - 1, e_lp = r.e_g;
   if (e_lo < s) e_lo = s;
-  int *mach = NULL, nm = 0, e_lp = e_g, ok_trials = 0;
-  shoal__ps_lp_t *lp = NULL;
-  best_cache_t bc;
-  if ((rc = cache_init(&bc, e_max - s + 1, c, p->theta))) {
-    shoal__ps_sched_free(&G);
+  if ((rc = cache_init(&r.bc, r.e_max - s + 1, c, p->theta))) {
+    shoal__ps_sched_free(&r.G);
     return rc;
   }
   t0 = shoal__now_s();
-  if ((rc = pick_machines(c, &G, s, e_max, p->k_lp, &mach, &nm))) goto fail;
-  /* without the horizon search the LP is solved once at E_g: build only up
-   * to there and merge runs of identical slots; at most lp_blocks blocks */
-  rc = shoal__ps_lp_build_capped(c, j, s, p->search ? e_max : e_g, mach, nm, p->theta, p->lp_it_lim, !p->search,
-                                 p->search ? 0 : p->lp_blocks, &lp);
-  /* a cut LP plans the head s..e_h for the work the greedy does there; G's
-   * own slots after e_h are the tail of every trial */
-  int e_h = lp ? shoal__ps_lp_last(lp) : e_g, cut = !p->search && e_h < e_g;
-  shoal__ps_job_t jh = *j;
-  if (cut) jh.work = j->work - tail_work(j, &G, e_h), shoal__ps_lp_set_work(lp, jh.work);
-  if (!rc && cut && st) st->lp_cut++;
-  int no_lp = cut && !(jh.work > j->work * EPS); /* G's tail covers it all: nothing for the LP */
-  if (!rc && !no_lp) {
-    int ns = 0;
-    if (p->search) rc = shoal__ps_lp_horizon(lp, e_lo, e_g, &e_lp, &ns);
-    else rc = shoal__ps_lp_solve(lp, e_h), ns = 1, e_lp = e_h;
-    if (st) st->lp_solves += ns;
-    if (!rc) {
-      int e_star = cut ? e_h : e_lp + p->sigma < e_g ? e_lp + p->sigma : e_g, e_rnd = cut ? e_h : e_max;
-      if (st) st->t_lp_s += shoal__now_s() - t0, st->lp_cols_sum += shoal__ps_lp_ncols(lp);
-      t0 = shoal__now_s();
-      if (e_star != e_lp) {
-        rc = shoal__ps_lp_solve(lp, e_star);
-        if (st) st->lp_solves++;
-      }
-      for (int trial = 0; trial < p->trials && !rc; trial++) {
-        shoal__ps_sched_t S;
-        int heavy = 0;
-        uint64_t seed = p->seed * 0x9E3779B97F4A7C15ull ^ ((uint64_t)(uint32_t)j->id << 20) ^ (uint64_t)trial;
-        int r2 = round_trial(c, &jh, s, e_star, e_rnd, lp, mach, nm, p->beta, p->theta, seed, &bc, &S, &heavy);
-        if (st) st->trials++;
-        if (r2 == SHOAL_ERR_INFEASIBLE) continue;
-        /* G's slots after e_h complete S (S ends by e_h): against a fixed residual a job's slots do
-         * not share capacity, so any head fits with G's tail */
-        if (!r2 && cut && (r2 = shoal__ps_sched_overlay(&S, &G, e_h + 1))) shoal__ps_sched_free(&S);
-        if (r2) {
-          rc = r2;
-          break;
-        }
-        ok_trials++;
-        if (st) st->trials_ok++, st->trials_cover_repair += heavy;
-        double cost = shoal__ps_sched_cost(c, j, &S, s, p->theta);
-        int end = shoal__ps_sched_end(&S);
-        if (end <= e_max && cost < best_cost - 1e-9 && shoal__ps_sched_check(c, j, &S, 1) == 0) {
-          if (best.slot != G.slot) shoal__ps_sched_free(&best);
-          best = S;
-          best_cost = cost;
-        } else {
-          shoal__ps_sched_free(&S);
-        }
-      }
-    }
-  }
+  if ((rc = pick_machines(c, &r.G, s, r.e_max, p->k_lp, &r.mach, &r.nm))) goto fail;
+  rc = lp_and_round(&r, e_lo, &e_lp, &t0);
   if (st) st->t_round_s += shoal__now_s() - t0;
   if (rc == SHOAL_ERR_SOLVER || rc == SHOAL_ERR_INFEASIBLE) { /* LP trouble: commit the greedy */
     if (st) st->lp_fail++;
     rc = 0;
   }
   if (rc) goto fail;
-  if (st) {
-    st->chose_rounded += best.slot != G.slot;
-    st->greedy_fallback += best.slot == G.slot;
-    st->e_g_sum += e_g - s;
-    st->e_lp_sum += e_lp - s;
-    st->last_e_g = e_g;
-    st->last_e_lp = e_lp;
-    st->last_end = shoal__ps_sched_end(&best);
-  }
-  (void)ok_trials;
-  if (best.slot != G.slot) shoal__ps_sched_free(&G);
-  shoal__ps_lp_free(lp);
-  free(mach);
-  cache_free(&bc);
-  *out = best;
+  if (st) record_stats(st, &r, e_lp);
+  if (r.best.slot != r.G.slot) shoal__ps_sched_free(&r.G);
+  shoal__ps_lp_free(r.lp);
+  free(r.mach);
+  cache_free(&r.bc);
+  *out = r.best;
   return 0;
 fail:
-  if (best.slot != G.slot) shoal__ps_sched_free(&best);
-  shoal__ps_sched_free(&G);
-  shoal__ps_lp_free(lp);
-  free(mach);
-  cache_free(&bc);
+  if (r.best.slot != r.G.slot) shoal__ps_sched_free(&r.best);
+  shoal__ps_sched_free(&r.G);
+  shoal__ps_lp_free(r.lp);
+  free(r.mach);
+  cache_free(&r.bc);
   return rc;
 }

@@ -100,16 +100,75 @@ int shoal__ps_lower_bound_srpt(const shoal__ps_cluster_t *c, const shoal__ps_job
   return 0;
 }
 
-int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
-                          double *lb, double *lb_solo) {
-  int rc = 0;
-  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
-  double solo = 0;
-  if ((rc = solo_ends(c, jobs, n, T, esolo, &solo))) {
-    free(esolo);
-    return rc;
+/* The pool LP's matrix in GLPK's 1-based triplets. */
+typedef struct {
+  int *ia, *ja;
+  double *ar;
+  int nz;
+  size_t cap;
+} lb_matrix_t;
+
+static void lb_add(lb_matrix_t *m, int i, int j, double v) {
+  m->nz++;
+  m->ia[m->nz] = i;
+  m->ja[m->nz] = j;
+  m->ar[m->nz] = v;
+}
+
+/* Room for the next slot's entries (at most 8). */
+static int lb_room(lb_matrix_t *m) {
+  if (m->nz + 8 < (int)m->cap) return 0;
+  m->cap *= 2;
+  int *ia2 = realloc(m->ia, sizeof(int) * m->cap), *ja2 = realloc(m->ja, sizeof(int) * m->cap);
+  double *ar2 = realloc(m->ar, sizeof(double) * m->cap);
+  if (ia2) m->ia = ia2;
+  if (ja2) m->ja = ja2;
+  if (ar2) m->ar = ar2;
+  if (!ia2 || !ja2 || !ar2) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound LP");
+  return 0;
+}
+
+/* Job j's columns from column base (per slot t in [a, T): n, cum, v) and rows:
+ * its pooled usage in the capacity rows from rcap, cum_t - cum_{t-1} - rho/Q
+ * n_t = 0, v_t + cum_{t-1} >= 1, and done by T. */
+static int lb_job(glp_prob *P, const shoal__ps_job_t *j, int base, int T, int esolo, const double *tot, int rcap,
+                  lb_matrix_t *m) {
+  int a = j->arrival, rc;
+  for (int t = a; t < T; t++) {
+    int cn = base + 3 * (t - a), cc = cn + 1, cv = cn + 2;
+    glp_set_col_bnds(P, cn, GLP_DB, 0, j->wmax);
+    glp_set_col_bnds(P, cc, GLP_LO, 0, 0);
+    if (t < esolo || t == a) glp_set_col_bnds(P, cv, GLP_FX, 1, 1);
+    else glp_set_col_bnds(P, cv, GLP_DB, 0, 1);
+    glp_set_obj_coef(P, cv, 1);
+    for (int r = 0; r < SHOAL_PS_NRES; r++) {
+      double u = j->dw[r] + fmin(j->kappa, 1.0) * j->dp[r];
+      if (u > 0 && tot[r] > 0) lb_add(m, rcap + t * SHOAL_PS_NRES + r, cn, u);
+    }
+    int row = glp_add_rows(P, 1); /* cum_t - cum_{t-1} - rho/Q n_t = 0 */
+    glp_set_row_bnds(P, row, GLP_FX, 0, 0);
+    lb_add(m, row, cc, 1);
+    lb_add(m, row, cn, -j->rho_in / j->work);
+    if (t > a) {
+      lb_add(m, row, cc - 3, -1);
+      row = glp_add_rows(P, 1); /* v_t + cum_{t-1} >= 1 */
+      glp_set_row_bnds(P, row, GLP_LO, 1, 0);
+      lb_add(m, row, cv, 1);
+      lb_add(m, row, cc - 3, 1);
+    }
+    if ((rc = lb_room(m))) return rc;
   }
+  int row = glp_add_rows(P, 1); /* done by T */
+  glp_set_row_bnds(P, row, GLP_LO, 1, 0);
+  lb_add(m, row, base + 3 * (T - 1 - a) + 1, 1);
+  return 0;
+}
+
+/* LB_pool: the LP over slots 0..T-1 with capacity pooled per resource, v = 1
+ * before each job's standalone end esolo[i]; its optimum in *v. */
+static int pool_lp(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
+                   const int *esolo, double *v) {
+  int rc = 0;
   double tot[SHOAL_PS_NRES] = {0};
   for (int h = 0; h < c->H; h++)
     for (int r = 0; r < SHOAL_PS_NRES; r++) tot[r] += shoal__ps_cap(c, h)[r];
@@ -120,14 +179,13 @@ int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
   int *base = malloc(sizeof(int) * (size_t)(n ? n : 1));
   int ncol = 0;
   for (int i = 0; i < n; i++) {
-    base[i] = ncol + 1;
+    if (base) base[i] = ncol + 1;
     if (jobs[i].arrival < T) ncol += 3 * (T - jobs[i].arrival);
   }
-  size_t cap_nz = (size_t)ncol * 3 + 16;
-  int *ia = malloc(sizeof(int) * cap_nz), *ja = malloc(sizeof(int) * cap_nz);
-  double *ar = malloc(sizeof(double) * cap_nz);
-  int nz = 0;
-  if (!base || !ia || !ja || !ar) {
+  lb_matrix_t m = {NULL, NULL, NULL, 0, (size_t)ncol * 3 + 16};
+  m.ia = malloc(sizeof(int) * m.cap), m.ja = malloc(sizeof(int) * m.cap);
+  m.ar = malloc(sizeof(double) * m.cap);
+  if (!base || !m.ia || !m.ja || !m.ar) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "lower bound LP (%d columns)", ncol);
     goto out;
   }
@@ -137,54 +195,12 @@ int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
       goto out;
     }
   glp_add_cols(P, ncol);
-#define ADD(i_, j_, v_) (nz++, ia[nz] = (i_), ja[nz] = (j_), ar[nz] = (v_))
   int rcap = glp_add_rows(P, T * SHOAL_PS_NRES);
   for (int t = 0; t < T; t++)
     for (int r = 0; r < SHOAL_PS_NRES; r++) glp_set_row_bnds(P, rcap + t * SHOAL_PS_NRES + r, GLP_UP, 0, tot[r]);
-  for (int i = 0; i < n; i++) {
-    const shoal__ps_job_t *j = &jobs[i];
-    int a = j->arrival;
-    for (int t = a; t < T; t++) {
-      int cn = base[i] + 3 * (t - a), cc = cn + 1, cv = cn + 2;
-      glp_set_col_bnds(P, cn, GLP_DB, 0, j->wmax);
-      glp_set_col_bnds(P, cc, GLP_LO, 0, 0);
-      if (t < esolo[i] || t == a) glp_set_col_bnds(P, cv, GLP_FX, 1, 1);
-      else glp_set_col_bnds(P, cv, GLP_DB, 0, 1);
-      glp_set_obj_coef(P, cv, 1);
-      for (int r = 0; r < SHOAL_PS_NRES; r++) {
-        double u = j->dw[r] + fmin(j->kappa, 1.0) * j->dp[r];
-        if (u > 0 && tot[r] > 0) ADD(rcap + t * SHOAL_PS_NRES + r, cn, u);
-      }
-      int row = glp_add_rows(P, 1); /* cum_t - cum_{t-1} - rho/Q n_t = 0 */
-      glp_set_row_bnds(P, row, GLP_FX, 0, 0);
-      ADD(row, cc, 1);
-      ADD(row, cn, -j->rho_in / j->work);
-      if (t > a) {
-        ADD(row, cc - 3, -1);
-        row = glp_add_rows(P, 1); /* v_t + cum_{t-1} >= 1 */
-        glp_set_row_bnds(P, row, GLP_LO, 1, 0);
-        ADD(row, cv, 1);
-        ADD(row, cc - 3, 1);
-      }
-      if (nz + 8 >= (int)cap_nz) {
-        cap_nz *= 2;
-        int *ia2 = realloc(ia, sizeof(int) * cap_nz), *ja2 = realloc(ja, sizeof(int) * cap_nz);
-        double *ar2 = realloc(ar, sizeof(double) * cap_nz);
-        if (ia2) ia = ia2;
-        if (ja2) ja = ja2;
-        if (ar2) ar = ar2;
-        if (!ia2 || !ja2 || !ar2) {
-          rc = shoal__seterr(SHOAL_ERR_NOMEM, "lower bound LP");
-          goto out;
-        }
-      }
-    }
-    int row = glp_add_rows(P, 1); /* done by T */
-    glp_set_row_bnds(P, row, GLP_LO, 1, 0);
-    ADD(row, base[i] + 3 * (T - 1 - a) + 1, 1);
-  }
-#undef ADD
-  glp_load_matrix(P, nz, ia, ja, ar);
+  for (int i = 0; i < n; i++)
+    if ((rc = lb_job(P, &jobs[i], base[i], T, esolo[i], tot, rcap, &m))) goto out;
+  glp_load_matrix(P, m.nz, m.ia, m.ja, m.ar);
   glp_smcp sp;
   glp_init_smcp(&sp);
   sp.msg_lev = GLP_MSG_OFF;
@@ -195,19 +211,26 @@ int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
   if (ret == GLP_ENOPFS) rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "lower bound LP: %d jobs cannot finish within %d slots", n, T);
   else if (ret) rc = shoal__seterr(SHOAL_ERR_SOLVER, "lower bound LP (%d jobs, %d slots): glp_simplex failed (code %d)", n, T, ret);
   else if (glp_get_status(P) != GLP_OPT) rc = shoal__seterr(SHOAL_ERR_SOLVER, "lower bound LP: status %d", glp_get_status(P));
-  else {
-    double v = glp_get_obj_val(P), srpt = 0;
-    if (!(rc = shoal__ps_lower_bound_srpt(c, jobs, n, &srpt))) {
-      *lb = fmax(v, fmax(solo, srpt));
-      *lb_solo = solo;
-    }
-  }
+  else *v = glp_get_obj_val(P);
 out:
   glp_delete_prob(P);
   free(base);
-  free(ia);
-  free(ja);
-  free(ar);
+  free(m.ia);
+  free(m.ja);
+  free(m.ar);
+  return rc;
+}
+
+int shoal__ps_lower_bound(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, int n, int T, double tm_lim_s,
+                          double *lb, double *lb_solo) {
+  int *esolo = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!esolo) return shoal__seterr(SHOAL_ERR_NOMEM, "lower bound");
+  double solo = 0, v = 0, srpt = 0;
+  int rc = solo_ends(c, jobs, n, T, esolo, &solo);
+  if (!rc && !(rc = pool_lp(c, jobs, n, T, tm_lim_s, esolo, &v)) && !(rc = shoal__ps_lower_bound_srpt(c, jobs, n, &srpt))) {
+    *lb = fmax(v, fmax(solo, srpt));
+    *lb_solo = solo;
+  }
   free(esolo);
   return rc;
 }

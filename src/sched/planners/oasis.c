@@ -176,35 +176,115 @@ double shoal__ps_oasis_deploy_cost(const shoal__ps_cluster_t *c, const shoal__ps
   return err ? INFINITY : v;
 }
 
+/* Work units: *D units of *u mini-batches, at most *e1 units per slot. */
+static void work_units(const shoal__ps_job_t *j, const shoal__ps_oasis_params_t *p, int *D, double *u, int *e1) {
+  *D = p->units;
+  *u = j->work / *D;
+  *e1 = (int)floor(j->wmax * j->rho_ex / *u + EPS);
+  if (*e1 < 1) { /* one unit needs more than wmax workers: coarser units impossible, finer units */
+    *D = (int)ceil(j->work / (j->wmax * j->rho_ex)) * 4;
+    *u = j->work / *D;
+    *e1 = (int)floor(j->wmax * j->rho_ex / *u + EPS);
+  }
+  if (*e1 > *D) *e1 = *D;
+}
+
+/* Ends considered (*L slots from s): the exact fastest completion (greedy,
+ * locality-aware) stretched by 2 rho_in/rho_ex (OASiS counts every worker at
+ * the network rate), plus 8 slots; later ends lose utility while prices
+ * rarely fall. */
+static int ends_considered(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s,
+                           const shoal__ps_oasis_params_t *p, int *L) {
+  shoal__ps_sched_t G;
+  int rc = shoal__ps_greedy(c, j, s, p->hmax, 16, &G);
+  if (rc) return rc;
+  double stretch = 2 * ceil(j->rho_in / j->rho_ex);
+  double lgd = stretch * (shoal__ps_sched_end(&G) - s + 1) + 8;
+  int lg = lgd < p->hmax ? (int)lgd : p->hmax;
+  shoal__ps_sched_free(&G);
+  *L = lg < p->hmax ? lg : p->hmax;
+  return 0;
+}
+
+/* cost_e[q]: the cheapest deployment doing q units (of u) in slot t, memoized by worker count. */
+static int slot_costs(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, const shoal__ps_oasis_params_t *p,
+                      const shoal__ps_oasis_est_t *e, int e1, double u, double *cost_e) {
+  if (!shoal__ps_slot_fits_worker(c, j, t)) { /* a full slot: only 0 units (no prices needed) */
+    cost_e[0] = 0;
+    for (int q = 1; q <= e1; q++) cost_e[q] = (int)ceil(q * u / j->rho_ex - EPS) == 0 ? 0 : INFINITY;
+    return 0;
+  }
+  order_t o;
+  int rc = make_order(c, j, t, p, e, &o), err = 0;
+  if (rc) return rc;
+  int lastn = -1;
+  double lastc = 0;
+  for (int q = 0; q <= e1; q++) {
+    int n = (int)ceil(q * u / j->rho_ex - EPS);
+    if (n > j->wmax) n = j->wmax + 1;
+    if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
+    if (err) break;
+    cost_e[q] = lastc;
+  }
+  free(o.wk);
+  free(o.pk);
+  return err;
+}
+
+/* One slot of the DP: cur[d] = min_q cost_e[q] + prev[d - q], ag[d] the best q. */
+static void dp_slot(const double *cost_e, int e1, int D, const double *prev, double *cur, int *ag) {
+  /* placeability is monotone in the worker count: skip what cannot fit */
+  int qcap = 0;
+  while (qcap < e1 && cost_e[qcap + 1] < INFINITY) qcap++;
+  for (int d = 0; d <= D; d++) {
+    double b = INFINITY;
+    int ba = 0;
+    int qmax = d < qcap ? d : qcap;
+    for (int q = 0; q <= qmax; q++) {
+      double v = cost_e[q] + prev[d - q];
+      if (v < b) b = v, ba = q;
+    }
+    cur[d] = b;
+    ag[d] = ba;
+  }
+}
+
+/* The schedule of the best end s + best_k, slot by slot back from D units. */
+static int dp_schedule(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, const shoal__ps_oasis_params_t *p,
+                       const shoal__ps_oasis_est_t *e, const int *arg, int D, double u, int best_k, shoal__ps_sched_t *out) {
+  shoal__ps_sched_t S;
+  shoal__ps_sched_init(&S, s);
+  int d = D, rc = 0;
+  for (int k = best_k; k >= 0 && !rc; k--) {
+    int q = arg[(size_t)k * (D + 1) + d];
+    d -= q;
+    shoal__ps_slot_t *sl = shoal__ps_sched_slot(&S, s + k);
+    if (!sl) rc = shoal__seterr(SHOAL_ERR_NOMEM, "oasis schedule");
+    if (rc || q == 0) continue;
+    int n = (int)ceil(q * u / j->rho_ex - EPS);
+    if (n > j->wmax) n = j->wmax;
+    if (!(shoal__ps_oasis_deploy_cost(c, j, s + k, p, e, n, sl) < INFINITY))
+      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "oasis: slot %d deployment of %d workers vanished", s + k, n);
+  }
+  if (!rc) rc = shoal__ps_sched_trim(c, j, &S, s, 16);
+  if (rc) {
+    shoal__ps_sched_free(&S);
+    return rc;
+  }
+  *out = S;
+  return 0;
+}
+
 int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, const shoal__ps_oasis_params_t *p,
                     const shoal__ps_oasis_est_t *e, double *payoff, shoal__ps_sched_t *out) {
   if (s < j->arrival) s = j->arrival;
   if (e->njobs == 0) return shoal__seterr(SHOAL_ERR_INVALID, "oasis: no job observed (prices undefined)");
-  /* work units: D units of u mini-batches, at most e1 units per slot */
-  int D = p->units;
-  double u = j->work / D;
-  int e1 = (int)floor(j->wmax * j->rho_ex / u + EPS);
-  if (e1 < 1) { /* one unit needs more than wmax workers: coarser units impossible, finer units */
-    D = (int)ceil(j->work / (j->wmax * j->rho_ex)) * 4;
-    u = j->work / D;
-    e1 = (int)floor(j->wmax * j->rho_ex / u + EPS);
-  }
-  if (e1 > D) e1 = D;
-  /* ends considered: the exact fastest completion (greedy, locality-aware)
-   * stretched by 2 rho_in/rho_ex (OASiS counts every worker at the network
-   * rate), plus 8 slots; later ends lose utility while prices rarely fall */
-  int L = p->hmax, rc = 0;
-  {
-    shoal__ps_sched_t G;
-    rc = shoal__ps_greedy(c, j, s, p->hmax, 16, &G);
-    if (rc) return rc;
-    double stretch = 2 * ceil(j->rho_in / j->rho_ex);
-    double lgd = stretch * (shoal__ps_sched_end(&G) - s + 1) + 8;
-    int lg = lgd < L ? (int)lgd : L;
-    shoal__ps_sched_free(&G);
-    if (lg < L) L = lg;
-  }
-  /* C[k][d]: cheapest cost to do d units in slots s..s+k; arg[k][d] = units in slot s+k */
+  int D, e1, L;
+  double u;
+  work_units(j, p, &D, &u, &e1);
+  int rc = ends_considered(c, j, s, p, &L);
+  if (rc) return rc;
+  /* C: cheapest cost to do d units in slots s..s+k (two rows); arg[k][d] = units in slot s+k */
   double *C = malloc(sizeof(double) * (size_t)(D + 1) * 2);
   int *arg = malloc(sizeof(int) * (size_t)(D + 1) * (size_t)L);
   double *cost_e = malloc(sizeof(double) * (size_t)(e1 + 1));
@@ -219,41 +299,8 @@ int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int 
   int best_k = -1;
   for (int k = 0; k < L; k++) {
     int t = s + k;
-    int err = 0;
-    if (!shoal__ps_slot_fits_worker(c, j, t)) { /* a full slot: only 0 units (no prices needed) */
-      cost_e[0] = 0;
-      for (int q = 1; q <= e1; q++) cost_e[q] = (int)ceil(q * u / j->rho_ex - EPS) == 0 ? 0 : INFINITY;
-    } else {
-      order_t o;
-      if ((rc = make_order(c, j, t, p, e, &o))) goto out;
-      int lastn = -1;
-      double lastc = 0;
-      for (int q = 0; q <= e1; q++) { /* memoized by worker count */
-        int n = (int)ceil(q * u / j->rho_ex - EPS);
-        if (n > j->wmax) n = j->wmax + 1;
-        if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
-        if (err) break;
-        cost_e[q] = lastc;
-      }
-      free(o.wk);
-      free(o.pk);
-    }
-    if ((rc = err)) goto out;
-    /* placeability is monotone in the worker count: skip what cannot fit */
-    int qcap = 0;
-    while (qcap < e1 && cost_e[qcap + 1] < INFINITY) qcap++;
-    int *ag = arg + (size_t)k * (D + 1);
-    for (int d = 0; d <= D; d++) {
-      double b = INFINITY;
-      int ba = 0;
-      int qmax = d < qcap ? d : qcap;
-      for (int q = 0; q <= qmax; q++) {
-        double v = cost_e[q] + prev[d - q];
-        if (v < b) b = v, ba = q;
-      }
-      cur[d] = b;
-      ag[d] = ba;
-    }
+    if ((rc = slot_costs(c, j, t, p, e, e1, u, cost_e))) goto out;
+    dp_slot(cost_e, e1, D, prev, cur, arg + (size_t)k * (D + 1));
     double mu = util(p, t - j->arrival) - cur[D];
     if (cur[D] < INFINITY && mu > best_mu) best_mu = mu, best_k = k;
     double *sw = prev;
@@ -266,29 +313,7 @@ int shoal__ps_oasis(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int 
     rc = shoal__seterr(SHOAL_ERR_INFEASIBLE, "oasis: job %d does not fit in slots %d..%d", j->id, s, s + L - 1);
     goto out;
   }
-  {
-    shoal__ps_sched_t S;
-    shoal__ps_sched_init(&S, s);
-    int d = D;
-    for (int k = best_k; k >= 0 && !rc; k--) {
-      int q = arg[(size_t)k * (D + 1) + d];
-      d -= q;
-      shoal__ps_slot_t *sl = shoal__ps_sched_slot(&S, s + k);
-      if (!sl) rc = shoal__seterr(SHOAL_ERR_NOMEM, "oasis schedule");
-      if (rc || q == 0) continue;
-      int n = (int)ceil(q * u / j->rho_ex - EPS);
-      if (n > j->wmax) n = j->wmax;
-      if (!(shoal__ps_oasis_deploy_cost(c, j, s + k, p, e, n, sl) < INFINITY))
-        rc = shoal__seterr(SHOAL_ERR_INTERNAL, "oasis: slot %d deployment of %d workers vanished", s + k, n);
-    }
-    if (!rc) rc = shoal__ps_sched_trim(c, j, &S, s, 16);
-    if (rc) {
-      shoal__ps_sched_free(&S);
-      goto out;
-    }
-    *payoff = best_mu;
-    *out = S;
-  }
+  if (!(rc = dp_schedule(c, j, s, p, e, arg, D, u, best_k, out))) *payoff = best_mu;
 out:
   free(C);
   free(arg);

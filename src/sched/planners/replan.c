@@ -78,33 +78,34 @@ double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
   return rp_key(j, j->work, best_rate(c, j), key);
 }
 
-int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
-                     int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new, double *rate_best,
-                     shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released) {
-  *ndef = 0;
-  *nrel = 0;
-  if (nb <= 0) return 0;
-  rp_item_t *it = malloc(sizeof *it * (size_t)(na + nb));
-  double *rem = malloc(sizeof(double) * (size_t)(na + nb));
-  if (!it || !rem) {
-    free(it);
-    free(rem);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
-  }
-  double thr = INFINITY;
-  int m = 0, rc = 0;
+/* The batch's jobs into it[0..) with their remaining work at t (rem) and
+ * size keys; *thr gets the smallest key. Returns how many. */
+static int batch_items(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, const shoal__ps_sched_t *S,
+                       const int *batch, int nb, int t, int key, double *rate_best, rp_item_t *it, double *rem,
+                       double *thr) {
+  int m = 0;
+  *thr = INFINITY;
   for (int q = 0; q < nb; q++) {
     int i = batch[q];
     if (!(rate_best[i] > 0)) rate_best[i] = best_rate(c, &jobs[i]);
     rem[m] = jobs[i].work - work_before(&jobs[i], &S[i], t);
-    it[m] = (rp_item_t){i, rp_key(&jobs[i], rem[m], rate_best[i], p->replan_key), jobs[i].arrival, jobs[i].id};
-    if (it[m].key < thr) thr = it[m].key;
+    it[m] = (rp_item_t){i, rp_key(&jobs[i], rem[m], rate_best[i], key), jobs[i].arrival, jobs[i].id};
+    if (it[m].key < *thr) *thr = it[m].key;
     m++;
   }
-  /* candidates for release: committed jobs with work left at t that are
-   * larger than the smallest job of the batch (SRPT puts them after it) */
+  return m;
+}
+
+/* Release, from slot t on, committed jobs with work left at t that are larger
+ * than thr (the smallest job of the batch: SRPT puts them after it), at most
+ * replan_k of them, the largest: they hold capacity longest and belong last in
+ * SRPT order (decision-time bound, docs/scheduling.md). They are appended to
+ * it[*m..) (marked by a negative arrival) and listed in released when not
+ * NULL; returns how many. */
+static int release_larger(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
+                          int na, int t, const shoal__ps_replan_params_t *p, double *rate_best, double thr, rp_item_t *it, double *rem, int *m, int *released) {
   int nc = 0;
-  rp_item_t *cand = it + m;
+  rp_item_t *cand = it + *m;
   for (int q = 0; q < na; q++) {
     int i = active[q];
     double r = jobs[i].work - work_before(&jobs[i], &S[i], t);
@@ -114,8 +115,6 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
     if (k <= thr) continue;
     cand[nc++] = (rp_item_t){i, k, jobs[i].arrival, jobs[i].id};
   }
-  /* at most replan_k of them, the largest: they hold capacity longest and
-   * belong last in SRPT order (decision-time bound, docs/scheduling.md) */
   if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_item);
   int first = nc > p->replan_k ? nc - p->replan_k : 0;
   for (int q = first; q < nc; q++) {
@@ -123,39 +122,35 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
     if (released) released[q - first] = i;
     shoal__ps_release(c, &jobs[i], &S[i], t);
     sched_cut(&S[i], t);
-    it[m] = cand[q];
-    rem[m] = jobs[i].work - work_before(&jobs[i], &S[i], t);
-    it[m].key = rp_key(&jobs[i], rem[m], rate_best[i], p->replan_key);
-    it[m].arrival = -1 - jobs[i].arrival; /* marks a released job (sorted below by real arrival) */
-    m++;
+    it[*m] = cand[q];
+    rem[*m] = jobs[i].work - work_before(&jobs[i], &S[i], t);
+    it[*m].key = rp_key(&jobs[i], rem[*m], rate_best[i], p->replan_key);
+    it[*m].arrival = -1 - jobs[i].arrival; /* marks a released job (sorted below by real arrival) */
+    (*m)++;
   }
-  *nrel = nc - first;
-  /* plan everything in the batch smallest first; remember which were new */
-  char *isnew = malloc((size_t)m);
-  if (!isnew) {
-    free(it);
-    free(rem);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
-  }
+  return nc - first;
+}
+
+/* isnew[x]: it[x] came with the batch (its arrival unmarked); ord: the items
+ * smallest first (tmp: scratch of m items). */
+static void smallest_first(rp_item_t *it, int m, char *isnew, int *ord, rp_item_t *tmp) {
   for (int q = 0; q < m; q++) {
     isnew[q] = it[q].arrival >= 0;
     if (!isnew[q]) it[q].arrival = -1 - it[q].arrival;
   }
-  /* sort items with their rem and isnew: sort an index permutation */
-  int *ord = malloc(sizeof(int) * (size_t)m);
-  rp_item_t *tmp = malloc(sizeof *tmp * (size_t)m);
-  if (!ord || !tmp) {
-    free(it);
-    free(rem);
-    free(isnew);
-    free(ord);
-    free(tmp);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
-  }
   for (int q = 0; q < m; q++) tmp[q] = it[q], tmp[q].i = q; /* i: index into it/rem/isnew */
   if (m > 1) qsort(tmp, (size_t)m, sizeof *tmp, cmp_item);
   for (int q = 0; q < m; q++) ord[q] = tmp[q].i;
-  free(tmp);
+}
+
+/* Plan the items in order from t: new jobs by larr's LP (or the greedy with
+ * greedy_new), released ones by the greedy (or the LP with replan_lp); a job
+ * that does not fit within hmax is deferred. */
+static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const rp_item_t *it,
+                         const double *rem, const char *isnew, const int *ord, int m, int t,
+                         const shoal__ps_replan_params_t *p, int greedy_new, shoal__ps_larr_stats_t *st, int *deferred,
+                         int *ndef) {
+  int rc = 0;
   for (int q = 0; q < m && !rc; q++) {
     int x = ord[q], i = it[x].i;
     shoal__ps_job_t jr = jobs[i];
@@ -169,16 +164,37 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
       deferred[(*ndef)++] = i;
       continue;
     }
-    if (prc) {
-      rc = prc;
-      break;
-    }
+    if (prc) return prc;
     if (!(rc = shoal__ps_sched_check(c, &jr, &R, 1)) && !(rc = shoal__ps_commit(c, &jr, &R)))
       rc = shoal__ps_sched_overlay(&S[i], &R, R.start);
     shoal__ps_sched_fit(&S[i]); /* kept until the job ends */
     shoal__ps_sched_free(&R);
   }
+  return rc;
+}
+
+int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
+                     int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new, double *rate_best,
+                     shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released) {
+  *ndef = 0;
+  *nrel = 0;
+  if (nb <= 0) return 0;
+  size_t cap = (size_t)(na + nb);
+  rp_item_t *it = malloc(sizeof *it * cap), *tmp = malloc(sizeof *tmp * cap);
+  double *rem = malloc(sizeof(double) * cap);
+  char *isnew = malloc(cap);
+  int *ord = malloc(sizeof(int) * cap), rc = 0;
+  if (!it || !tmp || !rem || !isnew || !ord) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  } else {
+    double thr;
+    int m = batch_items(c, jobs, S, batch, nb, t, p->replan_key, rate_best, it, rem, &thr);
+    *nrel = release_larger(c, jobs, S, active, na, t, p, rate_best, thr, it, rem, &m, released);
+    smallest_first(it, m, isnew, ord, tmp);
+    rc = plan_in_order(c, jobs, S, it, rem, isnew, ord, m, t, p, greedy_new, st, deferred, ndef);
+  }
   free(it);
+  free(tmp);
   free(rem);
   free(isnew);
   free(ord);
