@@ -827,37 +827,24 @@ static int apply_changes(engine_t *e, double t) {
   return rc;
 }
 
-/* Independent check of the bookkeeping (SHOAL_SIM_CHECK=1, tests). */
-static int check_invariants(engine_t *e, double t) {
-  shoal_cluster_t *c = e->c;
-  int nm = c->nmachines;
-  shoal_res_t *used = calloc((size_t)nm, sizeof *used);
-  if (!used) return shoal__seterr(SHOAL_ERR_NOMEM, "sim check: out of memory");
-  int rc = 0, running = 0;
-  for (int i = 0; i < e->nx; i++) xs_sync(e, i, &e->rt[e->xids[i]]); /* the ratings of jobs rated by count */
+/* The active jobs: states, elastic ranges, ratings, work; their resources
+ * summed per machine into used[] and the running ones counted. */
+static int check_jobs(engine_t *e, double t, shoal_res_t *used, int *running) {
   for (int i = 0; i < e->s.nactive; i++) {
     const shoal_job_t *j = e->s.active[i];
-    if (j->state == SHOAL_JOB_DONE || j->state == SHOAL_JOB_FUTURE) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d in the active set has state %d", t, j->id, j->state);
-      goto done;
-    }
-    if ((j->alloc.n > 0) != (j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART)) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d state %d with %d machines", t, j->id, j->state, j->alloc.n);
-      goto done;
-    }
-    running += j->alloc.n > 0;
+    if (j->state == SHOAL_JOB_DONE || j->state == SHOAL_JOB_FUTURE)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d in the active set has state %d", t, j->id, j->state);
+    if ((j->alloc.n > 0) != (j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART))
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d state %d with %d machines", t, j->id, j->state, j->alloc.n);
+    *running += j->alloc.n > 0;
     /* a job runs within its elastic range (a rigid job, min = max = gpus, at its size); a malleable
      * policy's only up to its maximum */
     int maxw = j->max_workers > j->gpus ? j->max_workers : j->gpus, minw = e->ops->malleable ? 1 : j->min_workers;
-    if (j->alloc.n > 0 && (j->alloc.workers < minw || j->alloc.workers > maxw)) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs with %d workers, outside its range %d..%d", t,
-                         j->id, j->alloc.workers, minw, maxw);
-      goto done;
-    }
-    if (j->state == SHOAL_JOB_RUN && !(e->rt[j->id].ok && e->rt[j->id].rate == j->rate)) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs at %.17g, not at its last rating", t, j->id, j->rate);
-      goto done;
-    }
+    if (j->alloc.n > 0 && (j->alloc.workers < minw || j->alloc.workers > maxw))
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs with %d workers, outside its range %d..%d", t,
+                           j->id, j->alloc.workers, minw, maxw);
+    if (j->state == SHOAL_JOB_RUN && !(e->rt[j->id].ok && e->rt[j->id].rate == j->rate))
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs at %.17g, not at its last rating", t, j->id, j->rate);
     for (int k = 0; k < j->alloc.n; k++) {
       shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
       shoal_res_t *u = &used[j->alloc.p[k].machine];
@@ -865,31 +852,33 @@ static int check_invariants(engine_t *e, double t) {
       u->cpus += d.cpus;
       u->mem_gb += d.mem_gb;
     }
-    if (j->work_done > j->work * (1 + 1e-9) + 1e-9) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d did %.17g of %.17g steps", t, j->id, j->work_done, j->work);
-      goto done;
-    }
+    if (j->work_done > j->work * (1 + 1e-9) + 1e-9)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d did %.17g of %.17g steps", t, j->id, j->work_done, j->work);
   }
-  int free_total = 0;
-  for (int m = 0; m < nm; m++) {
+  return 0;
+}
+
+/* Every machine against what its jobs use: capacity, free counts, free bucket; *free_total: the free GPUs. */
+static int check_machines(const engine_t *e, double t, const shoal_res_t *used, int *free_total) {
+  const shoal_cluster_t *c = e->c;
+  for (int m = 0; m < c->nmachines; m++) {
     const shoal_machine_t *mm = &c->m[m];
-    if (used[m].gpus > mm->cap.gpus || used[m].cpus > mm->cap.cpus + 1e-6 || used[m].mem_gb > mm->cap.mem_gb + 1e-6) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d over capacity (%d GPUs of %d)", t, m, used[m].gpus,
-                         mm->cap.gpus);
-      goto done;
-    }
-    if (mm->free.gpus != mm->cap.gpus - used[m].gpus || fabs(mm->free.cpus - (mm->cap.cpus - used[m].cpus)) > 1e-6) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d free-resource bookkeeping drifted", t, m);
-      goto done;
-    }
-    if (shoal__cluster_next_with_free(c, mm->free.gpus, m) != m) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d missing from its free bucket", t, m);
-      goto done;
-    }
-    free_total += mm->free.gpus;
+    if (used[m].gpus > mm->cap.gpus || used[m].cpus > mm->cap.cpus + 1e-6 || used[m].mem_gb > mm->cap.mem_gb + 1e-6)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d over capacity (%d GPUs of %d)", t, m, used[m].gpus,
+                           mm->cap.gpus);
+    if (mm->free.gpus != mm->cap.gpus - used[m].gpus || fabs(mm->free.cpus - (mm->cap.cpus - used[m].cpus)) > 1e-6)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d free-resource bookkeeping drifted", t, m);
+    if (shoal__cluster_next_with_free(c, mm->free.gpus, m) != m)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: machine %d missing from its free bucket", t, m);
+    *free_total += mm->free.gpus;
   }
-  if (free_total != c->gpus_free) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cluster free GPUs drifted", t);
-  /* rack contention counts: recount from the running jobs */
+  return 0;
+}
+
+/* Rack contention counts, recounted from the running jobs. */
+static int check_rack_counts(engine_t *e, double t) {
+  const shoal_cluster_t *c = e->c;
+  int rc = 0;
   for (int r = 0; r < c->nracks && !rc; r++) {
     int x = 0;
     for (int i = 0; i < e->s.nactive; i++) {
@@ -903,18 +892,26 @@ static int check_invariants(engine_t *e, double t) {
     }
     if (x != e->xk[r] || x != e->xlive[r]) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: rack %d has %d cross-rack jobs, counted %d", t, r, x, e->xk[r]);
   }
-  if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
-  /* cross-rack completions: each entry is its xjobs job's only one (not in
-   * the heap too), a completion; the remembered earliest is the earliest */
-  for (int i = 0; i < e->nx && !rc; i++) {
+  return rc;
+}
+
+/* Cross-rack completions: each entry is its xjobs job's only one (not in the
+ * heap too), a completion; the remembered earliest is the earliest. */
+static int check_cross_rack_events(const engine_t *e, double t) {
+  for (int i = 0; i < e->nx; i++) {
     const event_t *ev = &e->xfe[i];
     if (ev->job < 0) continue;
     if (ev->job != e->xids[i] || e->heap.pos[ev->job] >= 0 || (ev->seq >> 62) != EV_FINISH)
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d (job %d) misplaced", t, i, ev->job);
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d (job %d) misplaced", t, i, ev->job);
     else if (!e->xf_scan && (e->xf_min < 0 || ev_less(ev, &e->xfe[e->xf_min])))
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d is before the earliest kept", t, i);
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cross-rack entry %d is before the earliest kept", t, i);
   }
-  /* ratings kept by count: the count is the racks' largest, the entry the rating */
+  return 0;
+}
+
+/* Ratings kept by count: the count is the racks' largest, the entry the rating. */
+static int check_count_ratings(engine_t *e, double t) {
+  int rc = 0;
   for (int i = 0; i < e->nx && !rc; i++) {
     const rating_t *rt = &e->rt[e->xids[i]];
     const xslot_t *xs = &e->xs[i];
@@ -931,16 +928,38 @@ static int check_invariants(engine_t *e, double t) {
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
                          xs->x, x);
   }
-  if (!rc && !e->xf_scan && e->xf_min >= 0 && (e->xf_min >= e->nx || e->xfe[e->xf_min].job < 0))
-    rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: earliest cross-rack entry %d is empty", t, e->xf_min);
-  for (size_t i = 0; i < e->heap.n && !rc; i++) {
+  return rc;
+}
+
+/* The earliest cross-rack entry exists, and no job has two events. */
+static int check_event_heap(const engine_t *e, double t) {
+  if (!e->xf_scan && e->xf_min >= 0 && (e->xf_min >= e->nx || e->xfe[e->xf_min].job < 0))
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: earliest cross-rack entry %d is empty", t, e->xf_min);
+  for (size_t i = 0; i < e->heap.n; i++) {
     const event_t *ev = &e->heap.a[i];
     if (ev->job >= 0 && (e->heap.pos[ev->job] != (int32_t)i ||
                          (e->xidx[ev->job] >= 0 && e->xfe[e->xidx[ev->job]].job >= 0)))
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d has two events", t, ev->job);
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d has two events", t, ev->job);
   }
-done:
+  return 0;
+}
+
+/* Independent check of the bookkeeping (SHOAL_SIM_CHECK=1, tests). */
+static int check_invariants(engine_t *e, double t) {
+  shoal_res_t *used = calloc((size_t)e->c->nmachines, sizeof *used);
+  if (!used) return shoal__seterr(SHOAL_ERR_NOMEM, "sim check: out of memory");
+  int running = 0, free_total = 0;
+  for (int i = 0; i < e->nx; i++) xs_sync(e, i, &e->rt[e->xids[i]]); /* the ratings of jobs rated by count */
+  int rc = check_jobs(e, t, used, &running);
+  if (!rc) rc = check_machines(e, t, used, &free_total);
   free(used);
+  if (rc) return rc;
+  if (free_total != e->c->gpus_free) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: cluster free GPUs drifted", t);
+  if (!rc) rc = check_rack_counts(e, t);
+  if (running != e->running) rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: running count drifted", t);
+  if (!rc) rc = check_cross_rack_events(e, t);
+  if (!rc) rc = check_count_ratings(e, t);
+  if (!rc) rc = check_event_heap(e, t);
   return rc;
 }
 
@@ -1061,6 +1080,270 @@ static int engine_setup(engine_t *e) {
   return 0;
 }
 
+/* The engine's memory, the scheduler context and the cluster (after the
+ * policy's state is gone); what unfinished jobs hold too. */
+static void engine_free(engine_t *e) {
+  shoal_workload_t *w = e->w;
+  for (long i = 0; i < w->njobs; i++) {
+    free(w->jobs[i].alloc.p);
+    w->jobs[i].alloc.p = NULL;
+    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
+  }
+  shoal__sched_fini(&e->s);
+  shoal__cluster_destroy(e->c);
+  free(e->heap.a);
+  free(e->heap.pos);
+  free(e->sref);
+  free(e->phi_at);
+  free(e->work_hwm);
+  free(e->size_idx);
+  free(e->xidx);
+  free(e->xk);
+  free(e->xlive);
+  free(e->xon);
+  free(e->xmask);
+  free(e->shape);
+  free(e->rt_mem);
+  free(e->rshare);
+  free(e->rm_rate);
+  free(e->xids);
+  free(e->xfe);
+  free(e->xtab);
+  free(e->xs);
+  free(e->xvis);
+  free(e->xvis_x);
+  free(e->xjobs);
+  free(e->touched);
+  for (int i = 0; i < e->touched_cap; i++) free(e->prev[i].p);
+  free(e->prev);
+}
+
+/* The next instant *tn, dropping job events left behind by a preemption (so
+ * that one never wakes the engine up); 1 when nothing is left, 2 past the
+ * horizon. */
+static int next_instant(engine_t *e, long next, double *tn) {
+  shoal_workload_t *w = e->w;
+  const event_t *top;
+  while ((top = ev_top(e)) && top->job >= 0 && top->version != w->jobs[top->job].version) {
+    ev_pop(e);
+    e->res->events++;
+  }
+  int have_heap = top != NULL, have_arr = next < w->njobs;
+  if (!have_heap && !have_arr) return 1;
+  *tn = have_heap ? top->t : INFINITY;
+  if (have_arr && w->jobs[next].arrival < *tn) *tn = w->jobs[next].arrival;
+  if (e->cfg->horizon_s > 0 && *tn > e->res->t_first + e->cfg->horizon_s) return 2;
+  return 0;
+}
+
+/* Completions and restart ends at t first: they free or activate resources. */
+static int job_events(engine_t *e, double t) {
+  const event_t *top;
+  int rc;
+  while ((top = ev_top(e)) && top->t == t && (top->seq >> 62) < EV_TIMER) {
+    event_t ev = ev_pop(e);
+    e->res->events++;
+    shoal_job_t *j = &e->w->jobs[ev.job];
+    if (ev.version != j->version) continue; /* stale */
+    if ((ev.seq >> 62) == EV_FINISH) {
+      if (j->state != SHOAL_JOB_RUN) continue;
+      if ((rc = finish_job(e, j, t))) return rc;
+      e->s.events |= SHOAL_EV_FINISH;
+    } else {
+      if (j->state != SHOAL_JOB_RESTART) continue;
+      advance_job(e, j, t);
+      set_state(e, j, SHOAL_JOB_RUN);
+      set_rate(e, j, alloc_rate(e, j));
+      if (e->xidx[j->id] >= 0) e->xdirty = 1; /* it starts sending across racks */
+      x_on(e, j);
+      j->version++;
+      if ((rc = schedule_finish(e, j, t))) return rc;
+      e->s.events |= SHOAL_EV_RESTART_DONE;
+    }
+  }
+  return 0;
+}
+
+/* The jobs arriving at t (from *next on, in arrival order), then the policy's timers due at t. */
+static int arrivals_and_timers(engine_t *e, double t, long *next) {
+  shoal_workload_t *w = e->w;
+  int rc;
+  while (*next < w->njobs && w->jobs[*next].arrival == t) {
+    shoal_job_t *j = &w->jobs[(*next)++];
+    e->res->events++;
+    j->state = SHOAL_JOB_WAIT;
+    j->t_last = t;
+    e->phi_at[j->id] = e->phi[e->size_idx[j->id]];
+    if ((rc = shoal__sched_add_active(&e->s, j))) return rc;
+    if (e->ops->arrive) e->ops->arrive(e->pstate, &e->s, j);
+    e->s.events |= SHOAL_EV_ARRIVAL;
+  }
+  if (e->s.nactive > e->res->peak_active) e->res->peak_active = e->s.nactive;
+  const event_t *top;
+  while ((top = ev_top(e)) && top->t == t && (top->seq >> 62) == EV_TIMER) {
+    event_t ev = ev_pop(e);
+    e->res->events++;
+    if (e->ops->timer) e->ops->timer(e->pstate, &e->s, ev.tag);
+    e->s.events |= SHOAL_EV_TIMER;
+  }
+  return 0;
+}
+
+/* One policy decision when something happened, timed. */
+static int decide(engine_t *e) {
+  if (!e->s.events) return 0;
+  shoal_sim_result_t *r = e->res;
+  r->decisions++;
+  double d0 = shoal__now_s();
+  int rc = e->ops->schedule(e->pstate, &e->s);
+  double dt = shoal__now_s() - d0;
+  r->decide_s += dt;
+  if (dt > r->decide_max_s) r->decide_max_s = dt;
+  if (rc) return rc;
+  e->s.events = 0;
+  return 0;
+}
+
+/* A policy that lets no job progress is an error; jobs that can never start
+ * on an idle cluster with nothing left to arrive end the run (*stop). */
+static int progress_guard(engine_t *e, double t, long next, int *stop) {
+  const shoal_sim_config_t *cfg = e->cfg;
+  shoal_workload_t *w = e->w;
+  *stop = 0;
+  if (e->stalled > STALLED_MAX)
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED,
+                         "sim: policy %s lets no job progress: %ld preemptions and reallocations in a row left their "
+                         "job with no more work done than before and no job finished (restart cost %g s, checkpoint "
+                         "every %g s: e.g. Tiresias thresholds below restart cost x GPUs, or rounds shorter than the "
+                         "checkpoint interval), at t=%.0f s with %ld of %ld jobs finished",
+                         e->ops->name, e->stalled, cfg->restart_cost, cfg->checkpoint_s, t, (long)e->res->finished,
+                         (long)w->njobs);
+  if (e->running == 0 && next == w->njobs && e->s.nactive > 0) {
+    if (++e->idle_decisions > IDLE_MAX) {
+      SHOAL_WARN("SIM", "policy %s: %d jobs wait on an idle cluster with no job left to arrive, after %ld decisions "
+                 "that started none: they never fit (e.g. more CPUs, memory or servers than a machine has); the "
+                 "run ends here", e->ops->name, e->s.nactive, e->idle_decisions - 1);
+      *stop = 1;
+    }
+  } else {
+    e->idle_decisions = 0;
+  }
+  return 0;
+}
+
+/* The event loop, instant by instant: job events, arrivals, timers, one
+ * decision, its changes applied. *t: the last instant; *cut: the horizon
+ * stopped the run before its last event. */
+static int run_events(engine_t *e, double *t, int *cut) {
+  shoal_workload_t *w = e->w;
+  shoal_sim_result_t *r = e->res;
+  const shoal_sim_config_t *cfg = e->cfg;
+  long next = 0, progress_step = w->njobs / 200 + 1, progress_next = progress_step;
+  int rc = 0, stop = 0;
+  for (;;) {
+    double tn;
+    int k = next_instant(e, next, &tn);
+    if (k) {
+      *cut = k == 2;
+      return 0;
+    }
+    if (tn < *t) return shoal__seterr(SHOAL_ERR_INTERNAL, "sim: time went back from %.17g to %.17g", *t, tn);
+    *t = tn;
+    advance_time(e, *t);
+    e->s.now = *t;
+    if ((rc = job_events(e, *t)) || (rc = arrivals_and_timers(e, *t, &next)) || (rc = decide(e)) ||
+        (rc = apply_changes(e, *t)) || (rc = progress_guard(e, *t, next, &stop)))
+      return rc;
+    if (stop) return 0;
+    if (e->xdirty && (rc = update_contention(e, *t))) return rc;
+    if (cfg->check && (rc = check_invariants(e, *t))) return rc;
+    timeline_add(e, *t, 0);
+    if (cfg->progress && r->finished >= progress_next) {
+      cfg->progress(cfg->progress_arg, r->finished, w->njobs);
+      progress_next = r->finished + progress_step;
+    }
+  }
+}
+
+/* With checks on: every completion processed once, every job finished
+ * (without a horizon), no job restarting longer than its restarts allow. */
+static int check_end(const engine_t *e) {
+  const shoal_workload_t *w = e->w;
+  const shoal_sim_result_t *r = e->res;
+  const shoal_sim_config_t *cfg = e->cfg;
+  long done = 0;
+  for (long i = 0; i < w->njobs; i++) done += w->jobs[i].state == SHOAL_JOB_DONE;
+  if (done != r->finished)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs DONE but %ld completions processed", done, r->finished);
+  if (cfg->horizon_s <= 0 && r->unfinished)
+    return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs never finished (policy %s left them waiting)", r->unfinished,
+                         e->ops->name);
+  for (long i = 0; i < w->njobs; i++) {
+    const shoal_job_t *j = &w->jobs[i];
+    double max_restart = j->n_realloc * cfg->restart_cost + cfg->start_cost;
+    if (j->restart_s > max_restart + 1e-6)
+      return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d spent %.3f s restarting, more than %d restarts allow", j->id,
+                           j->restart_s, j->n_realloc);
+  }
+  return 0;
+}
+
+/* The end of the run at t: up to the horizon when it cut the run (nothing
+ * changes between the last event and the horizon: the GPU-seconds and the
+ * active jobs' progress are accounted up to it, where the utilization span
+ * ends), else at the last completion; jobs still active are counted, never
+ * silently dropped. */
+static int end_run(engine_t *e, double t, int cut) {
+  shoal_sim_result_t *r = e->res;
+  const shoal_sim_config_t *cfg = e->cfg;
+  if (cut) {
+    t = r->t_first + cfg->horizon_s;
+    advance_time(e, t);
+    r->t_end = t;
+  } else r->t_end = r->t_last > r->t_first ? r->t_last : r->t_first;
+  timeline_add(e, t, 1);
+  for (int i = 0; i < e->s.nactive; i++) advance_job(e, e->s.active[i], t);
+  r->unfinished = e->w->njobs - r->finished;
+  int rc = cfg->check ? check_end(e) : 0;
+  if (rc) return rc;
+  if (r->unfinished)
+    SHOAL_WARN("SIM", "policy %s: %ld of %ld jobs unfinished at t=%.0f s", e->ops->name, r->unfinished, r->njobs, t);
+  return 0;
+}
+
+/* The engine, the scheduler context and the policy's state for a run (on
+ * e->c, which is destroyed with everything else when this fails). */
+static int engine_start(engine_t *e, const char *params, shoal_sim_config_t *cfg2) {
+  int check = cfg2->check, rc;
+  if (!check) {
+    int env = 0;
+    if ((rc = shoal__config_bool("SHOAL_SIM_CHECK", 0, &env))) goto fail_cluster;
+    check = env;
+  }
+  cfg2->check = check;
+  e->cfg = cfg2;
+  shoal__workload_reset(e->w);
+  if ((rc = shoal__sched_init(&e->s, e->c, e->speed, 1024))) goto fail_cluster;
+  e->s.hooks.touch = hook_touch;
+  e->s.hooks.timer = hook_timer;
+  e->s.engine = e;
+  e->s.nvcs = e->w->nvcs;
+  e->s.seed = cfg2->seed;
+  e->s.restart_cost = cfg2->restart_cost;
+  e->s.check = check;
+  e->res->njobs = e->w->njobs;
+  e->res->gpus = e->c->gpus_total;
+  if ((rc = engine_setup(e)) || (rc = e->ops->create(&e->s, params, &e->pstate))) {
+    engine_free(e);
+    free(e->res->timeline);
+    return rc;
+  }
+  return 0;
+fail_cluster:
+  shoal__cluster_destroy(e->c);
+  return rc;
+}
+
 int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const shoal_speed_t *speed,
                    const shoal_policy_ops_t *ops, const char *params, const shoal_sim_config_t *cfg,
                    shoal_sim_result_t *res) {
@@ -1077,247 +1360,23 @@ int shoal__sim_run(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const sh
   double wall0 = shoal__now_s();
   int rc = shoal__cluster_create(cs, &e.c);
   if (rc) return rc;
-  int check = cfg->check;
-  if (!check) {
-    int env = 0;
-    if ((rc = shoal__config_bool("SHOAL_SIM_CHECK", 0, &env))) goto fail_cluster;
-    check = env;
-  }
   shoal_sim_config_t cfg2 = *cfg;
-  cfg2.check = check;
-  e.cfg = &cfg2;
-  shoal__workload_reset(w);
-  if ((rc = shoal__sched_init(&e.s, e.c, speed, 1024))) goto fail_cluster;
-  e.s.hooks.touch = hook_touch;
-  e.s.hooks.timer = hook_timer;
-  e.s.engine = &e;
-  e.s.nvcs = w->nvcs;
-  e.s.seed = cfg->seed;
-  e.s.restart_cost = cfg->restart_cost;
-  e.s.check = check;
-  r.njobs = w->njobs;
-  r.gpus = e.c->gpus_total;
-  if ((rc = engine_setup(&e))) goto fail_sched;
-  if ((rc = ops->create(&e.s, params, &e.pstate))) goto fail_sched;
-
-  long next = 0;
-  int cut = 0; /* the horizon stopped the run before its last event */
+  if ((rc = engine_start(&e, params, &cfg2))) return rc;
+  int cut = 0;
   double t = w->njobs ? w->jobs[0].arrival : 0;
   r.t_first = t;
   e.t_prev = t;
   e.s.events = SHOAL_EV_START;
-  long progress_step = w->njobs / 200 + 1, progress_next = progress_step;
-  for (;;) {
-    /* next instant (a job event left behind by a preemption is dropped
-     * here, so it never wakes the engine up) */
-    const event_t *top;
-    while ((top = ev_top(&e)) && top->job >= 0 && top->version != w->jobs[top->job].version) {
-      ev_pop(&e);
-      r.events++;
-    }
-    int have_heap = top != NULL, have_arr = next < w->njobs;
-    if (!have_heap && !have_arr) break;
-    double tn = have_heap ? top->t : INFINITY;
-    if (have_arr && w->jobs[next].arrival < tn) tn = w->jobs[next].arrival;
-    if (cfg->horizon_s > 0 && tn > r.t_first + cfg->horizon_s) {
-      cut = 1;
-      break;
-    }
-    if (tn < t) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim: time went back from %.17g to %.17g", t, tn);
-      goto fail_policy;
-    }
-    t = tn;
-    advance_time(&e, t);
-    e.s.now = t;
-    /* completions and restart ends first: they free or activate resources */
-    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) < EV_TIMER) {
-      event_t ev = ev_pop(&e);
-      r.events++;
-      shoal_job_t *j = &w->jobs[ev.job];
-      if (ev.version != j->version) continue; /* stale */
-      if ((ev.seq >> 62) == EV_FINISH) {
-        if (j->state != SHOAL_JOB_RUN) continue;
-        if ((rc = finish_job(&e, j, t))) goto fail_policy;
-        e.s.events |= SHOAL_EV_FINISH;
-      } else {
-        if (j->state != SHOAL_JOB_RESTART) continue;
-        advance_job(&e, j, t);
-        set_state(&e, j, SHOAL_JOB_RUN);
-        set_rate(&e, j, alloc_rate(&e, j));
-        if (e.xidx[j->id] >= 0) e.xdirty = 1; /* it starts sending across racks */
-        x_on(&e, j);
-        j->version++;
-        if ((rc = schedule_finish(&e, j, t))) goto fail_policy;
-        e.s.events |= SHOAL_EV_RESTART_DONE;
-      }
-    }
-    while (next < w->njobs && w->jobs[next].arrival == t) {
-      shoal_job_t *j = &w->jobs[next++];
-      r.events++;
-      j->state = SHOAL_JOB_WAIT;
-      j->t_last = t;
-      e.phi_at[j->id] = e.phi[e.size_idx[j->id]];
-      if ((rc = shoal__sched_add_active(&e.s, j))) goto fail_policy;
-      if (e.ops->arrive) e.ops->arrive(e.pstate, &e.s, j);
-      e.s.events |= SHOAL_EV_ARRIVAL;
-    }
-    if (e.s.nactive > r.peak_active) r.peak_active = e.s.nactive;
-    while ((top = ev_top(&e)) && top->t == t && (top->seq >> 62) == EV_TIMER) {
-      event_t ev = ev_pop(&e);
-      r.events++;
-      if (e.ops->timer) e.ops->timer(e.pstate, &e.s, ev.tag);
-      e.s.events |= SHOAL_EV_TIMER;
-    }
-    if (e.s.events) {
-      r.decisions++;
-      double d0 = shoal__now_s();
-      rc = ops->schedule(e.pstate, &e.s);
-      double dt = shoal__now_s() - d0;
-      r.decide_s += dt;
-      if (dt > r.decide_max_s) r.decide_max_s = dt;
-      if (rc) goto fail_policy;
-      e.s.events = 0;
-    }
-    if ((rc = apply_changes(&e, t))) goto fail_policy;
-    if (e.stalled > STALLED_MAX) {
-      rc = shoal__seterr(SHOAL_ERR_UNSUPPORTED,
-                         "sim: policy %s lets no job progress: %ld preemptions and reallocations in a row left their "
-                         "job with no more work done than before and no job finished (restart cost %g s, checkpoint "
-                         "every %g s: e.g. Tiresias thresholds below restart cost x GPUs, or rounds shorter than the "
-                         "checkpoint interval), at t=%.0f s with %ld of %ld jobs finished",
-                         ops->name, e.stalled, cfg->restart_cost, cfg->checkpoint_s, t, (long)r.finished,
-                         (long)w->njobs);
-      goto fail_policy;
-    }
-    if (e.running == 0 && next == w->njobs && e.s.nactive > 0) {
-      if (++e.idle_decisions > IDLE_MAX) {
-        SHOAL_WARN("SIM", "policy %s: %d jobs wait on an idle cluster with no job left to arrive, after %ld decisions "
-                   "that started none: they never fit (e.g. more CPUs, memory or servers than a machine has); the "
-                   "run ends here", ops->name, e.s.nactive, e.idle_decisions - 1);
-        break;
-      }
-    } else {
-      e.idle_decisions = 0;
-    }
-    if (e.xdirty && (rc = update_contention(&e, t))) goto fail_policy;
-    if (check && (rc = check_invariants(&e, t))) goto fail_policy;
-    timeline_add(&e, t, 0);
-    if (cfg->progress && r.finished >= progress_next) {
-      cfg->progress(cfg->progress_arg, r.finished, w->njobs);
-      progress_next = r.finished + progress_step;
-    }
+  if ((rc = run_events(&e, &t, &cut)) || (rc = end_run(&e, t, cut))) {
+    ops->destroy(e.pstate);
+    engine_free(&e);
+    free(r.timeline);
+    return rc;
   }
-  if (cut) {
-    /* nothing changes between the last event and the horizon: account the
-     * GPU-seconds (and the active jobs' progress) up to the horizon, which
-     * is where the utilization span ends */
-    t = r.t_first + cfg->horizon_s;
-    advance_time(&e, t);
-    r.t_end = t;
-  } else r.t_end = r.t_last > r.t_first ? r.t_last : r.t_first;
-  timeline_add(&e, t, 1);
-  /* jobs still active at the end: counted, never silently dropped */
-  for (int i = 0; i < e.s.nactive; i++) advance_job(&e, e.s.active[i], t);
-  r.unfinished = w->njobs - r.finished;
-  if (check) {
-    long done = 0;
-    for (long i = 0; i < w->njobs; i++) done += w->jobs[i].state == SHOAL_JOB_DONE;
-    if (done != r.finished) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs DONE but %ld completions processed", done, r.finished);
-      goto fail_policy;
-    }
-    if (cfg->horizon_s <= 0 && r.unfinished) {
-      rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: %ld jobs never finished (policy %s left them waiting)", r.unfinished,
-                         ops->name);
-      goto fail_policy;
-    }
-    for (long i = 0; i < w->njobs; i++) {
-      const shoal_job_t *j = &w->jobs[i];
-      double max_restart = j->n_realloc * cfg->restart_cost + cfg->start_cost;
-      if (j->restart_s > max_restart + 1e-6) {
-        rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check: job %d spent %.3f s restarting, more than %d restarts allow", j->id,
-                           j->restart_s, j->n_realloc);
-        goto fail_policy;
-      }
-    }
-  }
-  if (r.unfinished)
-    SHOAL_WARN("SIM", "policy %s: %ld of %ld jobs unfinished at t=%.0f s", ops->name, r.unfinished, r.njobs, t);
   r.wall_s = shoal__now_s() - wall0;
   if (ops->stats) ops->stats(e.pstate, r.policy_stats, sizeof r.policy_stats);
   ops->destroy(e.pstate);
-  /* release what unfinished jobs hold */
-  for (long i = 0; i < w->njobs; i++) {
-    free(w->jobs[i].alloc.p);
-    w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
-  }
-  shoal__sched_fini(&e.s);
-  shoal__cluster_destroy(e.c);
-  free(e.heap.a);
-  free(e.heap.pos);
-  free(e.sref);
-  free(e.phi_at);
-  free(e.work_hwm);
-  free(e.size_idx);
-  free(e.xidx);
-  free(e.xk);
-  free(e.xlive);
-  free(e.xon);
-  free(e.xmask);
-  free(e.shape);
-  free(e.rt_mem);
-  free(e.rshare);
-  free(e.rm_rate);
-  free(e.xids);
-  free(e.xfe);
-  free(e.xtab);
-  free(e.xs);
-  free(e.xvis);
-  free(e.xvis_x);
-  free(e.xjobs);
-  free(e.touched);
-  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
-  free(e.prev);
+  engine_free(&e);
   *res = r;
   return 0;
-fail_policy:
-  ops->destroy(e.pstate);
-fail_sched:
-  for (long i = 0; i < w->njobs; i++) {
-    free(w->jobs[i].alloc.p);
-    w->jobs[i].alloc.p = NULL;
-    w->jobs[i].alloc.n = w->jobs[i].alloc.cap = 0;
-  }
-  for (int i = 0; i < e.touched_cap; i++) free(e.prev[i].p);
-  shoal__sched_fini(&e.s);
-  free(e.heap.a);
-  free(e.heap.pos);
-  free(e.sref);
-  free(e.phi_at);
-  free(e.work_hwm);
-  free(e.size_idx);
-  free(e.xidx);
-  free(e.xk);
-  free(e.xlive);
-  free(e.xon);
-  free(e.xmask);
-  free(e.shape);
-  free(e.rt_mem);
-  free(e.rshare);
-  free(e.rm_rate);
-  free(e.xids);
-  free(e.xfe);
-  free(e.xtab);
-  free(e.xs);
-  free(e.xvis);
-  free(e.xvis_x);
-  free(e.xjobs);
-  free(e.touched);
-  free(e.prev);
-  free(r.timeline);
-fail_cluster:
-  shoal__cluster_destroy(e.c);
-  return rc;
 }
