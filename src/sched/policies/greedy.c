@@ -45,20 +45,6 @@ static const shoal__ps_replan_params_t *greedy_replan_params(void *own, int *gre
 static const shoal__slot_planner_t planner = {"greedy", keys, sizeof(greedy_t), greedy_configure, greedy_plan,
                                               greedy_replan_params, NULL};
 
-static int greedy_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__slotted_create(&planner, s, params, state);
-}
-
-const shoal_policy_ops_t shoal__policy_greedy = {
-    "greedy",
-    "exact single-job greedy: most work in every slot from arrival (locality-aware)",
-    "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr",
-    greedy_create,
-    shoal__slotted_destroy,
-    shoal__slotted_arrive,
-    shoal__slotted_finish,
-    shoal__slotted_timer,
-    shoal__slotted_schedule,
-    shoal__slotted_stats,
-    1, /* malleable */
-};
+SHOAL__SLOTTED_POLICY(greedy, planner,
+                      "exact single-job greedy: most work in every slot from arrival (locality-aware)",
+                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr");

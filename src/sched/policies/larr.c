@@ -65,20 +65,6 @@ static void larr_stats(const void *own, char *buf, size_t cap) {
 static const shoal__slot_planner_t planner = {"larr", keys, sizeof(larr_t), larr_configure, larr_plan,
                                               larr_replan_params, larr_stats};
 
-static int larr_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__slotted_create(&planner, s, params, state);
-}
-
-const shoal_policy_ops_t shoal__policy_larr = {
-    "larr",
-    "larr: per-arrival LP relaxation + randomized rounding, locality-aware workers/PSs per slot; re-plans on arrivals",
-    "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s)",
-    larr_create,
-    shoal__slotted_destroy,
-    shoal__slotted_arrive,
-    shoal__slotted_finish,
-    shoal__slotted_timer,
-    shoal__slotted_schedule,
-    shoal__slotted_stats,
-    1, /* malleable */
-};
+SHOAL__SLOTTED_POLICY(larr, planner,
+                      "larr: per-arrival LP relaxation + randomized rounding, locality-aware workers/PSs per slot; re-plans on arrivals",
+                      "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s)");

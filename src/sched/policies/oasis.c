@@ -58,20 +58,6 @@ static void oasis_stats(const void *own, char *buf, size_t cap) {
 static const shoal__slot_planner_t planner = {"oasis", keys, sizeof(oasis_t), oasis_configure, oasis_plan, NULL,
                                               oasis_stats};
 
-static int oasis_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__slotted_create(&planner, s, params, state);
-}
-
-const shoal_policy_ops_t shoal__policy_oasis = {
-    "oasis",
-    "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot)",
-    "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr",
-    oasis_create,
-    shoal__slotted_destroy,
-    shoal__slotted_arrive,
-    shoal__slotted_finish,
-    shoal__slotted_timer,
-    shoal__slotted_schedule,
-    shoal__slotted_stats,
-    1, /* malleable */
-};
+SHOAL__SLOTTED_POLICY(oasis, planner,
+                      "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot)",
+                      "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr");

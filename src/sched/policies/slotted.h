@@ -51,6 +51,24 @@ void shoal__slotted_timer(void *state, shoal_sched_t *s, int64_t tag);
 int  shoal__slotted_schedule(void *state, shoal_sched_t *s);
 void shoal__slotted_stats(void *state, char *buf, size_t cap);
 
+/* Defines the policy `name` (shoal__policy_<name>, listed in registry.c) as the slot planner `planner` in
+ * the slotted mode, with its one-line summary and its parameters' help. */
+#define SHOAL__SLOTTED_POLICY(name, planner, summary, params)                                                     \
+  static int name##_create(shoal_sched_t *s, const char *p, void **state) {                                       \
+    return shoal__slotted_create(&(planner), s, p, state);                                                        \
+  }                                                                                                               \
+  const shoal_policy_ops_t shoal__policy_##name = {#name,                                                         \
+                                                   summary,                                                       \
+                                                   params,                                                        \
+                                                   name##_create,                                                 \
+                                                   shoal__slotted_destroy,                                        \
+                                                   shoal__slotted_arrive,                                         \
+                                                   shoal__slotted_finish,                                         \
+                                                   shoal__slotted_timer,                                          \
+                                                   shoal__slotted_schedule,                                       \
+                                                   shoal__slotted_stats,                                          \
+                                                   1 /* malleable */}
+
 /* The planners' view of job j in slot `slot` of `slot_s` seconds, as of
  * s->now: remaining work in steps (est_s > 0: the remaining work of est_s
  * seconds at the requested size instead of the exact one), worker and PS
