@@ -54,6 +54,7 @@ static long t_allreduce(st_t *s, int *checks) {
     for (int d = 0; d < 6; d++)
       for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
         shoal_dtype_t dt = red_dtypes[d];
+        if (shoal_redop_supported(dt, op)) continue; /* bitwise ops on floating point */
         size_t es = shoal_dtype_size(dt);
         int inplace = (d + op + a) % 2;
         shoal_tool_fill(inplace ? s->b : s->a, s->count, dt, s->rank, op, 0);
@@ -88,6 +89,7 @@ static long t_reduce(st_t *s, int *checks) {
   for (int d = 0; d < 6; d++)
     for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
       shoal_dtype_t dt = red_dtypes[d];
+      if (shoal_redop_supported(dt, op)) continue;
       int root = (d + op) % s->size;
       shoal_tool_fill(s->a, s->count, dt, s->rank, op, 0);
       int rc = shoal_reduce(s->c, s->a, s->rank == root ? s->b : NULL, s->count, dt, op, root);
@@ -106,6 +108,7 @@ static long t_reduce_scatter(st_t *s, int *checks) {
   for (int d = 0; d < 6; d++)
     for (int op = 0; op < SHOAL_REDOP__COUNT; op++) {
       shoal_dtype_t dt = red_dtypes[d];
+      if (shoal_redop_supported(dt, op)) continue;
       size_t es = shoal_dtype_size(dt);
       shoal_tool_fill(s->a, s->count * (size_t)s->size, dt, s->rank, op, 0);
       int rc = shoal_reduce_scatter(s->c, s->a, s->b, s->count, dt, op);

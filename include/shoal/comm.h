@@ -48,7 +48,9 @@ typedef enum shoal_dtype {
   SHOAL_INT64 = 3,
   SHOAL_BFLOAT16 = 4, /* stored as 16 bits, reduced in float32 */
   SHOAL_FLOAT16 = 5,  /* IEEE half, stored as 16 bits, reduced in float32 */
-  SHOAL_UINT8 = 6,    /* bytes: for send/recv/broadcast/allgather of raw data; reductions unsupported */
+  SHOAL_UINT8 = 6,    /* unsigned bytes (also raw data); sums and products wrap modulo 256 */
+  SHOAL_INT8 = 7,
+  SHOAL_INT16 = 8,
   SHOAL_DTYPE__COUNT
 } shoal_dtype_t;
 
@@ -58,6 +60,9 @@ typedef enum shoal_redop {
   SHOAL_MIN = 2,
   SHOAL_MAX = 3,
   SHOAL_PROD = 4,
+  SHOAL_BAND = 5, /* bitwise and, or, exclusive or: integer dtypes only */
+  SHOAL_BOR = 6,
+  SHOAL_BXOR = 7,
   SHOAL_REDOP__COUNT
 } shoal_redop_t;
 
@@ -82,6 +87,10 @@ size_t      shoal_dtype_size(shoal_dtype_t dtype);
 const char *shoal_dtype_name(shoal_dtype_t dtype);  /* "float32", ... */
 const char *shoal_redop_name(shoal_redop_t op);     /* "sum", ... */
 const char *shoal_algo_name(shoal_algo_t algo);     /* "ring", ... */
+/* 0 if the reductions can apply op to dtype; SHOAL_ERR_UNSUPPORTED (a bitwise
+ * op on a floating-point dtype) or SHOAL_ERR_INVALID (out of range), with the
+ * message naming both in shoal_last_error(). A local check: nothing is aborted. */
+int shoal_redop_supported(shoal_dtype_t dtype, shoal_redop_t op);
 /* Parse "float32"/"float"/"f32", "sum", "ring" ...; 0 or SHOAL_ERR_INVALID. */
 int shoal_dtype_parse(const char *s, shoal_dtype_t *out);
 int shoal_redop_parse(const char *s, shoal_redop_t *out);
@@ -149,6 +158,25 @@ int shoal_reduce_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
 int shoal_allgather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount,
                     shoal_dtype_t dtype);
 int shoal_barrier(shoal_comm_t *c);
+/* Rank r's sendcount elements land in block r of the root's recvbuf (size *
+ * sendcount elements; significant at root only, may be NULL elsewhere). In
+ * place at the root: sendbuf = SHOAL_IN_PLACE, its block already in place. */
+int shoal_gather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype,
+                 int root);
+/* Block r of the root's sendbuf (size * recvcount elements; significant at
+ * root only) lands in rank r's recvbuf. The root's recvbuf may be its own
+ * block of sendbuf (nothing is copied then). */
+int shoal_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount, shoal_dtype_t dtype,
+                  int root);
+/* Block j of sendbuf (count elements each, size blocks) goes to rank j; block
+ * i of recvbuf comes from rank i. Not in place (the buffers must not overlap). */
+int shoal_alltoall(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype);
+/* The same with per-rank counts and displacements, in elements (arrays of
+ * size entries): sendcounts[j] elements at sendbuf + sdispls[j] go to rank j,
+ * recvcounts[i] from rank i land at recvbuf + rdispls[i]. recvcounts[i] on
+ * this rank must equal sendcounts[me] on rank i (else SHOAL_ERR_MISMATCH). */
+int shoal_alltoallv(shoal_comm_t *c, const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                    void *recvbuf, const size_t *recvcounts, const size_t *rdispls, shoal_dtype_t dtype);
 /* Point to point. Messages between a pair are delivered in order; the tag
  * must match (a mismatch is an error, not a reordering). */
 int shoal_send(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag);

@@ -13,7 +13,8 @@
  *   order, blocking or not.
  * - Requests on the communicators of one world (a communicator and those
  *   split from it) run one at a time, in the order they were issued, so
- *   several requests in flight complete in issue order.
+ *   several requests in flight complete in issue order (except consecutive
+ *   isend/irecv requests, which run together: see shoal_isend).
  * - Each operation gets the communicator's deadline (SHOAL_TIMEOUT) when it
  *   starts running; a request queued behind others waits for them first.
  *   Errors are those of the blocking call: the status is returned by
@@ -63,6 +64,25 @@ int shoal_ireduce_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, s
 int shoal_iallgather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype,
                      shoal_request_t **req);
 int shoal_ibarrier(shoal_comm_t *c, shoal_request_t **req);
+int shoal_igather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype, int root,
+                  shoal_request_t **req);
+int shoal_iscatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount, shoal_dtype_t dtype,
+                   int root, shoal_request_t **req);
+int shoal_ialltoall(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,
+                    shoal_request_t **req);
+/* The four arrays are copied at issue; the buffers must stay valid until completion. */
+int shoal_ialltoallv(shoal_comm_t *c, const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                     void *recvbuf, const size_t *recvcounts, const size_t *rdispls, shoal_dtype_t dtype,
+                     shoal_request_t **req);
+/* Point to point (the blocking calls' semantics: in order per pair, the tag
+ * must match). Unlike the collectives, the isend and irecv requests at the
+ * head of the queue run together, and those issued while they are in flight
+ * join them, so the sends and receives of an exchange can be issued in any
+ * order on either side; a collective issued after them waits for them. */
+int shoal_isend(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag,
+                shoal_request_t **req);
+int shoal_irecv(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag,
+                shoal_request_t **req);
 
 /* Without blocking: *done = 0 if *req is still queued or running (returns 0);
  * else *done = 1, the request is freed, *req = NULL, and the operation's
@@ -75,6 +95,14 @@ int  shoal_wait(shoal_request_t **req);
 int  shoal_waitall(int n, shoal_request_t **reqs);
 /* Give up the request without waiting (see above); NULL is a no-op. */
 void shoal_request_free(shoal_request_t *req);
+/* Call fn(arg) once, when *r completes: on the progress thread, right after
+ * the operation (so fn must be quick and must not call into shoal: hand the
+ * news to a thread of yours), or at once on this thread if r has completed
+ * already. The request is then completed as usual (shoal_test/shoal_wait
+ * return at once, with its status and message); a freed one
+ * (shoal_request_free) still calls fn. One function per request: a second is
+ * SHOAL_ERR_INVALID. For bindings that complete futures (the torch backend). */
+int  shoal_request_notify(shoal_request_t *r, void (*fn)(void *arg), void *arg);
 /* Requests issued on c's world and not yet complete. */
 int  shoal_comm_pending(const shoal_comm_t *c);
 

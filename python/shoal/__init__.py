@@ -2,7 +2,7 @@
 over libshoal, shoal's synchronization strategies, and a DistributedDataParallel-like helper for
 torch.nn.Module (shoal.ddp). See docs/python.md."""
 from ._lib import path as library_path
-from .comm import (FLOAT32, FLOAT64, INT32, INT64, BFLOAT16, FLOAT16, UINT8, IN_PLACE, UNDEFINED, REDOPS,
+from .comm import (FLOAT32, FLOAT64, INT32, INT64, BFLOAT16, FLOAT16, UINT8, INT8, INT16, IN_PLACE, UNDEFINED, REDOPS,
                    Aborted, Comm, InvalidArgument, Mismatch, PeerClosed, Request, ShoalError, Timeout, as_buffer,
                    check, init, last_error, status_string, wait_all)
 from .sync import Sync, strategies
@@ -10,4 +10,5 @@ from .sync import Sync, strategies
 __version__ = "0.1.0"
 __all__ = ["Comm", "Sync", "strategies", "Request", "ShoalError", "InvalidArgument", "Timeout", "PeerClosed", "Mismatch", "Aborted",
            "init", "wait_all", "as_buffer", "check", "last_error", "status_string", "library_path", "REDOPS",
-           "FLOAT32", "FLOAT64", "INT32", "INT64", "BFLOAT16", "FLOAT16", "UINT8", "IN_PLACE", "UNDEFINED"]
+           "FLOAT32", "FLOAT64", "INT32", "INT64", "BFLOAT16", "FLOAT16", "UINT8", "INT8", "INT16", "IN_PLACE",
+           "UNDEFINED"]

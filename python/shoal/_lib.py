@@ -112,6 +112,7 @@ _proto("shoal_request_free", None, P)
 _proto("shoal_comm_pending", c_int, P)
 _proto("shoal_dtype_size", c_size_t, c_int)
 _proto("shoal_algo_parse", c_int, c_char_p, ctypes.POINTER(c_int))
+HAVE_REDOP_SUPPORTED = _proto("shoal_redop_supported", c_int, c_int, c_int, optional=True) is not None
 
 # Synchronization strategies (include/shoal/sync.h); absent from libraries built before it.
 HAVE_SYNC = _proto("shoal_sync_create", c_int, P, c_char_p, c_char_p, PP, optional=True) is not None

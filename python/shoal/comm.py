@@ -13,16 +13,18 @@ from . import _lib
 from ._lib import lib
 
 # shoal_dtype_t / shoal_redop_t / shoal_algo_t (include/shoal/comm.h)
-FLOAT32, FLOAT64, INT32, INT64, BFLOAT16, FLOAT16, UINT8 = range(7)
-REDOPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4}
+FLOAT32, FLOAT64, INT32, INT64, BFLOAT16, FLOAT16, UINT8, INT8, INT16 = range(9)
+REDOPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "prod": 4, "band": 5, "bor": 6, "bxor": 7}
 IN_PLACE = ctypes.c_void_p(1)
 UNDEFINED = -32766
+# bool travels as uint8 bytes (0/1): the reductions that stay 0/1 and mean the logical operation
+_BOOL_REDOPS = ("min", "max", "band", "bor", "bxor")
 
 _NP_DTYPES = {"float32": FLOAT32, "float64": FLOAT64, "int32": INT32, "int64": INT64, "float16": FLOAT16,
-              "uint8": UINT8}
+              "uint8": UINT8, "int8": INT8, "int16": INT16, "bool": UINT8}
 _TORCH_DTYPES = {"torch.float32": FLOAT32, "torch.float64": FLOAT64, "torch.int32": INT32,
                  "torch.int64": INT64, "torch.bfloat16": BFLOAT16, "torch.float16": FLOAT16,
-                 "torch.uint8": UINT8}
+                 "torch.uint8": UINT8, "torch.int8": INT8, "torch.int16": INT16, "torch.bool": UINT8}
 
 # ---- errors -------------------------------------------------------------------------------------
 
@@ -80,10 +82,10 @@ def check(rc, message=None):
 
 
 class _Buf:
-    __slots__ = ("ptr", "count", "dtype", "keep")
+    __slots__ = ("ptr", "count", "dtype", "keep", "is_bool")
 
-    def __init__(self, ptr, count, dtype, keep):
-        self.ptr, self.count, self.dtype, self.keep = ptr, count, dtype, keep
+    def __init__(self, ptr, count, dtype, keep, is_bool=False):
+        self.ptr, self.count, self.dtype, self.keep, self.is_bool = ptr, count, dtype, keep, is_bool
 
 
 def _is_torch(x):
@@ -103,7 +105,7 @@ def as_buffer(x, writable=True, what="buffer"):
             raise InvalidArgument(-1, "%s: unsupported tensor dtype %s" % (what, x.dtype))
         if writable and x.requires_grad and x.is_leaf:
             x = x.detach()  # same storage; writing into a leaf that requires grad is the caller's intent
-        return _Buf(x.data_ptr(), x.numel(), dt, x)
+        return _Buf(x.data_ptr(), x.numel(), dt, x, str(x.dtype) == "torch.bool")
     import numpy as np
     if not isinstance(x, np.ndarray):
         try:
@@ -121,16 +123,25 @@ def as_buffer(x, writable=True, what="buffer"):
     if not x.dtype.isnative:
         raise InvalidArgument(-1, "%s: dtype %s is not in this machine's byte order (convert with "
                               "x.astype(x.dtype.newbyteorder('=')))" % (what, x.dtype.str))
-    return _Buf(x.ctypes.data, x.size, dt, x)
+    return _Buf(x.ctypes.data, x.size, dt, x, x.dtype.name == "bool")
 
 
-def _redop(op):
-    if isinstance(op, int):
-        return op
-    try:
-        return REDOPS[op]
-    except KeyError:
-        raise InvalidArgument(-1, "unknown reduction %r (one of %s)" % (op, ", ".join(REDOPS))) from None
+def _redop(op, buf=None, what="reduction"):
+    """The shoal_redop_t of op (a name or a number); bool buffers take only the ops that stay logical,
+    refused here, on this rank, before anything is sent."""
+    code = op if isinstance(op, int) else REDOPS.get(op)
+    if code is None:
+        raise InvalidArgument(-1, "unknown reduction %r (one of %s)" % (op, ", ".join(REDOPS)))
+    if buf is None:
+        return code
+    if buf.is_bool:
+        names = [k for k, v in REDOPS.items() if v == code]
+        if not names or names[0] not in _BOOL_REDOPS:
+            raise InvalidArgument(-1, "%s: reduction %s of bool values is not defined (bool takes %s)"
+                                  % (what, names[0] if names else code, ", ".join(_BOOL_REDOPS)))
+    if _lib.HAVE_REDOP_SUPPORTED and lib.shoal_redop_supported(buf.dtype, code) < 0:
+        raise InvalidArgument(-1, "%s: %s" % (what, last_error()))
+    return code
 
 
 def _same_type(a, b, what):
@@ -357,11 +368,11 @@ class Comm:
             _same_out(b, o, "allreduce")
         send = IN_PLACE if out is None else b.ptr
         if algo is None:
-            check(lib.shoal_allreduce(self._c(), send, o.ptr, b.count, b.dtype, _redop(op)))
+            check(lib.shoal_allreduce(self._c(), send, o.ptr, b.count, b.dtype, _redop(op, b, "allreduce")))
         else:
             a = ctypes.c_int()
             check(lib.shoal_algo_parse(str(algo).encode(), ctypes.byref(a)))
-            check(lib.shoal_allreduce_algo(self._c(), send, o.ptr, b.count, b.dtype, _redop(op), a.value))
+            check(lib.shoal_allreduce_algo(self._c(), send, o.ptr, b.count, b.dtype, _redop(op, b, "allreduce"), a.value))
         return buf if out is None else out
 
     def broadcast(self, buf, root=0):
@@ -375,7 +386,7 @@ class Comm:
         o = as_buffer(out, what="reduce out") if out is not None else b
         _same_out(b, o, "reduce")
         check(lib.shoal_reduce(self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count, b.dtype,
-                               _redop(op), int(root)))
+                               _redop(op, b, "reduce"), int(root)))
         return buf if out is None else out
 
     def reduce_scatter(self, buf, out, op="sum"):
@@ -384,7 +395,7 @@ class Comm:
         o = as_buffer(out, what="reduce_scatter out")
         _same_type(b, o, "reduce_scatter")
         self._check_blocks(b.count, o.count, "reduce_scatter")
-        check(lib.shoal_reduce_scatter(self._c(), b.ptr, o.ptr, o.count, b.dtype, _redop(op)))
+        check(lib.shoal_reduce_scatter(self._c(), b.ptr, o.ptr, o.count, b.dtype, _redop(op, b, "reduce_scatter")))
         return out
 
     def allgather(self, buf, out):
@@ -440,7 +451,7 @@ class Comm:
         if out is not None:
             _same_out(b, o, "iallreduce")
         return self._issue(lib.shoal_iallreduce, (self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count,
-                                                  b.dtype, _redop(op)), (b, o), buf if out is None else out)
+                                                  b.dtype, _redop(op, b, "iallreduce")), (b, o), buf if out is None else out)
 
     def ibroadcast(self, buf, root=0):
         b = as_buffer(buf, what="ibroadcast")
@@ -451,14 +462,15 @@ class Comm:
         o = as_buffer(out, what="ireduce out") if out is not None else b
         _same_out(b, o, "ireduce")
         return self._issue(lib.shoal_ireduce, (self._c(), IN_PLACE if out is None else b.ptr, o.ptr, b.count,
-                                               b.dtype, _redop(op), int(root)), (b, o), buf if out is None else out)
+                                               b.dtype, _redop(op, b, "ireduce"), int(root)), (b, o), buf if out is None else out)
 
     def ireduce_scatter(self, buf, out, op="sum"):
         b = as_buffer(buf, writable=False, what="ireduce_scatter")
         o = as_buffer(out, what="ireduce_scatter out")
         _same_type(b, o, "ireduce_scatter")
         self._check_blocks(b.count, o.count, "ireduce_scatter")
-        return self._issue(lib.shoal_ireduce_scatter, (self._c(), b.ptr, o.ptr, o.count, b.dtype, _redop(op)),
+        return self._issue(lib.shoal_ireduce_scatter, (self._c(), b.ptr, o.ptr, o.count, b.dtype,
+                                                         _redop(op, b, "ireduce_scatter")),
                            (b, o), out)
 
     def iallgather(self, buf, out):

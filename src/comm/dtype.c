@@ -19,10 +19,13 @@ static const struct {
   [SHOAL_BFLOAT16] = {"bfloat16", 2, {"bf16", NULL, NULL, NULL}},
   [SHOAL_FLOAT16] = {"float16", 2, {"half", "f16", "fp16", NULL}},
   [SHOAL_UINT8] = {"uint8", 1, {"byte", "u8", NULL, NULL}},
+  [SHOAL_INT8] = {"int8", 1, {"char", "i8", NULL, NULL}},
+  [SHOAL_INT16] = {"int16", 2, {"short", "i16", NULL, NULL}},
 };
 
 static const char *const redops[SHOAL_REDOP__COUNT] = {
   [SHOAL_SUM] = "sum", [SHOAL_AVG] = "avg", [SHOAL_MIN] = "min", [SHOAL_MAX] = "max", [SHOAL_PROD] = "prod",
+  [SHOAL_BAND] = "band", [SHOAL_BOR] = "bor", [SHOAL_BXOR] = "bxor",
 };
 
 size_t shoal_dtype_size(shoal_dtype_t dtype) {
@@ -49,7 +52,7 @@ int shoal_dtype_parse(const char *s, shoal_dtype_t *out) {
     }
   }
   return shoal__seterr(SHOAL_ERR_INVALID,
-                       "unknown dtype '%s' (expected float32, float64, int32, int64, bfloat16, float16, uint8)", s);
+                       "unknown dtype '%s' (expected float32, float64, int32, int64, bfloat16, float16, uint8, int8, int16)", s);
 }
 
 int shoal_redop_parse(const char *s, shoal_redop_t *out) {
@@ -64,5 +67,5 @@ int shoal_redop_parse(const char *s, shoal_redop_t *out) {
     *out = SHOAL_AVG;
     return 0;
   }
-  return shoal__seterr(SHOAL_ERR_INVALID, "unknown reduction op '%s' (expected sum, avg, min, max, prod)", s);
+  return shoal__seterr(SHOAL_ERR_INVALID, "unknown reduction op '%s' (expected sum, avg, min, max, prod, band, bor, bxor)", s);
 }

@@ -5,6 +5,7 @@
  * queue to drain (shoal__async_quiesce, which shoal__op_begin calls through
  * the world's hook). */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +13,23 @@
 
 #include "comm/async.h"
 #include "comm/comm_impl.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "shoal/request.h"
 
-typedef enum { RQ_ALLREDUCE, RQ_BROADCAST, RQ_REDUCE, RQ_REDUCE_SCATTER, RQ_ALLGATHER, RQ_BARRIER } rq_kind_t;
+typedef enum {
+  RQ_ALLREDUCE, RQ_BROADCAST, RQ_REDUCE, RQ_REDUCE_SCATTER, RQ_ALLGATHER, RQ_BARRIER, RQ_GATHER, RQ_SCATTER,
+  RQ_ALLTOALL, RQ_ALLTOALLV, RQ_SEND, RQ_RECV
+} rq_kind_t;
 static const char *const rq_names[] = {"iallreduce", "ibroadcast", "ireduce", "ireduce_scatter", "iallgather",
-                                       "ibarrier"};
+                                       "ibarrier",   "igather",    "iscatter", "ialltoall",      "ialltoallv",
+                                       "isend",      "irecv"};
 
 enum { RQ_QUEUED = 0, RQ_RUNNING = 1, RQ_DONE = 2 };
 
 struct shoal_request {
-  struct shoal_request *next; /* queue link */
+  struct shoal_request *next; /* queue link; while a point-to-point group runs, its list */
   shoal_comm_t *c;
   rq_kind_t kind;
   const void *sendbuf;
@@ -31,10 +37,16 @@ struct shoal_request {
   size_t count;
   shoal_dtype_t dtype;
   shoal_redop_t op;
-  int root;
+  int root;     /* broadcast, reduce, gather, scatter; the peer of isend/irecv */
+  int tag;      /* isend/irecv */
+  size_t *v;    /* ialltoallv: sendcounts, sdispls, recvcounts, rdispls (4 x size), copied at issue */
   int state;    /* RQ_*; under the engine's mutex */
   int detached; /* shoal_request_free'd while pending: the engine frees it */
   int status;
+  void (*notify)(void *arg); /* shoal_request_notify: called once complete, outside the mutex */
+  void *notify_arg;
+  shoal__op_t p2p_op;  /* isend/irecv: the operation begun when posted */
+  shoal__req_t p2p;    /* ... and its request in the point-to-point engine */
   char msg[1024];
 };
 
@@ -49,8 +61,15 @@ typedef struct shoal__async {
   shoal_request_t *head, *tail;
 } shoal__async_t;
 
+static void request_free(shoal_request_t *r) {
+  free(r->v);
+  free(r);
+}
+
 static int run_one(shoal_request_t *r) {
   shoal_comm_t *c = r->c;
+  size_t *v = r->v;
+  int p = c->size;
   switch (r->kind) {
   case RQ_ALLREDUCE: return shoal_allreduce(c, r->sendbuf, r->recvbuf, r->count, r->dtype, r->op);
   case RQ_BROADCAST: return shoal_broadcast(c, r->recvbuf, r->count, r->dtype, r->root);
@@ -58,8 +77,127 @@ static int run_one(shoal_request_t *r) {
   case RQ_REDUCE_SCATTER: return shoal_reduce_scatter(c, r->sendbuf, r->recvbuf, r->count, r->dtype, r->op);
   case RQ_ALLGATHER: return shoal_allgather(c, r->sendbuf, r->recvbuf, r->count, r->dtype);
   case RQ_BARRIER: return shoal_barrier(c);
+  case RQ_GATHER: return shoal_gather(c, r->sendbuf, r->recvbuf, r->count, r->dtype, r->root);
+  case RQ_SCATTER: return shoal_scatter(c, r->sendbuf, r->recvbuf, r->count, r->dtype, r->root);
+  case RQ_ALLTOALL: return shoal_alltoall(c, r->sendbuf, r->recvbuf, r->count, r->dtype);
+  case RQ_ALLTOALLV: return shoal_alltoallv(c, r->sendbuf, v, v + p, r->recvbuf, v + 2 * p, v + 3 * p, r->dtype);
+  default: break;
   }
   return shoal__seterr(SHOAL_ERR_INTERNAL, "request: unknown kind %d", (int)r->kind);
+}
+
+static int is_p2p(const shoal_request_t *r) { return r && (r->kind == RQ_SEND || r->kind == RQ_RECV); }
+
+/* Record r's outcome and wake its waiters. Called without the mutex. */
+static void complete(shoal__async_t *a, shoal_request_t *r, int rc) {
+  char msg[sizeof r->msg];
+  msg[0] = 0;
+  if (rc) {
+    snprintf(msg, sizeof msg, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_comm_errmsg(r->c));
+    SHOAL_DEBUG("COLL", "%s request failed: %s", rq_names[r->kind], msg);
+  }
+  pthread_mutex_lock(&a->mu);
+  r->status = rc;
+  memcpy(r->msg, msg, sizeof msg);
+  r->state = RQ_DONE;
+  a->pending--;
+  void (*fn)(void *) = r->notify, *arg = r->notify_arg;
+  if (r->detached) request_free(r);
+  pthread_cond_broadcast(&a->done);
+  pthread_mutex_unlock(&a->mu);
+  if (fn) fn(arg);
+}
+
+/* ---- point-to-point groups ----
+ * An isend or irecv does not run alone: the point-to-point requests at the
+ * head of the queue are posted together, and those issued while they are in
+ * flight join them, so that a rank may post the sends and receives of an
+ * exchange in any order (two ranks that each send first would otherwise both
+ * wait for a receive, once the message is larger than what the transport
+ * buffers). A collective queued behind them waits until the group is done. */
+
+/* Begin r's operation and post it to the engine; 0, or r's failure (completed). */
+static int p2p_post(shoal__async_t *a, shoal_request_t *r) {
+  shoal_comm_t *c = r->c;
+  r->p2p_op = (shoal__op_t){.opcode = SHOAL__OP_SEND, .dtype = (uint8_t)r->dtype, .tag = r->tag, .count = r->count};
+  shoal__clearerr();
+  int rc = shoal__op_begin(c, &r->p2p_op);
+  size_t bytes = r->count * shoal_dtype_size(r->dtype);
+  if (!rc) {
+    rc = r->kind == RQ_SEND ? shoal__isend(c, &r->p2p_op, r->root, r->sendbuf, bytes, &r->p2p)
+                            : shoal__irecv(c, &r->p2p_op, r->root, r->recvbuf, bytes, &r->p2p);
+    if (rc) rc = shoal__op_end(c, &r->p2p_op, rc);
+  }
+  if (rc) complete(a, r, rc);
+  return rc;
+}
+
+/* The point-to-point requests at the head of the queue, marked running (under the mutex). */
+static shoal_request_t *p2p_take(shoal__async_t *a) {
+  shoal_request_t *first = NULL, **tail = &first;
+  while (is_p2p(a->head)) {
+    shoal_request_t *r = a->head;
+    a->head = r->next;
+    if (!a->head) a->tail = NULL;
+    r->state = RQ_RUNNING;
+    r->next = NULL;
+    *tail = r;
+    tail = &r->next;
+  }
+  return first;
+}
+
+/* Complete the posted requests of *run that finished, failed or passed their deadline; drop them from the list. */
+static void p2p_reap(shoal__async_t *a, shoal_request_t **run) {
+  uint64_t now = shoal__now_ns();
+  for (shoal_request_t **pp = run; *pp;) {
+    shoal_request_t *r = *pp;
+    int st = r->p2p.state;
+    if (st == 0 && now < r->p2p_op.deadline_ns) {
+      pp = &r->next;
+      continue;
+    }
+    *pp = r->next;
+    shoal__clearerr();
+    /* past its deadline: the engine's wait writes the timeout message (rank, peer, bytes done) */
+    int rc = st == 1 ? 0 : st < 0 ? st : shoal__waitall(r->c, &r->p2p_op, &r->p2p, 1);
+    complete(a, r, shoal__op_end(r->c, &r->p2p_op, rc));
+  }
+}
+
+/* Run point-to-point requests, starting with `first` (running, popped), until none is in flight and the
+ * queue's head is not one. The first microseconds spin (requests of one exchange are issued back to back),
+ * then the engine sleeps at most 1 ms at a time, the longest a request issued meanwhile waits to join. */
+static void run_p2p(shoal__async_t *a, shoal_request_t *first) {
+  shoal_request_t *run = NULL, **tail = &run;
+  uint64_t spin_until = shoal__now_ns() + 50000;
+  for (shoal_request_t *add = first; add || run;) {
+    while (add) {
+      shoal_request_t *r = add;
+      add = r->next;
+      r->next = NULL;
+      if (p2p_post(a, r)) continue;
+      *tail = r;
+      tail = &r->next;
+    }
+    if (run) {
+      int wait_ms = shoal__now_ns() < spin_until ? 0 : 1;
+      if (!wait_ms) sched_yield();
+      int prc = shoal__progress(run->c, &run->p2p_op, wait_ms);
+      if (prc < 0) { /* a failure outside the requests (a peer's hang-up): they all fail with it */
+        for (shoal_request_t *r; (r = run);) {
+          run = r->next;
+          complete(a, r, shoal__op_end(r->c, &r->p2p_op, prc));
+        }
+      }
+      p2p_reap(a, &run);
+      tail = &run;
+      while (*tail) tail = &(*tail)->next;
+    }
+    pthread_mutex_lock(&a->mu);
+    add = p2p_take(a);
+    pthread_mutex_unlock(&a->mu);
+  }
 }
 
 static void *engine_main(void *arg) {
@@ -73,24 +211,16 @@ static void *engine_main(void *arg) {
     a->head = r->next;
     if (!a->head) a->tail = NULL;
     r->state = RQ_RUNNING;
+    r->next = NULL;
     pthread_mutex_unlock(&a->mu);
 
-    shoal__clearerr();
-    int rc = run_one(r);
-    char msg[sizeof r->msg];
-    msg[0] = 0;
-    if (rc) {
-      snprintf(msg, sizeof msg, "%s", shoal_last_error()[0] ? shoal_last_error() : shoal_comm_errmsg(r->c));
-      SHOAL_DEBUG("COLL", "%s request failed: %s", rq_names[r->kind], msg);
+    if (is_p2p(r)) {
+      run_p2p(a, r);
+    } else {
+      shoal__clearerr();
+      complete(a, r, run_one(r));
     }
-
     pthread_mutex_lock(&a->mu);
-    r->status = rc;
-    memcpy(r->msg, msg, sizeof msg);
-    r->state = RQ_DONE;
-    a->pending--;
-    if (r->detached) free(r);
-    pthread_cond_broadcast(&a->done);
   }
   pthread_mutex_unlock(&a->mu);
   return NULL;
@@ -154,41 +284,51 @@ void shoal__async_stop(shoal__world_t *w) {
   atomic_store(&w->async_tag, 0);
 }
 
-static int issue(shoal_comm_t *c, rq_kind_t kind, const void *sendbuf, void *recvbuf, size_t count,
-                 shoal_dtype_t dtype, shoal_redop_t op, int root, shoal_request_t **req) {
-  const char *what = rq_names[kind];
+/* Argument errors found at issue; the blocking call finds the rest when the request runs. */
+static int issue_check(shoal_comm_t *c, const shoal_request_t *t) {
+  const char *what = rq_names[t->kind];
+  rq_kind_t k = t->kind;
+  if (k == RQ_BARRIER) return 0;
+  if (shoal_dtype_size(t->dtype) == 0) return shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid dtype %d", what, (int)t->dtype);
+  if ((const void *)t->recvbuf == SHOAL_IN_PLACE)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: SHOAL_IN_PLACE is for the send buffer, not the receive buffer", what);
+  int recv_needed = k != RQ_REDUCE && k != RQ_GATHER && k != RQ_SEND && k != RQ_ALLTOALLV;
+  if (t->count > 0 && !t->recvbuf && recv_needed)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, t->count);
+  if (k == RQ_SEND && t->count > 0 && (!t->sendbuf || t->sendbuf == SHOAL_IN_PLACE))
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is %s with count %zu", what,
+                         t->sendbuf ? "the in-place marker" : "NULL", t->count);
+  if ((k == RQ_ALLREDUCE || k == RQ_REDUCE || k == RQ_REDUCE_SCATTER) && (unsigned)t->op >= SHOAL_REDOP__COUNT)
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid reduction %d", what, (int)t->op);
+  int rooted = k == RQ_BROADCAST || k == RQ_REDUCE || k == RQ_GATHER || k == RQ_SCATTER;
+  if ((rooted || k == RQ_SEND || k == RQ_RECV) && (t->root < 0 || t->root >= c->size))
+    return shoal__seterr(SHOAL_ERR_INVALID, "%s: %s %d out of range (communicator of %d ranks)", what,
+                         rooted ? "root" : "peer", t->root, c->size);
+  return 0;
+}
+
+static int issue(shoal_comm_t *c, shoal_request_t t, shoal_request_t **req) {
+  const char *what = rq_names[t.kind];
   if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "%s: communicator is NULL", what);
   if (!req) return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: request pointer is NULL", what));
   /* An argument error aborts the communicator, as in the blocking calls: the
    * other ranks then fail naming this one instead of waiting for a call this
    * rank never makes. */
-  if (kind != RQ_BARRIER) {
-    if (shoal_dtype_size(dtype) == 0)
-      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid dtype %d", what, (int)dtype));
-    if ((const void *)recvbuf == SHOAL_IN_PLACE)
-      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: SHOAL_IN_PLACE is for the send buffer, not "
-                                                 "the receive buffer", what));
-    if (count > 0 && !recvbuf && kind != RQ_REDUCE)
-      return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: buffer is NULL with count %zu", what, count));
-  }
-  if ((kind == RQ_ALLREDUCE || kind == RQ_REDUCE || kind == RQ_REDUCE_SCATTER) && (unsigned)op >= SHOAL_REDOP__COUNT)
-    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: invalid reduction %d", what, (int)op));
-  if ((kind == RQ_BROADCAST || kind == RQ_REDUCE) && (root < 0 || root >= c->size))
-    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "%s: root %d out of range (communicator of %d ranks)",
-                                               what, root, c->size));
+  int rc = issue_check(c, &t);
+  if (rc) return shoal__comm_reject(c, rc);
   if (c->aborted || c->w->aborted)
     return shoal__seterr(SHOAL_ERR_ABORTED, "%s: rank %d: communicator aborted after an earlier error: %s", what,
                          c->rank, c->errmsg[0] ? c->errmsg : c->w->abort_msg);
   shoal_request_t *r = calloc(1, sizeof *r);
   if (!r) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: no memory for the request", what);
   shoal__async_t *a;
-  int rc = engine_get(c->w, &a);
-  if (rc) {
+  if ((rc = engine_get(c->w, &a))) {
     free(r);
     return rc;
   }
-  *r = (shoal_request_t){.c = c, .kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
-                         .dtype = dtype, .op = op, .root = root, .state = RQ_QUEUED};
+  *r = t;
+  r->c = c;
+  r->state = RQ_QUEUED;
   pthread_mutex_lock(&a->mu);
   if (a->tail)
     a->tail->next = r;
@@ -204,30 +344,83 @@ static int issue(shoal_comm_t *c, rq_kind_t kind, const void *sendbuf, void *rec
 
 int shoal_iallreduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,
                      shoal_redop_t op, shoal_request_t **req) {
-  return issue(c, RQ_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, -1, req);
+  return issue(c, (shoal_request_t){.kind = RQ_ALLREDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                                    .dtype = dtype, .op = op, .root = -1}, req);
 }
 
 int shoal_ibroadcast(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int root, shoal_request_t **req) {
-  return issue(c, RQ_BROADCAST, NULL, buf, count, dtype, SHOAL_SUM, root, req);
+  return issue(c, (shoal_request_t){.kind = RQ_BROADCAST, .recvbuf = buf, .count = count, .dtype = dtype,
+                                    .root = root}, req);
 }
 
 int shoal_ireduce(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,
                   shoal_redop_t op, int root, shoal_request_t **req) {
-  return issue(c, RQ_REDUCE, sendbuf, recvbuf, count, dtype, op, root, req);
+  return issue(c, (shoal_request_t){.kind = RQ_REDUCE, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                                    .dtype = dtype, .op = op, .root = root}, req);
 }
 
 int shoal_ireduce_scatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount, shoal_dtype_t dtype,
                           shoal_redop_t op, shoal_request_t **req) {
-  return issue(c, RQ_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, -1, req);
+  return issue(c, (shoal_request_t){.kind = RQ_REDUCE_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf,
+                                    .count = recvcount, .dtype = dtype, .op = op, .root = -1}, req);
 }
 
 int shoal_iallgather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype,
                      shoal_request_t **req) {
-  return issue(c, RQ_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, SHOAL_SUM, -1, req);
+  return issue(c, (shoal_request_t){.kind = RQ_ALLGATHER, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount,
+                                    .dtype = dtype, .root = -1}, req);
 }
 
 int shoal_ibarrier(shoal_comm_t *c, shoal_request_t **req) {
-  return issue(c, RQ_BARRIER, NULL, NULL, 0, SHOAL_UINT8, SHOAL_SUM, -1, req);
+  return issue(c, (shoal_request_t){.kind = RQ_BARRIER, .dtype = SHOAL_UINT8, .root = -1}, req);
+}
+
+int shoal_igather(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t sendcount, shoal_dtype_t dtype, int root,
+                  shoal_request_t **req) {
+  return issue(c, (shoal_request_t){.kind = RQ_GATHER, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = sendcount,
+                                    .dtype = dtype, .root = root}, req);
+}
+
+int shoal_iscatter(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t recvcount, shoal_dtype_t dtype,
+                   int root, shoal_request_t **req) {
+  return issue(c, (shoal_request_t){.kind = RQ_SCATTER, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = recvcount,
+                                    .dtype = dtype, .root = root}, req);
+}
+
+int shoal_ialltoall(shoal_comm_t *c, const void *sendbuf, void *recvbuf, size_t count, shoal_dtype_t dtype,
+                    shoal_request_t **req) {
+  return issue(c, (shoal_request_t){.kind = RQ_ALLTOALL, .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                                    .dtype = dtype, .root = -1}, req);
+}
+
+int shoal_ialltoallv(shoal_comm_t *c, const void *sendbuf, const size_t *sendcounts, const size_t *sdispls,
+                     void *recvbuf, const size_t *recvcounts, const size_t *rdispls, shoal_dtype_t dtype,
+                     shoal_request_t **req) {
+  if (!c) return shoal__seterr(SHOAL_ERR_INVALID, "ialltoallv: communicator is NULL");
+  if (!sendcounts || !sdispls || !recvcounts || !rdispls)
+    return shoal__comm_reject(c, shoal__seterr(SHOAL_ERR_INVALID, "ialltoallv: a count or displacement array is NULL"));
+  size_t p = (size_t)c->size, *v = malloc(4 * p * sizeof *v);
+  if (!v) return shoal__seterr(SHOAL_ERR_NOMEM, "ialltoallv: no memory for the counts of %zu ranks", p);
+  memcpy(v, sendcounts, p * sizeof *v);
+  memcpy(v + p, sdispls, p * sizeof *v);
+  memcpy(v + 2 * p, recvcounts, p * sizeof *v);
+  memcpy(v + 3 * p, rdispls, p * sizeof *v);
+  int rc = issue(c, (shoal_request_t){.kind = RQ_ALLTOALLV, .sendbuf = sendbuf, .recvbuf = recvbuf, .dtype = dtype,
+                                      .root = -1, .v = v}, req);
+  if (rc) free(v);
+  return rc;
+}
+
+int shoal_isend(shoal_comm_t *c, const void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag,
+                shoal_request_t **req) {
+  return issue(c, (shoal_request_t){.kind = RQ_SEND, .sendbuf = buf, .count = count, .dtype = dtype, .root = peer,
+                                    .tag = tag}, req);
+}
+
+int shoal_irecv(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, int peer, int tag,
+                shoal_request_t **req) {
+  return issue(c, (shoal_request_t){.kind = RQ_RECV, .recvbuf = buf, .count = count, .dtype = dtype, .root = peer,
+                                    .tag = tag}, req);
 }
 
 /* Complete: hand the status and message to the caller's thread, free. */
@@ -235,7 +428,7 @@ static int finish(shoal_request_t **req) {
   shoal_request_t *r = *req;
   int rc = r->status;
   if (rc) shoal__seterr(rc, "%s", r->msg);
-  free(r);
+  request_free(r);
   *req = NULL;
   return rc;
 }
@@ -286,7 +479,23 @@ void shoal_request_free(shoal_request_t *r) {
   int st = r->state;
   if (st != RQ_DONE) r->detached = 1;
   pthread_mutex_unlock(&a->mu);
-  if (st == RQ_DONE) free(r);
+  if (st == RQ_DONE) request_free(r);
+}
+
+int shoal_request_notify(shoal_request_t *r, void (*fn)(void *arg), void *arg) {
+  if (!r || !fn) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_request_notify: NULL request or function");
+  shoal__async_t *a = r->c->w->async;
+  pthread_mutex_lock(&a->mu);
+  if (r->notify) {
+    pthread_mutex_unlock(&a->mu);
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_request_notify: the %s request has a function already",
+                         rq_names[r->kind]);
+  }
+  int done = r->state == RQ_DONE;
+  if (!done) r->notify = fn, r->notify_arg = arg;
+  pthread_mutex_unlock(&a->mu);
+  if (done) fn(arg);
+  return 0;
 }
 
 int shoal_comm_pending(const shoal_comm_t *c) {

@@ -487,7 +487,7 @@ TEST(partial_invalid_arguments) {
   shoal_partial_params_init(&prm);
   prm.window = (shoal_partial_window_t)7;
   CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa), SHOAL_ERR_INVALID);
-  CHECK_EQ(shoal_partial_create(c, 10, SHOAL_UINT8, SHOAL_SUM, NULL, &pa), SHOAL_ERR_UNSUPPORTED);
+  CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT16, SHOAL_BOR, NULL, &pa), SHOAL_ERR_UNSUPPORTED);
   CHECK(pa == NULL);
   /* a huge tau (INFINITY too) waits for every rank, as partial.h says; a negative one is refused */
   shoal_partial_params_init(&prm);

@@ -117,6 +117,9 @@ static double get(const void *buf, size_t i, shoal_dtype_t dt) {
   case SHOAL_INT64: return (double)((const int64_t *)buf)[i];
   case SHOAL_BFLOAT16: return shoal__bf16_to_f32(((const uint16_t *)buf)[i]);
   case SHOAL_FLOAT16: return shoal__f16_to_f32(((const uint16_t *)buf)[i]);
+  case SHOAL_UINT8: return ((const uint8_t *)buf)[i];
+  case SHOAL_INT8: return ((const int8_t *)buf)[i];
+  case SHOAL_INT16: return ((const int16_t *)buf)[i];
   default: return 0;
   }
 }
@@ -125,6 +128,9 @@ static double ref_op(shoal_redop_t op, double a, double b) {
   case SHOAL_SUM: case SHOAL_AVG: return a + b;
   case SHOAL_PROD: return a * b;
   case SHOAL_MIN: return a < b ? a : b;
+  case SHOAL_BAND: return (double)((int64_t)a & (int64_t)b);
+  case SHOAL_BOR: return (double)((int64_t)a | (int64_t)b);
+  case SHOAL_BXOR: return (double)((int64_t)a ^ (int64_t)b);
   default: return a > b ? a : b;
   }
 }
@@ -133,9 +139,9 @@ TEST(reduce_kernels_all_dtypes_ops_and_aliasing) {
   const size_t ns[] = {0, 1, 7, 16, 1009};
   shoal_rng_t rng;
   shoal_rng_seed(&rng, 3);
-  for (int dt = 0; dt < SHOAL_UINT8; dt++)
+  for (int dt = 0; dt < SHOAL_DTYPE__COUNT; dt++)
     for (int op = 0; op < SHOAL_REDOP__COUNT; op++)
-      for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+      for (size_t k = 0; k < sizeof ns / sizeof ns[0] && !shoal_redop_supported(dt, op); k++) {
         size_t n = ns[k], es = shoal_dtype_size(dt);
         unsigned char a[1009 * 8], b[1009 * 8], d[1009 * 8], want[1009 * 8];
         for (size_t i = 0; i < n; i++) {
@@ -143,7 +149,6 @@ TEST(reduce_kernels_all_dtypes_ops_and_aliasing) {
           shoal__exact_put(b, i, dt, (double)((int)(shoal_rng_u64(&rng) % 17) - 8));
           shoal__exact_put(want, i, dt, ref_op(op, get(a, i, dt), get(b, i, dt)));
         }
-        CHECK_OK(shoal__reduce_check(dt, op));
         shoal__reduce3(d, a, b, n, dt, op); /* distinct */
         CHECK_MSG(!memcmp(d, want, n * es), "%s %s n=%zu distinct", shoal_dtype_name(dt), shoal_redop_name(op), n);
         unsigned char a2[1009 * 8], b2[1009 * 8];
@@ -154,9 +159,16 @@ TEST(reduce_kernels_all_dtypes_ops_and_aliasing) {
         shoal__reduce3(b2, a, b2, n, dt, op); /* dst == b */
         CHECK_MSG(!memcmp(b2, want, n * es), "%s %s n=%zu dst==b", shoal_dtype_name(dt), shoal_redop_name(op), n);
       }
-  CHECK_EQ(shoal__reduce_check(SHOAL_UINT8, SHOAL_SUM), SHOAL_ERR_UNSUPPORTED);
-  CHECK_CONTAINS(shoal_last_error(), "uint8");
+  /* bitwise ops on every integer dtype, on no floating-point one */
+  int supported = 0;
+  for (int dt = 0; dt < SHOAL_DTYPE__COUNT; dt++)
+    for (int op = 0; op < SHOAL_REDOP__COUNT; op++) supported += !shoal_redop_supported(dt, op);
+  CHECK_EQ(supported, 4 * 5 + 5 * 8);
+  CHECK_EQ(shoal_redop_supported(SHOAL_BFLOAT16, SHOAL_BXOR), SHOAL_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(shoal_last_error(), "bxor");
+  CHECK_CONTAINS(shoal_last_error(), "bfloat16");
   CHECK_EQ(shoal__reduce_check((shoal_dtype_t)99, SHOAL_SUM), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal_redop_supported(SHOAL_INT8, (shoal_redop_t)8), SHOAL_ERR_INVALID);
 }
 
 TEST(reduce_rounding_and_wraparound) {
@@ -172,6 +184,21 @@ TEST(reduce_rounding_and_wraparound) {
   int32_t big = INT32_MAX, o = 1, s;
   shoal__reduce3(&s, &big, &o, 1, SHOAL_INT32, SHOAL_SUM);
   CHECK_EQ(s, INT32_MIN);
+  /* the small integer types wrap too, as torch's tensors do: 200 + 100 = 44 in uint8, 100 + 100 = -56 in int8 */
+  uint8_t ua = 200, ub = 100, ur;
+  shoal__reduce3(&ur, &ua, &ub, 1, SHOAL_UINT8, SHOAL_SUM);
+  CHECK_EQ(ur, 44);
+  shoal__reduce3(&ur, &ua, &ub, 1, SHOAL_UINT8, SHOAL_MIN); /* unsigned order */
+  CHECK_EQ(ur, 100);
+  int8_t ia = 100, ib = 100, ir;
+  shoal__reduce3(&ir, &ia, &ib, 1, SHOAL_INT8, SHOAL_SUM);
+  CHECK_EQ(ir, -56);
+  int16_t sa = -32768, sb = -1, sr;
+  shoal__reduce3(&sr, &sa, &sb, 1, SHOAL_INT16, SHOAL_PROD);
+  CHECK_EQ(sr, -32768);
+  int64_t xa = 0x0f0f, xb = 0x00ff, xr;
+  shoal__reduce3(&xr, &xa, &xb, 1, SHOAL_INT64, SHOAL_BXOR);
+  CHECK_EQ(xr, 0x0ff0);
   /* min/max keep the order: a NaN in b wins for min (like minps) */
   float fa = 1.0f, fb = NAN, fr;
   shoal__reduce3(&fr, &fa, &fb, 1, SHOAL_FLOAT32, SHOAL_MIN);
@@ -197,6 +224,15 @@ TEST(reduce_avg_finish) {
   uint16_t bv = shoal__f32_to_bf16(6.0f);
   shoal__reduce_avg_finish(&bv, 1, SHOAL_BFLOAT16, 4);
   CHECK_EQ(shoal__bf16_to_f32(bv), 1.5);
+  uint8_t uv[2] = {255, 7};
+  shoal__reduce_avg_finish(uv, 2, SHOAL_UINT8, 2);
+  CHECK(uv[0] == 127 && uv[1] == 3);
+  int8_t cv[2] = {-7, 127};
+  shoal__reduce_avg_finish(cv, 2, SHOAL_INT8, 2);
+  CHECK(cv[0] == -3 && cv[1] == 63);
+  int16_t hv16[1] = {-32767};
+  shoal__reduce_avg_finish(hv16, 1, SHOAL_INT16, 3);
+  CHECK_EQ(hv16[0], -10922);
 }
 
 TEST(reduce_dtype_names_and_parsers) {

@@ -5,6 +5,7 @@
  * and sequence, within the deadline. */
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -243,8 +244,8 @@ TEST(request_invalid_arguments) {
       break;
     case 4: {
       /* errors found when the operation runs come back from wait */
-      uint8_t b[4] = {1, 2, 3, 4};
-      CHECK_OK(shoal_iallreduce(c, SHOAL_IN_PLACE, b, 4, SHOAL_UINT8, SHOAL_SUM, &r));
+      float b[4] = {1, 2, 3, 4};
+      CHECK_OK(shoal_iallreduce(c, SHOAL_IN_PLACE, b, 4, SHOAL_FLOAT32, SHOAL_BXOR, &r));
       CHECK(r != sentinel);
       CHECK_EQ(shoal_wait(&r), SHOAL_ERR_UNSUPPORTED);
       CHECK(r == NULL);
@@ -383,3 +384,193 @@ static void killed_in_flight(int shm) {
 
 TEST_T(request_peer_killed_in_flight_tcp, 40) { killed_in_flight(0); }
 TEST_T(request_peer_killed_in_flight_shm, 40) { killed_in_flight(1); }
+
+/* ---- gather, scatter, alltoall(v) requests equal the blocking calls ---- */
+
+static int rank_rooted_and_alltoall(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  int n = a->n;
+  enum { B = 3000 };
+  float mine[B], g_nb[B * 4], g_bl[B * 4], s_nb[B], s_bl[B], src[B * 4], at_in[B * 4], at_nb[B * 4], at_bl[B * 4];
+  for (int i = 0; i < B; i++) mine[i] = val(rank, (size_t)i, 1);
+  for (int i = 0; i < B * n; i++) src[i] = val(9, (size_t)i, 2), at_in[i] = val(rank, (size_t)i, 3);
+  size_t cnt[4], dsp[4], tot = 0; /* alltoallv: rank q sends (rank + q) % 3 * 100 elements to rank q */
+  for (int q = 0; q < n; q++) cnt[q] = (size_t)((rank + q) % 3) * 100, dsp[q] = tot, tot += cnt[q];
+  float v_nb[B * 4], v_bl[B * 4];
+  shoal_request_t *rq[4];
+  if (shoal_igather(c, mine, g_nb, B, SHOAL_FLOAT32, n - 1, &rq[0])) FAILR("igather: %s", shoal_last_error());
+  if (shoal_iscatter(c, src, s_nb, B, SHOAL_FLOAT32, 0, &rq[1])) FAILR("iscatter: %s", shoal_last_error());
+  if (shoal_ialltoall(c, at_in, at_nb, B, SHOAL_FLOAT32, &rq[2])) FAILR("ialltoall: %s", shoal_last_error());
+  if (shoal_ialltoallv(c, at_in, cnt, dsp, v_nb, cnt, dsp, SHOAL_FLOAT32, &rq[3])) FAILR("ialltoallv");
+  for (int q = 0; q < n; q++) cnt[q] = 7777; /* copied at issue: changing them now changes nothing */
+  if (shoal_waitall(4, rq)) FAILR("waitall: %s", shoal_last_error());
+  for (int q = 0; q < n; q++) cnt[q] = (size_t)((rank + q) % 3) * 100;
+  if (shoal_gather(c, mine, g_bl, B, SHOAL_FLOAT32, n - 1)) FAILR("gather: %s", shoal_last_error());
+  if (shoal_scatter(c, src, s_bl, B, SHOAL_FLOAT32, 0)) FAILR("scatter");
+  if (shoal_alltoall(c, at_in, at_bl, B, SHOAL_FLOAT32)) FAILR("alltoall");
+  if (shoal_alltoallv(c, at_in, cnt, dsp, v_bl, cnt, dsp, SHOAL_FLOAT32)) FAILR("alltoallv");
+  if (rank == n - 1 && memcmp(g_nb, g_bl, sizeof(float) * B * (size_t)n)) FAILR("igather differs");
+  if (rank == n - 1 && g_nb[B + 5] != val(1, 5, 1)) FAILR("gather: block 1 is not rank 1's");
+  if (memcmp(s_nb, s_bl, sizeof s_nb) || s_nb[0] != src[(size_t)rank * B]) FAILR("iscatter differs");
+  if (memcmp(at_nb, at_bl, sizeof(float) * B * (size_t)n)) FAILR("ialltoall differs");
+  if (memcmp(v_nb, v_bl, sizeof(float) * tot)) FAILR("ialltoallv differs");
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_gather_scatter_alltoall_tcp, 60) {
+  p2p_world_arg_t a = {.shm = 0};
+  P2P_RUN(3, rank_rooted_and_alltoall, &a, 55);
+}
+TEST_T(request_gather_scatter_alltoall_shm, 60) {
+  p2p_world_arg_t a = {.shm = 1};
+  P2P_RUN(4, rank_rooted_and_alltoall, &a, 55);
+}
+
+/* ---- isend/irecv: an exchange in any order on either side, big messages ---- */
+
+static int rank_p2p_exchange(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  int n = a->n, right = (rank + 1) % n, left = (rank + n - 1) % n;
+  size_t cnt = 4u << 20; /* 16 MiB each way: far more than the socket or the shared-memory ring buffers */
+  float *out = malloc(cnt * sizeof(float)), *in = malloc(cnt * sizeof(float));
+  for (int round = 0; round < 3; round++) {
+    for (size_t i = 0; i < cnt; i += 4099) out[i] = val(rank, i, round);
+    memset(in, 0, cnt * sizeof(float));
+    shoal_request_t *r[2];
+    /* round 0: everyone sends first; 1: everyone receives first; 2: even ranks send first */
+    int send_first = round == 0 || (round == 2 && rank % 2 == 0);
+    if (send_first) {
+      if (shoal_isend(c, out, cnt, SHOAL_FLOAT32, right, 7, &r[0])) FAILR("isend: %s", shoal_last_error());
+      if (shoal_irecv(c, in, cnt, SHOAL_FLOAT32, left, 7, &r[1])) FAILR("irecv: %s", shoal_last_error());
+    } else {
+      if (shoal_irecv(c, in, cnt, SHOAL_FLOAT32, left, 7, &r[1])) FAILR("irecv: %s", shoal_last_error());
+      usleep(2000); /* the receive is in flight before the send is issued: the send joins it */
+      if (shoal_isend(c, out, cnt, SHOAL_FLOAT32, right, 7, &r[0])) FAILR("isend: %s", shoal_last_error());
+    }
+    if (shoal_waitall(2, r)) FAILR("round %d: %s", round, shoal_last_error());
+    for (size_t i = 0; i < cnt; i += 4099)
+      if (in[i] != val(left, i, round)) FAILR("round %d: element %zu from %d wrong", round, i, left);
+  }
+  /* a collective issued after point-to-point requests runs after them; a blocking call too */
+  shoal_request_t *r[3];
+  float x = 1, y = (float)rank;
+  if (shoal_isend(c, &y, 1, SHOAL_FLOAT32, right, 1, &r[0]) || shoal_irecv(c, in, 1, SHOAL_FLOAT32, left, 1, &r[1]) ||
+      shoal_iallreduce(c, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM, &r[2]))
+    FAILR("issue: %s", shoal_last_error());
+  if (shoal_waitall(3, r) || x != (float)n || in[0] != (float)left) FAILR("mixed: %g %g %s", x, in[0], shoal_last_error());
+  if (shoal_sendrecv(c, &y, 1, right, in, 1, left, SHOAL_FLOAT32, 2) || in[0] != (float)left) FAILR("sendrecv after");
+  free(out), free(in);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_p2p_exchange_any_order_tcp, 60) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 20};
+  P2P_RUN(3, rank_p2p_exchange, &a, 55);
+}
+TEST_T(request_p2p_exchange_any_order_shm, 60) {
+  p2p_world_arg_t a = {.shm = 1, .timeout_s = 20};
+  P2P_RUN(2, rank_p2p_exchange, &a, 55);
+}
+
+/* ---- point-to-point failures: a receive nobody sends times out; a peer killed mid-receive ---- */
+
+static int rank_p2p_fail(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  float buf[16];
+  shoal_request_t *r;
+  if (a->victim < 0) { /* timeout: rank 1 waits for a message rank 0 never sends */
+    if (rank == 0) {
+      usleep((useconds_t)(a->timeout_s * 1.5e6));
+      shoal_comm_destroy(c);
+      return 0;
+    }
+    double t0 = mono();
+    if (shoal_irecv(c, buf, 16, SHOAL_FLOAT32, 0, 3, &r)) FAILR("irecv: %s", shoal_last_error());
+    int rc = shoal_wait(&r);
+    double took = mono() - t0;
+    if (rc != SHOAL_ERR_TIMEOUT || !strstr(shoal_last_error(), "peer 0") || !strstr(shoal_last_error(), "send/recv"))
+      FAILR("want a timeout naming peer 0 and send/recv, got %d: %s", rc, shoal_last_error());
+    if (took < a->timeout_s * 0.9 || took > a->timeout_s + 3) FAILR("timed out after %.1f s", took);
+  } else {
+    if (rank == a->victim) {
+      usleep(200000);
+      raise(SIGKILL);
+    }
+    double t0 = mono();
+    if (shoal_irecv(c, buf, 16, SHOAL_FLOAT32, a->victim, 3, &r)) FAILR("irecv: %s", shoal_last_error());
+    int rc = shoal_wait(&r);
+    char want[32];
+    snprintf(want, sizeof want, "peer %d", a->victim);
+    if (rc == 0 || rc == SHOAL_ERR_TIMEOUT || !strstr(shoal_last_error(), want))
+      FAILR("want an error naming %s before the deadline, got %d after %.1f s: %s", want, rc, mono() - t0,
+            shoal_last_error());
+  }
+  fprintf(stderr, "rank %d: %s\n", rank, shoal_last_error());
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_p2p_timeout_names_peer, 30) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 2, .victim = -1};
+  P2P_RUN(2, rank_p2p_fail, &a, 25);
+}
+
+static void p2p_killed(int shm) {
+  p2p_world_arg_t a = {.timeout_s = 10, .victim = 1, .shm = shm, .n = 2, .port = shoal_test_free_port()};
+  int st[2];
+  shoal_test_fork_ranks(2, rank_p2p_fail, &a, 25, st);
+  CHECK_MSG(WIFSIGNALED(st[1]) && WTERMSIG(st[1]) == SIGKILL, "victim status %d", st[1]);
+  CHECK_MSG(st[0] != -1 && WIFEXITED(st[0]) && WEXITSTATUS(st[0]) == 0, "rank 0 status %d", st[0]);
+}
+TEST_T(request_p2p_peer_killed_tcp, 30) { p2p_killed(0); }
+TEST_T(request_p2p_peer_killed_shm, 30) { p2p_killed(1); }
+
+/* ---- completion notices: once per request, in completion order, at once when already complete ---- */
+
+static _Atomic int g_notified[16];
+static _Atomic int g_notify_seq;
+static void on_done(void *arg) { atomic_store(&g_notified[(intptr_t)arg], atomic_fetch_add(&g_notify_seq, 1) + 1); }
+
+static int rank_notify(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  enum { K = 6 };
+  float *buf[K];
+  shoal_request_t *rq[K];
+  for (int i = 0; i < K; i++) {
+    size_t cnt = i % 2 ? 1u << 18 : 3;
+    buf[i] = calloc(cnt, sizeof(float));
+    if (shoal_iallreduce(c, SHOAL_IN_PLACE, buf[i], cnt, SHOAL_FLOAT32, SHOAL_SUM, &rq[i])) FAILR("issue %d", i);
+    if (shoal_request_notify(rq[i], on_done, (void *)(intptr_t)i)) FAILR("notify %d: %s", i, shoal_last_error());
+  }
+  if (shoal_request_notify(rq[0], on_done, NULL) != SHOAL_ERR_INVALID) FAILR("a second function was accepted");
+  if (shoal_waitall(K, rq)) FAILR("waitall: %s", shoal_last_error());
+  double t0 = mono();
+  while (atomic_load(&g_notify_seq) < K && mono() - t0 < 10) usleep(1000); /* called right after completion */
+  for (int i = 0; i < K; i++)
+    if (atomic_load(&g_notified[i]) != i + 1) FAILR("request %d notified %d-th", i, atomic_load(&g_notified[i]));
+  /* complete before the function is given: called at once, on this thread */
+  shoal_request_t *r;
+  if (shoal_ibarrier(c, &r)) FAILR("ibarrier");
+  while (shoal_comm_pending(c) > 0) usleep(1000);
+  if (shoal_request_notify(r, on_done, (void *)(intptr_t)K) || atomic_load(&g_notified[K]) != K + 1)
+    FAILR("late notify: %d", atomic_load(&g_notified[K]));
+  if (shoal_wait(&r)) FAILR("wait");
+  for (int i = 0; i < K; i++) free(buf[i]);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_notify_once_in_order, 30) {
+  p2p_world_arg_t a = {.shm = 1};
+  P2P_RUN(2, rank_notify, &a, 25);
+}

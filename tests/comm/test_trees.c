@@ -58,8 +58,11 @@ static int trees_rank(int rank, void *arg) {
   for (int di = 0; di < NRED; di++)
     for (int op = 0; op < SHOAL_REDOP__COUNT; op++)
       for (int k = 0; k < 4; k++)
-        for (int mode = 0; mode < 3; mode++)
+        for (int mode = 0; mode < 3; mode++) {
+          if (shoal_redop_supported(red_dtypes[di], op)) continue; /* bitwise ops on floating point */
+          if (di >= 6 && (k != 2 || mode)) continue; /* the small integer types: int32's code path, one count */
           if (k < 3 || mode < 2) fails += t_allreduce(c, SHOAL_ALGO_TREES, red_dtypes[di], op, counts[k], mode);
+        }
   fails += t_allreduce(c, SHOAL_ALGO_AUTO, SHOAL_FLOAT32, SHOAL_SUM, (16u << 20) / 4 + 3, 0);
   fails += t_identical(c, SHOAL_ALGO_TREES, SHOAL_FLOAT32, SHOAL_SUM, 300007);
   fails += t_identical(c, SHOAL_ALGO_TREES, SHOAL_FLOAT32, SHOAL_MIN, PRIME);

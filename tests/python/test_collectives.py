@@ -29,11 +29,15 @@ def child():
     r, p = c.rank, c.size
     n = 1037
     dts = {np.float32: shoal.FLOAT32, np.float64: shoal.FLOAT64, np.int32: shoal.INT32, np.int64: shoal.INT64,
-           np.float16: shoal.FLOAT16}
+           np.float16: shoal.FLOAT16, np.uint8: shoal.UINT8, np.int8: shoal.INT8, np.int16: shoal.INT16}
     for dt, code in dts.items():
         for opname, opcode in shoal.REDOPS.items():
             if opname == "prod" and np.issubdtype(dt, np.floating):
                 continue  # products of 3 ranks' values overflow nothing, but keep the float check on sums
+            if opname in ("band", "bor", "bxor") and np.issubdtype(dt, np.floating):
+                continue  # refused on this rank (checked below)
+            if np.issubdtype(dt, np.integer) and np.iinfo(dt).bits == 8 and opname in ("sum", "avg", "prod"):
+                continue  # wraps: checked against torch's own wrapping below
             x = data(r, n, dt, opcode)
             a = c.allreduce(x.copy(), op=opname)
             raw = x.copy()  # the C library itself, through bare ctypes
@@ -47,8 +51,10 @@ def child():
             c.iallreduce(nb, op=opname).wait()
             check(nb.tobytes() == raw.tobytes(), "%s %s: iallreduce differs" % (dt.__name__, opname))
             allx = np.stack([data(q, n, dt, opcode).astype(np.float64) for q in range(p)])
+            alli = allx.astype(np.int64)
             ref = {"sum": allx.sum(0), "avg": allx.sum(0) / p, "min": allx.min(0), "max": allx.max(0),
-                   "prod": allx.prod(0)}[opname]
+                   "prod": allx.prod(0), "band": np.bitwise_and.reduce(alli, 0), "bor": np.bitwise_or.reduce(alli, 0),
+                   "bxor": np.bitwise_xor.reduce(alli, 0)}[opname]
             if np.issubdtype(dt, np.integer):
                 ref = np.trunc(ref) if opname == "avg" else ref
                 check(np.array_equal(a.astype(np.float64), ref), "%s %s: wrong values" % (dt.__name__, opname))
@@ -56,6 +62,22 @@ def child():
                 tol = 2e-2 if dt == np.float16 else 1e-5
                 check(np.allclose(a.astype(np.float64), ref, rtol=tol, atol=tol),
                       "%s %s: wrong values (max err %g)" % (dt.__name__, opname, np.abs(a - ref).max()))
+    # 8-bit integers wrap like torch's own tensors: the sum of the ranks' uint8/int8 tensors computed by torch
+    for tdt in (torch.uint8, torch.int8):
+        mine = torch.arange(200, dtype=torch.int64).mul(r + 3).to(tdt)
+        want = sum(torch.arange(200, dtype=torch.int64).mul(q + 3).to(tdt) for q in range(p))
+        got = c.allreduce(mine.clone())
+        check(torch.equal(got, want), "%s sum: %s, torch says %s" % (tdt, got[:8].tolist(), want[:8].tolist()))
+    # refused on this rank without aborting the communicator: bitwise ops on floats, sums of bools
+    for buf, op in ((np.ones(4, np.float32), "bxor"), (torch.ones(4, dtype=torch.bool), "sum")):
+        try:
+            c.allreduce(buf, op=op)
+            check(False, "allreduce %s of %s accepted" % (op, buf.dtype))
+        except shoal.InvalidArgument as e:
+            check("not defined" in str(e), "refusal says why: %s" % e)
+    flags = torch.tensor([r == 0, True, False, r == p - 1])
+    c.allreduce(flags, op="bor")
+    check(flags.tolist() == [True, True, False, True], "bool bor: %s" % flags.tolist())
     # bfloat16 exists only in torch
     tb = torch.arange(64, dtype=torch.float32).to(torch.bfloat16)
     c.allreduce(tb)

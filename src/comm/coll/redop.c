@@ -71,6 +71,9 @@ typedef void (*kernel_fn)(void *d, const void *a, const void *b, size_t n);
 #define K_MAX(p, q) ((p) > (q) ? (p) : (q))
 #define K_USUM(U, T, p, q) ((T)((U)(p) + (U)(q)))
 #define K_UPROD(U, T, p, q) ((T)((U)(p) * (U)(q)))
+#define K_AND(T, p, q) ((T)((p) & (q)))
+#define K_OR(T, p, q) ((T)((p) | (q)))
+#define K_XOR(T, p, q) ((T)((p) ^ (q)))
 
 #define DEF_KERNEL(NAME, T, EXPR)                                                          \
   static void NAME##_3(T *restrict d, const T *restrict x, const T *restrict y, size_t n) { \
@@ -115,14 +118,6 @@ DEF_KERNEL(f64_sum, double, K_SUM(p, q))
 DEF_KERNEL(f64_prod, double, K_PROD(p, q))
 DEF_KERNEL(f64_min, double, K_MIN(p, q))
 DEF_KERNEL(f64_max, double, K_MAX(p, q))
-DEF_KERNEL(i32_sum, int32_t, K_USUM(uint32_t, int32_t, p, q))
-DEF_KERNEL(i32_prod, int32_t, K_UPROD(uint32_t, int32_t, p, q))
-DEF_KERNEL(i32_min, int32_t, K_MIN(p, q))
-DEF_KERNEL(i32_max, int32_t, K_MAX(p, q))
-DEF_KERNEL(i64_sum, int64_t, K_USUM(uint64_t, int64_t, p, q))
-DEF_KERNEL(i64_prod, int64_t, K_UPROD(uint64_t, int64_t, p, q))
-DEF_KERNEL(i64_min, int64_t, K_MIN(p, q))
-DEF_KERNEL(i64_max, int64_t, K_MAX(p, q))
 DEF_KERNEL(bf16_sum, uint16_t, f2bf(K_SUM(bf2f(p), bf2f(q))))
 DEF_KERNEL(bf16_prod, uint16_t, f2bf(K_PROD(bf2f(p), bf2f(q))))
 DEF_KERNEL(bf16_min, uint16_t, f2bf(K_MIN(bf2f(p), bf2f(q))))
@@ -131,25 +126,45 @@ DEF_KERNEL(f16_sum, uint16_t, f2h(K_SUM(h2f(p), h2f(q))))
 DEF_KERNEL(f16_prod, uint16_t, f2h(K_PROD(h2f(p), h2f(q))))
 DEF_KERNEL(f16_min, uint16_t, f2h(K_MIN(h2f(p), h2f(q))))
 DEF_KERNEL(f16_max, uint16_t, f2h(K_MAX(h2f(p), h2f(q))))
+/* The integer types' kernels: sum and product wrap (computed unsigned), bitwise ops. */
+#define DEF_INT_KERNELS(P, T, U)                    \
+  DEF_KERNEL(P##_sum, T, K_USUM(U, T, p, q))        \
+  DEF_KERNEL(P##_prod, T, K_UPROD(U, T, p, q))      \
+  DEF_KERNEL(P##_min, T, K_MIN(p, q))               \
+  DEF_KERNEL(P##_max, T, K_MAX(p, q))               \
+  DEF_KERNEL(P##_and, T, K_AND(T, p, q))            \
+  DEF_KERNEL(P##_or, T, K_OR(T, p, q))              \
+  DEF_KERNEL(P##_xor, T, K_XOR(T, p, q))
+DEF_INT_KERNELS(i32, int32_t, uint32_t)
+DEF_INT_KERNELS(i64, int64_t, uint64_t)
+DEF_INT_KERNELS(u8, uint8_t, unsigned)
+DEF_INT_KERNELS(i8, int8_t, unsigned)
+DEF_INT_KERNELS(i16, int16_t, unsigned)
 
-/* [dtype][op]; AVG reduces as SUM. */
-static const kernel_fn kernels[SHOAL_UINT8][SHOAL_REDOP__COUNT] = {
+/* [dtype][op]; AVG reduces as SUM; NULL: not defined (bitwise ops on floating point). */
+#define INT_ROW(P) {P##_sum, P##_sum, P##_min, P##_max, P##_prod, P##_and, P##_or, P##_xor}
+static const kernel_fn kernels[SHOAL_DTYPE__COUNT][SHOAL_REDOP__COUNT] = {
   [SHOAL_FLOAT32] = {f32_sum, f32_sum, f32_min, f32_max, f32_prod},
   [SHOAL_FLOAT64] = {f64_sum, f64_sum, f64_min, f64_max, f64_prod},
-  [SHOAL_INT32] = {i32_sum, i32_sum, i32_min, i32_max, i32_prod},
-  [SHOAL_INT64] = {i64_sum, i64_sum, i64_min, i64_max, i64_prod},
+  [SHOAL_INT32] = INT_ROW(i32),
+  [SHOAL_INT64] = INT_ROW(i64),
   [SHOAL_BFLOAT16] = {bf16_sum, bf16_sum, bf16_min, bf16_max, bf16_prod},
   [SHOAL_FLOAT16] = {f16_sum, f16_sum, f16_min, f16_max, f16_prod},
+  [SHOAL_UINT8] = INT_ROW(u8),
+  [SHOAL_INT8] = INT_ROW(i8),
+  [SHOAL_INT16] = INT_ROW(i16),
 };
 
 int shoal__reduce_check(shoal_dtype_t dtype, shoal_redop_t op) {
   if ((unsigned)dtype >= SHOAL_DTYPE__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "invalid dtype %d", (int)dtype);
   if ((unsigned)op >= SHOAL_REDOP__COUNT) return shoal__seterr(SHOAL_ERR_INVALID, "invalid reduction op %d", (int)op);
-  if (dtype == SHOAL_UINT8)
-    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "reduction %s is not supported on %s (raw bytes)",
+  if (!kernels[dtype][op])
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "reduction %s is not defined on %s (bitwise ops take integer dtypes)",
                          shoal_redop_name(op), shoal_dtype_name(dtype));
   return 0;
 }
+
+int shoal_redop_supported(shoal_dtype_t dtype, shoal_redop_t op) { return shoal__reduce_check(dtype, op); }
 
 void shoal__reduce3(void *dst, const void *a, const void *b, size_t n, shoal_dtype_t dtype, shoal_redop_t op) {
   if (n == 0) return;
@@ -169,6 +184,9 @@ DEF_DIV(i32_div, int32_t, (int32_t)(p / nranks))
 DEF_DIV(i64_div, int64_t, p / (int64_t)nranks)
 DEF_DIV(bf16_div, uint16_t, f2bf(bf2f(p) / (float)nranks))
 DEF_DIV(f16_div, uint16_t, f2h(h2f(p) / (float)nranks))
+DEF_DIV(u8_div, uint8_t, (uint8_t)(p / (unsigned)nranks))
+DEF_DIV(i8_div, int8_t, (int8_t)(p / nranks))
+DEF_DIV(i16_div, int16_t, (int16_t)(p / nranks))
 
 void shoal__reduce_avg_finish(void *buf, size_t n, shoal_dtype_t dtype, int nranks) {
   if (n == 0 || nranks == 1) return;
@@ -179,6 +197,9 @@ void shoal__reduce_avg_finish(void *buf, size_t n, shoal_dtype_t dtype, int nran
   case SHOAL_INT64: i64_div(buf, n, nranks); break;
   case SHOAL_BFLOAT16: bf16_div(buf, n, nranks); break;
   case SHOAL_FLOAT16: f16_div(buf, n, nranks); break;
+  case SHOAL_UINT8: u8_div(buf, n, nranks); break;
+  case SHOAL_INT8: i8_div(buf, n, nranks); break;
+  case SHOAL_INT16: i16_div(buf, n, nranks); break;
   default: break;
   }
 }

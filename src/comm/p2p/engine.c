@@ -20,7 +20,8 @@
 
 static const char *const opnames[SHOAL__OP__COUNT] = {"none",      "allreduce", "broadcast", "reduce",
                                                        "reduce_scatter", "allgather", "barrier",   "send/recv",
-                                                       "split",     "internal",  "partial-allreduce"};
+                                                       "split",     "internal",  "partial-allreduce",
+                                                       "gather",    "scatter",   "alltoall"};
 
 const char *shoal__opcode_name(int op) {
   if (op >= 0 && op < SHOAL__OP__COUNT) return opnames[op];

@@ -28,6 +28,9 @@ enum shoal__opcode {
   SHOAL__OP_SPLIT = 8,
   SHOAL__OP_INTERNAL = 9, /* bootstrap, tuning, ... */
   SHOAL__OP_PARTIAL = 10, /* partial allreduce (include/shoal/partial.h) */
+  SHOAL__OP_GATHER = 11,
+  SHOAL__OP_SCATTER = 12,
+  SHOAL__OP_ALLTOALL = 13, /* alltoall (tag 0) and alltoallv (tag 1) */
   SHOAL__OP__COUNT
 };
 const char *shoal__opcode_name(int op);
