@@ -82,8 +82,32 @@ TEST_BINS := $(foreach L,$(LAYERS),$(BUILD)/tests/test_$(L))
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config install uninstall pythondir \
-        $(addprefix test-,$(LAYERS))
-all: $(BUILD)/shoal $(TEST_BINS) lib $(EXAMPLE_BINS)
+        torch $(addprefix test-,$(LAYERS))
+all: $(BUILD)/shoal $(TEST_BINS) lib $(EXAMPLE_BINS) torch
+
+# ---- the torch.distributed backend: a C++ extension module (python/shoal/csrc) over libshoal.so ----
+# Built where Debian's libtorch-dev (with python3-dev) and pybind11-dev are installed; skipped with a
+# message elsewhere, and in the sanitizer build (ASan would have to be preloaded into the interpreter).
+PY_INC      := $(shell /usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+TORCH_INC   ?= /usr/include
+HAVE_TORCH  := $(if $(filter 1,$(SAN)),,$(and $(wildcard $(TORCH_INC)/torch/csrc/distributed/c10d/ProcessGroup.hpp),$(wildcard \
+                 /usr/include/pybind11/pybind11.h),$(wildcard $(PY_INC)/Python.h)))
+TORCH_EXT   := $(BUILD)/_c10d.so
+CXX         ?= g++
+TORCH_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-parameter -MMD -MP -Iinclude \
+                  -isystem $(TORCH_INC)/torch/csrc/api/include -isystem $(PY_INC) -D_GLIBCXX_USE_CXX11_ABI=1 \
+                  -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_c10d
+ifneq ($(HAVE_TORCH),)
+torch: $(TORCH_EXT)
+$(BUILD)/python/shoal/csrc/%.o: python/shoal/csrc/%.cpp
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(TORCH_CXXFLAGS) -c -o $@ $<
+$(TORCH_EXT): $(BUILD)/python/shoal/csrc/process_group.o $(BUILD)/libshoal.so
+	$(Q)$(CXX) -shared -o $@ $< -L$(BUILD) -l:$(SONAME) -ltorch -ltorch_cpu -lc10 -ltorch_python
+else
+torch:
+	@echo "shoal: torch backend (shoal.torch) skipped: $(if $(filter 1,$(SAN)),not built under the sanitizers,libtorch-dev, python3-dev and pybind11-dev are not all installed (scripts/deps.sh test installs them))"
+endif
 
 # ---- the installable library ----
 # Version: the one in include/shoal/shoal.h. Soname libshoal.so.MAJOR.
@@ -127,7 +151,7 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 PYVER       = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYTHONDIR  ?= $(if $(or $(filter /usr,$(PREFIX)),$(if $(PYVER),,none)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
 DESTDIR    ?=
-install: lib $(BUILD)/shoal
+install: lib $(BUILD)/shoal torch
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/shoal $(DESTDIR)$(PKGCONFIGDIR) \
 	  $(DESTDIR)$(PYTHONDIR)/shoal
 	install -m 755 $(BUILD)/shoal $(DESTDIR)$(BINDIR)/shoal
@@ -138,6 +162,7 @@ install: lib $(BUILD)/shoal
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/shoal/
 	$(pc_subst) > $(DESTDIR)$(PKGCONFIGDIR)/shoal.pc
 	install -m 644 $(wildcard python/shoal/*.py) $(DESTDIR)$(PYTHONDIR)/shoal/
+	$(if $(HAVE_TORCH),install -m 755 $(TORCH_EXT) $(DESTDIR)$(PYTHONDIR)/shoal/,@echo "shoal: torch backend not installed (not built)")
 	@# where the package finds the library when PYTHONDIR is not under PREFIX/lib
 	printf '# written by make install\nLIBDIR = "%s"\n' '$(LIBDIR)' > $(DESTDIR)$(PYTHONDIR)/shoal/_install.py
 	@echo "python package: $(PYTHONDIR)/shoal (on /usr/bin/python3's path for PREFIX=/usr and /usr/local without PYTHONDIR; otherwise PYTHONPATH=$(PYTHONDIR))"

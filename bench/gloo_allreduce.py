@@ -9,6 +9,8 @@ Prints the same columns as shoal bench; the out-of-place group is '-'
 --steps N [--step-ms MS] [--seconds S]: instead, N all_reduces of -b bytes in a loop with MS of emulated
 compute (sleep) before each (at most S seconds), one line per step (the slowest rank's time, rank 0's
 clock), like `shoal bench allreduce --steps`.
+--backend shoal: the same over shoal's torch.distributed backend (shoal.torch), the binding's cost
+against `shoal bench allreduce` (bench/torch-backend.sh).
 Spawn ranks by hand with env:// (torchrun is broken on Python 3.11):
   MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 WORLD_SIZE=2 RANK=r GLOO_SOCKET_IFNAME=lo \
       /usr/bin/python3 bench/gloo_allreduce.py -b 8 -e 256M -f 2
@@ -34,7 +36,8 @@ def steps_loop(a, rank):
     count = max(1, a.b // 4)
     t = (torch.arange(count, dtype=torch.float32) * 7 + rank * 13) % 17 - 8
     if rank == 0:
-        print(f"# PyTorch Gloo all_reduce --steps {a.steps}: {count * 4} B, step compute {a.step_ms:.1f} ms", flush=True)
+        print(f"# PyTorch {a.backend} all_reduce --steps {a.steps}: {count * 4} B, step compute {a.step_ms:.1f} ms",
+              flush=True)
     total, done, start = 0.0, 0, time.perf_counter()
     for k in range(a.steps):
         if a.step_ms > 0:
@@ -48,7 +51,7 @@ def steps_loop(a, rank):
         total += tv[0].item()
         done += 1
         if rank == 0:
-            print("  %6d %10.2f %12s %-6s %9.3f" % (k, tv[0].item() * 1e3, "-", "gloo", tv[1].item()), flush=True)
+            print("  %6d %10.2f %12s %-6s %9.3f" % (k, tv[0].item() * 1e3, "-", a.backend, tv[1].item()), flush=True)
         if a.seconds > 0 and tv[1].item() >= a.seconds:
             break
     if rank == 0:
@@ -68,16 +71,19 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--step-ms", type=float, default=0)
     ap.add_argument("--seconds", type=float, default=0)
+    ap.add_argument("--backend", default="gloo", choices=["gloo", "shoal"])
     a = ap.parse_args()
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    if a.backend == "shoal":
+        import shoal.torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(a.backend)
     rank, n = dist.get_rank(), dist.get_world_size()
     if a.steps > 0:
         steps_loop(a, rank)
         dist.destroy_process_group()
         return
     if rank == 0:
-        print(f"# PyTorch {torch.__version__} Gloo all_reduce: {n} ranks, float32 sum; same method as shoal bench")
+        print(f"# PyTorch {torch.__version__} {a.backend} all_reduce: {n} ranks, float32 sum; same method as shoal bench")
         print("# %10s %11s %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9s %9s %9s %7s %7s %6s" % (
             "size(B)", "count", "type", "redop", "algo", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw",
             "#wrong", "p50(us)", "p99(us)", "max(us)", "algbw", "busbw", "#wrong"), flush=True)
@@ -114,7 +120,7 @@ def main():
             busbw = algbw * 2 * (n - 1) / n
             if rank == 0:
                 print("  %10d %11d %8s %5s %5s | %9s %9s %9s %7s %7s %6s | %9.1f %9.1f %9.1f %7.3f %7.3f %6s" % (
-                    count * 4, count, "float32", "sum", "gloo", "-", "-", "-", "-", "-", "-",
+                    count * 4, count, "float32", "sum", a.backend, "-", "-", "-", "-", "-", "-",
                     p50 * 1e6, p99 * 1e6, mx * 1e6, algbw, busbw, "n/a"), flush=True)
         nb = int(b * a.f)
         b = nb if nb > b else b + 1

@@ -11,8 +11,11 @@
 #        STRATEGIES="bsp localsgd:period=4"         shoal sides: strategy[:key=value,...] (sync.h); bsp
 #                                                    does DDP's arithmetic, the others trade it for less
 #                                                    communication and are judged at equal accuracy
+#        DDP_SIDES="gloo"                           torch DDP sides: gloo (the anchor, always run) and
+#                                                    ddp-shoal (unmodified DDP over the shoal backend)
 #        EPOCHS=3 REPS=3 TARGET=0.85 BATCH=64 MODEL=mlp RATE=1gbit (testbed host links)
 #        SHOAL_ARGS="" (extra arguments of every shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
+#        EXTRA_ARGS="" (extra arguments of every side, e.g. "--train-subset 20000")
 #
 # Per setting and side: every run's samples/s (training samples over training time, evaluations
 # excluded), its time to TARGET test accuracy (4 evaluations per epoch, the mean accuracy of the ranks'
@@ -33,14 +36,18 @@ build=$(cd "$build" && pwd)
 PY=/usr/bin/python3
 SETTINGS=${SETTINGS:-"1h:2 1h:4 tb:2x1 tb:2x2 tb:4x1"}
 EPOCHS=${EPOCHS:-3} REPS=${REPS:-3} TARGET=${TARGET:-0.85} BATCH=${BATCH:-64} MODEL=${MODEL:-mlp}
-RATE=${RATE:-1gbit} SHOAL_ARGS=${SHOAL_ARGS:-} STRATEGIES=${STRATEGIES:-"bsp localsgd:period=4"}
+RATE=${RATE:-1gbit} SHOAL_ARGS=${SHOAL_ARGS:-} STRATEGIES=${STRATEGIES-"bsp localsgd:period=4"}
 # the sides of every setting: one per shoal strategy, then Gloo
 SIDES=()
 for st in $STRATEGIES; do SIDES+=("shoal-${st}"); done
+for d in ${DDP_SIDES:-gloo}; do
+  case $d in gloo) ;; ddp-shoal) SIDES+=(ddp-shoal);; *) echo "py-ddp-vs-gloo.sh: DDP_SIDES: '$d' is not gloo or ddp-shoal" >&2; exit 2;; esac
+done
 SIDES+=(gloo)
 side_args() { # side -> the example's arguments
   case $1 in
     gloo) echo "--backend gloo";;
+    ddp-shoal) echo "--backend ddp-shoal";;
     shoal-*) local st=${1#shoal-} cfg=""
              case $st in *:*) cfg=${st#*:}; st=${st%%:*};; esac
              echo "--backend shoal --sync $st${cfg:+ --config ${cfg//,/;}} $SHOAL_ARGS";;
@@ -92,7 +99,7 @@ for s in $SETTINGS; do
       # bounded: a rank that hangs after rank 0 printed its result (seen with Gloo at teardown) is killed
       # by the launcher's deadline, and the run counts if the result is there
       timeout 330 "$build/shoal" launch --timeout 300 "${where[@]}" -n "$n" -- $PY "$repo/examples/python/fashion_mnist.py" \
-        "${sargs[@]}" --model "$MODEL" --batch "$BATCH" --epochs "$EPOCHS" --target "$TARGET" --quiet \
+        "${sargs[@]}" ${EXTRA_ARGS:-} --model "$MODEL" --batch "$BATCH" --epochs "$EPOCHS" --target "$TARGET" --quiet \
         >"$log" 2>&1 ||
         if [ -n "$(field samples_per_s "$log")" ]; then echo "  ($s $side run $rep: a rank did not exit cleanly after the result; see $log)" >&2
         else echo "run failed: $log" >&2; tail -20 "$log" >&2; exit 1; fi
@@ -126,7 +133,7 @@ if command -v gnuplot >/dev/null; then
     "$out/runs.csv" >"$out/medians.dat"
   plot=""
   for k in "${!SIDES[@]}"; do
-    case ${SIDES[$k]} in gloo) t="DDP-Gloo";; *) t="shoal.ddp (${SIDES[$k]#shoal-})";; esac
+    case ${SIDES[$k]} in gloo) t="DDP-Gloo";; ddp-shoal) t="DDP over shoal";; *) t="shoal.ddp (${SIDES[$k]#shoal-})";; esac
     if [ "$k" = 0 ]; then plot="\"$out/medians.dat\" using 2:xtic(1) title \"$t\""
     else plot="$plot, \"\" using $((k + 2)) title \"$t\""; fi
   done

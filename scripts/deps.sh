@@ -5,11 +5,12 @@
 set -euo pipefail
 what=${1:-test}
 # pkg-config: the install test; python3-numpy/python3-torch: the Python binding's tests (Debian's /usr/bin/python3);
+# libtorch-dev (with python3-dev) + pybind11-dev: the torch.distributed backend (shoal.torch, a C++ extension);
 # slurm + munge: the live controller's test on the testbed; libmicrohttpd, jansson, libcurl: the inference
 # server, its router and load generator (HTTP server, JSON, HTTP client)
 pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps pkg-config
-      python3-numpy python3-torch slurmctld slurmd slurm-client munge libmicrohttpd-dev libjansson-dev
-      libcurl4-openssl-dev)
+      python3-numpy python3-torch libtorch-dev pybind11-dev slurmctld slurmd slurm-client munge libmicrohttpd-dev
+      libjansson-dev libcurl4-openssl-dev)
 if [ "$what" = bench ]; then
   pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox linux-perf)
 fi

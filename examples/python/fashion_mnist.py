@@ -10,7 +10,8 @@
 The data are Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist, or --data). Each rank
 trains on its shard with a per-rank batch of --batch; shoal.ddp.DistributedDataParallel applies the
 strategy (its C implementation, include/shoal/sync.h). --backend gloo runs the same model, data and
-schedule with torch.nn.parallel.DistributedDataParallel over Gloo instead (the benchmark's anchor).
+schedule with torch.nn.parallel.DistributedDataParallel over Gloo instead (the benchmark's anchor), and
+--backend ddp-shoal the same unmodified DDP over shoal's torch.distributed backend (shoal.torch).
 The last line is a machine-readable summary: samples/s, time to --target accuracy, final accuracy.
 """
 import argparse
@@ -36,7 +37,8 @@ def build_model(torch, kind):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backend", default="shoal", choices=["shoal", "gloo"])
+    ap.add_argument("--backend", default="shoal", choices=["shoal", "gloo", "ddp-shoal"],
+                    help="shoal: shoal.ddp; gloo / ddp-shoal: torch's DistributedDataParallel over that backend")
     ap.add_argument("--sync", default="bsp", help="shoal strategy: bsp, dssync, localsgd")
     ap.add_argument("--config", default="", help='strategy settings, e.g. "k=2 pattern=random" (sync.h)')
     ap.add_argument("--model", default="mlp")
@@ -53,7 +55,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=None)
-    ap.add_argument("--gloo-port", type=int, default=0, help="gloo: store port (default MASTER_PORT + 1)")
+    ap.add_argument("--gloo-port", type=int, default=0, help="gloo, ddp-shoal: torch's store port (default MASTER_PORT + 1)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
 
@@ -79,11 +81,13 @@ def main():
             net.final()
     else:
         import torch.distributed as dist
+        if a.backend == "ddp-shoal":
+            import shoal.torch  # noqa: F401  (registers the "shoal" backend)
         rank = int(os.environ.get("RANK", "0"))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         port = a.gloo_port or int(os.environ.get("MASTER_PORT", "29500")) + 1
-        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                                port), rank=rank, world_size=world)
+        dist.init_process_group("gloo" if a.backend == "gloo" else "shoal", init_method="tcp://%s:%d" % (
+                                os.environ.get("MASTER_ADDR", "127.0.0.1"), port), rank=rank, world_size=world)
         model = build_model(torch, a.model)
         net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
 

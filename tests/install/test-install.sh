@@ -98,6 +98,13 @@ if [ -x $py ]; then
   if out=$(cd "$tmp" && env -u SHOAL_LIBRARY PYTHONPATH="$stage$pydir" $py -c 'import shoal._lib as l; print(l.path)' 2>&1) &&
      [ "$out" = "$root/lib/libshoal.so.$major" ]; then ok python_import_installed
   else bad python_import_installed "$out"; fi
+  # the torch backend, where it was built: installed beside the package, loaded from there
+  if [ -f "$build/_c10d.so" ]; then
+    if out=$(cd "$tmp" && env -u SHOAL_LIBRARY PYTHONPATH="$stage$pydir" $py -c \
+               'import sys, shoal.torch; print(sys.modules["shoal._c10d"].__file__)' 2>&1) &&
+       [ "$out" = "$stage$pydir/shoal/_c10d.so" ]; then ok torch_backend_installed
+    else bad torch_backend_installed "$out"; fi
+  fi
 fi
 # the package installed away from PREFIX/lib (PYTHONDIR given) finds the library in the recorded LIBDIR;
 # a multiarch LIBDIR leaves the package under PREFIX/lib

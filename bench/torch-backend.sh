@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# shoal's torch.distributed backend (shoal.torch) against its anchors, in the same run:
+#   allreduce  dist.all_reduce over the backend (bench/gloo_allreduce.py --backend shoal) against shoal's
+#              own C benchmark (`shoal bench allreduce`, the library called directly) and against Gloo
+#              (--backend gloo), float32 sum in place, sizes MIN..MAX, the same method (warm-up, auto
+#              iterations, barrier, slowest rank, p50); every side's best of REPS alternating runs.
+#              Prints busbw per size and the ratios backend/C (the binding's cost: goal >= 0.9 at >= 1 MiB)
+#              and backend/Gloo.
+#   ddp        unmodified torch DistributedDataParallel over the backend against DDP over Gloo on the
+#              same script (bench/py-ddp-vs-gloo.sh with DDP_SIDES="ddp-shoal gloo", no shoal.ddp side),
+#              per MODEL; prints samples/s and the ratio (goal >= 1.3).
+#
+#   bench/torch-backend.sh [BUILD]
+#   env: PARTS="allreduce ddp"  RANKS="2 4"  MIN=1M  MAX=64M  REPS=3 (allreduce runs per side)
+#        MODELS="mlp cnn"  SETTINGS="1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"  EPOCHS=1  DDP_REPS=3  EXTRA_ARGS=""
+#        (EXTRA_ARGS go to every training run, e.g. "--train-subset 20000"; the rest of py-ddp-vs-gloo.sh's
+#        settings pass through)  OUT=/tmp/shoal-torch-bench
+# Run it under `quiet` on a shared machine (figures measured under other load are not figures).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+case ${1:-} in
+-h | --help) script_help; exit 0 ;;
+-*) unknown_opt "$1" ;;
+esac
+build=${1:-build}
+[ -x "$build/shoal" ] || { echo "torch-backend.sh: no shoal binary in '$build' (make BUILD=$build)" >&2; exit 2; }
+[ -f "$build/_c10d.so" ] || { echo "torch-backend.sh: $build/_c10d.so not built (make builds it where libtorch-dev is installed)" >&2; exit 2; }
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "$build" && pwd)
+PARTS=${PARTS:-"allreduce ddp"} RANKS=${RANKS:-"2 4"} MIN=${MIN:-1M} MAX=${MAX:-64M} REPS=${REPS:-3}
+MODELS=${MODELS:-"mlp cnn"}
+out=${OUT:-/tmp/shoal-torch-bench}; mkdir -p "$out"
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHOAL_LIBRARY=$build/libshoal.so.0 PYTHONPATH=$repo/python
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+echo "# torch-backend: $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# one side of the allreduce sweep, ranks spawned by hand (every side alike): n side file
+run_side() {
+  local n=$1 side=$2 f=$3 port pids=() r
+  port=$(free_port)
+  for ((r = 0; r < n; r++)); do
+    if [ "$side" = c ]; then
+      SHOAL_RANK=$r SHOAL_WORLD_SIZE=$n SHOAL_MASTER_ADDR=127.0.0.1 SHOAL_MASTER_PORT=$port \
+        timeout 300 "$build/shoal" bench allreduce -b "$MIN" -e "$MAX" >"$f.r$r" 2>"$f.err.r$r" & pids+=($!)
+    else
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r GLOO_SOCKET_IFNAME=lo \
+        timeout 300 /usr/bin/python3 "$repo/bench/gloo_allreduce.py" --backend "$side" -b "$MIN" -e "$MAX" \
+        >"$f.r$r" 2>"$f.err.r$r" & pids+=($!)
+    fi
+  done
+  for r in "${pids[@]}"; do wait "$r" || { echo "torch-backend.sh: $side run failed: $f.err.r*" >&2; tail -5 "$f".err.r* >&2; exit 1; }; done
+  grep -E '^(#| +[0-9])' "$f.r0" >"$f"
+}
+
+if [[ " $PARTS " == *" allreduce "* ]]; then
+  echo "# all_reduce float32 sum in place, loopback + shared memory, best p50 of $REPS alternating runs per side"
+  for n in $RANKS; do
+    for rep in $(seq 1 "$REPS"); do
+      for side in c shoal gloo; do run_side "$n" "$side" "$out/ar-$side-$n.run$rep"; done
+    done
+    for side in c shoal gloo; do best_of 14 "$out/ar-$side-$n.txt" "$out"/ar-$side-$n.run*[0-9]; done
+    printf "# %d ranks\n# %10s | %12s %12s %12s | %9s %9s\n" "$n" "size(B)" "C busbw" "backend" "Gloo" \
+      "back/C" "back/Gloo"
+    # in-place busbw is column 18 of every table (nccl-tests layout)
+    join <(awk '!/^#/ { print $1, $18 }' "$out/ar-c-$n.txt" | sort -k1,1) \
+         <(awk '!/^#/ { print $1, $18 }' "$out/ar-shoal-$n.txt" | sort -k1,1) |
+      join - <(awk '!/^#/ { print $1, $18 }' "$out/ar-gloo-$n.txt" | sort -k1,1) | sort -n |
+      awk '{ printf "  %10d | %12.3f %12.3f %12.3f | %9.2f %9.2f\n", $1, $2, $3, $4, $3 / $2, $3 / $4 }'
+  done
+fi
+
+if [[ " $PARTS " == *" ddp "* ]]; then
+  for model in $MODELS; do
+    echo "# DDP, model $model: unmodified DistributedDataParallel over shoal (ddp-shoal) vs over Gloo"
+    MODEL=$model STRATEGIES="" DDP_SIDES="ddp-shoal gloo" SETTINGS=${SETTINGS:-"1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"} \
+      EPOCHS=${EPOCHS:-1} REPS=${DDP_REPS:-3} OUT="$out/ddp-$model" "$repo/bench/py-ddp-vs-gloo.sh" "$build"
+  done
+fi
