@@ -182,6 +182,8 @@ $(BUILD)/shoal: $(TOOL_OBJ) $(ALL_LIBS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+# files the assembler includes into the library (src/sched/model/shipped.c)
+$(BUILD)/src/sched/model/shipped.o: data/interference-measured.json data/marl-default.weights
 
 deps:
 	@scripts/deps.sh test

@@ -104,7 +104,7 @@ def file_graph(folder):
             cmd = ["gcc", "-std=c11", "-D_GNU_SOURCE", "-I" + os.path.join(ROOT, "include"),
                    "-I" + os.path.join(ROOT, "src"), "-I" + os.path.join(ROOT, "tools"), "-pthread",
                    "-fcallgraph-info", "-c", path, "-o", obj]
-            r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)  # .incbin paths are from the root
             if r.returncode != 0:
                 sys.exit("code-report: cannot compile %s:\n%s" % (path, r.stderr))
             ci = os.path.join(tmp, "%d.ci" % i)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "sched/model/gpu_slots.h"
 #include "sched/model/place.h"
 #include "sched/policy.h"
 
@@ -18,6 +19,8 @@ int shoal__sched_init(shoal_sched_t *s, shoal_cluster_t *c, const shoal_speed_t 
 }
 
 void shoal__sched_fini(shoal_sched_t *s) {
+  shoal__slots_free(s->slots);
+  s->slots = NULL;
   free(s->memo);
   s->memo = NULL;
   free(s->active);
@@ -69,7 +72,41 @@ static int take_all(shoal_cluster_t *c, const shoal_job_t *j, const shoal_place_
   return 0;
 }
 
-int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n) {
+static int assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n, const uint8_t *want);
+
+int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n) { return assign(s, j, p, n, NULL); }
+
+int shoal_sched_assign_sockets(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n, const uint8_t *want) {
+  for (int i = 0; i < n; i++) {
+    if (i > 0 && p[i].machine <= p[i - 1].machine)
+      return shoal__seterr(SHOAL_ERR_INVALID, "assign: job %d: a placement by socket must list each machine once, in "
+                           "increasing order", j->id);
+    int sum = 0;
+    for (int k = 0; k < SHOAL_MAX_SOCKETS; k++) sum += want[(size_t)i * SHOAL_MAX_SOCKETS + k];
+    if (p[i].machine >= 0 && p[i].machine < s->cluster->nmachines && sum > p[i].workers)
+      return shoal__seterr(SHOAL_ERR_INVALID, "assign: job %d: %d workers asked by socket on machine %d, which gets %d", j->id,
+                           sum, p[i].machine, p[i].workers);
+  }
+  if (!shoal__sched_slots(s)) return shoal__seterr(SHOAL_ERR_NOMEM, "assign: out of memory for the slot map");
+  return assign(s, j, p, n, want);
+}
+
+shoal__slots_t *shoal__sched_slots(shoal_sched_t *s) {
+  if (s->slots) return s->slots;
+  if (shoal__slots_create(s->cluster, &s->slots)) return NULL;
+  /* the jobs that already hold machines: their workers on the lowest free slots */
+  static const shoal_alloc_t none = {0, 0, 0, NULL, 0};
+  for (int i = 0; i < s->nactive; i++)
+    if (s->active[i]->alloc.n)
+      shoal__slots_assign(s->slots, s->active[i], &none, s->active[i]->alloc.p, s->active[i]->alloc.n, NULL);
+  return s->slots;
+}
+
+void shoal__sched_release(shoal_sched_t *s, shoal_job_t *j) {
+  if (s->slots) shoal__slots_release(s->slots, j, &j->alloc);
+}
+
+static int assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n, const uint8_t *want) {
   if (j->state != SHOAL_JOB_WAIT && j->state != SHOAL_JOB_RUN && j->state != SHOAL_JOB_RESTART)
     return shoal__seterr(SHOAL_ERR_INVALID, "assign: job %d is not active", j->id);
   if (n < 0 || (n > 0 && !p)) return shoal__seterr(SHOAL_ERR_INVALID, "assign: job %d: bad placement", j->id);
@@ -103,6 +140,7 @@ int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p,
     goto done;
   }
   if (s->hooks.touch) s->hooks.touch(s->engine, j);
+  if (s->slots) shoal__slots_assign(s->slots, j, &j->alloc, np, n, want);
   /* the job's placement array is reused when it has room (a preempted and
    * restarted job does not allocate again) */
   if (n > 0 && (!j->alloc.p || n > j->alloc.cap)) {

@@ -72,12 +72,15 @@ struct shoal_sched {
   int check;                    /* verify the policy's incremental state too (the runner's --check) */
   int nvcs;                     /* tenants are 0..nvcs-1 */
   uint64_t seed;                /* for seeded random choices (use shoal_rng_seed2) */
+  const struct shoal_interference *interference; /* the interference model the runner applies, NULL: none
+                                 * (sched/model/interference.h) */
   /* runner side */
   shoal_sched_hooks_t hooks;
   void *engine;
-  /* private: the active set's capacity; memo of consolidated rates */
+  /* private: the active set's capacity; memo of consolidated rates; the slot map (shoal__sched_slots) */
   int active_cap;
   struct shoal__rate_memo *memo;
+  struct shoal__slots *slots;
 };
 
 /* ---- what a policy may call ---- */
@@ -90,6 +93,15 @@ struct shoal_sched {
  * one is a no-op (no restart is charged). */
 int shoal_sched_assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n);
 static inline int shoal_sched_preempt(shoal_sched_t *s, shoal_job_t *j) { return shoal_sched_assign(s, j, NULL, 0); }
+/* The same, choosing sockets: p lists each machine once in increasing order,
+ * and want[i * SHOAL_MAX_SOCKETS + k] workers of entry i go to socket k of its
+ * machine (the rest to its lowest free slots). See sched/model/gpu_slots.h. */
+int shoal_sched_assign_sockets(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int n, const uint8_t *want);
+/* The slot map (which job holds each GPU slot), created on the first call and
+ * kept by every assignment from then on; NULL when out of memory. */
+struct shoal__slots *shoal__sched_slots(shoal_sched_t *s);
+/* Runner side: j gives its slots back (it finished; its resources were returned). */
+void shoal__sched_release(shoal_sched_t *s, shoal_job_t *j);
 /* Ask for timer(tag) at time `at` (clamped to now). Several may be pending. */
 int shoal_sched_timer(shoal_sched_t *s, double at, int64_t tag);
 

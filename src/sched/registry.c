@@ -16,7 +16,8 @@
   X(larr)           \
   X(oasis)          \
   X(greedy)         \
-  X(elastic)
+  X(elastic)        \
+  X(marl)
 
 #define DECLARE(n) extern const shoal_policy_ops_t shoal__policy_##n;
 POLICIES(DECLARE)

@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "sched/model/colocation.h"
 #include "sched/model/place.h"
 #include "sim/sim.h"
 
@@ -236,6 +237,15 @@ typedef struct engine {
   event_t *xfe;
   int xf_min;           /* earliest entry of xfe, -1 if none (valid unless xf_scan) */
   int xf_scan;          /* xf_min must be looked up again (the earliest moved later) */
+  /* interference (cfg->interference; NULL ifactor: off): per job the factor its speed model's rate is
+   * multiplied by (1 / its slowdown where it sits), and the machines whose holders changed since the
+   * last interference update */
+  double *ifactor;
+  shoal__colo_t colo;
+  uint8_t *mdirty;
+  int32_t *mlist;
+  int nmdirty;
+  uint32_t *istamp, iround; /* per job: the update that last visited it */
   /* [xcap][XTAB]: per xjobs entry, its allocation's ratings by x (rating_t.uni);
    * a contention update re-rates tens of jobs each time, their shares
    * cycling over more values than rating_t keeps */
@@ -445,6 +455,12 @@ static void xr_keep(engine_t *e, const shoal_job_t *j) {
     if (e->c->racks[rk[i]].uplink_gbps != e->c->racks[rk[0]].uplink_gbps) rt->uni = 0;
 }
 
+/* The speed model's rate of j for a shape, slowed by interference where it sits. */
+static inline double job_rate(const engine_t *e, const shoal_job_t *j, const shoal_shape_t *sh) {
+  double r = e->speed->rate(e->speed, e->c, j, sh);
+  return e->ifactor ? r * e->ifactor[j->id] : r;
+}
+
 /* The rate of cross-rack job j (rating valid) at uplink share `share`: one of
  * the allocation's earlier ratings, else the speed model's. */
 static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, double share) {
@@ -456,7 +472,7 @@ static double rate_at_share(engine_t *e, const shoal_job_t *j, rating_t *rt, dou
   } else {
     shoal_shape_t sh = e->shape[j->id];
     sh.xrack_gbps = share;
-    r = e->speed->rate(e->speed, e->c, j, &sh);
+    r = job_rate(e, j, &sh);
     k = rt->rm_pos;
     rt->rm_share[k] = share;
     mr[k] = r;
@@ -491,7 +507,7 @@ static double alloc_rate(engine_t *e, const shoal_job_t *j) {
   if (!rt->multi) { /* one rack: the shape's rate, never re-rated */
     if (rt->rate < 0) {
       rt->share = e->shape[id].xrack_gbps;
-      rt->rate = e->speed->rate(e->speed, e->c, j, &e->shape[id]);
+      rt->rate = job_rate(e, j, &e->shape[id]);
     }
     return rt->rate;
   }
@@ -753,6 +769,43 @@ static void set_state(engine_t *e, shoal_job_t *j, int st) {
   e->running += is_run - was_run;
 }
 
+/* interference: the machines of allocation a changed holders */
+static void i_mark(engine_t *e, const shoal_alloc_t *a) {
+  for (int i = 0; i < a->n; i++) {
+    int m = a->p[i].machine;
+    if (!e->mdirty[m]) e->mdirty[m] = 1, e->mlist[e->nmdirty++] = m;
+  }
+}
+
+/* Re-rate the jobs on machines whose holders changed, whose slowdown moved: as an allocation change
+ * does (the rating is redone with the new factor), without a restart. */
+static int i_update(engine_t *e, double t) {
+  shoal__slots_t *sl = e->s.slots;
+  e->iround++;
+  for (int d = 0; d < e->nmdirty; d++) {
+    int m = e->mlist[d];
+    e->mdirty[m] = 0;
+    for (int k = 0; k < e->c->m[m].cap.gpus; k++) {
+      shoal_job_t *j = shoal__slots_owner(sl, m, k);
+      if (!j || e->istamp[j->id] == e->iround) continue;
+      e->istamp[j->id] = e->iround;
+      double f = 1 / shoal__colo_slowdown(&e->colo, sl, j);
+      if (f == e->ifactor[j->id]) continue;
+      e->ifactor[j->id] = f;
+      e->rt[j->id].ok = 0;
+      if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
+      if (j->state != SHOAL_JOB_RUN) continue; /* restarting: rated when it runs */
+      advance_job(e, j, t);
+      set_rate(e, j, alloc_rate(e, j));
+      j->version++;
+      int rc = schedule_finish(e, j, t);
+      if (rc) return rc;
+    }
+  }
+  e->nmdirty = 0;
+  return 0;
+}
+
 /* Apply the allocation changes of one decision. */
 static int apply_changes(engine_t *e, double t) {
   int rc = 0;
@@ -762,6 +815,10 @@ static int apply_changes(engine_t *e, double t) {
     j->touched = 0;
     int changed = !shoal__place_equal(old->p, old->n, j->alloc.p, j->alloc.n);
     if (!changed) goto next;
+    if (e->ifactor) {
+      i_mark(e, old);
+      i_mark(e, &j->alloc);
+    }
     x_off(e, j, old); /* counted with its old allocation */
     e->rt[j->id].ok = 0;
     if (e->xidx[j->id] >= 0) xtab_clear(e, e->xidx[j->id]);
@@ -1007,6 +1064,8 @@ static int finish_job(engine_t *e, shoal_job_t *j, double t) {
   set_state(e, j, SHOAL_JOB_DONE);
   int xrc = x_set(e, j, 0);
   if (xrc) return xrc;
+  if (e->ifactor) i_mark(e, &j->alloc);
+  shoal__sched_release(&e->s, j);
   for (int k = 0; k < j->alloc.n; k++) {
     shoal_res_t d = shoal_job_demand(j, j->alloc.p[k].workers, j->alloc.p[k].ps);
     shoal__cluster_give(e->c, j->alloc.p[k].machine, &d);
@@ -1057,6 +1116,17 @@ static int engine_setup(engine_t *e) {
   if (!e->rshare || !e->rm_rate)
     return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (int r = 0; r < e->c->nracks; r++) e->rshare[r] = rack_share(e, r);
+  if (e->cfg->interference) {
+    e->ifactor = malloc((n ? n : 1) * sizeof *e->ifactor);
+    e->istamp = calloc(n ? n : 1, sizeof *e->istamp);
+    e->mdirty = calloc((size_t)e->c->nmachines, 1);
+    e->mlist = malloc((size_t)e->c->nmachines * sizeof *e->mlist);
+    if (!e->ifactor || !e->istamp || !e->mdirty || !e->mlist || !shoal__sched_slots(&e->s))
+      return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
+    for (size_t i = 0; i < n; i++) e->ifactor[i] = 1;
+    int rc = shoal__colo_init(&e->colo, e->cfg->interference, e->speed);
+    if (rc) return rc;
+  }
   if (!e->shape || !e->rt) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   if (!e->xidx || !e->xk || !e->xlive || !e->xon || !e->heap.pos) return shoal__seterr(SHOAL_ERR_NOMEM, "sim: out of memory");
   for (size_t i = 0; i < n; i++) e->xidx[i] = -1, e->heap.pos[i] = -1;
@@ -1106,6 +1176,11 @@ static void engine_free(engine_t *e) {
   free(e->rt_mem);
   free(e->rshare);
   free(e->rm_rate);
+  free(e->ifactor);
+  free(e->istamp);
+  free(e->mdirty);
+  free(e->mlist);
+  shoal__colo_fini(&e->colo);
   free(e->xids);
   free(e->xfe);
   free(e->xtab);
@@ -1252,7 +1327,8 @@ static int run_events(engine_t *e, double *t, int *cut) {
     advance_time(e, *t);
     e->s.now = *t;
     if ((rc = job_events(e, *t)) || (rc = arrivals_and_timers(e, *t, &next)) || (rc = decide(e)) ||
-        (rc = apply_changes(e, *t)) || (rc = progress_guard(e, *t, next, &stop)))
+        (rc = apply_changes(e, *t)) || (e->nmdirty && (rc = i_update(e, *t))) ||
+        (rc = progress_guard(e, *t, next, &stop)))
       return rc;
     if (stop) return 0;
     if (e->xdirty && (rc = update_contention(e, *t))) return rc;
@@ -1329,6 +1405,7 @@ static int engine_start(engine_t *e, const char *params, shoal_sim_config_t *cfg
   e->s.engine = e;
   e->s.nvcs = e->w->nvcs;
   e->s.seed = cfg2->seed;
+  e->s.interference = cfg2->interference;
   e->s.restart_cost = cfg2->restart_cost;
   e->s.check = check;
   e->res->njobs = e->w->njobs;

@@ -90,6 +90,8 @@ typedef struct shoal_sim_config {
   int check;                  /* verify invariants at every step (SHOAL_SIM_CHECK) */
   double sample_s;            /* timeline resolution (s), default 600 */
   uint64_t seed;
+  /* the job-interference model applied to running jobs' speeds (docs/learned-placement.md); NULL: off */
+  const struct shoal_interference *interference;
   void (*progress)(void *arg, long done, long total);
   void *progress_arg;
 } shoal_sim_config_t;

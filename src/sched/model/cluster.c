@@ -37,6 +37,9 @@ int shoal__cluster_spec_validate(const shoal_cluster_spec_t *spec) {
     if (!(g->per_machine.cpus > 0) || !(g->per_machine.mem_gb > 0))
       return shoal__seterr(SHOAL_ERR_INVALID, "cluster group %d: cpus and mem_gb must be > 0", i);
     if (!(g->nic_gbps > 0)) return shoal__seterr(SHOAL_ERR_INVALID, "cluster group %d: nic_gbps must be > 0", i);
+    if (g->sockets < 0 || g->sockets > 8 || (g->sockets > g->per_machine.gpus && g->per_machine.gpus > 0))
+      return shoal__seterr(SHOAL_ERR_INVALID, "cluster group %d: sockets per machine = %d (1..min(8, gpus per machine = %d))",
+                           i, g->sockets, g->per_machine.gpus);
     total += g->machines;
   }
   if (total > 1000000) return shoal__seterr(SHOAL_ERR_INVALID, "cluster: %ld machines (max 1000000)", total);
@@ -90,6 +93,7 @@ int shoal__cluster_create(const shoal_cluster_spec_t *spec, shoal_cluster_t **ou
         m->cap = g->per_machine;
         m->free = g->per_machine;
         m->nic_gbps = g->nic_gbps;
+        m->sockets = g->sockets ? g->sockets : (m->cap.gpus >= 2 && m->cap.gpus % 2 == 0 ? 2 : 1);
         rk->gpus += m->cap.gpus;
         c->gpus_total += m->cap.gpus;
         bucket_set(c, m->cap.gpus, mi, 1);

@@ -26,6 +26,7 @@ typedef struct shoal_machine {
   shoal_res_t cap;
   shoal_res_t free;
   double nic_gbps;          /* NIC bandwidth, Gb/s */
+  int sockets;              /* CPU sockets; its GPUs are split among them in contiguous blocks (model/gpu_slots.h) */
 } shoal_machine_t;
 
 typedef struct shoal_rack {
@@ -62,6 +63,7 @@ typedef struct shoal_cluster_group {
   int racks;                /* racks this group's machines are spread over (contiguously) */
   shoal_res_t per_machine;
   double nic_gbps;
+  int sockets;              /* per machine, 1..min(gpus, 8); 0: 2 when the machine has an even number of GPUs, else 1 */
 } shoal_cluster_group_t;
 
 typedef struct shoal_cluster_spec {

@@ -2,7 +2,9 @@
  * walk the queue in order and start every job that fits now (backfill: skip
  * those that do not), consolidated placement, never preempt.
  * Parameter strict=1: FIFO-strict, stop at the first job that does not fit
- * (head-of-line blocking).
+ * (head-of-line blocking). Parameter place=NAME: where a started job goes
+ * (policies/placer.h: consolidate, firstfit, loadbal, pack, marl); the learned
+ * policy `marl` is this queue with its placer.
  * Speed (the result is the plain walk's): the queue is kept as one queue per
  * requested size, each in arrival order; the walk takes, among the sizes that
  * fit the free GPUs, the job that arrived first, so jobs too large for the
@@ -11,7 +13,11 @@
  * outnumber the jobs), so a start costs O(1). */
 #include <stdlib.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include "core/error.h"
+#include "sched/policies/placer.h"
 #include "sched/policies/common.h"
 
 struct fclass {
@@ -26,31 +32,57 @@ typedef struct {
   struct fclass *cls; /* sorted by size */
   int ncls, clscap;
   shoal_place_t *buf;
+  const shoal_placer_ops_t *placer; /* NULL: consolidate (shoal__start_requested) */
+  void *pstate;
 } fifo_t;
 
-static int fifo_create(shoal_sched_t *s, const char *params, void **state) {
-  static const char *const keys[] = {"strict", NULL};
-  int rc = shoal__param_check("fifo", params, keys);
-  if (rc) return rc;
-  long strict;
-  if ((rc = shoal__param_long("fifo", params, "strict", 0, 0, 1, &strict))) return rc;
+void shoal__fifo_destroy(void *state) {
+  fifo_t *f = state;
+  if (!f) return;
+  if (f->placer) f->placer->destroy(f->pstate);
+  for (int c = 0; c < f->ncls; c++) free(f->cls[c].q);
+  free(f->cls);
+  free(f->buf);
+  free(f);
+}
+
+int shoal__fifo_with_placer(shoal_sched_t *s, int strict, const shoal_placer_ops_t *placer, const char *pparams,
+                            void **state) {
   fifo_t *f = calloc(1, sizeof *f);
   if (!f || !(f->buf = malloc((size_t)s->cluster->nmachines * sizeof *f->buf))) {
     free(f);
     return shoal__seterr(SHOAL_ERR_NOMEM, "fifo: out of memory");
   }
-  f->strict = (int)strict;
+  f->strict = strict;
+  if (placer && strcmp(placer->name, "consolidate")) {
+    int rc = placer->create(s, pparams, &f->pstate);
+    if (rc) {
+      shoal__fifo_destroy(f);
+      return rc;
+    }
+    f->placer = placer;
+  }
   *state = f;
   return 0;
 }
 
-static void fifo_destroy(void *state) {
-  fifo_t *f = state;
-  if (!f) return;
-  for (int c = 0; c < f->ncls; c++) free(f->cls[c].q);
-  free(f->cls);
-  free(f->buf);
-  free(f);
+static int fifo_create(shoal_sched_t *s, const char *params, void **state) {
+  static const char *const keys[] = {"strict", "place", NULL};
+  int rc = shoal__param_check("fifo", params, keys);
+  if (rc) return rc;
+  long strict;
+  if ((rc = shoal__param_long("fifo", params, "strict", 0, 0, 1, &strict))) return rc;
+  char name[32];
+  if ((rc = shoal__param_str(params, "place", name, sizeof name)) < 0)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "policy fifo: place: no placer has a name that long");
+  const shoal_placer_ops_t *placer = NULL;
+  if (rc == 1 && !(placer = shoal__placer_find(name))) {
+    char known[128] = "";
+    for (int i = 0; shoal__placer_at(i); i++)
+      snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", shoal__placer_at(i)->name);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "policy fifo: place=%s: unknown placer (%s)", name, known);
+  }
+  return shoal__fifo_with_placer(s, (int)strict, placer, NULL, state);
 }
 
 static struct fclass *class_of(fifo_t *f, int g) {
@@ -74,7 +106,7 @@ static struct fclass *class_of(fifo_t *f, int g) {
   return &f->cls[lo];
 }
 
-static void fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
+void shoal__fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   fifo_t *f = state;
   /* a job that arrives running (a live controller adopting what an earlier one started) is started:
    * FIFO never preempts, so it holds its placement until it finishes and never enters the queue */
@@ -126,7 +158,7 @@ static shoal_job_t *at_cursor(struct fclass *c) {
   return NULL;
 }
 
-static int fifo_schedule(void *state, shoal_sched_t *s) {
+int shoal__fifo_schedule(void *state, shoal_sched_t *s) {
   fifo_t *f = state;
   if (f->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "fifo: out of memory for the queue");
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
@@ -141,7 +173,9 @@ static int fifo_schedule(void *state, shoal_sched_t *s) {
       if (x && (!j || x->id < j->id)) j = x, best = &f->cls[c];
     }
     if (!j) return 0;
-    int rc = j->gpus <= s->cluster->gpus_free ? shoal__start_requested(s, j, f->buf) : 0;
+    int rc = j->gpus > s->cluster->gpus_free ? 0
+             : f->placer                     ? f->placer->start(f->pstate, s, j)
+                                             : shoal__start_requested(s, j, f->buf);
     if (rc < 0) return rc;
     if (rc == 1) take(best);
     else if (f->strict) return 0; /* the head blocks the queue */
@@ -149,16 +183,25 @@ static int fifo_schedule(void *state, shoal_sched_t *s) {
   }
 }
 
+void *shoal__fifo_placer_state(void *state) { return ((fifo_t *)state)->pstate; }
+
+void shoal__fifo_stats(void *state, char *buf, size_t cap) {
+  fifo_t *f = state;
+  if (f->placer && f->placer->stats) f->placer->stats(f->pstate, buf, cap);
+}
+
 const shoal_policy_ops_t shoal__policy_fifo = {
     "fifo",
     "FIFO / YARN-CS: arrival order, start whatever fits (backfill), consolidated, no preemption",
-    "strict=0: 1 = stop at the first job that does not fit (head-of-line blocking)",
+    "strict=0: 1 = stop at the first job that does not fit (head-of-line blocking); place=consolidate: where a "
+    "job goes: consolidate (fewest machines, Tiresias-like), firstfit, loadbal, pack (interference-aware, "
+    "Gandiva-like), marl (the learned placer with its shipped weights)",
     fifo_create,
-    fifo_destroy,
-    fifo_arrive,
+    shoal__fifo_destroy,
+    shoal__fifo_arrive,
     NULL,
     NULL,
-    fifo_schedule,
-    NULL,
+    shoal__fifo_schedule,
+    shoal__fifo_stats,
     0, /* not malleable: min_workers..max_workers */
 };

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""Fit shoal's job-interference model (src/sched/model/interference.h) from ONE source, with held-out pairs.
+
+    g_L(a, b)   = softplus(alpha_L[a] + beta_L[b] + u_L[a] . v_L[b])      (rank R)
+    slowdown    = 1 + sum over co-runners and shared levels of g_L
+
+Sources (kept separate: one model file each):
+  measured   rows of experiments/interference/measure.sh (results/measured.csv): levels core, socket,
+             nic, uplink; slowdowns averaged over the repetitions
+  gavel      Gavel's co-located throughputs (../shared/data/gavel/throughputs.json, one GPU type): level
+             slot (two jobs on one GPU); slowdown of a = alone / co-located throughput of a
+
+Held-out evaluation: the unordered pairs {a, b} of each level are split into K folds; each fold is
+predicted by a model fitted on the others (both orders of a held-out pair are held out). MAPE over
+every observation, and per level. Then the model is fitted on all pairs and written (JSON), with the
+held-out figures in its "heldout" field.
+
+  fit.py measured [--csv FILE] [--out data/interference-measured.json]
+  fit.py gavel [--throughputs FILE] [--gpu v100] [--out FILE]
+  options: --rank R (measured 1, gavel 2)  --folds K (5)  --seed S (1)  --iters N (3000)
+           --lam X (L2 weight, 0.01)  --pred FILE (held-out predictions as CSV, for the plot)
+"""
+import argparse
+import ast
+import csv
+import json
+import math
+import random
+import sys
+
+import torch
+
+# the speed models' job model names -> classes of the measured model (docs/learned-placement.md)
+MEASURED_MODELS = {
+    "resnet50": "cnn", "resnet18": "cnn", "cifar10-resnet": "cnn", "deepspeech2": "cnn",
+    "vgg16": "mlp", "bert-base": "mlp", "transformer": "mlp", "lstm-lm": "membw",
+    # Gavel's job types (the table speed model), by prefix
+    "ResNet-*": "cnn", "CycleGAN*": "cnn", "Transformer*": "mlp", "LM*": "membw", "Recommendation*": "membw",
+    "A3C*": "softmax",
+}
+
+
+def load_measured(path):
+    sums = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["corunner"] == "none":
+                continue
+            s = float(row["slowdown"])
+            if not math.isfinite(s) or s <= 0:
+                print("fit.py: %s: skipping %s/%s/%s rep %s: slowdown %s" % (path, row["level"], row["job"],
+                      row["corunner"], row["rep"], row["slowdown"]), file=sys.stderr)
+                continue
+            k = (row["level"], row["job"], row["corunner"])
+            sums.setdefault(k, []).append(s)
+    return [(l, a, b, sum(v) / len(v)) for (l, a, b), v in sorted(sums.items())]
+
+
+def load_gavel(path, gpu):
+    d = json.load(open(path))
+    if gpu not in d:
+        sys.exit("fit.py: %s has no GPU type '%s' (%s)" % (path, gpu, ", ".join(sorted(d))))
+    obs = []
+    for k, e in d[gpu].items():
+        name, sf = ast.literal_eval(k)
+        alone = e["null"]
+        for p, val in e.items():
+            if p == "null" or val[0] <= 0 or val[1] <= 0:
+                continue  # [0, 0]: the pair was not run together (Gavel: does not fit)
+            pname, psf = ast.literal_eval(p)
+            tag = lambda n, s: n if s == 1 else "%s x%d" % (n, s)
+            obs.append(("slot", tag(name, sf), tag(pname, psf), alone / val[0]))
+    return obs
+
+
+class Model:
+    def __init__(self, obs, rank, seed):
+        self.levels = sorted({o[0] for o in obs})
+        self.cls = {l: sorted({o[1] for o in obs if o[0] == l} | {o[2] for o in obs if o[0] == l}) for l in self.levels}
+        self.rank = rank
+        g = torch.Generator().manual_seed(seed)
+        self.p = {}
+        for l in self.levels:
+            n = len(self.cls[l])
+            self.p[l] = {k: torch.nn.Parameter(x) for k, x in (
+                ("alpha", torch.zeros(n)), ("beta", torch.zeros(n)),
+                ("u", 0.1 * torch.randn(n, rank, generator=g)), ("v", 0.1 * torch.randn(n, rank, generator=g)))}
+
+    def params(self):
+        return [x for l in self.levels for x in self.p[l].values()]
+
+    def predict(self, obs):
+        out = []
+        for l in self.levels:
+            idx = [i for i, o in enumerate(obs) if o[0] == l]
+            if not idx:
+                continue
+            ci = {c: i for i, c in enumerate(self.cls[l])}
+            a = torch.tensor([ci[obs[i][1]] for i in idx])
+            b = torch.tensor([ci[obs[i][2]] for i in idx])
+            p = self.p[l]
+            x = p["alpha"][a] + p["beta"][b] + (p["u"][a] * p["v"][b]).sum(1)
+            out.append((idx, 1 + torch.nn.functional.softplus(x)))
+        pred = torch.zeros(len(obs))
+        for idx, v in out:
+            pred = pred.index_put((torch.tensor(idx),), v)
+        return pred
+
+    def fit(self, obs, iters, lam):
+        opt = torch.optim.Adam(self.params(), lr=0.03)
+        target = torch.tensor([o[3] for o in obs])
+        for _ in range(iters):
+            pred = self.predict(obs)
+            loss = ((pred - target).abs() / target).mean()
+            loss = loss + lam * sum((x * x).mean() for l in self.levels for k, x in self.p[l].items() if k in "uv")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return loss.item()
+
+    def to_json(self, source, models, heldout):
+        lv = {}
+        for l in self.levels:
+            p = self.p[l]
+            r = lambda t: [round(float(x), 6) for x in t]
+            lv[l] = {"classes": self.cls[l], "alpha": r(p["alpha"]), "beta": r(p["beta"]),
+                     "u": [r(row) for row in p["u"]], "v": [r(row) for row in p["v"]]}
+        d = {"format": "shoal-interference 1", "source": source, "rank": self.rank, "levels": lv}
+        if models:
+            d["models"] = models
+            d["default_class"] = "mlp"
+        d["heldout"] = heldout
+        return d
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("source", choices=["measured", "gavel"])
+    ap.add_argument("--csv", default="experiments/interference/results/measured.csv")
+    ap.add_argument("--throughputs", default="../shared/data/gavel/throughputs.json")
+    ap.add_argument("--gpu", default="v100")
+    ap.add_argument("--out")
+    ap.add_argument("--rank", type=int)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=3000)
+    ap.add_argument("--lam", type=float, default=0.01)
+    ap.add_argument("--pred")
+    a = ap.parse_args()
+    if not 0 <= (a.rank if a.rank is not None else 1) <= 8 or a.folds < 2 or a.iters < 1:
+        sys.exit("fit.py: --rank 0..8, --folds >= 2, --iters >= 1")
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+    if a.source == "measured":
+        obs, rank = load_measured(a.csv), (1 if a.rank is None else a.rank)
+        src = "measured on shoal testbed (experiments/interference/measure.sh, %s)" % a.csv
+        out = a.out or "data/interference-measured.json"
+    else:
+        obs, rank = load_gavel(a.throughputs, a.gpu), (2 if a.rank is None else a.rank)
+        src = "Gavel co-located throughputs, %s (%s; MIT, see its NOTICE)" % (a.gpu, a.throughputs)
+        out = a.out or "build/interference-gavel-%s.json" % a.gpu
+    if not obs:
+        sys.exit("fit.py: no observations")
+    pairs = sorted({(o[0],) + tuple(sorted(o[1:3])) for o in obs})
+    random.Random(a.seed).shuffle(pairs)
+    fold_of = {p: i % a.folds for i, p in enumerate(pairs)}
+    key = lambda o: (o[0],) + tuple(sorted(o[1:3]))
+    pred = [None] * len(obs)
+    for f in range(a.folds):
+        train = [o for o in obs if fold_of[key(o)] != f]
+        test = [i for i, o in enumerate(obs) if fold_of[key(o)] == f]
+        m = Model(train, rank, a.seed + f)
+        m.fit(train, a.iters, a.lam)
+        # a class seen only in held-out pairs of a level cannot be predicted: counted, reported
+        ok = [i for i in test if obs[i][1] in m.cls.get(obs[i][0], []) and obs[i][2] in m.cls.get(obs[i][0], [])]
+        with torch.no_grad():
+            p = m.predict([obs[i] for i in ok]) if ok else []
+        for i, v in zip(ok, p):
+            pred[i] = float(v)
+    ape = [(o, abs(p - o[3]) / o[3]) for o, p in zip(obs, pred) if p is not None]
+    missing = sum(p is None for p in pred)
+    mape = sum(e for _, e in ape) / len(ape)
+    per = {}
+    for o, e in ape:
+        per.setdefault(o[0], []).append(e)
+    per_level = {l: round(sum(v) / len(v), 4) for l, v in sorted(per.items())}
+    print("%s: %d observations, %d unordered pairs, rank %d, %d folds: held-out MAPE %.1f%%%s" % (
+        a.source, len(obs), len(pairs), rank, a.folds, 100 * mape,
+        " (%d observations of classes seen only in held-out pairs not predicted)" % missing if missing else ""))
+    for l, v in per_level.items():
+        print("  %-7s %5.1f%%  (%d observations)" % (l, 100 * v, len(per[l])))
+    if a.pred:
+        with open(a.pred, "w") as f:
+            f.write("level,job,corunner,measured,predicted\n")
+            for o, p in zip(obs, pred):
+                if p is not None:
+                    f.write("%s,%s,%s,%.4f,%.4f\n" % (o[0], o[1].replace(",", ";"), o[2].replace(",", ";"), o[3], p))
+    m = Model(obs, rank, a.seed)
+    loss = m.fit(obs, a.iters, a.lam)
+    heldout = {"mape": round(mape, 4), "per_level": per_level, "folds": a.folds, "observations": len(obs),
+               "seed": a.seed, "train_loss": round(loss, 4)}
+    with open(out, "w") as f:
+        json.dump(m.to_json(src, MEASURED_MODELS if a.source == "measured" else None, heldout), f, indent=1)
+        f.write("\n")
+    print("wrote %s (fitted on all %d observations, training MAPE %.1f%%)" % (out, len(obs), 100 * loss))
+
+
+if __name__ == "__main__":
+    main()

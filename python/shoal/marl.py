@@ -1,0 +1,242 @@
+"""Training the learned placer (docs/learned-placement.md): centralized training of the agents' shared
+network with a team reward, through the simulator's step interface (shoal.sim.PlacementEnv); the
+trained weights are a file the C policy `marl:weights=FILE` runs with no Python.
+
+    python3 -m shoal.marl train --out W.weights [--seed 1] [--iters 60] [--rollouts 4] [--agents 2] ...
+    python3 -m shoal.marl eval --weights W.weights [--windows ...]
+
+Algorithm (REINFORCE with a time-based baseline, as Decima trains its scheduler): each iteration takes
+one training window of the trace and runs `rollouts` episodes on it, every decision sampled from the
+masked softmax of the network. The team reward of a decision is minus the growth of the jobs-in-system
+integral until the next decision (shared by every agent: minimizing it minimizes the sum of JCTs); its
+return is minus the integral from the decision to the end. The baseline at time t is the mean return of
+the episodes at t (interpolated), so that each decision is credited with how much better its episode did
+from that point than the others. Loss: -mean(advantage x log pi) - entropy_weight x entropy; Adam.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+
+from .marl_net import Net
+from .sim import PlacementEnv
+
+PHILLY = "../shared/data/philly/philly.csv"
+DAY = 86400.0
+
+
+def topology_config(name):
+    """The clusters the experiments train and test on (docs/learned-placement.md)."""
+    t = {"8x2": "machines=32 gpus=8 racks=8 oversub=2 sockets=2",     # 256 GPUs, 8 per server, 2:1 uplinks
+         "4x4": "machines=64 gpus=4 racks=8 oversub=4 sockets=2"}     # 256 GPUs, 4 per server, 4:1 uplinks
+    if name not in t:
+        sys.exit("marl: --topology %s: expected one of %s" % (name, ", ".join(t)))
+    return t[name]
+
+
+def parse_windows(spec):
+    """'A-B,C-D' in days since the trace's first submission -> [(start_s, end_s)]."""
+    out = []
+    for part in spec.split(","):
+        a, b = part.split("-")
+        out.append((float(a) * DAY, float(b) * DAY))
+    return out
+
+
+def env_config(args, window, weights=None):
+    cfg = "trace=%s window_start=%g window_end=%g %s agents=%d interference=%s load_scale=%g seed=%d" % (
+        args.trace, window[0], window[1], topology_config(args.topology), args.agents, args.interference,
+        args.load_scale, args.seed)
+    if weights:
+        cfg += " weights=" + weights
+    return cfg
+
+
+def to_tensors(batch):
+    """A list of Observations of one partition shape -> the Net's inputs."""
+    st = lambda k: torch.from_numpy(np.stack([getattr(o, k) for o in batch]))
+    o0 = batch[0]
+    return (st("socket"), st("server"), st("rack"), st("job"), torch.from_numpy(o0.socket_server),
+            torch.from_numpy(o0.server_rack), st("mask"))
+
+
+def run_episode(env, net, seed, greedy=False, gen=None, record=True):
+    """One episode; returns (decisions [(obs, action, now, area)], area_final, report)."""
+    obs = env.reset(seed)
+    dec = []
+    while obs is not None:
+        with torch.no_grad():
+            logits = net(*to_tensors([obs]))[0]
+        if greedy:
+            a = int(torch.argmax(logits))
+        else:
+            p = torch.softmax(logits, 0)
+            a = int(torch.multinomial(p, 1, generator=gen))
+        if record:
+            dec.append((obs, a, obs.now, obs.area))
+        obs = env.step(a)
+    rep, area = env.report()
+    return dec, area, rep
+
+
+def advantages(episodes):
+    """episodes: [(decisions, area_final)] -> per episode an array of advantages (time-based baseline)."""
+    curves = []
+    for dec, area in episodes:
+        t = np.array([d[2] for d in dec] + [math.inf])
+        g = np.array([-(area - d[3]) for d in dec] + [0.0])
+        curves.append((t, g))
+    out = []
+    for (dec, _), (t, g) in zip(episodes, curves):
+        if not dec:
+            out.append(np.zeros(0))
+            continue
+        base = np.zeros(len(dec))
+        for t2, g2 in curves:
+            # return-to-go of the other episode at the same times: step-wise (the value at its last
+            # decision at or before t; before its first decision, its whole return)
+            idx = np.searchsorted(t2, t[:-1], side="right") - 1
+            base += np.where(idx >= 0, g2[np.maximum(idx, 0)], g2[0])
+        base /= len(curves)
+        out.append(g[:-1] - base)
+    return out
+
+
+def policy_loss(net, episodes, advs, entropy_weight, chunk=256):
+    """Mean -A log pi - entropy term over every decision (batched per partition shape)."""
+    items = [(o, a, adv) for (dec, _), A in zip(episodes, advs) for (o, a, _, _), adv in zip(dec, A)]
+    if not items:
+        return None
+    total = 0.0
+    groups = {}
+    for it in items:
+        groups.setdefault((it[0].socket.shape[0], it[0].server.shape[0], it[0].rack.shape[0]), []).append(it)
+    ent_sum = 0.0
+    for g in groups.values():
+        for i in range(0, len(g), chunk):
+            part = g[i:i + chunk]
+            logits = net(*to_tensors([p[0] for p in part]))
+            logp = torch.log_softmax(logits, -1)
+            a = torch.tensor([p[1] for p in part])
+            adv = torch.tensor([p[2] for p in part], dtype=torch.float32)
+            chosen = logp.gather(1, a.view(-1, 1)).squeeze(1)
+            pr = logp.exp()
+            ent = -(torch.where(torch.isfinite(logp), pr * logp, torch.zeros_like(pr))).sum(-1)
+            total = total + (-(adv * chosen).sum() - entropy_weight * ent.sum())
+            ent_sum += float(ent.sum())
+    return total / len(items), ent_sum / len(items)
+
+
+def train(args):
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    rng = random.Random(args.seed)
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(args.seed)
+    windows = parse_windows(args.windows)
+    envs = [PlacementEnv(env_config(args, w)) for w in windows]
+    net = Net(args.hidden)
+    if args.init:
+        net, _, _ = Net.load(args.init)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    start = 0
+    if args.state and os.path.exists(args.state):
+        # a run continued: everything that decides what happens next comes back, so that a run in
+        # pieces (--stop-after) is the same run as one piece
+        st = torch.load(args.state)
+        net.load_state_dict(st["net"])
+        opt.load_state_dict(st["opt"])
+        rng.setstate(st["rng"])
+        gen.set_state(st["gen"])
+        start = st["iter"]
+    log = open(args.log, "a" if start else "w") if args.log else None
+    if log and not start:
+        log.write("iter,window,seed,episodes,decisions,jct_avg_mean,jct_avg_best,entropy,wall_s\n")
+    t0 = time.time()
+    end = args.iters if not args.stop_after else min(args.iters, start + args.stop_after)
+    for it in range(start, end):
+        wi = rng.randrange(len(envs))
+        seed = rng.randrange(1, 1 << 30)
+        eps = []
+        jcts = []
+        for k in range(args.rollouts):
+            dec, area, rep = run_episode(envs[wi], net, seed, gen=gen)
+            eps.append((dec, area))
+            jcts.append(rep.jct_avg_s)
+        advs = advantages(eps)
+        flat = np.concatenate([a for a in advs if len(a)]) if any(len(a) for a in advs) else np.zeros(1)
+        scale = flat.std() + 1e-9
+        advs = [a / scale for a in advs]
+        res = policy_loss(net, eps, advs, args.entropy)
+        ent = float("nan")
+        if res is not None:
+            loss, ent = res
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+        ndec = sum(len(d) for d, _ in eps)
+        line = "%d,%d,%d,%d,%d,%.1f,%.1f,%.4f,%.1f" % (it, wi, seed, len(eps), ndec, float(np.mean(jcts)),
+                                                        float(np.min(jcts)), ent, time.time() - t0)
+        if log:
+            log.write(line + "\n")
+            log.flush()
+        print("iter %s" % line, flush=True)
+        if args.checkpoint_every and (it + 1) % args.checkpoint_every == 0:
+            net.save(args.out, args.agents, trained_line(args, it + 1))
+    if args.state:
+        torch.save({"net": net.state_dict(), "opt": opt.state_dict(), "rng": rng.getstate(), "gen": gen.get_state(),
+                    "iter": end}, args.state + ".tmp")
+        os.replace(args.state + ".tmp", args.state)
+    net.save(args.out, args.agents, trained_line(args, end))
+    print("wrote %s (%d of %d iterations, %.0f s)" % (args.out, end, args.iters, time.time() - t0))
+    for e in envs:
+        e.close()
+
+
+def trained_line(args, iters):
+    return "python3 -m shoal.marl train --seed %d --iters %d --rollouts %d --agents %d --topology %s --windows %s " \
+           "--load-scale %g --hidden %d --lr %g --entropy %g (%d iterations done)" % (
+               args.seed, args.iters, args.rollouts, args.agents, args.topology, args.windows, args.load_scale,
+               args.hidden, args.lr, args.entropy, iters)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m shoal.marl", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    tr = sub.add_parser("train", help="train from scratch (or --init FILE) and write a weights file")
+    tr.add_argument("--out", required=True)
+    tr.add_argument("--seed", type=int, default=1)
+    tr.add_argument("--iters", type=int, default=60)
+    tr.add_argument("--rollouts", type=int, default=4)
+    tr.add_argument("--agents", type=int, default=2)
+    tr.add_argument("--topology", default="8x2")
+    tr.add_argument("--trace", default=PHILLY)
+    tr.add_argument("--windows", default="0-1,3-4,6-7,9-10,12-13,15-16,18-19,21-22",
+                    help="training windows, days since the first submission (A-B,C-D,...)")
+    tr.add_argument("--load-scale", type=float, default=2)
+    tr.add_argument("--interference", default="shipped")
+    tr.add_argument("--hidden", type=int, default=32)
+    tr.add_argument("--lr", type=float, default=3e-3)
+    tr.add_argument("--entropy", type=float, default=0.01)
+    tr.add_argument("--init")
+    tr.add_argument("--log")
+    tr.add_argument("--checkpoint-every", type=int, default=5)
+    tr.add_argument("--state", help="training state file: continue from it when it exists, write it at the end")
+    tr.add_argument("--stop-after", type=int, default=0, help="run at most N iterations in this call (with --state)")
+    a = ap.parse_args(argv)
+    if a.cmd == "train":
+        if a.iters < 1 or a.rollouts < 2 or not 1 <= a.agents <= 64 or not 1 <= a.hidden <= 256:
+            sys.exit("marl: --iters >= 1, --rollouts >= 2, --agents 1..64, --hidden 1..256")
+        train(a)
+
+
+if __name__ == "__main__":
+    main()

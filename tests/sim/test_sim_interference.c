@@ -1,0 +1,177 @@
+/* Interference in the engine (docs/learned-placement.md): co-located jobs slow
+ * down by the model's terms, exactly; a model whose terms are all zero changes
+ * nothing; every placer and the learned policy keep the engine's invariants,
+ * and the learned policy falls back to its named heuristic, saying so, for a
+ * job no agent can place. */
+#include <stdio.h>
+
+#include "sched/model/interference.h"
+#include "simtest.h"
+
+/* one class "x" for every model: g_socket(x, x) = softplus(0.5), g_nic = softplus(-1) */
+static const char *MODEL =
+    "{\"format\": \"shoal-interference 1\", \"rank\": 0,\n"
+    " \"levels\": {\"socket\": {\"classes\": [\"x\"], \"alpha\": [0.5], \"beta\": [0], \"u\": [[]], \"v\": [[]]},\n"
+    "            \"nic\": {\"classes\": [\"x\"], \"alpha\": [-1], \"beta\": [0], \"u\": [[]], \"v\": [[]]}},\n"
+    " \"default_class\": \"x\"}\n";
+static const char *ZERO =
+    "{\"format\": \"shoal-interference 1\", \"rank\": 0,\n"
+    " \"levels\": {\"socket\": {\"classes\": [\"x\"], \"alpha\": [-800], \"beta\": [0], \"u\": [[]], \"v\": [[]]}},\n"
+    " \"default_class\": \"x\"}\n";
+
+static void run_with(shoal_workload_t *w, const shoal_cluster_spec_t *cs, const shoal_speed_t *sp, const char *policy,
+                     const char *params, const shoal_interference_t *im, shoal_sim_result_t *r) {
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  cfg.restart_cost = 0;
+  cfg.check = 1;
+  cfg.interference = im;
+  const shoal_policy_ops_t *ops = shoal__policy_find(policy);
+  CHECK(ops != NULL);
+  CHECK_OK(shoal__sim_run(w, cs, sp, ops, params, &cfg, r));
+}
+
+TEST(interference_slows_socket_sharers_exactly) {
+  shoal_interference_t *im;
+  CHECK_OK(shoal__interference_parse("m.json", MODEL, strlen(MODEL), &im));
+  double g = log1p(exp(0.5)), s = 1 + 4 * g;
+  shoal_speed_t *sp = linear_speed(1.0);
+  tjob_t t[] = {{0, 4, 100, 0}, {0, 4, 200, 0}};
+  for (int sockets = 1; sockets <= 2; sockets++) {
+    shoal_workload_t w;
+    memset(&w, 0, sizeof w);
+    tiny_workload(&w, t, 2);
+    shoal_cluster_spec_t cs;
+    one_machine(&cs, 1, 8);
+    cs.group[0].sockets = sockets;
+    shoal_sim_result_t r;
+    run_with(&w, &cs, sp, "fifo", NULL, im, &r);
+    if (sockets == 2) { /* slots 0-3 and 4-7: a socket each, nothing shared */
+      CHECK_JCT(&w, 0, 100);
+      CHECK_JCT(&w, 1, 200);
+    } else { /* one socket: each worker has the other job's 4 workers beside it */
+      CHECK_JCT(&w, 0, 100 * s);
+      CHECK_JCT(&w, 1, 100 * s + 100); /* then alone at full speed for its last 100 s of work */
+    }
+    shoal__sim_result_free(&r);
+    shoal__workload_free(&w);
+  }
+  shoal__speed_destroy(sp);
+  shoal__interference_free(im);
+}
+
+TEST(interference_zero_model_changes_nothing) {
+  shoal_interference_t *im;
+  CHECK_OK(shoal__interference_parse("z.json", ZERO, strlen(ZERO), &im));
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  o.synth_jobs = 300;
+  o.load = 1.5;
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 8;
+  cs.group[0].racks = 2;
+  cs.net.oversub = 2;
+  o.cluster_gpus = 64;
+  o.max_gpus = 64;
+  shoal_speed_t *sp;
+  CHECK_OK(shoal__speed_analytic_create(&sp));
+  shoal_cluster_t *c;
+  CHECK_OK(shoal__cluster_create(&cs, &c));
+  const char *pol[][2] = {{"fifo", NULL}, {"tiresias", NULL}, {"fifo", "place=loadbal"}};
+  for (int p = 0; p < 3; p++) {
+    shoal_workload_t w;
+    memset(&w, 0, sizeof w);
+    CHECK_OK(shoal__synth_generate(&o, &w));
+    CHECK_OK(shoal__workload_assign_models(&w, sp, c, &o));
+    shoal_sim_result_t r0, r1;
+    run_with(&w, &cs, sp, pol[p][0], pol[p][1], NULL, &r0);
+    double *fin = malloc((size_t)w.njobs * sizeof *fin);
+    for (long i = 0; i < w.njobs; i++) fin[i] = w.jobs[i].finish;
+    run_with(&w, &cs, sp, pol[p][0], pol[p][1], im, &r1);
+    for (long i = 0; i < w.njobs; i++)
+      CHECK_MSG(fin[i] == w.jobs[i].finish, "%s: job %ld finished at %.17g, %.17g without the model", pol[p][0], i,
+                w.jobs[i].finish, fin[i]);
+    free(fin);
+    shoal__sim_result_free(&r0);
+    shoal__sim_result_free(&r1);
+    shoal__workload_free(&w);
+  }
+  shoal__cluster_destroy(c);
+  shoal__speed_destroy(sp);
+  shoal__interference_free(im);
+}
+
+TEST(placers_and_marl_keep_invariants) {
+  shoal_interference_t *im;
+  CHECK_OK(shoal__interference_shipped(&im));
+  shoal_workload_opts_t o;
+  shoal__workload_opts_default(&o);
+  o.synth_jobs = 200;
+  o.load = 1.2;
+  o.cluster_gpus = 64;
+  o.max_gpus = 32; /* a partition of 2 racks x 2 machines x 8 GPUs holds 32 */
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 8;
+  cs.group[0].racks = 4;
+  cs.net.oversub = 2;
+  shoal_speed_t *sp;
+  CHECK_OK(shoal__speed_analytic_create(&sp));
+  shoal_cluster_t *c;
+  CHECK_OK(shoal__cluster_create(&cs, &c));
+  const char *pol[][2] = {{"fifo", "place=firstfit"}, {"fifo", "place=loadbal"}, {"fifo", "place=pack"},
+                          {"fifo", "place=marl"}, {"marl", "agents=2"}, {"marl", "agents=4:fallback=pack"}};
+  for (int p = 0; p < 6; p++)
+    for (int with = 0; with < 2; with++) {
+      shoal_workload_t w;
+      memset(&w, 0, sizeof w);
+      CHECK_OK(shoal__synth_generate(&o, &w));
+      CHECK_OK(shoal__workload_assign_models(&w, sp, c, &o));
+      shoal_sim_result_t r;
+      run_with(&w, &cs, sp, pol[p][0], pol[p][1], with ? im : NULL, &r);
+      CHECK_EQ(r.finished, w.njobs);
+      if (!strcmp(pol[p][0], "marl")) CHECK_CONTAINS(r.policy_stats, "decisions=");
+      shoal__sim_result_free(&r);
+      shoal__workload_free(&w);
+    }
+  shoal__cluster_destroy(c);
+  shoal__speed_destroy(sp);
+  shoal__interference_free(im);
+}
+
+TEST(marl_falls_back_when_no_agent_can_place) {
+  /* 4 racks of one 8-GPU machine, 4 agents: a 16-GPU job fits in no agent's partition */
+  shoal_speed_t *sp = linear_speed(0.9);
+  tjob_t t[] = {{0, 16, 100, 0}, {10, 2, 50, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 2);
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 4;
+  cs.group[0].racks = 4;
+  shoal_sim_result_t r;
+  run_with(&w, &cs, sp, "marl", "agents=4:fallback=firstfit", NULL, &r);
+  CHECK_EQ(r.finished, 2);
+  CHECK_CONTAINS(r.policy_stats, "fallbacks=1");
+  CHECK_EQ(w.jobs[0].max_machines, 2); /* first-fit: machines 0 and 1 */
+  shoal__sim_result_free(&r);
+  /* weights trained for more agents than the cluster has racks: refused naming the file */
+  cs.group[0].machines = 2;
+  cs.group[0].racks = 1;
+  const shoal_policy_ops_t *ops = shoal__policy_find("marl");
+  shoal_sim_config_t cfg;
+  shoal__sim_config_default(&cfg);
+  int rc = shoal__sim_run(&w, &cs, sp, ops, "agents=2", &cfg, &r);
+  CHECK(rc == SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "agents=2");
+  rc = shoal__sim_run(&w, &cs, sp, ops, "fallback=marl", &cfg, &r);
+  CHECK(rc == SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "fallback=marl");
+  rc = shoal__sim_run(&w, &cs, sp, ops, "weights=/nonexistent.weights", &cfg, &r);
+  CHECK(rc == SHOAL_ERR_IO);
+  CHECK_CONTAINS(shoal_last_error(), "/nonexistent.weights");
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
