@@ -66,11 +66,28 @@ def to_tensors(batch):
             torch.from_numpy(o0.server_rack), st("mask"))
 
 
-def run_episode(env, net, seed, greedy=False, gen=None, record=True):
-    """One episode; returns (decisions [(obs, action, now, area)], area_final, report)."""
+def teacher_action(o):
+    """The warm start's teacher, a placement rule on the features alone: the socket of a server that
+    already has this job's workers, then one with room for all its remaining workers, not adding a
+    machine, the fullest (best fit), the least interference, the socket with this job's workers."""
+    sv = o.server[o.socket_server]
+    score = (4 * sv[:, 1] + 2 * sv[:, 4] - 2 * sv[:, 5] - sv[:, 0] - 0.5 * (o.socket[:, 2] + o.socket[:, 3])
+             + 0.5 * o.socket[:, 1])
+    return int(np.argmax(np.where(o.mask, score, -np.inf)))
+
+
+def run_episode(env, net, seed, greedy=False, gen=None, record=True, teacher=False):
+    """One episode; returns (decisions [(obs, action, now, area, teacher's action)], area_final, report).
+    teacher: the teacher's actions drive the episode."""
     obs = env.reset(seed)
     dec = []
     while obs is not None:
+        t = teacher_action(obs)
+        if teacher:
+            if record:
+                dec.append((obs, t, obs.now, obs.area, t))
+            obs = env.step(t)
+            continue
         with torch.no_grad():
             logits = net(*to_tensors([obs]))[0]
         if greedy:
@@ -79,7 +96,7 @@ def run_episode(env, net, seed, greedy=False, gen=None, record=True):
             p = torch.softmax(logits, 0)
             a = int(torch.multinomial(p, 1, generator=gen))
         if record:
-            dec.append((obs, a, obs.now, obs.area))
+            dec.append((obs, a, obs.now, obs.area, t))
         obs = env.step(a)
     rep, area = env.report()
     return dec, area, rep
@@ -110,7 +127,7 @@ def advantages(episodes):
 
 def policy_loss(net, episodes, advs, entropy_weight, chunk=256):
     """Mean -A log pi - entropy term over every decision (batched per partition shape)."""
-    items = [(o, a, adv) for (dec, _), A in zip(episodes, advs) for (o, a, _, _), adv in zip(dec, A)]
+    items = [(o, a, adv) for (dec, _), A in zip(episodes, advs) for (o, a, _, _, _), adv in zip(dec, A)]
     if not items:
         return None
     total = 0.0
@@ -126,11 +143,37 @@ def policy_loss(net, episodes, advs, entropy_weight, chunk=256):
             a = torch.tensor([p[1] for p in part])
             adv = torch.tensor([p[2] for p in part], dtype=torch.float32)
             chosen = logp.gather(1, a.view(-1, 1)).squeeze(1)
-            pr = logp.exp()
-            ent = -(torch.where(torch.isfinite(logp), pr * logp, torch.zeros_like(pr))).sum(-1)
+            # masked sockets: p = 0 and log p = -inf; their terms are 0 (log p replaced by 0), so that no -inf
+            # enters a product (its gradient would be 0 x inf = nan)
+            safe = logp.masked_fill(~torch.isfinite(logp), 0.0)
+            ent = -(safe.exp() * safe).sum(-1)
             total = total + (-(adv * chosen).sum() - entropy_weight * ent.sum())
             ent_sum += float(ent.sum())
     return total / len(items), ent_sum / len(items)
+
+
+def imitation_step(net, opt, buffer, steps, rng, batch=256):
+    """`steps` Adam steps on the cross-entropy of the network against the teacher's actions, on
+    minibatches of one partition shape from the buffer of (observation, teacher's action) seen so far
+    (DAgger: the states the network's own actions reached). Returns the agreement before the steps."""
+    groups = {}
+    for it in buffer:
+        groups.setdefault((it[0].socket.shape[0], it[0].server.shape[0], it[0].rack.shape[0]), []).append(it)
+    keys = sorted(groups)
+    with torch.no_grad():
+        last = buffer[-min(len(buffer), 1024):]
+        g0 = [x for x in last if x[0].socket.shape == last[0][0].socket.shape]
+        agree = float((net(*to_tensors([x[0] for x in g0])).argmax(-1) == torch.tensor([x[1] for x in g0])).float().mean())
+    for _ in range(steps):
+        g = groups[keys[rng.randrange(len(keys))]]
+        part = [g[rng.randrange(len(g))] for _ in range(min(batch, len(g)))]
+        logp = torch.log_softmax(net(*to_tensors([p[0] for p in part])), -1)
+        t = torch.tensor([p[1] for p in part])
+        loss = -logp.gather(1, t.view(-1, 1)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return agree
 
 
 def train(args):
@@ -157,18 +200,32 @@ def train(args):
         start = st["iter"]
     log = open(args.log, "a" if start else "w") if args.log else None
     if log and not start:
-        log.write("iter,window,seed,episodes,decisions,jct_avg_mean,jct_avg_best,entropy,wall_s\n")
+        log.write("iter,phase,window,seed,episodes,decisions,jct_avg_mean,jct_avg_best,entropy,agreement,wall_s\n")
     t0 = time.time()
     end = args.iters if not args.stop_after else min(args.iters, start + args.stop_after)
+    buffer = []  # imitation: (observation, teacher's action); not kept in --state (imitation ends early)
     for it in range(start, end):
         wi = rng.randrange(len(envs))
         seed = rng.randrange(1, 1 << 30)
         eps = []
         jcts = []
+        imitate = it < args.pretrain
         for k in range(args.rollouts):
-            dec, area, rep = run_episode(envs[wi], net, seed, gen=gen)
+            dec, area, rep = run_episode(envs[wi], net, seed, gen=gen, teacher=imitate and it == 0 and k == 0)
             eps.append((dec, area))
             jcts.append(rep.jct_avg_s)
+        if imitate:
+            buffer.extend((d[0], d[4]) for dec, _ in eps for d in dec)
+            del buffer[:-args.buffer]
+            agree = imitation_step(net, opt, buffer, args.bc_steps, rng)
+            line = "%d,imitate,%d,%d,%d,%d,%.1f,%.1f,nan,%.4f,%.1f" % (
+                it, wi, seed, len(eps), sum(len(d) for d, _ in eps), float(np.mean(jcts)), float(np.min(jcts)), agree,
+                time.time() - t0)
+            if log:
+                log.write(line + "\n")
+                log.flush()
+            print("iter " + line, flush=True)
+            continue
         advs = advantages(eps)
         flat = np.concatenate([a for a in advs if len(a)]) if any(len(a) for a in advs) else np.zeros(1)
         scale = flat.std() + 1e-9
@@ -182,8 +239,8 @@ def train(args):
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
         ndec = sum(len(d) for d, _ in eps)
-        line = "%d,%d,%d,%d,%d,%.1f,%.1f,%.4f,%.1f" % (it, wi, seed, len(eps), ndec, float(np.mean(jcts)),
-                                                        float(np.min(jcts)), ent, time.time() - t0)
+        line = "%d,reinforce,%d,%d,%d,%d,%.1f,%.1f,%.4f,nan,%.1f" % (
+            it, wi, seed, len(eps), ndec, float(np.mean(jcts)), float(np.min(jcts)), ent, time.time() - t0)
         if log:
             log.write(line + "\n")
             log.flush()
@@ -202,9 +259,9 @@ def train(args):
 
 def trained_line(args, iters):
     return "python3 -m shoal.marl train --seed %d --iters %d --rollouts %d --agents %d --topology %s --windows %s " \
-           "--load-scale %g --hidden %d --lr %g --entropy %g (%d iterations done)" % (
+           "--load-scale %g --hidden %d --lr %g --entropy %g --pretrain %d (%d iterations done)" % (
                args.seed, args.iters, args.rollouts, args.agents, args.topology, args.windows, args.load_scale,
-               args.hidden, args.lr, args.entropy, iters)
+               args.hidden, args.lr, args.entropy, args.pretrain, iters)
 
 
 def main(argv=None):
@@ -226,6 +283,10 @@ def main(argv=None):
     tr.add_argument("--hidden", type=int, default=32)
     tr.add_argument("--lr", type=float, default=3e-3)
     tr.add_argument("--entropy", type=float, default=0.01)
+    tr.add_argument("--pretrain", type=int, default=20,
+                    help="first iterations imitate the teacher rule (DAgger) instead of following the reward")
+    tr.add_argument("--bc-steps", type=int, default=40, help="imitation: Adam steps per iteration")
+    tr.add_argument("--buffer", type=int, default=30000, help="imitation: decisions kept")
     tr.add_argument("--init")
     tr.add_argument("--log")
     tr.add_argument("--checkpoint-every", type=int, default=5)
