@@ -5,49 +5,65 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "options.h"
 #include "serve/loadgen.h"
 #include "shoal/shoal.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal loadgen --url http://HOST:PORT ARRIVALS [options]\n\n"
-          "arrivals (one of):\n"
-          "  --trace FILE         a request trace CSV (TIMESTAMP first, e.g. azure-llm-2023/conv.csv)\n"
-          "    --speedup S        replay S times faster                                  [1]\n"
-          "    --rate-scale R     R times as many requests (thinned or copied)           [1]\n"
-          "    --trace-start T    start T trace seconds after its first request          [0]\n"
-          "  --poisson RATE       Poisson arrivals, RATE per second\n"
-          "  --diurnal BASE:AMP:PERIOD   rate BASE x (1 + AMP sin(2 pi t / PERIOD))\n"
-          "  --duration S         seconds of replay (trace: S x speedup trace seconds; 0: all of it)  [60]\n"
-          "  --seed N             [1]\n"
-          "requests:\n"
-          "  --model NAME         the model's name in the path                           [mlp]\n"
-          "  --rows N             Fashion-MNIST test images per request                  [1]\n"
-          "  --data DIR           IDX test set                                           [" SHOAL_FASHION_MNIST_DIR "]\n"
-          "  --timeout S          a request unanswered after S fails                     [10]\n"
-          "  --max-inflight N     arrivals while N are unanswered are dropped (failures) [1000]\n"
-          "report:\n"
-          "  --slo-ms MS          latency SLO: a window meets it when its P99 is under   [100]\n"
-          "  --window S           windows of the timeline and the SLO attainment         [10]\n"
-          "  --timeline FILE      CSV per window: t_s,requests,ok,failed,rate,p50_ms,p99_ms,slo_met\n"
-          "  --requests-csv FILE  CSV per request: i,t_s,sent_s,status,latency_ms\n"
-          "  --progress           a line per window while it runs\n");
-}
+typedef struct loadgen_cli {
+  shoal__loadgen_opts_t o;
+  const char *trace, *diurnal;
+  double poisson, speedup, rate_scale, start, duration, slo_ms;
+  uint64_t seed;
+} loadgen_cli_t;
 
-static int num(const char *opt, const char *v, double lo, double hi, double *out) {
-  if (!v) {
-    fprintf(stderr, "shoal loadgen: %s needs a value\n", opt);
-    return -1;
-  }
-  if (shoal__parse_double(opt, v, lo, hi, out)) {
-    fprintf(stderr, "shoal loadgen: %s\n", shoal_last_error());
-    return -1;
-  }
-  return 0;
-}
+enum { M_TRACE };
+static int on_trace(const void *c) { return ((const loadgen_cli_t *)c)->trace != NULL; }
+static const shoal_opt_mode_t loadgen_modes[] = {[M_TRACE] = {on_trace, "applies with --trace only", NULL}};
+
+#define SHOAL_OPTS_STRUCT loadgen_cli_t
+static const shoal_opt_t loadgen_opts[] = {
+    OPT_STRING("--url", "http://HOST:PORT", o.url, "a replica or the router (needed)", .expect = "http://HOST:PORT"),
+    OPT_GROUP("arrivals (one of):"),
+    OPT_STRING("--trace", "FILE", trace, "a request trace CSV (TIMESTAMP first, e.g. azure-llm-2023/conv.csv)",
+               .expect = "a file"),
+    OPT_DOUBLE("--speedup", "S", speedup, 1e-3, 1e6, "with --trace: replay S times faster", .when = 1u << M_TRACE),
+    OPT_DOUBLE("--rate-scale", "R", rate_scale, 1e-3, 1e3, "with --trace: R times as many requests (thinned or copied)",
+               .when = 1u << M_TRACE),
+    OPT_DOUBLE("--trace-start", "T", start, 0, 1e9, "with --trace: start T trace seconds after its first request",
+               .when = 1u << M_TRACE),
+    OPT_DOUBLE("--poisson", "RATE", poisson, 1e-6, 1e6, "Poisson arrivals, RATE per second", .def = ""),
+    OPT_STRING("--diurnal", "BASE:AMP:PERIOD", diurnal, "rate BASE x (1 + AMP sin(2 pi t / PERIOD))",
+               .expect = "BASE:AMP:PERIOD"),
+    OPT_DOUBLE("--duration", "S", duration, 0, 1e7, "seconds of replay (trace: S x speedup trace seconds; 0: all of it)"),
+    OPT_U64("--seed", "N", seed, 0, 1e15, "seed of the arrivals"),
+    OPT_GROUP("requests:"),
+    OPT_STRING("--model", "NAME", o.model, "the model's name in the path"),
+    OPT_INT("--rows", "N", o.rows, 1, 4096, "Fashion-MNIST test images per request"),
+    OPT_STRING("--data", "DIR", o.data_dir, "IDX test set", .def = SHOAL_FASHION_MNIST_DIR, .expect = "a directory"),
+    OPT_DOUBLE("--timeout", "S", o.timeout_s, 1e-3, 3600, "a request unanswered after S fails"),
+    OPT_INT("--max-inflight", "N", o.max_inflight, 1, 100000, "arrivals while N are unanswered are dropped (failures)"),
+    OPT_GROUP("report:"),
+    OPT_DOUBLE("--slo-ms", "MS", slo_ms, 1e-3, 1e7, "latency SLO: a window meets it when its P99 is under"),
+    OPT_DOUBLE("--window", "S", o.window_s, 1e-3, 1e6, "windows of the timeline and the SLO attainment"),
+    OPT_STRING("--timeline", "FILE", o.timeline_csv, "CSV per window: t_s,requests,ok,failed,rate,p50_ms,p99_ms,slo_met",
+               .expect = "a file"),
+    OPT_STRING("--requests-csv", "FILE", o.requests_csv, "CSV per request: i,t_s,sent_s,status,latency_ms",
+               .expect = "a file"),
+    OPT_FLAG("--progress", o.progress, "a line per window while it runs"),
+    OPT_END,
+};
+
+static const shoal_opts_spec_t loadgen_spec = {
+    .name = "shoal loadgen",
+    .usage = "usage: shoal loadgen --url http://HOST:PORT ARRIVALS [options]\n"
+             "Open-loop load on an inference server or router from a request trace or a Poisson/diurnal process\n"
+             "(docs/serving.md).\n",
+    .opts = loadgen_opts,
+    .modes = loadgen_modes,
+};
 
 static int arrivals(const char *trace, double poisson, const char *diurnal, double speedup, double rate_scale,
-                    double start, double duration, double seed, shoal__reqtimes_t *a) {
+                    double start, double duration, uint64_t seed, shoal__reqtimes_t *a) {
   if (!!trace + (poisson > 0) + !!diurnal != 1) {
     fprintf(stderr, "shoal loadgen: give one of --trace FILE, --poisson RATE, --diurnal BASE:AMP:PERIOD\n");
     return 2;
@@ -87,55 +103,15 @@ static void report(const shoal__loadgen_opts_t *o, const shoal__loadgen_result_t
 }
 
 int shoal_cmd_loadgen(int argc, char **argv) {
-  shoal__loadgen_opts_t o;
-  shoal__loadgen_opts_init(&o);
-  const char *trace = NULL, *diurnal = NULL;
-  double poisson = 0, speedup = 1, rate_scale = 1, start = 0, duration = 60, seed = 1, v;
-  int rc = 0;
-  for (int i = 1; i < argc && !rc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--progress")) {
-      o.progress = 1;
-      continue;
-    }
-    const char **str = !strcmp(a, "--url") ? &o.url : !strcmp(a, "--trace") ? &trace : !strcmp(a, "--diurnal") ? &diurnal
-                       : !strcmp(a, "--model") ? &o.model : !strcmp(a, "--data") ? &o.data_dir
-                       : !strcmp(a, "--timeline") ? &o.timeline_csv : !strcmp(a, "--requests-csv") ? &o.requests_csv : NULL;
-    if (str) {
-      if (!val) {
-        fprintf(stderr, "shoal loadgen: %s needs a value\n", a);
-        return 2;
-      }
-      *str = val;
-      i++;
-      continue;
-    }
-    static const struct { const char *name; double lo, hi; } nums[] = {
-        {"--speedup", 1e-3, 1e6}, {"--rate-scale", 1e-3, 1e3}, {"--trace-start", 0, 1e9}, {"--poisson", 1e-6, 1e6},
-        {"--duration", 0, 1e7},   {"--seed", 0, 1e15},         {"--rows", 1, 4096},       {"--timeout", 1e-3, 3600},
-        {"--max-inflight", 1, 1e5}, {"--slo-ms", 1e-3, 1e7},   {"--window", 1e-3, 1e6},
-    };
-    double *dst[] = {&speedup, &rate_scale, &start, &poisson, &duration, &seed, NULL, &o.timeout_s, NULL, NULL, &o.window_s};
-    size_t k = 0;
-    while (k < sizeof nums / sizeof nums[0] && strcmp(a, nums[k].name)) k++;
-    if (k == sizeof nums / sizeof nums[0]) {
-      fprintf(stderr, "shoal loadgen: unknown option '%s' (shoal loadgen --help)\n", a);
-      return 2;
-    }
-    if (num(a, val, nums[k].lo, nums[k].hi, &v)) return 2;
-    i++;
-    if ((!strcmp(a, "--rows") || !strcmp(a, "--max-inflight")) && v != (double)(long)v) {
-      fprintf(stderr, "shoal loadgen: %s %s: expected an integer\n", a, val);
-      return 2;
-    }
-    if (dst[k]) *dst[k] = v;
-    else if (!strcmp(a, "--rows")) o.rows = (int)v;
-    else if (!strcmp(a, "--max-inflight")) o.max_inflight = (int)v;
-    else o.slo_s = v / 1e3;
-  }
+  loadgen_cli_t c = {.speedup = 1, .rate_scale = 1, .duration = 60, .seed = 1};
+  shoal__loadgen_opts_init(&c.o);
+  c.slo_ms = 1e3 * c.o.slo_s;
+  int rc = shoal_opts_parse(&loadgen_spec, argc, argv, &c, NULL);
+  if (rc != SHOAL_OPTS_GO) return rc;
+  shoal__loadgen_opts_t o = c.o;
+  o.slo_s = c.slo_ms / 1e3;
+  const char *trace = c.trace;
+  double duration = c.duration;
   if (!o.url) {
     fprintf(stderr, "shoal loadgen: --url http://HOST:PORT is needed (a replica or the router)\n");
     return 2;
@@ -145,7 +121,7 @@ int shoal_cmd_loadgen(int argc, char **argv) {
     return 2;
   }
   shoal__reqtimes_t a = {0};
-  if ((rc = arrivals(trace, poisson, diurnal, speedup, rate_scale, start, duration, seed, &a))) return rc;
+  if ((rc = arrivals(trace, c.poisson, c.diurnal, c.speedup, c.rate_scale, c.start, duration, c.seed, &a))) return rc;
   o.arrivals = &a;
   printf("loadgen: %zu arrivals over %.1f s (%.2f/s on average) to %s\n", a.n, a.t[a.n - 1],
          a.t[a.n - 1] > 0 ? (double)a.n / a.t[a.n - 1] : 0.0, o.url);

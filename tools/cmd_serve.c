@@ -9,77 +9,82 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "options.h"
 #include "serve/serve.h"
 #include "shoal/shoal.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal serve --model mlp|cnn --params FILE [options]     a replica\n"
-          "       shoal serve --router [--replica URL]... [options]       the router in front of replicas\n\n"
-          "both:\n"
-          "  --addr A             IPv4 address to listen on                         [0.0.0.0]\n"
-          "  --port P             0: any free port (printed, and written to --port-file)  [8000]\n"
-          "  --port-file FILE     write the port listened on to FILE\n"
-          "  --max-body BYTES     larger request bodies get 413                    [1048576]\n"
-          "  --request-timeout S  a request not received whole within S gets 408 and is closed  [10]\n"
-          "  --max-conns N        open connections at most           [256; router 1024]\n"
-          "  --stats-every S      print a line of counters and latency every S seconds  [0: never]\n"
-          "replica:\n"
-          "  --model mlp|cnn|softmax   the model the parameters are for                [mlp]\n"
-          "  --params FILE        `shoal train --params-out` file (raw float32 parameters)\n"
-          "  --name NAME          the model's name in URLs (/v2/models/NAME/infer)    [the model kind]\n"
-          "  --max-batch N        rows per forward pass (dynamic batching)          [32]\n"
-          "  --batch-timeout-ms T the oldest waiting request waits at most T ms for a batch  [2]\n"
-          "  --max-rows N         rows per request                                  [64]\n"
-          "  --max-queue N        requests waiting for the model; more get 503      [1024]\n"
-          "  --threads N          OpenBLAS threads                                  [1]\n"
-          "router (--router):\n"
-          "  --replica URL        a replica, http://HOST:PORT (repeatable; more through POST /router/replicas)\n"
-          "  --try-timeout S      one try on one replica                            [5]\n"
-          "  --timeout S          a request's whole time in the router: tries and waiting for a replica  [30]\n"
-          "  --tries N            replicas tried per request                        [3]\n"
-          "  --health-every S     readiness check of each replica                   [0.25]\n"
-          "  --window S           P50/P99 and the request rate over the last S seconds  [10]\n");
-}
+typedef struct serve_cli {
+  shoal__server_opts_t so;
+  shoal__router_opts_t ro;
+  int router, port, max_conns, threads;
+  size_t max_body;
+  double req_timeout, every, window, batch_ms;
+  const char *addr, *port_file;
+  shoal_opts_list_t replicas;
+} serve_cli_t;
 
-typedef struct {
-  const char *name;
-  char kind;      /* d: double, i: int, s: string, f: flag */
-  void *p;
-  double lo, hi;  /* range of d and i */
-  double scale;   /* d: stored as value x scale (ms -> s) */
-} opt_t;
+/* options of the other role are errors, not silently ignored (the bits of serve_opts' .when) */
+enum { M_REPLICA, M_ROUTER };
+static int on_replica(const void *c) { return !((const serve_cli_t *)c)->router; }
+static int on_router(const void *c) { return ((const serve_cli_t *)c)->router; }
+static const shoal_opt_mode_t serve_modes[] = {
+    [M_REPLICA] = {on_replica, "is an option of a replica (without --router)", NULL},
+    [M_ROUTER] = {on_router, "is an option of --router", NULL},
+};
 
-/* One option from argv at *i: 0, 1 (not in the table), -1 (bad value: said) */
-static int take(const opt_t *t, size_t n, int argc, char **argv, int *i) {
-  for (size_t k = 0; k < n; k++) {
-    if (strcmp(argv[*i], t[k].name)) continue;
-    if (t[k].kind == 'f') {
-      *(int *)t[k].p = 1;
-      return 0;
-    }
-    if (*i + 1 >= argc) {
-      fprintf(stderr, "shoal serve: %s needs a value\n", t[k].name);
-      return -1;
-    }
-    const char *v = argv[++*i];
-    double d = 0;
-    long l = 0;
-    if (t[k].kind == 's') {
-      *(const char **)t[k].p = v;
-      return 0;
-    }
-    if (t[k].kind == 'i' ? shoal__parse_long(t[k].name, v, (long)t[k].lo, (long)t[k].hi, &l)
-                         : shoal__parse_double(t[k].name, v, t[k].lo, t[k].hi, &d)) {
-      fprintf(stderr, "shoal serve: %s\n", shoal_last_error());
-      return -1;
-    }
-    if (t[k].kind == 'i') *(int *)t[k].p = (int)l;
-    else *(double *)t[k].p = d * t[k].scale;
-    return 0;
-  }
-  return 1;
-}
+static int parse_model(const char *n, const char *v, void *f) { return shoal_model_kind_parse(v, f); }
+static void show_model(const void *f, char *b, size_t cap) { snprintf(b, cap, "%s", shoal_model_kind_name(*(const shoal_model_kind_t *)f)); }
+
+#define SHOAL_OPTS_STRUCT serve_cli_t
+#define REPLICA .when = 1u << M_REPLICA
+#define ROUTER .when = 1u << M_ROUTER
+static const shoal_opt_t serve_opts[] = {
+    OPT_GROUP("both:"),
+    OPT_FLAG("--router", router, "be the router in front of replicas, not a replica"),
+    OPT_STRING("--addr", "A", addr, "IPv4 address to listen on", .def = "0.0.0.0", .expect = "an IPv4 address"),
+    OPT_INT("--port", "P", port, 0, 65535, "0: any free port (printed, and written to --port-file)"),
+    OPT_STRING("--port-file", "FILE", port_file, "write the port listened on to FILE", .expect = "a file"),
+    OPT_BYTES("--max-body", "BYTES", max_body, 1, 1 << 30, "larger request bodies get 413"),
+    OPT_DOUBLE("--request-timeout", "S", req_timeout, 0.01, 3600, "a request not received whole within S gets 408 and is closed"),
+    OPT_INT("--max-conns", "N", max_conns, 1, 65536, "open connections at most", .def = "256; router 1024"),
+    OPT_DOUBLE("--stats-every", "S", every, 0, 86400, "print a line of counters and latency every S seconds", .def = "0: never"),
+    OPT_GROUP("replica:"),
+    OPT_CALL("--model", "mlp|cnn|softmax", so.kind, shoal_model_kind_t, parse_model, "the model the parameters are for",
+             .show = show_model, REPLICA),
+    OPT_STRING("--params", "FILE", so.params_path, "`shoal train --params-out` file (raw float32 parameters)",
+               .expect = "a file", REPLICA),
+    OPT_STRING("--name", "NAME", so.name, "the model's name in URLs (/v2/models/NAME/infer)", .def = "the model kind",
+               REPLICA),
+    OPT_INT("--max-batch", "N", so.max_batch, 1, SHOAL__SERVE_MAX_BATCH, "rows per forward pass (dynamic batching)", REPLICA),
+    OPT_DOUBLE("--batch-timeout-ms", "T", batch_ms, 0, 60000, "the oldest waiting request waits at most T ms for a batch",
+               REPLICA),
+    OPT_INT("--max-rows", "N", so.max_rows, 1, 65536, "rows per request", REPLICA),
+    OPT_INT("--max-queue", "N", so.max_queue, 1, 1 << 20, "requests waiting for the model; more get 503", REPLICA),
+    OPT_INT("--threads", "N", threads, 1, 64, "OpenBLAS threads", REPLICA),
+    OPT_GROUP("router (--router):"),
+    OPT_LIST("--replica", "URL", replicas, "a replica, http://HOST:PORT (repeatable; more through POST /router/replicas)",
+             ROUTER),
+    OPT_DOUBLE("--try-timeout", "S", ro.pool.try_timeout_s, 0.01, 3600, "one try on one replica", ROUTER),
+    OPT_DOUBLE("--timeout", "S", ro.pool.request_timeout_s, 0.01, 86400,
+               "a request's whole time in the router: tries and waiting for a replica", ROUTER),
+    OPT_INT("--tries", "N", ro.pool.max_tries, 1, 100, "replicas tried per request", ROUTER),
+    OPT_DOUBLE("--health-every", "S", ro.pool.health_every_s, 0.01, 3600, "readiness check of each replica", ROUTER),
+    OPT_DOUBLE("--window", "S", window, 1, SHOAL__WINDOW_SLOTS - 1, "P50/P99 and the request rate over the last S seconds",
+               ROUTER),
+    OPT_END,
+};
+#undef REPLICA
+#undef ROUTER
+
+static const shoal_opts_spec_t serve_spec = {
+    .name = "shoal serve",
+    .usage = "usage: shoal serve --model mlp|cnn --params FILE [options]     a replica\n"
+             "       shoal serve --router [--replica URL]... [options]       the router in front of replicas\n"
+             "An inference server for a model trained by shoal train (the Open Inference Protocol over HTTP/1.1),\n"
+             "or the router in front of such replicas (docs/serving.md).\n",
+    .opts = serve_opts,
+    .modes = serve_modes,
+};
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) {
@@ -132,7 +137,7 @@ static void print_router(void *arg) {
   fflush(stdout);
 }
 
-static int run_router(shoal__router_opts_t *ro, const char **replicas, int nrep, const char *port_file, double every) {
+static int run_router(shoal__router_opts_t *ro, const char *const *replicas, int nrep, const char *port_file, double every) {
   shoal__router_t *r;
   if (shoal__router_start(ro, &r)) {
     fprintf(stderr, "shoal serve --router: %s\n", shoal_last_error());
@@ -157,11 +162,7 @@ static int run_router(shoal__router_opts_t *ro, const char **replicas, int nrep,
   return 0;
 }
 
-static int run_server(shoal__server_opts_t *so, const char *model, const char *port_file, double every) {
-  if (model && shoal_model_kind_parse(model, &so->kind)) {
-    fprintf(stderr, "shoal serve: %s\n", shoal_last_error());
-    return 2;
-  }
+static int run_server(shoal__server_opts_t *so, const char *port_file, double every) {
   if (!so->params_path) {
     fprintf(stderr, "shoal serve: --params FILE is needed (a `shoal train --params-out` file), or --router\n");
     return 2;
@@ -188,63 +189,21 @@ static int run_server(shoal__server_opts_t *so, const char *model, const char *p
 }
 
 int shoal_cmd_serve(int argc, char **argv) {
-  shoal__server_opts_t so;
-  shoal__router_opts_t ro;
-  shoal__server_opts_init(&so);
-  shoal__router_opts_init(&ro);
-  int router = 0, port = 8000, max_conns = 0, threads = 1;
-  double max_body = (double)(1 << 20), req_timeout = 10, every = 0, window = 10;
-  const char *addr = NULL, *model = NULL, *port_file = NULL;
-  const char **replicas = calloc((size_t)argc, sizeof *replicas);
-  int nrep = 0;
-  const opt_t t[] = {
-      {"--router", 'f', &router, 0, 0, 0},       {"--addr", 's', &addr, 0, 0, 0},
-      {"--port", 'i', &port, 0, 65535, 0},        {"--port-file", 's', &port_file, 0, 0, 0},
-      {"--max-body", 'd', &max_body, 1, 1 << 30, 1}, {"--request-timeout", 'd', &req_timeout, 0.01, 3600, 1},
-      {"--max-conns", 'i', &max_conns, 1, 65536, 0}, {"--stats-every", 'd', &every, 0, 86400, 1},
-      {"--model", 's', &model, 0, 0, 0},          {"--params", 's', &so.params_path, 0, 0, 0},
-      {"--name", 's', &so.name, 0, 0, 0},         {"--max-batch", 'i', &so.max_batch, 1, SHOAL__SERVE_MAX_BATCH, 0},
-      {"--batch-timeout-ms", 'd', &so.batch_timeout_s, 0, 60000, 1e-3}, {"--max-rows", 'i', &so.max_rows, 1, 65536, 0},
-      {"--max-queue", 'i', &so.max_queue, 1, 1 << 20, 0}, {"--threads", 'i', &threads, 1, 64, 0},
-      {"--try-timeout", 'd', &ro.pool.try_timeout_s, 0.01, 3600, 1}, {"--timeout", 'd', &ro.pool.request_timeout_s, 0.01, 86400, 1},
-      {"--tries", 'i', &ro.pool.max_tries, 1, 100, 0}, {"--health-every", 'd', &ro.pool.health_every_s, 0.01, 3600, 1},
-      {"--window", 'd', &window, 1, SHOAL__WINDOW_SLOTS - 1, 1},
-  };
-  int rc = 0;
-  for (int i = 1; i < argc && !rc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      free(replicas);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--replica") && i + 1 < argc) {
-      replicas[nrep++] = argv[++i];
-      continue;
-    }
-    int k = take(t, sizeof t / sizeof t[0], argc, argv, &i);
-    if (k == 1) fprintf(stderr, "shoal serve: unknown option '%s' (shoal serve --help)\n", argv[i]);
-    rc = k ? 2 : 0;
-  }
-  /* options of the other role are errors, not silently ignored */
-  static const char *const replica_only[] = {"--model", "--params", "--name", "--max-batch", "--batch-timeout-ms",
-                                             "--max-rows", "--max-queue", "--threads"};
-  static const char *const router_only[] = {"--replica", "--try-timeout", "--timeout", "--tries", "--health-every", "--window"};
-  for (int i = 1; i < argc && !rc; i++)
-    for (size_t k = 0; k < (router ? sizeof replica_only : sizeof router_only) / sizeof(char *); k++)
-      if (!strcmp(argv[i], router ? replica_only[k] : router_only[k])) {
-        fprintf(stderr, "shoal serve: %s is an option of %s\n", argv[i], router ? "a replica (without --router)" : "--router");
-        rc = 2;
-      }
-  if (!rc) {
-    so.http.addr = ro.http.addr = addr;
-    so.http.port = ro.http.port = port;
-    so.http.max_body = ro.http.max_body = (size_t)max_body;
-    so.http.request_timeout_s = ro.http.request_timeout_s = req_timeout;
-    if (max_conns) so.http.max_conns = ro.http.max_conns = max_conns;
-    so.blas_threads = threads;
-    ro.window_s = (int)window;
-    rc = router ? run_router(&ro, replicas, nrep, port_file, every) : run_server(&so, model, port_file, every);
-  }
-  free(replicas);
-  return rc;
+  serve_cli_t c = {.port = 8000, .threads = 1, .max_body = 1 << 20, .req_timeout = 10, .window = 10};
+  shoal__server_opts_init(&c.so);
+  shoal__router_opts_init(&c.ro);
+  c.batch_ms = 1e3 * c.so.batch_timeout_s;
+  int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  shoal__server_opts_t *so = &c.so;
+  shoal__router_opts_t *ro = &c.ro;
+  so->http.addr = ro->http.addr = c.addr;
+  so->http.port = ro->http.port = c.port;
+  so->http.max_body = ro->http.max_body = c.max_body;
+  so->http.request_timeout_s = ro->http.request_timeout_s = c.req_timeout;
+  if (c.max_conns) so->http.max_conns = ro->http.max_conns = c.max_conns;
+  so->blas_threads = c.threads;
+  so->batch_timeout_s = c.batch_ms * 1e-3;
+  ro->window_s = (int)c.window;
+  return c.router ? run_router(ro, c.replicas.v, c.replicas.n, c.port_file, c.every) : run_server(so, c.port_file, c.every);
 }

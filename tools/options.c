@@ -194,6 +194,12 @@ static int store(const shoal_opt_t *o, const char *as, const char *v, void *cli)
     else *(const char **)f = v;
     return 0;
   }
+  case SHOAL_OPT_LIST: {
+    shoal_opts_list_t *l = f;
+    if (l->n == SHOAL_OPTS_LIST_MAX) return shoal__seterr(SHOAL_ERR_CONFIG, "%s: at most %d of them", as, SHOAL_OPTS_LIST_MAX), -1;
+    l->v[l->n++] = v;
+    return 0;
+  }
   case SHOAL_OPT_CALL: return o->parse(as, v, f) ? -1 : 0;
   default: return 0;
   }

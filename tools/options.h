@@ -48,8 +48,16 @@ typedef enum shoal_opt_kind {
   SHOAL_OPT_STRING,  /* the argument itself into a const char * */
   SHOAL_OPT_ENUM,    /* one of .choices ("stop|continue|restart"): its index into an int */
   SHOAL_OPT_CHOICE,  /* one of .choices: the argument into a const char * */
+  SHOAL_OPT_LIST,    /* repeatable: each value appended to a shoal_opts_list_t */
   SHOAL_OPT_CALL,    /* .parse(name, value, field): 0, or nonzero with shoal__seterr's message */
 } shoal_opt_kind_t;
+
+#define SHOAL_OPTS_LIST_MAX 64
+/* the values of a repeatable option, in the order given */
+typedef struct shoal_opts_list {
+  int n;
+  const char *v[SHOAL_OPTS_LIST_MAX];
+} shoal_opts_list_t;
 
 typedef struct shoal_opt shoal_opt_t;
 struct shoal_opt {
@@ -191,6 +199,9 @@ int shoal_opts_dispatch(const char *name, const char *usage, const shoal_subcmd_
 #define OPT_CHOICE(nm, mt, f, ch, hl, ...)                                                               \
   {.kind = SHOAL_OPT_CHOICE, .names = (nm), .meta = (mt), .off = SHOAL_OPTS_FIELD_(f, const char *), \
    .choices = (ch), .help = (hl), __VA_ARGS__}
+#define OPT_LIST(nm, mt, f, hl, ...)                                                                     \
+  {.kind = SHOAL_OPT_LIST, .names = (nm), .meta = (mt), .off = SHOAL_OPTS_FIELD_(f, shoal_opts_list_t), .help = (hl), \
+   __VA_ARGS__}
 /* T: the field's type, as the parser takes it */
 #define OPT_CALL(nm, mt, f, T, fn, hl, ...)                                                                       \
   {.kind = SHOAL_OPT_CALL, .names = (nm), .meta = (mt), .off = SHOAL_OPTS_FIELD_(f, T), .parse = (fn), .help = (hl), \

@@ -247,7 +247,7 @@ TEST_T(cli_every_command_answers_help, 60) {
   static const char *const cmds[] = {
       "config", "tune", "selftest", "bench", "bench allreduce", "launch", "train", "train --plot x", "sim",
       "sched", "sched run", "sched lp-bound", "sched decide-time", "sched serve", "submit", "testbed",
-      "testbed up", "testbed down", "testbed status", "testbed set", "testbed exec"};
+      "testbed up", "testbed down", "testbed status", "testbed set", "testbed exec", "serve", "loadgen"};
   static char out[1 << 16];
   char cmd[512];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
