@@ -81,7 +81,7 @@ $(foreach L,$(LAYERS),$(eval $(call test_rules,$(L))))
 TEST_BINS := $(foreach L,$(LAYERS),$(BUILD)/tests/test_$(L))
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all lib tools tests test test-fast test-sanitize demo deps deps-bench clean bench config install uninstall pythondir \
+.PHONY: all lib tools tests test test-fast test-sanitize check-code demo deps deps-bench clean bench config install uninstall pythondir \
         torch $(addprefix test-,$(LAYERS))
 all: $(BUILD)/shoal $(TEST_BINS) lib $(EXAMPLE_BINS) torch
 
@@ -202,6 +202,11 @@ test-sanitize: deps
 	@SHOAL_SANITIZE=1 scripts/run-tests.sh build-san $(TEST_TIMEOUT) $(TEST_ARGS)
 
 test: test-fast test-sanitize
+
+# The code's shape: no function over 100 lines without a "Long function:" reason (at most 8), no call
+# circle between the files of src/comm or tools/ (scripts/code-report.py --help).
+check-code: deps
+	@python3 scripts/code-report.py --check
 
 $(foreach L,$(LAYERS),$(eval test-$(L): deps $(BUILD)/tests/test_$(L) $(BUILD)/shoal ; @SHOAL_BIN=$(BUILD)/shoal $(BUILD)/tests/test_$(L) -t $(TEST_TIMEOUT) $(TEST_ARGS)))
 
