@@ -5,7 +5,7 @@ set -uo pipefail
 build=$1; timeout=$2; shift 2
 export SHOAL_BIN="$build/shoal"
 pass=0; fail=0; skip=0
-for layer in core comm train sched sim serve; do
+for layer in core comm train sched sim serve live; do
   bin="$build/tests/test_$layer"
   [ -x "$bin" ] || { echo "missing test binary $bin" >&2; fail=$((fail+1)); continue; }
   out=$(mktemp)

@@ -1,0 +1,426 @@
+/* The Slurm cluster manager (manager_slurm.h). */
+#include "live/manager_slurm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/command.h"
+#include "core/error.h"
+#include "live/slurm_read.h"
+
+#define LEASE_NAME "shoal-lease"
+#define LEASE_TAG "shoal-lease:"
+
+typedef struct slurm {
+  int topo_read;           /* racks read (once: topology changes need a restart of slurmctld anyway) */
+  int ntopo;
+  struct topo {
+    char node[SHOAL_LIVE_NAME];
+    int rack;
+  } *topo;
+} slurm_t;
+
+/* run a Slurm command; its standard output in *out (if out), the command and its error in the message */
+static int run(char **out, const char *input, const char *const *argv) {
+  shoal_command_result_t r;
+  int rc = shoal__command_run(argv, input, SHOAL_LIVE_SLURM_DEADLINE_S, 0, &r);
+  if (rc) return rc;
+  if (!shoal__command_ok(&r)) {
+    char d[48], cmd[256];
+    size_t k = 0;
+    for (int i = 0; argv[i] && k < sizeof cmd; i++) k += (size_t)snprintf(cmd + k, sizeof cmd - k, "%s%s", i ? " " : "", argv[i]);
+    shoal__command_describe_status(r.status, d, sizeof d);
+    rc = shoal__seterr(SHOAL_ERR_IO, "%s: %s%s%s", cmd, d, r.err[0] ? ": " : "", r.err);
+    shoal__command_result_free(&r);
+    return rc;
+  }
+  if (out) *out = r.out, r.out = NULL;
+  shoal__command_result_free(&r);
+  return 0;
+}
+
+/* ---- racks ---- */
+
+static void add_rack(void *arg, int rack, const char *expr) {
+  slurm_t *s = arg;
+  char *names = NULL;
+  const char *argv[] = {"scontrol", "show", "hostnames", expr, NULL};
+  if (run(&names, NULL, argv)) return;
+  for (char *sv = NULL, *t = strtok_r(names, "\n", &sv); t; t = strtok_r(NULL, "\n", &sv)) {
+    struct topo *nt = realloc(s->topo, (size_t)(s->ntopo + 1) * sizeof *nt);
+    if (!nt) break;
+    s->topo = nt;
+    snprintf(s->topo[s->ntopo].node, SHOAL_LIVE_NAME, "%s", t);
+    s->topo[s->ntopo++].rack = rack;
+  }
+  free(names);
+}
+
+/* racks from the topology plugin's switches (none configured: every node in rack 0) */
+static void read_racks(slurm_t *s) {
+  if (s->topo_read) return;
+  char *text = NULL;
+  const char *argv[] = {"scontrol", "show", "topology", NULL};
+  if (run(&text, NULL, argv) == 0) shoal__slurm_parse_topology(text, add_rack, s);
+  free(text);
+  s->topo_read = 1;
+}
+
+static int sl_nodes(void *impl, shoal_live_nodes_t *out) {
+  slurm_t *s = impl;
+  char *json = NULL;
+  const char *argv[] = {"sinfo", "--json", NULL};
+  int rc = run(&json, NULL, argv);
+  if (!rc) rc = shoal__slurm_parse_nodes(json, out);
+  free(json);
+  if (rc) return rc;
+  read_racks(s);
+  for (int i = 0; i < out->n; i++) {
+    out->node[i].rack = 0;
+    for (int k = 0; k < s->ntopo; k++)
+      if (!strcmp(s->topo[k].node, out->node[i].name)) out->node[i].rack = s->topo[k].rack;
+  }
+  return 0;
+}
+
+static int sl_jobs(void *impl, shoal_live_jobs_t *out) {
+  (void)impl;
+  char *json = NULL;
+  const char *argv[] = {"squeue", "--json", "-t", "all", NULL};
+  int rc = run(&json, NULL, argv);
+  if (!rc) rc = shoal__slurm_parse_jobs(json, out);
+  free(json);
+  return rc;
+}
+
+/* ---- actions ---- */
+
+static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
+  (void)impl;
+  char nodes[8192];
+  int maxw = 1;
+  shoal__live_place_str(p, nodes, sizeof nodes);
+  for (int i = 0; i < p->n; i++)
+    if (p->gpus[i] > maxw) maxw = p->gpus[i];
+  /* one scontrol process for both commands (it fails if either does). NumCPUs too: a requeued job keeps the CPU
+   * count of its last run, and k nodes with fewer CPUs than that never run it (BadConstraints). Gres is per node:
+   * the most workers any node has. StartTime=now: Slurm keeps a requeued job ineligible for 121 s otherwise. */
+  size_t cap = strlen(nodes) + 256;
+  char *in = malloc(cap);
+  if (!in) return shoal__seterr(SHOAL_ERR_NOMEM, "scontrol: out of memory");
+  snprintf(in, cap, "update JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d StartTime=now\n"
+           "release %ld\n", id, p->n, p->n, p->n, p->n, nodes, maxw, id);
+  const char *argv[] = {"scontrol", "-Q", NULL};
+  int rc = run(NULL, in, argv);
+  free(in);
+  return rc;
+}
+
+static int sl_stop(void *impl, long id, shoal_live_stop_t how) {
+  (void)impl;
+  char job[48];
+  snprintf(job, sizeof job, how == SHOAL_LIVE_STOP_KILL_TASKS ? "%ld.0" : "%ld", id);
+  const char *ck[] = {"scancel", "--signal=USR1", "--batch", job, NULL}, *kill[] = {"scancel", "--signal=KILL", job, NULL};
+  return run(NULL, NULL, how == SHOAL_LIVE_STOP_CHECKPOINT ? ck : kill);
+}
+
+static int scontrol_job(const char *verb, long id) {
+  char job[32];
+  snprintf(job, sizeof job, "%ld", id);
+  const char *argv[] = {"scontrol", verb, job, NULL};
+  return run(NULL, NULL, argv);
+}
+
+static int sl_requeue(void *impl, long id) { return (void)impl, scontrol_job("requeuehold", id); }
+static int sl_hold(void *impl, long id) { return (void)impl, scontrol_job("hold", id); }
+static int sl_release(void *impl, long id) { return (void)impl, scontrol_job("release", id); }
+
+static int update_field(long id, const char *field, const char *value) {
+  char job[48], arg[1024];
+  snprintf(job, sizeof job, "JobId=%ld", id);
+  snprintf(arg, sizeof arg, "%s=%s", field, value);
+  const char *argv[] = {"scontrol", "update", job, arg, NULL};
+  return run(NULL, NULL, argv);
+}
+
+/* shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others */
+static int sl_resize(void *impl, long id, const shoal_live_place_t *p) {
+  (void)impl;
+  shoal_live_jobs_t jobs = {0, NULL};
+  int rc = sl_jobs(impl, &jobs);
+  if (rc) return rc;
+  const shoal_live_job_t *j = shoal__live_jobs_find(&jobs, id);
+  int subset = j && j->run == SHOAL_LIVE_RUNNING && p->n > 0 && p->n <= j->nuse;
+  for (int i = 0; subset && i < p->n; i++) {
+    int found = 0;
+    for (int k = 0; k < j->nuse; k++) found |= !strcmp(j->use[k].node, p->node[i]);
+    subset = found;
+  }
+  shoal__live_jobs_free(&jobs);
+  if (!subset) return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: only a shrink to some of its nodes is done in place", id);
+  char nodes[8192];
+  shoal__live_place_str(p, nodes, sizeof nodes);
+  return update_field(id, "NodeList", nodes);
+}
+
+static int sl_claim(void *impl, long id, const char *claim) {
+  (void)impl;
+  return update_field(id, "AdminComment", claim);
+}
+
+/* ---- the lease: beacon jobs ---- */
+
+typedef struct beacon {
+  long id;
+  char holder[128], where[256];
+  double renewed, ttl;
+} beacon_t;
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* "renewed=T;ttl=S;where=..." of a beacon's AdminComment */
+static void read_renewal(const shoal_live_job_t *j, beacon_t *b) {
+  b->renewed = j->submit_time;
+  b->ttl = 60;
+  const char *r = strstr(j->claim, "renewed="), *t = strstr(j->claim, ";ttl="), *w = strstr(j->claim, ";where=");
+  if (r) b->renewed = atof(r + 8);
+  if (t) b->ttl = atof(t + 5);
+  if (w) snprintf(b->where, sizeof b->where, "%s", w + 7);
+}
+
+/* the live beacons of a scope, in job id order */
+static int beacons(void *impl, const char *scope, beacon_t **out, int *n) {
+  shoal_live_jobs_t jobs = {0, NULL};
+  int rc = sl_jobs(impl, &jobs);
+  if (rc) return rc;
+  char tag[160];
+  snprintf(tag, sizeof tag, LEASE_TAG "%s:", scope);
+  *n = 0;
+  *out = calloc((size_t)(jobs.n ? jobs.n : 1), sizeof **out);
+  if (!*out) rc = shoal__seterr(SHOAL_ERR_NOMEM, "lease: out of memory");
+  for (int i = 0; !rc && i < jobs.n; i++) {
+    const shoal_live_job_t *j = &jobs.job[i];
+    if (strcmp(j->name, LEASE_NAME) || strncmp(j->comment, tag, strlen(tag)) || j->run == SHOAL_LIVE_ENDED) continue;
+    beacon_t *b = &(*out)[(*n)++];
+    b->id = j->id;
+    snprintf(b->holder, sizeof b->holder, "%s", j->comment + strlen(tag));
+    read_renewal(j, b);
+  }
+  shoal__live_jobs_free(&jobs);
+  for (int a = 1; !rc && a < *n; a++) /* (squeue's order is not promised) */
+    for (int b = a; b > 0 && (*out)[b - 1].id > (*out)[b].id; b--) {
+      beacon_t t = (*out)[b];
+      (*out)[b] = (*out)[b - 1], (*out)[b - 1] = t;
+    }
+  return rc;
+}
+
+static int renew(long id, const char *where, double ttl) {
+  char v[512];
+  snprintf(v, sizeof v, "renewed=%.3f;ttl=%.0f;where=%.300s", wall_now(), ttl, where);
+  return update_field(id, "AdminComment", v);
+}
+
+static int submit_beacon(const char *scope, const char *me, long *id) {
+  char comment[256], *out = NULL;
+  snprintf(comment, sizeof comment, LEASE_TAG "%s:%s", scope, me);
+  const char *argv[] = {"sbatch", "--hold", "--parsable", "--job-name", LEASE_NAME, "--comment", comment, "--output",
+                        "/dev/null", "--wrap", "true", NULL, NULL, NULL};
+  char part[96];
+  if (strcmp(scope, "all")) snprintf(part, sizeof part, "--partition=%s", scope), argv[11] = part;
+  int rc = run(&out, NULL, argv);
+  if (!rc) *id = atol(out);
+  free(out);
+  return rc ? rc : *id > 0 ? 0 : shoal__seterr(SHOAL_ERR_IO, "sbatch gave no job id for the lease beacon");
+}
+
+static void cancel(long id) {
+  char job[32];
+  snprintf(job, sizeof job, "%ld", id);
+  const char *argv[] = {"scancel", job, NULL};
+  run(NULL, NULL, argv);
+}
+
+static int busy(const beacon_t *b, shoal_live_lease_t *holder, const char *scope) {
+  if (holder) {
+    snprintf(holder->holder, sizeof holder->holder, "%s", b->holder);
+    snprintf(holder->where, sizeof holder->where, "%s", b->where);
+    holder->renewed = b->renewed, holder->ttl = b->ttl;
+  }
+  return shoal__seterr(SHOAL_ERR_ADDR_IN_USE, "lease %s is held by %s", scope, b->holder);
+}
+
+/* the lowest-id live beacon of a holder other than `me` (NULL: none) and `me`'s own lowest (NULL: none) */
+static void pick(beacon_t *b, int n, const char *me, double now, const beacon_t **other, const beacon_t **mine) {
+  *other = *mine = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(b[i].holder, me)) {
+      if (!*mine) *mine = &b[i];
+    } else if (!*other && now - b[i].renewed < b[i].ttl) *other = &b[i];
+  }
+}
+
+static int lease_take(void *impl, const char *scope, const char *me, const char *where, double ttl,
+                      shoal_live_lease_t *holder) {
+  beacon_t *b = NULL;
+  int n = 0, rc = beacons(impl, scope, &b, &n);
+  const beacon_t *other, *mine;
+  double now = wall_now();
+  if (!rc) pick(b, n, me, now, &other, &mine);
+  if (!rc && mine && other && (now - mine->renewed >= mine->ttl || other->id < mine->id)) rc = busy(other, holder, scope);
+  else if (!rc && !mine && other) rc = busy(other, holder, scope);
+  else if (!rc && mine) rc = renew(mine->id, where, ttl);
+  else if (!rc) {
+    long id = 0;
+    if (!(rc = submit_beacon(scope, me, &id)) && !(rc = renew(id, where, ttl))) {
+      free(b), b = NULL;
+      /* another controller's beacon that came first wins */
+      if (!(rc = beacons(impl, scope, &b, &n))) pick(b, n, me, wall_now(), &other, &mine);
+      if (!rc && other && other->id < id) {
+        cancel(id);
+        rc = busy(other, holder, scope);
+      }
+    }
+  }
+  for (int i = 0; !rc && i < n; i++) /* the lease holds: beacons that ran out, and extra ones of ours, go */
+    if ((strcmp(b[i].holder, me) && now - b[i].renewed >= b[i].ttl) || (!strcmp(b[i].holder, me) && mine && b[i].id != mine->id))
+      cancel(b[i].id);
+  free(b);
+  return rc;
+}
+
+static int sl_lease(void *impl, const char *scope, const char *me, const char *where, double ttl_s, int mode,
+                    shoal_live_lease_t *holder) {
+  if (mode == SHOAL_LIVE_LEASE_TAKE) return lease_take(impl, scope, me, where, ttl_s, holder);
+  beacon_t *b = NULL;
+  int n = 0, rc = beacons(impl, scope, &b, &n);
+  if (rc) return rc;
+  if (holder) memset(holder, 0, sizeof *holder);
+  double now = wall_now();
+  for (int i = 0; i < n; i++) {
+    if (mode == SHOAL_LIVE_LEASE_GIVE && !strcmp(b[i].holder, me)) cancel(b[i].id);
+    if (mode == SHOAL_LIVE_LEASE_PEEK && now - b[i].renewed < b[i].ttl && holder && !holder->holder[0]) busy(&b[i], holder, scope);
+  }
+  free(b);
+  return 0;
+}
+
+/* ---- accounting ---- */
+
+static int sl_shares(void *impl, shoal_live_shares_t *out) {
+  (void)impl;
+  char *text = NULL;
+  const char *argv[] = {"sshare", "-a", "-n", "-P", "-o", "Account,User,RawShares,NormShares,EffectvUsage,FairShare", NULL};
+  int rc = run(&text, NULL, argv);
+  if (rc) {
+    free(text);
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "no fair shares from Slurm (%s)", shoal_last_error());
+  }
+  rc = shoal__slurm_parse_shares(text, out);
+  free(text);
+  if (!rc && out->n == 0) {
+    shoal__live_shares_free(out);
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "sshare lists no associations (is accounting on?)");
+  }
+  return rc;
+}
+
+/* ---- submitting ---- */
+
+/* single-quoted for sh; -1 if it does not fit */
+static int shq(char *dst, size_t cap, const char *s) {
+  size_t n = 0;
+  if (cap < 3) return -1;
+  dst[n++] = '\'';
+  for (; *s; s++) {
+    if (n + 6 >= cap) return -1;
+    if (*s == '\'') memcpy(dst + n, "'\\''", 4), n += 4;
+    else dst[n++] = *s;
+  }
+  dst[n++] = '\'';
+  dst[n] = 0;
+  return 0;
+}
+
+/* The batch script: srun runs the command once per node of the allocation; it forwards USR1 (the checkpoint
+ * request) to the tasks and gives them the rendezvous: the allocation's first node, a port from the job id, and a
+ * job identity per run (a rank left over from an earlier run of a requeued job cannot join the next one). */
+static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap) {
+  char cmd[8192], q[2048];
+  size_t n = (size_t)snprintf(cmd, sizeof cmd,
+                              "srun --kill-on-bad-exit=1 -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1");
+  for (int k = 0; k < req->argc; k++) {
+    if (shq(q, sizeof q, req->argv[k])) return shoal__seterr(SHOAL_ERR_INVALID, "submit: argument %d too long", k + 1);
+    n += (size_t)snprintf(cmd + n, n < sizeof cmd ? sizeof cmd - n : 0, " %s", q);
+  }
+  if (n >= sizeof cmd - 1) return shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long");
+  int k = snprintf(script, cap,
+                   "trap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; "
+                   "export SHOAL_MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
+                   "SHOAL_MASTER_PORT=$((20000 + SLURM_JOB_ID %% 20000)) SHOAL_JOB_ID=slurm:$SLURM_JOB_ID.r${SLURM_RESTART_COUNT:-0}; "
+                   "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
+                   "%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done",
+                   cmd);
+  return k < 0 || (size_t)k >= cap ? shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long") : 0;
+}
+
+static int sl_submit(void *impl, const shoal_live_submit_t *req, long *id) {
+  (void)impl;
+  char *script = malloc(12000), *out = NULL;
+  if (!script) return shoal__seterr(SHOAL_ERR_NOMEM, "submit: out of memory");
+  int rc = batch_script(req, script, 12000);
+  char part[96], acct[96], outp[1100];
+  const char *argv[24];
+  int a = 0;
+  argv[a++] = "sbatch", argv[a++] = "--parsable", argv[a++] = "--job-name", argv[a++] = req->name ? req->name : "shoal-job";
+  if (req->hold) argv[a++] = "--hold";
+  if (req->partition && req->partition[0]) snprintf(part, sizeof part, "--partition=%s", req->partition), argv[a++] = part;
+  if (req->account && req->account[0]) snprintf(acct, sizeof acct, "--account=%s", req->account), argv[a++] = acct;
+  if (req->output) snprintf(outp, sizeof outp, "--output=%s", req->output), argv[a++] = outp, argv[a++] = "--open-mode=append";
+  argv[a++] = "--comment", argv[a++] = req->comment, argv[a++] = "--gres=gpu:1", argv[a++] = "--ntasks-per-node=1";
+  argv[a++] = "--wrap", argv[a++] = script, argv[a] = NULL;
+  if (!rc) rc = run(&out, NULL, argv);
+  if (!rc && (*id = atol(out)) <= 0) rc = shoal__seterr(SHOAL_ERR_IO, "sbatch gave no job id (%s)", out);
+  free(out);
+  free(script);
+  return rc;
+}
+
+static void sl_destroy(void *impl) {
+  slurm_t *s = impl;
+  if (!s) return;
+  free(s->topo);
+  free(s);
+}
+
+static const shoal_live_manager_ops_t slurm_ops = {
+    .name = "slurm",
+    .nodes = sl_nodes,
+    .jobs = sl_jobs,
+    .start = sl_start,
+    .stop = sl_stop,
+    .requeue = sl_requeue,
+    .hold = sl_hold,
+    .release = sl_release,
+    .resize = sl_resize,
+    .claim = sl_claim,
+    .lease = sl_lease,
+    .shares = sl_shares,
+    .submit = sl_submit,
+    .destroy = sl_destroy,
+    .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_SHARES,
+};
+
+int shoal__live_slurm_create(shoal_live_manager_t *out) {
+  slurm_t *s = calloc(1, sizeof *s);
+  if (!s) return shoal__seterr(SHOAL_ERR_NOMEM, "slurm: out of memory");
+  out->ops = &slurm_ops;
+  out->impl = s;
+  return 0;
+}
