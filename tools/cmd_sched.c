@@ -281,12 +281,14 @@ static int cmd_decide(int argc, char **argv) {
   return 0;
 }
 
-int shoal_sched_serve(int argc, char **argv); /* cmd_live.c */
+int shoal_sched_serve(int argc, char **argv);  /* cmd_live.c */
+int shoal_sched_status(int argc, char **argv); /* cmd_live.c */
 
 static const shoal_subcmd_t sched_subs[] = {
     {"run", cmd_run, "= shoal sim --lower-bound: the policies with shoal sim's metrics, plus the offline lower bound"},
     {"lp-bound", cmd_lp_bound, "= shoal sim --lower-bound --policy none: the lower bound of the workload alone"},
     {"serve", shoal_sched_serve, "the live controller beside Slurm (docs/live.md)"},
+    {"status", shoal_sched_status, "what a running controller does, and why each job waits"},
     {"decide-time", cmd_decide, "decision time per arrival of the slot planners on a loaded cluster"},
     {NULL, NULL, NULL},
 };
@@ -295,6 +297,7 @@ int shoal_cmd_sched(int argc, char **argv) {
   return shoal_opts_dispatch("shoal sched",
                              "usage: shoal sched run|lp-bound [shoal sim options]\n"
                              "       shoal sched serve [options]\n"
+                             "       shoal sched status [--journal FILE] [--metrics]\n"
                              "       shoal sched decide-time [options]\n"
                              "What the slot planners offer beyond shoal sim, on the same engine, workloads and metrics\n"
                              "(docs/scheduling.md).\n",

@@ -15,7 +15,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "shoal/comm.h"
-#include "live.h"
+#include "live/live.h"
 #include "options.h"
 #include "shoal/train.h"
 #include "train/sync.h"
@@ -179,9 +179,9 @@ static const shoal_opt_t train_opts[] = {
     OPT_GROUP("preemption (bsp; for schedulers such as `shoal sched serve`):"),
     OPT_FLAG("--preemptible", preemptible,
              "on SIGUSR1 or SIGTERM every rank stops after the same iteration, rank 0 writes\n"
-             "--checkpoint FILE, and the run exits " SHOAL_EXIT_REQUEUE_STR " (\"checkpointed, requeue me\"); a run starts\n"
+             "--checkpoint FILE, and the run exits " SHOAL_LIVE_EXIT_REQUEUE_STR " (\"checkpointed, requeue me\"); a run starts\n"
              "from FILE when it exists, at any worker count. %j in FILE is replaced by $SLURM_JOB_ID.\n"
-             "A signal while the data is read or the ranks join exits " SHOAL_EXIT_REQUEUE_STR " at once (nothing trained yet)"),
+             "A signal while the data is read or the ranks join exits " SHOAL_LIVE_EXIT_REQUEUE_STR " at once (nothing trained yet)"),
     OPT_GROUP("failures (bsp):"),
     OPT_ENUM("--on-failure", "abort|shrink", o.on_failure_shrink, "abort|shrink",
              "when a rank is lost: fail, or go on with the others from the newest state\n"
@@ -282,7 +282,7 @@ static void on_leave_signal(int sig) {
 static volatile sig_atomic_t in_setup;
 static void on_stop_signal(int sig) {
   (void)sig;
-  if (in_setup) _exit(SHOAL_EXIT_REQUEUE);
+  if (in_setup) _exit(SHOAL_LIVE_EXIT_REQUEUE);
   stop_requested = 1;
 }
 
@@ -401,5 +401,5 @@ int shoal_cmd_train(int argc, char **argv) {
   if (world) shoal_comm_destroy(world);
   shoal_dataset_destroy(pre_train);
   shoal_dataset_destroy(pre_test);
-  return rc ? 1 : res_run.stopped ? SHOAL_EXIT_REQUEUE : 0;
+  return rc ? 1 : res_run.stopped ? SHOAL_LIVE_EXIT_REQUEUE : 0;
 }

@@ -255,6 +255,8 @@ static int considered(shoal_live_ctl_t *L, const shoal_live_job_t *mj, char *why
   *quiet = 1;
   if (!shoal__live_params_tagged(mj->comment)) return 0;
   if (L->cfg.partition && L->cfg.partition[0] && strcmp(mj->partition, L->cfg.partition)) return 0;
+  /* ended before the controller ever had it (the journal does not know it): nothing to say */
+  if (mj->run == SHOAL_LIVE_ENDED && !shoal__live_replay_find(&L->replay, mj->id)) return 0;
   *quiet = 0;
   if (claimed_by_other(L, mj, why, cap)) return 0;
   if (L->cfg.accounts && L->cfg.accounts[0] && !shoal__live_list_has(L->cfg.accounts, mj->account)) {

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "live/board.h"
 #include "live/ctl.h"
 
 void shoal__live_config_default(shoal_live_config_t *c) {
@@ -148,11 +149,12 @@ static int journal_damage(shoal_live_ctl_t *L, const shoal_live_journal_scan_t *
   }
   shoal_live_jobs_t view = {0, NULL};
   if (L->mgr.ops->jobs(L->mgr.impl, &view) == 0) running_jobs(L, &view, jobs, sizeof jobs, &nrun);
-  else snprintf(jobs, sizeof jobs, "unknown: the manager does not answer (%s)", shoal_last_error());
+  else snprintf(jobs, sizeof jobs, "unknown: the manager does not answer (%s)", shoal_last_error()), nrun = -1;
   shoal__live_jobs_free(&view);
   char msg[3000];
   snprintf(msg, sizeof msg, "%s%s (%d damaged record%s); the running jobs it can no longer vouch for: %s", first,
            sc->ndamage > 3 ? "; ..." : "", sc->ndamage, sc->ndamage == 1 ? "" : "s", nrun ? jobs : "none");
+  /* (nrun -1: the manager's answer is missing, said in jobs) */
   if (!L->cfg.recover)
     return shoal__seterr(SHOAL_ERR_PARSE, "%s. Refusing to act on a partial state: start with --recover to keep the "
                          "valid records and adopt those jobs from the manager's records", msg);
@@ -350,7 +352,31 @@ static void leave_bad_nodes(shoal_live_ctl_t *L) {
   }
 }
 
+void shoal__live_ctl_publish(shoal_live_ctl_t *L, struct shoal_live_board *board) { L->board = board; }
+const char *shoal__live_ctl_id(const shoal_live_ctl_t *L) { return L->id; }
+
+static void publish(shoal_live_ctl_t *L) {
+  if (!L->board) return;
+  size_t cap = 1 << 18;
+  char *st = malloc(cap), *me = malloc(cap);
+  if (st && me) {
+    if (shoal__live_ctl_status(L, st, cap)) snprintf(st + cap - 32, 32, "\n... (cut)\n");
+    if (shoal__live_ctl_metrics(L, me, cap)) me[0] = 0;
+    shoal__live_board_set(L->board, st, me);
+  }
+  free(st);
+  free(me);
+}
+
+static int round_(shoal_live_ctl_t *L);
+
 int shoal__live_ctl_tick(shoal_live_ctl_t *L) {
+  int rc = round_(L);
+  publish(L);
+  return rc;
+}
+
+static int round_(shoal_live_ctl_t *L) {
   L->ticks++;
   if (look(L)) return 0;
   int rc = periodic(L);

@@ -7,6 +7,7 @@
  *   observe.c  what the manager shows of the controller's jobs, job by job
  *   decide.c   timers, the policy's decision, and its changes turned into actions
  *   status.c   the summary, status and metrics text
+ *   (board.c  the HTTP board: called by ctl.c, calls nothing of the controller)
  *   ctl.c      set-up, the round (tick), the serve loop
  * A file calls only the files above it in this list (no call circle). */
 #ifndef SHOAL_LIVE_CTL_H
@@ -107,6 +108,7 @@ struct shoal_live_ctl {
   double down_since, down_said;    /* the manager does not answer since (0: it does), last said */
   double nodes_next, lease_next, shares_next;
   int lease_held;
+  struct shoal_live_board *board;  /* where status and metrics go after each round (NULL: nowhere) */
   int fatal;                       /* stop acting: the journal cannot be written, the lease is lost */
   FILE *log;
 };

@@ -72,6 +72,11 @@ void shoal__live_ctl_summary(shoal_live_ctl_t *L);
 /* What it is doing, for people (`shoal sched status`) and for Prometheus (the text exposition format). */
 int shoal__live_ctl_status(const shoal_live_ctl_t *L, char *buf, size_t cap);
 int shoal__live_ctl_metrics(const shoal_live_ctl_t *L, char *buf, size_t cap);
+/* After each round, write the status and the metrics to this board (board.h; NULL: none). */
+struct shoal_live_board;
+void shoal__live_ctl_publish(shoal_live_ctl_t *L, struct shoal_live_board *board);
+/* The controller's identity (claims, lease, status socket). */
+const char *shoal__live_ctl_id(const shoal_live_ctl_t *L);
 /* Releases the lease (the jobs stay claimed: a restart on the same journal continues). */
 void shoal__live_ctl_destroy(shoal_live_ctl_t *L);
 /* Frees it as a kill -9 leaves things: the lease is not given back (it runs out after its ttl). */

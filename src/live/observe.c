@@ -40,8 +40,9 @@ static void failure_text(const shoal_live_job_t *mj, char *buf, size_t cap) {
 /* a run of the job ended */
 static void ended(shoal_live_ctl_t *L, lj_t *x, const shoal_live_job_t *mj, int finished) {
   int ws = mj->exit_status;
-  char d[240];
+  char d[240], e[48];
   failure_text(mj, d, sizeof d);
+  shoal__command_describe_status(ws, e, sizeof e);
   if (finished) {
     /* finished, also when it was being preempted (it completed within the grace): never run again */
     if (x->phase == PH_STOPPING) live_log(L, "job %ld completed while being stopped: not requeued", x->sid);
@@ -54,11 +55,11 @@ static void ended(shoal_live_ctl_t *L, lj_t *x, const shoal_live_job_t *mj, int 
     /* checkpointed on the controller's request (or killed after the grace): back to the queue, held */
     if (x->phase == PH_RELEASED) {
       /* ... or on its own, unasked: for the policy it stopped (not a preemption) and waits again */
-      live_log(L, "job %ld checkpointed on its own (%s): requeued", x->sid, d);
+      live_log(L, "job %ld checkpointed on its own (%s): requeued", x->sid, e);
       live_journal(L, "stop %ld %.3f own", x->sid, L->s.now);
       live_forced_off(L, x, 0);
     }
-    live_requeue(L, x, d, mj->restarts);
+    live_requeue(L, x, e, mj->restarts);
   } else if (x->retries < L->cfg.retries) {
     /* failed on its own (a rank died, a node failed): again from its checkpoint, where the policy places it */
     x->retries++;

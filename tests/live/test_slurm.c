@@ -251,35 +251,39 @@ TEST_T(live_slurm_jobs_changed_outside_the_controller, 150) {
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 140);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
   CHECK_CONTAINS(out, "serve-rc=0");
-  CHECK_CONTAINS(out, "released outside the controller before it was placed: left to Slurm");
+  CHECK_CONTAINS(out, "released outside the controller before it was placed: left to the manager");
   CHECK_CONTAINS(out, "checkpointed on its own (exit 75): requeued");
   CHECK_CONTAINS(out, "held outside the controller");
   CHECK_CONTAINS(out, "2 jobs seen, 2 completed, 0 failed, 0 cancelled, 0 not ended");
   CHECK_CONTAINS(out, "runs: 1 2 2");
 }
 
-/* The journal: one controller per journal (a second is refused before it reads or writes anything), an
- * unreadable line is named (file and line) and skipped, and a last line cut by a crash does not swallow
- * the next record. No Slurm needed: the controller stops at its first look at the nodes. */
-TEST_T(live_journal_lock_and_damaged_lines, 30) {
+/* The journal from the command line: a damaged one is refused before anything is done (file, line, and the
+ * running jobs, here unknown: no Slurm answers), one controller per journal (a second is refused), and a refused
+ * start (a wrong policy) leaves no journal behind. No Slurm needed. */
+TEST_T(live_journal_damage_lock_and_refused_start, 30) {
   if (access("/usr/bin/flock", X_OK)) shoal_test_skip("no flock command (util-linux)");
   char cmd[2048], j[64];
   snprintf(j, sizeof j, "/tmp/shoal-journal-%d", (int)getpid());
   snprintf(cmd, sizeof cmd,
            "S=%s; J=%s; : > $J.conf; export SLURM_CONF=$J.conf\n" /* (an empty one: never a real Slurm here) */
-           "printf 'epoch 1000.000\\nstart 7 1.0 0:1\\ngarbage here\\narrive 8 2.0' > $J\n"
-           "flock $J sleep 3 & F=$!; sleep 0.3\n"
-           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/locked: /'; wait $F\n"
-           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/free: /'\n"
-           "tail -c 1 $J | od -An -c | tr -d ' ' | sed 's/^/last-char: /'; rm -f $J $J.conf\n",
+           "printf 'epoch 1000.000\\nstart 7 1.0 0:1\\n' > $J\n"
+           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/damaged: /'\n"
+           "rm -f $J; flock $J sleep 3 & F=$!; sleep 0.3\n"
+           "$S sched serve --journal $J --max-time 1 --tick 0.1 2>&1 | sed 's/^/locked: /'; wait $F; rm -f $J\n"
+           "$S sched serve --journal $J --policy nosuch 2>&1 | sed 's/^/policy: /'\n"
+           "[ -e $J ] && echo journal-left; rm -f $J $J.conf\n",
            shoal_test_cli(), j);
   shoal_test_run_cmd(cmd, out, sizeof out, 25);
-  CHECK_CONTAINS(out, "locked: shoal sched serve: --journal");
-  CHECK_CONTAINS(out, "in use by another controller");
-  char want[128];
-  snprintf(want, sizeof want, "] journal %s:3: not a record, ignored: 'garbage here'", j);
+  char want[160];
+  snprintf(want, sizeof want, "damaged: shoal sched serve: journal %s:1: not a checksummed record", j);
   CHECK_CONTAINS(out, want);
-  CHECK_CONTAINS(out, "last-char: \\n");
+  CHECK_CONTAINS(out, "the running jobs it can no longer vouch for: unknown: the manager does not answer");
+  CHECK_CONTAINS(out, "start with --recover");
+  CHECK_CONTAINS(out, "locked: shoal sched serve: journal");
+  CHECK_CONTAINS(out, "in use by another controller");
+  CHECK_CONTAINS(out, "policy: shoal sched serve: policy 'nosuch': no such policy");
+  CHECK_MSG(strstr(out, "journal-left") == NULL, "a refused start left a journal: %s", out);
 }
 
 /* A start that scontrol fails (injected once by a wrapper ahead of it on PATH) is retried at the next tick
@@ -302,7 +306,7 @@ TEST_T(live_slurm_failed_start_is_retried, 120) {
   int st = shoal_test_run_cmd(cmd, out, sizeof out, 110);
   CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, out);
   CHECK_CONTAINS(out, "injected-once");
-  CHECK_CONTAINS(out, "failed (scontrol); it stays held and is retried");
+  CHECK_CONTAINS(out, "failed (scontrol -Q: exit 1: injected); it stays held and is retried");
   CHECK_CONTAINS(out, "serve-rc=0");
   CHECK_CONTAINS(out, "1 jobs seen, 1 completed, 0 failed");
   CHECK_CONTAINS(out, "runs: 1");
