@@ -202,7 +202,7 @@ test-sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build-san SAN=1 all
 	@SHOAL_SANITIZE=1 scripts/run-tests.sh build-san $(TEST_TIMEOUT) $(TEST_ARGS)
 
-test: test-fast test-sanitize
+test: check-code test-fast test-sanitize
 
 # The code's shape: no function over 100 lines without a "Long function:" reason (at most 8), no call
 # circle between the files of src/comm or tools/ (scripts/code-report.py --help).
