@@ -25,6 +25,9 @@
 #define SHOAL__WOP_ABORT 0xAB   /* payload: reason text; the sender aborted its communicator */
 #define SHOAL__WOP_GOODBYE 0xBE /* no payload; the sender destroyed its world normally */
 #define SHOAL__ABORT_TEXT_MAX 480
+/* Byte 7 (flags) of an abort notice: the sender revoked its world to shrink it (it finished the world's
+ * set-up, so a rank still in the set-up's last step knows every rank is past the rest of it). */
+#define SHOAL__HDR_F_REVOKE 1
 
 #include "comm/transport/transport.h"
 
@@ -77,6 +80,8 @@ struct shoal__world {
   uint64_t next_release_ns;  /* earliest held send (0: none) */
   uint64_t watched_ns;       /* when a call last looked for notices and hang-ups of idle peers (engine.c) */
   int aborted;
+  int revoking;      /* this rank aborts the world to shrink it: its abort notices carry SHOAL__HDR_F_REVOKE */
+  int peer_revoked;  /* a peer's abort notice carried SHOAL__HDR_F_REVOKE */
   int abort_status;
   char abort_msg[768];
   /* Non-blocking requests (request.c, a layer above the engine: its thread runs collectives): its state
@@ -132,6 +137,17 @@ int  shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms);
 void shoal__world_abort(shoal__world_t *w, int status, const char *msg);
 /* Normal end: goodbye notices on every connection. */
 void shoal__world_goodbye(shoal__world_t *w);
+/* Whether world rank wr's process is stopped (SIGSTOP, a debugger): its state in /proc/<pid>/stat, when it
+ * registered its pid and runs on this kernel (the same boot id). 1 and *pid, or 0 (running, or unknown). */
+int  shoal__peer_stopped(const shoal__world_t *w, int wr, int *pid);
+/* How long a wait goes on past its deadline unless the peer it blames is known to be stopped: time for the
+ * abort notice of the rank that waits on the culprit itself (min(0.2 x the timeout, 2 s)). */
+uint64_t shoal__blame_grace_ns(const shoal_comm_t *c);
+/* The text of the last call of the calling thread refused on w by the thread rule, until that thread's next
+ * call on w is let in; NULL when none. */
+const char *shoal__thread_refusal(const shoal__world_t *w);
+/* Record shoal_last_error() as the calling thread's refusal on w (the thread rule). */
+void shoal__note_refusal(const shoal__world_t *w);
 /* Register a transport whose wait hook the engine calls before blocking (once per transport). */
 void shoal__world_add_waiter(shoal__world_t *w, const shoal__transport_t *tp);
 

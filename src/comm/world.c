@@ -92,6 +92,12 @@ int shoal__world_start(shoal_comm_t *c) {
   uint32_t seq0 = c->seq;
   int rc;
   if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) return rc;
+  /* The set-up's last step: when one rank leaves it, every rank is past the mesh and the owners. A shrink
+   * called at once then finds every listener out of the mesh's hands (a probe the mesh took in would pass
+   * for a listener that closed: a live rank left out, a split world), and its revoke reaches a rank only
+   * in this barrier, which every rank has entered: that rank's set-up is complete, and its communicator
+   * comes back revoked (its first call fails naming the shrinking rank, and it shrinks too). */
+  if (c->size > 1 && (rc = shoal_barrier(c)) && !w->peer_revoked) return rc;
   c->seq = seq0;
   if (w->shm) w->shm->user_step0 = w->shm->step; /* the same on every member: set-up ran the same steps */
   return 0;

@@ -124,8 +124,14 @@ static void load_file(void) {
   char *line = NULL;
   size_t cap = 0;
   int lineno = 0;
-  while (getline(&line, &cap, f) >= 0) {
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) >= 0) {
     lineno++;
+    const char *nul = memchr(line, '\0', (size_t)len);
+    if (nul) { /* the rest of the line would be cut off unseen */
+      problem(1, "%s:%d: a NUL byte at column %d: not a text line", path, lineno, (int)(nul - line) + 1);
+      continue;
+    }
     line[strcspn(line, "\r\n")] = '\0';
     char *p = skip_space(line + (lineno == 1 ? shoal__utf8_bom(line, strlen(line)) : 0)), *name, *value;
     const char *why;

@@ -21,10 +21,12 @@
  * the caller calls shoal_sync_pause() before it uses the communicator
  * between steps (evaluation); every worker does, after the same step, and
  * the step in progress is withdrawn (cancelled and run again later). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -38,6 +40,7 @@ typedef struct partial {
   shoal_partial_params_t prm;
   int ahead, skip_late;
   char log_path[400];
+  char log_file[420]; /* this worker's: log_path, or log_path.rankR */
   FILE *log;
   shoal_partial_t *pa;
   float *flat;             /* the gradients as one vector when there are several buckets */
@@ -118,11 +121,15 @@ static int p_setup(shoal_sync_t *s) {
   if (s->nb > 1 && !(P->flat = malloc(s->total * sizeof(float))))
     return shoal__seterr(SHOAL_ERR_NOMEM, "sync partial: out of memory");
   if (P->log_path[0]) {
-    char path[512];
-    int r = shoal_comm_rank(s->workers);
-    if (r) snprintf(path, sizeof path, "%s.rank%d", P->log_path, r);
-    else snprintf(path, sizeof path, "%s", P->log_path);
-    if (!(P->log = fopen(path, "w"))) return shoal__seterr(SHOAL_ERR_IO, "sync partial: log=%s: cannot open", path);
+    /* worker r > 0 writes PATH.rankR beside a regular file (or a new one); a device or a FIFO named by PATH
+     * is written by every worker itself (/dev/stderr), never given .rankR siblings in its directory */
+    struct stat st;
+    int r = shoal_comm_rank(s->workers), special = stat(P->log_path, &st) == 0 && !S_ISREG(st.st_mode);
+    if (r && !special) snprintf(P->log_file, sizeof P->log_file, "%s.rank%d", P->log_path, r);
+    else snprintf(P->log_file, sizeof P->log_file, "%s", P->log_path);
+    if (!(P->log = fopen(P->log_file, special ? "a" : "w")))
+      return shoal__seterr(SHOAL_ERR_IO, "sync partial: log=%s: cannot open %s: %s", P->log_path, P->log_file,
+                           strerror(errno));
     fprintf(P->log, "step,skipped,mine,contributions,fresh,carried,dropped,window_ms,comm_ms\n");
   }
   return 0;
@@ -287,16 +294,22 @@ static int p_pause(shoal_sync_t *s) {
 
 static int p_final(shoal_sync_t *s) {
   partial_t *P = s->impl;
-  int rc = p_pause(s);
-  if (P->log) fflush(P->log);
+  int rc = p_pause(s), lrc = 0;
+  if (P->log && (fflush(P->log) || ferror(P->log))) /* a full disk: said, not an exit 0 with its rows lost */
+    lrc = shoal__seterr(SHOAL_ERR_IO, "sync partial: log=%s: cannot write %s: %s", P->log_path, P->log_file,
+                        strerror(errno ? errno : EIO));
+  char lmsg[600];
+  snprintf(lmsg, sizeof lmsg, "%s", lrc ? shoal_last_error() : "");
   if (P->steps && shoal_comm_rank(s->workers) == 0)
     SHOAL_INFO("TRAIN", "sync partial: %ld steps: %.1f%% of the workers' gradients in (%.1f%% fresh, %.1f%% carried); "
                "this worker skipped %ld steps", P->steps,
                100.0 * (double)P->contributions / ((double)P->steps * shoal_comm_size(s->workers)),
                100.0 * (double)P->fresh / ((double)P->steps * shoal_comm_size(s->workers)),
                100.0 * (double)P->carried / ((double)P->steps * shoal_comm_size(s->workers)), P->skipped);
-  /* every worker applied the same (partial) sums: worker 0's model is the final one */
-  return rc ? rc : shoal__sync_broadcast_params(s, "final model");
+  /* every worker applied the same (partial) sums: worker 0's model is the final one (sent even when this
+   * worker's log failed: the others wait for it) */
+  if (!rc) rc = shoal__sync_broadcast_params(s, "final model");
+  return rc ? rc : lrc ? shoal__seterr(lrc, "%s", lmsg) : 0;
 }
 
 const shoal__strategy_t shoal__strategy_partial = {

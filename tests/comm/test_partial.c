@@ -684,3 +684,48 @@ TEST_T(partial_two_threads_random_delays, 90) {
   p2p_world_arg_t a = {.shm = 0};
   P2P_RUN(4, rank_threads, &a, 80);
 }
+
+/* Arrivals before the first step completed: at most 16 ahead of the first one, as after it (a 17th
+ * overwrote the first's slot: the step then waited for data that was gone) */
+TEST(partial_arrive_refused_too_far_ahead_before_step_0) {
+  shoal_comm_t *c = NULL;
+  CHECK_OK(shoal_comm_init_env(&c)); /* a world of one */
+  shoal_partial_t *pa = NULL;
+  CHECK_OK(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, NULL, &pa));
+  float d[17][10], out[10];
+  for (int s = 0; s < 17; s++)
+    for (int i = 0; i < 10; i++) d[s][i] = (float)(s * 100 + i);
+  for (int s = 0; s < 16; s++) CHECK_OK(shoal_partial_arrive(pa, s, d[s], 0));
+  CHECK_EQ(shoal_partial_arrive(pa, 16, d[16], 0), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "more than 16 steps ahead");
+  shoal_partial_info_t info;
+  CHECK_OK(shoal_partial_allreduce(pa, 0, out, &info)); /* step 0's own data, not step 16's */
+  CHECK(!memcmp(out, d[0], sizeof out));
+  CHECK_OK(shoal_partial_arrive(pa, 16, d[16], 0)); /* now within 16 of the last completed step */
+  shoal_partial_destroy(pa);
+  shoal_comm_destroy(c);
+}
+
+/* Out of memory while creating: an error naming the size, nothing read from the freed context (ASan: a
+ * use after free). Run in a process of its own, with ASan told to return NULL for an impossible allocation
+ * instead of stopping the program. */
+TEST(partial_create_out_of_memory) {
+  if (!getenv("SHOAL_TEST_PARTIAL_OOM")) {
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd, "SHOAL_TEST_PARTIAL_OOM=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:allocator_may_return_null=1\" "
+             "/proc/%d/exe -t 60 partial_create_out_of_memory", (int)getpid());
+    int st = shoal_test_run_cmd(cmd, out, sizeof out, 60);
+    CHECK_MSG(st == 0, "the child failed (status %d): %s", st, out);
+    return;
+  }
+  shoal_comm_t *c = NULL;
+  CHECK_OK(shoal_comm_init_env(&c));
+  shoal_partial_params_t prm;
+  shoal_partial_params_init(&prm);
+  prm.carry = SHOAL_PARTIAL_CARRY; /* a buffer of the vector's size: 4 TiB here */
+  shoal_partial_t *pa = NULL;
+  CHECK_EQ(shoal_partial_create(c, (size_t)1 << 40, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa), SHOAL_ERR_NOMEM);
+  CHECK_CONTAINS(shoal_last_error(), "4398046511104 B");
+  CHECK(pa == NULL);
+  shoal_comm_destroy(c);
+}

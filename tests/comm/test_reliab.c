@@ -173,14 +173,18 @@ typedef struct mmarg {
   const char *hosts[4]; /* SHOAL_HOSTNAME per rank (hier), or NULL */
 } mmarg_t;
 
-enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM_BCAST_ROOT, MM_VS_BCAST, MM__N };
+enum { MM_COUNT_TINY, MM_COUNT_LARGE, MM_DTYPE, MM_OP, MM_VS_BARRIER, MM_SKIP, MM_ROOT, MM_BCAST_ROOT, MM_VS_BCAST,
+       MM_VS_BCAST_SMALL, MM__N };
 /* MM_ROOT: a reduce whose ranks disagree on the root (the root rides in the header).
  * MM_BCAST_ROOT: the last rank broadcasts from root 1, the others from root 0: it
  * waits for rank 1, which moves on to the next call (found at once, not at the deadline).
  * MM_VS_BCAST: all ranks but the last broadcast (large: over the rings, a tree), the last allreduces:
- * it waits for rank 0's shm step while another rank of the tree sends it the broadcast (found at once). */
+ * it waits for rank 0's shm step while another rank of the tree sends it the broadcast (found at once).
+ * MM_VS_BCAST_SMALL: all ranks but the last broadcast 64 floats from root 0 (shm steps), the last one
+ * allreduces them (found at once, whatever algorithm it runs). */
 static const char *const mm_names[] = {"count (tiny)", "count (large)", "dtype", "op", "allreduce vs barrier",
-                                       "skipped call", "reduce root", "broadcast root", "allreduce vs broadcast"};
+                                       "skipped call", "reduce root", "broadcast root", "allreduce vs broadcast",
+                                       "allreduce vs small broadcast"};
 
 static int mm_rank(int rank, void *arg) {
   mmarg_t *m = arg;
@@ -217,6 +221,10 @@ static int mm_rank(int rank, void *arg) {
       if (!rc) rc = shoal_broadcast(c, f, big, SHOAL_FLOAT32, 0);
     } else rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, big, SHOAL_FLOAT32, SHOAL_SUM, a);
     break;
+  case MM_VS_BCAST_SMALL:
+    if (rank < shoal_comm_size(c) - 1) rc = shoal_broadcast(c, f, 64, SHOAL_FLOAT32, 0);
+    else rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, f, 64, SHOAL_FLOAT32, SHOAL_SUM, a);
+    break;
   }
   /* every rank fails: in this call, or (a root that only sends) in the next one */
   if (rc == 0) rc = shoal_barrier(c);
@@ -225,7 +233,8 @@ static int mm_rank(int rank, void *arg) {
   /* two ranks that both believe they are the root of a reduce wait for each other: the deadline */
   CHECK_MSG(strstr(e, "mismatch") || strstr(e, "expected") || strstr(e, "aborted") ||
                 (m->kind == MM_ROOT && strstr(e, "timed out")), "%s: %s", mm_names[m->kind], e);
-  CHECK_MSG((m->kind != MM_BCAST_ROOT && m->kind != MM_VS_BCAST) || !strstr(e, "timed out"), "%s: found at the deadline: %s",
+  CHECK_MSG((m->kind != MM_BCAST_ROOT && m->kind != MM_VS_BCAST && 
+             m->kind != MM_VS_BCAST_SMALL) || !strstr(e, "timed out"), "%s: found at the deadline: %s",
             mm_names[m->kind], e);
   if (rc == SHOAL_ERR_MISMATCH) { /* the rank that saw it names both calls */
     CHECK_MSG(strstr(e, "peer") != NULL, "%s", e);
@@ -239,7 +248,7 @@ static void mm_run(shoal_algo_t algo, int n, const char *const *hosts) {
   for (int k = 0; k < MM__N; k++) {
     /* across hosts the broadcast reaches the other host over TCP, where a rank waiting in the hierarchy's
      * shm phase does not read: that one is still found at the deadline (docs/comm.md) */
-    if (k == MM_VS_BCAST && hosts) continue;
+    if ((k == MM_VS_BCAST || k == MM_VS_BCAST_SMALL) && hosts) continue;
     mmarg_t m = {.r = {.shm = 1, .timeout_s = k == MM_ROOT ? 2 : 10}, .kind = k, .algo = algo};
     for (int i = 0; hosts && i < n; i++) m.hosts[i] = hosts[i];
     m.r.port = shoal_test_free_port();
@@ -253,6 +262,21 @@ static void mm_run(shoal_algo_t algo, int n, const char *const *hosts) {
 }
 
 TEST_T(reliab_shm_mismatch_detected, 120) { mm_run(SHOAL_ALGO_SHM, 4, NULL); }
+
+/* a small broadcast against an allreduce of the automatic choice, on one host of 2, 3 and 4 ranks: found at
+ * once, never at the deadline */
+TEST_T(reliab_shm_broadcast_mismatch_small_detected, 120) {
+  for (int n = 2; n <= 4; n++) {
+    mmarg_t m = {.r = {.shm = 1, .timeout_s = 10}, .kind = MM_VS_BCAST_SMALL, .algo = SHOAL_ALGO_AUTO};
+    m.r.port = shoal_test_free_port();
+    m.r.n = n;
+    int st[8];
+    shoal_test_fork_ranks(n, mm_rank, &m, 30, st);
+    for (int r = 0; r < n; r++)
+      CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "%d ranks, %s: rank %d %s (status 0x%x)",
+                n, mm_names[m.kind], r, st[r] == -1 ? "timed out" : "failed", st[r]);
+  }
+}
 TEST_T(reliab_hier_mismatch_detected, 150) {
   static const char *const hosts[] = {"mmA", "mmA", "mmB", "mmB"};
   mm_run(SHOAL_ALGO_HIER, 4, hosts);
@@ -645,6 +669,8 @@ static int thread_rank(int rank, void *arg) {
     int rc = shoal_barrier(b); /* concurrent use of the same world */
     CHECK_EQ(rc, SHOAL_ERR_UNSUPPORTED);
     CHECK_CONTAINS(shoal_last_error(), "another thread");
+    CHECK_CONTAINS(shoal_comm_errmsg(b), "another thread"); /* the refused thread sees its refusal there too */
+    CHECK_CONTAINS(shoal_comm_errmsg(w), "another thread");
     /* with an argument error too: refused by the thread rule, nothing aborted (the receive goes on) */
     float y = 0;
     rc = shoal_allreduce(b, NULL, &y, 1, SHOAL_FLOAT32, SHOAL_SUM);
@@ -658,6 +684,7 @@ static int thread_rank(int rank, void *arg) {
   /* sequential use from another thread is fine: both A and B still work */
   float x = (float)rank;
   CHECK_OK(shoal_allreduce(b, SHOAL_IN_PLACE, &x, 1, SHOAL_FLOAT32, SHOAL_SUM));
+  CHECK(shoal_comm_errmsg(b)[0] == '\0'); /* the refusal is history once this thread's call is let in */
   CHECK(x == (float)(rank % 2 == 0 ? 0 + 2 : 1 + 3));
   CHECK_OK(shoal_barrier(a));
   shoal_comm_destroy(a);

@@ -94,6 +94,29 @@ TEST(config_file_defaults_env_wins) {
   unlink(path);
 }
 
+/* A NUL byte inside a line of SHOAL_CONF_FILE: an error naming the file, the line and the column (the value
+ * was cut at it, silently); the line is not used, the others are. */
+TEST(config_file_nul_byte_named) {
+  char path[] = "/tmp/shoal-conf-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  static const char text[] = "SHOAL_JOB_ID=ab\0cd\nSHOAL_SPIN_US=5\n";
+  CHECK(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+  close(fd);
+  setenv("SHOAL_CONF_FILE", path, 1);
+  unsetenv("SHOAL_JOB_ID");
+  unsetenv("SHOAL_SPIN_US");
+  long v;
+  CHECK_OK(shoal__config_long("SHOAL_SPIN_US", 0, 0, 100, &v));
+  CHECK_EQ(v, 5);
+  CHECK(shoal__config_raw("SHOAL_JOB_ID") == NULL);
+  CHECK_EQ(shoal__config_check(), SHOAL_ERR_CONFIG);
+  char want[128];
+  snprintf(want, sizeof want, "%s:1: a NUL byte at column 16", path);
+  CHECK_CONTAINS(shoal_last_error(), want);
+  unlink(path);
+}
+
 /* Numbers are decimal: no hex, inf or nan for real values (strtod takes them); blanks around are fine. */
 TEST(config_numbers_decimal_blanks_either_side) {
   double d;

@@ -315,3 +315,45 @@ TEST_T(cli_train_partial_slow_worker, 120) {
     remove(l);
   }
 }
+
+/* ---- log=: a file that cannot be written is an error naming it; a device gets no .rankN siblings ---- */
+
+static int log_rank(int rank, void *arg) {
+  const char *log = arg;
+  shoal_comm_t *c = train_test_join(rank, 3, g_port);
+  if (!c) return 10;
+  enum { N = 16 };
+  float p[N] = {0}, g[N];
+  shoal_sync_t *s = NULL;
+  char cfg[256];
+  snprintf(cfg, sizeof cfg, "window=fixed tau_ms=50 carry=0 log=%s", log);
+  FAILIF(shoal_sync_create(c, "partial", cfg, &s), 11, "create '%s': %s", cfg, shoal_last_error());
+  FAILIF(shoal_sync_add_bucket(s, p, g, N) != 0, 12, "add: %s", shoal_last_error());
+  for (int t = 0; t < 3; t++) {
+    FAILIF(shoal_sync_begin(s, t), 13, "begin %d: %s", t, shoal_sync_errmsg(s));
+    for (int i = 0; i < N; i++) g[i] = 1.0f;
+    FAILIF(shoal_sync_finish(s), 15, "finish %d: %s", t, shoal_sync_errmsg(s));
+    FAILIF(shoal_sync_end(s), 18, "end %d: %s", t, shoal_sync_errmsg(s));
+  }
+  int rc = shoal_sync_final(s);
+  const char *e = shoal_sync_errmsg(s);
+  FAILIF(rc == 0, 20, "rank %d: final returned 0 although its log (%s) cannot be written", rank, log);
+  FAILIF(!strstr(e, log), 21, "rank %d: the error does not name the log %s: %s", rank, log, e);
+  fprintf(stderr, "rank %d: %s\n", rank, e);
+  shoal_sync_destroy(s);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(sync_partial_log_unwritable_named_no_siblings, 60) {
+  fresh_dir();
+  char log[256], sib[280];
+  snprintf(log, sizeof log, "%s/full", g_dir); /* /dev/full under another name: nothing ever created in /dev */
+  CHECK_OK(symlink("/dev/full", log) ? SHOAL_ERR_IO : 0);
+  run(3, log_rank, log);
+  for (int r = 1; r < 3; r++) {
+    snprintf(sib, sizeof sib, "%s.rank%d", log, r);
+    CHECK_MSG(access(sib, F_OK) != 0, "%s was created beside a device", sib);
+  }
+  drop_dir();
+}

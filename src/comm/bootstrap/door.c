@@ -8,7 +8,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,52 +50,187 @@ static int door_open(shoal__world_t *w) {
   return 0;
 }
 
-/* One waiting process: authenticate it (the store's challenge-response) and read its ENTER. 0 and its
- * registration; otherwise it is refused (and told why where that helps). */
-static int door_serve(shoal__world_t *w, int fd, const char *src, shoal__reg_t reg) {
-  shoal__deadline_t dl = shoal__deadline_in(SHOAL__DOOR_HS_S);
-  char what[96];
-  snprintf(what, sizeof what, "door: %s", src);
-  uint8_t ns[SHOAL__NONCE_BYTES], nc[SHOAL__NONCE_BYTES];
-  unsigned char ch[4 + SHOAL__NONCE_BYTES], buf[1 + SHOAL__JOB_ID_MAX + SHOAL__REG_BYTES + 8];
-  shoal__auth_random(ns, sizeof ns);
-  shoal__put_u32(ch, SHOAL__STORE_MAGIC);
-  memcpy(ch + 4, ns, sizeof ns);
-  int type = 0, rc;
-  size_t len = 0;
-  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_CHALLENGE, ch, sizeof ch, NULL, 0, dl, what)) ||
-      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
-    return rc;
-  if (type != SHOAL__STORE_AUTH || len != SHOAL__NONCE_BYTES + 8)
-    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: no authentication answer", what);
-  memcpy(nc, buf, sizeof nc);
-  if (shoal__get_u64(buf + SHOAL__NONCE_BYTES) != shoal__auth_mac(&w->key, 'C', ns, nc, NULL, 0)) {
+/* ---- the handshakes at the door: every waiting connection at once, each with its own deadline ---- */
+
+#define DOOR_PEND 64   /* connections in handshake at once (more wait in the listener's queue) */
+#define DOOR_ACCEPT 512 /* connections taken per door call: a flood ends the call, not the job */
+#define FRAME_HDR 8
+#define ENTER_MAX (1 + SHOAL__JOB_ID_MAX + SHOAL__REG_BYTES)
+
+typedef struct door_conn {
+  int fd;
+  int stage;         /* 0: waiting for AUTH; 1: for ENTER */
+  uint64_t until;    /* its handshake's deadline */
+  uint8_t ns[SHOAL__NONCE_BYTES];
+  unsigned char in[FRAME_HDR + ENTER_MAX];
+  size_t got;
+  char src[64];
+} door_conn_t;
+
+/* What became of the connections of one door call, for one summary line. */
+typedef struct door_tally {
+  int silent, closed, refused;
+} door_tally_t;
+
+/* One small frame on a fresh socket: it fits in the send buffer, so a stranger that does not read cannot
+ * make rank 0 wait. 0, or -1 (the connection is dropped). */
+static int send_frame(int fd, int type, const void *p1, size_t n1, const void *p2, size_t n2) {
+  unsigned char b[FRAME_HDR + 600];
+  if (n1 + n2 > sizeof b - FRAME_HDR) return -1;
+  memset(b, 0, FRAME_HDR);
+  shoal__put_u32(b, (uint32_t)(n1 + n2));
+  b[4] = (unsigned char)type;
+  if (n1) memcpy(b + FRAME_HDR, p1, n1);
+  if (n2) memcpy(b + FRAME_HDR + n1, p2, n2);
+  ssize_t k = send(fd, b, FRAME_HDR + n1 + n2, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return k == (ssize_t)(FRAME_HDR + n1 + n2) ? 0 : -1;
+}
+
+/* A refusal the newcomer is told (u32 minus the status, the reason), and logged. */
+static void refuse(door_conn_t *d, int status, const char *why) {
+  unsigned char st[4];
+  shoal__put_u32(st, (uint32_t)-status);
+  send_frame(d->fd, SHOAL__STORE_ERROR, st, 4, why, strlen(why));
+  SHOAL_WARN("INIT", "rank 0: door: %s: %s", d->src, why);
+}
+
+/* d's AUTH frame: the store's challenge-response. 0: proved, AUTH_OK sent; -1: refused or dropped. */
+static int on_auth(shoal__world_t *w, door_conn_t *d, int type, const unsigned char *p, size_t n) {
+  if (type != SHOAL__STORE_AUTH || n != SHOAL__NONCE_BYTES + 8) {
+    SHOAL_WARN("INIT", "rank 0: door: %s: no authentication answer: dropped", d->src);
+    return -1;
+  }
+  if (shoal__get_u64(p + SHOAL__NONCE_BYTES) != shoal__auth_mac(&w->key, 'C', d->ns, p, NULL, 0)) {
     static const char why[] = "wrong SHOAL_TOKEN (this job and the new rank were given different tokens)";
-    shoal__store_frame_write(fd, SHOAL__STORE_AUTH_FAIL, why, sizeof why - 1, NULL, 0, dl, what);
-    return shoal__seterr(SHOAL_ERR_AUTH, "%s: wrong token: refused", what);
+    send_frame(d->fd, SHOAL__STORE_AUTH_FAIL, why, sizeof why - 1, NULL, 0);
+    SHOAL_WARN("INIT", "rank 0: door: %s: wrong token: refused", d->src);
+    return -1;
   }
   unsigned char ok[8];
-  shoal__put_u64(ok, shoal__auth_mac(&w->key, 'A', nc, ns, NULL, 0));
-  if ((rc = shoal__store_frame_write(fd, SHOAL__STORE_AUTH_OK, ok, 8, NULL, 0, dl, what)) ||
-      (rc = shoal__store_frame_read(fd, &type, buf, sizeof buf, &len, dl, what)))
-    return rc;
-  if (type != SHOAL__STORE_ENTER || len < 1 || len != 1u + buf[0] + SHOAL__REG_BYTES || buf[0] > SHOAL__JOB_ID_MAX)
-    return shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: not a new rank (frame %d of %zu bytes)", what, type, len);
+  shoal__put_u64(ok, shoal__auth_mac(&w->key, 'A', p, d->ns, NULL, 0));
+  return send_frame(d->fd, SHOAL__STORE_AUTH_OK, ok, 8, NULL, 0);
+}
+
+/* d's ENTER frame: its job id checked, its registration into reg. 0, or -1 (refused). */
+static int on_enter(shoal__world_t *w, door_conn_t *d, int type, const unsigned char *p, size_t n, shoal__reg_t reg) {
+  if (type != SHOAL__STORE_ENTER || n < 1 || n != 1u + p[0] + SHOAL__REG_BYTES || p[0] > SHOAL__JOB_ID_MAX) {
+    SHOAL_WARN("INIT", "rank 0: door: %s: not a new rank (frame %d of %zu bytes): dropped", d->src, type, n);
+    return -1;
+  }
   char job[SHOAL__JOB_ID_MAX + 1];
-  memcpy(job, buf + 1, buf[0]);
-  job[buf[0]] = '\0';
+  memcpy(job, p + 1, p[0]);
+  job[p[0]] = '\0';
   if (strcmp(job, w->cfg->job_id)) {
     char why[400];
-    unsigned char st[4];
-    shoal__put_u32(st, (uint32_t)-SHOAL_ERR_CONFIG);
     snprintf(why, sizeof why, "this door belongs to job '%s' and the new rank to job '%s' (SHOAL_JOB_ID): "
              "two jobs on one port?", w->cfg->job_id, job);
-    shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, strlen(why), dl, what);
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s: %s", what, why);
+    refuse(d, SHOAL_ERR_CONFIG, why);
+    return -1;
   }
-  memcpy(reg, buf + 1 + buf[0], SHOAL__REG_BYTES);
+  memcpy(reg, p + 1 + p[0], SHOAL__REG_BYTES);
   reg[SHOAL__REG_BYTES - 1] = '\0';
   return 0;
+}
+
+/* Bytes arrived on d. 1: the handshake goes on; 0: a newcomer entered (its registration in reg); -1: the
+ * connection is over (closed, refused or malformed; counted in t). */
+static int door_read(shoal__world_t *w, door_conn_t *d, shoal__reg_t reg, door_tally_t *t) {
+  for (;;) {
+    if (d->got >= FRAME_HDR && (shoal__get_u32(d->in) > ENTER_MAX || d->in[5] || d->in[6] || d->in[7])) {
+      SHOAL_WARN("INIT", "rank 0: door: %s: malformed frame (not a shoal rank?): dropped", d->src);
+      t->refused++;
+      return -1;
+    }
+    size_t want = d->got < FRAME_HDR ? FRAME_HDR : FRAME_HDR + shoal__get_u32(d->in);
+    if (d->got >= FRAME_HDR && d->got == want) break; /* a whole frame */
+    ssize_t k = recv(d->fd, d->in + d->got, want - d->got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 1;
+    if (k <= 0) {
+      t->closed++;
+      return -1;
+    }
+    d->got += (size_t)k;
+  }
+  int type = d->in[4], rc;
+  size_t n = d->got - FRAME_HDR;
+  d->got = 0;
+  if (d->stage == 0) rc = on_auth(w, d, type, d->in + FRAME_HDR, n);
+  else rc = on_enter(w, d, type, d->in + FRAME_HDR, n, reg);
+  if (rc) {
+    t->refused++;
+    return -1;
+  }
+  return d->stage++ == 0 ? 1 : 0;
+}
+
+/* A new connection at the door: its challenge, its deadline. 0, or -1 (dropped). */
+static int door_greet(door_conn_t *d, int fd, const struct sockaddr_in *a, uint64_t until) {
+  memset(d, 0, sizeof *d);
+  d->fd = fd;
+  d->until = until;
+  shoal__sock_addr_str(a, d->src, sizeof d->src);
+  shoal__sock_tune(fd, 0);
+  shoal__auth_random(d->ns, sizeof d->ns);
+  unsigned char ch[4 + SHOAL__NONCE_BYTES];
+  shoal__put_u32(ch, SHOAL__STORE_MAGIC);
+  memcpy(ch + 4, d->ns, SHOAL__NONCE_BYTES);
+  return send_frame(fd, SHOAL__STORE_CHALLENGE, ch, sizeof ch, NULL, 0);
+}
+
+/* Serve everyone waiting at the door now, all handshakes at once, for at most SHOAL__DOOR_SERVE_S: up to max
+ * newcomers that entered (their connections in fds, registrations in regs). Connections still silent at
+ * their deadline and those beyond the call's bounds are dropped (a newcomer among them tries again). */
+static int door_serve_all(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
+  door_conn_t pend[DOOR_PEND];
+  struct pollfd pf[DOOR_PEND + 1];
+  door_tally_t t = {0};
+  int np = 0, k = 0, accepted = 0, listening = 1;
+  uint64_t end = shoal__now_ns() + (uint64_t)(SHOAL__DOOR_SERVE_S * 1e9);
+  for (;;) {
+    while (listening && np < DOOR_PEND && k + np < max && accepted < DOOR_ACCEPT) {
+      struct sockaddr_in a;
+      socklen_t al = sizeof a;
+      int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        listening = 0; /* nobody else waiting now; looked at again once the handshakes are done */
+        break;
+      }
+      accepted++;
+      if (door_greet(&pend[np], fd, &a, end)) {
+        close(fd);
+        t.closed++;
+      } else {
+        np++;
+      }
+    }
+    uint64_t now = shoal__now_ns();
+    if (!np || now >= end) break;
+    int n = 0;
+    for (int i = 0; i < np; i++) pf[n++] = (struct pollfd){pend[i].fd, POLLIN, 0};
+    if (k + np < max && accepted < DOOR_ACCEPT) pf[n++] = (struct pollfd){w->door_fd, POLLIN, 0};
+    int ms = (int)((end - now + 999999) / 1000000);
+    if (poll(pf, (nfds_t)n, ms) < 0 && errno != EINTR) break;
+    if (n > np && (pf[np].revents & POLLIN)) listening = 1;
+    for (int i = np - 1; i >= 0; i--) { /* from the back: a finished one is replaced by the last */
+      if (!pf[i].revents) continue;
+      int rc = door_read(w, &pend[i], regs[k], &t);
+      if (rc == 1) continue;
+      if (rc == 0) {
+        SHOAL_INFO("INIT", "rank 0: a new rank is waiting at the door: %s", regs[k]);
+        fds[k++] = pend[i].fd;
+      } else {
+        close(pend[i].fd);
+      }
+      pend[i] = pend[--np];
+    }
+  }
+  t.silent += np;
+  for (int i = 0; i < np; i++) close(pend[i].fd);
+  if (t.silent || t.closed)
+    SHOAL_WARN("INIT", "rank 0: door: %d connection(s) gave no answer within %.1f s and %d closed before the "
+               "handshake: dropped (strangers at the job's port?)%s", t.silent, SHOAL__DOOR_SERVE_S, t.closed,
+               accepted >= DOOR_ACCEPT ? "; more were left waiting" : "");
+  return k;
 }
 
 int shoal__door_poll(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
@@ -104,43 +241,22 @@ int shoal__door_poll(shoal__world_t *w, int *fds, shoal__reg_t *regs, int max) {
     w->door_warned = 1;
     return 0;
   }
-  int k = 0;
-  while (k < max) {
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) break;
-    char src[64];
-    shoal__sock_addr_str(&a, src, sizeof src);
-    shoal__sock_tune(fd, 0);
-    if (door_serve(w, fd, src, regs[k])) {
-      SHOAL_WARN("INIT", "rank 0: %s", shoal_last_error());
-      close(fd);
-      continue;
-    }
-    SHOAL_INFO("INIT", "rank 0: a new rank is waiting at the door: %s", regs[k]);
-    fds[k++] = fd;
-  }
-  return k;
+  return door_serve_all(w, fds, regs, max);
 }
 
 void shoal__door_finish(shoal__world_t *w) {
   if (w->rank != 0 || w->aborted || w->door_fd < 0) return;
-  for (;;) { /* whoever waits now would wait for nothing: tell them */
-    struct sockaddr_in a;
-    socklen_t al = sizeof a;
-    int fd = accept4(w->door_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) break;
-    char src[64];
-    shoal__reg_t reg;
-    shoal__sock_addr_str(&a, src, sizeof src);
-    if (door_serve(w, fd, src, reg) == 0) {
-      static const char why[] = "the job has finished: there is nothing to join";
-      unsigned char st[4];
-      shoal__put_u32(st, (uint32_t)-SHOAL_ERR_NOT_FOUND);
-      shoal__store_frame_write(fd, SHOAL__STORE_ERROR, st, 4, why, sizeof why - 1, shoal__deadline_in(SHOAL__DOOR_HS_S),
-                               "door");
-    }
-    close(fd);
+  /* whoever waits now would wait for nothing: tell them */
+  int fds[DOOR_PEND];
+  shoal__reg_t *regs = malloc(DOOR_PEND * sizeof *regs);
+  if (!regs) return;
+  int k = door_serve_all(w, fds, regs, DOOR_PEND);
+  static const char why[] = "the job has finished: there is nothing to join";
+  unsigned char st[4];
+  shoal__put_u32(st, (uint32_t)-SHOAL_ERR_NOT_FOUND);
+  for (int i = 0; i < k; i++) {
+    send_frame(fds[i], SHOAL__STORE_ERROR, st, 4, why, sizeof why - 1);
+    close(fds[i]);
   }
+  free(regs);
 }

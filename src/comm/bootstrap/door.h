@@ -9,12 +9,15 @@ struct shoal__world;
 #define SHOAL__REG_BYTES 192
 typedef char shoal__reg_t[SHOAL__REG_BYTES];
 
-/* A newcomer waiting at the door answers at once; a stray client gets this long (also the deadline of
- * each frame rank 0 writes to a newcomer). */
+/* The deadline of each frame rank 0 writes to a newcomer it admits. */
 #define SHOAL__DOOR_HS_S 2.0
+/* A door call serves everyone waiting at once (a newcomer answers at once) for at most this long: silent
+ * connections and a flood of strangers delay a grow by no more. */
+#define SHOAL__DOOR_SERVE_S 1.0
 
-/* Rank 0: everyone waiting at the door now (up to max), authenticated, with their registrations; the door
- * is opened on the first call (a failure is warned about once: then nobody can enter). */
+/* Rank 0: everyone waiting at the door now (up to max), authenticated, with their registrations, all
+ * handshakes at once within SHOAL__DOOR_SERVE_S; the door is opened on the first call (a failure is warned
+ * about once: then nobody can enter). */
 int shoal__door_poll(struct shoal__world *w, int *fds, shoal__reg_t *regs, int max);
 /* At a normal end, rank 0 tells the processes waiting at its door that the job is over. */
 void shoal__door_finish(struct shoal__world *w);

@@ -72,6 +72,7 @@ struct shoal_partial {
   /* ---- shared with the compute thread (under mu) ---- */
   arrival_t arr[NSLOT];
   long next_arrive;   /* the step the next arrive is for (-1: not known yet) */
+  long first_arrive;  /* the step of the first arrive (-1: none yet) */
   long withdraw_step; /* -1: none */
   long open_step, decided_step, done_step;
   uint64_t open_ns;   /* when open_step opened (as this rank learned it) */
@@ -214,7 +215,7 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
    * AdapCC's constants, 100 MB as bits over 50 Gbit/s per rank */
   pa->s_over_b = prm.window == SHOAL_PARTIAL_FAITHFUL ? 100e6 * 8 / (50e9 * p) : (double)pa->bytes * x.flat.beta_s / p;
   pthread_mutex_init(&pa->mu, NULL);
-  pa->next_arrive = -1;
+  pa->next_arrive = pa->first_arrive = -1;
   pa->withdraw_step = pa->open_step = pa->decided_step = pa->done_step = -1;
   pa->late_step = pa->last_step = pa->carry_sent_step = pa->carry_state_step = -1;
   pa->carry_for[0] = pa->carry_for[1] = -1;
@@ -243,8 +244,9 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
     ok = pa->carry[0] && pa->carry[1];
   }
   if (!ok) {
+    size_t bytes = pa->bytes;
     shoal_partial_destroy(pa);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_partial_create: out of memory for %d ranks, %zu B", p, pa->bytes);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_partial_create: out of memory for %d ranks, %zu B", p, bytes);
   }
   SHOAL_INFO("COLL", "partial allreduce: %zu x %s %s on %d ranks: window %s (S/B %.3f ms), carry %d, %d tree%s of "
              "fanout %d, chunk %zu B", count, shoal_dtype_name(dtype), shoal_redop_name(op), p,
@@ -290,6 +292,9 @@ int shoal_partial_arrive(shoal_partial_t *pa, long step, const void *data, doubl
   else if (step - pa->done_step > NSLOT && pa->done_step >= 0)
     rc = shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_arrive: step %ld is more than %d steps ahead of the last "
                        "completed step %ld", step, NSLOT, pa->done_step);
+  else if (pa->done_step < 0 && pa->first_arrive >= 0 && step - pa->first_arrive >= NSLOT) /* before any step */
+    rc = shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_arrive: step %ld is more than %d steps ahead of the first "
+                       "step (%ld), and no step has completed yet", step, NSLOT, pa->first_arrive);
   if (rc) {
     pthread_mutex_unlock(&pa->mu);
     return rc;
@@ -297,6 +302,7 @@ int shoal_partial_arrive(shoal_partial_t *pa, long step, const void *data, doubl
   arrival_t *a = &pa->arr[step % NSLOT];
   *a = (arrival_t){step, data ? ARR_DATA : ARR_SKIP, data, compute_s};
   pa->next_arrive = step + 1;
+  if (pa->first_arrive < 0) pa->first_arrive = step;
   if (pa->decided_step >= step) { /* decided without this rank: it never reported ready */
     if (pa->late_step == step && !pa->late_arrived) {
       /* carry into step + 1 unless that one is decided too */

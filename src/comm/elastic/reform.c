@@ -100,8 +100,10 @@ static _Thread_local char reform_tag; /* its address identifies the calling thre
 int shoal__reform_own(shoal__world_t *w, const char *what) {
   uintptr_t me = (uintptr_t)&reform_tag, cur = 0;
   if (atomic_compare_exchange_strong(&w->owner, &cur, me) || cur == me) return 0;
-  return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "rank %d: %s refused: another thread is inside a call on a "
-                       "communicator of the same world (comm.h: one thread at a time per world)", w->rank, what);
+  int rc = shoal__seterr(SHOAL_ERR_UNSUPPORTED, "rank %d: %s refused: another thread is inside a call on a "
+                         "communicator of the same world (comm.h: one thread at a time per world)", w->rank, what);
+  shoal__note_refusal(w);
+  return rc;
 }
 
 void shoal__reform_release(shoal__world_t *w) {

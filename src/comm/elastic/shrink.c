@@ -135,8 +135,12 @@ static int proposal_parse(const unsigned char *b, size_t len, int size, proposal
 }
 
 /* JOIN the coordinator on fd, then wait for its decision. 0 with *p; SHOAL_ERR_PEER_CLOSED when the
- * coordinator is gone (try the next); other errors are fatal (its FAIL included). */
+ * coordinator is gone (try the next); other errors are fatal (its FAIL included). The wait ends a little
+ * after this rank's deadline: the coordinator, which knows which rank did not join, fails first and its
+ * FAIL names that rank. */
 static int member_wait(shoal_comm_t *c, int j, int fd, const shoal__reg_t reg, shoal__deadline_t dl, proposal_t *p) {
+  double grace = 0.2 * c->timeout_s < 2 ? 0.2 * c->timeout_s : 2;
+  dl.at_ns += (uint64_t)(grace * 1e9);
   char what[128];
   snprintf(what, sizeof what, "shrink: coordinator rank %d (%s)", j, addr_of(c, j));
   int rc = shoal__store_frame_write(fd, MSG_JOIN, reg, SHOAL__REG_BYTES, NULL, 0, dl, what);
@@ -147,7 +151,8 @@ static int member_wait(shoal_comm_t *c, int j, int fd, const shoal__reg_t reg, s
   int type = 0;
   rc = shoal__store_frame_read(fd, &type, b, cap, &len, dl, what);
   if (rc == SHOAL_ERR_TIMEOUT)
-    rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "%s: no decision before the deadline (%.1f s)", what, c->timeout_s);
+    rc = shoal__seterr(SHOAL_ERR_TIMEOUT, "%s: no decision before the deadline (%.1f s, and %.1f s more)", what,
+                       c->timeout_s, grace);
   if (!rc && len > cap) rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s: oversized message", what);
   if (!rc && type == MSG_FAIL) {
     b[len < cap ? len : cap] = '\0';
@@ -297,6 +302,14 @@ static int coord_deadline(coord_t *x, uint64_t now) {
                          "the shrink within %.1f s: every live rank must call shoal_comm_shrink", alive,
                          x->c->timeout_s);
   send_fail(x->mem, x->c->size, rc, shoal_last_error());
+  /* the ranks whose link is verified but whose JOIN is not read yet are told too (they read a decision
+   * next) */
+  unsigned char st[4];
+  shoal__put_u32(st, (uint32_t)-rc);
+  const char *text = shoal_last_error();
+  for (int i = 0; i < x->np; i++)
+    if (x->pd[i].stage == 1)
+      shoal__store_frame_write(x->pd[i].fd, MSG_FAIL, st, 4, text, strlen(text), shoal__deadline_in(1.0), "shrink");
   return rc;
 }
 
@@ -530,6 +543,7 @@ int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out) {
     char text[160];
     snprintf(text, sizeof text, "rank %d: shrink: this rank is rebuilding the communicator without its lost ranks "
              "(shoal_comm_shrink)", c->rank);
+    w->revoking = 1;
     shoal__world_abort(w, SHOAL_ERR_ABORTED, text);
   }
   if (!c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", w->abort_msg);

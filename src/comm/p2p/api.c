@@ -148,6 +148,8 @@ int shoal_comm_world_rank(const shoal_comm_t *c) { return c ? c->w->rank : -1; }
  * world aborted it: calls on c return SHOAL_ERR_ABORTED, and this names why). */
 const char *shoal_comm_errmsg(const shoal_comm_t *c) {
   if (!c) return "";
+  const char *refused = c->w ? shoal__thread_refusal(c->w) : NULL; /* this thread's call refused (comm.h) */
+  if (refused) return refused;
   return !c->errmsg[0] && c->w && c->w->aborted ? c->w->abort_msg : c->errmsg;
 }
 

@@ -4,6 +4,7 @@
 #include "comm/p2p/p2p.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm/comm_impl.h"
 #include "comm/bootstrap/sock.h"
@@ -132,16 +134,33 @@ static _Thread_local char thread_tag; /* its address identifies the calling thre
 
 uintptr_t shoal__thread_tag(void) { return (uintptr_t)&thread_tag; }
 
+/* The last call this thread saw refused by the thread rule: the world's id and the text. It is the
+ * thread's own (the world's error state belongs to the thread inside the call); shoal_comm_errmsg shows it
+ * to this thread until its next call on that world is let in. */
+static _Thread_local uint64_t refused_world;
+static _Thread_local char refused_text[1024];
+
+const char *shoal__thread_refusal(const shoal__world_t *w) {
+  return refused_world && refused_world == w->id ? refused_text : NULL;
+}
+
+void shoal__note_refusal(const shoal__world_t *w) {
+  snprintf(refused_text, sizeof refused_text, "%s", shoal_last_error());
+  refused_world = w->id;
+}
+
 /* The thread rule (comm.h): a call while another thread is inside a call on the same world is refused,
  * and nothing else happens. `what`: the refused call. */
 static int refuse_other_thread(shoal_comm_t *c, const char *what, const char *own) {
   char me[64];
   rank_desc(c, me, sizeof me);
-  return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
-                       "communicator of the same world; the communicators from one shoal_comm_init and its splits "
-                       "share one progress engine and may be used by one thread at a time (comm.h)%s%s%s", me, what,
-                       shoal__opcode_name(atomic_load(&c->w->owner_opcode)), own ? " (this call also has an error "
-                       "of its own: " : "", own ? own : "", own ? ")" : "");
+  int rc = shoal__seterr(SHOAL_ERR_UNSUPPORTED, "%s: %s refused: another thread is inside a call (%s) on a "
+                         "communicator of the same world; the communicators from one shoal_comm_init and its splits "
+                         "share one progress engine and may be used by one thread at a time (comm.h)%s%s%s", me,
+                         what, shoal__opcode_name(atomic_load(&c->w->owner_opcode)), own ? " (this call also has an "
+                         "error of its own: " : "", own ? own : "", own ? ")" : "");
+  shoal__note_refusal(c->w);
+  return rc;
 }
 
 int shoal__comm_reject(shoal_comm_t *c, int status) {
@@ -203,6 +222,7 @@ int shoal__op_begin(shoal_comm_t *c, shoal__op_t *op) {
   if (!atomic_compare_exchange_strong(&c->w->owner, &cur, me_t) && cur != me_t)
     return refuse_other_thread(c, shoal__opcode_name(op->opcode), NULL);
   atomic_store_explicit(&c->w->owner_opcode, op->opcode, memory_order_relaxed);
+  if (refused_world == c->w->id) refused_world = 0; /* let in: the refusal is history */
   if (c->aborted || c->w->aborted) {
     atomic_store(&c->w->owner, 0);
     char me[64];
@@ -273,6 +293,7 @@ static void q_fail_all(shoal__req_t **head, shoal__req_t **tail, int status) {
 void shoal__world_abort(shoal__world_t *w, int status, const char *msg) {
   if (w->aborted) return;
   w->aborted = 1;
+  if (w->peer_revoked) w->revoking = 1; /* aborted by a revoke: so are the notices this rank passes on */
   w->abort_status = status;
   snprintf(w->abort_msg, sizeof w->abort_msg, "%s", msg);
   for (int i = 0; i < w->size; i++) {
@@ -349,6 +370,7 @@ int shoal__recv_header(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
   uint32_t seq = shoal__get_u32(h + 16);
   int32_t tag = (int32_t)shoal__get_u32(h + 20);
   if (opcode == SHOAL__WOP_ABORT) {
+    if (h[7] & SHOAL__HDR_F_REVOKE) w->peer_revoked = 1;
     char text[SHOAL__ABORT_TEXT_MAX + 1];
     abort_text(conn, req, bytes, text, sizeof text);
     return req->state = fail(c, SHOAL_ERR_PEER_CLOSED, op, req->peer, '<', "peer aborted: %s", text);
@@ -391,6 +413,7 @@ int shoal__conn_broken(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req
     unsigned char h[SHOAL__HDR_BYTES];
     if (recv(conn->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof h &&
         shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_ABORT) {
+      if (h[7] & SHOAL__HDR_F_REVOKE) w->peer_revoked = 1;
       char text[SHOAL__ABORT_TEXT_MAX + 1];
       shoal__req_t tmp = {0};
       if (recv(conn->fd, h, sizeof h, MSG_DONTWAIT) == (ssize_t)sizeof h)
@@ -448,6 +471,7 @@ int shoal__conn_idle_event(shoal_comm_t *c, const shoal__op_t *op, shoal__conn_t
     return 0;
   }
   if (shoal__get_u32(h) == SHOAL__WIRE_MAGIC && h[4] == SHOAL__WOP_ABORT) {
+    if (h[7] & SHOAL__HDR_F_REVOKE) w->peer_revoked = 1;
     uint64_t len = shoal__get_u64(h + 32);
     char text[SHOAL__ABORT_TEXT_MAX + 1];
     shoal__req_t tmp = {0};
@@ -678,22 +702,72 @@ double shoal__op_waited(const shoal_comm_t *c, const shoal__op_t *op, uint64_t t
   return (double)(now - t0) * 1e-9;
 }
 
-static int timed_out(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n, double waited) {
-  char list[256] = "";
-  size_t used = 0;
-  shoal__req_t *first = NULL;
+/* ---- blame at the deadline ---- */
+
+int shoal__peer_stopped(const shoal__world_t *w, int wr, int *pid) {
+  const shoal__peer_info_t *p = &w->peers[wr], *me = &w->peers[w->rank];
+  if (wr == w->rank || p->pid <= 0 || strcmp(p->boot_id, me->boot_id) || !strcmp(p->boot_id, "unknown")) return 0;
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", p->pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t k = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (k <= 0) return 0;
+  buf[k] = '\0';
+  const char *end = strrchr(buf, ')'); /* "pid (comm) S ...": the command may hold anything */
+  if (!end || end[1] != ' ' || (end[2] != 'T' && end[2] != 't')) return 0;
+  *pid = p->pid;
+  return 1;
+}
+
+uint64_t shoal__blame_grace_ns(const shoal_comm_t *c) {
+  double g = 0.2 * c->timeout_s < 2 ? 0.2 * c->timeout_s : 2;
+  return (uint64_t)(g * 1e9);
+}
+
+/* A pending request whose peer's process is stopped, if any (its pid in *pid). */
+static shoal__req_t *stopped_pending(shoal_comm_t *c, shoal__req_t *const *list, shoal__req_t *reqs, int n, int *pid) {
   for (int i = 0; i < n; i++) {
-    if (reqs[i].kind == 0 || reqs[i].state != 0) continue;
-    if (!first) first = &reqs[i];
-    if (used < sizeof list - 16)
-      used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %d", used ? ", " : "",
-                               reqs[i].kind == 1 ? "send to" : "receive from", reqs[i].peer);
+    shoal__req_t *r = list ? list[i] : &reqs[i];
+    if (r && r->kind != 0 && r->state == 0 && shoal__peer_stopped(c->w, c->wranks[r->peer], pid)) return r;
+  }
+  return NULL;
+}
+
+/* The deadline passed with requests pending (list: the waitany's, else the n of reqs). A peer whose process
+ * is stopped is blamed at once. Otherwise the first time (*graced 0) the wait goes on for the grace
+ * (shoal__blame_grace_ns): the rank at the end of the chain, which waits on the stopped or lost process
+ * itself, fails first and its abort notice, naming that process, reaches the ranks waiting on it. 1: wait
+ * on; else the failure, naming the peer. */
+static int deadline_reached(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *list, shoal__req_t *reqs,
+                            int n, int *graced, uint64_t *deadline, double waited) {
+  int pid = 0;
+  shoal__req_t *stopped = stopped_pending(c, list, reqs, n, &pid);
+  if (!stopped && !*graced) {
+    *graced = 1;
+    *deadline += shoal__blame_grace_ns(c);
+    return 1;
+  }
+  char pending[256] = "", why[128] = "";
+  size_t used = 0;
+  shoal__req_t *first = stopped;
+  for (int i = 0; i < n; i++) {
+    shoal__req_t *r = list ? list[i] : &reqs[i];
+    if (!r || r->kind == 0 || r->state != 0) continue;
+    if (!first) first = r;
+    if (used < sizeof pending - 16)
+      used += (size_t)snprintf(pending + used, sizeof pending - used, "%s%s %d", used ? ", " : "",
+                               r->kind == 1 ? "send to" : "receive from", r->peer);
   }
   if (!first) return 0;
+  if (stopped)
+    snprintf(why, sizeof why, "; world rank %d's process (pid %d) is stopped (SIGSTOP or a debugger)",
+             c->wranks[stopped->peer], pid);
   int recv = first->kind == 2;
   return fail(c, SHOAL_ERR_TIMEOUT, op, first->peer, recv ? '<' : '>',
-              "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done); pending: %s",
-              waited, recv ? "receive from" : "send to", first->done, first->bytes, list);
+              "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done); pending: %s%s",
+              waited, recv ? "receive from" : "send to", first->done, first->bytes, pending, why);
 }
 
 int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, int n) {
@@ -709,13 +783,17 @@ int shoal__waitall(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *reqs, i
    * dedicated cores. Off by default: on this 2-vCPU VM, shared with other
    * jobs, spinning made an 8-byte ping-pong slower (8 -> 22 us one way). */
   uint64_t spin_until = w->spin_ns ? t0 + w->spin_ns : 0;
+  int graced = 0;
   for (;;) {
     if (rc < 0) return w->aborted && w->abort_status ? w->abort_status : rc;
     rc = reqs_status(w, reqs, n, &ndone);
     if (rc) return rc;
     if (ndone == n) return 0;
     uint64_t now = shoal__now_ns();
-    if (now >= deadline) return timed_out(c, op, reqs, n, shoal__op_waited(c, op, t0, now));
+    if (now >= deadline &&
+        (rc = deadline_reached(c, op, NULL, reqs, n, &graced, &deadline, shoal__op_waited(c, op, t0, now))) != 1)
+      return rc;
+    rc = 0;
     if (now < spin_until) {
       sched_yield();
       rc = shoal__progress(c, op, 0);
@@ -730,14 +808,12 @@ int shoal__waitany(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *
   shoal__world_t *w = c->w;
   uint64_t t0 = shoal__now_ns();
   uint64_t deadline = op->deadline_ns ? op->deadline_ns : t0 + (uint64_t)(c->timeout_s * 1e9);
-  int pending = 0, rc = 0;
-  shoal__req_t *first = NULL;
+  int pending = 0, rc = 0, graced = 0;
   for (int i = 0; i < n; i++) { /* only the requests pending now count: the callers list their heads */
     shoal__req_t *r = reqs[i];
     if (!r || r->kind == 0 || r->state == 1) continue;
     if (r->state < 0) return w->aborted && w->abort_status ? w->abort_status : r->state;
     pending++;
-    if (!first) first = r;
   }
   if (!pending) return 0;
   for (int pass = 0;; pass++) {
@@ -751,13 +827,9 @@ int shoal__waitany(shoal_comm_t *c, const shoal__op_t *op, shoal__req_t *const *
     if (still < pending) return 0; /* one of those pending at entry completed */
     if (rc < 0) return w->aborted && w->abort_status ? w->abort_status : rc;
     uint64_t now = shoal__now_ns();
-    if (now >= deadline) {
-      int recv = first->kind == 2;
-      return fail(c, SHOAL_ERR_TIMEOUT, op, first->peer, recv ? '<' : '>',
-                  "timed out after %.1f s (SHOAL_TIMEOUT) waiting to %s this peer (%zu of %zu bytes done; %d requests "
-                  "pending)", shoal__op_waited(c, op, t0, now), recv ? "receive from" : "send to", first->done,
-                  first->bytes, pending);
-    }
+    if (now >= deadline &&
+        (rc = deadline_reached(c, op, reqs, NULL, n, &graced, &deadline, shoal__op_waited(c, op, t0, now))) != 1)
+      return rc;
     uint64_t left_ms = (deadline - now + 999999) / 1000000;
     rc = shoal__progress(c, op, pass == 0 ? 0 : left_ms > 1000000 ? 1000000 : (int)left_ms);
   }

@@ -234,15 +234,24 @@ int shoal__shm_peer_moved_on(shoal_comm_t *c, const shoal__op_t *op, int l, uint
   shoal__shm_t *s = c->w->shm;
   if (op->opcode == SHOAL__OP_SEND || op->opcode == SHOAL__OP_INTERNAL) return 0; /* no call sequence */
   uint64_t d[3];
-  if (!latest_desc_on(s, c, l, d) || (int32_t)((uint32_t)d[2] - op->seq) <= 0) return 0;
+  int32_t ahead;
+  if (!latest_desc_on(s, c, l, d) || (ahead = (int32_t)((uint32_t)d[2] - op->seq)) < 0) return 0;
   /* The peer published a later call's step after writing everything it sent
    * in this one (release, then our acquire above): an empty ring now means
-   * the message will never come. */
+   * the message will never come. A step of this very call: the peer runs it
+   * over the steps (no algorithm also sends ring messages under the
+   * communicator's id in a call that uses them), this rank point to point. */
   shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->topo->lrank);
   if (atomic_load_explicit(&r->tail, memory_order_acquire) != head) return 0;
   char got[200];
   desc_str(d, got, sizeof got);
   int wr = s->topo->l2w[l];
+  if (ahead == 0)
+    return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                            "mismatch: this rank (world rank %d) waits for a point-to-point message of %s seq %u "
+                            "from the same-host peer (world rank %d), which runs %s over the shared-memory steps: "
+                            "the ranks disagree on the call or its algorithm",
+                            c->w->rank, shoal__opcode_name(op->opcode), op->seq, wr, got);
   return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
                           "mismatch: this rank (world rank %d) waits for a message of %s seq %u from the same-host "
                           "peer (world rank %d), which has moved on to %s without sending it: the ranks disagree on "
@@ -333,7 +342,8 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
 #endif
       if (flags_ready(&f)) return 0;
     }
-  uint64_t t0 = shoal__now_ns();
+  uint64_t t0 = shoal__now_ns(), deadline = op->deadline_ns;
+  int graced = 0;
   for (;;) {
     if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
     uint64_t now = shoal__now_ns();
@@ -356,12 +366,22 @@ int shoal__shm_wait_flags(shoal_comm_t *c, const shoal__op_t *op, int field, uin
                                   (unsigned long long)want);
         if ((pr = others_alive(c, op, l, want))) return pr;
       }
-      if (now >= op->deadline_ns)
+      if (now >= deadline) { /* a stopped peer is blamed at once; else the grace (engine.c, deadline_reached) */
+        int pid = 0, stopped = shoal__peer_stopped(w, wr, &pid);
+        if (!stopped && !graced) {
+          graced = 1;
+          deadline += shoal__blame_grace_ns(c);
+          continue;
+        }
+        char why[128] = "";
+        if (stopped) snprintf(why, sizeof why, "; world rank %d's process (pid %d) is stopped (SIGSTOP or a debugger)",
+                              wr, pid);
         return shoal__comm_fail(c, SHOAL_ERR_TIMEOUT, op, comm_rank_of(c, wr),
                                 "timed out after %.1f s (SHOAL_TIMEOUT) waiting for same-host peer (world rank %d) "
-                                "to reach shared-memory step %llu (it is at %llu)",
+                                "to reach shared-memory step %llu (it is at %llu)%s",
                                 shoal__op_waited(c, op, t0, now), wr, (unsigned long long)want,
-                                (unsigned long long)flag_value(s, l, field, want));
+                                (unsigned long long)flag_value(s, l, field, want), why);
+      }
       shoal__shm_bell_sleep(s, flags_ready, &f, SLEEP_NS);
     }
     if (flags_ready(&f)) return 0;

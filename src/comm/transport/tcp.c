@@ -85,6 +85,7 @@ void shoal__tcp_close(shoal__world_t *w, shoal__conn_t *conn, int wop, const cha
     size_t tl = text ? strlen(text) : 0;
     if (tl > SHOAL__ABORT_TEXT_MAX) tl = SHOAL__ABORT_TEXT_MAX;
     shoal__hdr_pack(msg, wop, 0, 0, w->id, 0, 0, 0, tl);
+    if (wop == SHOAL__WOP_ABORT && w->revoking) msg[7] = SHOAL__HDR_F_REVOKE;
     if (tl) memcpy(msg + SHOAL__HDR_BYTES, text, tl);
     ssize_t k = send(conn->fd, msg, SHOAL__HDR_BYTES + tl, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)k;
