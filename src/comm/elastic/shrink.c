@@ -530,6 +530,35 @@ static int my_ip(const shoal__world_t *w, struct in_addr *ip) {
   return shoal__boot_pick_addr(w->cfg->ifname, w->cfg->ifname_src, lo, ip, how, sizeof how);
 }
 
+/* The coordinator: the lowest rank that answers; gone ones are skipped, a coordinator that dies before its
+ * decision hands over to the next; none below this rank: this rank coordinates. The decision in *p. */
+static int find_coordinator(shoal_comm_t *c, member_t *mem, const shoal__reg_t myreg, shoal__deadline_t dl,
+                            proposal_t *p, int *coord) {
+  int me = c->rank, rc = 0;
+  for (int j = 0; j < me && *coord < 0; j++) {
+    int fd = -1;
+    rc = link_connect(c, j, dl, &fd);
+    if (rc == 0) {
+      rc = member_wait(c, j, fd, myreg, dl, p);
+      close(fd);
+      if (rc == 0) *coord = j;
+    }
+    if (rc == SHOAL_ERR_PEER_CLOSED) {
+      SHOAL_DEBUG("NET", "rank %d: shrink: %s", me, shoal_last_error());
+      mark_gone(&mem[j], shoal_last_error());
+      rc = 0;
+      continue;
+    }
+    if (rc) break;
+  }
+  if (!rc && *coord < 0) {
+    for (int j = 0; j < me; j++) mem[j].state = M_GONE;
+    *coord = me;
+    rc = coordinate(c, myreg, mem, dl, p);
+  }
+  return rc;
+}
+
 int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out) {
   if (!c || !out) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_shrink: NULL argument");
   shoal__world_t *w = c->w;
@@ -569,29 +598,7 @@ int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out) {
   for (int r = 0; r < n; r++) mem[r].probe_fd = mem[r].link_fd = -1;
   proposal_t p = {0};
   int coord = -1;
-  /* the coordinator: the lowest rank that answers; gone ones are skipped, a coordinator that dies
-   * before its decision hands over to the next */
-  for (int j = 0; j < me && coord < 0; j++) {
-    int fd = -1;
-    rc = link_connect(c, j, dl, &fd);
-    if (rc == 0) {
-      rc = member_wait(c, j, fd, myreg, dl, &p);
-      close(fd);
-      if (rc == 0) coord = j;
-    }
-    if (rc == SHOAL_ERR_PEER_CLOSED) {
-      SHOAL_DEBUG("NET", "rank %d: shrink: %s", me, shoal_last_error());
-      mark_gone(&mem[j], shoal_last_error());
-      rc = 0;
-      continue;
-    }
-    if (rc) break;
-  }
-  if (!rc && coord < 0) {
-    for (int j = 0; j < me; j++) mem[j].state = M_GONE;
-    coord = me;
-    rc = coordinate(c, myreg, mem, dl, &p);
-  }
+  rc = find_coordinator(c, mem, myreg, dl, &p, &coord);
   for (int r = 0; r < n; r++) {
     if (mem[r].probe_fd >= 0) close(mem[r].probe_fd);
     if (mem[r].link_fd >= 0) close(mem[r].link_fd);
