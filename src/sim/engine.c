@@ -131,7 +131,7 @@ static void heap_remove(heap_t *h, int32_t job) {
 
 typedef struct {
   double share, rate; /* rate < 0: not rated yet */
-  double eff;         /* workers * rate / sref: the job's term of engine_t.eff_sum at this rate */
+  double eff;         /* requested GPUs * rate / sref: the job's term of engine_t.eff_sum at this rate */
   double iso;         /* rate / sref: its Themis factor (advance_job) */
 } xrate_t;
 
@@ -195,7 +195,8 @@ typedef struct engine {
   double phi[MAX_SIZES];
   /* metrics */
   double t_prev;
-  double eff_sum;       /* sum over running jobs of gpus*rate/sref */
+  double eff_sum;       /* sum over running jobs of requested gpus * rate / sref: the GPUs they hold times
+                         * their per-GPU speed relative to the reference per-GPU speed (sref / requested) */
   int running;
   shoal_sim_result_t *res;
   int tl_cap;
@@ -392,9 +393,9 @@ static void advance_job(engine_t *e, shoal_job_t *j, double t) {
 
 static void set_rate(engine_t *e, shoal_job_t *j, double rate) {
   double sr = e->sref[j->id];
-  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->alloc.workers * j->rate / sr;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->gpus * j->rate / sr;
   j->rate = rate;
-  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->alloc.workers * j->rate / sr;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->gpus * j->rate / sr;
 }
 
 static int schedule_finish(engine_t *e, shoal_job_t *j, double t);
@@ -634,7 +635,7 @@ static int xchange(engine_t *e, int i, shoal_job_t *j, int ox, int x, double t) 
   } else {
     double sr = xs->sref, dt = t - j->t_last, oeff, oiso;
     if (old) oeff = old->eff, oiso = old->iso;
-    else oeff = j->alloc.workers * j->rate / sr, oiso = j->rate / sr;
+    else oeff = j->gpus * j->rate / sr, oiso = j->rate / sr;
     int id = j->id, k = xs->k;
     if (dt > 0) {
       double dw = j->rate * dt;
@@ -716,7 +717,7 @@ static int update_contention(engine_t *e, double t) {
           double share = xr_share(e, rt);
           xt->share = share;
           xt->rate = share == prev ? rt->rate : rate_at_share(e, j, rt, share);
-          xt->eff = j->alloc.workers * xt->rate / xs->sref;
+          xt->eff = j->gpus * xt->rate / xs->sref;
           xt->iso = xt->rate / xs->sref;
         }
         if (xt->share == prev) {
@@ -762,10 +763,10 @@ static void set_state(engine_t *e, shoal_job_t *j, int st) {
   int was_run = j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART;
   int is_run = st == SHOAL_JOB_RUN || st == SHOAL_JOB_RESTART;
   double sr = e->sref[j->id];
-  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->alloc.workers * j->rate / sr;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum -= j->gpus * j->rate / sr;
   j->state = (int8_t)st;
   if (st != SHOAL_JOB_RUN) j->rate = 0;
-  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->alloc.workers * j->rate / sr;
+  if (j->state == SHOAL_JOB_RUN && sr > 0) e->eff_sum += j->gpus * j->rate / sr;
   e->running += is_run - was_run;
 }
 
@@ -981,7 +982,7 @@ static int check_count_ratings(engine_t *e, double t) {
     const shoal_job_t *j = e->xjobs[i];
     if (!rt->ok || !rt->uni || k < XR_MAX || x != xs->x || xs->k != e->size_idx[j->id] || xs->sref != e->sref[j->id] ||
         xt->share != rt->share || xt->rate != rt->rate || xr_share(e, rt) != rt->share ||
-        (xs->sref > 0 && (xt->eff != j->alloc.workers * xt->rate / xs->sref || xt->iso != xt->rate / xs->sref)))
+        (xs->sref > 0 && (xt->eff != j->gpus * xt->rate / xs->sref || xt->iso != xt->rate / xs->sref)))
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d rated at count %d, its racks' count is %d", t, e->xids[i],
                          xs->x, x);
   }

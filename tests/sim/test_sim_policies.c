@@ -390,3 +390,26 @@ TEST(rack_contention_shares_uplinks) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* Effective utilization counts a resized job at its real per-GPU efficiency: on the linear model every
+ * worker runs at the reference per-GPU speed whatever the job's size, so with no restart cost the effective
+ * GPU-seconds are the busy ones, also while elastic runs jobs on fewer GPUs than they asked for (counted at
+ * workers / requested of it before). */
+TEST(effective_utilization_of_resized_jobs) {
+  static const tjob_t t[] = {{0, 4, 100, 0}, {1, 4, 100, 0}, {2, 2, 50, 0}};
+  shoal_workload_t w;
+  tiny_workload(&w, t, 3);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 4);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  run_policy(&w, &cs, sp, "elastic", NULL, 0, &r);
+  int resized = 0;
+  for (int i = 0; i < 3; i++) resized += w.jobs[i].n_realloc + w.jobs[i].n_preempt;
+  CHECK_MSG(resized > 0, "no job was resized or preempted: the scenario tests nothing");
+  CHECK_MSG(r.busy_gpu_s > 0 && fabs(r.eff_gpu_s - r.busy_gpu_s) < 1e-6 * r.busy_gpu_s,
+            "effective %.6f GPU-s against %.6f busy", r.eff_gpu_s, r.busy_gpu_s);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}
