@@ -211,3 +211,48 @@ TEST(tune_cache_values_checked) {
   CHECK_EQ(shoal__tune_cache_read(path, "hD:1", 1, sorted, v, lat, bw), 0);
   unlink(path);
 }
+
+/* The chooser's answer for a size seen before comes from the per-size cache without formatting its reason
+ * (a tiny allreduce is under a microsecond): the same algorithm and plan as a fresh pricing, the reason
+ * written on demand, and the collectives' results unchanged. */
+static int rank_cached_choice(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 1;
+  int bad = 0;
+  size_t sizes[] = {32, 4u << 20};
+  for (int k = 0; k < 2 && !bad; k++) {
+    size_t n = sizes[k] / 4;
+    float *v = malloc(sizes[k]);
+    shoal__choice_t first, again;
+    if (!v || shoal__coll_choose(c, sizes[k], SHOAL_ALGO_AUTO, SHOAL__CHOOSE_QUIET, &first)) {
+      free(v);
+      bad = 1;
+      break;
+    }
+    for (int r = 0; r < 3 && !bad; r++) {
+      for (size_t i = 0; i < n; i++) v[i] = (float)(rank + (int)(i % 5));
+      if (shoal_allreduce(c, SHOAL_IN_PLACE, v, n, SHOAL_FLOAT32, SHOAL_SUM)) bad = 1;
+      for (size_t i = 0; i < n && !bad; i++)
+        if (v[i] != (float)(1 + 2 * (int)(i % 5))) bad = fprintf(stderr, "rank %d: %zu B: v[%zu] = %g\n", rank, sizes[k], i, v[i]);
+    }
+    if (!bad && shoal__coll_choose(c, sizes[k], SHOAL_ALGO_AUTO, SHOAL__CHOOSE_QUIET, &again)) bad = 1;
+    if (!bad && (!again.cached || again.why[0] || again.algo != first.algo ||
+                 again.plan.chunk_bytes != first.plan.chunk_bytes ||
+                 !strstr(shoal__choice_why(c, &again), "as for the last call of this size") || first.cached ||
+                 !strstr(shoal__choice_why(c, &first), "cost model")))
+      bad = fprintf(stderr, "rank %d: %zu B: cached %d (%s) vs fresh %d (%s): %s / %s, chunk %zu / %zu\n", rank,
+                    sizes[k], again.cached, shoal_algo_name(again.algo), first.cached, shoal_algo_name(first.algo),
+                    again.why, first.why, again.plan.chunk_bytes, first.plan.chunk_bytes);
+    free(v);
+  }
+  shoal_comm_destroy(c);
+  return bad;
+}
+
+TEST_T(tune_cached_choice_same_answer, 30) {
+  tune_arg_t a = {.n = 2, .mode = "off", .file = ""};
+  a.port = shoal_test_free_port();
+  int st[2];
+  CHECK_EQ(shoal_test_fork_ranks(2, rank_cached_choice, &a, 20, st), 2);
+}

@@ -117,7 +117,8 @@ typedef struct shoal__choice {
   shoal_algo_t algo;
   shoal__plan_t plan;
   double t[SHOAL__ALGO_MAX]; /* each algorithm's prediction (INFINITY: not a candidate) */
-  char why[256];             /* the reason, for the log */
+  int cached;                /* the answer of the last call of this size: why is written on demand */
+  char why[256];             /* the reason, for the log: read it with shoal__choice_why */
 } shoal__choice_t;
 
 enum {
@@ -134,5 +135,7 @@ int shoal__coll_price(const shoal__coll_ctx_t *x, size_t bytes, unsigned flags, 
  * requested or forced algorithm cannot run on c (message set), or a plan's
  * configuration error. */
 int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, unsigned flags, shoal__choice_t *out);
+/* ch's reason, written now if the chooser left it for later (a cached answer). */
+const char *shoal__choice_why(const shoal_comm_t *c, shoal__choice_t *ch);
 
 #endif

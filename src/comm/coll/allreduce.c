@@ -39,7 +39,7 @@ int shoal_allreduce_algo(shoal_comm_t *c, const void *sendbuf, void *recvbuf, si
     shoal__plan_describe(ch.algo, &x, &ch.plan, plan, sizeof plan);
     SHOAL_INFO("COLL", "allreduce seq %u: %zu x %s %s (%zu B) on %d ranks%s -> %s%s%s%s (%s)", op.seq, count,
                shoal_dtype_name(dtype), shoal_redop_name(redop), bytes, p, inplace ? " in place" : "", a->name,
-               plan[0] ? " [" : "", plan, plan[0] ? "]" : "", ch.why);
+               plan[0] ? " [" : "", plan, plan[0] ? "]" : "", shoal__choice_why(c, &ch));
   }
   /* the time against the prediction: a link that changed makes the profile measure it again (tune/watch.c,
    * through its hooks in the profile: it runs collectives itself) */

@@ -98,7 +98,6 @@ static void model_reason(const shoal__coll_ctx_t *x, const shoal__choice_t *ch, 
 
 int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, unsigned flags, shoal__choice_t *out) {
   shoal__coll_ctx_t x;
-  shoal__coll_ctx(c, &x);
   shoal_algo_t pick = requested;
   const char *why = "requested by the caller";
   if (pick == SHOAL_ALGO_AUTO && !(flags & SHOAL__CHOOSE_FLAT) && c->w->algo_env != SHOAL_ALGO_AUTO) {
@@ -107,7 +106,9 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
   }
   for (int i = 0; i < SHOAL__ALGO_MAX; i++) out->t[i] = INFINITY;
   memset(&out->plan, 0, sizeof out->plan);
+  out->cached = 0;
   if (pick != SHOAL_ALGO_AUTO) {
+    shoal__coll_ctx(c, &x);
     const shoal__coll_algo_t *a = shoal__algo(pick);
     if (!a) return shoal__seterr(SHOAL_ERR_INVALID, "allreduce: invalid algorithm %d", (int)pick);
     int rc = a->applies ? a->applies(&x) : 0;
@@ -129,13 +130,20 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
     slot = &tn->picks[(c->id * 0x9E3779B97F4A7C15ull ^ bytes * 0xff51afd7ed558ccdull) >> 32 & (nslots - 1)];
   }
   if (slot && slot->valid && slot->comm == c->id && slot->bytes == bytes) {
-    out->algo = slot->algo; /* the same size again (every training step): the model's answer has not changed */
+    /* the same size again (every training step): the model's answer has not changed. Nothing here
+     * formats text or builds the context unless the algorithm has a plan: a tiny shared-memory
+     * allreduce takes well under a microsecond, and a snprintf of the reason was a tenth of it
+     * (shoal__choice_why writes the reason when a log line needs it). */
+    out->algo = slot->algo;
     out->t[out->algo] = slot->t;
-    snprintf(out->why, sizeof out->why, "cost model (%s), as for the last call of this size",
-             shoal__tune_source(c->w));
+    out->cached = 1;
+    out->why[0] = '\0';
     const shoal__coll_algo_t *a = shoal__algo(out->algo); /* its parameters: read again (SHOAL_CHUNK_BYTES) */
-    return a->plan && !(flags & SHOAL__CHOOSE_NOPLAN) ? a->plan(&x, bytes, &out->plan) : 0;
+    if (!a->plan || (flags & SHOAL__CHOOSE_NOPLAN)) return 0;
+    shoal__coll_ctx(c, &x);
+    return a->plan(&x, bytes, &out->plan);
   }
+  shoal__coll_ctx(c, &x);
   int rc = shoal__coll_price(&x, bytes, flags, out);
   if (rc) return rc;
   model_reason(&x, out, out->why, sizeof out->why);
@@ -144,6 +152,12 @@ int shoal__coll_choose(shoal_comm_t *c, size_t bytes, shoal_algo_t requested, un
                 out->why);
   if (slot) *slot = (struct shoal__tune_pick){1, c->id, bytes, out->algo, out->t[out->algo]};
   return 0;
+}
+
+const char *shoal__choice_why(const shoal_comm_t *c, shoal__choice_t *ch) {
+  if (ch->cached && !ch->why[0])
+    snprintf(ch->why, sizeof ch->why, "cost model (%s), as for the last call of this size", shoal__tune_source(c->w));
+  return ch->why;
 }
 
 void shoal__plan_describe(shoal_algo_t a, const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out,
