@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "shoal/shoal.h"
+#include "sched/model/interference.h"
 #include "sched/planners/lower_bound.h"
 #include "sched/policies/slotted.h"
 #include "sched/policy.h"
@@ -49,17 +50,23 @@ typedef struct {
   int machines, gpus;           /* cluster */
   long k0, k1;                  /* measured window (arrival ranks), k1 < 0: all */
   double load_scale;            /* arrivals compressed by this factor (--load-scale overrides) */
+  int racks;                    /* 0: machines / 16 (at least 1) */
+  double oversub;               /* 0: the default (1) */
+  int interference;             /* 1: the shipped interference model (--interference overrides) */
 } scenario_t;
 static const scenario_t scen[] = {
     {"synthetic", "3,000 Philly-like jobs (bursty) at load 0.9 on 16 x 8 GPUs; jobs 500..2499 measured", 0, 3000, 0.9, 0, 0, 0,
-     0, 16, 8, 500, 2500, 1},
+     0, 16, 8, 500, 2500, 1, 0, 0, 0},
     {"philly-busy", "Philly: the busiest week (days 46-53, 12,417 jobs, ~790 GPUs offered) on 80 x 8 GPUs", 1, 0, 0, 0, 0,
-     46 * 86400.0, 53 * 86400.0, 80, 8, 0, -1, 1},
+     46 * 86400.0, 53 * 86400.0, 80, 8, 0, -1, 1, 0, 0, 0},
     {"pollux", "Pollux-style: 160 filtered Philly jobs of a busy 8 hours (hours 730-738) submitted within 2 hours "
      "(--load-scale 4; 0.5x-2x: 2..8) on 16 x 4 GPUs",
-     1, 160, 0, 0, 1, 730 * 3600.0, 738 * 3600.0, 16, 4, 0, -1, 4},
+     1, 160, 0, 0, 1, 730 * 3600.0, 738 * 3600.0, 16, 4, 0, -1, 4, 0, 0, 0},
     {"gavel", "Gavel-style steady state: 6,000 synthetic jobs, Poisson at load 0.9 on 27 x 4 GPUs; jobs 4000..4999 measured", 0,
-     6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000, 1},
+     6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000, 1, 0, 0, 0},
+    {"interference", "Philly days 25-26 (1,007 jobs; --load-scale 2) on 32 x 8 GPUs in 8 racks, 2:1 uplinks, 2 sockets "
+     "per machine; co-located jobs slow each other (the shipped interference model)", 1, 0, 0, 0, 0, 25 * 86400.0,
+     26 * 86400.0, 32, 8, 0, -1, 2, 8, 2, 1},
 };
 #define NSCEN ((int)(sizeof scen / sizeof scen[0]))
 
@@ -70,6 +77,8 @@ typedef struct sim_cli {
   shoal_cluster_group_t flags; /* the cluster flags (one group) */
   shoal_net_t net;
   const char *trace, *cluster_file, *out, *policies, *speed, *throughputs, *gpu, *write_trace, *scenario, *tag;
+  const char *interference;    /* off, shipped or a model file */
+  shoal_interference_t *im;    /* the model loaded, NULL: off */
   int no_progress, raw_spread, csv, no_header, lower_bound;
   long report[2];              /* --report-jobs K0:K1 (K1 < 0: all) */
   double lb_slot, lb_time, load_scale;
@@ -157,6 +166,9 @@ static const shoal_opt_t sim_opts[] = {
     OPT_DOUBLE("--mem-gb-per-machine", "M", flags.per_machine.mem_gb, 1e-3, 1e9, "memory per machine, GB"),
     OPT_DOUBLE("--nic-gbps", "B", flags.nic_gbps, 1e-6, 1e9, "NIC bandwidth, Gb/s"),
     OPT_DOUBLE("--intra-gbps", "B", net.intra_gbps, 1e-6, 1e9, "GPU-GPU bandwidth inside a machine, Gb/s"),
+    OPT_INT("--sockets-per-machine", "S", flags.sockets, 0, 8,
+            "CPU sockets per machine, its GPUs split among them in blocks (0: 2 when the GPUs\n"
+            "are even, else 1); what interference and the socket-aware placers see"),
     OPT_GROUP("model and engine:"),
     OPT_CHOICE("--speed", "analytic|table", speed, "analytic|table", "speed model"),
     OPT_STRING("--throughputs", "FILE", throughputs, "Gavel throughputs.json for --speed table", .expect = "a file",
@@ -165,6 +177,10 @@ static const shoal_opt_t sim_opts[] = {
                .when = W(M_TABLE)),
     OPT_FLAG("--raw-spread", raw_spread, "table: keep spread/consolidated ratios > 1 (default: clamp to 1)",
              .when = W(M_TABLE)),
+    OPT_STRING("--interference", "MODEL", interference,
+               "co-located jobs slow each other: off, shipped (measured on shoal's testbed) or a\n"
+               "model file (docs/learned-placement.md)", .def = "off; shipped in the scenario interference",
+               .expect = "off, shipped or a file"),
     OPT_DOUBLE("--restart-cost", "S", cfg.restart_cost, 0, SHOAL__SIM_RESTART_COST_MAX,
                "seconds lost on resume, resize, migration"),
     OPT_DOUBLE("--start-cost", "S", cfg.start_cost, 0, 1e9, "seconds lost on the first start"),
@@ -238,7 +254,9 @@ static int apply_scenario(sim_cli_t *c, const shoal_opts_res_t *r) {
   }
   UNLESS("--machines") c->flags.machines = sc->machines;
   UNLESS("--gpus-per-machine") c->flags.per_machine.gpus = sc->gpus;
-  UNLESS("--racks") c->flags.racks = sc->machines >= 16 ? sc->machines / 16 : 1;
+  UNLESS("--racks") c->flags.racks = sc->racks ? sc->racks : sc->machines >= 16 ? sc->machines / 16 : 1;
+  if (sc->oversub > 0) UNLESS("--oversub") c->net.oversub = sc->oversub;
+  if (sc->interference) UNLESS("--interference") c->interference = "shipped";
   UNLESS("--report-jobs") c->report[0] = sc->k0, c->report[1] = sc->k1;
   UNLESS("--load-scale") c->load_scale = sc->load_scale;
 #undef UNLESS
@@ -257,7 +275,8 @@ static int sim_resolve(void *cli, const shoal_opts_res_t *r) {
     return 2;
   }
   static const char *const cluster_flags[] = {"--machines", "--gpus-per-machine", "--racks", "--cpus-per-machine",
-                                              "--mem-gb-per-machine", "--nic-gbps", "--oversub", "--intra-gbps"};
+                                              "--mem-gb-per-machine", "--nic-gbps", "--oversub", "--intra-gbps",
+                                              "--sockets-per-machine"};
   int flags = 0;
   for (size_t k = 0; k < sizeof cluster_flags / sizeof *cluster_flags; k++) flags |= shoal_opts_given(r, cluster_flags[k]);
   if (c->cluster_file && flags) {
@@ -360,6 +379,10 @@ static int write_summary(const char *dir, const char *workload, const char *clus
   json_str(f, "trace duration -> work = duration x speed(model, requested GPUs, consolidated); model = types[splitmix64(seed, row) mod |types that exist for the size|]; see docs/simulator.md");
   fprintf(f, ",\n  \"restart_cost_s\": ");
   json_num(f, cfg->restart_cost);
+  if (cfg->interference) { /* only when on: the summaries of runs without it stay as they were */
+    fprintf(f, ",\n  \"interference\": ");
+    json_str(f, shoal__interference_origin(cfg->interference));
+  }
   if (!isnan(lb)) { /* --lower-bound: the bound, and per policy its flow in the same slots */
     fprintf(f, ",\n  \"lower_bound\": {\"flow_slots\": ");
     json_num(f, lb);
@@ -564,6 +587,16 @@ static int load_inputs(sim_t *S) {
   }
   c->cfg.seed = c->wo.seed;
   if ((rc = shoal__cluster_create(&S->cs, &S->cl))) return rc;
+  if (c->interference && strcmp(c->interference, "off")) {
+    rc = !strcmp(c->interference, "shipped") ? shoal__interference_shipped(&c->im)
+                                             : shoal__interference_load(c->interference, &c->im);
+    if (rc) {
+      char msg[1200];
+      snprintf(msg, sizeof msg, "%s", shoal_last_error());
+      return shoal__seterr(rc, "--interference: %s", msg);
+    }
+    c->cfg.interference = c->im;
+  }
   if (!strcmp(c->speed, "table")) rc = shoal__speed_table_create(c->throughputs, c->gpu, !c->raw_spread, &S->speed);
   else rc = shoal__speed_analytic_create(&S->speed);
   if (rc) return rc;
@@ -626,6 +659,7 @@ static int make_runs(sim_t *S) {
     void *pst = NULL;
     if ((rc = shoal__sched_init(&probe, S->cl, S->speed, 16))) return rc;
     probe.nvcs = S->w.nvcs;
+    probe.interference = S->c->im;
     rc = r->ops->create(&probe, r->params[0] ? r->params : NULL, &pst);
     if (!rc) r->ops->destroy(pst);
     shoal__sched_fini(&probe);
@@ -658,6 +692,8 @@ static void print_head(const sim_t *S) {
   printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", S->w.source, S->cdesc,
          S->speed->name, S->speed->nmodels, c->cfg.restart_cost);
   if (c->sc) printf("scenario: %s (%s)\n", c->sc->name, c->sc->desc);
+  if (c->im)
+    printf("interference: %s (%s)\n", shoal__interference_origin(c->im), shoal__interference_source(c->im));
   if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, njobs);
   printf("\n");
   if (S->nruns)
@@ -851,6 +887,7 @@ int shoal_cmd_sim(int argc, char **argv) {
   shoal__workload_free(&S.w);
   shoal__speed_destroy(S.speed);
   shoal__cluster_destroy(S.cl);
+  shoal__interference_free(c.im);
   if (!rc) return 0;
   fprintf(stderr, "shoal sim: %s\n", shoal_last_error());
   return 1;

@@ -13,11 +13,13 @@
 #   socket   both on h0, CPU 0 and CPU 1 (last-level cache and memory bandwidth)
 #   nic      both between h0 and h1 (the two hosts' links), CPU 0 and CPU 1
 #   uplink   h0-h2 and h1-h3 (different host links, the racks' uplinks), CPU 0 and CPU 1
-# For each level and ordered pair (job, co-runner): the job alone, then again with the co-runner running
-# in a loop in the background (the alone run right before its pair, so that a drift of the machine's
-# speed does not enter the ratio). A job runs a fixed count of iterations (train: mean compute+sync ms
+# For each level and ordered pair (job, co-runner), ROUNDS times: the job alone, then again with the
+# co-runner running in a loop in the background (each alone run right before its pair, so that a drift
+# of the machine's speed does not enter the ratio); the row keeps the median alone and the median
+# co-located rate of the rounds (one slow or fast run of this virtual machine, which varies by up to
+# 1.8x between runs seconds apart, does not make the ratio). A job runs a fixed count of iterations (train: mean compute+sync ms
 # after WARM iterations, from its --iter-log; membw: GB/s over 4 s; net: Mbit/s over 4 s, both
-# directions). slowdown = alone rate / co-located rate. CPU 1 is never idle: a spin loop (registers
+# directions). slowdown = median alone rate / median co-located rate. CPU 1 is never idle: a spin loop (registers
 # only: no cache or memory traffic) runs there when no co-runner does (the alone runs; the core level's
 # pairs), because this virtual machine runs a process on CPU 0 up to 1.4x faster while CPU 1 is busy than
 # while it idles, which made co-located runs look faster than alone ones. Before each run the machine must be idle
@@ -25,17 +27,18 @@
 # builds off, not every process; the busy share seen is recorded.
 # Rows go to OUT/measured.csv (a level's rows of the same rep are replaced):
 #   level,job,corunner,rep,unit,alone,colocated,slowdown,busy_alone,busy_pair
-# Run it under `quiet` (nothing else on the CPU), one or two levels per call (a level takes ~3 min):
-#   quiet experiments/interference/measure.sh --levels core [--rep 1]     (one level: ~4 minutes)
-# Options: --levels L  --rep N (label of the repetition, 1)  --rate R (200mbit)  --name T (mrl1)
+# Run it under `quiet` (nothing else on the CPU), one level per call (~3.5 min per round):
+#   quiet experiments/interference/measure.sh --levels core [--rep 1] [--rounds 3]   (~11 minutes)
+# Options: --levels L  --rep N (label of the repetition, 1)  --rounds R (3)  --rate R (200mbit)  --name T (mrl1)
 #          --build DIR (build)  --out DIR (experiments/interference/results)  --port P (36100)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-levels="core socket nic uplink" rep=1 rate=200mbit name=mrl1 build=build out=experiments/interference/results port=36100
+levels="core socket nic uplink" rep=1 rounds=3 rate=200mbit name=mrl1 build=build out=experiments/interference/results port=36100
 while [ $# -gt 0 ]; do
   case "$1" in
     --levels) levels=$2; shift 2 ;;
     --rep) rep=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
@@ -49,6 +52,7 @@ for l in $levels; do
   case $l in core|socket|nic|uplink) ;; *) echo "measure.sh: --levels: unknown level '$l' (core socket nic uplink)" >&2; exit 2 ;; esac
 done
 case $rep in ''|*[!0-9]*) echo "measure.sh: --rep '$rep': expected a number" >&2; exit 2 ;; esac
+case $rounds in ''|0|*[!0-9]*) echo "measure.sh: --rounds '$rounds': expected a number >= 1" >&2; exit 2 ;; esac
 S=$PWD/$build/shoal
 [ -x "$S" ] || { echo "measure.sh: $S not built (make)" >&2; exit 2; }
 command -v iperf3 >/dev/null || { echo "measure.sh: iperf3 missing (apt-get install iperf3)" >&2; exit 2; }
@@ -82,7 +86,7 @@ trap 'exit 130' INT TERM
 res=$out/measured.csv
 [ -s "$res" ] || echo "level,job,corunner,rep,unit,alone,colocated,slowdown,busy_alone,busy_pair" >"$res"
 echo "# interference: $(date -u +%FT%TZ), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-  "levels '$levels', rep $rep, links $rate" >&2
+  "levels '$levels', rep $rep, $rounds rounds, links $rate" >&2
 
 # iterations per foreground run (a few seconds each) and the warm-up left out
 iters_of() { case $1:$2 in softmax:host) echo 4000 ;; mlp:host) echo 200 ;; cnn:host) echo 400 ;;
@@ -157,20 +161,27 @@ wait_idle() {
 }
 unit_of() { case $1 in membw) echo GB/s ;; net) echo Mbit/s ;; *) echo iters/s ;; esac; }
 
+# the median of numbers (nan when any is not a number: a failed run)
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } $1 !~ /^[0-9.]+$/ { bad = 1 }
+  END { if (bad || !NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spin() { spawn "$tmp/spin.out" "taskset -c 1 sh -c 'while :; do :; done'"; }
 for level in $levels; do
   sed -i "/^$level,[^,]*,[^,]*,$rep,/d" "$res"
   for co in $(jobs_of "$level"); do
     for job in $(jobs_of "$level"); do
-      b0=$(wait_idle)
-      spin
-      a=$(run_job "$level" "$job" fg)
-      stop_bg
-      b1=$(wait_idle)
-      run_job "$level" "$co" bg
-      [ "$level" = core ] && spin
-      c=$(run_job "$level" "$job" fg)
-      stop_bg
+      as="" cs="" b0=0 b1=0
+      for _ in $(seq "$rounds"); do
+        b=$(wait_idle); b0=$(awk -v a="$b0" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
+        spin
+        as="$as $(run_job "$level" "$job" fg)"
+        stop_bg
+        b=$(wait_idle); b1=$(awk -v a="$b1" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
+        run_job "$level" "$co" bg
+        [ "$level" = core ] && spin
+        cs="$cs $(run_job "$level" "$job" fg)"
+        stop_bg
+      done
+      a=$(median $as) c=$(median $cs)
       s=$(awk -v a="$a" -v c="$c" 'BEGIN { if (c + 0 > 0 && a + 0 > 0) printf "%.4f", a / c; else print "nan" }')
       echo "$level,$job,$co,$rep,$(unit_of "$job"),$a,$c,$s,$b0,$b1" | tee -a "$res" >&2
     done

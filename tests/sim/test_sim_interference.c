@@ -175,3 +175,52 @@ TEST(marl_falls_back_when_no_agent_can_place) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* shoal sim's interference flags: a model file that cannot be read or parsed, a socket count out of range
+ * (flag or cluster file) are refused naming the option, file and line; on, interference slows the FIFO's
+ * jobs and summary.json names the model; a model whose terms are all zero gives the run without one. */
+TEST_T(cli_interference_flags, 60) {
+  char cmd[1024], out[8192], dir[] = "/tmp/shoal-interf-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char bad[1100], zero[1100], ini[1100];
+  snprintf(bad, sizeof bad, "%s/bad.json", dir);
+  snprintf(zero, sizeof zero, "%s/zero.json", dir);
+  snprintf(ini, sizeof ini, "%s/c.ini", dir);
+  FILE *f = fopen(bad, "w");
+  CHECK(f && fputs("{\"format\": \"shoal-interference 1\",\n \"levels\": {\"disk\": {}}}\n", f) >= 0 && !fclose(f));
+  CHECK((f = fopen(zero, "w")) && fputs(ZERO, f) >= 0 && !fclose(f));
+  CHECK((f = fopen(ini, "w")) && fputs("[cluster]\nmachines = 2\nsockets_per_machine = 9\n", f) >= 0 && !fclose(f));
+  const char *base = "--synthetic 60 --load 2 --machines 2 --policy fifo --no-progress";
+  char badarg[1200];
+  snprintf(badarg, sizeof badarg, "--interference %s", bad);
+  struct { const char *args, *want; } refused[] = {
+      {"--interference /nonexistent.json", "--interference: /nonexistent.json: cannot open the interference model"},
+      {badarg, "bad.json:2: levels: unknown level 'disk'"},
+      {"--sockets-per-machine 9", "--sockets-per-machine"},
+      {"--sockets-per-machine 8 --gpus-per-machine 4", "sockets per machine = 8"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s sim %s %s 2>&1", shoal_test_cli(), base, refused[i].args);
+    CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0, "%s accepted: %s", refused[i].args, out);
+    CHECK_CONTAINS(out, refused[i].want);
+  }
+  snprintf(cmd, sizeof cmd, "%s sim --cluster %s --synthetic 10 --policy fifo 2>&1", shoal_test_cli(), ini);
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "c.ini:3: sockets_per_machine = 9: expected an integer in [0, 8]");
+  /* off, shipped, all-zero: the average JCT column of the CSV row; summary.json names the model when on */
+  double jct[3];
+  const char *model[3] = {"off", "shipped", zero};
+  for (int i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd, "%s sim %s --sockets-per-machine 1 --interference %s --csv --no-header --out %s/o%d 2>&1",
+             shoal_test_cli(), base, model[i], dir, i);
+    CHECK_MSG(shoal_test_run_cmd(cmd, out, sizeof out, 30) == 0, "%s: %s", model[i], out);
+    CHECK(sscanf(out, "-,fifo,%*d,%*d,%lf,", &jct[i]) == 1);
+    snprintf(cmd, sizeof cmd, "grep -c '\"interference\"' %s/o%d/summary.json", dir, i);
+    shoal_test_run_cmd(cmd, out, sizeof out, 10);
+    CHECK_MSG(atoi(out) == (i > 0), "%s: summary.json names the model %s times", model[i], out);
+  }
+  CHECK_MSG(jct[1] > jct[0] * 1.01, "interference on: average JCT %g, off %g", jct[1], jct[0]);
+  CHECK_MSG(jct[2] == jct[0], "all-zero model: average JCT %g, off %g", jct[2], jct[0]);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  shoal_test_run_cmd(cmd, out, sizeof out, 10);
+}

@@ -15,7 +15,8 @@
  * is an error naming its file:line. At most 8 machine groups in all.
  *
  * Machine keys: machines, racks, gpus_per_machine, cpus_per_machine,
- * mem_gb_per_machine, nic_gbps. Network keys ([cluster] only): intra_gbps,
+ * mem_gb_per_machine, nic_gbps, sockets_per_machine (0: 2 when the machine has an
+ * even number of GPUs, else 1; model/gpu_slots.h). Network keys ([cluster] only): intra_gbps,
  * alpha_intra_us, alpha_inter_us, oversub. Errors name file:line and key. */
 #include <ctype.h>
 #include <errno.h>
@@ -34,7 +35,7 @@
  * set (a key given twice is an error: which one was meant?). */
 typedef struct {
   int machines_line, racks_line;
-  int key_line[10];
+  int key_line[11];
 } where_t;
 
 static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_cluster_group_t *g, where_t *wh, int net_ok,
@@ -49,6 +50,7 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
   struct { const char *k; int integer; double lo, hi; } lim[] = {
       {"machines", 1, 1, 1e6},        {"racks", 1, 1, 1e6},          {"gpus_per_machine", 1, 0, SHOAL_MAX_GPUS_PER_MACHINE},
       {"cpus_per_machine", 0, 1e-3, 1e6}, {"mem_gb_per_machine", 0, 1e-3, 1e9}, {"nic_gbps", 0, 1e-6, 1e9},
+      {"sockets_per_machine", 1, 0, 8},
       {"intra_gbps", 0, 1e-6, 1e9},    {"alpha_intra_us", 0, 0, 1e9}, {"alpha_inter_us", 0, 0, 1e9},
       {"oversub", 0, 1, 1e6}};
   int found = -1;
@@ -57,9 +59,9 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
   if (found < 0)
     return shoal__seterr(SHOAL_ERR_PARSE,
                          "%s:%d: unknown key '%s' (machines, racks, gpus_per_machine, cpus_per_machine, mem_gb_per_machine, "
-                         "nic_gbps, intra_gbps, alpha_intra_us, alpha_inter_us, oversub)",
+                         "nic_gbps, sockets_per_machine, intra_gbps, alpha_intra_us, alpha_inter_us, oversub)",
                          file, line, key);
-  if (found >= 6 && !net_ok)
+  if (found >= 7 && !net_ok)
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: '%s' belongs to [cluster], not to a [group]", file, line, key);
   if (wh->key_line[found])
     return shoal__seterr(SHOAL_ERR_PARSE, "%s:%d: %s given again (first on line %d)", file, line, key,
@@ -75,10 +77,11 @@ static int set_key(const char *file, int line, shoal_cluster_spec_t *sp, shoal_c
   case 3: g->per_machine.cpus = v; break;
   case 4: g->per_machine.mem_gb = v; break;
   case 5: g->nic_gbps = v; break;
-  case 6: sp->net.intra_gbps = v; break;
-  case 7: sp->net.alpha_intra_s = v * 1e-6; break;
-  case 8: sp->net.alpha_inter_s = v * 1e-6; break;
-  case 9: sp->net.oversub = v; break;
+  case 6: g->sockets = (int)v; break;
+  case 7: sp->net.intra_gbps = v; break;
+  case 8: sp->net.alpha_intra_s = v * 1e-6; break;
+  case 9: sp->net.alpha_inter_s = v * 1e-6; break;
+  case 10: sp->net.oversub = v; break;
   }
   return 0;
 }
