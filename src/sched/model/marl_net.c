@@ -321,6 +321,16 @@ static void pool(const float *h, const int32_t *group, int n, int H, int ng, flo
       for (int k = 0; k < H; k++) out[(size_t)g * 2 * H + k] /= (float)cnt[g];
 }
 
+/* y[r] = W[r][off .. off+len) . x for W rows x cols (a block of columns) */
+static void dense_block(const float *W, int rows, int cols, int off, int len, const float *x, float *y) {
+  for (int r = 0; r < rows; r++) {
+    const float *w = W + (size_t)r * cols + off;
+    float acc = 0;
+    for (int c = 0; c < len; c++) acc += w[c] * x[c];
+    y[r] = acc;
+  }
+}
+
 int shoal__marl_net_scores(shoal_marl_net_t *n, const shoal_marl_obs_t *o, float *logits) {
   int H = n->hidden, S = o->nsock, M = o->nserv, R = o->nrack;
   if (S <= 0 || M <= 0 || R <= 0) return shoal__seterr(SHOAL_ERR_INVALID, "marl: empty observation");
@@ -329,8 +339,9 @@ int shoal__marl_net_scores(shoal_marl_net_t *n, const shoal_marl_obs_t *o, float
   for (int i = 0; i < M; i++)
     if (o->serv_rack[i] < 0 || o->serv_rack[i] >= R) return shoal__seterr(SHOAL_ERR_INVALID, "marl: server %d: bad rack", i);
   int inm = SHOAL_MARL_FM + 2 * H, inr = SHOAL_MARL_FR + 2 * H, inc = 5 * H + SHOAL_MARL_FJ;
-  /* hs, hm, hr; the pooled sockets per server, servers per rack, racks; one input row; z; counts */
-  size_t need = (size_t)(S + M + R) * H + (size_t)(M + R + 1) * 2 * H + (size_t)inc + H;
+  /* hs, hm, hr; the pooled sockets per server, servers per rack, racks; one input row; the scorer's
+   * products by block (per server, per rack, the part every socket shares); z */
+  size_t need = (size_t)(S + M + R) * H + (size_t)(M + R + 1) * 2 * H + (size_t)inc + (size_t)(M + R + 1) * H + H;
   if (need > n->work_cap) {
     float *w = realloc(n->work, need * sizeof *w);
     if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "marl: out of memory");
@@ -344,7 +355,8 @@ int shoal__marl_net_scores(shoal_marl_net_t *n, const shoal_marl_obs_t *o, float
     n->cnt_cap = M + R + 1;
   }
   float *hs = n->work, *hm = hs + (size_t)S * H, *hr = hm + (size_t)M * H, *pm = hr + (size_t)R * H;
-  float *pr = pm + (size_t)M * 2 * H, *hp = pr + (size_t)R * 2 * H, *in = hp + 2 * H, *z = in + inc;
+  float *pr = pm + (size_t)M * 2 * H, *hp = pr + (size_t)R * 2 * H, *in = hp + 2 * H, *cm = in + inc;
+  float *cr = cm + (size_t)M * H, *cp = cr + (size_t)R * H, *z = cp + H;
   int *cnt = n->cnt;
   for (int i = 0; i < S; i++) dense_relu(n->t[T_SW], n->t[T_SB], H, SHOAL_MARL_FS, o->xs + (size_t)i * SHOAL_MARL_FS, hs + (size_t)i * H);
   pool(hs, o->sock_serv, S, H, M, pm, cnt);
@@ -360,6 +372,15 @@ int shoal__marl_net_scores(shoal_marl_net_t *n, const shoal_marl_obs_t *o, float
     dense_relu(n->t[T_RW], n->t[T_RB], H, inr, in, hr + (size_t)r * H);
   }
   pool(hr, NULL, R, H, 1, hp, cnt);
+  /* the scorer's input [hs, hm, hr, hp, xj] in blocks: Wc [hs; hm; hr; hp xj] + bc = Wc_s hs + (Wc_m hm)(server)
+   * + (Wc_r hr)(rack) + (Wc_p [hp, xj] + bc): the server, rack and shared products once, not once per socket */
+  const float *Wc = n->t[T_CW];
+  for (int m = 0; m < M; m++) dense_block(Wc, H, inc, H, H, hm + (size_t)m * H, cm + (size_t)m * H);
+  for (int r = 0; r < R; r++) dense_block(Wc, H, inc, 2 * H, H, hr + (size_t)r * H, cr + (size_t)r * H);
+  memcpy(in, hp, 2 * H * sizeof *in);
+  memcpy(in + 2 * H, o->xj, SHOAL_MARL_FJ * sizeof *in);
+  dense_block(Wc, H, inc, 3 * H, 2 * H + SHOAL_MARL_FJ, in, cp);
+  for (int k = 0; k < H; k++) cp[k] += n->t[T_CB][k];
   int best = -1;
   for (int i = 0; i < S; i++) {
     if (!o->mask[i]) {
@@ -367,14 +388,13 @@ int shoal__marl_net_scores(shoal_marl_net_t *n, const shoal_marl_obs_t *o, float
       continue;
     }
     int m = o->sock_serv[i], r = o->serv_rack[m];
-    memcpy(in, hs + (size_t)i * H, H * sizeof *in);
-    memcpy(in + H, hm + (size_t)m * H, H * sizeof *in);
-    memcpy(in + 2 * H, hr + (size_t)r * H, H * sizeof *in);
-    memcpy(in + 3 * H, hp, 2 * H * sizeof *in);
-    memcpy(in + 5 * H, o->xj, SHOAL_MARL_FJ * sizeof *in);
-    dense_relu(n->t[T_CW], n->t[T_CB], H, inc, in, z);
+    dense_block(Wc, H, inc, 0, H, hs + (size_t)i * H, z);
+    const float *am = cm + (size_t)m * H, *ar = cr + (size_t)r * H;
     float acc = n->t[T_OB][0];
-    for (int k = 0; k < H; k++) acc += n->t[T_OW][k] * z[k];
+    for (int k = 0; k < H; k++) {
+      float v = z[k] + am[k] + ar[k] + cp[k];
+      acc += n->t[T_OW][k] * (v > 0 ? v : 0);
+    }
     logits[i] = acc;
     if (best < 0 || acc > logits[best]) best = i;
   }
