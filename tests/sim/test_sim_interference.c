@@ -187,7 +187,7 @@ TEST_T(cli_interference_flags, 60) {
   snprintf(zero, sizeof zero, "%s/zero.json", dir);
   snprintf(ini, sizeof ini, "%s/c.ini", dir);
   FILE *f = fopen(bad, "w");
-  CHECK(f && fputs("{\"format\": \"shoal-interference 1\",\n \"levels\": {\"disk\": {}}}\n", f) >= 0 && !fclose(f));
+  CHECK(f && fputs("{\"format\": \"shoal-interference 1\", \"rank\": 1,\n \"levels\": {\"disk\": {}}}\n", f) >= 0 && !fclose(f));
   CHECK((f = fopen(zero, "w")) && fputs(ZERO, f) >= 0 && !fclose(f));
   CHECK((f = fopen(ini, "w")) && fputs("[cluster]\nmachines = 2\nsockets_per_machine = 9\n", f) >= 0 && !fclose(f));
   const char *base = "--synthetic 60 --load 2 --machines 2 --policy fifo --no-progress";
