@@ -30,10 +30,13 @@ static size_t tbuf_add(char *p, size_t s, size_t n, void *arg) {
 }
 
 /* method + URL (+ body): the status (0: no answer), the answer in *out (malloc'ed, may be NULL). */
-static inline int http_do(const char *method, const char *url, const char *body, char **out) {
+/* expect_continue: send "Expect: 100-continue" and the body only once the server asks for it (what curl does by
+ * itself for big bodies), so that a body the server refuses before reading it is never sent: without it the
+ * server's early answer races the client's upload and a reset can lose it. */
+static inline int http_do_expect(const char *method, const char *url, const char *body, char **out, int expect_continue) {
   CURL *e = curl_easy_init();
   tbuf_t t = {0};
-  struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+  struct curl_slist *h = curl_slist_append(NULL, expect_continue ? "Expect: 100-continue" : "Expect:");
   curl_easy_setopt(e, CURLOPT_URL, url);
   curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
@@ -49,6 +52,10 @@ static inline int http_do(const char *method, const char *url, const char *body,
   if (out) *out = t.b;
   else free(t.b);
   return (int)code;
+}
+
+static inline int http_do(const char *method, const char *url, const char *body, char **out) {
+  return http_do_expect(method, url, body, out, 0);
 }
 
 /* A model with random parameters (seed) written as `shoal train --params-out` writes them. */

@@ -125,7 +125,7 @@ TEST(bad_requests_get_4xx_with_a_message) {
   huge[big] = 0;
   char url[128], *ans = NULL;
   snprintf(url, sizeof url, "http://127.0.0.1:%d/v2/models/mlp/infer", port);
-  CHECK_EQ(http_do("POST", url, huge, &ans), 413);
+  CHECK_EQ(http_do_expect("POST", url, huge, &ans, 1), 413);
   CHECK_CONTAINS(ans, "larger than the server's limit of 1048576 bytes");
   free(ans);
   int fd = tcp_connect(port);
