@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -115,6 +116,18 @@ static enum MHD_Result too_large(shoal__http_t *h, struct MHD_Connection *conn) 
   return queue_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, msg);
 }
 
+/* A refused body the client is already sending is read and dropped before the 413 goes out: answering early
+ * and closing with its bytes unread makes the kernel reset the connection, and the client sees the reset
+ * instead of the answer. A client that sent "Expect: 100-continue" sends nothing until told, so it gets the
+ * 413 at once, and so does a body declared larger than this (reading it would cost more than the answer is
+ * worth; the request deadline bounds a slow one either way). */
+#define SHOAL__HTTP_DRAIN_MAX (64ull << 20)
+
+static int expects_continue(struct MHD_Connection *conn) {
+  const char *e = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+  return e && !strcasecmp(e, "100-continue");
+}
+
 static shoal__http_req_t *new_req(shoal__http_t *h, struct MHD_Connection *conn, const char *url, const char *method) {
   shoal__http_req_t *r = calloc(1, sizeof *r);
   if (!r || !(r->url = strdup(url))) {
@@ -161,9 +174,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (!(r = new_req(h, conn, url, method))) return MHD_NO;
     *req_cls = r;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > h->o.max_body) { /* refused before a byte of it is read */
-      r->too_large = r->queued = 1;
-      return too_large(h, conn);
+    unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+    if (declared > h->o.max_body) {
+      r->too_large = 1;
+      if (expects_continue(conn) || declared > SHOAL__HTTP_DRAIN_MAX) { /* refused before a byte of it is sent */
+        r->queued = 1;
+        return too_large(h, conn);
+      }
+      /* a client already uploading: read and drop the body, then answer (see SHOAL__HTTP_DRAIN_MAX) */
     }
     return MHD_YES;
   }
