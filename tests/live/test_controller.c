@@ -38,9 +38,7 @@ TEST(live_preemption_checkpoints_and_resumes) {
   long b = world_submit(&w, 1, 1, 1, 4, 1);
   world_run(&w, 200, 2);
   CHECK_EQ(w.rc, 0);
-  char want[64];
-  snprintf(want, sizeof want, "preempt job %ld", a);
-  CHECK_MSG(world_logged(&w, want), "no preemption: %s", world_log(&w));
+  CHECK_LOGGED(&w, "preempt job %ld", a);
   CHECK_EQ(world_runs(&w, a), 2);
   CHECK_EQ(world_completions(&w, a), 1);
   CHECK_EQ(world_completions(&w, b), 1);
@@ -100,7 +98,7 @@ TEST(live_user_cancel_while_held_and_running) {
   /* a job cancelled before it ran has no start and no JCT; one cancelled while it ran has no JCT either */
   char want[128];
   snprintf(want, sizeof want, "job %ld: CANCELLED (by the user) arrival", b);
-  CHECK(world_logged(&w, want));
+  CHECK_LOGGED(&w, "%s", want);
   CHECK(strstr(strstr(world_log(&w), want), "start - finish") != NULL);
   CHECK(strstr(strstr(world_log(&w), want), "jct - ") != NULL);
   world_fini(&w);
@@ -181,11 +179,8 @@ TEST(live_drained_and_unresponsive_nodes) {
   snprintf(other, sizeof other, "%s", strcmp(st.nodes, "h0") ? "h0" : "h1");
   CHECK_OK(shoal__live_mem_set_node(w.m, other, 0, 0, "mixed+NOT_RESPONDING"));
   world_run(&w, 10, 0);
-  char want[128];
-  snprintf(want, sizeof want, "node %s is drained (mixed+DRAIN): no new work there", st.nodes);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "node %s is not responding (mixed+NOT_RESPONDING): no new work there", other);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "node %s is drained (mixed+DRAIN): no new work there", st.nodes);
+  CHECK_LOGGED(&w, "node %s is not responding (mixed+NOT_RESPONDING): no new work there", other);
   CHECK_MSG(world_runs(&w, a) == 1, "ran %d times with no usable node", world_runs(&w, a));
   CHECK_OK(shoal__live_mem_set_node(w.m, other, 1, 0, "idle"));
   world_run(&w, 100, 1);
@@ -206,9 +201,7 @@ TEST(live_node_down_job_retried_elsewhere) {
   CHECK_OK(world_start(&w));
   long a = world_submit(&w, 1, 1, 1, 40, 1);
   world_run(&w, 4, 0);
-  shoal_live_mem_stats_t st;
-  CHECK_OK(shoal__live_mem_stats(w.m, a, &st));
-  CHECK_OK(shoal__live_mem_set_node(w.m, st.nodes, 0, 1, "down+NOT_RESPONDING"));
+  CHECK_OK(shoal__live_mem_set_node(w.m, world_nodes(&w, a), 0, 1, "down+NOT_RESPONDING"));
   world_run(&w, 100, 1);
   CHECK_EQ(world_completions(&w, a), 1);
   CHECK_MSG(world_logged(&w, "NODE_FAIL"), "%s", world_log(&w));
@@ -293,13 +286,9 @@ TEST(live_dry_run_changes_nothing) {
   world_run(&w, 3, 0);
   long b = world_submit(&w, 1, 1, 1, 4, 1);
   world_run(&w, 3, 0);
-  char want[64];
-  snprintf(want, sizeof want, "dry-run: would start job %ld on h0,h1", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "dry-run: preempt job %ld", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "dry-run: would start job %ld on", b);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "dry-run: would start job %ld on h0,h1", a);
+  CHECK_LOGGED(&w, "dry-run: preempt job %ld", a);
+  CHECK_LOGGED(&w, "dry-run: would start job %ld on", b);
   CHECK_EQ(shoal__live_mem_calls(w.m, "start"), 0);
   CHECK_EQ(shoal__live_mem_calls(w.m, "stop"), 0);
   CHECK_EQ(shoal__live_mem_calls(w.m, "claim"), 0);

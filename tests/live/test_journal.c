@@ -95,13 +95,9 @@ TEST(live_journal_damage_refused_unless_recovering) {
   fwrite(j, 1, len, f);
   fclose(f);
   CHECK(world_start(&w) != 0);
-  char want[256];
-  snprintf(want, sizeof want, "journal %s:2: ", w.journal);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "the running jobs it can no longer vouch for: job %ld (user ann, running on", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "job %ld (user ann, running on", b);
-  CHECK(world_logged(&w, want));
+  CHECK_LOGGED(&w, "journal %s:2: ", w.journal);
+  CHECK_LOGGED(&w, "the running jobs it can no longer vouch for: job %ld (user ann, running on", a);
+  CHECK_LOGGED(&w, "job %ld (user ann, running on", b);
   CHECK(world_logged(&w, "start with --recover"));
   w.cfg.recover = 1;
   CHECK_OK(world_start(&w));
@@ -128,9 +124,7 @@ TEST(live_journal_replaced_by_garbage_is_refused) {
   world_crash(&w);
   write_file(w.journal, "garbage\nmore garbage\n\x01\x02\x03\n");
   CHECK(world_start(&w) != 0);
-  char want[128];
-  snprintf(want, sizeof want, "vouch for: job %ld (user ann, running on h0,h1)", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "vouch for: job %ld (user ann, running on h0,h1)", a);
   CHECK(world_logged(&w, ":1: not a checksummed record"));
   world_fini(&w);
 }

@@ -34,12 +34,9 @@ TEST(live_second_controller_refused_then_takes_over) {
   CHECK_OK(world_start(&w));
   long a = world_submit(&w, 1, 1, 1, 100, 1), b = world_submit(&w, 2, 2, 2, 10, 1);
   world_run(&w, 4, 0);
-  shoal_live_config_t second = w.cfg;
+  shoal_live_config_t second;
   char j2[160];
-  snprintf(j2, sizeof j2, "%s.second", w.journal);
-  unlink(j2);
-  second.journal = j2;
-  second.id = "ctl-b";
+  world_second(&w, "ctl-b", &second, j2, sizeof j2);
   shoal_live_ctl_t *L2 = NULL;
   int rc = shoal__live_ctl_create(&second, w.mgr, &L2);
   CHECK(rc == SHOAL_ERR_ADDR_IN_USE);
@@ -52,11 +49,8 @@ TEST(live_second_controller_refused_then_takes_over) {
   w.cfg = second;
   CHECK_OK(world_start(&w));
   world_run(&w, 200, 2);
-  char want[128];
-  snprintf(want, sizeof want, "job %ld: claimed by controller ctl-a, whose lease has run out: taken over", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "job %ld: adopted", a);
-  CHECK(world_logged(&w, want));
+  CHECK_LOGGED(&w, "job %ld: claimed by controller ctl-a, whose lease has run out: taken over", a);
+  CHECK_LOGGED(&w, "job %ld: adopted", a);
   CHECK_EQ(world_runs(&w, a), 1);
   CHECK_EQ(world_completions(&w, a), 1);
   CHECK_EQ(world_completions(&w, b), 1);
@@ -75,9 +69,7 @@ TEST(live_job_claimed_by_a_live_controller_is_refused) {
   CHECK_OK(w.mgr.ops->claim(w.mgr.impl, a, "shoal-ctl=ctl-x;scope=other"));
   CHECK_OK(world_start(&w));
   world_run(&w, 10, 0);
-  char want[128];
-  snprintf(want, sizeof want, "job %ld: claimed by controller ctl-x (host elsewhere", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "job %ld: claimed by controller ctl-x (host elsewhere", a);
   CHECK_EQ(world_runs(&w, a), 0);
   world_fini(&w);
 }
@@ -92,10 +84,8 @@ TEST(live_foreign_jobs_nodes_are_not_free) {
   CHECK_OK(world_start(&w));
   long a = world_submit(&w, 1, 1, 1, 5, 1), b = world_submit(&w, 1, 1, 1, 5, 1);
   world_run(&w, 100, 2);
-  shoal_live_mem_stats_t sa, sb;
-  CHECK_OK(shoal__live_mem_stats(w.m, a, &sa));
-  CHECK_OK(shoal__live_mem_stats(w.m, b, &sb));
-  CHECK_MSG(!strcmp(sa.nodes, "h1") && !strcmp(sb.nodes, "h1"), "placed on %s and %s", sa.nodes, sb.nodes);
+  CHECK_MSG(!strcmp(world_nodes(&w, a), "h1"), "a placed on %s", world_nodes(&w, a));
+  CHECK_MSG(!strcmp(world_nodes(&w, b), "h1"), "b placed on %s", world_nodes(&w, b));
   CHECK_EQ(world_completions(&w, a), 1);
   CHECK_EQ(world_completions(&w, b), 1);
   CHECK_EQ(world_runs(&w, f), 1);
@@ -114,12 +104,8 @@ TEST(live_released_job_beaten_to_its_node_is_placed_again) {
   shoal_live_mem_behaviour_t plain = {.work = 20, .gpus_per_node = 1, .nodes = 1, .nodelist = "h0", .urgent = 1};
   long f = shoal__live_mem_submit(w.m, "", "shoal", "other", "bob", 0, &plain);
   world_run(&w, 100, 1);
-  char want[160];
-  snprintf(want, sizeof want, "job %ld: its nodes were taken by jobs that are not the controller's", a);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  shoal_live_mem_stats_t st;
-  CHECK_OK(shoal__live_mem_stats(w.m, a, &st));
-  CHECK_MSG(!strcmp(st.nodes, "h1"), "ran on %s", st.nodes);
+  CHECK_LOGGED(&w, "job %ld: its nodes were taken by jobs that are not the controller's", a);
+  CHECK_MSG(!strcmp(world_nodes(&w, a), "h1"), "ran on %s", world_nodes(&w, a));
   CHECK_EQ(world_runs(&w, a), 1);
   CHECK_EQ(world_completions(&w, a), 1);
   CHECK_EQ(world_runs(&w, f), 1);
@@ -140,9 +126,7 @@ TEST(live_partition_nodes_and_jobs) {
   world_run(&w, 50, 1);
   CHECK_EQ(world_runs(&w, other), 0);
   CHECK_EQ(world_completions(&w, mine), 1);
-  shoal_live_mem_stats_t st;
-  CHECK_OK(shoal__live_mem_stats(w.m, mine, &st));
-  CHECK_MSG(!strcmp(st.nodes, "h0"), "ran on %s", st.nodes);
+  CHECK_MSG(!strcmp(world_nodes(&w, mine), "h0"), "ran on %s", world_nodes(&w, mine));
   char buf[4096];
   CHECK_OK(shoal__live_ctl_status(w.L, buf, sizeof buf));
   CHECK_CONTAINS(buf, "nodes 1 with 1 GPUs");
@@ -159,10 +143,8 @@ TEST(live_only_allowed_accounts) {
   long bad = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "guests", "eve", 1, &b);
   long good = world_submit(&w, 1, 1, 1, 5, 1);
   world_run(&w, 50, 1);
-  char want[160];
-  snprintf(want, sizeof want, "job %ld: account 'guests' (user eve) may not submit to this controller (allowed: research)",
+  CHECK_LOGGED(&w, "job %ld: account 'guests' (user eve) may not submit to this controller (allowed: research)",
            bad);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
   CHECK_EQ(world_runs(&w, bad), 0);
   CHECK_EQ(world_completions(&w, good), 1);
   world_fini(&w);
@@ -197,13 +179,9 @@ TEST(live_impossible_jobs_are_unschedulable) {
   long zero = world_submit_comment(&w, "shoal:gpus=1:model=resnet50:work=0", 5, 1);
   long ok = world_submit(&w, 4, 4, 4, 5, 1);
   world_run(&w, 60, 2);
-  char want[200];
-  snprintf(want, sizeof want, "job %ld: unschedulable: asks for 100 workers; the 2 nodes here have 4 GPUs", big);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "job %ld: unschedulable: model 'nosuchnet' is not in the analytic speed model (resnet50", model);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
-  snprintf(want, sizeof want, "job %ld: unschedulable: its parameters do not read: gpus='two' is not a count", bad);
-  CHECK_MSG(world_logged(&w, want), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "job %ld: unschedulable: asks for 100 workers; the 2 nodes here have 4 GPUs", big);
+  CHECK_LOGGED(&w, "job %ld: unschedulable: model 'nosuchnet' is not in the analytic speed model (resnet50", model);
+  CHECK_LOGGED(&w, "job %ld: unschedulable: its parameters do not read: gpus='two' is not a count", bad);
   CHECK_EQ(world_completions(&w, zero), 1);
   CHECK_EQ(world_completions(&w, ok), 1);
   CHECK_EQ(world_runs(&w, big) + world_runs(&w, model) + world_runs(&w, bad), 0);

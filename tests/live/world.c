@@ -1,6 +1,7 @@
 /* The test world of tests/live (world.h). */
 #include "world.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,6 +98,29 @@ const char *world_log(world_t *w) {
 }
 
 int world_logged(world_t *w, const char *text) { return strstr(world_log(w), text) != NULL; }
+
+int world_loggedf(world_t *w, const char *fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  return world_logged(w, text);
+}
+
+void world_second(world_t *w, const char *id, shoal_live_config_t *cfg, char *journal, size_t cap) {
+  snprintf(journal, cap, "%s.%s", w->journal, id);
+  unlink(journal);
+  *cfg = w->cfg;
+  cfg->journal = journal;
+  cfg->id = id;
+}
+
+const char *world_nodes(world_t *w, long id) {
+  static shoal_live_mem_stats_t st;
+  CHECK_OK(shoal__live_mem_stats(w->m, id, &st));
+  return st.nodes;
+}
 
 void world_fini(world_t *w) {
   shoal__live_ctl_destroy(w->L);

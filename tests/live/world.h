@@ -38,6 +38,14 @@ long world_submit_comment(world_t *w, const char *comment, double work, int chec
 const char *world_log(world_t *w);
 /* 1 if the log holds the text */
 int world_logged(world_t *w, const char *text);
+/* the same for a formatted text (a job's id in it) */
+int world_loggedf(world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* the log must hold the formatted text; the failure shows the whole log */
+#define CHECK_LOGGED(w, ...) CHECK_MSG(world_loggedf((w), __VA_ARGS__), "not logged: %s", world_log(w))
+/* a second controller's configuration: w's, with identity `id` and a journal of its own (path in journal) */
+void world_second(world_t *w, const char *id, shoal_live_config_t *cfg, char *journal, size_t cap);
+/* the nodes the job runs (or last ran) on, "h0,h1" (static buffer) */
+const char *world_nodes(world_t *w, long id);
 void world_fini(world_t *w);
 /* the job's runs and completions in the manager */
 int world_runs(world_t *w, long id);
