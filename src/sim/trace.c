@@ -456,35 +456,12 @@ fail:
 }
 
 int shoal__trace_read(const char *path, const shoal_workload_opts_t *o, const shoal_speed_t *speed, shoal_workload_t *w) {
-  FILE *f;
-  int frc = shoal__fopen_input(path, "trace", &f);
-  if (frc) return SHOAL_ERR_IO; /* also a missing file, as before (the message says which) */
-  size_t cap = 1 << 20, n = 0;
-  char *buf = malloc(cap);
-  int rc = 0;
-  if (!buf) {
-    fclose(f);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", path);
-  }
-  for (;;) {
-    if (n == cap) {
-      char *nb = cap < ((size_t)1 << 34) ? realloc(buf, cap * 2) : NULL;
-      if (!nb) {
-        rc = shoal__seterr(SHOAL_ERR_NOMEM, "%s: too large", path);
-        goto done;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  if (ferror(f)) rc = shoal__seterr(SHOAL_ERR_IO, "%s: read error", path);
-  else rc = shoal__trace_parse(path, buf, n, o, speed, w);
-done:
+  char *buf;
+  size_t len;
+  int rc = shoal__file_read_all(path, "trace", (size_t)16 << 30, &buf, &len);
+  if (rc) return rc == SHOAL_ERR_NOT_FOUND ? SHOAL_ERR_IO : rc; /* a missing file is an I/O error here, as before */
+  rc = shoal__trace_parse(path, buf, len, o, speed, w);
   free(buf);
-  fclose(f);
   return rc;
 }
 

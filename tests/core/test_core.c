@@ -1,7 +1,9 @@
 /* Core layer: status strings, configuration parsing, RNG, the config table. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -261,6 +263,45 @@ TEST(fopen_input_regular_files_only) {
   CHECK_EQ(shoal__utf8_bom("\xEF\xBB", 2), 0);
   CHECK_EQ(shoal__utf8_bom("arrival", 7), 0);
   fclose(f);
+  unlink(path);
+}
+
+/* The whole-file reader keeps shoal__fopen_input's refusals (a FIFO is refused at once, not read forever),
+ * reads exactly up to its cap and no further, and ends the text with a NUL; outputs are set only on success. */
+TEST(file_read_all_regular_files_within_cap) {
+  char *buf = NULL;
+  size_t len = 7;
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "/tmp/shoal-fifo-all-%d", (int)getpid());
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK_EQ(shoal__file_read_all(fifo, "weights file", 1024, &buf, &len), SHOAL_ERR_IO);
+  CHECK_CONTAINS(shoal_last_error(), "weights file /tmp/shoal-fifo-all-");
+  CHECK_CONTAINS(shoal_last_error(), ": a FIFO (expected a regular file)");
+  unlink(fifo);
+  CHECK_EQ(shoal__file_read_all("/nonexistent-shoal-file", "trace", 1024, &buf, &len), SHOAL_ERR_NOT_FOUND);
+  CHECK(buf == NULL && len == 7);
+  char path[] = "/tmp/shoal-readall-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  static char big[200000];
+  for (size_t i = 0; i < sizeof big; i++) big[i] = (char)('a' + i % 26);
+  CHECK(write(fd, big, sizeof big) == (ssize_t)sizeof big);
+  close(fd);
+  CHECK_OK(shoal__file_read_all(path, "trace", sizeof big, &buf, &len)); /* exactly the cap: read */
+  CHECK(len == sizeof big && !memcmp(buf, big, len) && buf[len] == 0);
+  free(buf);
+  buf = NULL;
+  CHECK_EQ(shoal__file_read_all(path, "trace", sizeof big - 1, &buf, &len), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(shoal_last_error(), "trace /tmp/shoal-readall-");
+  CHECK_CONTAINS(shoal_last_error(), ": larger than 199999 bytes");
+  CHECK_EQ(shoal__file_read_all(path, "model", (size_t)1 << 20, &buf, &len), 0);
+  free(buf);
+  buf = NULL;
+  CHECK((fd = open(path, O_WRONLY | O_TRUNC)) >= 0);
+  close(fd);
+  CHECK_OK(shoal__file_read_all(path, "trace", 16, &buf, &len)); /* empty: an empty text */
+  CHECK(len == 0 && buf && buf[0] == 0);
+  free(buf);
   unlink(path);
 }
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../runner.h"
@@ -69,8 +70,14 @@ TEST(interference_model_refusals) {
   bad_imodel("{\"format\": \"shoal-interference 1\", \"rank\": 0, \"levels\": {\"socket\": {\"classes\": [\"a\"], "
              "\"alpha\": [1], \"beta\": [0], \"u\": [[]], \"v\": [[]]}", "bad.json:1");
   shoal_interference_t *m;
-  CHECK(shoal__interference_load("/nonexistent/model.json", &m) == SHOAL_ERR_IO);
-  CHECK_CONTAINS(shoal_last_error(), "/nonexistent/model.json");
+  CHECK(shoal__interference_load("/nonexistent/model.json", &m) == SHOAL_ERR_NOT_FOUND);
+  CHECK_CONTAINS(shoal_last_error(), "interference model /nonexistent/model.json: cannot open");
+  char fifo[64]; /* a FIFO is refused at once: reading one would wait for a writer forever */
+  snprintf(fifo, sizeof fifo, "/tmp/shoal-imodel-fifo-%d", (int)getpid());
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK(shoal__interference_load(fifo, &m) == SHOAL_ERR_IO);
+  unlink(fifo);
+  CHECK_CONTAINS(shoal_last_error(), ": a FIFO (expected a regular file)");
 }
 
 /* ---- weights ---- */
@@ -140,8 +147,15 @@ TEST(marl_weights_refusals) {
     CHECK(shoal__marl_net_parse("w.weights", ok, cut, &x) == SHOAL_ERR_PARSE);
     CHECK_CONTAINS(shoal_last_error(), "w.weights");
   }
-  CHECK(shoal__marl_net_load("/nonexistent/w.weights", &n) == SHOAL_ERR_IO);
-  CHECK_CONTAINS(shoal_last_error(), "/nonexistent/w.weights");
+  CHECK(shoal__marl_net_load("/nonexistent/w.weights", &n) == SHOAL_ERR_NOT_FOUND);
+  CHECK_CONTAINS(shoal_last_error(), "weights file /nonexistent/w.weights: cannot open");
+  char fifo[64]; /* a FIFO is refused at once: reading one would wait for a writer forever */
+  snprintf(fifo, sizeof fifo, "/tmp/shoal-weights-fifo-%d", (int)getpid());
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK(shoal__marl_net_load(fifo, &n) == SHOAL_ERR_IO);
+  unlink(fifo);
+  CHECK_CONTAINS(shoal_last_error(), "weights file /tmp/shoal-weights-fifo-");
+  CHECK_CONTAINS(shoal_last_error(), ": a FIFO (expected a regular file)");
   CHECK_OK(shoal__marl_net_shipped(&n));
   shoal__marl_net_free(n);
   free(ok);

@@ -1,12 +1,12 @@
 /* The job-interference model (interference.h): reading its JSON file and the
  * pairwise terms, precomputed per level into a class x class table. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/model/json.h"
 #include "sched/model/interference.h"
 
@@ -282,33 +282,11 @@ int shoal__interference_parse(const char *name, const char *text, size_t len, sh
 }
 
 int shoal__interference_load(const char *path, shoal_interference_t **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: cannot open the interference model: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (len + 65536 > cap) {
-      if (cap > (size_t)64 << 20) {
-        rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 64 MiB: not an interference model", path);
-        break;
-      }
-      char *nb = realloc(buf, cap = cap * 2 + 65536);
-      if (!nb) {
-        rc = shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", path);
-        break;
-      }
-      buf = nb;
-    }
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) {
-      if (ferror(f)) rc = shoal__seterr(SHOAL_ERR_IO, "%s: read error", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (!rc) rc = shoal__interference_parse(path, buf, len, out);
+  char *buf;
+  size_t len;
+  int rc = shoal__file_read_all(path, "interference model", (size_t)64 << 20, &buf, &len);
+  if (rc) return rc;
+  rc = shoal__interference_parse(path, buf, len, out);
   free(buf);
   return rc;
 }

@@ -277,39 +277,12 @@ int shoal__json_parse(const char *name, const char *text, size_t len, shoal_json
 }
 
 int shoal__json_parse_file(const char *path, shoal_json_t **out) {
-  FILE *f;
-  int frc = shoal__fopen_input(path, "JSON file", &f);
-  if (frc) return SHOAL_ERR_IO; /* also a missing file, as before (the message says which) */
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  int rc = 0;
-  if (!buf) {
-    fclose(f);
-    return SHOAL_ERR_NOMEM;
-  }
-  for (;;) {
-    if (n == cap) {
-      if (cap > ((size_t)1 << 30)) {
-        rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 1 GiB", path);
-        goto done;
-      }
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        rc = SHOAL_ERR_NOMEM;
-        goto done;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  if (ferror(f)) rc = shoal__seterr(SHOAL_ERR_IO, "%s: read error", path);
-  else rc = shoal__json_parse(path, buf, n, out);
-done:
+  char *buf;
+  size_t len;
+  int rc = shoal__file_read_all(path, "JSON file", (size_t)1 << 30, &buf, &len);
+  if (rc) return rc == SHOAL_ERR_NOT_FOUND ? SHOAL_ERR_IO : rc; /* a missing file is an I/O error here, as before */
+  rc = shoal__json_parse(path, buf, len, out);
   free(buf);
-  fclose(f);
   return rc;
 }
 

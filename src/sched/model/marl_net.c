@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/model/marl_net.h"
 
 #define MAGIC "shoal-marl-weights"
@@ -257,33 +258,11 @@ int shoal__marl_net_parse(const char *name, const char *text, size_t len, shoal_
 }
 
 int shoal__marl_net_load(const char *path, shoal_marl_net_t **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return shoal__seterr(SHOAL_ERR_IO, "%s: cannot open the weights file: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  int rc = 0;
-  for (;;) {
-    if (len + 65536 > cap) {
-      if (cap > (size_t)256 << 20) {
-        rc = shoal__seterr(SHOAL_ERR_PARSE, "%s: larger than 256 MiB: not a weights file", path);
-        break;
-      }
-      char *nb = realloc(buf, cap = cap * 2 + 65536);
-      if (!nb) {
-        rc = shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", path);
-        break;
-      }
-      buf = nb;
-    }
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) rc = shoal__seterr(SHOAL_ERR_IO, "%s: read error", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (!rc) rc = shoal__marl_net_parse(path, buf, len, out);
+  char *buf;
+  size_t len;
+  int rc = shoal__file_read_all(path, "weights file", (size_t)256 << 20, &buf, &len);
+  if (rc) return rc;
+  rc = shoal__marl_net_parse(path, buf, len, out);
   free(buf);
   return rc;
 }
