@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/reqtimes.h"
+#include "core/reqtimes.h"
 #include "serve/histo.h"
 
 typedef struct shoal__loadgen_opts {

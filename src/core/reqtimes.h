@@ -1,8 +1,8 @@
 /* Request arrival processes for the load generator: a recorded trace
  * (time- and rate-scaled), Poisson, and a diurnal (sinusoidal rate) Poisson
  * process. Each gives sorted arrival times in seconds from 0. */
-#ifndef SHOAL_SERVE_REQTIMES_H
-#define SHOAL_SERVE_REQTIMES_H
+#ifndef SHOAL_CORE_REQTIMES_H
+#define SHOAL_CORE_REQTIMES_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/rng.h"
-#include "serve/reqtimes.h"
+#include "core/reqtimes.h"
 
 typedef struct {
   double *t;

@@ -1,0 +1,113 @@
+/* Goodput-aware training allocation over a capacity that inference loans
+ * and reclaims. Pollux's model: goodput = throughput x statistical
+ * efficiency; workers move by marginal speedup (goodput over the job's
+ * goodput on one worker), so a reclaim shrinks the job that loses least and
+ * a grow feeds the job that gains most. */
+#include <math.h>
+
+#include "sched/serving/serving.h"
+
+static double efficiency(const shoal__goodput_job_t *j, int b) {
+  return (j->phi + j->b0) / (j->phi + b);
+}
+
+static double goodput_at(const shoal__goodput_job_t *j, int n, int b) {
+  double t = j->t0 + j->t_sample * (double)b / n + j->t_sync * log2((double)n);
+  return (double)b / t * efficiency(j, b);
+}
+
+double shoal__goodput(const shoal__goodput_job_t *j, int n, int *batch) {
+  if (n <= 0) {
+    if (batch) *batch = 0;
+    return 0;
+  }
+  int best_b = 0;
+  double best = -1;
+  for (int b = j->b0; b > 0 && b <= j->bmax; b *= 2) {
+    if (b < n) continue; /* every worker takes one sample at least */
+    double g = goodput_at(j, n, b);
+    if (g > best) best = g, best_b = b;
+  }
+  if (best_b == 0) best_b = j->bmax, best = goodput_at(j, n, j->bmax); /* n above bmax: the caller's nmax is wrong */
+  if (batch) *batch = best_b;
+  return best;
+}
+
+double shoal__goodput_lr(const shoal__goodput_job_t *j, int b, double lr0) {
+  return lr0 * (double)b * efficiency(j, b) / j->b0;
+}
+
+static double speedup(const shoal__goodput_job_t *j, int n) {
+  double one = shoal__goodput(j, 1, NULL);
+  return one > 0 ? shoal__goodput(j, n, NULL) / one : 0;
+}
+
+int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n) {
+  int v = -1;
+  double least = INFINITY;
+  for (int i = 0; i < nj; i++) {
+    if (n[i] <= min_n) continue;
+    double loss = speedup(&jobs[i], n[i]) - speedup(&jobs[i], n[i] - 1);
+    if (loss < least) least = loss, v = i;
+  }
+  return v;
+}
+
+/* The job other than `except` that gains most from one more worker (gain > 0), -1 if none. */
+static int best_grower(const shoal__goodput_job_t *jobs, int nj, const int *n, int except, double *gain) {
+  int w = -1;
+  double most = 0;
+  for (int i = 0; i < nj; i++) {
+    if (i == except || n[i] >= jobs[i].nmax) continue;
+    double g = speedup(&jobs[i], n[i] + 1) - speedup(&jobs[i], n[i]);
+    if (g > most + 1e-12) most = g, w = i;
+  }
+  if (gain) *gain = most;
+  return w;
+}
+
+static int sum(const int *n, int nj) {
+  int s = 0;
+  for (int i = 0; i < nj; i++) s += n[i];
+  return s;
+}
+
+int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch) {
+  int before[nj > 0 ? nj : 1];
+  for (int i = 0; i < nj; i++) before[i] = n[i];
+  int total = sum(n, nj), v, w;
+  while (total > capacity && (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0) n[v]--, total--;
+  while (total < capacity && (w = best_grower(jobs, nj, n, -1, NULL)) >= 0) n[w]++, total++;
+  /* Move a worker from the running job that loses least to the job that gains most (a queued job gains a
+   * speedup of 1) while the gain is larger: each move raises the sum of speedups, so this ends; a running
+   * job keeps one worker, so no job is stopped to start another. */
+  for (int moves = 0; moves < 4 * capacity; moves++) {
+    double gain;
+    if ((v = shoal__loan_victim(jobs, nj, n, 1)) < 0) break;
+    if ((w = best_grower(jobs, nj, n, v, &gain)) < 0) break;
+    double loss = speedup(&jobs[v], n[v]) - speedup(&jobs[v], n[v] - 1);
+    if (gain <= loss + 1e-12) break;
+    n[v]--, n[w]++;
+  }
+  int changed = 0;
+  for (int i = 0; i < nj; i++) {
+    shoal__goodput(&jobs[i], n[i], &batch[i]);
+    changed += n[i] != before[i];
+  }
+  return changed;
+}
+
+int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch) {
+  int changed = 0, total = sum(n, nj);
+  for (int i = nj - 1; i >= 0 && total > capacity; i--)
+    if (n[i] > 0) total -= n[i], n[i] = 0, changed++;
+  for (int i = 0; i < nj; i++) {
+    if (n[i] == 0 && jobs[i].n_req > 0 && total + jobs[i].n_req <= capacity) {
+      n[i] = jobs[i].n_req, total += n[i], changed++;
+    } else if (n[i] == 0 && jobs[i].n_req > 0) {
+      break; /* first come, first served: no job passes a waiting one */
+    }
+  }
+  for (int i = 0; i < nj; i++) batch[i] = n[i] ? jobs[i].b0 : 0;
+  return changed;
+}

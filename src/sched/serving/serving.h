@@ -1,0 +1,70 @@
+/* Training and inference in one cluster: the inference side's request-rate
+ * forecast (forecast.c), the replicas a P99 latency SLO needs at a rate
+ * (slo.c), and the training side's goodput-aware allocation that takes
+ * loaned inference servers and gives them back by shrinking the job that
+ * loses least (loan.c). The simulator and the live controller both use
+ * these; nothing here knows a clock or a cluster manager. */
+#ifndef SHOAL_SCHED_SERVING_H
+#define SHOAL_SCHED_SERVING_H
+
+#include <stddef.h>
+
+/* ---------------- forecast.c: the next interval's request rate ---------------- */
+typedef struct shoal__forecast shoal__forecast_t;
+/* name: "off" (the last interval's rate: react, do not predict), "ewma" (exponentially weighted mean,
+ * weight alpha on the newest), "holt" (Holt's level and trend, both smoothed by alpha), "oracle" (the true
+ * next rate, given to shoal__forecast_next: for ablations only). Every forecast adds z times the standard
+ * deviation of its own past errors (tracked with weight alpha) as headroom. SHOAL_ERR_INVALID naming the
+ * predictors for an unknown name or alpha outside (0, 1]. */
+int shoal__forecast_create(const char *name, double alpha, double z, shoal__forecast_t **out);
+/* The interval that just ended had `rate` requests per second. */
+void shoal__forecast_observe(shoal__forecast_t *f, double rate);
+/* The rate to provision for in the next interval (>= 0); true_next is read by "oracle" only. */
+double shoal__forecast_next(const shoal__forecast_t *f, double true_next);
+const char *shoal__forecast_name(const shoal__forecast_t *f);
+void shoal__forecast_free(shoal__forecast_t *f);
+/* "off, ewma, holt, oracle" */
+const char *shoal__forecast_names(void);
+
+/* ---------------- slo.c: replicas for a P99 latency SLO ---------------- */
+/* Each replica serves one request at a time in service_s (measured mean); arrivals are Poisson at `rate`
+ * per second, queued for the first free replica (M/M/c). The quantile q (0.99) of the response time with c
+ * replicas: service_s plus the waiting time's quantile (Erlang C); infinity when c x 1/service_s <= rate. */
+double shoal__slo_latency_quantile(double rate, int replicas, double service_s, double q);
+/* The fewest replicas (>= 1, <= max) whose quantile q is at most slo_s; max + 1 when even max are not
+ * enough (service_s >= slo_s included). */
+int shoal__slo_replicas(double rate, double service_s, double slo_s, double q, int max);
+
+/* ---------------- loan.c: goodput of a training job and the allocation ---------------- */
+/* A training job's measured model (Pollux's): one iteration of global batch b on n workers takes
+ * t0 + t_sample x b / n + t_sync x log2(n) seconds; the gradient noise scale phi (reported by the training
+ * runtime) makes one sample of batch b worth E(b) = (phi + b0) / (phi + b) samples of batch b0. Goodput is
+ * throughput x E: b0-samples of progress per second. */
+typedef struct shoal__goodput_job {
+  double t0, t_sample, t_sync, phi;
+  int b0, bmax;  /* the batch the job was tuned at, the largest it allows */
+  int nmax;      /* most workers it can use */
+  int n_req;     /* the workers it asks for (rigid allocation) */
+} shoal__goodput_job_t;
+
+/* The best goodput on n workers (0 for n == 0) and the batch (a power-of-two multiple of b0, at most bmax,
+ * at least n; bmax when n > bmax) that gives it; *batch may be NULL. */
+double shoal__goodput(const shoal__goodput_job_t *j, int n, int *batch);
+/* The learning rate for batch b from the one tuned at b0 (AdaScale's gain: b x E(b) / b0). */
+double shoal__goodput_lr(const shoal__goodput_job_t *j, int b, double lr0);
+
+/* Allocations of `capacity` workers over jobs[0..nj) in place, from the current n[] (moves are resizes):
+ * - "goodput": while n sums above capacity, shrink the job whose speedup (goodput over its goodput on one
+ *   worker) drops least; then grow, one worker at a time, the job whose speedup rises most; then move one
+ *   worker at a time from the running job that loses least (keeping one) to the job that gains most (a
+ *   queued one, n 0, gains 1) while the gain is larger.
+ * - "fifo": rigid: jobs in index order (arrival) run with n_req or wait; when n sums above capacity the
+ *   latest-arrived running jobs are stopped (n 0) first.
+ * batch[] gets each job's batch (b0 for fifo). Returns the number of jobs whose n changed. */
+int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
+int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
+/* The job among jobs[0..nj) whose speedup drops least when it loses one worker (n > min_n), -1 if none:
+ * the one a reclaim shrinks. */
+int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n);
+
+#endif

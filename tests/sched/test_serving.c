@@ -1,0 +1,181 @@
+/* The serving policy pieces against numbers worked out by hand: the
+ * request-rate predictors' recurrences, the M/M/c P99 (Erlang C) and the
+ * replicas it asks for, the goodput model, the reclaim victim and the two
+ * allocations. */
+#include <math.h>
+
+#include "../runner.h"
+#include "shoal/status.h"
+#include "sched/serving/serving.h"
+
+static double run_forecast(const char *name, double alpha, double z, const double *rates, int n, double truth) {
+  shoal__forecast_t *f;
+  CHECK_OK(shoal__forecast_create(name, alpha, z, &f));
+  CHECK(strcmp(shoal__forecast_name(f), name) == 0);
+  for (int i = 0; i < n; i++) shoal__forecast_observe(f, rates[i]);
+  double v = shoal__forecast_next(f, truth);
+  shoal__forecast_free(f);
+  return v;
+}
+
+TEST(serving_forecast_recurrences) {
+  const double r[] = {10, 20, 30};
+  /* off: the last rate */
+  CHECK_NEAR(run_forecast("off", 0.5, 0, r, 3, 99), 30, 1e-12);
+  /* ewma, alpha 0.5: 10 -> 15 -> 22.5 */
+  CHECK_NEAR(run_forecast("ewma", 0.5, 0, r, 3, 99), 22.5, 1e-12);
+  /* holt, alpha 0.5: (level, trend) (10, 0) -> (15, 2.5) -> (0.5*30 + 0.5*17.5 = 23.75,
+   * 0.5*8.75 + 0.5*2.5 = 5.625): forecast 29.375 */
+  CHECK_NEAR(run_forecast("holt", 0.5, 0, r, 3, 99), 29.375, 1e-12);
+  /* oracle: the truth it is given, whatever it saw */
+  CHECK_NEAR(run_forecast("oracle", 0.5, 3, r, 3, 42), 42, 1e-12);
+  /* headroom: off, alpha 0.5, z 1 after 10, 20: error 10, mean 5, variance 0.5 x (0 + 0.5 x 100) = 25:
+   * 20 + sqrt(25) */
+  CHECK_NEAR(run_forecast("off", 0.5, 1, r, 2, 99), 25, 1e-12);
+  /* a negative or NaN rate is read as 0 and no forecast is below 0 */
+  const double neg[] = {-5, NAN};
+  CHECK_NEAR(run_forecast("ewma", 0.5, 0, neg, 2, 0), 0, 0);
+}
+
+TEST(serving_forecast_holt_follows_a_ramp_closer_than_ewma) {
+  shoal__forecast_t *e, *h;
+  CHECK_OK(shoal__forecast_create("ewma", 0.5, 0, &e));
+  CHECK_OK(shoal__forecast_create("holt", 0.5, 0, &h));
+  double err_e = 0, err_h = 0;
+  for (int t = 0; t < 40; t++) {
+    double rate = 10.0 * t;
+    if (t >= 20) err_e += fabs(shoal__forecast_next(e, rate) - rate), err_h += fabs(shoal__forecast_next(h, rate) - rate);
+    shoal__forecast_observe(e, rate);
+    shoal__forecast_observe(h, rate);
+  }
+  /* EWMA lags a ramp of slope 10 by 10 x (1 - alpha) / alpha = 10 per step; Holt's trend closes the gap */
+  CHECK_NEAR(err_e / 20, 20, 1e-4); /* it forecasts the level, one step behind on top: 10 + 10 */
+  CHECK(err_h / 20 < 0.01); /* 0.003: its start-up error still dies away */
+  shoal__forecast_free(e);
+  shoal__forecast_free(h);
+}
+
+TEST(serving_forecast_rejects_bad_settings) {
+  shoal__forecast_t *f = NULL;
+  CHECK_EQ(shoal__forecast_create("arima", 0.5, 0, &f), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "predictor 'arima': unknown (off, ewma, holt, oracle)");
+  CHECK_EQ(shoal__forecast_create(NULL, 0.5, 0, &f), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__forecast_create("ewma", 0, 0, &f), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "alpha 0: not in (0, 1]");
+  CHECK_EQ(shoal__forecast_create("ewma", 1.5, 0, &f), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__forecast_create("ewma", NAN, 0, &f), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__forecast_create("ewma", 0.5, -1, &f), SHOAL_ERR_INVALID);
+  CHECK(f == NULL);
+}
+
+TEST(serving_slo_erlang_c_quantiles) {
+  /* M/M/1, service 10 ms, 50/s: C = rho = 0.5; wait P99 = ln(0.5 / 0.01) / (100 - 50) */
+  CHECK_NEAR(shoal__slo_latency_quantile(50, 1, 0.01, 0.99), 0.01 + log(50.0) / 50, 1e-12);
+  /* M/M/2, a = 1: Erlang B = 0.2, C = 2 x 0.2 / (2 - 0.8) = 1/3; wait P99 = ln(100/3) / (200 - 100) */
+  CHECK_NEAR(shoal__slo_latency_quantile(100, 2, 0.01, 0.99), 0.01 + log(100.0 / 3) / 100, 1e-12);
+  /* M/M/3, a = 1: Erlang B = 1/16, C = 3/16 / (3 - 15/16) = 1/11; wait P99 = ln(100/11) / 200 */
+  CHECK_NEAR(shoal__slo_latency_quantile(100, 3, 0.01, 0.99), 0.01 + log(100.0 / 11) / 200, 1e-12);
+  /* the chance to wait at all is at most 1 %: the service time alone */
+  CHECK_NEAR(shoal__slo_latency_quantile(1, 1, 0.01, 0.99), 0.01, 0);
+  CHECK_NEAR(shoal__slo_latency_quantile(0, 1, 0.01, 0.99), 0.01, 0);
+  /* saturated or meaningless: infinite */
+  CHECK(isinf(shoal__slo_latency_quantile(100, 1, 0.01, 0.99)));
+  CHECK(isinf(shoal__slo_latency_quantile(10, 0, 0.01, 0.99)));
+  CHECK(isinf(shoal__slo_latency_quantile(10, 1, 0, 0.99)));
+  CHECK(isinf(shoal__slo_latency_quantile(10, 1, 0.01, 1)));
+}
+
+TEST(serving_slo_replicas_are_the_fewest_that_hold) {
+  /* 100/s of 10 ms: 1 replica saturates, 2 give 45.1 ms, 3 give 21.0 ms */
+  CHECK_EQ(shoal__slo_replicas(100, 0.01, 0.05, 0.99, 10), 2);
+  CHECK_EQ(shoal__slo_replicas(100, 0.01, 0.04, 0.99, 10), 3);
+  CHECK_EQ(shoal__slo_replicas(0, 0.01, 0.04, 0.99, 10), 1);
+  /* not enough within max, a service slower than the SLO: max + 1 */
+  CHECK_EQ(shoal__slo_replicas(100, 0.01, 0.04, 0.99, 2), 3);
+  CHECK_EQ(shoal__slo_replicas(1, 0.05, 0.04, 0.99, 10), 11);
+  /* many replicas: the answer holds the SLO and one fewer does not */
+  int c = shoal__slo_replicas(3000, 0.02, 0.05, 0.99, 500);
+  CHECK(c > 60 && c <= 500);
+  CHECK(shoal__slo_latency_quantile(3000, c, 0.02, 0.99) <= 0.05);
+  CHECK(shoal__slo_latency_quantile(3000, c - 1, 0.02, 0.99) > 0.05);
+}
+
+/* t0 0.1 s, 1 ms per sample, 50 ms x log2(n) to synchronize, noise scale 96, tuned at batch 32 */
+static const shoal__goodput_job_t job_a = {.t0 = 0.1, .t_sample = 0.001, .t_sync = 0.05, .phi = 96, .b0 = 32,
+                                           .bmax = 128, .nmax = 64, .n_req = 2};
+
+TEST(serving_goodput_picks_the_batch) {
+  int b = -1;
+  /* n 1: batch 32: 32 / 0.132 = 242.4; 64: 64 / 0.164 x 128/160 = 312.2; 128: 128 / 0.228 x 128/224 = 320.8 */
+  CHECK_NEAR(shoal__goodput(&job_a, 1, &b), 128.0 / 0.228 * 128 / 224, 1e-9);
+  CHECK_EQ(b, 128);
+  /* n 2: 128 / (0.1 + 0.064 + 0.05) x 128/224 = 341.8 */
+  CHECK_NEAR(shoal__goodput(&job_a, 2, &b), 128.0 / 0.214 * 128 / 224, 1e-9);
+  CHECK_EQ(b, 128);
+  shoal__goodput_job_t small = job_a;
+  small.bmax = 64; /* 64 / 0.164 x 0.8 */
+  CHECK_NEAR(shoal__goodput(&small, 1, &b), 64.0 / 0.164 * 0.8, 1e-9);
+  CHECK_EQ(b, 64);
+  /* the batch is at least n: on 64 workers 32 is not a choice */
+  shoal__goodput(&job_a, 64, &b);
+  CHECK(b >= 64);
+  CHECK_NEAR(shoal__goodput(&job_a, 0, &b), 0, 0);
+  CHECK_EQ(b, 0);
+  CHECK(shoal__goodput(&job_a, 3, NULL) > 0);
+  /* AdaScale's learning rate: 0.1 x 128 x (128/224) / 32 */
+  CHECK_NEAR(shoal__goodput_lr(&job_a, 128, 0.1), 0.1 * 4 * 128 / 224, 1e-12);
+  CHECK_NEAR(shoal__goodput_lr(&job_a, 32, 0.1), 0.1, 1e-12);
+}
+
+/* linear: 0.64 s / n per iteration of 64: goodput 100 n, speedup n.
+ * saturating: 0.64 + 0.64 / n: goodput 100 n / (n + 1), speedup 2n / (n + 1) = 1, 4/3, 3/2, 8/5 */
+static const shoal__goodput_job_t linear = {.t0 = 0, .t_sample = 0.01, .phi = 1e9, .b0 = 64, .bmax = 64,
+                                            .nmax = 2, .n_req = 2};
+static const shoal__goodput_job_t saturating = {.t0 = 0.64, .t_sample = 0.01, .phi = 1e9, .b0 = 64, .bmax = 64,
+                                                .nmax = 8, .n_req = 3};
+
+TEST(serving_reclaim_shrinks_the_job_that_loses_least) {
+  shoal__goodput_job_t jobs[2] = {linear, saturating};
+  int n[2] = {2, 3};
+  CHECK_EQ(shoal__loan_victim(jobs, 2, n, 0), 1); /* saturating loses 3/2 - 4/3, linear 1 */
+  n[1] = 1;
+  CHECK_EQ(shoal__loan_victim(jobs, 2, n, 1), 0); /* min_n 1: saturating may not go */
+  n[0] = 1;
+  CHECK_EQ(shoal__loan_victim(jobs, 2, n, 1), -1);
+}
+
+TEST(serving_alloc_goodput_grows_shrinks_and_shares) {
+  shoal__goodput_job_t jobs[2] = {linear, saturating};
+  int n[2] = {0, 0}, b[2];
+  /* 5 free: linear reaches its nmax 2 (gain 1 each), saturating the rest */
+  CHECK_EQ(shoal__alloc_goodput(jobs, 2, 5, n, b), 2);
+  CHECK_EQ(n[0], 2);
+  CHECK_EQ(n[1], 3);
+  CHECK_EQ(b[0], 64);
+  /* a reclaim of 2: saturating gives both (1/6, then 1/3, against linear's 1) */
+  CHECK_EQ(shoal__alloc_goodput(jobs, 2, 3, n, b), 1);
+  CHECK_EQ(n[0], 2);
+  CHECK_EQ(n[1], 1);
+  CHECK_EQ(shoal__alloc_goodput(jobs, 2, 3, n, b), 0); /* nothing to change */
+  /* a full cluster and a queued job: moves while the gain beats the loss: (4, 0) -> (3, 1) -> (2, 2) */
+  shoal__goodput_job_t two[2] = {saturating, saturating};
+  int m[2] = {4, 0};
+  CHECK_EQ(shoal__alloc_goodput(two, 2, 4, m, b), 2);
+  CHECK_EQ(m[0], 2);
+  CHECK_EQ(m[1], 2);
+}
+
+TEST(serving_alloc_fifo_is_rigid_and_in_order) {
+  shoal__goodput_job_t jobs[3] = {linear, saturating, saturating};
+  jobs[0].n_req = 2, jobs[1].n_req = 3, jobs[2].n_req = 1;
+  int n[3] = {0, 0, 0}, b[3];
+  /* 4 free: the first starts, the second does not fit, the third may not pass it */
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 4, n, b), 1);
+  CHECK(n[0] == 2 && n[1] == 0 && n[2] == 0);
+  CHECK(b[0] == 64 && b[1] == 0);
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 6, n, b), 2);
+  CHECK(n[0] == 2 && n[1] == 3 && n[2] == 1);
+  /* down to 3: the latest-arrived stop first (the third, then the second) */
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 3, n, b), 2);
+  CHECK(n[0] == 2 && n[1] == 0 && n[2] == 0);
+}
