@@ -4,6 +4,9 @@
 set -uo pipefail
 build=$1; timeout=$2; shift 2
 export SHOAL_BIN="$build/shoal"
+# the tuning profiles the tests' worlds keep (SHOAL_TUNE=auto) go to a folder of this run, not to ~/.cache
+XDG_CACHE_HOME=$(mktemp -d /tmp/shoal-test-cache.XXXXXX) && export XDG_CACHE_HOME
+trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 pass=0; fail=0; skip=0
 for layer in core comm train sched sim serve live; do
   bin="$build/tests/test_$layer"

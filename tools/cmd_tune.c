@@ -1,10 +1,11 @@
 /* shoal tune: measure the links of this job (same host over shared memory,
  * other hosts over TCP), fit the alpha-beta(-gamma) model, store the
- * profile in SHOAL_TUNE_FILE (keyed by the host set) and print the
- * per-size choice. Run it on every rank, like the job itself:
- *   SHOAL_TUNE_FILE=~/.cache/shoal-tune shoal launch -n 4 -- shoal tune
- * Later jobs on the same host set reuse the profile (SHOAL_TUNE=cache, the
- * default) and `shoal bench --explain` shows it. */
+ * profile in the profile file (SHOAL_TUNE_FILE, by default
+ * ~/.cache/shoal/tune; keyed by the host set) and print the per-size choice.
+ * Run it on every rank, like the job itself:
+ *   shoal launch -n 4 -- shoal tune
+ * Later jobs on the same host set reuse the profile (SHOAL_TUNE=auto, the
+ * default, or cache) and `shoal bench --explain` shows it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +51,11 @@ int shoal_cmd_tune(int argc, char **argv) {
   if (rc) {
     fprintf(stderr, "shoal tune: rank %d: %s\n", shoal_comm_rank(c), shoal_last_error());
   } else if (shoal_comm_rank(c) == 0) {
-    const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
+    char def[4096];
+    const char *file = shoal__tune_file(def, sizeof def, NULL);
     shoal__tune_explain(c, stdout);
-    if (store && file && *file) printf("# stored in %s\n", file);
-    else printf("# not stored (set SHOAL_TUNE_FILE or --file)\n");
+    if (store && *file) printf("# stored in %s\n", file);
+    else printf("# not stored (--no-store, or SHOAL_TUNE_FILE set to \"\")\n");
   }
   shoal_comm_destroy(c);
   return rc ? 1 : 0;

@@ -15,16 +15,23 @@
 typedef struct tune_arg {
   int n, port;
   const char *hosts[8];
-  const char *mode; /* SHOAL_TUNE */
+  const char *mode; /* SHOAL_TUNE (NULL: unset) */
   char file[96];
+  const char *home; /* set: SHOAL_TUNE_FILE and XDG_CACHE_HOME unset, HOME here (the default file) */
   const char *want_source; /* text expected in rank 0's explanation */
   const char *want_extra;  /* and this too, if set */
 } tune_arg_t;
 
 static shoal_comm_t *join(int rank, const tune_arg_t *a) {
   if (a->hosts[0]) setenv("SHOAL_HOSTNAME", a->hosts[rank], 1);
-  setenv("SHOAL_TUNE", a->mode, 1);
+  if (a->mode) setenv("SHOAL_TUNE", a->mode, 1);
+  else unsetenv("SHOAL_TUNE");
   setenv("SHOAL_TUNE_FILE", a->file, 1);
+  if (a->home) {
+    unsetenv("SHOAL_TUNE_FILE");
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", a->home, 1);
+  }
   unsetenv("SHOAL_ALGO");
   shoal_comm_params_t p;
   shoal_comm_params_init(&p);
@@ -152,6 +159,35 @@ TEST_T(tune_defaults_single_host_picks, 60) {
   unlink(c.file);
   run(&c);
   unlink(c.file);
+}
+
+/* The default (SHOAL_TUNE unset) across hosts: the link matrix measured at creation and kept in the default
+ * file under HOME, then reused; off uses the built-in costs; on one host nothing is measured or written. */
+TEST_T(tune_auto_across_hosts_measures_once, 90) {
+  char home[96], file[160], cmd[256];
+  snprintf(home, sizeof home, "/tmp/shoal-tune-home-%d", (int)getpid());
+  snprintf(file, sizeof file, "%s/.cache/shoal/tune", home);
+  snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", home, home);
+  CHECK_EQ(system(cmd), 0);
+  tune_arg_t a = {.n = 3, .hosts = {"hA", "hB", "hA"}, .mode = NULL, .home = home, .want_source = "measured",
+                  .want_extra = "link matrix (measured in"};
+  run(&a);
+  CHECK(file_has(file, "hA:2,hB:1\t"));
+  CHECK(file_has(file, " links 2 "));
+  a.want_source = "cache";
+  a.want_extra = "link matrix (from the cache)";
+  run(&a); /* the same host set: nothing measured again */
+  a.mode = "off";
+  a.want_source = "built-in defaults";
+  a.want_extra = NULL;
+  run(&a);
+  snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", home, home);
+  CHECK_EQ(system(cmd), 0);
+  tune_arg_t b = {.n = 2, .mode = NULL, .home = home, .want_source = "built-in defaults"};
+  run(&b);
+  CHECK(access(file, F_OK) != 0);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", home);
+  CHECK_EQ(system(cmd), 0);
 }
 
 static int rank_bad_mode(int rank, void *arg) {

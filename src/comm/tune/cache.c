@@ -5,12 +5,15 @@
  * which changes from one job to the next). Older entries without the matrix,
  * or with 7 numbers (no op overhead), are read too. Rank 0 reads and writes;
  * written with a temporary file and rename, other keys kept (shoal__tune_store: what `shoal tune` and a
- * profile write). */
+ * profile write). Unset, SHOAL_TUNE_FILE is $XDG_CACHE_HOME/shoal/tune or $HOME/.cache/shoal/tune; set
+ * to "" no file is read or written. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm/comm_impl.h"
@@ -114,10 +117,34 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
   return found;
 }
 
+const char *shoal__tune_file(char *buf, size_t cap, int *is_default) {
+  const char *set = shoal__config_raw("SHOAL_TUNE_FILE");
+  if (is_default) *is_default = !set;
+  if (set) return set; /* set to "": no file */
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  int n = -1;
+  if (xdg && xdg[0] == '/') n = snprintf(buf, cap, "%s/shoal/tune", xdg);
+  else if (home && home[0] == '/') n = snprintf(buf, cap, "%s/.cache/shoal/tune", home);
+  return n > 0 && (size_t)n < cap ? buf : "";
+}
+
+/* The default file's folders ($HOME/.cache/shoal): made on the first write. */
+static void make_parents(const char *path) {
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return;
+  for (char *p = dir + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(dir, 0700) && errno != EEXIST) return;
+      *p = '/';
+    }
+}
+
 int shoal__tune_cache_write(const char *path, const char *key, int nh, const int *sorted,
                             const double v[SHOAL__TUNE_NVALS], const double *lat, const double *bw) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  make_parents(path);
   FILE *out = fopen(tmp, "w");
   if (!out) return shoal__seterr(SHOAL_ERR_IO, "tuning profile (SHOAL_TUNE_FILE or --file) %s: cannot write %s: %s", path,
                                  tmp, strerror(errno));
@@ -155,8 +182,9 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
 
 int shoal__tune_store(shoal_comm_t *c) {
   shoal__tune_t *t = c->w->tune;
-  const char *file = shoal__config_str("SHOAL_TUNE_FILE", "");
-  if (c->w->rank != 0 || !file || !*file || !t) return 0;
+  char def[PATH_MAX];
+  const char *file = shoal__tune_file(def, sizeof def, NULL);
+  if (c->w->rank != 0 || !*file || !t) return 0;
   int *sorted = malloc((size_t)t->nh * sizeof *sorted);
   if (!sorted) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
   shoal__tune_key(c->w, t->key, sizeof t->key, sorted);

@@ -191,7 +191,7 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
   if (H < 2 || !t || c->size != w->size) return 0;
   long flows, stream_bytes;
   if ((rc = shoal__config_long("SHOAL_PROFILE_FLOWS", 0, 0, 1 << 20, &flows)) ||
-      (rc = shoal__config_long("SHOAL_PROFILE_BYTES", 4L << 20, 64L << 10, 1L << 30, &stream_bytes)))
+      (rc = shoal__config_long("SHOAL_PROFILE_BYTES", t->profile_bytes, 64L << 10, 1L << 30, &stream_bytes)))
     return rc;
   int G = flows > 0 && flows < H ? (int)flows : H, nsub = (H + G - 1) / G;
   int nmsg = LEAD_MSGS + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);

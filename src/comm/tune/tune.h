@@ -16,21 +16,29 @@
  *       fairly with the shm-native allreduce, whose fit is end to end.
  * All ranks agree on the values (MAX over ranks), so every rank makes the
  * same choice. The profile is cached in SHOAL_TUNE_FILE under a key naming
- * the host set (host:ranks, sorted). SHOAL_TUNE: off | cache (default: use
- * the file's entry if any, else built-in defaults) | init (profile at
- * communicator creation when the cache has no entry) | force. */
+ * the host set (host:ranks, sorted). SHOAL_TUNE: off | auto (the default: a
+ * world on several hosts uses the file's entry, else measures the link matrix
+ * alone, with 1 MiB timed per pair, stores it and says so once; a world on one
+ * host measures nothing) | cache (the file's entry if any, else built-in
+ * defaults) | init (the whole profile at creation when the cache has no
+ * entry) | force. */
 #ifndef SHOAL_COMM_TUNE_H
 #define SHOAL_COMM_TUNE_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "comm/coll/model.h"
 
+/* The profile file (cache.c): SHOAL_TUNE_FILE, or when it is unset the default
+ * under $XDG_CACHE_HOME or $HOME/.cache (*is_default, may be NULL, says which;
+ * buf holds the default); "" when there is none. */
+const char *shoal__tune_file(char *buf, size_t cap, int *is_default);
 /* At world creation (world.c, after the topology and the shm segment): cache
  * lookup, optional profile. Collective over the world communicator c. */
 int  shoal__tune_init(shoal_comm_t *c);
 void shoal__tune_free(struct shoal__world *w);
-/* Rank 0 writes c's profile into SHOAL_TUNE_FILE (if set). */
+/* Rank 0 writes c's profile into the profile file (if there is one). */
 int  shoal__tune_store(shoal_comm_t *c);
 /* Run the profile now on the world communicator c (collective) and, on
  * rank 0, store it in SHOAL_TUNE_FILE if set. */
