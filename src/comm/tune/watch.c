@@ -10,19 +10,27 @@
  * SHOAL_REPROFILE_FACTOR or more, either way (a link slowed or came back),
  * the link matrix is measured again on the view, every rank takes the new
  * matrix at the same call, and the chooser prices the algorithms again (a
- * new algorithm, or trees over a new order). The reference stays: if the
- * times still drift after a re-profile (it ran while the link was changing),
- * the next check measures again. A re-profile that finds the links as they
- * were (bandwidths within CHANGED of the last matrix) means the model, not
- * the network, is off by that much here: that ratio becomes the reference.
- * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls: the
- * window that holds it, then a window all after it. Only the world
- * communicator is watched: its calls are in the same order on every rank, so
- * every rank agrees, and a re-profile needs every rank of the world. */
+ * new algorithm, or trees over a new order). Links that change every few
+ * seconds must not cost more in re-profiles than they give back:
+ * - a re-profile after which the chooser runs the same algorithm for the
+ *   watched size holds the watch off for 1, 2, 4 ... up to HOLDOFF_MAX checks
+ *   (a re-profile that changes the choice resets it);
+ * - a re-profile that changes the choice is on probation: the next window's
+ *   time per byte (slowest rank's median) is compared with the window that
+ *   triggered it, run with the previous plan under the new conditions; unless
+ *   the new plan is at least as fast (within KEEP_MARGIN), the previous matrix
+ *   and so the previous plan come back, and the watch holds off as above;
+ * - after a re-profile the reference is set again by the next window checked.
+ * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls when
+ * the watch is not held off: the window that holds it, then a window all
+ * after it. Only the world communicator is watched: its calls are in the
+ * same order on every rank, so every rank agrees, and a re-profile needs
+ * every rank of the world. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
 #include "comm/tune/tune_impl.h"
 #include "core/clock.h"
@@ -31,7 +39,8 @@
 #include "core/log.h"
 
 #define MAX_CALLS 256
-#define CHANGED 0.2 /* a re-profile found the links changed: some pair's bandwidth moved by 20 % or more */
+#define HOLDOFF_MAX 16  /* checks skipped at most after a re-profile that changed nothing */
+#define KEEP_MARGIN 0.03 /* a new plan is kept unless it is more than 3 % slower per byte */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -40,9 +49,15 @@ typedef struct shoal__watch {
   size_t min_bytes;
   int n;
   double ratio[MAX_CALLS];
+  double spb[MAX_CALLS]; /* seconds per byte of the same calls (comparable across plans) */
+  size_t last_bytes;   /* the size of the last watched call: whose choice a re-profile may change */
   double base;         /* the reference ratio (time / prediction); 0: not yet */
+  int skip, holdoff;   /* checks still skipped; the next hold-off */
+  int probation;       /* the last re-profile changed the choice: the next check judges it */
+  double before_spb;   /* the window that triggered it (the previous plan, new conditions) */
+  double *old_lat, *old_bw, old_v[SHOAL__TUNE_NVALS]; /* the matrix before it */
   unsigned long views; /* transient views made (their ids) */
-  unsigned checks, reprofiles;
+  unsigned checks, reprofiles, reverts;
 } shoal__watch_t;
 
 static int watching(const shoal_comm_t *c, size_t bytes);
@@ -69,6 +84,7 @@ int shoal__tune_watch_init(shoal__world_t *w) {
 }
 
 void shoal__tune_watch_free(shoal__world_t *w) {
+  if (w->tune->watch) free(w->tune->watch->old_lat), free(w->tune->watch->old_bw);
   free(w->tune->watch);
   w->tune->watch = NULL;
   w->tune->watching = NULL;
@@ -102,48 +118,112 @@ static int watching(const shoal_comm_t *c, size_t bytes) {
   return wt->mode != 1 || t->source != 0; /* auto: only with a measured or cached profile */
 }
 
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static shoal_algo_t pick_for(shoal_comm_t *c, size_t bytes) {
+  shoal__coll_ctx_t x;
+  shoal__choice_t ch;
+  shoal__coll_ctx(c, &x);
+  shoal__coll_price(&x, bytes, SHOAL__CHOOSE_NOPLAN | SHOAL__CHOOSE_QUIET, &ch);
+  return ch.algo;
+}
+
+static void hold_off(shoal__watch_t *wt) {
+  wt->skip = wt->holdoff;
+  wt->holdoff = wt->holdoff * 2 > HOLDOFF_MAX ? HOLDOFF_MAX : wt->holdoff * 2;
+}
+
+/* The probation of a re-profile that changed the choice: keep the new plan, or bring the old matrix back. */
+static void judge(shoal__world_t *w, shoal__watch_t *wt, double spb) {
+  shoal__tune_t *t = w->tune;
+  wt->probation = 0;
+  wt->base = 0;
+  if (spb <= wt->before_spb * (1 + KEEP_MARGIN)) {
+    wt->holdoff = 1;
+    SHOAL_INFO("TUNING", "link watch: the new plan is kept (%.3g s/MB against %.3g before)", spb * 1e6,
+               wt->before_spb * 1e6);
+    return;
+  }
+  size_t nn = (size_t)(t->nh * t->nh);
+  memcpy(t->lat, wt->old_lat, sizeof *t->lat * nn);
+  memcpy(t->bw, wt->old_bw, sizeof *t->bw * nn);
+  memcpy(t->v, wt->old_v, sizeof t->v);
+  t->links_gen++;
+  shoal__tune_changed(w);
+  wt->reverts++;
+  hold_off(wt);
+  SHOAL_INFO("TUNING", "link watch: the new plan was slower (%.3g s/MB against %.3g): the previous one is back, "
+             "the watch holds off %d check(s)", spb * 1e6, wt->before_spb * 1e6, wt->skip);
+}
+
+/* Measure the links again on the view v; hold off if the choice for the watched size stays, else put the
+ * new plan on probation against the window that triggered it. */
+static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, double ref, double r, double spb) {
+  shoal__world_t *w = v->w;
+  shoal__tune_t *t = w->tune;
+  size_t nn = (size_t)(t->nh * t->nh);
+  if (!wt->old_lat) wt->old_lat = malloc(sizeof *wt->old_lat * nn), wt->old_bw = malloc(sizeof *wt->old_bw * nn);
+  if (!wt->old_lat || !wt->old_bw) return shoal__seterr(SHOAL_ERR_NOMEM, "link watch: out of memory");
+  memcpy(wt->old_lat, t->lat, sizeof *t->lat * nn);
+  memcpy(wt->old_bw, t->bw, sizeof *t->bw * nn);
+  memcpy(wt->old_v, t->v, sizeof t->v);
+  shoal_algo_t before = pick_for(v, wt->last_bytes);
+  int rc = shoal__tune_probe_links(v);
+  if (rc) return rc;
+  double moved = 0;
+  for (size_t i = 0; i < nn; i++) { /* how far the links moved */
+    if ((wt->old_bw[i] > 0) != (t->bw[i] > 0)) moved = 1;
+    else if (wt->old_bw[i] > 0 && fabs(t->bw[i] / wt->old_bw[i] - 1) > moved) moved = fabs(t->bw[i] / wt->old_bw[i] - 1);
+  }
+  shoal_algo_t after = pick_for(v, wt->last_bytes);
+  wt->reprofiles++;
+  wt->base = 0; /* the next window checked sets the reference again */
+  if (after == before) hold_off(wt);
+  else wt->probation = 1, wt->before_spb = spb;
+  SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); link matrix "
+             "measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s", r / ref, ref, r,
+             t->links_s * 1e3, moved * 100, wt->reprofiles, shoal_algo_name(before), shoal_algo_name(after),
+             after == before ? ", the watch holds off" : ", on probation");
+  return 0;
+}
+
 static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s) {
   shoal__world_t *w = c->w;
   shoal__tune_t *t = w->tune;
   shoal__watch_t *wt = t ? t->watch : NULL;
   if (!watching(c, bytes) || !(predicted_s > 0) || isinf(predicted_s)) return 0;
+  wt->last_bytes = bytes;
+  wt->spb[wt->n] = elapsed_s / (double)(bytes ? bytes : 1);
   wt->ratio[wt->n++] = elapsed_s / predicted_s;
   if (wt->n < wt->calls) return 0;
-  qsort(wt->ratio, (size_t)wt->n, sizeof *wt->ratio, cmp_double);
-  double med = wt->n % 2 ? wt->ratio[wt->n / 2] : 0.5 * (wt->ratio[wt->n / 2 - 1] + wt->ratio[wt->n / 2]);
+  double agree[3] = {median_of(wt->ratio, wt->n), 0, median_of(wt->spb, wt->n)};
+  agree[1] = -agree[0];
   wt->n = 0;
+  if (wt->skip > 0 && !wt->probation) { /* held off: no agreement either (every rank skips the same checks) */
+    wt->skip--;
+    return 0;
+  }
   shoal_comm_t *v = world_view(c, wt);
   if (!v) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, NULL, -1, "link watch: out of memory");
-  double agree[2] = {med, -med};
-  int rc = shoal_allreduce_algo(v, SHOAL_IN_PLACE, agree, 2, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+  int rc = shoal_allreduce_algo(v, SHOAL_IN_PLACE, agree, 3, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
   wt->checks++;
   if (!rc) {
     double r = agree[0];
-    if (wt->base <= 0) {
+    if (wt->probation) {
+      judge(w, wt, agree[2]);
+    } else if (wt->base <= 0) {
       wt->base = r;
       SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
                   wt->calls);
     } else if (r >= wt->factor * wt->base || r * wt->factor <= wt->base) {
-      double ref = wt->base, moved = 0;
-      int nn = t->nh * t->nh;
-      double *old = malloc(sizeof *old * (size_t)(nn ? nn : 1));
-      if (old) memcpy(old, t->bw, sizeof *old * (size_t)nn);
-      rc = shoal__tune_probe_links(v);
-      for (int i = 0; !rc && old && i < nn; i++) { /* how far the links moved */
-        if ((old[i] > 0) != (t->bw[i] > 0)) moved = 1;
-        else if (old[i] > 0 && fabs(t->bw[i] / old[i] - 1) > moved) moved = fabs(t->bw[i] / old[i] - 1);
-      }
-      free(old);
-      if (!rc) {
-        wt->reprofiles++;
-        if (moved < CHANGED) wt->base = r; /* the links are as they were: the model is off by r here */
-        SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); link "
-                   "matrix measured again in %.0f ms, largest change %.0f %% (re-profile %u)%s", r / ref, ref, r,
-                   t->links_s * 1e3, moved * 100, wt->reprofiles, moved < CHANGED ? "; the new reference" : "");
-      }
+      rc = reprofile(v, wt, wt->base, r, agree[2]);
     }
   }
   if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
+  if (rc && !c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", shoal_last_error());
   free(v);
   return rc;
 }
