@@ -7,7 +7,9 @@
 # and PyTorch Gloo, each over the same replay from its start.
 #   experiments/adaptive-comm/ae3.sh --trace FILE [--build DIR] [--base BIN] [--hosts 8] [--rate 1gbit]
 #        [--scale 20] [--floor 50] [--samples 40] [--hold 3] [--size 4M] [--step-ms 100] [--out DIR] [--name TB]
-#        [--programs "reprof noreprof ring before ompi gloo"]
+#        [--programs "default reprof noreprof ring before ompi gloo"]
+# default = nothing set (SHOAL_TUNE=auto: the link matrix at start with 1 MiB per pair, the watch on);
+# reprof = the whole profile at start (SHOAL_TUNE=init, 4 MiB per pair) and the watch.
 # FILE: iperf3 output lines ("... 14.8 Gbits/sec" or Mbits/sec), e.g. AdapCC's 5-s samples of a Huawei
 # g6.4xlarge pair (github.com/JoeyYoung/adapcc at bd3e212, cloud/trace/bandwidth-hw-g6.4xlarge.4.txt);
 # the rates are divided by SCALE (spec A8: /20), floored at FLOOR Mbit/s, capped at RATE; the SAMPLES
@@ -19,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build base="" H=8 rate=1gbit scale=20 floor=50 samples=40 hold=3 size=4M step_ms=100 out="" name=ae3 trace=""
-programs="reprof noreprof ring before ompi gloo"
+programs="default reprof noreprof ring before ompi gloo"
 while [ $# -gt 0 ]; do
   case "$1" in
     --trace) trace=$2; shift 2 ;;
@@ -92,6 +94,10 @@ for p in $programs; do
     reprof) replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
             run_shoal "ae3-$p" "$S" "$H" SHOAL_TUNE=init SHOAL_TUNE_FILE="$tune" SHOAL_PROFILE_FLOWS=2 \
               SHOAL_DEBUG=INFO SHOAL_DEBUG_SUBSYS=TUNING -- "${steps[@]}" ;;
+    default) # nothing set: the link matrix measured at start (SHOAL_TUNE=auto) into a fresh cache, the watch on
+            rm -rf "$out/ae3-cache-$p"; replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
+            run_shoal "ae3-$p" "$S" "$H" XDG_CACHE_HOME="$out/ae3-cache-$p" SHOAL_DEBUG=INFO SHOAL_DEBUG_SUBSYS=TUNING -- \
+              "${steps[@]}" ;;
     noreprof) replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
             run_shoal "ae3-$p" "$S" "$H" SHOAL_TUNE=init SHOAL_TUNE_FILE="$tune" SHOAL_PROFILE_FLOWS=2 \
               SHOAL_REPROFILE=off -- "${steps[@]}" ;;

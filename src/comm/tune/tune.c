@@ -106,7 +106,8 @@ int shoal__tune_init(shoal_comm_t *c) {
     if (found < 0) rc = found;
     if (found || m == CACHE || (m == AUTO && nh < 2)) goto out;
   }
-  rc = m == AUTO ? auto_profile(c, file) : shoal__tune_profile(c, 1);
+  if (m != AUTO) rc = shoal__tune_profile(c, 1);
+  else if (w->algo_env == SHOAL_ALGO_AUTO) rc = auto_profile(c, file); /* SHOAL_ALGO set: nothing to choose */
 out:
   free(sorted);
   return rc;
