@@ -6,11 +6,13 @@ set -euo pipefail
 what=${1:-test}
 # pkg-config: the install test; python3-numpy/python3-torch: the Python binding's tests (Debian's /usr/bin/python3);
 # libtorch-dev (with python3-dev) + pybind11-dev: the torch.distributed backend (shoal.torch, a C++ extension);
-# slurm + munge: the live controller's test on the testbed; libmicrohttpd, jansson, libcurl: the inference
+# slurm + munge: the live controller's test on the testbed (slurmdbd + mariadb-server: its accounting, testbed up
+# --slurm --accounting; slurm-wlm-mysql-plugin: slurmdbd's storage plugin); libmicrohttpd, jansson, libcurl: the inference
 # server, its router and load generator (HTTP server, JSON, HTTP client); universal-ctags: make check-code's
 # function lengths (scripts/code-report.py)
 pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps pkg-config
-      python3-numpy python3-torch libtorch-dev pybind11-dev slurmctld slurmd slurm-client munge libmicrohttpd-dev
+      python3-numpy python3-torch libtorch-dev pybind11-dev slurmctld slurmd slurm-client munge slurmdbd
+      slurm-wlm-mysql-plugin mariadb-server libmicrohttpd-dev
       libjansson-dev libcurl4-openssl-dev universal-ctags)
 if [ "$what" = bench ]; then
   pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox linux-perf)

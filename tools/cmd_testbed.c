@@ -92,6 +92,8 @@ static const shoal_opt_t up_opts[] = {
     OPT_FLAG("--slurm", o.slurm, "munged, slurmctld in the fabric, a slurmd per host, racks as its topology"),
     OPT_INT("--gpus", "G", o.slurm_gpus, 1, TB_SLURM_MAX_GPUS, "emulated GPUs per host", .when = 1u << M_SLURM),
     OPT_INT("--cpus", "C", o.slurm_cpus, 1, 64, "CPUs per host", .def = "max(G, 2)", .when = 1u << M_SLURM),
+    OPT_FLAG("--accounting", o.slurm_accounting, "slurmdbd on a MariaDB of its own, fair share, accounts research and\n"
+             "other (users root and nobody)", .when = 1u << M_SLURM),
     OPT_END,
 };
 
@@ -107,7 +109,7 @@ static int up_resolve(void *cli, const shoal_opts_res_t *r) {
 static const shoal_opts_spec_t up_spec = {
     .name = "shoal testbed up",
     .usage = "usage: shoal testbed up [--name NAME] [--hosts H] [--racks R] [--rate RATE] [--oversub X | --uplink RATE]\n"
-             "                        [--topo FILE] [--no-cgroup] [--slurm [--gpus G] [--cpus C]]\n"
+             "                        [--topo FILE] [--no-cgroup] [--slurm [--gpus G] [--cpus C] [--accounting]]\n"
              "An emulated cluster on this machine: each host is a network namespace with its own host name and\n"
              "address (10.90.<rack>.<i>), linked to its rack's bridge; racks meet at a core bridge through an\n"
              "uplink. Rates are tbf-shaped on egress and ingress. Needs root.\n",

@@ -206,9 +206,9 @@ static int take_lease(shoal_live_ctl_t *L) {
   int rc = L->mgr.ops->lease(L->mgr.impl, L->scope, L->id, L->where, L->cfg.lease_ttl, SHOAL_LIVE_LEASE_TAKE, &h);
   if (rc == SHOAL_ERR_UNSUPPORTED) return 0;
   if (rc == SHOAL_ERR_ADDR_IN_USE)
-    return shoal__seterr(rc, "%s %s is served by controller %s (%s; its lease renewed %.0f s ago, good for %.0f s): "
+    return shoal__seterr(rc, "%s%s is served by controller %s (%s; its lease renewed %.0f s ago, good for %.0f s): "
                          "one controller per partition; stop it first, or wait for its lease to run out",
-                         L->partition_s[0] ? "partition" : "the cluster", L->partition_s[0] ? L->partition_s : "",
+                         L->partition_s[0] ? "partition " : "the cluster", L->partition_s,
                          h.holder, h.where, live_wall(L) - h.renewed, h.ttl);
   if (rc) return shoal__seterr(rc, "the lease of %s cannot be taken: %s", L->scope, shoal_last_error());
   L->lease_held = 1;
@@ -286,6 +286,13 @@ int shoal__live_ctl_create(const shoal_live_config_t *cfg, shoal_live_manager_t 
   shoal__cluster_describe(L->c, cdesc, sizeof cdesc);
   live_log(L, "serving with policy %s on %d %s nodes (%s)%s%s; controller %s; journal %s", L->ops->name, L->nnodes,
            L->mgr.ops->name, cdesc, L->partition_s[0] ? ", partition " : "", L->partition_s, L->id, L->journal_s);
+  if (L->ntenants > 1) {
+    char tl[512];
+    size_t n = 0;
+    for (int i = 1; i < L->ntenants && n < sizeof tl; i++)
+      n += (size_t)snprintf(tl + n, sizeof tl - n, "%s%s", i > 1 ? ", " : "", L->tenant[i]);
+    live_log(L, "tenants (by %s, from the manager's associations): %s", L->tenants_s, tl);
+  }
   *out = L;
   return 0;
 }

@@ -14,50 +14,9 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "slurm_util.h"
 
 static char out[1 << 16];
-
-static int count_lines(const char *path, const char *prefix) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  char line[512];
-  int n = 0;
-  while (fgets(line, sizeof line, f)) n += !strncmp(line, prefix, strlen(prefix));
-  fclose(f);
-  return n;
-}
-
-/* skips the test (with the reason) without root or Slurm */
-static void need_slurm(void) {
-  if (geteuid() != 0) shoal_test_skip("not root: network namespaces and Slurm daemons need root");
-  if (access("/usr/sbin/slurmctld", X_OK) || access("/usr/sbin/slurmd", X_OK) || access("/usr/sbin/munged", X_OK) ||
-      access("/usr/bin/sbatch", X_OK))
-    shoal_test_skip("Slurm not installed (Debian slurmctld slurmd slurm-client munge; scripts/deps.sh test)");
-}
-
-/* skips the test (with the reason) without root, Slurm, network namespaces or the experiment script
- * SCRIPT (NULL: none), run from the repository root; names the testbed (TAG and the pid) and, if DIR is
- * given, a work directory for it */
-static void slurm_test_begin(const char *script, const char *tag, char *name, size_t nname, char *dir, size_t ndir) {
-  need_slurm();
-  if (script && access(script, X_OK)) shoal_test_skip("run from the repository root (experiments/ not found)");
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "ip netns add %sp%d && ip netns del %sp%d", tag, (int)getpid(), tag, (int)getpid());
-  if (shoal_test_run_cmd(cmd, out, sizeof out, 10) != 0) shoal_test_skip("cannot create a network namespace here");
-  snprintf(name, nname, "%s%d", tag, (int)getpid() % 1000000);
-  if (dir) snprintf(dir, ndir, "/tmp/shoal-live-%s-%d", tag, (int)getpid());
-}
-
-/* The start of a cancel test's script: a 2-host testbed with Slurm and GPUS GPUs per host (the testbed's
- * name, the work directory and GPUS are its printf arguments after the shoal binary), X runs a command
- * on h0, sub submits a ckjob.sh job; the script ends with TESTBED_SH_END */
-#define TESTBED_SH                                                                                             \
-  "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"          \
-  "$S testbed up --name $N --hosts 2 --slurm --gpus %d > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n"     \
-  "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"                                              \
-  "sub() { timeout 30 $S submit --testbed $N --output $D/%%j.out \"$@\"; }\n"                                 \
-  "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"
-#define TESTBED_SH_END "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n"
 
 TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
   char cmd[1024], name[32], dir[128];
@@ -95,7 +54,7 @@ TEST_T(live_slurm_reduced_preempt_and_controller_restart, 150) {
   CHECK_MSG(strstr(serve, "3 jobs seen, 3 completed, 0 failed") != NULL, "not every job finished: %s", serve);
   for (int k = 0; k < 3; k++) {
     snprintf(p, sizeof p, "%s/%ld.log", dir, ids[k]);
-    int runs = count_lines(p, "run "), done = count_lines(p, "done");
+    int runs = slurm_count_lines(p, "run "), done = slurm_count_lines(p, "done");
     CHECK_MSG(done == 1, "job %ld finished %d times (%s)", ids[k], done, p);
     /* the preempted job ran twice (second run from its checkpoint); the others once: none started twice */
     CHECK_MSG(runs == (k == 0 ? 2 : 1), "job %ld ran %d times, expected %d", ids[k], runs, k == 0 ? 2 : 1);

@@ -4,6 +4,7 @@
  * optionally followed by '-' and a qualifier ("slurmd-h3"). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,30 @@ pid_t shoal__tb_daemon_on_host(const tb_t *tb, int i, const char *pids_file, con
     char e2[512];
     if (shoal__tb_enter(tb, i, e2, sizeof e2)) {
       fprintf(stderr, "%s: %s\n", argv[0], e2); /* into the log */
+      _exit(126);
+    }
+    for (int k = 0; env && env[k]; k++) putenv(env[k]);
+    execv(path, argv);
+    _exit(127);
+  }
+  if (shoal__tb_daemon_record(pids_file, what, pid)) return shoal__tb_fail(err, cap, "%s: %s", pids_file, strerror(errno));
+  return pid;
+}
+
+pid_t shoal__tb_daemon_in_fabric(const tb_t *tb, const char *pids_file, const char *what, const char *hostname,
+                                 const char *log, const char *path, char *const argv[], char *const env[], char *err,
+                                 size_t cap) {
+  fflush(NULL);
+  if (shoal__tb_check_interrupted(err, cap)) return -1;
+  pid_t pid = fork();
+  if (pid < 0) return shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    setsid();
+    shoal__tb_daemon_redirect(log);
+    char e2[512] = "";
+    if (shoal__tb_enter_fabric(tb, e2, sizeof e2) ||
+        (hostname && (unshare(CLONE_NEWUTS) || sethostname(hostname, strlen(hostname))))) {
+      fprintf(stderr, "%s: %s\n", argv[0], *e2 ? e2 : strerror(errno)); /* into the log */
       _exit(126);
     }
     for (int k = 0; env && env[k]; k++) putenv(env[k]);

@@ -35,7 +35,7 @@
 #include "core/clock.h"
 #include "testbed.h"
 
-#define CTL_ADDR "10.90.255.254"
+#define CTL_ADDR TB_CTL_ADDR
 #define SLURM_UP_DEADLINE_S 30.0
 
 void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap) { snprintf(buf, cap, "%s/%s/slurm", TB_RUN_DIR, name); }
@@ -56,7 +56,7 @@ static void node_range(const char *name, int a, int b, char *buf, size_t cap) {
   else snprintf(buf, cap, "%s-h[%d-%d]", name, a, b);
 }
 
-static int write_configs(const tb_t *tb, const char *dir, int gpus, int cpus, char *err, size_t cap) {
+static int write_configs(const tb_t *tb, const char *dir, int gpus, int cpus, int accounting, char *err, size_t cap) {
   char p[256], nodes[64];
   size_t bufcap = 16384;
   char *b = malloc(bufcap);
@@ -70,10 +70,16 @@ static int write_configs(const tb_t *tb, const char *dir, int gpus, int cpus, ch
     dir);
   W("SlurmdSpoolDir=%s/d/%%n\nSlurmdPidFile=%s/d/%%n.pid\nSlurmdLogFile=%s/d/%%n.log\nSlurmdParameters=config_overrides\n",
     dir, dir, dir);
-  W("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n");
-  W("AccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\nMpiDefault=none\n");
+  W("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\nMpiDefault=none\n");
+  if (accounting) {
+    char acct[1024];
+    shoal__tb_acct_slurm_conf(dir, acct, sizeof acct);
+    W("%s", acct);
+  } else {
+    W("AccountingStorageType=accounting_storage/none\nJobCompType=jobcomp/none\nPriorityType=priority/basic\n");
+  }
   W("SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nSchedulerType=sched/backfill\n");
-  W("SchedulerParameters=bf_interval=2,sched_min_interval=100000\nPriorityType=priority/basic\n");
+  W("SchedulerParameters=bf_interval=2,sched_min_interval=100000\n");
   W("TopologyPlugin=topology/tree\nGresTypes=gpu\nReturnToService=2\nJobRequeue=1\nMinJobAge=86400\n");
   W("KillWait=5\nMessageTimeout=10\nSlurmdTimeout=30\nInactiveLimit=0\nWaitTime=0\n");
   W("SlurmctldDebug=info\nSlurmdDebug=info\n");
@@ -120,7 +126,7 @@ io:
 /* What up --slurm builds, from its steps below. */
 typedef struct slurm_up {
   const tb_t *tb;
-  int gpus, cpus;
+  int gpus, cpus, accounting;
   uid_t muid;
   gid_t mgid;
   char dir[160];  /* <testbed>/slurm */
@@ -178,7 +184,7 @@ static int slurm_files(slurm_up_t *S, const char *name, char *err, size_t cap) {
 /* The configuration, the controller's name in every host's /etc/hosts and its address in the fabric. */
 static int slurm_configure(slurm_up_t *S, const char *name, char *err, size_t cap) {
   char p[320];
-  if (write_configs(S->tb, S->dir, S->gpus, S->cpus, err, cap)) return -1;
+  if (write_configs(S->tb, S->dir, S->gpus, S->cpus, S->accounting, err, cap)) return -1;
   snprintf(p, sizeof p, "%s/hosts", S->tb->dir);
   FILE *hf = fopen(p, "a");
   if (!hf) return shoal__tb_fail(err, cap, "%s: %s", p, strerror(errno));
@@ -223,26 +229,15 @@ static int slurm_munged(slurm_up_t *S, char *err, size_t cap) {
 
 /* slurmctld, in the fabric namespace with its own host name <testbed>-ctl. */
 static int slurm_ctld(slurm_up_t *S, const char *name, char *err, size_t cap) {
-  char p[320];
-  if (shoal__tb_check_interrupted(err, cap)) return -1;
-  pid_t pid = fork();
-  if (pid < 0) return shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    setsid();
-    snprintf(p, sizeof p, "%s/ctld/out", S->dir);
-    shoal__tb_daemon_redirect(p);
-    char e2[256], hn[64];
-    snprintf(hn, sizeof hn, "%s-ctl", name);
-    if (shoal__tb_enter_fabric(S->tb, e2, sizeof e2) || unshare(CLONE_NEWUTS) || sethostname(hn, strlen(hn))) {
-      fprintf(stderr, "slurmctld: %s\n", e2);
-      _exit(126);
-    }
-    setenv("SLURM_CONF", S->conf, 1);
-    execl("/usr/sbin/slurmctld", "slurmctld", "-D", "-i", "-f", S->conf, (char *)NULL);
-    _exit(127);
-  }
-  if (shoal__tb_daemon_record(S->pids, "slurmctld", pid)) return shoal__tb_fail(err, cap, "%s: %s", S->pids, strerror(errno));
-  return 0;
+  char log[320], host[64], env[340];
+  snprintf(log, sizeof log, "%s/ctld/out", S->dir);
+  snprintf(host, sizeof host, "%s-ctl", name);
+  snprintf(env, sizeof env, "SLURM_CONF=%s", S->conf);
+  char *const argv[] = {"slurmctld", "-D", "-i", "-f", S->conf, NULL};
+  char *const envv[] = {env, NULL};
+  return shoal__tb_daemon_in_fabric(S->tb, S->pids, "slurmctld", host, log, "/usr/sbin/slurmctld", argv, envv, err, cap) < 0
+             ? -1
+             : 0;
 }
 
 /* One slurmd per host, on the host. */
@@ -293,12 +288,12 @@ static int slurm_wait_idle(slurm_up_t *S, char *err, size_t cap) {
   return 0;
 }
 
-/* The steps of up --slurm, in order. Accounting (slurmdbd and its database) would be started after munged
- * and before slurmctld, which connects to it at start; its settings go into write_configs. */
-int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t cap) {
+/* The steps of up --slurm, in order. Accounting (slurmdbd and its database, accounting.c) starts after munged
+ * and before slurmctld, which connects to it at start. */
+int shoal__tb_slurm_up(const char *name, int gpus, int cpus, int accounting, char *err, size_t cap) {
   tb_t *tb = calloc(1, sizeof *tb);
   if (!tb) return shoal__tb_fail(err, cap, "out of memory");
-  slurm_up_t S = {.tb = tb, .gpus = gpus, .cpus = cpus < 1 ? (gpus > 2 ? gpus : 2) : cpus};
+  slurm_up_t S = {.tb = tb, .gpus = gpus, .cpus = cpus < 1 ? (gpus > 2 ? gpus : 2) : cpus, .accounting = accounting};
   shoal__tb_slurm_dir(name, S.dir, sizeof S.dir);
   snprintf(S.conf, sizeof S.conf, "%s/slurm.conf", S.dir);
   snprintf(S.pids, sizeof S.pids, "%s/pids", S.dir);
@@ -310,12 +305,14 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t c
     goto out;
   }
   if (slurm_check(&S, err, cap) || slurm_files(&S, name, err, cap) || slurm_configure(&S, name, err, cap) ||
-      slurm_munged(&S, err, cap) || slurm_ctld(&S, name, err, cap) || slurm_slurmds(&S, err, cap) ||
+      slurm_munged(&S, err, cap) || (accounting && shoal__tb_acct_up(tb, S.dir, S.pids, err, cap)) ||
+      slurm_ctld(&S, name, err, cap) || slurm_slurmds(&S, err, cap) ||
       slurm_wait_idle(&S, err, cap))
     goto out;
-  printf("testbed %s: Slurm up in %.2f s: slurmctld %s-ctl (%s), %d slurmd (%d GPUs, %d CPUs each), partition shoal; "
+  printf("testbed %s: Slurm up in %.2f s: slurmctld %s-ctl (%s), %d slurmd (%d GPUs, %d CPUs each), partition shoal%s; "
          "SLURM_CONF=%s\n",
-         name, shoal__now_s() - t0, name, CTL_ADDR, tb->nhosts, gpus, S.cpus, S.conf);
+         name, shoal__now_s() - t0, name, CTL_ADDR, tb->nhosts, gpus, S.cpus,
+         accounting ? ", accounting (slurmdbd, MariaDB; accounts research, other)" : "", S.conf);
   rc = 0;
 out:
   free(tb);

@@ -24,7 +24,7 @@ typedef struct tb_part {
 
 static int slurm_wanted(const tb_up_opts_t *o) { return o->slurm; }
 static int slurm_up(const tb_up_opts_t *o, char *err, size_t cap) {
-  return shoal__tb_slurm_up(o->name, o->slurm_gpus, o->slurm_cpus, err, cap);
+  return shoal__tb_slurm_up(o->name, o->slurm_gpus, o->slurm_cpus, o->slurm_accounting, err, cap);
 }
 
 static const tb_part_t parts[] = {

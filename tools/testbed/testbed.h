@@ -13,6 +13,7 @@
  *     -> net.c    namespaces, bridges, veth, tbf: the network's up and down, and rates changed later
  *     -> cpu.c    per-host CPU limits: cgroup v1 quota or a SIGSTOP/SIGCONT duty-cycle daemon
  *     -> slurm.c  Slurm on the hosts (munged, slurmctld in the fabric, a slurmd per host)
+ *          -> accounting.c  with --accounting: MariaDB and slurmdbd in the fabric, the cluster's accounts
  *          -> daemon.c  daemons started by a part, recorded with their start time, stopped by down
  *   plan.c     placing the ranks of `shoal launch --testbed`
  *   all of them -> host.c (entering a host: setns, UTS, private /etc/hosts, cgroup; the processes on it)
@@ -32,6 +33,7 @@
 #define TB_CGROUP_CPU "/sys/fs/cgroup/cpu"
 #define TB_IFNAME "eth0" /* every host's link, inside its namespace */
 #define TB_DEFAULT_NAME "shoal"
+#define TB_CTL_ADDR "10.90.255.254" /* slurmctld's (and slurmdbd's) address in the fabric */
 
 typedef struct tb_host {
   char name[16]; /* "h3" */
@@ -65,6 +67,7 @@ typedef struct tb_up_opts {
   const char *name;
   tb_topo_t topo;
   int slurm, slurm_gpus, slurm_cpus; /* Slurm on the hosts: GPUs and CPUs per host (cpus 0: max(gpus, 2)) */
+  int slurm_accounting;              /* and slurmdbd on a MariaDB of its own */
 } tb_up_opts_t;
 
 /* ---- testbed.c: the lifecycle ---- */
@@ -147,6 +150,11 @@ int shoal__tb_daemon_record(const char *pids_file, const char *what, pid_t pid);
  * with this from its up, and stops them all from its down with shoal__tb_daemons_stop. */
 pid_t shoal__tb_daemon_on_host(const tb_t *tb, int i, const char *pids_file, const char *what, const char *log,
                                const char *path, char *const argv[], char *const env[], char *err, size_t cap);
+/* The same in the fabric namespace (where slurmctld and the accounting run), under host name `hostname` in a UTS
+ * namespace of its own if not NULL. */
+pid_t shoal__tb_daemon_in_fabric(const tb_t *tb, const char *pids_file, const char *what, const char *hostname,
+                                 const char *log, const char *path, char *const argv[], char *const env[], char *err,
+                                 size_t cap);
 /* Stop the daemons recorded in pids_file, last first (SIGTERM, then SIGKILL after grace_s; a pid whose start
  * time changed is someone else's and left alone); the number stopped. */
 int shoal__tb_daemons_stop(const char *pids_file, double grace_s);
@@ -157,11 +165,17 @@ void shoal__tb_daemon_redirect(const char *log);
 
 /* ---- slurm.c: Slurm on a testbed (docs/live.md) ---- */
 void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap);
-int shoal__tb_slurm_up(const char *name, int gpus, int cpus, char *err, size_t cap);
+int shoal__tb_slurm_up(const char *name, int gpus, int cpus, int accounting, char *err, size_t cap);
 int shoal__tb_slurm_down(const char *name, int quiet);
 void shoal__tb_slurm_status(const char *name);
 /* Make Slurm's commands work from this process and its children: the fabric namespace and SLURM_CONF. */
 int shoal__tb_slurm_enter(const char *name, char *err, size_t cap);
+
+/* ---- accounting.c: slurmdbd and its MariaDB for up --slurm --accounting (called by slurm.c) ---- */
+/* slurm.conf's accounting and fair-share lines */
+void shoal__tb_acct_slurm_conf(const char *dir, char *b, size_t cap);
+/* The database, slurmdbd (recorded in pids), the cluster and its accounts; before slurmctld starts. 0, or -1. */
+int shoal__tb_acct_up(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap);
 
 /* ---- plan.c: placement for `shoal launch --testbed` ---- */
 typedef struct tb_plan {
