@@ -337,18 +337,54 @@ static int cmd_exec(int argc, char **argv) {
   return 127;
 }
 
+/* ---- daemon ---- */
+
+static const shoal_opts_spec_t daemon_spec = {
+    .name = "shoal testbed daemon",
+    .usage = "usage: shoal testbed daemon [--name NAME] stop|start|restart DAEMON\n"
+             "Stop (SIGTERM, SIGKILL after 5 s), start or restart one of the testbed's Slurm daemons as `up --slurm`\n"
+             "started it, where it ran: slurmctld (fabric namespace, host name NAME-ctl), slurmd-h<i> (on host i),\n"
+             "munged, and with --accounting slurmdbd and mariadbd. Jobs keep running meanwhile (their slurmstepd\n"
+             "does not depend on slurmd; slurmctld recovers its state from its StateSaveLocation).\n",
+    .opts = name_opts,
+    .args = SHOAL_ARGS_WORDS,
+    .max_words = 2,
+};
+
+static int cmd_daemon(int argc, char **argv) {
+  name_cli_t c = {TB_DEFAULT_NAME};
+  shoal_opts_res_t res;
+  int st = shoal_opts_parse(&daemon_spec, argc, argv, &c, &res);
+  if (st != SHOAL_OPTS_GO) return st;
+  if (check_name(c.name)) return 2;
+  const char *act = res.nwords > 0 ? res.words[0] : "";
+  int stop = !strcmp(act, "stop") || !strcmp(act, "restart"), start = !strcmp(act, "start") || !strcmp(act, "restart");
+  if (!stop && !start)
+    return fprintf(stderr, "shoal testbed daemon: '%s': give stop, start or restart (then the daemon)\n", act), 2;
+  if (res.nwords < 2)
+    return fprintf(stderr, "shoal testbed daemon: %s which daemon? (slurmctld, slurmd-h0, slurmdbd, mariadbd, munged)\n",
+                   act), 2;
+  char err[768];
+  if (shoal__tb_slurm_daemon(c.name, res.words[1], stop, start, err, sizeof err)) {
+    fprintf(stderr, "shoal testbed daemon: %s\n", err);
+    return 1;
+  }
+  return 0;
+}
+
 static const shoal_subcmd_t testbed_subs[] = {
     {"up", cmd_up, "bring a testbed up (and Slurm on it with --slurm)"},
     {"down", cmd_down, "take it down"},
     {"status", cmd_status, "its hosts, links, CPU limits and Slurm"},
     {"set", cmd_set, "change a host's link, CPU or delay, or a rack's uplink, while jobs run"},
     {"exec", cmd_exec, "run a command on one of its hosts"},
+    {"daemon", cmd_daemon, "stop, start or restart one of its Slurm daemons (slurmctld, slurmd-h<i>, ...)"},
     {NULL, NULL, NULL},
 };
 
 int shoal_cmd_testbed(int argc, char **argv) {
   return shoal_opts_dispatch("shoal testbed",
-                             "usage: shoal testbed up|down|status|set|exec [--name NAME] [options]\n"
+                             "usage: shoal testbed up|down|status|set|exec|daemon [--name NAME] [options]\n"
                              "An emulated multi-host cluster on this machine: hosts are network namespaces on per-rack\n"
                              "bridges, racks joined by shaped uplinks (docs/testbed.md). NAME (default " TB_DEFAULT_NAME
                              "): a lower-case\n"

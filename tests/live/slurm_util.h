@@ -16,13 +16,16 @@ void slurm_test_begin(const char *script, const char *tag, char *name, size_t nn
 
 /* The start of a test's script: a 2-host testbed with Slurm and GPUS GPUs per host (the testbed's name, the
  * work directory and GPUS are its printf arguments after the shoal binary; $UP, if the script sets it before,
- * adds options to `up`), X runs a command on h0, sub submits a ckjob.sh job; the script ends with TESTBED_SH_END */
+ * adds options to `up`), X runs a command on h0, sub submits a ckjob.sh job, runs JOB counts its runs, state JOB
+ * STATE waits (30 s at most) until Slurm shows the job in that state; the script ends with TESTBED_SH_END */
 #define TESTBED_SH                                                                                             \
   "S=$(realpath %s); N=%s; D=%s; CK=$PWD/experiments/live-slurm/ckjob.sh; rm -rf $D; mkdir -p $D\n"          \
   "$S testbed up --name $N --hosts 2 --slurm --gpus %d ${UP:-} > $D/up.log 2>&1 || { cat $D/up.log; exit 1; }\n" \
   "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"                                              \
   "sub() { timeout 30 $S submit --testbed $N --output $D/%%j.out \"$@\"; }\n"                                 \
-  "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"
+  "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"                                             \
+  "state() { i=0; while [ $i -lt 150 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && return 0; "   \
+  "sleep 0.2; i=$((i+1)); done; echo \"job $1 never $2\"; return 1; }\n"
 #define TESTBED_SH_END "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n"
 
 #endif

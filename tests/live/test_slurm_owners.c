@@ -21,8 +21,6 @@ TEST_T(live_slurm_accounting_owners_and_status, 150) {
     shoal_test_skip("no MariaDB or slurmdbd (Debian mariadb-server slurmdbd; scripts/deps.sh test)");
   snprintf(cmd, sizeof cmd,
            "UP=--accounting\n" TESTBED_SH
-           "state() { i=0; while [ $i -lt 150 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && return 0; "
-           "sleep 0.2; i=$((i+1)); done; echo \"job $1 never $2\"; return 1; }\n"
            "F=$(X sbatch --parsable --uid=nobody -A other -w $N-h0 -o /dev/null --gres=gpu:1 --wrap 'sleep 8')\n"
            "state $F RUNNING\n"
            "A=$(sub --gpus 1 --work 10 --name A -- $CK $D 6 0.5); B=$(sub --gpus 1 --work 10 --name B -- $CK $D 2 0.5)\n"

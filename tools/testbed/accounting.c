@@ -88,9 +88,9 @@ static int acct_files(const tb_t *tb, const char *dir, char *err, size_t cap) {
   return write_file(p, text, 0600, err, cap); /* slurmdbd refuses a configuration others can read */
 }
 
-/* mariadbd and slurmdbd in the fabric, the database's socket awaited in between. */
-static int acct_daemons(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap) {
-  char a[6][352], log[320], conf[320], env[340];
+/* mariadbd in the fabric, until its socket exists. */
+static int acct_mariadbd(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap) {
+  char a[6][352], log[320];
   snprintf(a[0], sizeof a[0], "--datadir=%s/db/data", dir);
   snprintf(a[1], sizeof a[1], "--socket=%s/db/sock", dir);
   snprintf(a[2], sizeof a[2], "--pid-file=%s/db/pid", dir);
@@ -109,17 +109,27 @@ static int acct_daemons(const tb_t *tb, const char *dir, const char *pids, char 
     if (shoal__tb_check_interrupted(err, cap)) return -1;
     usleep(50000);
   }
-  if (stat(a[5], &st)) return shoal__tb_fail(err, cap, "mariadbd did not open %s within %g s (see %s/db/log)", a[5], ACCT_UP_DEADLINE_S, dir);
-  snprintf(conf, sizeof conf, "%s/slurm.conf", dir);
-  snprintf(env, sizeof env, "SLURM_CONF=%s", conf);
+  if (stat(a[5], &st))
+    return shoal__tb_fail(err, cap, "mariadbd did not open %s within %g s (see %s/db/log)", a[5], ACCT_UP_DEADLINE_S, dir);
+  return 0;
+}
+
+/* slurmdbd in the fabric under the controller's host name (it checks DbdHost against it). */
+static int acct_slurmdbd(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap) {
+  char log[320], env[340], host[48];
+  snprintf(env, sizeof env, "SLURM_CONF=%s/slurm.conf", dir);
   snprintf(log, sizeof log, "%s/dbd/out", dir);
-  char host[48];
   snprintf(host, sizeof host, "%s-ctl", tb->name);
   char *const dbdargv[] = {"slurmdbd", "-D", NULL};
   char *const envv[] = {env, NULL};
-  if (shoal__tb_daemon_in_fabric(tb, pids, "slurmdbd", host, log, "/usr/sbin/slurmdbd", dbdargv, envv, err, cap) < 0)
-    return -1;
-  return 0;
+  return shoal__tb_daemon_in_fabric(tb, pids, "slurmdbd", host, log, "/usr/sbin/slurmdbd", dbdargv, envv, err, cap) < 0 ? -1
+                                                                                                                       : 0;
+}
+
+int shoal__tb_acct_start(const tb_t *tb, const char *dir, const char *pids, const char *what, char *err, size_t cap) {
+  if (!strcmp(what, "mariadbd")) return acct_mariadbd(tb, dir, pids, err, cap);
+  if (!strcmp(what, "slurmdbd")) return acct_slurmdbd(tb, dir, pids, err, cap);
+  return shoal__tb_fail(err, cap, "'%s' is not an accounting daemon (mariadbd, slurmdbd)", what);
 }
 
 /* The cluster (retried until slurmdbd answers: it connects to the database at start), then the accounts. */
@@ -151,6 +161,8 @@ int shoal__tb_acct_up(const tb_t *tb, const char *dir, const char *pids, char *e
     if (access(bins[k], X_OK))
       return shoal__tb_fail(err, cap, "%s not found: --accounting needs Debian's mariadb-server slurmdbd (scripts/deps.sh test)",
                             bins[k]);
-  if (acct_files(tb, dir, err, cap) || acct_daemons(tb, dir, pids, err, cap) || acct_associations(tb, dir, err, cap)) return -1;
+  if (acct_files(tb, dir, err, cap) || acct_mariadbd(tb, dir, pids, err, cap) || acct_slurmdbd(tb, dir, pids, err, cap) ||
+      acct_associations(tb, dir, err, cap))
+    return -1;
   return 0;
 }

@@ -57,11 +57,54 @@ static int comm_is(pid_t pid, const char *want) {
   return ok;
 }
 
+/* The record of `what` replaces an earlier one (a daemon started again by `shoal testbed daemon`). */
 int shoal__tb_daemon_record(const char *pids_file, const char *what, pid_t pid) {
-  FILE *f = fopen(pids_file, "a");
-  if (!f) return -1;
+  char tmp[400], line[256];
+  snprintf(tmp, sizeof tmp, "%s.new", pids_file);
+  FILE *in = fopen(pids_file, "r"), *f = fopen(tmp, "w");
+  if (!f) {
+    if (in) fclose(in);
+    return -1;
+  }
+  size_t wl = strlen(what);
+  while (in && fgets(line, sizeof line, in))
+    if (strncmp(line, what, wl) || line[wl] != ' ') fputs(line, f);
+  if (in) fclose(in);
   fprintf(f, "%s %d %llu\n", what, (int)pid, proc_start(pid));
-  return fclose(f);
+  if (fclose(f)) return -1;
+  return rename(tmp, pids_file);
+}
+
+pid_t shoal__tb_daemon_running(const char *pids_file, const char *what) {
+  char line[256], w[64];
+  int pid, found = 0;
+  unsigned long long t;
+  FILE *f = fopen(pids_file, "r");
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "%63s %d %llu", w, &pid, &t) == 3 && !strcmp(w, what) && pid > 1) {
+      w[strcspn(w, "-")] = 0;
+      found = proc_start(pid) == t && comm_is(pid, w) && !is_zombie(pid) ? pid : 0;
+    }
+  if (f) fclose(f);
+  return found;
+}
+
+int shoal__tb_daemon_stop(const char *pids_file, const char *what, double grace_s) {
+  pid_t pid = shoal__tb_daemon_running(pids_file, what);
+  if (!pid) return 0;
+  unsigned long long t = proc_start(pid);
+  kill(pid, SIGTERM);
+  double dl = shoal__now_s() + grace_s;
+  for (;;) {
+    waitpid(pid, NULL, WNOHANG);
+    if (proc_start(pid) != t || is_zombie(pid)) return 1;
+    if (shoal__now_s() > dl) {
+      kill(pid, SIGKILL);
+      usleep(50000);
+      return 1;
+    }
+    usleep(20000);
+  }
 }
 
 void shoal__tb_daemon_redirect(const char *log) {
@@ -75,16 +118,32 @@ void shoal__tb_daemon_redirect(const char *log) {
   if (fd > 2) close(fd);
 }
 
-pid_t shoal__tb_daemon_on_host(const tb_t *tb, int i, const char *pids_file, const char *what, const char *log,
-                               const char *path, char *const argv[], char *const env[], char *err, size_t cap) {
+/* Where a daemon runs: a host (i >= 0), or the fabric (i < 0) under host name `hostname` if not NULL. */
+typedef struct daemon_place {
+  const tb_t *tb;
+  int i;
+  const char *hostname;
+} daemon_place_t;
+
+static int daemon_enter(const daemon_place_t *w, char *err, size_t cap) {
+  if (w->i >= 0) return shoal__tb_enter(w->tb, w->i, err, cap);
+  if (shoal__tb_enter_fabric(w->tb, err, cap)) return -1;
+  if (w->hostname && (unshare(CLONE_NEWUTS) || sethostname(w->hostname, strlen(w->hostname))))
+    return shoal__tb_fail(err, cap, "host name %s: %s", w->hostname, strerror(errno));
+  return 0;
+}
+
+static pid_t daemon_start(const daemon_place_t *w, const char *pids_file, const char *what, const char *log,
+                          const char *path, char *const argv[], char *const env[], char *err, size_t cap) {
   fflush(NULL);
+  if (shoal__tb_check_interrupted(err, cap)) return -1;
   pid_t pid = fork();
   if (pid < 0) return shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
   if (pid == 0) {
     setsid();
     shoal__tb_daemon_redirect(log);
     char e2[512];
-    if (shoal__tb_enter(tb, i, e2, sizeof e2)) {
+    if (daemon_enter(w, e2, sizeof e2)) {
       fprintf(stderr, "%s: %s\n", argv[0], e2); /* into the log */
       _exit(126);
     }
@@ -96,28 +155,17 @@ pid_t shoal__tb_daemon_on_host(const tb_t *tb, int i, const char *pids_file, con
   return pid;
 }
 
+pid_t shoal__tb_daemon_on_host(const tb_t *tb, int i, const char *pids_file, const char *what, const char *log,
+                               const char *path, char *const argv[], char *const env[], char *err, size_t cap) {
+  daemon_place_t w = {tb, i, NULL};
+  return daemon_start(&w, pids_file, what, log, path, argv, env, err, cap);
+}
+
 pid_t shoal__tb_daemon_in_fabric(const tb_t *tb, const char *pids_file, const char *what, const char *hostname,
                                  const char *log, const char *path, char *const argv[], char *const env[], char *err,
                                  size_t cap) {
-  fflush(NULL);
-  if (shoal__tb_check_interrupted(err, cap)) return -1;
-  pid_t pid = fork();
-  if (pid < 0) return shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    setsid();
-    shoal__tb_daemon_redirect(log);
-    char e2[512] = "";
-    if (shoal__tb_enter_fabric(tb, e2, sizeof e2) ||
-        (hostname && (unshare(CLONE_NEWUTS) || sethostname(hostname, strlen(hostname))))) {
-      fprintf(stderr, "%s: %s\n", argv[0], *e2 ? e2 : strerror(errno)); /* into the log */
-      _exit(126);
-    }
-    for (int k = 0; env && env[k]; k++) putenv(env[k]);
-    execv(path, argv);
-    _exit(127);
-  }
-  if (shoal__tb_daemon_record(pids_file, what, pid)) return shoal__tb_fail(err, cap, "%s: %s", pids_file, strerror(errno));
-  return pid;
+  daemon_place_t w = {tb, -1, hostname};
+  return daemon_start(&w, pids_file, what, log, path, argv, env, err, cap);
 }
 
 int shoal__tb_daemons_stop(const char *pids_file, double grace_s) {

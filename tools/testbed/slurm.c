@@ -240,20 +240,23 @@ static int slurm_ctld(slurm_up_t *S, const char *name, char *err, size_t cap) {
              : 0;
 }
 
-/* One slurmd per host, on the host. */
-static int slurm_slurmds(slurm_up_t *S, char *err, size_t cap) {
+/* slurmd on host i. */
+static int slurm_slurmd(slurm_up_t *S, int i, char *err, size_t cap) {
   char env[340];
   snprintf(env, sizeof env, "SLURM_CONF=%s", S->conf);
-  for (int i = 0; i < S->tb->nhosts; i++) {
-    if (shoal__tb_check_interrupted(err, cap)) return -1;
-    const char *ns = S->tb->h[i].ns;
-    char log[400], what[64];
-    snprintf(log, sizeof log, "%s/d/%s.out", S->dir, ns);
-    snprintf(what, sizeof what, "slurmd-%s", S->tb->h[i].name);
-    char *const argv[] = {"slurmd", "-D", "-f", S->conf, "-N", (char *)ns, NULL};
-    char *const envv[] = {env, NULL};
-    if (shoal__tb_daemon_on_host(S->tb, i, S->pids, what, log, "/usr/sbin/slurmd", argv, envv, err, cap) < 0) return -1;
-  }
+  const char *ns = S->tb->h[i].ns;
+  char log[400], what[64];
+  snprintf(log, sizeof log, "%s/d/%s.out", S->dir, ns);
+  snprintf(what, sizeof what, "slurmd-%s", S->tb->h[i].name);
+  char *const argv[] = {"slurmd", "-D", "-f", S->conf, "-N", (char *)ns, NULL};
+  char *const envv[] = {env, NULL};
+  return shoal__tb_daemon_on_host(S->tb, i, S->pids, what, log, "/usr/sbin/slurmd", argv, envv, err, cap) < 0 ? -1 : 0;
+}
+
+/* One slurmd per host, on the host. */
+static int slurm_slurmds(slurm_up_t *S, char *err, size_t cap) {
+  for (int i = 0; i < S->tb->nhosts; i++)
+    if (shoal__tb_check_interrupted(err, cap) || slurm_slurmd(S, i, err, cap)) return -1;
   return 0;
 }
 
@@ -313,6 +316,76 @@ int shoal__tb_slurm_up(const char *name, int gpus, int cpus, int accounting, cha
          "SLURM_CONF=%s\n",
          name, shoal__now_s() - t0, name, CTL_ADDR, tb->nhosts, gpus, S.cpus,
          accounting ? ", accounting (slurmdbd, MariaDB; accounts research, other)" : "", S.conf);
+  rc = 0;
+out:
+  free(tb);
+  return rc;
+}
+
+/* Start daemon `what` again as up started it. */
+static int slurm_start_one(slurm_up_t *S, const char *name, const char *what, char *err, size_t cap) {
+  if (!strcmp(what, "munged")) return slurm_munged(S, err, cap);
+  if (!strcmp(what, "slurmctld")) return slurm_ctld(S, name, err, cap);
+  if (!strcmp(what, "mariadbd") || !strcmp(what, "slurmdbd")) {
+    char p[340];
+    snprintf(p, sizeof p, "%s/slurmdbd.conf", S->dir);
+    if (access(p, F_OK)) return shoal__tb_fail(err, cap, "testbed %s has no accounting (up --slurm --accounting)", name);
+    return shoal__tb_acct_start(S->tb, S->dir, S->pids, what, err, cap);
+  }
+  if (!strncmp(what, "slurmd-", 7)) {
+    int i = shoal__tb_host_index(S->tb, what + 7);
+    if (i < 0) return shoal__tb_fail(err, cap, "'%s': no such host on testbed %s (h0..h%d)", what + 7, name, S->tb->nhosts - 1);
+    return slurm_slurmd(S, i, err, cap);
+  }
+  return shoal__tb_fail(err, cap, "'%s' is not a Slurm daemon of testbed %s", what, name);
+}
+
+int shoal__tb_slurm_daemon(const char *name, const char *what, int stop, int start, char *err, size_t cap) {
+  tb_t *tb = calloc(1, sizeof *tb);
+  if (!tb) return shoal__tb_fail(err, cap, "out of memory");
+  slurm_up_t S = {.tb = tb};
+  shoal__tb_slurm_dir(name, S.dir, sizeof S.dir);
+  snprintf(S.conf, sizeof S.conf, "%s/slurm.conf", S.dir);
+  snprintf(S.pids, sizeof S.pids, "%s/pids", S.dir);
+  int rc = -1;
+  char w[64];
+  if (shoal__tb_load(name, tb, err, cap)) goto out;
+  if (access(S.conf, F_OK)) {
+    shoal__tb_fail(err, cap, "testbed %s has no Slurm (up --slurm)", name);
+    goto out;
+  }
+  /* "slurmd-3", "slurmd-h3" and "slurmd-NAME-h3" name the same record */
+  snprintf(w, sizeof w, "%s", what);
+  if (!strncmp(what, "slurmd-", 7)) {
+    int i = shoal__tb_host_index(tb, what + 7);
+    if (i >= 0) snprintf(w, sizeof w, "slurmd-%s", tb->h[i].name);
+  }
+  int known = !strcmp(w, "munged") || !strcmp(w, "mariadbd") || !strcmp(w, "slurmdbd") || !strcmp(w, "slurmctld") ||
+              (!strncmp(w, "slurmd-", 7) && shoal__tb_host_index(tb, w + 7) >= 0);
+  if (!known) {
+    shoal__tb_fail(err, cap, "'%s' is not a Slurm daemon of testbed %s (munged, mariadbd, slurmdbd, slurmctld, slurmd-h0.."
+                   "slurmd-h%d)", what, name, tb->nhosts - 1);
+    goto out;
+  }
+  if (stop) {
+    int was = shoal__tb_daemon_stop(S.pids, w, 5);
+    printf("testbed %s: %s %s\n", name, w, was ? "stopped" : "was not running");
+  }
+  if (start) {
+    pid_t pid = shoal__tb_daemon_running(S.pids, w);
+    if (pid) {
+      shoal__tb_fail(err, cap, "%s already runs (pid %d)", w, (int)pid);
+      goto out;
+    }
+    if (slurm_check(&S, err, cap) || slurm_start_one(&S, name, w, err, cap)) goto out;
+    double dl = shoal__now_s() + 5; /* until it runs as itself (exec'd), or it died at start */
+    while (!(pid = shoal__tb_daemon_running(S.pids, w)) && shoal__now_s() < dl) usleep(20000);
+    if (!pid) {
+      shoal__tb_fail(err, cap, "%s exited at start (logs under %s)", w, S.dir);
+      goto out;
+    }
+    printf("testbed %s: %s started (pid %d)\n", name, w, (int)pid);
+  }
   rc = 0;
 out:
   free(tb);

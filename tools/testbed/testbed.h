@@ -142,7 +142,7 @@ int shoal__tb_set_cpu(const tb_t *tb, int i, double cpus, const char *method, ch
 void shoal__tb_cpu_down(const char *dir, int i);
 
 /* ---- daemon.c: daemons a part starts, recorded in a pids file ("<what> <pid> <start time>") ---- */
-/* Record pid as `what` in pids_file; 0, or -1. */
+/* Record pid as `what` in pids_file (replacing an earlier record of `what`); 0, or -1. */
 int shoal__tb_daemon_record(const char *pids_file, const char *what, pid_t pid);
 /* Run program `path` with argv on host i (shoal__tb_enter) in a session of its own, its output appended to
  * log, the variables of env set ("K=V", NULL-terminated; may be NULL), and record it as `what`. The pid, or
@@ -158,6 +158,10 @@ pid_t shoal__tb_daemon_in_fabric(const tb_t *tb, const char *pids_file, const ch
 /* Stop the daemons recorded in pids_file, last first (SIGTERM, then SIGKILL after grace_s; a pid whose start
  * time changed is someone else's and left alone); the number stopped. */
 int shoal__tb_daemons_stop(const char *pids_file, double grace_s);
+/* The pid of the daemon recorded as `what` if it still runs, else 0. */
+pid_t shoal__tb_daemon_running(const char *pids_file, const char *what);
+/* Stop that one (SIGTERM, SIGKILL after grace_s); 1 if it ran, 0 if not. */
+int shoal__tb_daemon_stop(const char *pids_file, const char *what, double grace_s);
 /* How many are recorded and how many of them still run. */
 void shoal__tb_daemons_count(const char *pids_file, int *recorded, int *alive);
 /* The output of a daemon's child: stdin on /dev/null, stdout and stderr appended to log. */
@@ -168,6 +172,10 @@ void shoal__tb_slurm_dir(const char *name, char *buf, size_t cap);
 int shoal__tb_slurm_up(const char *name, int gpus, int cpus, int accounting, char *err, size_t cap);
 int shoal__tb_slurm_down(const char *name, int quiet);
 void shoal__tb_slurm_status(const char *name);
+/* Stop (SIGTERM, SIGKILL after 5 s) and/or start again one of the testbed's Slurm daemons: munged, mariadbd,
+ * slurmdbd, slurmctld or slurmd-h<i> (`shoal testbed daemon`), as `up` started it. Prints what it did. 0, or -1
+ * with err set. */
+int shoal__tb_slurm_daemon(const char *name, const char *what, int stop, int start, char *err, size_t cap);
 /* Make Slurm's commands work from this process and its children: the fabric namespace and SLURM_CONF. */
 int shoal__tb_slurm_enter(const char *name, char *err, size_t cap);
 
@@ -176,6 +184,8 @@ int shoal__tb_slurm_enter(const char *name, char *err, size_t cap);
 void shoal__tb_acct_slurm_conf(const char *dir, char *b, size_t cap);
 /* The database, slurmdbd (recorded in pids), the cluster and its accounts; before slurmctld starts. 0, or -1. */
 int shoal__tb_acct_up(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap);
+/* Start one of its daemons again ("mariadbd" or "slurmdbd"); 0, or -1 with err. */
+int shoal__tb_acct_start(const tb_t *tb, const char *dir, const char *pids, const char *what, char *err, size_t cap);
 
 /* ---- plan.c: placement for `shoal launch --testbed` ---- */
 typedef struct tb_plan {
