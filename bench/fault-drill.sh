@@ -10,13 +10,16 @@
 #   leaks  - shoal segments left in /dev/shm afterwards
 # A job that exits 0 although a rank was killed or stopped mid-run counts as
 # a silent wrong result too. "missed": the victim was gone before the fault.
-#   bench/fault-drill.sh [--build DIR] [--drills N] [--ranks N] [--seed S] [--max SIZE] [--out FILE]
+# --elastic: the ranks run `shoal train --on-failure shrink` under `shoal launch --on-failure continue`
+# (the survivors shrink and finish); a drill passes when the job exits 0 and the launcher names the
+# victim, and "wrong" counts a job that failed although it should have shrunk past the fault.
+#   bench/fault-drill.sh [--build DIR] [--drills N] [--ranks N] [--seed S] [--max SIZE] [--out FILE] [--elastic]
 # Bounded: each drill runs at most ~40 s (SHOAL_TIMEOUT=3, SHOAL_CONNECT_TIMEOUT=5,
 # --timeout 30); the fault may land during the start too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
-build=build drills=100 ranks=4 seed=$$ out="" max=4M
+build=build drills=100 ranks=4 seed=$$ out="" max=4M elastic=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) val "$@"; build=$2; shift 2 ;;
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --seed) val "$@"; seed=$2; shift 2 ;;
     --out) val "$@"; out=$2; shift 2 ;;
     --max) val "$@"; max=$2; shift 2 ;;
+    --elastic) elastic=1; shift ;;
     -h|--help) script_help; exit 0 ;;
     *) unknown_opt "$1" ;;
   esac
@@ -53,8 +57,14 @@ for d in $(seq 1 "$drills"); do
   log="$tmp/drill-$d.log"
   export SHOAL_JOB_ID="drill-$seed-$d"
   # each rank: (hier) a host name per pair of ranks; a checked sweep 8 B - max: the fault lands at a random size
-  SHOAL_SHM=$shm SHOAL_TIMEOUT=3 SHOAL_CONNECT_TIMEOUT=5 timeout 40 "$shoal" launch -n "$ranks" --grace 1 --timeout 30 -- sh -c \
-    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); exec '$shoal' bench allreduce -b 8 -e $max -f 4 -T 0.05 -W 0.05 -w 3 --check" \
+  if [ "$elastic" = 1 ]; then
+    work="exec '$shoal' train --on-failure shrink --epochs 1 --test-subset 500" onfail="--on-failure continue"
+  else
+    work="exec '$shoal' bench allreduce -b 8 -e $max -f 4 -T 0.05 -W 0.05 -w 3 --check" onfail=""
+  fi
+  # shellcheck disable=SC2086 # $onfail: zero or two words
+  SHOAL_SHM=$shm SHOAL_TIMEOUT=3 SHOAL_CONNECT_TIMEOUT=5 timeout 40 "$shoal" launch -n "$ranks" $onfail --grace 1 --timeout 30 -- sh -c \
+    "[ $hosts = 1 ] && export SHOAL_HOSTNAME=drillhost\$((SHOAL_RANK / 2)); $work" \
     >"$log" 2>&1 &
   lpid=$!
   sleep "$(awk -v m="$at_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
@@ -78,7 +88,9 @@ for d in $(seq 1 "$drills"); do
     missed=$((missed + 1))
   elif [ "$rc" = 124 ] || grep -q -- '--timeout 30 s reached' "$log"; then
     hang=$((hang + 1)); echo "# drill $d: HANG" >&2
-  elif [ "$rc" = 0 ]; then # every rank "succeeded" although one was killed or stopped mid-run
+  elif [ "$elastic" = 1 ] && [ "$rc" != 0 ]; then # the survivors should have shrunk past the fault
+    wrong=$((wrong + 1)); echo "# drill $d: ELASTIC JOB FAILED (exit $rc): $summary" >&2
+  elif [ "$elastic" = 0 ] && [ "$rc" = 0 ]; then # every rank "succeeded" although one was killed or stopped mid-run
     wrong=$((wrong + 1)); echo "# drill $d: SUCCESS DESPITE THE FAULT" >&2
   else
     counted=$((counted + 1))
