@@ -277,6 +277,38 @@ TEST_T(reliab_shm_broadcast_mismatch_small_detected, 120) {
                 n, mm_names[m.kind], r, st[r] == -1 ? "timed out" : "failed", st[r]);
   }
 }
+
+/* Rank 1 believes it is the root of a small broadcast (the binomial tree over the rings), the others that
+ * rank 0 is: with 2 ranks both are roots and nobody waits for anyone. The message a rank never read is
+ * found at its next call over the shm steps (the barrier), which fails naming the sender; the others fail
+ * at the latest in the allreduce after it (their peer aborted). Never rc 0 everywhere, never the deadline. */
+static int two_roots_rank(int rank, void *arg) {
+  rarg_t *a = arg;
+  shoal_comm_t *c;
+  if (join(a, rank, &c)) return 2;
+  float f[100];
+  for (int i = 0; i < 100; i++) f[i] = (float)rank;
+  int rc = shoal_barrier(c);
+  if (!rc) rc = shoal_broadcast(c, f, a->kind ? 4 : 100, SHOAL_FLOAT32, rank == 1 ? 1 : 0);
+  if (!rc) rc = shoal_barrier(c);
+  if (!rc) rc = shoal_allreduce(c, SHOAL_IN_PLACE, f, 4, SHOAL_FLOAT32, SHOAL_SUM);
+  const char *e = shoal_comm_errmsg(c);
+  fprintf(stderr, "rank %d of %d: rc %d: %s\n", rank, a->n, rc, e);
+  CHECK_MSG(rc != 0, "rank %d returned 0 from broadcasts with two roots", rank);
+  CHECK_MSG(!strstr(e, "timed out"), "found at the deadline: %s", e);
+  if (rc == SHOAL_ERR_MISMATCH) CHECK_MSG(strstr(e, "root") && strstr(e, "world rank"), "%s", e);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(reliab_shm_broadcast_two_roots_detected, 120) {
+  for (int n = 2; n <= 4; n++)
+    for (int kind = 0; kind < 2; kind++) {
+      rarg_t a = {.shm = 1, .timeout_s = 10, .kind = kind};
+      run(n, two_roots_rank, &a, 30);
+    }
+}
+
 TEST_T(reliab_hier_mismatch_detected, 150) {
   static const char *const hosts[] = {"mmA", "mmA", "mmB", "mmB"};
   mm_run(SHOAL_ALGO_HIER, 4, hosts);

@@ -71,5 +71,8 @@ int shoal_broadcast(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtyp
   SHOAL_DEBUG("COLL", "broadcast seq %u: %zu B from %d on %d ranks (%s)", op.seq, bytes, root, p,
               tree ? "binomial" : "chain");
   if (p > 1 && bytes > 0) rc = tree ? bcast_binomial(c, &op, buf, bytes, root) : bcast_chain(c, &op, buf, bytes, root);
+  /* a rank that believes it is the root reads nothing: a message of this call that its parent (by the
+   * others' root) sent it stays in a shm ring, which the calls over the shm steps do not read */
+  if (!rc && p > 1 && bytes > 0) rc = shoal__shm_note_p2p(c, &op, shoal__comm_rank(c) == root);
   return shoal__op_end(c, &op, rc);
 }

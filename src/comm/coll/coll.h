@@ -97,6 +97,11 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
 /* Barrier of a one-host communicator over the step flags: returns 1 and
  * *rc when it handled the call (c inside one host, shared memory on). */
 int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc);
+/* A collective of c that ran point to point (a broadcast's tree over the rings, which a rank that believes
+ * it is the root ends without reading anything) is done: the same-host rings are looked at for messages
+ * of it no receive took at the next call over the shm steps (all of them, then), and now if this rank
+ * received nothing in it (those already there). No-op without same-host peers. */
+int shoal__shm_note_p2p(shoal_comm_t *c, const shoal__op_t *op, int received_nothing);
 /* Broadcast bytes from local rank root_l to the host group. */
 int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf, size_t bytes, int root_l);
 

@@ -107,7 +107,7 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   shoal__shm_set_desc_fast(s, c->id, g, op, mine); /* the call's descriptor, in the line of seq */
   memcpy(mine->data, src, bytes);
   atomic_store_explicit(&mine->seq, g, memory_order_release);
-  if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1))) return rc;
+  if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1)) || (rc = shoal__shm_unread(c, op))) return rc;
   for (int l = 0; l < s->topo->nlocal; l++)
     if (l != me && shoal__shm_desc_differs(s, shoal__shm_box(s, l, b)) && (rc = shoal__shm_check_desc(c, op, g, l)))
       return rc;
@@ -133,7 +133,9 @@ static int small_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *s
   memcpy(shoal__shm_in(s, s->topo->lrank, b), src, bytes);
   publish_in(s, g);
   if (root_l >= 0 && root_l != s->topo->lrank) return 0;
-  if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
+  if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1)) ||
+      (rc = shoal__shm_unread(c, op)))
+    return rc;
   reduce_all(s, op, b, 0, count, dst);
   if (root_l < 0 && op->redop == SHOAL_AVG)
     shoal__reduce_avg_finish(dst, count, (shoal_dtype_t)op->dtype, s->topo->nlocal);
@@ -172,7 +174,9 @@ int shoal__shm_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
     memcpy(mine, in, cut * es);
     if (cut + sn < n) memcpy(mine + (cut + sn) * es, in + (cut + sn) * es, (n - cut - sn) * es);
     publish_in(s, g);
-    if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1))) return rc;
+    if ((rc = shoal__shm_wait_flags(c, op, 0, g, -1)) || (rc = shoal__shm_check_desc(c, op, g, -1)) ||
+        (rc = shoal__shm_unread(c, op)))
+      return rc;
     if (sn) {
       char *out = shoal__shm_out(s, b) + so * es;
       reduce_slice(s, op, b, so * es, sn, in + so * es, out);
@@ -216,6 +220,20 @@ int shoal__shm_bcast(shoal_comm_t *c, const shoal__op_t *op, void *buf_, size_t 
   return 0;
 }
 
+int shoal__shm_note_p2p(shoal_comm_t *c, const shoal__op_t *op, int received_nothing) {
+  shoal__shm_t *s = c->w->shm;
+  if (!s) return 0;
+  s->unread_comm = c->id;
+  s->unread_seq = op->seq;
+  s->unread_opcode = op->opcode;
+  s->unread_root = op->root;
+  /* a rank that received nothing (a root) looks now too: nobody writes to its rings in a right call, so
+   * their lines stay in its cache (a receiver's would bounce with its sender's next message) */
+  int rc = received_nothing ? shoal__shm_unread_check(c, op) : 0;
+  s->unread_due = 1;
+  return rc;
+}
+
 int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc) {
   shoal__shm_t *s = c->w->shm;
   int nh;
@@ -225,5 +243,6 @@ int shoal__shm_barrier(shoal_comm_t *c, const shoal__op_t *op, int *rc) {
   publish_in(s, g);
   *rc = shoal__shm_wait_flags(c, op, 0, g, -1);
   if (!*rc) *rc = shoal__shm_check_desc(c, op, g, -1);
+  if (!*rc) *rc = shoal__shm_unread(c, op);
   return 1;
 }

@@ -74,6 +74,12 @@ typedef struct shoal__shm {
   uint64_t cur_desc[3];    /* descriptor of this rank's current step (cur_step), see shoal__shm_box_t */
   uint64_t cur_step;
   uint64_t seen_all;       /* every member's in_step is known to be >= this (saves re-reading their lines) */
+  /* The last collective this rank ran point to point over the rings (a broadcast's tree): a same-host peer's
+   * message of it or of an earlier call still unread in a ring once every member published a later step
+   * is a mismatch (the sender computed another root or peer). Looked at once, then unread_due = 0. */
+  uint64_t unread_comm;
+  uint32_t unread_seq;
+  int unread_opcode, unread_root, unread_due;
   uint64_t spin_ns;        /* spin (yielding) this long before sleeping on the futex */
   size_t nt_bytes;         /* allreduces this big copy results out with non-temporal stores (0: never) */
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
@@ -142,6 +148,15 @@ static inline int shoal__shm_desc_differs(const shoal__shm_t *s, shoal__shm_box_
  * that one) with this rank's: 0, or SHOAL_ERR_MISMATCH naming both ranks and
  * both calls. A peer whose box already holds a later step is skipped. */
 int  shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l);
+
+/* The rings after a point-to-point collective (shoal__shm_note_p2p): unread_due set, every other member
+ * has published a step of this call (so it is done with the earlier ones and everything it sent in them is
+ * in the rings): 0, or SHOAL_ERR_MISMATCH naming the peer whose message of that call or an earlier one no
+ * receive of this rank took. Clears unread_due. */
+int  shoal__shm_unread_check(shoal_comm_t *c, const shoal__op_t *op);
+static inline int shoal__shm_unread(shoal_comm_t *c, const shoal__op_t *op) {
+  return c->w->shm->unread_due ? shoal__shm_unread_check(c, op) : 0;
+}
 
 /* Wait until flag[l] >= want for every local rank l in mask (NULL: all but
  * me), field = 0 for in_step, 1 for red_step, 2 for the seq of box b =

@@ -290,6 +290,40 @@ static int ring_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   return 0;
 }
 
+int shoal__shm_unread_check(shoal_comm_t *c, const shoal__op_t *op) {
+  shoal__shm_t *s = c->w->shm;
+  if (op->opcode == SHOAL__OP_INTERNAL) return 0; /* the library's own calls: looked at in the user's next one */
+  s->unread_due = 0;
+  for (int l = 0; l < s->topo->nlocal; l++) {
+    if (l == s->topo->lrank) continue;
+    int wr = s->topo->l2w[l];
+    shoal__shm_ring_t *r = shoal__shm_ring(s, l, s->topo->lrank);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    unsigned char h[SHOAL__HDR_BYTES];
+    if (c->w->conns[wr].rq_head || tail - head < SHOAL__HDR_BYTES) continue; /* (the ring is FIFO: its head) */
+    shoal__shm_ring_get((const char *)(r + 1), s->ring_bytes, head, h, sizeof h);
+    uint32_t seq = shoal__get_u32(h + 16);
+    if (shoal__get_u32(h) != SHOAL__WIRE_MAGIC || shoal__get_u64(h + 8) != s->unread_comm || h[4] >= SHOAL__OP__COUNT ||
+        h[4] == SHOAL__OP_SEND || h[4] == SHOAL__OP_INTERNAL || h[4] == SHOAL__OP_PARTIAL ||
+        (int32_t)(seq - s->unread_seq) > 0)
+      continue; /* not a collective of that communicator, or a later call (the peer is ahead) */
+    char mine[96] = "an earlier call";
+    if (seq == s->unread_seq)
+      snprintf(mine, sizeof mine, "%s seq %u from root %d", shoal__opcode_name(s->unread_opcode), s->unread_seq,
+               s->unread_root);
+    return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                            "mismatch: the same-host peer (world rank %d) sent this rank (world rank %d) a "
+                            "point-to-point message of %s seq %u (%s %u) count %llu %s that no receive of this "
+                            "rank took: this rank ran %s; the ranks disagree on that call (another root or peer)",
+                            wr, c->w->rank, shoal__opcode_name(h[4]), seq,
+                            h[4] == SHOAL__OP_BROADCAST || h[4] == SHOAL__OP_REDUCE ? "root" : "tag",
+                            shoal__get_u32(h + 20), (unsigned long long)shoal__get_u64(h + 24),
+                            shoal__dtype_label(h[5]), mine);
+  }
+  return 0;
+}
+
 /* ... and the peer waited for that published this step with another call's descriptor. */
 static int wait_check(shoal_comm_t *c, const shoal__op_t *op, int l) {
   shoal__shm_t *s = c->w->shm;
