@@ -68,6 +68,8 @@ typedef struct rank_proc {
   int sent_sig;   /* first signal the launcher sent (0: none) */
   int sent_kill;  /* the launcher sent SIGKILL */
   int stop_sig;   /* stopped by this signal (not by us) and not continued since, else 0 */
+  double stopped_at; /* when (stop_sig) */
+  int stop_killed; /* --on-failure continue|restart: it stayed stopped past the deadline and was killed */
   int order;      /* 1, 2, ...: order in which ranks ended (0: still running) */
   int restarted;  /* a process the launcher started again (--on-failure restart): it joins the running job */
   stream_t s[2];
@@ -128,7 +130,9 @@ static const shoal_opt_t launch_opts[] = {
     OPT_ENUM("--on-failure", "MODE", on_failure, "stop|continue|restart",
              "stop: a rank that fails stops the others; continue: the others go on (for programs that\n"
              "shrink, e.g. shoal train --on-failure shrink); restart: continue, and start the rank again as\n"
-             "a new process that joins the job (stopped 10 s after the job finished if it never got in)"),
+             "a new process that joins the job (stopped 10 s after the job finished if it never got in);\n"
+             "with either, a rank stopped from outside (SIGSTOP) is killed and counted as lost once it stayed\n"
+             "stopped past SHOAL_TIMEOUT + --grace, or --grace after every other rank ended"),
     OPT_INT("--max-restarts", "K", max_restarts, 0, 1000000, "with restart: at most K restarts in all",
             .when = 1u << M_RESTART),
     OPT_GROUP("on an emulated cluster (docs/testbed.md):"),
@@ -439,6 +443,7 @@ typedef struct job {
   int running, failed, fail_status, stopped, interrupted, timed_out, nended, restarts, nlost;
   char lost[512];   /* the ranks lost and tolerated (--on-failure continue|restart) */
   double t_start, kill_at, out_deadline, joiners_stop_at;
+  double comm_timeout; /* the ranks' SHOAL_TIMEOUT: a rank stopped this long (+ the grace) is lost to them */
 } job_t;
 
 /* The checks of what the table cannot say: a well-formed --hosts, -n and a program given, the bind mode
@@ -548,6 +553,7 @@ static int start_ranks(job_t *J) {
   J->running = J->n;
   J->failed = -1;
   J->t_start = shoal__now_s();
+  if (shoal__config_double("SHOAL_TIMEOUT", 300, 0.001, 1e7, &J->comm_timeout)) J->comm_timeout = 300;
   return SHOAL_OPTS_GO;
 }
 
@@ -596,7 +602,11 @@ static void rank_ended(job_t *J, int r, int st) {
   int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   if (bad && on_failure != ON_FAIL_STOP && !p->signaled_by_us && !J->interrupted && !J->timed_out) {
     char what[128];
-    describe(st, what, sizeof what);
+    if (p->stop_killed)
+      snprintf(what, sizeof what, "was stopped by signal %d (%s) and stayed stopped %.0f s: killed it", p->stop_sig,
+               strsignal(p->stop_sig), shoal__now_s() - p->stopped_at);
+    else
+      describe(st, what, sizeof what);
     J->nlost++;
     size_t ul = strlen(J->lost);
     if (ul < sizeof J->lost - 64) snprintf(J->lost + ul, sizeof J->lost - ul, "%srank %d %s", ul ? ", " : "", r, what);
@@ -622,7 +632,10 @@ static void reap(job_t *J) {
       rank_proc_t *p = &J->rp[r];
       if (p->pid != pid || !p->running) continue;
       if (WIFSTOPPED(st) || WIFCONTINUED(st)) { /* a continue the launcher caused (stopping it) keeps the record */
-        if (!p->signaled_by_us) p->stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+        if (!p->signaled_by_us && !p->stop_killed) {
+          p->stop_sig = WIFSTOPPED(st) ? WSTOPSIG(st) : 0;
+          p->stopped_at = shoal__now_s();
+        }
         continue;
       }
       rank_ended(J, r, st);
@@ -655,6 +668,28 @@ static void stop_late_joiners(job_t *J) {
   }
 }
 
+/* --on-failure continue|restart: a rank stopped from outside (SIGSTOP) stays a running child that the
+ * launcher would wait for until --timeout, while the others shrink past it at their deadline and finish.
+ * Once it has been stopped longer than the ranks' deadline (SHOAL_TIMEOUT) plus the grace, or the grace
+ * after every other rank has ended, it is lost to the job: killed, and counted as lost (restarted with
+ * restart). */
+static void kill_stopped_ranks(job_t *J) {
+  int others = 0;
+  double now = shoal__now_s();
+  for (int r = 0; r < J->n; r++) others += J->rp[r].running && !J->rp[r].stop_sig;
+  for (int r = 0; r < J->n; r++) {
+    rank_proc_t *p = &J->rp[r];
+    if (!p->running || !p->stop_sig || p->signaled_by_us || p->stop_killed) continue;
+    double limit = others ? J->comm_timeout + J->c->grace : J->c->grace;
+    if (now - p->stopped_at < limit) continue;
+    fprintf(stderr, "shoal launch: rank %d was stopped by signal %d (%s) %.0f s ago and is still stopped (%s): "
+            "killing it\n", r, p->stop_sig, strsignal(p->stop_sig), now - p->stopped_at,
+            others ? "past the ranks' deadline, SHOAL_TIMEOUT, and the grace" : "every other rank has ended");
+    p->stop_killed = 1;
+    kill(-p->pid, SIGKILL);
+  }
+}
+
 /* A signal to forward, the --timeout, late joiners, the SIGKILL after the grace. */
 static void watch(job_t *J) {
   if (got_signal && !J->interrupted) {
@@ -669,6 +704,7 @@ static void watch(job_t *J) {
     J->kill_at = shoal__now_s() + J->c->grace;
   }
   if (on_failure == ON_FAIL_RESTART && J->failed < 0 && !J->interrupted && !J->timed_out) stop_late_joiners(J);
+  if (on_failure != ON_FAIL_STOP && J->failed < 0 && !J->interrupted && !J->timed_out) kill_stopped_ranks(J);
   if (J->kill_at > 0 && shoal__now_s() >= J->kill_at && J->running > 0) {
     signal_all(J->rp, J->n, SIGKILL, NULL);
     J->kill_at = 0;

@@ -56,6 +56,31 @@ TEST_T(launch_on_failure_restart_job_done_stops_a_waiting_joiner, 60) {
   CHECK_CONTAINS(out, "the job finished with 2 ranks exiting 0 after losing 1");
 }
 
+/* A rank stopped from outside (SIGSTOP) would keep the launcher waiting until --timeout while the others
+ * shrink past it and finish: once they have ended it gets the grace, then is killed and counted as lost. */
+TEST_T(launch_on_failure_continue_kills_a_rank_left_stopped, 60) {
+  int st = launch("--on-failure continue --grace 1 --timeout 40",
+                  "if [ \"$SHOAL_RANK\" = 1 ]; then kill -STOP $$; fi; sleep 0.3; echo done");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "rank 1 was stopped by signal 19 (Stopped (signal)) 1 s ago and is still stopped (every "
+                      "other rank has ended): killing it");
+  CHECK_CONTAINS(out, "the job finished with 2 ranks exiting 0 after losing 1 (rank 1 was stopped by signal 19");
+  CHECK(!strstr(out, "--timeout"));
+}
+
+/* ... and while the others still run, once it stayed stopped past their deadline (SHOAL_TIMEOUT) and the
+ * grace: with restart it is then started again */
+TEST_T(launch_on_failure_restart_replaces_a_rank_stopped_past_the_deadline, 60) {
+  setenv("SHOAL_TIMEOUT", "1", 1);
+  int st = launch("--on-failure restart --grace 1 --timeout 40",
+                  "if [ \"$SHOAL_RANK\" = 1 ] && [ -z \"$SHOAL_JOIN\" ]; then kill -STOP $$; fi; "
+                  "sleep 4; echo \"done join=${SHOAL_JOIN:-0}\"");
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+  CHECK_CONTAINS(out, "and is still stopped (past the ranks' deadline, SHOAL_TIMEOUT, and the grace): killing it");
+  CHECK_CONTAINS(out, "[1] done join=1");
+  CHECK_CONTAINS(out, "the job finished with 3 ranks exiting 0 after losing 1 (rank 1 was stopped by signal 19");
+}
+
 /* a rank that exits non-zero is a failure of the job even when the others may go on */
 TEST_T(launch_on_failure_continue_reports_a_failing_rank, 60) {
   int st = launch("--on-failure continue", "if [ \"$SHOAL_RANK\" = 2 ]; then exit 3; fi; sleep 0.5");
