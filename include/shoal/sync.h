@@ -52,7 +52,8 @@ extern "C" {
 typedef struct shoal_sync shoal_sync_t;
 
 /* Create a context on `comm` (all its ranks call this with the same strategy
- * and config). strategy: "bsp", "dssync", "localsgd", "ps" or "partial"
+ * and config: the first step compares them, and a difference fails it on
+ * every rank with SHOAL_ERR_MISMATCH naming the ranks). strategy: "bsp", "dssync", "localsgd", "ps" or "partial"
  * (shoal_sync_strategy_name lists them). config: "key=value" pairs separated
  * by spaces or ';' (NULL or "" for the defaults); an unknown key, a key of
  * another strategy or a bad value is an error naming the key.

@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/siphash.h"
 #include "train/sync.h"
 
 /* One line per strategy. */
@@ -222,6 +223,61 @@ int shoal__sync_config_has(const char *cfg, const char *key) {
   return 0;
 }
 
+/* ---- the same strategy and settings on every rank ---- */
+
+static int key_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* "dssync: k=3 pattern=random": the strategy and its settings sorted by key (the order given does not
+ * matter), malloc'd, or NULL. */
+static char *conf_text(const shoal__cfg_t *c) {
+  size_t cap = strlen(c->strategy) + 2;
+  const char *keys[CFG_MAX];
+  for (int i = 0; i < c->n; i++) {
+    keys[i] = c->kv[i].key;
+    cap += strlen(c->kv[i].key) + strlen(c->kv[i].val) + 2;
+  }
+  qsort(keys, (size_t)c->n, sizeof *keys, key_cmp);
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  size_t n = (size_t)snprintf(out, cap, "%s:", c->strategy);
+  for (int i = 0; i < c->n; i++)
+    for (int j = 0; j < c->n; j++)
+      if (c->kv[j].key == keys[i]) n += (size_t)snprintf(out + n, cap - n, " %s=%s", keys[i], c->kv[j].val);
+  return out;
+}
+
+/* Ranks given different strategies or settings (dssync k=2 on some, k=3 on others) would run different
+ * protocols: a mismatch much later, a wait until the deadline, or another computation, unseen. Compared
+ * at the first step (every rank of the communicator, servers too, reaches it at the same point of its
+ * calls: a collective in shoal_sync_create would come between a shrink's and the runtime's own), as a hash
+ * (an allgather of 8 bytes), then rank 0's text to name it. 0, or SHOAL_ERR_MISMATCH on every rank. */
+static int agree_conf(shoal_sync_t *s) {
+  int n = shoal_comm_size(s->comm), me = shoal_comm_rank(s->comm);
+  if (n < 2) return 0;
+  static const uint8_t key[16] = "shoal-sync-conf";
+  int64_t *all = calloc((size_t)n, sizeof *all);
+  if (!all) return shoal__seterr(SHOAL_ERR_NOMEM, "sync %s: out of memory", s->st->name);
+  all[me] = (int64_t)shoal__siphash24(key, s->conf, strlen(s->conf));
+  int rc = shoal_allgather(s->comm, SHOAL_IN_PLACE, all, 1, SHOAL_INT64);
+  char differ[200] = "";
+  size_t used = 0;
+  for (int r = 1; !rc && r < n; r++)
+    if (all[r] != all[0] && used < sizeof differ - 16)
+      used += (size_t)snprintf(differ + used, sizeof differ - used, "%s%d", used ? ", " : "", r);
+  free(all);
+  if (rc)
+    return shoal__seterr(rc, "sync %s: comparing the ranks' settings: %s", s->st->name, shoal_comm_errmsg(s->comm));
+  if (!used) return 0;
+  char first[512];
+  snprintf(first, sizeof first, "%s", s->conf);
+  if ((rc = shoal_broadcast(s->comm, first, sizeof first, SHOAL_UINT8, 0)))
+    return shoal__seterr(rc, "sync %s: comparing the ranks' settings: %s", s->st->name, shoal_comm_errmsg(s->comm));
+  first[sizeof first - 1] = '\0';
+  return shoal__seterr(SHOAL_ERR_MISMATCH, "shoal_sync: the ranks were given different strategies or settings: "
+                       "rank 0 '%s', rank(s) %s others%s%s%s (every rank must pass the same to shoal_sync_create)",
+                       first, differ, me ? "; this rank '" : "", me ? s->conf : "", me ? "'" : "");
+}
+
 /* ---- public API ---- */
 
 int shoal_sync_create(shoal_comm_t *comm, const char *strategy, const char *config, shoal_sync_t **out) {
@@ -249,6 +305,7 @@ int shoal_sync_create(shoal_comm_t *comm, const char *strategy, const char *conf
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   int rc = cfg_parse(config, cfg);
+  if (!rc && !(s->conf = conf_text(cfg))) rc = shoal__seterr(SHOAL_ERR_NOMEM, "shoal_sync_create: out of memory");
   if (!rc) rc = st->create(s, cfg);
   for (int i = 0; i < cfg->n && !rc; i++)
     if (!cfg->kv[i].used)
@@ -277,6 +334,7 @@ void shoal_sync_destroy(shoal_sync_t *s) {
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
   free(s->b);
+  free(s->conf);
   free(s);
 }
 
@@ -311,7 +369,8 @@ int shoal_sync_set_lr(shoal_sync_t *s, double lr) {
 static int setup(shoal_sync_t *s) {
   if (s->set_up) return 0;
   if (!s->nb) return fail_msg(s, SHOAL_ERR_INVALID, "sync %s: no bucket registered (shoal_sync_add_bucket)", s->st->name);
-  int rc = s->st->setup ? s->st->setup(s) : 0;
+  int rc = agree_conf(s);
+  if (!rc && s->st->setup) rc = s->st->setup(s);
   if (rc) return fail(s, rc);
   s->set_up = 1;
   return 0;

@@ -108,6 +108,7 @@ struct shoal_sync {
   char job_msg[512];
   int failed;
   char err[512];
+  char *conf; /* the strategy and its settings sorted by key, compared across the ranks at the first step */
 };
 
 /* Run fn(s, arg) on the communication thread (started on first use), in

@@ -676,3 +676,59 @@ TEST_T(bsp_stop_request_and_elastic_resume, 150) {
             (unsigned long long)m.iters_done, m.epochs_done, (unsigned long long)m.epoch_samples, m.workers);
   unlink(ck);
 }
+
+/* ---- every rank must create the context with the same strategy and settings ---- */
+
+typedef struct confarg {
+  const char *strategy[3];
+  const char *conf[3];
+  int same; /* the settings agree (in another order): the step succeeds */
+} confarg_t;
+
+/* The first step compares them: a difference fails it on every rank naming rank 0's settings and the
+ * ranks that differ, instead of a mismatch, a wait or a different computation later. */
+static int conf_rank(int rank, void *arg) {
+  const confarg_t *a = arg;
+  shoal_comm_t *c = join(rank, 3);
+  if (!c) return 10;
+  shoal_sync_t *s = NULL;
+  float p[8] = {0}, g[8] = {0};
+  int rc = shoal_sync_create(c, a->strategy[rank] ? a->strategy[rank] : "dssync", a->conf[rank], &s);
+  if (rc) {
+    fprintf(stderr, "rank %d: create: %s\n", rank, shoal_last_error());
+    return 11;
+  }
+  if (shoal_sync_add_bucket(s, p, g, 8) < 0) return 12;
+  rc = shoal_sync_begin(s, 0);
+  if (!rc) rc = shoal_sync_bucket_ready(s, 0);
+  if (!rc) rc = shoal_sync_finish(s);
+  if (!rc) rc = shoal_sync_end(s);
+  const char *e = shoal_sync_errmsg(s);
+  fprintf(stderr, "rank %d: step: %d %s\n", rank, rc, rc ? e : "");
+  if (a->same) return rc ? 13 : 0;
+  if (rc != SHOAL_ERR_MISMATCH || !strstr(e, "different strategies or settings") || !strstr(e, "rank(s) 2"))
+    return 14;
+  if (!strstr(e, a->conf[0][0] ? "rank 0 'dssync: k=2 pattern=random'" : "rank 0 'bsp:"))
+    return 15;
+  /* the communicator is still usable: every rank saw the same comparison */
+  int32_t v = 1;
+  if (shoal_allreduce(c, SHOAL_IN_PLACE, &v, 1, SHOAL_INT32, SHOAL_SUM) || v != 3) return 16;
+  shoal_sync_destroy(s);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(sync_mismatched_settings_detected_at_the_first_step, 120) {
+  /* dssync k=2 against k=3 (the order of the settings does not matter); another strategy; the same */
+  confarg_t cases[] = {{.conf = {"pattern=random k=2", "k=2 pattern=random", "pattern=random k=3"}},
+                       {.strategy = {"bsp", "bsp", "localsgd"}, .conf = {"", "", ""}},
+                       {.conf = {"pattern=random k=2", "k=2 pattern=random", "pattern=random  k=2"}, .same = 1}};
+  for (int i = 0; i < 3; i++) {
+    g_port = shoal_test_free_port();
+    int st[3];
+    shoal_test_fork_ranks(3, conf_rank, &cases[i], 60, st);
+    for (int r = 0; r < 3; r++)
+      CHECK_MSG(st[r] != -1 && WIFEXITED(st[r]) && WEXITSTATUS(st[r]) == 0, "case %d rank %d: status 0x%x", i, r,
+                st[r]);
+  }
+}
