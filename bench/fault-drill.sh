@@ -8,6 +8,10 @@
 #   wrong  - a rank printed #wrong > 0 (a silent wrong result)
 #   named  - the launcher's summary names the victim (killed / stopped)
 #   leaks  - shoal segments left in /dev/shm afterwards
+#   survivors naming the victim - per rank other than the victim: its first communication error (a line
+#            of its output with "seq N:") names the victim ("peer V" or "rank V", also at the end of a
+#            chain of aborts), counted per fault (kill -9, SIGSTOP); a survivor that printed no such error
+#            (it finished before noticing) is not counted
 # A job that exits 0 although a rank was killed or stopped mid-run counts as
 # a silent wrong result too. "missed": the victim was gone before the fault.
 # --elastic: the ranks run `shoal train --on-failure shrink` under `shoal launch --on-failure continue`
@@ -41,7 +45,7 @@ trap 'rm -rf "$tmp"' EXIT
 shm_count() { find /dev/shm -maxdepth 1 -name "shoal-$(id -u)-*" 2>/dev/null | wc -l; }
 modes=(tcp shm hier)
 hang=0 wrong=0 named=0 counted=0 missed=0 leaks=0 other=0
-declare -A by_mode_named by_mode_counted
+declare -A by_mode_named by_mode_counted surv_named surv_total
 leak0=$(shm_count)
 echo "# fault drill: $drills drills, $ranks ranks, seed $seed, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "# %4s %-5s %-5s %8s %6s %7s %5s  %s\n" drill mode fault size victim at_s exit "launcher summary"
@@ -102,6 +106,19 @@ for d in $(seq 1 "$drills"); do
       echo "# drill $d: wrong name ($fault rank $victim): $summary" >&2
     fi
   fi
+  if [ -n "$vpid" ]; then # each survivor's first communication error: does it name the victim?
+    for r in $(seq 0 $((ranks - 1))); do
+      [ "$r" = "$victim" ] && continue
+      first=$(grep -m1 -E "^\[$r\] .*seq [0-9]+:" "$log")
+      [ -z "$first" ] && continue
+      surv_total[$fault]=$(( ${surv_total[$fault]:-0} + 1 ))
+      if grep -qE "(peer|rank) $victim([^0-9]|\$)" <<<"${first#\[$r\] }"; then
+        surv_named[$fault]=$(( ${surv_named[$fault]:-0} + 1 ))
+      else
+        echo "# drill $d: survivor $r does not name rank $victim ($fault): ${first:0:300}" >&2
+      fi
+    done
+  fi
   l=$(shm_count)
   if [ "$l" -gt "$leak0" ]; then leaks=$((leaks + l - leak0)); leak0=$l; fi
   printf "  %4d %-5s %-5s %8s %6s %7.3f %5s  %s\n" "$d" "$mode" "$fault" "$size" "$victim" \
@@ -114,3 +131,7 @@ echo "# hangs past the deadline: $hang; silent wrong results: $wrong; leaked /de
 pct=$(awk -v a="$named" -v b="$counted" 'BEGIN { printf "%.1f", b ? 100 * a / b : 0 }')
 echo "# right rank named by the launcher: $named of $counted ($pct %)"
 for m in "${modes[@]}"; do echo "#   $m: ${by_mode_named[$m]:-0} of ${by_mode_counted[$m]:-0}"; done
+for f in KILL STOP; do
+  pct=$(awk -v a="${surv_named[$f]:-0}" -v b="${surv_total[$f]:-0}" 'BEGIN { printf "%.1f", b ? 100 * a / b : 0 }')
+  echo "# survivors naming the victim ($f): ${surv_named[$f]:-0} of ${surv_total[$f]:-0} ($pct %)"
+done
