@@ -29,9 +29,11 @@ LDLIBS_BASE := -lm -pthread
 LDLIBS_TRAIN := -lopenblas -lz
 LDLIBS_SCHED := -lglpk
 LDLIBS_SERVE := -lmicrohttpd -ljansson -lcurl
+LDLIBS_FLOW := -lmnl
 
-LAYERS := core comm train sched sim serve live
-# which layers each layer may use (layering: core <- comm <- train <- serve; core <- sched <- sim; sched <- live)
+LAYERS := core comm train sched sim serve live flow
+# which layers each layer may use (layering: core <- comm <- train <- serve; core <- sched <- sim; sched <- live;
+# core <- flow)
 DEPS_core  := core
 DEPS_comm  := comm core
 DEPS_train := train comm core
@@ -39,6 +41,7 @@ DEPS_sched := sched core
 DEPS_sim   := sim sched core
 DEPS_serve := serve train comm core
 DEPS_live  := live sched core
+DEPS_flow  := flow core
 
 # A static archive names its members by base name, and `ar r` replaces a member of the same name: two
 # sub-folders of a layer may hold files of one name (policies/larr.c, planners/larr.c), so archives are
@@ -61,11 +64,11 @@ $(foreach L,$(LAYERS),$(eval $(call layer_rules,$(L))))
 
 libs_for = $(foreach L,$(DEPS_$(1)),$(BUILD)/libshoal_$(L).a)
 
-ALL_LIBS := $(foreach L,live serve sim sched train comm core,$(BUILD)/libshoal_$(L).a)
-# the installable library (libshoal.a/.so) holds the layers with public headers; serve and live are the CLI's
+ALL_LIBS := $(foreach L,flow live serve sim sched train comm core,$(BUILD)/libshoal_$(L).a)
+# the installable library (libshoal.a/.so) holds the layers with public headers; serve, live and flow are the CLI's
 LIB_LAYERS := core comm train sched sim
 LIB_LDLIBS := $(LDLIBS_TRAIN) $(LDLIBS_SCHED) $(LDLIBS_BASE)
-ALL_LDLIBS := $(LDLIBS_SERVE) $(LIB_LDLIBS)
+ALL_LDLIBS := $(LDLIBS_SERVE) $(LDLIBS_FLOW) $(LIB_LDLIBS)
 
 TOOL_SRC := $(wildcard tools/*.c tools/*/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)

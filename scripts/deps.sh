@@ -9,11 +9,11 @@ what=${1:-test}
 # slurm + munge: the live controller's test on the testbed (slurmdbd + mariadb-server: its accounting, testbed up
 # --slurm --accounting; slurm-wlm-mysql-plugin: slurmdbd's storage plugin); libmicrohttpd, jansson, libcurl: the inference
 # server, its router and load generator (HTTP server, JSON, HTTP client); universal-ctags: make check-code's
-# function lengths (scripts/code-report.py)
+# function lengths (scripts/code-report.py); libmnl: the flow agent and controller (netlink)
 pkgs=(build-essential libopenblas-dev libglpk-dev zlib1g-dev dataset-fashion-mnist iproute2 procps pkg-config
       python3-numpy python3-torch libtorch-dev pybind11-dev slurmctld slurmd slurm-client munge slurmdbd
       slurm-wlm-mysql-plugin mariadb-server libmicrohttpd-dev
-      libjansson-dev libcurl4-openssl-dev universal-ctags)
+      libjansson-dev libcurl4-openssl-dev universal-ctags libmnl-dev)
 if [ "$what" = bench ]; then
   pkgs+=(openmpi-bin libopenmpi-dev gnuplot-nox linux-perf)
 fi

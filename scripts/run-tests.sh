@@ -8,7 +8,7 @@ export SHOAL_BIN="$build/shoal"
 XDG_CACHE_HOME=$(mktemp -d /tmp/shoal-test-cache.XXXXXX) && export XDG_CACHE_HOME
 trap 'rm -rf "$XDG_CACHE_HOME"' EXIT
 pass=0; fail=0; skip=0
-for layer in core comm train sched sim serve live; do
+for layer in core comm train sched sim serve live flow; do
   bin="$build/tests/test_$layer"
   [ -x "$bin" ] || { echo "missing test binary $bin" >&2; fail=$((fail+1)); continue; }
   out=$(mktemp)

@@ -229,6 +229,12 @@ int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out);
 int shoal_comm_join(const shoal_comm_params_t *params, shoal_comm_t **out);
 int shoal_comm_joined(const shoal_comm_t *c);
 
+/* Flow scheduling between jobs (docs/flow.md): the training loop marks the start of each iteration
+ * (step = its number, >= 0) so that the host agent knows where the job is; shoal_sync_begin does it for
+ * every strategy. A local call on c's world: no communication; 0 without a flow monitor.
+ * SHOAL_ERR_INVALID for a NULL c or a negative step. */
+int shoal_comm_mark_iteration(shoal_comm_t *c, long step);
+
 #ifdef __cplusplus
 }
 #endif

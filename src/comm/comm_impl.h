@@ -30,6 +30,7 @@
 #define SHOAL__HDR_F_REVOKE 1
 
 #include "comm/transport/transport.h"
+#include "comm/transport/flowmon.h"
 
 enum { SHOAL__CONN_OPEN = 0, SHOAL__CONN_LEFT = 1, SHOAL__CONN_CLOSED = 2 };
 
@@ -41,6 +42,7 @@ struct shoal__conn {
   int state;
   int idle_quiet; /* a message is waiting with no receive posted: do not watch until one is */
   shoal__req_t *sq_head, *sq_tail, *rq_head, *rq_tail;
+  shoal__flowmon_conn_t *mon; /* its flow-segment slot (cross-host TCP, an agent on the host), else NULL */
 };
 
 typedef struct shoal__peer_info {
@@ -105,6 +107,7 @@ struct shoal__world {
   int door_fd;
   int door_warned;
   int joined; /* this rank entered through shoal_comm_join */
+  shoal__flowmon_conn_t *flowmon; /* [size] the monitored connections' slots (transport/flowmon.h), or NULL */
 };
 
 struct shoal_comm {

@@ -47,6 +47,7 @@ shoal__world_t *shoal__world_new(int rank, int size) {
 
 void shoal__world_free(shoal__world_t *w) {
   shoal__async_stop(w);
+  shoal__flowmon_detach(w);
   shoal__door_finish(w);
   shoal__world_goodbye(w);
   shoal__shm_detach(w);
@@ -91,7 +92,10 @@ int shoal__world_start(shoal_comm_t *c) {
    * Their set-up traffic does not count: users' sequence numbers start at 1. */
   uint32_t seq0 = c->seq;
   int rc;
-  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c))) return rc;
+  /* the flow monitor after the shm switch: only the connections left on TCP are flows */
+  if ((rc = shoal__topo_init(w)) || (rc = shoal__shm_attach(c)) || (rc = shoal__tune_init(c)) ||
+      (rc = shoal__flowmon_attach(w)))
+    return rc;
   /* The set-up's last step: when one rank leaves it, every rank is past the mesh and the owners. A shrink
    * called at once then finds every listener out of the mesh's hands (a probe the mesh took in would pass
    * for a listener that closed: a live rank left out, a split world), and its revoke reaches a rank only

@@ -48,6 +48,9 @@ int shoal__list_has_empty(const char *s, char sep);
 /* Parse one value of any kind from a string (used for launcher variables too). */
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out);
 int shoal__parse_double(const char *what, const char *s, double min, double max, double *out);
+/* A link rate in bits/s: decimal number and unit gbit|mbit|kbit|bit (or G, M, k, none), as tc writes them;
+ * 0 or 8 kbit/s to 1000 Gbit/s. */
+int shoal__parse_rate(const char *what, const char *s, double *out);
 
 /* Print the table: name, current value, default, help. markdown != 0 prints
  * a Markdown table (the README's table is checked against it by a test). */

@@ -49,6 +49,9 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_REPROFILE_CALLS", "8", "comm", "re-profiling: world-communicator allreduces per check (a change is seen within twice this many)"},
   {"SHOAL_REPROFILE_FACTOR", "1.5", "comm", "re-profiling: drift of time/prediction (either way) that triggers it"},
   {"SHOAL_REPROFILE_MIN_BYTES", "262144", "comm", "re-profiling: allreduces smaller than this are not watched"},
+  /* flow scheduling (docs/flow.md) */
+  {"SHOAL_FLOW_MONITOR", "auto", "comm", "flow monitor of cross-host TCP connections: auto (when this host's flow segment exists, i.e. an agent runs), on (create the segment if missing), off"},
+  {"SHOAL_FLOW_HOST", "", "comm", "host name of the flow segment /dev/shm/shoal-flow.HOST that ranks and the agent share (default: gethostname())"},
   /* bench */
   {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
   /* sim */

@@ -398,6 +398,7 @@ int shoal_sync_begin(shoal_sync_t *s, long step) {
   s->payload = 0;
   s->gsize = shoal_comm_size(s->workers);
   s->in_step = 1;
+  if (s->workers) shoal_comm_mark_iteration(s->workers, step); /* for the host's flow agent (docs/flow.md) */
   if (s->st->begin && (rc = s->st->begin(s))) return fail(s, rc);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "core/clock.h"
+#include "core/wire.h" /* the wire's little-endian integers */
 
 /* "a.b.c.d:port" of a socket address. */
 void shoal__sock_addr_str(const struct sockaddr_in *a, char *out, size_t cap);
@@ -48,23 +49,5 @@ int  shoal__sock_read_all(int fd, void *buf, size_t n, shoal__deadline_t dl, con
 /* Prefix the thread's last error message (copied first: seterr must not
  * format its own buffer into itself). Returns status. */
 int  shoal__err_prefix(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Little-endian encoding of wire integers. */
-static inline void shoal__put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline void shoal__put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static inline uint32_t shoal__get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static inline uint64_t shoal__get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 #endif

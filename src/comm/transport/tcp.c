@@ -19,6 +19,7 @@ static int broken_errno(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *re
 }
 
 static int tcp_send_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
+  if (conn->mon) shoal__flowmon_pace(conn, conn->mon);
   for (;;) {
     struct iovec iov[2];
     int n = 0;
@@ -35,6 +36,7 @@ static int tcp_send_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
       if (errno == EAGAIN) return 0;
       return broken_errno(w, conn, req, errno, "send");
     }
+    if (conn->mon) shoal__flowmon_sent(conn->mon, (size_t)k);
     size_t left = (size_t)k;
     if (req->hdr_done < SHOAL__HDR_BYTES) {
       size_t h = (size_t)(SHOAL__HDR_BYTES - req->hdr_done);

@@ -1,0 +1,66 @@
+/* Reports in, rates out (ctl.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "flow/ctl.h"
+
+int shoal__fctl_init(shoal__fctl_t *c, const shoal__ftopo_t *topo, const shoal__fplan_cfg_t *cfg) {
+  memset(c, 0, sizeof *c);
+  c->topo = *topo;
+  int nl = shoal__ftopo_nlinks(topo);
+  double *cap = malloc((size_t)nl * sizeof *cap);
+  c->fb_bytes = calloc((size_t)nl, sizeof *c->fb_bytes);
+  c->fb_drops = calloc((size_t)nl, sizeof *c->fb_drops);
+  c->fb_at = calloc((size_t)nl, sizeof *c->fb_at);
+  if (!cap || !c->fb_bytes || !c->fb_drops || !c->fb_at) {
+    free(cap);
+    shoal__fctl_free(c);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "flow controller: out of memory");
+  }
+  /* links without a limit get a nominal capacity: no path includes them (shoal__ftopo_path) */
+  for (int l = 0; l < nl; l++) cap[l] = shoal__ftopo_cap(topo, l) > 0 ? shoal__ftopo_cap(topo, l) : 1e12;
+  int rc = shoal__fplan_init(&c->plan, cfg, cap, nl);
+  free(cap);
+  if (rc) shoal__fctl_free(c);
+  return rc;
+}
+
+void shoal__fctl_free(shoal__fctl_t *c) {
+  if (c->plan.link) shoal__fplan_free(&c->plan);
+  free(c->fb_bytes);
+  free(c->fb_drops);
+  free(c->fb_at);
+  c->fb_bytes = c->fb_drops = NULL;
+  c->fb_at = NULL;
+}
+
+int64_t shoal__fctl_slot(const shoal__fctl_t *c, double t) { return (int64_t)floor(t / c->plan.cfg.slot_s); }
+
+void shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int host, const shoal__fp_report_t *r, uint64_t *rates) {
+  shoal__fplan_advance(&c->plan, slot);
+  if (host >= 0 && c->topo.host[host].up_bps > 0) shoal__fplan_background(&c->plan, host, (double)r->background_bps);
+  for (uint32_t i = 0; i < r->n; i++) {
+    const shoal__fp_flow_t *f = &r->flows[i];
+    int a = shoal__ftopo_host_of(&c->topo, f->src_ip), b = shoal__ftopo_host_of(&c->topo, f->dst_ip);
+    rates[i] = 0;
+    if (a < 0 || b < 0 || a == b) continue; /* not in the topology: left alone */
+    int path[SHOAL__FTOPO_MAX_PATH];
+    int n = shoal__ftopo_path(&c->topo, a, b, path);
+    int fi = shoal__fplan_flow(&c->plan, f->job, f->src_rank, f->dst_rank, a, b, path, n);
+    if (fi < 0) continue;
+    double rate = shoal__fplan_report(&c->plan, fi, f->status, f->iter, (double)f->volume, (double)f->sent,
+                                      (double)f->e_bps);
+    rates[i] = rate > 0 ? (uint64_t)ceil(rate) : 0;
+  }
+}
+
+void shoal__fctl_qdisc(shoal__fctl_t *c, int link, double t, uint64_t bytes, uint64_t drops, uint64_t backlog) {
+  double dt = c->fb_at[link] > 0 ? t - c->fb_at[link] : 0;
+  if (dt > 0 && bytes >= c->fb_bytes[link])
+    shoal__fplan_feedback(&c->plan, link, 8.0 * (double)(bytes - c->fb_bytes[link]) / dt, (double)backlog, drops);
+  c->fb_bytes[link] = bytes;
+  c->fb_drops[link] = drops;
+  c->fb_at[link] = t;
+}

@@ -1,0 +1,31 @@
+/* The controller's decisions without its sockets: reports in, rates out, over one topology and one
+ * planner. The daemon (controller.c) and the flow-level simulator (fsim.c) both call this, so the rates
+ * the simulator evaluates are the ones the testbed runs. */
+#ifndef SHOAL_FLOW_CTL_H
+#define SHOAL_FLOW_CTL_H
+
+#include <stdint.h>
+
+#include "flow/plan.h"
+#include "flow/proto.h"
+#include "flow/topo.h"
+
+typedef struct shoal__fctl {
+  shoal__ftopo_t topo;
+  shoal__fplan_t plan;
+  /* in-network feedback: the last cumulative counters of each link's qdisc */
+  uint64_t *fb_bytes, *fb_drops;
+  double *fb_at; /* when they were read, seconds (0: never) */
+} shoal__fctl_t;
+
+int shoal__fctl_init(shoal__fctl_t *c, const shoal__ftopo_t *topo, const shoal__fplan_cfg_t *cfg);
+void shoal__fctl_free(shoal__fctl_t *c);
+/* The current slot number at time t (seconds): floor(t / slot). */
+int64_t shoal__fctl_slot(const shoal__fctl_t *c, double t);
+/* Answer one agent's report in slot: rates[i] (bytes/s, 0 = no limit) for r->flows[i]. host is the
+ * agent's host in the topology (-1: unknown), whose uplink carries the background it reports. */
+void shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int host, const shoal__fp_report_t *r, uint64_t *rates);
+/* A link's qdisc counters read at time t (seconds): cumulative bytes and drops, the queue in bytes. */
+void shoal__fctl_qdisc(shoal__fctl_t *c, int link, double t, uint64_t bytes, uint64_t drops, uint64_t backlog);
+
+#endif

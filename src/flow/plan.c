@@ -1,0 +1,380 @@
+/* The flow planner (plan.h, docs/flow.md#the-planner). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "flow/plan.h"
+#include "flow/proto.h"
+
+static const char *const policy_names[] = {"mlcc", "greedy", "equal"};
+
+void shoal__fplan_cfg_default(shoal__fplan_cfg_t *cfg) {
+  cfg->slot_s = 0.1;
+  cfg->horizon = 10;
+  cfg->factor = 1.6;
+  cfg->policy = SHOAL__FPOL_MLCC;
+  cfg->floor_frac = 0.02;
+}
+
+const char *shoal__fplan_policy_name(int policy) {
+  return policy >= 0 && policy < (int)(sizeof policy_names / sizeof *policy_names) ? policy_names[policy] : "?";
+}
+
+int shoal__fplan_policy_parse(const char *s) {
+  for (int i = 0; i < (int)(sizeof policy_names / sizeof *policy_names); i++)
+    if (s && !strcmp(s, policy_names[i])) return i;
+  return -1;
+}
+
+static int slot_idx(const shoal__fplan_t *p, int64_t abs_slot) {
+  int64_t k = p->cfg.horizon;
+  return (int)(((abs_slot % k) + k) % k);
+}
+
+int shoal__fplan_init(shoal__fplan_t *p, const shoal__fplan_cfg_t *cfg, const double *cap_bps, int nlinks) {
+  if (!(cfg->slot_s >= 0.001 && cfg->slot_s <= 10) || cfg->horizon < 1 || cfg->horizon > SHOAL__FPLAN_MAX_K ||
+      !(cfg->factor >= 1 && cfg->factor <= 10) || cfg->policy < 0 || cfg->policy > SHOAL__FPOL_EQUAL ||
+      !(cfg->floor_frac > 0 && cfg->floor_frac <= 1) || nlinks < 0)
+    return shoal__seterr(SHOAL_ERR_INVALID, "flow planner: slot %g s, horizon %d, factor %g, floor %g out of range",
+                         cfg->slot_s, cfg->horizon, cfg->factor, cfg->floor_frac);
+  memset(p, 0, sizeof *p);
+  p->cfg = *cfg;
+  p->nlinks = nlinks;
+  p->link = calloc(nlinks ? (size_t)nlinks : 1, sizeof *p->link);
+  if (!p->link) return shoal__seterr(SHOAL_ERR_NOMEM, "flow planner: out of memory");
+  for (int l = 0; l < nlinks; l++) {
+    if (!(cap_bps[l] > 0)) {
+      free(p->link);
+      return shoal__seterr(SHOAL_ERR_INVALID, "flow planner: link %d has capacity %g", l, cap_bps[l]);
+    }
+    p->link[l].cap = p->link[l].avail = cap_bps[l] / 8;
+  }
+  return 0;
+}
+
+void shoal__fplan_free(shoal__fplan_t *p) {
+  free(p->link);
+  free(p->flow);
+  memset(p, 0, sizeof *p);
+}
+
+/* ---- schedules ---- */
+
+static void unreserve_from(shoal__fplan_t *p, shoal__fplan_flow_t *f, int from) {
+  for (int k = from; k < p->cfg.horizon; k++) {
+    int i = slot_idx(p, p->now + k);
+    for (int j = 0; j < f->npath; j++) p->link[f->path[j]].resv[i] -= f->sched[i];
+    f->sched[i] = 0;
+  }
+}
+
+static void finish(shoal__fplan_t *p, shoal__fplan_flow_t *f) {
+  unreserve_from(p, f, 0);
+  f->active = 0;
+}
+
+/* Bytes flow f could still get in slot now + k: the least room on its path. */
+static double room(const shoal__fplan_t *p, const shoal__fplan_flow_t *f, int k) {
+  int i = slot_idx(p, p->now + k);
+  double r = INFINITY;
+  for (int j = 0; j < f->npath; j++) {
+    const shoal__fplan_link_t *l = &p->link[f->path[j]];
+    double h = l->avail * p->cfg.slot_s - l->resv[i];
+    if (h < r) r = h;
+  }
+  return r > 0 ? r : 0;
+}
+
+static double path_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double c = INFINITY;
+  for (int j = 0; j < f->npath; j++)
+    if (p->link[f->path[j]].cap < c) c = p->link[f->path[j]].cap;
+  return c;
+}
+
+typedef struct {
+  double load;
+  int k;
+} slot_load_t;
+
+static int by_load(const void *a, const void *b) {
+  const slot_load_t *x = a, *y = b;
+  if (x->load != y->load) return x->load < y->load ? -1 : 1;
+  return x->k - y->k;
+}
+
+/* The order in which a set of links' slots are filled: least loaded first (the load of a slot is its most
+ * reserved link, as a fraction of what that link may carry), ties to the earliest. MLCC's argmin. */
+static void slot_order(const shoal__fplan_t *p, const int *links, int nl, int from, slot_load_t *order, int *n) {
+  *n = 0;
+  for (int k = from; k < p->cfg.horizon; k++) {
+    int i = slot_idx(p, p->now + k);
+    double load = 0;
+    for (int j = 0; j < nl; j++) {
+      const shoal__fplan_link_t *l = &p->link[links[j]];
+      double u = l->resv[i] / (l->avail * p->cfg.slot_s);
+      if (u > load) load = u;
+    }
+    order[(*n)++] = (slot_load_t){load > 1 ? 1 : load, k};
+  }
+  qsort(order, (size_t)*n, sizeof *order, by_load);
+}
+
+/* Put vol bytes of f into the slots in order, at most per_slot bytes each. */
+static void place(shoal__fplan_t *p, shoal__fplan_flow_t *f, double vol, double per_slot, const slot_load_t *order, int n) {
+  for (int o = 0; o < n && vol > 0; o++) {
+    double x = room(p, f, order[o].k);
+    if (x > per_slot) x = per_slot;
+    if (x > vol) x = vol;
+    if (x <= 0) continue;
+    int i = slot_idx(p, p->now + order[o].k);
+    f->sched[i] += x;
+    for (int j = 0; j < f->npath; j++) p->link[f->path[j]].resv[i] += x;
+    vol -= x;
+  }
+}
+
+/* ---- flows ---- */
+
+static void relink(shoal__fplan_t *p, uint64_t job) {
+  for (int a = 0; a < p->nflows; a++) {
+    shoal__fplan_flow_t *f = &p->flow[a];
+    if (f->job != job) continue;
+    int succ = -1, pred = -1, ns = 0, np = 0;
+    for (int b = 0; b < p->nflows; b++) {
+      const shoal__fplan_flow_t *g = &p->flow[b];
+      if (b == a || g->job != job || !(g->V > 0)) continue;
+      if (g->hsrc == f->hdst) succ = b, ns++;
+      if (g->hdst == f->hsrc) pred = b, np++;
+    }
+    f->succ = ns == 1 ? succ : -1;
+    f->pred = np == 1 ? pred : -1;
+  }
+}
+
+int shoal__fplan_flow(shoal__fplan_t *p, uint64_t job, uint32_t src, uint32_t dst, int hsrc, int hdst,
+                      const int *path, int npath) {
+  for (int i = 0; i < p->nflows; i++)
+    if (p->flow[i].job == job && p->flow[i].src == src && p->flow[i].dst == dst) return i;
+  if (p->nflows == p->capflows) {
+    int cap = p->capflows ? 2 * p->capflows : 64;
+    shoal__fplan_flow_t *nf = realloc(p->flow, (size_t)cap * sizeof *nf);
+    if (!nf) return shoal__seterr(SHOAL_ERR_NOMEM, "flow planner: out of memory for %d flows", cap);
+    p->flow = nf;
+    p->capflows = cap;
+  }
+  shoal__fplan_flow_t *f = &p->flow[p->nflows];
+  memset(f, 0, sizeof *f);
+  f->job = job;
+  f->src = src;
+  f->dst = dst;
+  f->hsrc = hsrc;
+  f->hdst = hdst;
+  f->npath = npath > SHOAL__FPLAN_MAX_PATH ? SHOAL__FPLAN_MAX_PATH : npath;
+  memcpy(f->path, path, (size_t)f->npath * sizeof *path);
+  f->pred = f->succ = -1;
+  f->seen = p->now;
+  f->e = f->npath ? path_cap(p, f) : 0;
+  return p->nflows++;
+}
+
+static void forget(shoal__fplan_t *p) {
+  int w = 0;
+  for (int i = 0; i < p->nflows; i++) {
+    if (p->flow[i].seen + SHOAL__FPLAN_FORGET_SLOTS < p->now) {
+      finish(p, &p->flow[i]);
+      continue;
+    }
+    if (w != i) p->flow[w] = p->flow[i];
+    w++;
+  }
+  if (w == p->nflows) return;
+  p->nflows = w;
+  for (int i = 0; i < p->nflows; i++) relink(p, p->flow[i].job); /* indices moved */
+}
+
+void shoal__fplan_advance(shoal__fplan_t *p, int64_t slot) {
+  if (slot <= p->now) return;
+  int64_t steps = slot - p->now;
+  int n = steps > p->cfg.horizon ? p->cfg.horizon : (int)steps;
+  for (int s = 0; s < n; s++) {
+    int i = slot_idx(p, p->now + s);
+    for (int a = 0; a < p->nflows; a++) {
+      p->flow[a].granted += p->flow[a].sched[i];
+      p->flow[a].sched[i] = 0;
+    }
+    for (int l = 0; l < p->nlinks; l++) p->link[l].resv[i] = 0;
+  }
+  for (int l = 0; l < p->nlinks; l++) {
+    p->link[l].shoal_bytes = steps == 1 ? p->link[l].shoal_cur : 0;
+    p->link[l].shoal_cur = 0;
+  }
+  p->now = slot;
+  forget(p);
+}
+
+/* ---- reports ---- */
+
+/* A new iteration of f's job: every flow of the job with a known volume is planned now, in one slot
+ * order for the whole job, so that the hops of a ring get the same slots (planned one by one as their
+ * agents report, two jobs' rings could each get one direction first and wait on each other). */
+static void new_iteration(shoal__fplan_t *p, int fi, uint64_t iter, double volume, double sent) {
+  shoal__fplan_flow_t *f = &p->flow[fi];
+  if (volume > 0) f->V = volume;
+  relink(p, f->job);
+  int links[4 * SHOAL__FPLAN_MAX_PATH * 16] = {0}, nl = 0, members[64], nm = 0;
+  for (int a = 0; a < p->nflows && nm < 64; a++) {
+    shoal__fplan_flow_t *g = &p->flow[a];
+    if (g->job != f->job) continue;
+    if (a != fi && !(g->V > 0 && g->iter < iter && g->seen + 2 >= p->now)) continue;
+    unreserve_from(p, g, 0);
+    g->iter = iter;
+    g->sent = a == fi ? sent : 0;
+    g->granted = g->wasted = 0;
+    g->slots_active = 0;
+    g->planned = p->cfg.factor * g->V;
+    g->active = g->V > 0 && g->sent < g->V;
+    if (!g->active) continue;
+    members[nm++] = a;
+    for (int j = 0; j < g->npath && nl < (int)(sizeof links / sizeof *links); j++) links[nl++] = g->path[j];
+  }
+  slot_load_t order[SHOAL__FPLAN_MAX_K];
+  int n;
+  slot_order(p, links, nl, 0, order, &n);
+  for (int m = 0; m < nm; m++) {
+    shoal__fplan_flow_t *g = &p->flow[members[m]];
+    place(p, g, g->planned - g->sent, g->e * p->cfg.slot_s, order, n);
+  }
+}
+
+/* Bytes per slot f's plan may hold: what its path gives, and under the ring rule no more than its
+ * predecessor delivered in the last slot (a quarter more), since f forwards what that hop brings: rate
+ * reserved beyond it would wait unused while other jobs could have had it. */
+static double per_slot_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double cap = f->e * p->cfg.slot_s;
+  if (p->cfg.policy != SHOAL__FPOL_MLCC || f->pred < 0) return cap;
+  const shoal__fplan_flow_t *g = &p->flow[f->pred];
+  if (!g->active || g->iter != f->iter || g->slots_active < 2 || f->slots_active < 2) return cap;
+  double lim = 1.25 * g->last_slot_bytes, fl = p->cfg.floor_frac * f->e * p->cfg.slot_s;
+  if (lim < fl) lim = fl;
+  return lim < cap ? lim : cap;
+}
+
+static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
+  f->sent = sent;
+  if (f->V > 0 && sent >= f->V) {
+    finish(p, f);
+    return;
+  }
+  f->slots_active++;
+  double left = (f->planned > f->V ? f->planned : f->V) - sent;
+  unreserve_from(p, f, 0);
+  double per = per_slot_cap(p, f);
+  int from = 0;
+  if (p->cfg.policy == SHOAL__FPOL_MLCC && f->succ >= 0) {
+    /* the ring rule: f lags the flow that waits on it by delta bytes: send that now */
+    const shoal__fplan_flow_t *s = &p->flow[f->succ];
+    double delta = s->active && s->iter == f->iter ? s->granted + s->sched[slot_idx(p, p->now)] - f->granted : 0;
+    if (delta > 0) {
+      double x = room(p, f, 0);
+      if (x > delta) x = delta;
+      if (x > f->e * p->cfg.slot_s) x = f->e * p->cfg.slot_s;
+      if (x > left) x = left;
+      int i = slot_idx(p, p->now);
+      f->sched[i] = x;
+      for (int j = 0; j < f->npath; j++) p->link[f->path[j]].resv[i] += x;
+      left -= x;
+      from = 1;
+    }
+  }
+  slot_load_t order[SHOAL__FPLAN_MAX_K];
+  int n;
+  slot_order(p, f->path, f->npath, from, order, &n);
+  place(p, f, left, per, order, n);
+}
+
+/* Static equal share: capacity over the flows on each link that carry traffic at all. */
+static double equal_rate(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double r = INFINITY;
+  int alone = 1;
+  for (int j = 0; j < f->npath; j++) {
+    int l = f->path[j], n = 0;
+    for (int a = 0; a < p->nflows; a++) {
+      const shoal__fplan_flow_t *g = &p->flow[a];
+      if (!(g->V > 0) || g->seen + 2 < p->now) continue;
+      for (int k = 0; k < g->npath; k++) n += g->path[k] == l;
+    }
+    if (n > 1) alone = 0;
+    double share = p->link[l].avail / (n > 0 ? n : 1);
+    if (share < r) r = share;
+  }
+  return alone ? 0 : r;
+}
+
+/* The rate of f in the current slot: its own reservation plus what nobody reserved on its path. No limit
+ * when that is (nearly) the whole path; never below the floor. */
+static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  if (f->npath == 0) return 0;
+  if (p->cfg.policy == SHOAL__FPOL_EQUAL) return equal_rate(p, f);
+  double T = p->cfg.slot_s, cap = path_cap(p, f);
+  double own = f->active ? f->sched[slot_idx(p, p->now)] : 0;
+  double bytes = own + room(p, f, 0);
+  if (bytes >= 0.95 * cap * T) return 0;
+  double fl = p->cfg.floor_frac * cap;
+  return bytes / T > fl ? bytes / T : fl;
+}
+
+double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
+  shoal__fplan_flow_t *f = &p->flow[fi];
+  double T = p->cfg.slot_s;
+  f->last_slot_bytes = iter == f->iter ? (sent > f->sent ? sent - f->sent : 0) : sent;
+  if (f->active && f->seen == p->now - 1) { /* what it was given last slot and did not use */
+    double given = (f->rate > 0 ? f->rate : path_cap(p, f)) * T;
+    if (given > f->last_slot_bytes) f->wasted += given - f->last_slot_bytes;
+  }
+  f->seen = p->now;
+  for (int j = 0; j < f->npath; j++) p->link[f->path[j]].shoal_cur += f->last_slot_bytes;
+  double cap = path_cap(p, f);
+  f->e = e_bps > 0 && e_bps < cap ? e_bps : cap;
+  if (volume > 0 && (status == SHOAL__FS_NEW_ITER || !(f->V > 0))) f->V = volume;
+  if (p->cfg.policy == SHOAL__FPOL_EQUAL) {
+    f->iter = iter;
+    f->sent = sent;
+  } else if (status == SHOAL__FS_IDLE) {
+    if (f->active) finish(p, f);
+    f->sent = sent;
+  } else if (iter > f->iter || (!f->active && iter != f->iter)) {
+    new_iteration(p, fi, iter, volume, sent); /* NEW_ITER, or a RESCHEDULE of an iteration not seen */
+  } else if (f->active) {
+    reschedule(p, f, sent);
+  } else {
+    f->sent = sent;
+  }
+  f->rate = grant(p, f);
+  return f->rate;
+}
+
+void shoal__fplan_feedback(shoal__fplan_t *p, int l, double tx_bps, double backlog_bytes, uint64_t drops) {
+  shoal__fplan_link_t *L = &p->link[l];
+  double T = p->cfg.slot_s;
+  double bg = tx_bps / 8 - L->shoal_bytes / T;
+  if (bg < 0) bg = 0;
+  L->bg = 0.5 * L->bg + 0.5 * bg;
+  L->drops = drops;
+  L->backlog = backlog_bytes;
+  /* a queue beyond 50 ms of the link is drained over the next slot */
+  double excess = backlog_bytes - 0.05 * L->cap;
+  double avail = L->cap - L->bg - (excess > 0 ? excess / T : 0);
+  if (avail < 0.1 * L->cap) avail = 0.1 * L->cap;
+  L->avail = avail > L->cap ? L->cap : avail;
+}
+
+void shoal__fplan_background(shoal__fplan_t *p, int l, double bps) {
+  shoal__fplan_link_t *L = &p->link[l];
+  L->bg = 0.5 * L->bg + 0.5 * (bps > 0 ? bps : 0);
+  double avail = L->cap - L->bg;
+  L->avail = avail < 0.1 * L->cap ? 0.1 * L->cap : avail;
+}
+
+double shoal__fplan_reserved(const shoal__fplan_t *p, int l, int k) { return p->link[l].resv[slot_idx(p, p->now + k)]; }

@@ -1,0 +1,256 @@
+/* The flow planner against schedules worked out by hand (docs/flow.md#the-planner). Units: one link of
+ * 80 Mbit/s carries 10 MB/s, i.e. 1 MB per 100 ms slot; the horizon is 10 slots, the volume factor 1.6. */
+#include <math.h>
+#include <string.h>
+
+#include "../runner.h"
+#include "flow/ctl.h"
+#include "flow/plan.h"
+#include "flow/proto.h"
+
+#define MB 1e6
+
+static void plan_one_link(shoal__fplan_t *p, int policy) {
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  cfg.policy = policy;
+  double cap = 80e6;
+  CHECK_OK(shoal__fplan_init(p, &cfg, &cap, 1));
+}
+
+static double sched_at(const shoal__fplan_t *p, int f, int k) {
+  return p->flow[f].sched[(p->now + k) % p->cfg.horizon];
+}
+
+TEST(plan_new_iter_fills_least_loaded_slots) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  /* A: 2 MB an iteration, planned 3.2 MB: slots 0, 1, 2 whole, 0.2 MB in slot 3; it has the link now */
+  double ra = shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, a, 0), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 2), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 3), 0.2 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 4), 0, 1e-9);
+  CHECK_EQ(ra, 0); /* the whole path: no limit */
+  /* B: 1 MB, planned 1.6 MB: the empty slots 4 and 5 (load 0, earliest first), not the 0.8 MB left in slot 3 */
+  double rb = shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 1 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, b, 3), 0, 1e-9);
+  CHECK_NEAR(sched_at(&p, b, 4), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 5), 0.6 * MB, 1);
+  CHECK_NEAR(rb, 0.02 * 10 * MB, 1); /* waits at the floor, 2% of the path */
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 0), 1 * MB, 1);
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 3), 0.2 * MB, 1);
+  /* slot 1: A sent 1 MB; its remaining 2.2 MB go to slots 1, 2 (1 MB each) and 0.2 MB to 3 again */
+  shoal__fplan_advance(&p, 1);
+  CHECK_NEAR(p.flow[a].granted, 1 * MB, 1);
+  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1 * MB, 0), 0);
+  CHECK_NEAR(sched_at(&p, a, 0), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 2), 0.2 * MB, 1);
+  /* slot 2: A is done (2 MB sent): its slots are freed and B, re-planned, takes the link at once */
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 2 * MB, 0);
+  CHECK_EQ(p.flow[a].active, 0);
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 1), 0, 1e-6);
+  rb = shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 1 * MB, 0.01 * MB, 0);
+  CHECK_NEAR(sched_at(&p, b, 0), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 1), 0.59 * MB, 1);
+  CHECK_EQ(rb, 0);
+  shoal__fplan_free(&p);
+}
+
+TEST(plan_shared_slot_and_spare_capacity) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  /* A: 0.25 MB an iteration, planned 0.4 MB in slot 0: 0.6 MB of the slot is nobody's */
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  double ra = shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0.25 * MB, 0, 0);
+  CHECK_EQ(ra, 0); /* 0.4 own + 0.6 spare: the whole link */
+  /* B: 2 MB, planned 3.2: loads are 0.4 (slot 0) and 0 elsewhere: slots 1, 2, 3 whole, 0.2 in slot 4 */
+  double rb = shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, b, 0), 0, 1e-9);
+  CHECK_NEAR(sched_at(&p, b, 1), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 4), 0.2 * MB, 1);
+  CHECK_NEAR(rb, 6 * MB, 1); /* B may use the unreserved 0.6 MB of slot 0: 6 MB/s */
+  /* A reports again in slot 0 (a second agent's view): its rate is its 0.4 MB + the 0.6 MB spare */
+  ra = shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0.25 * MB, 0, 0);
+  CHECK_EQ(ra, 0);
+  shoal__fplan_free(&p);
+}
+
+/* Two racks, two jobs, each a 2-host ring across the uplinks (r0.up carries h0->h2 and h1->h3, r1.up
+ * the other way). The agents report in an order that mixes the jobs; each job's two flows must still
+ * get the same slots, so that no job holds one direction of its ring while waiting for the other. */
+TEST(plan_a_job_is_planned_as_one_ring) {
+  shoal__ftopo_t t;
+  CHECK_OK(shoal__ftopo_uniform(4, 2, 40e6, 2, &t)); /* r0: h0 h1, r1: h2 h3; uplinks 40 Mbit/s (2:1) */
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  shoal__fctl_t c;
+  CHECK_OK(shoal__fctl_init(&c, &t, &cfg));
+  /* hosts 0,1 (r0) and 2,3 (r1): job 1 = ranks 0@h0, 1@h2; job 2 = ranks 0@h1, 1@h3 */
+  shoal__fp_flow_t fl[4] = {
+      {.job = 1, .src_rank = 0, .dst_rank = 1, .src_ip = t.host[0].ip, .dst_ip = t.host[2].ip},
+      {.job = 2, .src_rank = 1, .dst_rank = 0, .src_ip = t.host[3].ip, .dst_ip = t.host[1].ip},
+      {.job = 2, .src_rank = 0, .dst_rank = 1, .src_ip = t.host[1].ip, .dst_ip = t.host[3].ip},
+      {.job = 1, .src_rank = 1, .dst_rank = 0, .src_ip = t.host[2].ip, .dst_ip = t.host[0].ip},
+  };
+  uint64_t rates[1];
+  /* iteration 1 carried 1 MB on each flow (volumes become known) */
+  for (int i = 0; i < 4; i++) {
+    fl[i].status = SHOAL__FS_IDLE, fl[i].iter = 1, fl[i].volume = 1000000, fl[i].sent = 1000000;
+    shoal__fp_report_t r = {.seq = 1, .n = 1, .flows = &fl[i]};
+    shoal__fctl_handle(&c, 10, -1, &r, rates);
+  }
+  /* iteration 2 starts on all four in slot 11; reports arrive job 1, job 2, job 2, job 1 */
+  for (int i = 0; i < 4; i++) {
+    fl[i].status = SHOAL__FS_NEW_ITER, fl[i].iter = 2, fl[i].volume = 1000000, fl[i].sent = 0;
+    shoal__fp_report_t r = {.seq = 2, .n = 1, .flows = &fl[i]};
+    shoal__fctl_handle(&c, 11, -1, &r, rates);
+    /* job 1 reported first: both its flows own slot 11 (hosts 40 Mbit/s = 0.5 MB a slot: no limit);
+     * job 2 waits at the floor on both */
+    if (fl[i].job == 1) CHECK_EQ(rates[0], 0);
+    else CHECK_NEAR((double)rates[0], 0.02 * 5e6, 1);
+  }
+  const shoal__fplan_t *p = &c.plan;
+  for (int f = 0; f < p->nflows; f++)
+    for (int k = 0; k < 4; k++) { /* 1.6 MB at 0.5 MB a slot: job 1 in slots 0-3 of both uplinks, job 2 after */
+      double want = p->flow[f].job == 1 ? (k < 3 ? 0.5e6 : 0.1e6) : 0;
+      CHECK_NEAR(sched_at(p, f, k), want, 1);
+    }
+  for (int f = 0; f < p->nflows; f++) {
+    int other = -1;
+    for (int g = 0; g < p->nflows; g++)
+      if (g != f && p->flow[g].job == p->flow[f].job) other = g;
+    CHECK_EQ(p->flow[f].succ, other); /* the ring: each hop feeds the other */
+    CHECK_EQ(p->flow[f].pred, other);
+  }
+  shoal__fctl_free(&c);
+}
+
+/* The ring rule: a hop that lags the hop waiting on it gets what it lags by in the current slot, ahead
+ * of the least-loaded order; plain greedy leaves it to the order. Link 0 carries job 1's hop f and job
+ * 2's flow o, link 1 job 1's hop s (f and s: a 2-host ring). Returns f's bytes in the current slot of
+ * slot 2 and, in *later, in the slot after its planned end. */
+static double ring_lag_now(int policy, double *later) {
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  cfg.policy = policy;
+  double caps[2] = {80e6, 80e6};
+  shoal__fplan_t p;
+  CHECK_OK(shoal__fplan_init(&p, &cfg, caps, 2));
+  int l0 = 0, l1 = 1;
+  int f = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l0, 1), s = shoal__fplan_flow(&p, 1, 1, 0, 1, 0, &l1, 1);
+  int o = shoal__fplan_flow(&p, 2, 0, 1, 5, 6, &l0, 1);
+  shoal__fplan_report(&p, f, SHOAL__FS_IDLE, 1, 2 * MB, 2 * MB, 0); /* iteration 1: volumes known */
+  shoal__fplan_report(&p, s, SHOAL__FS_IDLE, 1, 2 * MB, 2 * MB, 0);
+  shoal__fplan_advance(&p, 1);
+  /* o: 0.5 MB at most 4 MB/s (its agent's estimate): planned 0.8 MB = 0.4 in slots 1 and 2 */
+  shoal__fplan_report(&p, o, SHOAL__FS_NEW_ITER, 1, 0.5 * MB, 0, 4 * MB);
+  CHECK_NEAR(sched_at(&p, o, 1), 0.4 * MB, 1);
+  /* job 1 (via f): the job's links are least loaded from slot 3: f and s planned in slots 3, 4, 5 and
+   * 0.2 MB in 6; f may use the 0.6 MB o leaves in slot 1 (spare: 6 MB/s) */
+  CHECK_NEAR(shoal__fplan_report(&p, f, SHOAL__FS_NEW_ITER, 2, 2 * MB, 0, 0), 6 * MB, 1);
+  CHECK_NEAR(sched_at(&p, s, 2), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, s, 5), 0.2 * MB, 1);
+  /* s reports: nothing lags it; re-planned on its free link from now: slots 1, 2, 3, 0.2 MB in 4 */
+  CHECK_EQ(shoal__fplan_report(&p, s, SHOAL__FS_RESCHEDULE, 2, 2 * MB, 0, 0), 0);
+  CHECK_NEAR(sched_at(&p, s, 0), 1 * MB, 1);
+  /* slot 2: s was granted 1 MB and holds 1 MB now, f was granted nothing: f lags by 2 MB */
+  shoal__fplan_advance(&p, 2);
+  CHECK_NEAR(p.flow[s].granted, 1 * MB, 1);
+  double r = shoal__fplan_report(&p, f, SHOAL__FS_RESCHEDULE, 2, 2 * MB, 0.6 * MB, 0);
+  CHECK_NEAR(r, 6 * MB, 1); /* either way it sends 0.6 MB now (under greedy, as spare) */
+  double now = sched_at(&p, f, 0);
+  *later = sched_at(&p, f, 3);
+  shoal__fplan_free(&p);
+  return now;
+}
+
+TEST(plan_ring_rule_sends_the_lag_now) {
+  double later;
+  /* mlcc: 0.6 MB (the room o leaves) reserved now, the other 2 MB in slots 3 and 4, nothing in 5 */
+  CHECK_NEAR(ring_lag_now(SHOAL__FPOL_MLCC, &later), 0.6 * MB, 1);
+  CHECK_NEAR(later, 0, 1e-6);
+  /* greedy: the least loaded slots 3, 4 whole and 0.6 MB in slot 5; nothing reserved now */
+  CHECK_NEAR(ring_lag_now(SHOAL__FPOL_GREEDY, &later), 0, 1e-6);
+  CHECK_NEAR(later, 0.6 * MB, 1);
+}
+
+/* A ring whose first hop runs at a tenth of the link (a slow host): under mlcc the hop after it
+ * reserves what that hop delivers (x1.25), not the whole link; greedy keeps reserving the link. */
+static double reserved_after_slow_hop(int policy) {
+  shoal__fplan_t p;
+  plan_one_link(&p, policy);
+  shoal__fplan_cfg_t cfg = p.cfg;
+  shoal__fplan_free(&p);
+  double caps[2] = {80e6, 80e6};
+  CHECK_OK(shoal__fplan_init(&p, &cfg, caps, 2));
+  int l0 = 0, l1 = 1;
+  int slow = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l0, 1), next = shoal__fplan_flow(&p, 1, 1, 0, 1, 0, &l1, 1);
+  shoal__fplan_report(&p, slow, SHOAL__FS_IDLE, 1, 5 * MB, 5 * MB, 0);
+  shoal__fplan_report(&p, next, SHOAL__FS_IDLE, 1, 5 * MB, 5 * MB, 0);
+  double sent_slow = 0, sent_next = 0;
+  for (int64_t t = 1; t <= 6; t++) {
+    shoal__fplan_advance(&p, t);
+    int st = t == 1 ? SHOAL__FS_NEW_ITER : SHOAL__FS_RESCHEDULE;
+    shoal__fplan_report(&p, slow, st, 2, 5 * MB, sent_slow, 0);
+    shoal__fplan_report(&p, next, st, 2, 5 * MB, sent_next, 0);
+    sent_slow += 0.1 * MB; /* the slow hop moves 0.1 MB a slot, the next one forwards it */
+    sent_next += 0.1 * MB;
+  }
+  double r = shoal__fplan_reserved(&p, 1, 0);
+  shoal__fplan_free(&p);
+  return r;
+}
+
+TEST(plan_ring_rule_reserves_what_the_slow_hop_delivers) {
+  CHECK_NEAR(reserved_after_slow_hop(SHOAL__FPOL_MLCC), 0.125 * MB, 1);
+  CHECK_NEAR(reserved_after_slow_hop(SHOAL__FPOL_GREEDY), 1 * MB, 1);
+}
+
+TEST(plan_equal_share_and_feedback) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_EQUAL);
+  int l = 0, f[3];
+  for (int i = 0; i < 3; i++) f[i] = shoal__fplan_flow(&p, (uint64_t)i + 1, 0, 1, 2 * i, 2 * i + 1, &l, 1);
+  /* one flow with traffic: the whole link (no limit); three: a third each, whatever they do */
+  CHECK_EQ(shoal__fplan_report(&p, f[0], SHOAL__FS_NEW_ITER, 1, MB, 0, 0), 0);
+  shoal__fplan_report(&p, f[1], SHOAL__FS_IDLE, 1, MB, 0, 0);
+  shoal__fplan_report(&p, f[2], SHOAL__FS_IDLE, 1, MB, 0, 0);
+  CHECK_NEAR(shoal__fplan_report(&p, f[0], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0), 10 * MB / 3, 1);
+  /* feedback: the qdisc carried 40 Mbit/s while the flows reported nothing: 5 MB/s of background,
+   * smoothed by half: 2.5 MB/s; the 3 flows share the 7.5 MB/s left */
+  shoal__fplan_advance(&p, 1);
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_feedback(&p, 0, 40e6, 0, 0);
+  CHECK_NEAR(p.link[0].avail, 7.5 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, f[1], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0), 2.5 * MB, 1);
+  /* a queue of 1 MB (50 ms of the link is 0.5 MB): the excess 0.5 MB is drained over a slot */
+  shoal__fplan_feedback(&p, 0, 40e6, 1 * MB, 3);
+  CHECK_NEAR(p.link[0].avail, 10 * MB - 3.75 * MB - 5 * MB, 1);
+  CHECK_EQ(p.link[0].drops, 3);
+  /* flows that stop reporting are forgotten after SHOAL__FPLAN_FORGET_SLOTS slots */
+  shoal__fplan_advance(&p, 2 + SHOAL__FPLAN_FORGET_SLOTS + 1);
+  CHECK_EQ(p.nflows, 0);
+  shoal__fplan_free(&p);
+}
+
+TEST(plan_rejects_bad_settings) {
+  shoal__fplan_t p;
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  double cap = 1e6;
+  cfg.horizon = SHOAL__FPLAN_MAX_K + 1;
+  CHECK_EQ(shoal__fplan_init(&p, &cfg, &cap, 1), SHOAL_ERR_INVALID);
+  shoal__fplan_cfg_default(&cfg);
+  cfg.factor = 0.5;
+  CHECK_EQ(shoal__fplan_init(&p, &cfg, &cap, 1), SHOAL_ERR_INVALID);
+  shoal__fplan_cfg_default(&cfg);
+  cap = 0;
+  CHECK_EQ(shoal__fplan_init(&p, &cfg, &cap, 1), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__fplan_policy_parse("mlcc"), SHOAL__FPOL_MLCC);
+  CHECK_EQ(shoal__fplan_policy_parse("fair"), -1);
+}
