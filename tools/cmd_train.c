@@ -164,6 +164,8 @@ static const shoal_opt_t train_opts[] = {
                "inject stragglers: slow:RANK:X (worker RANK's compute x (1+X)), jitter:SIGMA (lognormal),\n"
                "spike:P:X (x X with probability P), comma list; delay = (factor - 1) x measured compute",
                .expect = "slow:RANK:X, jitter:SIGMA or spike:P:X"),
+    OPT_DOUBLE("--compute-ms", "MS", o.compute_ms, 0, 1e6,
+               "emulated accelerator: every step computes MS longer, sleeping (the CPU stays free)", .def = "0"),
     OPT_GROUP("output:"),
     OPT_STRING("--csv", "FILE", o.csv_path, "per-epoch log (rank 0)", .expect = "a file"),
     OPT_STRING("--label", "NAME", o.label, "the run's name in the CSV (for plots)"),

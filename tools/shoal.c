@@ -12,7 +12,7 @@
 typedef int (*cmd_fn)(int argc, char **argv);
 /* Weak so that the dispatcher links whatever subcommands exist. */
 #define DECL(n) int shoal_cmd_##n(int argc, char **argv) __attribute__((weak));
-DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed) DECL(submit) DECL(serve) DECL(loadgen)
+DECL(config) DECL(launch) DECL(bench) DECL(tune) DECL(sim) DECL(sched) DECL(train) DECL(selftest) DECL(testbed) DECL(submit) DECL(serve) DECL(loadgen) DECL(flow)
 #undef DECL
 
 static const struct {
@@ -31,6 +31,7 @@ static const struct {
   {"serve", shoal_cmd_serve, "inference server (Open Inference Protocol over HTTP) and its router"},
   {"loadgen", shoal_cmd_loadgen, "open-loop load generator: a request trace or Poisson/diurnal arrivals"},
   {"testbed", shoal_cmd_testbed, "an emulated multi-host cluster on this machine (namespaces, tc)"},
+  {"flow", shoal_cmd_flow, "flow scheduling between jobs: host agents, controller, status (docs/flow.md)"},
   {"config", shoal_cmd_config, "print every SHOAL_* variable with its value and default"},
 };
 

@@ -199,6 +199,9 @@ typedef struct shoal_train_opts {
   const volatile int *leave_flag; /* non-NULL (bsp, on_failure_shrink): once *leave_flag is nonzero on a worker, it
                                   leaves the job after its current iteration (shoal_train_run returns 0 with
                                   res->left = 1, nothing written); the others shrink and go on without it */
+  double compute_ms;           /* emulated accelerator time added to every step's compute (a sleep before the
+                                  forward pass: the CPU stays free, as when a GPU computes), >= 0; stragglers
+                                  (straggle) scale it with the rest of the compute */
 } shoal_train_opts_t;
 
 void shoal_train_opts_init(shoal_train_opts_t *o);

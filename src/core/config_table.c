@@ -7,7 +7,7 @@
 const shoal__config_var_t shoal__config_vars[] = {
   /* core */
   {"SHOAL_DEBUG", "WARN", "core", "log level: ERROR, WARN, INFO, DEBUG or TRACE (another value: an error of shoal_comm_init; elsewhere reported, WARN used)"},
-  {"SHOAL_DEBUG_SUBSYS", "", "core", "log only these subsystems (INIT,NET,COLL,DSSYNC,TUNING,SIM,TRAIN); ^ excludes; an unknown name: an error of shoal_comm_init; elsewhere reported"},
+  {"SHOAL_DEBUG_SUBSYS", "", "core", "log only these subsystems (INIT,NET,COLL,DSSYNC,TUNING,SIM,TRAIN,FLOW); ^ excludes; an unknown name: an error of shoal_comm_init; elsewhere reported"},
   {"SHOAL_CONF_FILE", "~/.shoal.conf", "core", "file of SHOAL_*=value defaults in a subset of shell syntax (export, quotes, # comments, blanks around =; no $ expansion; the later of two lines counts); the environment wins; SHOAL_CONF_FILE and SHOAL_LIBRARY come from the environment only; a malformed line, or a file named here that cannot be read: an error of shoal_comm_init, elsewhere reported"},
   /* comm: bootstrap */
   {"SHOAL_RANK", "", "comm", "this process's rank (else RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"},

@@ -146,6 +146,20 @@ int shoal__flowseg_unlink(const char *host) {
   return shoal__seterr(SHOAL_ERR_SYSTEM, "flow segment %s: shm_unlink: %s", name, strerror(errno));
 }
 
+/* The first free slot, its identity cleared and its generation advanced; NULL when none. */
+static shoal__flowseg_flow_t *claim_free(shoal__flowseg_t *seg) {
+  for (uint32_t i = 0; i < seg->nflows; i++) {
+    shoal__flowseg_flow_t *f = &seg->flow[i];
+    if (atomic_load_explicit(&f->state, memory_order_acquire) != SHOAL__FLOWSEG_FREE) continue;
+    uint32_t gen = f->gen + 1;
+    memset((char *)f + offsetof(shoal__flowseg_flow_t, job), 0, sizeof *f - offsetof(shoal__flowseg_flow_t, job));
+    f->gen = gen;
+    f->pid = (int32_t)getpid();
+    return f;
+  }
+  return NULL;
+}
+
 shoal__flowseg_flow_t *shoal__flowseg_claim(shoal__flowseg_t *seg) {
   char name[96];
   shoal__flowseg_name(seg->host, name, sizeof name);
@@ -156,25 +170,22 @@ shoal__flowseg_flow_t *shoal__flowseg_claim(shoal__flowseg_t *seg) {
   }
   shoal__flowseg_flow_t *got = NULL;
   if (lock_fd(fd, name) == 0) {
-    for (int pass = 0; pass < 2 && !got; pass++) {
-      if (pass == 1 && shoal__flowseg_reap(seg) == 0) break;
-      for (uint32_t i = 0; i < seg->nflows && !got; i++) {
-        shoal__flowseg_flow_t *f = &seg->flow[i];
-        if (atomic_load_explicit(&f->state, memory_order_acquire) != SHOAL__FLOWSEG_FREE) continue;
-        uint32_t gen = f->gen + 1;
-        memset((char *)f + offsetof(shoal__flowseg_flow_t, job), 0,
-               sizeof *f - offsetof(shoal__flowseg_flow_t, job));
-        f->gen = gen;
-        f->pid = (int32_t)getpid();
-        got = f;
-      }
-    }
+    got = claim_free(seg);
+    if (!got && shoal__flowseg_reap(seg) > 0) got = claim_free(seg);
     flock(fd, LOCK_UN);
     if (!got) shoal__seterr(SHOAL_ERR_NOMEM, "flow segment %s: all %u slots are in use", name, seg->nflows);
   }
   close(fd);
   return got;
 }
+
+void shoal__flowseg_init_local(shoal__flowseg_t *seg, const char *host) {
+  char name[96];
+  shoal__flowseg_name(host, name, sizeof name);
+  init_fresh(seg, name);
+}
+
+shoal__flowseg_flow_t *shoal__flowseg_claim_local(shoal__flowseg_t *seg) { return claim_free(seg); }
 
 int shoal__flowseg_reap(shoal__flowseg_t *seg) {
   int freed = 0;

@@ -85,8 +85,22 @@ int shoal__flowseg_unlink(const char *host);
 /* Claim a free slot for the calling process (under the object's lock); NULL when all are taken. The
  * caller fills the identity then stores LIVE in state. */
 shoal__flowseg_flow_t *shoal__flowseg_claim(shoal__flowseg_t *seg);
+/* A segment in this process's memory (the flow simulator's hosts): initialize, claim without a lock. */
+void shoal__flowseg_init_local(shoal__flowseg_t *seg, const char *host);
+shoal__flowseg_flow_t *shoal__flowseg_claim_local(shoal__flowseg_t *seg);
 /* Free slots whose process is gone; the number freed. */
 int shoal__flowseg_reap(shoal__flowseg_t *seg);
+/* Mark the start of iteration step (>= 0) on a flow: the bytes of the iteration before become its volume,
+ * the counter now is where this one starts. Written by the flow's owner (the rank, or the simulator). */
+static inline void shoal__flowseg_mark(shoal__flowseg_flow_t *f, uint64_t step) {
+  uint64_t b = atomic_load_explicit(&f->bytes, memory_order_relaxed);
+  uint64_t last = atomic_load_explicit(&f->iter_bytes, memory_order_relaxed);
+  if (atomic_load_explicit(&f->iter, memory_order_relaxed))
+    atomic_store_explicit(&f->prev_iter_bytes, b - last, memory_order_relaxed);
+  atomic_store_explicit(&f->iter_bytes, b, memory_order_relaxed);
+  atomic_store_explicit(&f->iter, step + 1, memory_order_release); /* 0 means never marked */
+}
+
 /* 1 if the agent's beat is recent (within SHOAL__FLOWSEG_STALE_SLOTS slots of now_ns), else 0. */
 int shoal__flowseg_agent_alive(const shoal__flowseg_t *seg, uint64_t now_ns);
 

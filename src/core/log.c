@@ -23,7 +23,7 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
 /* The subsystems that log (SHOAL_DEBUG_SUBSYS names them; ALL as well). */
-static const char *subsys_names[] = {"INIT", "NET", "COLL", "DSSYNC", "TUNING", "SIM", "TRAIN", "ALL"};
+static const char *subsys_names[] = {"INIT", "NET", "COLL", "DSSYNC", "TUNING", "SIM", "TRAIN", "FLOW", "ALL"};
 
 /* The level a SHOAL_DEBUG value names; -1 if none. */
 static int level_of(const char *lv) {

@@ -14,12 +14,14 @@ int shoal__fctl_init(shoal__fctl_t *c, const shoal__ftopo_t *topo, const shoal__
   c->fb_bytes = calloc((size_t)nl, sizeof *c->fb_bytes);
   c->fb_drops = calloc((size_t)nl, sizeof *c->fb_drops);
   c->fb_at = calloc((size_t)nl, sizeof *c->fb_at);
-  if (!cap || !c->fb_bytes || !c->fb_drops || !c->fb_at) {
+  c->fb_prev_bps = malloc((size_t)nl * sizeof *c->fb_prev_bps);
+  if (!cap || !c->fb_bytes || !c->fb_drops || !c->fb_at || !c->fb_prev_bps) {
     free(cap);
     shoal__fctl_free(c);
     return shoal__seterr(SHOAL_ERR_NOMEM, "flow controller: out of memory");
   }
   /* links without a limit get a nominal capacity: no path includes them (shoal__ftopo_path) */
+  for (int l = 0; l < nl; l++) c->fb_prev_bps[l] = -1;
   for (int l = 0; l < nl; l++) cap[l] = shoal__ftopo_cap(topo, l) > 0 ? shoal__ftopo_cap(topo, l) : 1e12;
   int rc = shoal__fplan_init(&c->plan, cfg, cap, nl);
   free(cap);
@@ -32,8 +34,9 @@ void shoal__fctl_free(shoal__fctl_t *c) {
   free(c->fb_bytes);
   free(c->fb_drops);
   free(c->fb_at);
+  free(c->fb_prev_bps);
   c->fb_bytes = c->fb_drops = NULL;
-  c->fb_at = NULL;
+  c->fb_at = c->fb_prev_bps = NULL;
 }
 
 int64_t shoal__fctl_slot(const shoal__fctl_t *c, double t) { return (int64_t)floor(t / c->plan.cfg.slot_s); }
@@ -57,9 +60,12 @@ void shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int host, const shoal__f
 }
 
 void shoal__fctl_qdisc(shoal__fctl_t *c, int link, double t, uint64_t bytes, uint64_t drops, uint64_t backlog) {
+  /* The agents' reports that arrive during slot s measure their flows over slot s - 1; at this tick (the
+   * start of s + 1) those are complete, and the qdisc interval they match is the previous one. */
   double dt = c->fb_at[link] > 0 ? t - c->fb_at[link] : 0;
-  if (dt > 0 && bytes >= c->fb_bytes[link])
-    shoal__fplan_feedback(&c->plan, link, 8.0 * (double)(bytes - c->fb_bytes[link]) / dt, (double)backlog, drops);
+  double bps = dt > 0 && bytes >= c->fb_bytes[link] ? 8.0 * (double)(bytes - c->fb_bytes[link]) / dt : -1;
+  if (c->fb_prev_bps[link] >= 0 && dt > 0) shoal__fplan_feedback(&c->plan, link, c->fb_prev_bps[link], (double)backlog, drops);
+  c->fb_prev_bps[link] = bps;
   c->fb_bytes[link] = bytes;
   c->fb_drops[link] = drops;
   c->fb_at[link] = t;

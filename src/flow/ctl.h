@@ -16,6 +16,7 @@ typedef struct shoal__fctl {
   /* in-network feedback: the last cumulative counters of each link's qdisc */
   uint64_t *fb_bytes, *fb_drops;
   double *fb_at; /* when they were read, seconds (0: never) */
+  double *fb_prev_bps; /* the rate over the interval before (-1: none), which the reports match */
 } shoal__fctl_t;
 
 int shoal__fctl_init(shoal__fctl_t *c, const shoal__ftopo_t *topo, const shoal__fplan_cfg_t *cfg);

@@ -249,13 +249,17 @@ static void new_iteration(shoal__fplan_t *p, int fi, uint64_t iter, double volum
 }
 
 /* Bytes per slot f's plan may hold: what its path gives, and under the ring rule no more than its
- * predecessor delivered in the last slot (a quarter more), since f forwards what that hop brings: rate
- * reserved beyond it would wait unused while other jobs could have had it. */
+ * predecessor delivered in the last slot (a quarter more) when that predecessor left most of its own
+ * grant unused: it is held up by something the plan does not control (a slow hop, a slow host), f can
+ * only forward what it brings, and rate reserved beyond that would wait unused while other jobs could
+ * have had it. A predecessor that used its grant is not a reason: capping f by a rate the plan itself
+ * set would throttle the ring in a circle. */
 static double per_slot_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   double cap = f->e * p->cfg.slot_s;
   if (p->cfg.policy != SHOAL__FPOL_MLCC || f->pred < 0) return cap;
   const shoal__fplan_flow_t *g = &p->flow[f->pred];
   if (!g->active || g->iter != f->iter || g->slots_active < 2 || f->slots_active < 2) return cap;
+  if (!(g->last_slot_bytes < 0.5 * g->given)) return cap;
   double lim = 1.25 * g->last_slot_bytes, fl = p->cfg.floor_frac * f->e * p->cfg.slot_s;
   if (lim < fl) lim = fl;
   return lim < cap ? lim : cap;
@@ -329,10 +333,8 @@ double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter,
   shoal__fplan_flow_t *f = &p->flow[fi];
   double T = p->cfg.slot_s;
   f->last_slot_bytes = iter == f->iter ? (sent > f->sent ? sent - f->sent : 0) : sent;
-  if (f->active && f->seen == p->now - 1) { /* what it was given last slot and did not use */
-    double given = (f->rate > 0 ? f->rate : path_cap(p, f)) * T;
-    if (given > f->last_slot_bytes) f->wasted += given - f->last_slot_bytes;
-  }
+  f->given = f->seen == p->now - 1 ? (f->rate > 0 ? f->rate : path_cap(p, f)) * T : 0;
+  if (f->active && f->given > f->last_slot_bytes) f->wasted += f->given - f->last_slot_bytes; /* given, not used */
   f->seen = p->now;
   for (int j = 0; j < f->npath; j++) p->link[f->path[j]].shoal_cur += f->last_slot_bytes;
   double cap = path_cap(p, f);
@@ -342,8 +344,11 @@ double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter,
     f->iter = iter;
     f->sent = sent;
   } else if (status == SHOAL__FS_IDLE) {
-    if (f->active) finish(p, f);
-    f->sent = sent;
+    /* not sending yet: a flow its job-mate's NEW_ITER planned for this iteration keeps its plan (its
+     * agent has not seen its first bytes); one still holding an older iteration's plan ends it */
+    if (f->active && iter == f->iter) reschedule(p, f, sent);
+    else if (f->active && iter > f->iter) finish(p, f);
+    else f->sent = sent;
   } else if (iter > f->iter || (!f->active && iter != f->iter)) {
     new_iteration(p, fi, iter, volume, sent); /* NEW_ITER, or a RESCHEDULE of an iteration not seen */
   } else if (f->active) {
@@ -358,8 +363,10 @@ double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter,
 void shoal__fplan_feedback(shoal__fplan_t *p, int l, double tx_bps, double backlog_bytes, uint64_t drops) {
   shoal__fplan_link_t *L = &p->link[l];
   double T = p->cfg.slot_s;
-  double bg = tx_bps / 8 - L->shoal_bytes / T;
-  if (bg < 0) bg = 0;
+  /* the qdisc counts frames (Ethernet, IP and TCP headers: 1514 bytes per 1448 of payload), the agents
+   * acknowledged payload; their readings are a few ms apart, hence the dead band */
+  double bg = tx_bps / 8 - 1.046 * L->shoal_bytes / T;
+  if (bg < 0.1 * L->cap) bg = 0;
   L->bg = 0.5 * L->bg + 0.5 * bg;
   L->drops = drops;
   L->backlog = backlog_bytes;

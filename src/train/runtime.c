@@ -104,6 +104,8 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
   if (o->epochs < 1 || o->epochs > 100000) return shoal__seterr(SHOAL_ERR_INVALID, "--epochs %d: expected 1..100000", o->epochs);
   if (o->batch < 1 || o->batch > 65536) return shoal__seterr(SHOAL_ERR_INVALID, "--batch %d: expected 1..65536", o->batch);
   if (!(o->lr > 0) || !(o->lr < 100)) return shoal__seterr(SHOAL_ERR_INVALID, "--lr %g: expected (0, 100)", o->lr);
+  if (!(o->compute_ms >= 0 && o->compute_ms <= 1e6))
+    return shoal__seterr(SHOAL_ERR_INVALID, "--compute-ms %g: expected 0..1000000", o->compute_ms);
   if (!(o->momentum >= 0 && o->momentum < 1))
     return shoal__seterr(SHOAL_ERR_INVALID, "--momentum %g: expected [0, 1)", o->momentum);
   if (!(o->weight_decay >= 0 && o->weight_decay < 1))
@@ -747,6 +749,7 @@ static int train_step(run_t *r, epoch_t *ep, step_t *st, double *counted) {
   int skip_step = sync && (shoal_sync_flags(sync) & SHOAL_SYNC_F_SKIP);
   if (!skip_step) {
     double tc = shoal__now_s();
+    if (o->compute_ms > 0) shoal__sleep_s(o->compute_ms / 1e3); /* the emulated accelerator */
     shoal__model_forward(r->m, r->xb, o->batch);
     st->loss = shoal__model_loss(r->m, r->yb, o->batch, 1, NULL);
     ep->loss_sum += st->loss;

@@ -11,14 +11,18 @@
 #include <stdint.h>
 
 #include "core/flowseg.h"
+#include "comm/p2p/p2p.h"
 
 typedef struct shoal__world shoal__world_t;
 typedef struct shoal__conn shoal__conn_t;
 
 typedef struct shoal__flowmon_conn {
   shoal__flowseg_flow_t *slot;
-  uint64_t bytes;   /* this rank's count (the slot's copy is for the agent) */
-  uint64_t applied; /* pacing rate set on the socket, bytes/s (0: none) */
+  uint64_t bytes;    /* this rank's count (the slot's copy is for the agent) */
+  uint64_t applied;  /* rate in force, bytes/s (0: none) */
+  double tokens;     /* the bucket, bytes */
+  uint64_t last_ns;  /* its last refill */
+  int lowat;         /* TCP_NOTSENT_LOWAT set (once an agent paced this connection) */
 } shoal__flowmon_conn_t;
 
 /* After the world's transports are chosen: claim slots for its cross-host TCP connections. Fails only on
@@ -27,17 +31,15 @@ typedef struct shoal__flowmon_conn {
 int shoal__flowmon_attach(shoal__world_t *w);
 /* Before the connections close: free the slots. */
 void shoal__flowmon_detach(shoal__world_t *w);
-/* Apply a changed rate (or drop the limit when the agent is gone). */
-void shoal__flowmon_apply(shoal__conn_t *conn, shoal__flowmon_conn_t *m, uint64_t rate);
 
-/* The send path's two hooks: one relaxed load when nothing changed, one relaxed store per sendmsg. */
-static inline void shoal__flowmon_pace(shoal__conn_t *conn, shoal__flowmon_conn_t *m) {
-  uint64_t r = atomic_load_explicit(&m->slot->rate, memory_order_relaxed);
-  if (r != m->applied || r) shoal__flowmon_apply(conn, m, r);
-}
+/* The send path's two hooks. budget: bytes the connection may hand to its socket now (SIZE_MAX: no
+ * limit); 0 with the request held (req->not_before_ns, the engine sleeps until then) while the bucket
+ * refills. sent: one relaxed store per sendmsg. */
+size_t shoal__flowmon_budget(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req);
 static inline void shoal__flowmon_sent(shoal__flowmon_conn_t *m, size_t k) {
   m->bytes += k;
   atomic_store_explicit(&m->slot->bytes, m->bytes, memory_order_relaxed);
+  if (m->applied) m->tokens -= (double)k;
 }
 
 #endif

@@ -19,7 +19,6 @@ static int broken_errno(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *re
 }
 
 static int tcp_send_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
-  if (conn->mon) shoal__flowmon_pace(conn, conn->mon);
   for (;;) {
     struct iovec iov[2];
     int n = 0;
@@ -27,6 +26,12 @@ static int tcp_send_progress(shoal__world_t *w, shoal__conn_t *conn, shoal__req_
       iov[n++] = (struct iovec){req->hdr + req->hdr_done, (size_t)(SHOAL__HDR_BYTES - req->hdr_done)};
     if (req->done < req->bytes) iov[n++] = (struct iovec){(char *)req->buf + req->done, req->bytes - req->done};
     if (n == 0) return 1;
+    size_t budget = conn->mon ? shoal__flowmon_budget(w, conn, req) : SIZE_MAX; /* the agent's pacing */
+    if (budget == 0) return 0;
+    for (int i = 0; i < n; i++) {
+      if (iov[i].iov_len > budget) iov[i].iov_len = budget;
+      budget -= iov[i].iov_len;
+    }
     struct msghdr m = {0};
     m.msg_iov = iov;
     m.msg_iovlen = (size_t)n;

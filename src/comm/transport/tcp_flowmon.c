@@ -3,6 +3,7 @@
  * a new rate) happens off that path or only when the agent changed something. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,23 +58,6 @@ static void seg_put(void) {
   pthread_mutex_unlock(&seg_mu);
 }
 
-/* Before the engine blocks in poll(): a rate the agent changed reaches a socket whose sends are stuck
- * behind the old rate (its POLLOUT may be seconds away), and a paced connection with work wakes the
- * engine every 10 ms to look again. */
-static int flowmon_wait(shoal__world_t *w, int wait_ms, int idle) {
-  (void)idle;
-  int cap = wait_ms;
-  for (int i = 0; i < w->size; i++) {
-    shoal__conn_t *cn = &w->conns[i];
-    if (!cn->mon || cn->fd < 0) continue;
-    shoal__flowmon_pace(cn, cn->mon);
-    if (cn->mon->applied && cn->sq_head && (cap < 0 || cap > 10)) cap = 10;
-  }
-  return cap;
-}
-
-static const shoal__transport_t flowmon_waiter = {.name = "flowmon", .wait = flowmon_wait};
-
 static void fill_identity(shoal__world_t *w, shoal__conn_t *cn, shoal__flowseg_flow_t *f) {
   struct sockaddr_in a = {0}, b = {0};
   socklen_t al = sizeof a, bl = sizeof b;
@@ -125,7 +109,6 @@ int shoal__flowmon_attach(shoal__world_t *w) {
   }
   SHOAL_DEBUG("NET", "flow monitor: %d cross-host connection%s in segment of host %s", claimed,
               claimed == 1 ? "" : "s", s->host);
-  shoal__world_add_waiter(w, &flowmon_waiter);
   return 0;
 }
 
@@ -142,18 +125,45 @@ void shoal__flowmon_detach(shoal__world_t *w) {
   seg_put();
 }
 
-void shoal__flowmon_apply(shoal__conn_t *conn, shoal__flowmon_conn_t *m, uint64_t rate) {
-  /* an agent that stopped beating (killed) leaves no limit behind */
-  if (rate && (!seg || !shoal__flowseg_agent_alive(seg, shoal__now_ns()))) rate = 0;
-  if (rate == m->applied || conn->fd < 0) return;
-  uint64_t v = rate ? rate : ~(uint64_t)0; /* ~0: no limit */
-  if (setsockopt(conn->fd, SOL_SOCKET, SO_MAX_PACING_RATE, &v, sizeof v) != 0) {
-    SHOAL_DEBUG("NET", "flow monitor: SO_MAX_PACING_RATE %llu on the connection to rank %d: %s",
-                (unsigned long long)v, conn->peer, strerror(errno));
-    return;
+/* Enforcement is a token bucket here, not SO_MAX_PACING_RATE: TCP's own pacing schedules the next packet at
+ * the rate in force when the previous one left, so a flow held at a low rate kept its pace for 220-340 ms
+ * after the rate was raised again, and a flow told to wait still sent 0.8 MB/s of the 0.1 asked (the queue
+ * already in the socket); with the bucket and the socket's unsent queue kept at 128 KiB
+ * (TCP_NOTSENT_LOWAT), 4-18 ms and 0.15-0.22 MB/s (bench/flow-pacing.sh, docs/flow.md#enforcement). */
+#define LOWAT_BYTES (128 * 1024)
+#define MIN_SEND 4096.0 /* the bucket is waited on until it holds this much (or the rest of the message) */
+
+size_t shoal__flowmon_budget(shoal__world_t *w, shoal__conn_t *conn, shoal__req_t *req) {
+  shoal__flowmon_conn_t *m = conn->mon;
+  uint64_t r = atomic_load_explicit(&m->slot->rate, memory_order_relaxed);
+  if (!r && !m->applied) return SIZE_MAX; /* the common case without an agent: one load */
+  uint64_t now = shoal__now_ns();
+  if (r && (!seg || !shoal__flowseg_agent_alive(seg, now))) r = 0; /* a killed agent leaves no limit behind */
+  if (r != m->applied) {
+    if (r && !m->lowat) {
+      int lowat = LOWAT_BYTES;
+      m->lowat = setsockopt(conn->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat) == 0;
+    }
+    m->applied = r;
+    m->tokens = MIN_SEND;
+    m->last_ns = now;
+    atomic_store_explicit(&m->slot->applied, r, memory_order_relaxed);
   }
-  m->applied = rate;
-  atomic_store_explicit(&m->slot->applied, rate, memory_order_relaxed);
+  if (!r) return SIZE_MAX;
+  double depth = (double)r * 0.005 > 16384 ? (double)r * 0.005 : 16384; /* 5 ms of the rate */
+  m->tokens += (double)r * (double)(now - m->last_ns) / 1e9;
+  if (m->tokens > depth) m->tokens = depth;
+  m->last_ns = now;
+  double left = (double)(SHOAL__HDR_BYTES - req->hdr_done) + (double)(req->bytes - req->done);
+  double need = left < MIN_SEND ? left : MIN_SEND;
+  if (m->tokens >= need) {
+    req->not_before_ns = 0;
+    return (size_t)m->tokens;
+  }
+  uint64_t at = now + (uint64_t)((need - m->tokens) / (double)r * 1e9) + 1;
+  req->not_before_ns = at; /* the engine sleeps until then instead of polling a writable socket */
+  if (!w->next_release_ns || at < w->next_release_ns) w->next_release_ns = at;
+  return 0;
 }
 
 int shoal_comm_mark_iteration(shoal_comm_t *c, long step) {
@@ -161,15 +171,7 @@ int shoal_comm_mark_iteration(shoal_comm_t *c, long step) {
   if (step < 0) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_comm_mark_iteration: step %ld is negative", step);
   shoal__world_t *w = c->w;
   if (!w->flowmon) return 0;
-  for (int i = 0; i < w->size; i++) {
-    shoal__flowseg_flow_t *f = w->flowmon[i].slot;
-    if (!f) continue;
-    uint64_t b = atomic_load_explicit(&f->bytes, memory_order_relaxed);
-    uint64_t last = atomic_load_explicit(&f->iter_bytes, memory_order_relaxed);
-    if (atomic_load_explicit(&f->iter, memory_order_relaxed))
-      atomic_store_explicit(&f->prev_iter_bytes, b - last, memory_order_relaxed);
-    atomic_store_explicit(&f->iter_bytes, b, memory_order_relaxed);
-    atomic_store_explicit(&f->iter, (uint64_t)step + 1, memory_order_release); /* 0 means never marked */
-  }
+  for (int i = 0; i < w->size; i++)
+    if (w->flowmon[i].slot) shoal__flowseg_mark(w->flowmon[i].slot, (uint64_t)step);
   return 0;
 }

@@ -1,0 +1,34 @@
+/* What the flow daemons read from the kernel over netlink (libmnl): the statistics of the root qdiscs in
+ * the current network namespace (the controller's in-network feedback), and TCP_INFO of every TCP
+ * socket (the agent's telemetry, the way `ss -ti` gets it: sock_diag, no access to the sockets needed). */
+#ifndef SHOAL_FLOW_NETLINK_H
+#define SHOAL_FLOW_NETLINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct shoal__qstat {
+  char ifname[16];
+  int found;
+  uint64_t bytes, packets, drops, backlog; /* cumulative bytes and drops; backlog: the queue now */
+} shoal__qstat_t;
+
+/* Fill st[i] for every i whose ifname has a root qdisc here (found = 1). 0, or a negative status. */
+int shoal__qdisc_read(shoal__qstat_t *st, int n);
+
+typedef struct shoal__tcpstat {
+  uint32_t src_ip, dst_ip; /* network order */
+  uint16_t sport, dport;   /* host order */
+  uint64_t cookie;         /* the socket's kernel cookie: the same socket from one dump to the next */
+  uint64_t bytes_acked;
+  uint32_t wqueue;         /* bytes written but not acknowledged yet (queued or in flight) */
+  uint64_t delivery_rate;  /* bytes/s */
+  uint32_t rtt_us;
+  uint64_t pacing_rate, max_pacing_rate; /* bytes/s */
+} shoal__tcpstat_t;
+
+/* Every established IPv4 TCP socket of this network namespace, at most cap; their number, or a negative
+ * status. */
+int shoal__tcp_sockets(shoal__tcpstat_t *out, int cap);
+
+#endif
