@@ -17,7 +17,7 @@
 #include "flow/status.h"
 #include "flow/topo.h"
 #include "shoal/status.h"
-#include "testbed.h"
+#include "testbed/testbed.h"
 
 #define FLOW_CTL_ADDR "10.90.255.254" /* the controller's address in a testbed's fabric namespace */
 #define FLOW_CTL_PORT 29610
