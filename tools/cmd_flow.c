@@ -1,5 +1,6 @@
-/* shoal flow: flow scheduling between training jobs (docs/flow.md). The daemons and the planner live in
- * src/flow; this file reads options and, for --testbed, finds the testbed's hosts and enters its fabric. */
+/* shoal flow controller|agent|status: flow scheduling between training jobs (docs/flow.md). The daemons and
+ * the planner live in src/flow; this file reads options and, for --testbed, finds the testbed's hosts and
+ * enters its fabric. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,11 +12,13 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "flow/agent.h"
 #include "flow/controller.h"
 #include "flow/status.h"
 #include "flow/topo.h"
+#include "options.h"
 #include "shoal/status.h"
 #include "testbed/testbed.h"
 
@@ -36,49 +39,11 @@ static void catch_signals(void) {
   sigaction(SIGHUP, &sa, NULL);
 }
 
-static int bad(const char *cmd, const char *fmt, const char *a, const char *b) {
-  fprintf(stderr, "shoal flow %s: ", cmd);
-  fprintf(stderr, fmt, a, b);
-  fputc('\n', stderr);
+/* --testbed NAME: a testbed's name; 0, or 2 after the message */
+static int check_testbed(const char *cmd, const char *name) {
+  if (!name || shoal__tb_name_ok(name)) return 0;
+  fprintf(stderr, "shoal flow %s: --testbed '%s': a lower-case letter then up to 11 letters or digits\n", cmd, name);
   return 2;
-}
-
-/* The value of option argv[*i]; NULL (and a message) when it is the last word. */
-static const char *val(const char *cmd, int argc, char **argv, int *i) {
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "shoal flow %s: %s needs a value\n", cmd, argv[*i]);
-    return NULL;
-  }
-  return argv[++*i];
-}
-
-static int num(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out) {
-  if (!s) return 2;
-  if (shoal__parse_double(opt, s, lo, hi, out)) return fprintf(stderr, "shoal flow %s: %s\n", cmd, shoal_last_error()), 2;
-  return 0;
-}
-
-static int rate(const char *cmd, const char *opt, const char *s, double *out) {
-  if (!s) return 2;
-  if (shoal__parse_rate(opt, s, out)) return fprintf(stderr, "shoal flow %s: %s\n", cmd, shoal_last_error()), 2;
-  return 0;
-}
-
-/* "host:port" or "host" (the default port). */
-static int host_port(const char *cmd, const char *s, char *host, size_t cap, int *port) {
-  if (!s) return 2;
-  const char *colon = strrchr(s, ':');
-  size_t hl = colon ? (size_t)(colon - s) : strlen(s);
-  if (hl == 0 || hl >= cap) return bad(cmd, "--controller '%s': expected HOST[:PORT]%s", s, "");
-  memcpy(host, s, hl);
-  host[hl] = 0;
-  *port = FLOW_CTL_PORT;
-  if (colon) {
-    double p;
-    if (num(cmd, "--controller's port", colon + 1, 1, 65535, &p)) return 2;
-    *port = (int)p;
-  }
-  return 0;
 }
 
 /* ---- testbeds ---- */
@@ -132,20 +97,53 @@ static int enter_fabric(const tb_t *tb) {
 
 /* ---- controller ---- */
 
-static void ctl_usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal flow controller (--testbed NAME | --topo FILE) [--listen ADDR] [--port P]\n"
-          "         [--slot-ms MS] [--horizon K] [--factor F] [--policy mlcc|greedy|equal] [--floor F]\n"
-          "         [--no-feedback] [--log FILE] [--duration S]\n"
-          "  the emulated switch: plans every flow's rate over the next K slots from the agents' reports.\n"
-          "  --testbed NAME  run in the testbed's fabric namespace at " FLOW_CTL_ADDR ", its links and qdiscs\n"
-          "  --topo FILE     hosts, racks and rates (docs/flow.md#topology-file); --listen [0.0.0.0]\n"
-          "  --port P [%d]  --slot-ms [100] (1..10000)  --horizon [10] (1..%d)  --factor [1.6] (1..10)\n"
-          "  --policy [mlcc]: mlcc (dependency-aware), greedy (no ring rule), equal (static equal share)\n"
-          "  --floor [0.02]: rate of a waiting flow, fraction of its path (0..1]\n"
-          "  --no-feedback: ignore the qdiscs  --log FILE: a CSV line per link and flow each slot\n",
-          FLOW_CTL_PORT, SHOAL__FPLAN_MAX_K);
+typedef struct ctl_cli {
+  shoal__fctl_opts_t o;
+  const char *testbed, *topo, *listen;
+  double slot_ms;
+} ctl_cli_t;
+
+#define SHOAL_OPTS_STRUCT ctl_cli_t
+static const shoal_opt_t ctl_opts[] = {
+    OPT_STRING("--testbed", "NAME", testbed, "run in the testbed's fabric namespace at " FLOW_CTL_ADDR ", with its links\n"
+               "and qdiscs as the topology", .def = "", .expect = "a testbed name"),
+    OPT_STRING("--topo", "FILE", topo, "hosts, racks and rates (docs/flow.md#topology-file)", .def = "", .expect = "a file"),
+    OPT_STRING("--listen", "ADDR", listen, "the address to listen on (with --testbed: " FLOW_CTL_ADDR ")",
+               .expect = "an IPv4 address"),
+    OPT_INT("--port", "P", o.port, 0, 65535, "the port agents connect to (0: any, printed)"),
+    OPT_DOUBLE("--slot-ms", "MS", slot_ms, 1, 10000, "slot length; the agents follow it"),
+    OPT_INT("--horizon", "K", o.cfg.horizon, 1, SHOAL__FPLAN_MAX_K, "slots planned ahead"),
+    OPT_DOUBLE("--factor", "F", o.cfg.factor, 1, 10, "volume planned for an iteration, as a multiple of the previous one's"),
+    OPT_ENUM("--policy", "mlcc|greedy|equal", o.cfg.policy, "mlcc|greedy|equal",
+             "mlcc: dependency-aware slots; greedy: the same without the ring rule; equal: static\n"
+             "equal-share pacing", .def = "mlcc"),
+    OPT_DOUBLE("--floor", "F", o.cfg.floor_frac, 1e-6, 1, "rate of a flow told to wait, as a fraction of its path"),
+    OPT_FLAG_SET("--no-feedback", o.feedback, 0, "ignore the qdiscs' backlog and drops"),
+    OPT_STRING("--log", "FILE", o.log_path, "a CSV line per link and flow each slot", .def = "", .expect = "a file"),
+    OPT_DOUBLE("--duration", "S", o.duration_s, 0, 1e7, "stop after S seconds (0: at SIGINT or SIGTERM)"),
+    OPT_END,
+};
+
+static int ctl_resolve(void *cli, const shoal_opts_res_t *r) {
+  ctl_cli_t *c = cli;
+  (void)r;
+  if (!!c->testbed == !!c->topo)
+    return fprintf(stderr, "shoal flow controller: give the network: --testbed NAME or --topo FILE (one of them)\n"), 2;
+  if (strlen(c->listen) >= sizeof c->o.listen_addr)
+    return fprintf(stderr, "shoal flow controller: --listen '%s': too long\n", c->listen), 2;
+  return check_testbed("controller", c->testbed);
 }
+
+static const shoal_opts_spec_t ctl_spec = {
+    .name = "shoal flow controller",
+    .usage = "usage: shoal flow controller (--testbed NAME | --topo FILE) [--listen ADDR] [--port P] [--slot-ms MS]\n"
+             "         [--horizon K] [--factor F] [--policy mlcc|greedy|equal] [--floor F] [--no-feedback]\n"
+             "         [--log FILE] [--duration S]\n"
+             "The emulated switch: plans every flow's rate over the next K slots from the agents' reports and the\n"
+             "links' qdiscs (docs/flow.md#the-controller).\n",
+    .opts = ctl_opts,
+    .resolve = ctl_resolve,
+};
 
 static void print_port(int port, void *arg) {
   (void)arg;
@@ -153,151 +151,150 @@ static void print_port(int port, void *arg) {
   fflush(stdout);
 }
 
-/* Long function: one branch per option of the table in ctl_usage. */
 static int cmd_controller(int argc, char **argv) {
   static shoal__ftopo_t topo;
-  shoal__fctl_opts_t o = {.port = FLOW_CTL_PORT, .feedback = 1, .stop = &stop_flag, .on_listen = print_port};
-  shoal__fplan_cfg_default(&o.cfg);
-  snprintf(o.listen_addr, sizeof o.listen_addr, "0.0.0.0");
-  const char *testbed = NULL, *topo_path = NULL, *c = "controller";
-  double v;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return ctl_usage(stdout), 0;
-    if (!strcmp(a, "--testbed")) {
-      if (!(testbed = val(c, argc, argv, &i))) return 2;
-    } else if (!strcmp(a, "--topo")) {
-      if (!(topo_path = val(c, argc, argv, &i))) return 2;
-    } else if (!strcmp(a, "--listen")) {
-      const char *s = val(c, argc, argv, &i);
-      if (!s || strlen(s) >= sizeof o.listen_addr) return s ? bad(c, "--listen '%s': too long%s", s, "") : 2;
-      snprintf(o.listen_addr, sizeof o.listen_addr, "%s", s);
-    } else if (!strcmp(a, "--port")) {
-      if (num(c, a, val(c, argc, argv, &i), 0, 65535, &v)) return 2;
-      o.port = (int)v;
-    } else if (!strcmp(a, "--slot-ms")) {
-      if (num(c, a, val(c, argc, argv, &i), 1, 10000, &v)) return 2;
-      o.cfg.slot_s = v / 1e3;
-    } else if (!strcmp(a, "--horizon")) {
-      if (num(c, a, val(c, argc, argv, &i), 1, SHOAL__FPLAN_MAX_K, &v) || v != (int)v)
-        return fprintf(stderr, "shoal flow controller: --horizon: a whole number of slots, 1..%d\n", SHOAL__FPLAN_MAX_K), 2;
-      o.cfg.horizon = (int)v;
-    } else if (!strcmp(a, "--factor")) {
-      if (num(c, a, val(c, argc, argv, &i), 1, 10, &o.cfg.factor)) return 2;
-    } else if (!strcmp(a, "--floor")) {
-      if (num(c, a, val(c, argc, argv, &i), 1e-6, 1, &o.cfg.floor_frac)) return 2;
-    } else if (!strcmp(a, "--policy")) {
-      const char *s = val(c, argc, argv, &i);
-      if (!s) return 2;
-      if ((o.cfg.policy = shoal__fplan_policy_parse(s)) < 0) return bad(c, "--policy '%s': expected mlcc, greedy or equal%s", s, "");
-    } else if (!strcmp(a, "--no-feedback")) {
-      o.feedback = 0;
-    } else if (!strcmp(a, "--log")) {
-      if (!(o.log_path = val(c, argc, argv, &i))) return 2;
-    } else if (!strcmp(a, "--duration")) {
-      if (num(c, a, val(c, argc, argv, &i), 0.1, 1e7, &o.duration_s)) return 2;
-    } else {
-      ctl_usage(stderr);
-      return bad(c, "unknown option '%s'%s", a, "");
-    }
-  }
-  if (!!testbed == !!topo_path) return bad(c, "give the network: --testbed NAME or --topo FILE (one of them)%s%s", "", "");
-  if (topo_path && shoal__ftopo_read(topo_path, &topo)) return fprintf(stderr, "shoal flow controller: %s\n", shoal_last_error()), 1;
-  if (testbed) {
+  ctl_cli_t c = {.o = {.port = FLOW_CTL_PORT, .feedback = 1, .stop = &stop_flag, .on_listen = print_port},
+                 .listen = "0.0.0.0"};
+  shoal__fplan_cfg_default(&c.o.cfg);
+  c.slot_ms = c.o.cfg.slot_s * 1e3;
+  shoal_opts_res_t res;
+  int st = shoal_opts_parse(&ctl_spec, argc, argv, &c, &res);
+  if (st != SHOAL_OPTS_GO) return st;
+  c.o.cfg.slot_s = c.slot_ms / 1e3;
+  if (c.o.log_path && !*c.o.log_path) c.o.log_path = NULL;
+  if (c.testbed && !shoal_opts_given(&res, "--listen")) c.listen = FLOW_CTL_ADDR;
+  snprintf(c.o.listen_addr, sizeof c.o.listen_addr, "%s", c.listen);
+  if (c.topo && shoal__ftopo_read(c.topo, &topo)) return fprintf(stderr, "shoal flow controller: %s\n", shoal_last_error()), 1;
+  if (c.testbed) {
     static tb_t tb;
-    if (load_testbed(c, testbed, &tb)) return 1;
+    if (load_testbed("controller", c.testbed, &tb)) return 1;
     testbed_topo(&tb, &topo);
     if (enter_fabric(&tb)) return 1;
-    if (!strcmp(o.listen_addr, "0.0.0.0")) snprintf(o.listen_addr, sizeof o.listen_addr, FLOW_CTL_ADDR);
   }
-  o.topo = &topo;
+  c.o.topo = &topo;
   catch_signals();
-  int rc = shoal__fctl_run(&o);
+  int rc = shoal__fctl_run(&c.o);
   if (rc) fprintf(stderr, "shoal flow controller: %s\n", shoal_last_error());
   return rc ? 1 : 0;
 }
 
 /* ---- agent ---- */
 
-static void agent_usage(FILE *f) {
-  fprintf(f,
-          "usage: shoal flow agent --controller HOST[:PORT] [--host NAME] [--slot-ms MS] [--estimate [--bias RATE]]\n"
-          "         [--log FILE] [--duration S]\n"
-          "  the host agent: reads this host's flow segment each slot, asks the controller for rates, writes them\n"
-          "  for the ranks' transports (SO_MAX_PACING_RATE). One per host (on a testbed: shoal testbed exec hN --).\n"
-          "  --controller HOST[:PORT] (port %d)  --host NAME: segment /dev/shm/shoal-flow.NAME [SHOAL_FLOW_HOST,\n"
-          "  else the host name]  --slot-ms [100] (1..10000; the controller's wins)  --estimate: report each flow's\n"
-          "  best delivery rate of the last slots minus --bias [0] as what it can get (else the line rate)\n",
-          FLOW_CTL_PORT);
+typedef struct agent_cli {
+  shoal__fagent_opts_t o;
+  const char *host;
+  double slot_ms;
+} agent_cli_t;
+
+/* --controller HOST[:PORT] */
+static int parse_ctl(const char *n, const char *v, void *field) {
+  shoal__fagent_opts_t *o = field;
+  const char *colon = strrchr(v, ':');
+  size_t hl = colon ? (size_t)(colon - v) : strlen(v);
+  if (hl == 0 || hl >= sizeof o->ctl_host)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected HOST[:PORT]", n, v);
+  double p = FLOW_CTL_PORT;
+  if (colon && shoal_opts_integer("--controller's port", colon + 1, 1, 65535, &p)) return -1;
+  memcpy(o->ctl_host, v, hl);
+  o->ctl_host[hl] = 0;
+  o->ctl_port = (int)p; /* 1..65535: given */
+  return 0;
 }
 
+enum { M_ESTIMATE };
+static int on_estimate(const void *c) { return ((const agent_cli_t *)c)->o.estimate; }
+static const shoal_opt_mode_t agent_modes[] = {[M_ESTIMATE] = {on_estimate, "applies with --estimate only", NULL}};
+
+#undef SHOAL_OPTS_STRUCT
+#define SHOAL_OPTS_STRUCT agent_cli_t
+static const shoal_opt_t agent_opts[] = {
+    OPT_CALL("--controller", "HOST[:PORT]", o, shoal__fagent_opts_t, parse_ctl, "the controller (port 29610 unless given)",
+             .def = "", .expect = "HOST[:PORT]"),
+    OPT_STRING("--host", "NAME", host, "the segment /dev/shm/shoal-flow.NAME this host's ranks write", .def =
+               "SHOAL_FLOW_HOST, else the host name", .expect = "a host name"),
+    OPT_DOUBLE("--slot-ms", "MS", slot_ms, 1, 10000, "slot length until the controller says its own"),
+    OPT_FLAG("--estimate", o.estimate, "report each flow's best delivery rate of the last slots (minus --bias) as\n"
+             "what it can get (else: the line rate)"),
+    OPT_RATE("--bias", "RATE", o.bias_bps, "subtracted from the delivery rate in the estimate", .def = "0", .when = 1u << M_ESTIMATE),
+    OPT_STRING("--log", "FILE", o.log_path, "a CSV line per flow each slot", .def = "", .expect = "a file"),
+    OPT_DOUBLE("--duration", "S", o.duration_s, 0, 1e7, "stop after S seconds (0: at SIGINT or SIGTERM)"),
+    OPT_END,
+};
+
+static int agent_resolve(void *cli, const shoal_opts_res_t *r) {
+  agent_cli_t *c = cli;
+  (void)r;
+  if (!c->o.ctl_port) return fprintf(stderr, "shoal flow agent: --controller HOST[:PORT] is required\n"), 2;
+  if (c->host && (!*c->host || strlen(c->host) >= sizeof c->o.host))
+    return fprintf(stderr, "shoal flow agent: --host '%s': 1 to %zu characters\n", c->host, sizeof c->o.host - 1), 2;
+  return 0;
+}
+
+static const shoal_opts_spec_t agent_spec = {
+    .name = "shoal flow agent",
+    .usage = "usage: shoal flow agent --controller HOST[:PORT] [--host NAME] [--slot-ms MS] [--estimate [--bias RATE]]\n"
+             "         [--log FILE] [--duration S]\n"
+             "The host agent: each slot it reads this host's flow segment, asks the controller for the flows'\n"
+             "rates and writes them for the ranks' transports. One per host (a testbed's: shoal testbed up --flow).\n",
+    .opts = agent_opts,
+    .modes = agent_modes,
+    .resolve = agent_resolve,
+};
+
 static int cmd_agent(int argc, char **argv) {
-  shoal__fagent_opts_t o = {.slot_s = 0.1, .stop = &stop_flag};
-  const char *c = "agent";
-  int have_ctl = 0;
-  double v;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) return agent_usage(stdout), 0;
-    if (!strcmp(a, "--controller")) {
-      if (host_port(c, val(c, argc, argv, &i), o.ctl_host, sizeof o.ctl_host, &o.ctl_port)) return 2;
-      have_ctl = 1;
-    } else if (!strcmp(a, "--host")) {
-      const char *s = val(c, argc, argv, &i);
-      if (!s || !*s || strlen(s) >= sizeof o.host) return s ? bad(c, "--host '%s': 1 to 63 characters%s", s, "") : 2;
-      snprintf(o.host, sizeof o.host, "%s", s);
-    } else if (!strcmp(a, "--slot-ms")) {
-      if (num(c, a, val(c, argc, argv, &i), 1, 10000, &v)) return 2;
-      o.slot_s = v / 1e3;
-    } else if (!strcmp(a, "--estimate")) {
-      o.estimate = 1;
-    } else if (!strcmp(a, "--bias")) {
-      if (rate(c, a, val(c, argc, argv, &i), &o.bias_bps)) return 2;
-    } else if (!strcmp(a, "--log")) {
-      if (!(o.log_path = val(c, argc, argv, &i))) return 2;
-    } else if (!strcmp(a, "--duration")) {
-      if (num(c, a, val(c, argc, argv, &i), 0.1, 1e7, &o.duration_s)) return 2;
-    } else {
-      agent_usage(stderr);
-      return bad(c, "unknown option '%s'%s", a, "");
-    }
-  }
-  if (!have_ctl) return agent_usage(stderr), bad(c, "--controller HOST[:PORT] is required%s%s", "", "");
+  agent_cli_t c = {.o = {.slot_s = 0.1, .stop = &stop_flag}};
+  c.slot_ms = c.o.slot_s * 1e3;
+  int st = shoal_opts_parse(&agent_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
+  c.o.slot_s = c.slot_ms / 1e3;
+  if (c.o.log_path && !*c.o.log_path) c.o.log_path = NULL;
+  if (c.host) snprintf(c.o.host, sizeof c.o.host, "%s", c.host);
   catch_signals();
-  int rc = shoal__fagent_run(&o);
+  int rc = shoal__fagent_run(&c.o);
   if (rc) fprintf(stderr, "shoal flow agent: %s\n", shoal_last_error());
   return rc ? 1 : 0;
 }
 
 /* ---- status ---- */
 
+typedef struct status_cli {
+  const char *testbed;
+  shoal_opts_list_t hosts;
+} status_cli_t;
+
+#undef SHOAL_OPTS_STRUCT
+#define SHOAL_OPTS_STRUCT status_cli_t
+static const shoal_opt_t status_opts[] = {
+    OPT_STRING("--testbed", "NAME", testbed, "every host of the testbed", .def = "", .expect = "a testbed name"),
+    OPT_LIST("--host", "NAME", hosts, "this host (repeatable)", .def = "SHOAL_FLOW_HOST, else the host name"),
+    OPT_END,
+};
+
+static int status_resolve(void *cli, const shoal_opts_res_t *r) {
+  status_cli_t *c = cli;
+  (void)r;
+  if (c->testbed && c->hosts.n) return fprintf(stderr, "shoal flow status: --testbed and --host: one or the other\n"), 2;
+  return check_testbed("status", c->testbed);
+}
+
+static const shoal_opts_spec_t status_spec = {
+    .name = "shoal flow status",
+    .usage = "usage: shoal flow status [--testbed NAME | --host NAME ...]\n"
+             "One line per host agent: its flows, their rates, the background, the last controller contact.\n",
+    .opts = status_opts,
+    .resolve = status_resolve,
+};
+
 static int cmd_status(int argc, char **argv) {
-  const char *testbed = NULL, *c = "status";
-  const char *hosts[64];
-  int nh = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: shoal flow status [--testbed NAME | --host NAME ...]\n"
-             "  one line per host agent: its flows, their rates, the background, the last controller contact\n"
-             "  (default: this host, SHOAL_FLOW_HOST or the host name)\n");
-      return 0;
-    }
-    if (!strcmp(argv[i], "--testbed")) {
-      if (!(testbed = val(c, argc, argv, &i))) return 2;
-    } else if (!strcmp(argv[i], "--host")) {
-      if (nh == 64) return bad(c, "--host: at most 64 hosts%s%s", "", "");
-      if (!(hosts[nh++] = val(c, argc, argv, &i))) return 2;
-    } else {
-      return bad(c, "unknown option '%s'%s", argv[i], "");
-    }
-  }
-  if (testbed && nh) return bad(c, "--testbed and --host: one or the other%s%s", "", "");
+  status_cli_t c = {0};
+  int st = shoal_opts_parse(&status_spec, argc, argv, &c, NULL);
+  if (st != SHOAL_OPTS_GO) return st;
   static tb_t tb;
-  if (testbed && load_testbed(c, testbed, &tb)) return 1;
-  int n = testbed ? tb.nhosts : nh ? nh : 1;
+  if (c.testbed && load_testbed("status", c.testbed, &tb)) return 1;
+  int n = c.testbed ? tb.nhosts : c.hosts.n ? c.hosts.n : 1;
   char line[1024];
   for (int i = 0; i < n; i++) {
-    const char *h = testbed ? tb.h[i].ns : nh ? hosts[i] : shoal__config_str("SHOAL_FLOW_HOST", NULL);
+    const char *h = c.testbed ? tb.h[i].ns : c.hosts.n ? c.hosts.v[i] : shoal__config_str("SHOAL_FLOW_HOST", NULL);
     char me[256];
     if (!h || !*h) h = gethostname(me, sizeof me) == 0 ? me : "localhost";
     if (shoal__flow_status_line(h, line, sizeof line)) return fprintf(stderr, "shoal flow status: %s\n", shoal_last_error()), 1;
@@ -306,14 +303,16 @@ static int cmd_status(int argc, char **argv) {
   return 0;
 }
 
+static const shoal_subcmd_t flow_subs[] = {
+    {"controller", cmd_controller, "the emulated switch: plans the flows' rates slot by slot"},
+    {"agent", cmd_agent, "the host agent: reports this host's flows, applies their rates"},
+    {"status", cmd_status, "one line per host agent"},
+    {NULL, NULL, NULL},
+};
+
 int shoal_cmd_flow(int argc, char **argv) {
-  const char *sub = argc > 1 ? argv[1] : NULL;
-  if (sub && !strcmp(sub, "controller")) return cmd_controller(argc - 1, argv + 1);
-  if (sub && !strcmp(sub, "agent")) return cmd_agent(argc - 1, argv + 1);
-  if (sub && !strcmp(sub, "status")) return cmd_status(argc - 1, argv + 1);
-  FILE *f = sub && (!strcmp(sub, "-h") || !strcmp(sub, "--help")) ? stdout : stderr;
-  fprintf(f, "usage: shoal flow controller|agent|status [options]   (shoal flow SUB --help)\n"
-             "  flow scheduling between training jobs that share a network (docs/flow.md)\n");
-  if (sub && f == stderr) fprintf(stderr, "shoal flow: unknown subcommand '%s'\n", sub);
-  return f == stdout ? 0 : 2;
+  return shoal_opts_dispatch("shoal flow",
+                             "usage: shoal flow controller|agent|status [options]\n"
+                             "Flow scheduling between training jobs that share a network (docs/flow.md).\n",
+                             flow_subs, NULL, argc, argv);
 }

@@ -89,22 +89,7 @@ int shoal_opts_bytes(const char *name, const char *s, double lo, double hi, size
 }
 
 int shoal_opts_rate(const char *name, const char *s, double *out) {
-  double v = 0, mul = 1;
-  const char *e = NULL;
-  if (s && !shoal__strtod_decimal(s, &v, &e)) {
-    if (!strcasecmp(e, "gbit") || !strcasecmp(e, "g")) mul = 1e9;
-    else if (!strcasecmp(e, "mbit") || !strcasecmp(e, "m")) mul = 1e6;
-    else if (!strcasecmp(e, "kbit") || !strcasecmp(e, "k")) mul = 1e3;
-    else if (!strcasecmp(e, "bit") || !*e) mul = 1;
-    else e = NULL;
-  }
-  if (!e || !(v >= 0) || (v * mul > 0 && v * mul < 8000) || v * mul > 1e12) {
-    shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected a rate like 1gbit, 200mbit, 500M or 0 (unshaped), >= 8kbit",
-                  name, s ? s : "");
-    return -1;
-  }
-  *out = v * mul;
-  return 0;
+  return shoal__parse_rate(name, s, out) ? -1 : 0;
 }
 
 const char *shoal_opts_rate_str(double bps, char *b, size_t cap) {

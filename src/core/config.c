@@ -271,18 +271,18 @@ int shoal__parse_double(const char *what, const char *s, double min, double max,
 }
 
 int shoal__parse_rate(const char *what, const char *s, double *out) {
-  double v;
-  const char *end;
-  if (!s || shoal__strtod_decimal(s, &v, &end) || !(v >= 0))
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': expected a rate like 1gbit, 40mbit, 500M or 0", what, s ? s : "");
-  double mul;
-  if (!strcasecmp(end, "gbit") || !strcasecmp(end, "g")) mul = 1e9;
-  else if (!strcasecmp(end, "mbit") || !strcasecmp(end, "m")) mul = 1e6;
-  else if (!strcasecmp(end, "kbit") || !strcasecmp(end, "k")) mul = 1e3;
-  else if (!strcasecmp(end, "bit") || !*end) mul = 1;
-  else return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': unknown unit '%s' (gbit, mbit, kbit, bit; G, M, k)", what, s, end);
-  if ((v * mul > 0 && v * mul < 8000) || v * mul > 1e12)
-    return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': out of range (0, or 8kbit to 1000gbit)", what, s);
+  double v = 0, mul = 1;
+  const char *e = NULL;
+  if (s && !shoal__strtod_decimal(s, &v, &e)) {
+    if (!strcasecmp(e, "gbit") || !strcasecmp(e, "g")) mul = 1e9;
+    else if (!strcasecmp(e, "mbit") || !strcasecmp(e, "m")) mul = 1e6;
+    else if (!strcasecmp(e, "kbit") || !strcasecmp(e, "k")) mul = 1e3;
+    else if (!strcasecmp(e, "bit") || !*e) mul = 1;
+    else e = NULL;
+  }
+  if (!e || !(v >= 0) || (v * mul > 0 && v * mul < 8000) || v * mul > 1e12)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected a rate like 1gbit, 200mbit, 500M or 0 (unshaped), >= 8kbit",
+                         what, s ? s : "");
   *out = v * mul;
   return 0;
 }

@@ -49,7 +49,7 @@ int shoal__list_has_empty(const char *s, char sep);
 int shoal__parse_long(const char *what, const char *s, long min, long max, long *out);
 int shoal__parse_double(const char *what, const char *s, double min, double max, double *out);
 /* A link rate in bits/s: decimal number and unit gbit|mbit|kbit|bit (or G, M, k, none), as tc writes them;
- * 0 or 8 kbit/s to 1000 Gbit/s. */
+ * 0 (unshaped) or 8 kbit/s to 1000 Gbit/s. The options' RATE kind and the flow topology file read it. */
 int shoal__parse_rate(const char *what, const char *s, double *out);
 
 /* Print the table: name, current value, default, help. markdown != 0 prints

@@ -6,7 +6,7 @@
  * host name (gethostname(), per emulated host on the testbed). The ranks of every job on the host write one
  * slot per cross-host TCP connection: cumulative bytes handed to the socket and the job's iteration marks;
  * the agent reads them each time slot and writes back a pacing rate per slot, which the rank applies with
- * SO_MAX_PACING_RATE. Single writer per field: counters are written by the owning rank only, rates and the
+ * a token bucket in its send path. Single writer per field: counters are written by the owning rank only, rates and the
  * agent's fields by the agent only, so relaxed atomics suffice; claiming and freeing slots and the
  * initialization of a fresh object happen under flock() on the object.
  *

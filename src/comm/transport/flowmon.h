@@ -1,8 +1,8 @@
 /* The flow monitor of the TCP transport (docs/flow.md): every cross-host TCP connection of a world gets a
  * slot in this host's flow segment (core/flowseg.h), where the transport adds the bytes it hands to the
- * socket and applies the pacing rate the host agent wrote (SO_MAX_PACING_RATE). Off unless the segment
- * exists (an agent runs on the host) or SHOAL_FLOW_MONITOR=on; a monitor that cannot start logs why and
- * the world runs without it. Included by comm_impl.h. */
+ * socket and applies the pacing rate the host agent wrote (a token bucket in the send path). Off unless
+ * the segment exists (an agent runs on the host) or SHOAL_FLOW_MONITOR=on; a monitor that cannot start
+ * logs why and the world runs without it. Included by comm_impl.h. */
 #ifndef SHOAL_COMM_FLOWMON_H
 #define SHOAL_COMM_FLOWMON_H
 
