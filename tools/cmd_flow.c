@@ -22,8 +22,8 @@
 #include "shoal/status.h"
 #include "testbed/testbed.h"
 
-#define FLOW_CTL_ADDR "10.90.255.254" /* the controller's address in a testbed's fabric namespace */
-#define FLOW_CTL_PORT 29610
+#define FLOW_CTL_ADDR TB_CTL_ADDR /* the controller's address in a testbed's fabric namespace */
+#define FLOW_CTL_PORT TB_FLOW_PORT
 
 static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) {

@@ -70,9 +70,11 @@ static int parse_oversub(const char *n, const char *v, void *field) {
   return 0;
 }
 
-enum { M_SLURM };
+enum { M_SLURM, M_FLOW };
 static int on_slurm(const void *c) { return ((const up_cli_t *)c)->o.slurm; }
-static const shoal_opt_mode_t up_modes[] = {[M_SLURM] = {on_slurm, "applies with --slurm only", NULL}};
+static int on_flow(const void *c) { return ((const up_cli_t *)c)->o.flow; }
+static const shoal_opt_mode_t up_modes[] = {[M_SLURM] = {on_slurm, "applies with --slurm only", NULL},
+                                            [M_FLOW] = {on_flow, "applies with --flow only", NULL}};
 
 #define SHOAL_OPTS_STRUCT up_cli_t
 static const shoal_opt_t up_opts[] = {
@@ -94,6 +96,11 @@ static const shoal_opt_t up_opts[] = {
     OPT_INT("--cpus", "C", o.slurm_cpus, 1, 64, "CPUs per host", .def = "max(G, 2)", .when = 1u << M_SLURM),
     OPT_FLAG("--accounting", o.slurm_accounting, "slurmdbd on a MariaDB of its own, fair share, accounts research and\n"
              "other (users root and nobody)", .when = 1u << M_SLURM),
+    OPT_GROUP("Flow scheduling between jobs (docs/flow.md):"),
+    OPT_FLAG("--flow", o.flow, "the flow controller in the fabric (" TB_CTL_ADDR "), an agent per host"),
+    OPT_CHOICE("--flow-policy", "mlcc|greedy|equal", o.flow_opts.policy, "mlcc|greedy|equal", "the controller's policy",
+               .when = 1u << M_FLOW),
+    OPT_DOUBLE("--flow-slot-ms", "MS", o.flow_opts.slot_ms, 1, 10000, "the slot length", .when = 1u << M_FLOW),
     OPT_END,
 };
 
@@ -110,6 +117,7 @@ static const shoal_opts_spec_t up_spec = {
     .name = "shoal testbed up",
     .usage = "usage: shoal testbed up [--name NAME] [--hosts H] [--racks R] [--rate RATE] [--oversub X | --uplink RATE]\n"
              "                        [--topo FILE] [--no-cgroup] [--slurm [--gpus G] [--cpus C] [--accounting]]\n"
+             "                        [--flow [--flow-policy mlcc|greedy|equal] [--flow-slot-ms MS]]\n"
              "An emulated cluster on this machine: each host is a network namespace with its own host name and\n"
              "address (10.90.<rack>.<i>), linked to its rack's bridge; racks meet at a core bridge through an\n"
              "uplink. Rates are tbf-shaped on egress and ingress. Needs root.\n",
@@ -119,7 +127,7 @@ static const shoal_opts_spec_t up_spec = {
 };
 
 static int cmd_up(int argc, char **argv) {
-  up_cli_t c = {.o = {.name = TB_DEFAULT_NAME, .slurm_gpus = 1,
+  up_cli_t c = {.o = {.name = TB_DEFAULT_NAME, .slurm_gpus = 1, .flow_opts = {.policy = "mlcc", .slot_ms = 100},
                       .topo = {.hosts = 2, .racks = 1, .cgroup = 1, .rate = 1e9, .oversub = 1, .uplink = -1}}};
   int st = shoal_opts_parse(&up_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
@@ -142,7 +150,7 @@ static const shoal_opt_t name_opts[] = {
 static const shoal_opts_spec_t down_spec = {
     .name = "shoal testbed down",
     .usage = "usage: shoal testbed down [--name NAME]\n"
-             "Remove the testbed: its Slurm, the processes left on its hosts, its namespaces and cgroups.\n",
+             "Remove the testbed: its flow daemons and segments, its Slurm, the processes left on its hosts, its namespaces and cgroups.\n",
     .opts = name_opts,
 };
 static const shoal_opts_spec_t status_spec = {

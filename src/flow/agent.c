@@ -289,7 +289,9 @@ static void slot_step(agent_t *a, uint64_t deadline_ns) {
   if (rc) {
     /* a closed or refused connection: the controller is gone, fall back now; a slow one: after 2 slots */
     int gone = rc != SHOAL_ERR_TIMEOUT;
-    if (a->misses++ == 0 || gone) SHOAL_WARN("FLOW", "%s%s", shoal_last_error(), a->paced ? "; flows unpaced" : "");
+    /* said once per outage: a controller that stays away is retried every slot, quietly */
+    if (a->misses++ == 0) SHOAL_WARN("FLOW", "%s%s", shoal_last_error(), a->paced && gone ? "; flows unpaced" : "");
+    else if (a->misses == 2 && a->paced && !gone) SHOAL_WARN("FLOW", "no answer for 2 slots; flows unpaced");
     ctl_close(a);
     if (gone || a->misses >= 2) unpace_all(a);
   }

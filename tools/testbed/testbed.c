@@ -27,8 +27,12 @@ static int slurm_up(const tb_up_opts_t *o, char *err, size_t cap) {
   return shoal__tb_slurm_up(o->name, o->slurm_gpus, o->slurm_cpus, o->slurm_accounting, err, cap);
 }
 
+static int flow_wanted(const tb_up_opts_t *o) { return o->flow; }
+static int flow_up(const tb_up_opts_t *o, char *err, size_t cap) { return shoal__tb_flow_up(o->name, &o->flow_opts, err, cap); }
+
 static const tb_part_t parts[] = {
     {"--slurm", slurm_wanted, slurm_up, shoal__tb_slurm_down, shoal__tb_slurm_status},
+    {"--flow", flow_wanted, flow_up, shoal__tb_flow_down, shoal__tb_flow_status},
 };
 #define NPARTS (sizeof parts / sizeof parts[0])
 

@@ -14,6 +14,7 @@
  *     -> cpu.c    per-host CPU limits: cgroup v1 quota or a SIGSTOP/SIGCONT duty-cycle daemon
  *     -> slurm.c  Slurm on the hosts (munged, slurmctld in the fabric, a slurmd per host)
  *          -> accounting.c  with --accounting: MariaDB and slurmdbd in the fabric, the cluster's accounts
+ *     -> flow.c   flow scheduling (the controller in the fabric, an agent per host)
  *          -> daemon.c  daemons started by a part, recorded with their start time, stopped by down
  *   plan.c     placing the ranks of `shoal launch --testbed`
  *   all of them -> host.c (entering a host: setns, UTS, private /etc/hosts, cgroup; the processes on it)
@@ -33,7 +34,8 @@
 #define TB_CGROUP_CPU "/sys/fs/cgroup/cpu"
 #define TB_IFNAME "eth0" /* every host's link, inside its namespace */
 #define TB_DEFAULT_NAME "shoal"
-#define TB_CTL_ADDR "10.90.255.254" /* slurmctld's (and slurmdbd's) address in the fabric */
+#define TB_CTL_ADDR "10.90.255.254" /* the fabric's address: slurmctld's, slurmdbd's, the flow controller's */
+#define TB_FLOW_PORT 29610 /* the flow controller's port at TB_CTL_ADDR */
 
 typedef struct tb_host {
   char name[16]; /* "h3" */
@@ -63,11 +65,19 @@ typedef struct tb_topo {
   double rate, oversub, uplink; /* uplink < 0: from oversub */
 } tb_topo_t;
 
+/* Flow scheduling on the hosts (docs/flow.md): the controller's policy and slot. */
+typedef struct tb_flow_opts {
+  const char *policy; /* mlcc, greedy or equal */
+  double slot_ms;
+} tb_flow_opts_t;
+
 typedef struct tb_up_opts {
   const char *name;
   tb_topo_t topo;
   int slurm, slurm_gpus, slurm_cpus; /* Slurm on the hosts: GPUs and CPUs per host (cpus 0: max(gpus, 2)) */
   int slurm_accounting;              /* and slurmdbd on a MariaDB of its own */
+  int flow;                          /* a flow controller in the fabric and an agent per host */
+  tb_flow_opts_t flow_opts;
 } tb_up_opts_t;
 
 /* ---- testbed.c: the lifecycle ---- */
@@ -186,6 +196,11 @@ void shoal__tb_acct_slurm_conf(const char *dir, char *b, size_t cap);
 int shoal__tb_acct_up(const tb_t *tb, const char *dir, const char *pids, char *err, size_t cap);
 /* Start one of its daemons again ("mariadbd" or "slurmdbd"); 0, or -1 with err. */
 int shoal__tb_acct_start(const tb_t *tb, const char *dir, const char *pids, const char *what, char *err, size_t cap);
+/* ---- flow.c: flow scheduling on a testbed (docs/flow.md) ---- */
+void shoal__tb_flow_dir(const char *name, char *buf, size_t cap);
+int shoal__tb_flow_up(const char *name, const tb_flow_opts_t *o, char *err, size_t cap);
+int shoal__tb_flow_down(const char *name, int quiet);
+void shoal__tb_flow_status(const char *name);
 
 /* ---- plan.c: placement for `shoal launch --testbed` ---- */
 typedef struct tb_plan {
