@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,4 +221,20 @@ void shoal__tb_daemons_count(const char *pids_file, int *recorded, int *alive) {
     if (proc_start(pid) == t) ++*alive;
   }
   fclose(f);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)ftw;
+  if (flag == FTW_DP) return rmdir(path) ? -1 : 0;
+  return unlink(path) ? -1 : 0;
+}
+
+int shoal__tb_part_remove(const char *dir, double grace_s, int *stopped) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/pids", dir);
+  *stopped = shoal__tb_daemons_stop(p, grace_s);
+  if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0) return 0;
+  fprintf(stderr, "shoal testbed: cannot remove %s: %s\n", dir, strerror(errno));
+  return 1;
 }

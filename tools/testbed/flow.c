@@ -2,8 +2,6 @@
  * and an agent on every host, recorded in <state dir>/flow/pids; `down` stops them (the agents unpace
  * their hosts' flows on the way out) and removes the hosts' flow segments. */
 #include <errno.h>
-#include <ftw.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,26 +28,18 @@ static int log_has(const char *log, const char *what) {
   return strstr(b, what) != NULL;
 }
 
-/* The controller: this program's `flow controller --testbed NAME`, which enters the fabric itself. Up once
- * it listens; its log is named in the error otherwise. */
-static int start_controller(const char *name, const char *exe, const char *dir, const char *pids, const tb_flow_opts_t *o,
+/* The controller: this program's `flow controller --testbed NAME` in the fabric namespace. Up once it
+ * listens; its log is named in the error otherwise. */
+static int start_controller(const tb_t *tb, const char *exe, const char *dir, const char *pids, const tb_flow_opts_t *o,
                             char *err, size_t cap) {
   char log[256], slot[32], port[16];
   snprintf(log, sizeof log, "%s/controller.log", dir);
   snprintf(slot, sizeof slot, "%g", o->slot_ms);
   snprintf(port, sizeof port, "%d", TB_FLOW_PORT);
-  char *argv[] = {"shoal", "flow", "controller", "--testbed", (char *)name, "--port", port, "--slot-ms", slot,
+  char *argv[] = {"shoal", "flow", "controller", "--testbed", (char *)tb->name, "--port", port, "--slot-ms", slot,
                   "--policy", (char *)o->policy, NULL};
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return shoal__tb_fail(err, cap, "fork: %s", strerror(errno));
-  if (pid == 0) {
-    setsid();
-    shoal__tb_daemon_redirect(log);
-    execv(exe, argv);
-    _exit(127);
-  }
-  if (shoal__tb_daemon_record(pids, "shoal-controller", pid)) return shoal__tb_fail(err, cap, "%s: %s", pids, strerror(errno));
+  pid_t pid = shoal__tb_daemon_in_fabric(tb, pids, "shoal-controller", NULL, log, exe, argv, NULL, err, cap);
+  if (pid < 0) return -1;
   double dl = shoal__now_s() + FLOW_UP_DEADLINE_S;
   while (!log_has(log, "listening on port")) {
     if (waitpid(pid, NULL, WNOHANG) == pid || shoal__now_s() > dl)
@@ -80,7 +70,7 @@ int shoal__tb_flow_up(const char *name, const tb_flow_opts_t *o, char *err, size
     shoal__tb_fail(err, cap, "%s: %s", dir, strerror(errno));
     goto out;
   }
-  if (start_controller(name, exe, dir, pids, o, err, cap)) goto out;
+  if (start_controller(tb, exe, dir, pids, o, err, cap)) goto out;
   for (int i = 0; i < tb->nhosts; i++) {
     char what[32], log[256];
     snprintf(what, sizeof what, "shoal-agent-%s", tb->h[i].name);
@@ -96,20 +86,12 @@ out:
   return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)ftw;
-  if (flag == FTW_DP) return rmdir(path) ? -1 : 0;
-  return unlink(path) ? -1 : 0;
-}
-
 int shoal__tb_flow_down(const char *name, int quiet) {
-  char dir[160], p[256];
+  char dir[160];
   shoal__tb_flow_dir(name, dir, sizeof dir);
   struct stat st;
   if (stat(dir, &st)) return 0;
-  snprintf(p, sizeof p, "%s/pids", dir);
-  int n = shoal__tb_daemons_stop(p, 3), rc = 0;
+  int n, rc = shoal__tb_part_remove(dir, 3, &n);
   /* the hosts' flow segments: ranks of a later testbed of the same name must not find a stale one */
   tb_t *tb = calloc(1, sizeof *tb);
   char err[256];
@@ -120,10 +102,6 @@ int shoal__tb_flow_down(const char *name, int quiet) {
       if (shm_unlink(seg) && errno != ENOENT) fprintf(stderr, "shoal testbed: /dev/shm%s: %s\n", seg, strerror(errno));
     }
   free(tb);
-  if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS)) {
-    fprintf(stderr, "shoal testbed: cannot remove %s: %s\n", dir, strerror(errno));
-    rc = 1;
-  }
   if (!quiet && !rc) printf("testbed %s: flow scheduling stopped (%d daemons)\n", name, n);
   return rc;
 }

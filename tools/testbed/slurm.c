@@ -19,7 +19,6 @@
  * sets SLURM_CONF) or through shoal__tb_slurm_enter (shoal submit / sched serve). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sched.h>
@@ -392,26 +391,13 @@ out:
   return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)ftw;
-  if (flag == FTW_DP) return rmdir(path) ? -1 : 0;
-  return unlink(path) ? -1 : 0;
-}
-
 /* Stop the daemons (SIGTERM, then SIGKILL after 5 s), then remove <dir>. 0 if nothing was there. */
 int shoal__tb_slurm_down(const char *name, int quiet) {
-  char dir[160], p[256];
+  char dir[160];
   shoal__tb_slurm_dir(name, dir, sizeof dir);
   struct stat st;
   if (stat(dir, &st)) return 0;
-  int rc = 0;
-  snprintf(p, sizeof p, "%s/pids", dir);
-  int n = shoal__tb_daemons_stop(p, 5);
-  if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS)) {
-    fprintf(stderr, "shoal testbed: cannot remove %s: %s\n", dir, strerror(errno));
-    rc = 1;
-  }
+  int n, rc = shoal__tb_part_remove(dir, 5, &n);
   if (!quiet && !rc) printf("testbed %s: Slurm stopped (%d daemons)\n", name, n);
   return rc;
 }

@@ -174,6 +174,9 @@ pid_t shoal__tb_daemon_running(const char *pids_file, const char *what);
 int shoal__tb_daemon_stop(const char *pids_file, const char *what, double grace_s);
 /* How many are recorded and how many of them still run. */
 void shoal__tb_daemons_count(const char *pids_file, int *recorded, int *alive);
+/* A part's down: stop the daemons recorded in <dir>/pids (shoal__tb_daemons_stop), then remove dir. 0, or 1
+ * after a message; *stopped: how many were running. */
+int shoal__tb_part_remove(const char *dir, double grace_s, int *stopped);
 /* The output of a daemon's child: stdin on /dev/null, stdout and stderr appended to log. */
 void shoal__tb_daemon_redirect(const char *log);
 
