@@ -297,6 +297,7 @@ static const shoal_opts_spec_t sim_spec = {
     .name = "shoal sim",
     .usage = "usage: shoal sim [--scenario NAME | --trace FILE | --synthetic N [--load L]] [--cluster FILE | cluster flags]\n"
              "                 [--policy P1,P2,...] [--out DIR] [--seed S] [options]\n"
+             "       shoal sim loaning [options]   (training beside inference: shoal sim loaning --help)\n"
              "Run scheduling policies over a trace or a synthetic workload on a simulated cluster and compare\n"
              "them (docs/simulator.md).\n",
     .opts = sim_opts,
@@ -864,7 +865,10 @@ static int sim_run(sim_t *S) {
   return 0;
 }
 
+int shoal_cmd_sim_loaning(int argc, char **argv);
+
 int shoal_cmd_sim(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "loaning")) return shoal_cmd_sim_loaning(argc - 1, argv + 1);
   sim_cli_t c = {.speed = "analytic", .throughputs = "../shared/data/gavel/throughputs.json", .gpu = "v100", .tag = "-",
                  .report = {0, -1}, .lb_slot = 3600, .lb_time = 60, .load_scale = 1};
   shoal__workload_opts_default(&c.wo);

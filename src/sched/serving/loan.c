@@ -11,7 +11,8 @@ static double efficiency(const shoal__goodput_job_t *j, int b) {
   return (j->phi + j->b0) / (j->phi + b);
 }
 
-static double goodput_at(const shoal__goodput_job_t *j, int n, int b) {
+double shoal__goodput_at(const shoal__goodput_job_t *j, int n, int b) {
+  if (n <= 0 || b <= 0) return 0;
   double t = j->t0 + j->t_sample * (double)b / n + j->t_sync * log2((double)n);
   return (double)b / t * efficiency(j, b);
 }
@@ -25,10 +26,10 @@ double shoal__goodput(const shoal__goodput_job_t *j, int n, int *batch) {
   double best = -1;
   for (int b = j->b0; b > 0 && b <= j->bmax; b *= 2) {
     if (b < n) continue; /* every worker takes one sample at least */
-    double g = goodput_at(j, n, b);
+    double g = shoal__goodput_at(j, n, b);
     if (g > best) best = g, best_b = b;
   }
-  if (best_b == 0) best_b = j->bmax, best = goodput_at(j, n, j->bmax); /* n above bmax: the caller's nmax is wrong */
+  if (best_b == 0) best_b = j->bmax, best = shoal__goodput_at(j, n, j->bmax); /* n above bmax: the caller's nmax is wrong */
   if (batch) *batch = best_b;
   return best;
 }

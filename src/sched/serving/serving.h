@@ -47,6 +47,8 @@ typedef struct shoal__goodput_job {
   int n_req;     /* the workers it asks for (rigid allocation) */
 } shoal__goodput_job_t;
 
+/* The goodput of n workers at global batch b (0 when either is 0). */
+double shoal__goodput_at(const shoal__goodput_job_t *j, int n, int b);
 /* The best goodput on n workers (0 for n == 0) and the batch (a power-of-two multiple of b0, at most bmax,
  * at least n; bmax when n > bmax) that gives it; *batch may be NULL. */
 double shoal__goodput(const shoal__goodput_job_t *j, int n, int *batch);

@@ -1,0 +1,481 @@
+/* Training beside inference on one simulated cluster (loaning.h). The
+ * policy decisions are sched/serving's (forecast, M/M/c replicas, goodput and
+ * FIFO allocation, reclaim victim); this file keeps the clock, the jobs'
+ * progress and the replicas' history, and serves the requests. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "sched/serving/serving.h"
+#include "sim/loaning.h"
+
+static const char *const policy_names[] = {"fapes", "static", "reactive", "pollux"};
+const char *shoal__loan_policy_names(void) { return "fapes, static, reactive, pollux"; }
+int shoal__loan_policy_find(const char *name) {
+  for (int i = 0; i < 4; i++)
+    if (name && !strcmp(name, policy_names[i])) return i;
+  return -1;
+}
+
+/* Training models the jobs are drawn from (by a hash of the seed and the job): one GPU-second costs and a
+ * gradient noise scale of the sizes seen for an image classifier, a language model and a small MLP. */
+static const shoal__goodput_job_t profiles[] = {
+    {.t0 = 0.02, .t_sample = 0.004, .t_sync = 0.03, .phi = 2000, .b0 = 128, .bmax = 4096},
+    {.t0 = 0.05, .t_sample = 0.02, .t_sync = 0.06, .phi = 400, .b0 = 32, .bmax = 1024},
+    {.t0 = 0.01, .t_sample = 0.0005, .t_sync = 0.02, .phi = 200, .b0 = 256, .bmax = 4096},
+};
+#define NPROFILES (sizeof profiles / sizeof profiles[0])
+
+void shoal__loan_config_default(shoal_loan_config_t *c) {
+  memset(c, 0, sizeof *c);
+  c->policy = SHOAL_LOAN_FAPES;
+  c->predictor = "holt";
+  c->alpha = 0.5, c->z = 1;
+  c->gpus = 128;
+  c->interval_s = 60, c->burst_s = 10, c->check_s = 1;
+  c->service_s = 1, c->slo_s = 4, c->slo_q = 0.99;
+  c->replica_start_s = 1, c->reclaim_s = 0.2, c->resize_s = 0.3, c->restart_s = 30; /* shrink: FE1 measured */
+  c->react_hi = 0.8, c->react_lo = 0.4;
+  c->horizon_s = 30 * 86400.0;
+  c->seed = 1;
+}
+
+typedef struct tjob {
+  shoal__goodput_job_t g;
+  double arrival, work, done, finish, hold; /* hold: seconds of pause still to pay */
+  int n, batch, ran;
+} tjob_t;
+
+typedef struct change {
+  double t;
+  int delta;
+} change_t;
+
+typedef struct run {
+  const shoal_loan_config_t *c;
+  shoal_loan_result_t *r;
+  tjob_t *jobs;
+  int nj, next, nact, *act;        /* act: active jobs (arrived, unfinished) in arrival order */
+  shoal__goodput_job_t *gv;        /* the allocation's view of the active jobs */
+  int *nv, *bv;
+  int replicas, vc_infer;
+  shoal__forecast_t *fc;
+  change_t *ch;                    /* replica changes in time order */
+  int nch, capch;
+  const shoal__reqtimes_t *period;
+  double period_s;
+  size_t cursor, cursor2;          /* the next request to count into an interval, into a check */
+} run_t;
+
+static double req_time(const run_t *u, size_t i) {
+  size_t n = u->period->n;
+  return u->period->t[i % n] + (double)(i / n) * u->period_s;
+}
+
+/* Requests per second in [t, t + interval) (*mean) and in its busiest window of burst_s (the return value:
+ * what the replicas are sized for, since a burst within the interval is what breaks its P99). The
+ * intervals are asked for in order. */
+static double next_rate(run_t *u, double t, double *mean) {
+  const shoal_loan_config_t *c = u->c;
+  size_t k = 0, in_w = 0, most = 0;
+  double end = t + c->interval_s, w_end = t + c->burst_s;
+  while (u->period->n) {
+    double a = req_time(u, u->cursor);
+    if (a >= end) break;
+    while (a >= w_end) most = in_w > most ? in_w : most, in_w = 0, w_end += c->burst_s;
+    u->cursor++, k++, in_w++;
+  }
+  most = in_w > most ? in_w : most;
+  if (mean) *mean = (double)k / c->interval_s;
+  return (double)most / c->burst_s;
+}
+
+static int add_change(run_t *u, double t, int delta) {
+  if (!delta) return 0;
+  if (u->nch == u->capch) {
+    int cap = u->capch ? 2 * u->capch : 1024;
+    change_t *p = realloc(u->ch, (size_t)cap * sizeof *p);
+    if (!p) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+    u->ch = p, u->capch = cap;
+  }
+  u->ch[u->nch++] = (change_t){t, delta};
+  return 0;
+}
+
+static int replicas_for(const run_t *u, double rate) {
+  const shoal_loan_config_t *c = u->c;
+  int need = shoal__slo_replicas(rate, c->service_s, c->slo_s, c->slo_q, c->gpus - 1);
+  return need > c->gpus - 1 ? c->gpus - 1 : need;
+}
+
+/* The replicas the inference side wants for the interval starting now. */
+static int infer_need(run_t *u, double rate_prev, double rate_now, int first) {
+  const shoal_loan_config_t *c = u->c;
+  if (c->policy == SHOAL_LOAN_STATIC || c->policy == SHOAL_LOAN_POLLUX) return u->vc_infer;
+  if (first) return replicas_for(u, rate_now); /* every policy starts provisioned for the first interval */
+  if (c->policy == SHOAL_LOAN_FAPES) {
+    shoal__forecast_observe(u->fc, rate_prev);
+    return replicas_for(u, shoal__forecast_next(u->fc, rate_now));
+  }
+  double util = rate_prev * c->service_s / u->replicas; /* reactive: thresholds on the last interval */
+  if (util <= c->react_hi && util >= c->react_lo) return u->replicas;
+  int want = (int)ceil(rate_prev * c->service_s / ((c->react_hi + c->react_lo) / 2));
+  if (want < 1) want = 1;
+  return want > c->gpus - 1 ? c->gpus - 1 : want;
+}
+
+static int train_held(const run_t *u) {
+  int s = 0;
+  for (int i = 0; i < u->nact; i++) s += u->jobs[u->act[i]].n;
+  return s;
+}
+
+/* Move to `want` replicas at t: fewer leave at once; more come from free GPUs (ready after a start) and
+ * then from training (ready after a reclaim: a shrink at an iteration boundary, or a kill for rigid jobs). */
+static int set_replicas(run_t *u, double t, int want, int first) {
+  const shoal_loan_config_t *c = u->c;
+  int d = want - u->replicas, rc = 0;
+  if (first) rc = add_change(u, t, want);
+  else if (d < 0) rc = add_change(u, t, d);
+  else if (d > 0) {
+    int free_now = c->gpus - u->replicas - train_held(u);
+    int from_free = d < free_now ? d : free_now, from_loan = d - from_free;
+    double reclaim = c->policy == SHOAL_LOAN_REACTIVE ? c->replica_start_s : c->reclaim_s;
+    rc = add_change(u, t + c->replica_start_s, from_free);
+    if (!rc) rc = add_change(u, t + reclaim, from_loan);
+    u->r->reclaims += from_loan;
+  }
+  u->replicas = want;
+  return rc;
+}
+
+/* Jobs that arrived by t join the active list; finished ones leave it. */
+static void update_active(run_t *u, double t) {
+  int k = 0;
+  for (int i = 0; i < u->nact; i++)
+    if (u->jobs[u->act[i]].finish < 0) u->act[k++] = u->act[i];
+  u->nact = k;
+  while (u->next < u->nj && u->jobs[u->next].arrival <= t) u->act[u->nact++] = u->next++;
+}
+
+/* Allocate `capacity` GPUs over the active jobs; a job whose count changes pays its pause. shrink_only: an
+ * on-demand reclaim, which only shrinks the jobs that lose least (no other job is disturbed). */
+static void allocate(run_t *u, int capacity, int shrink_only) {
+  const shoal_loan_config_t *c = u->c;
+  int goodput = c->policy == SHOAL_LOAN_FAPES || c->policy == SHOAL_LOAN_POLLUX, total = 0, v;
+  for (int i = 0; i < u->nact; i++) {
+    tjob_t *j = &u->jobs[u->act[i]];
+    u->gv[i] = j->g, u->nv[i] = j->n, total += j->n;
+  }
+  if (shrink_only) {
+    while (total > capacity && (v = shoal__loan_victim(u->gv, u->nact, u->nv, 0)) >= 0) u->nv[v]--, total--;
+    for (int i = 0; i < u->nact; i++) shoal__goodput(&u->gv[i], u->nv[i], &u->bv[i]);
+  } else if (goodput) {
+    shoal__alloc_goodput(u->gv, u->nact, capacity, u->nv, u->bv);
+  } else {
+    shoal__alloc_fifo(u->gv, u->nact, capacity, u->nv, u->bv);
+  }
+  for (int i = 0; i < u->nact; i++) {
+    tjob_t *j = &u->jobs[u->act[i]];
+    if (u->nv[i] != j->n) {
+      double pause = 0;
+      if (j->n > 0 && u->nv[i] > 0) pause = c->resize_s, u->r->resizes++;
+      else if (j->n == 0 && j->ran) pause = c->restart_s, u->r->restarts++;
+      j->hold = u->nv[i] > 0 ? pause : 0;
+    }
+    j->n = u->nv[i], j->batch = u->bv[i];
+    if (j->n > 0) j->ran = 1;
+  }
+}
+
+/* Run the training jobs over [t, t + dt); the point gets its share of their GPUs, queue and summed speedup
+ * (weights dt / interval). */
+static void advance(run_t *u, double t, double dt, shoal_loan_point_t *pt) {
+  double w = dt / u->c->interval_s;
+  for (int i = 0; i < u->nact; i++) {
+    tjob_t *j = &u->jobs[u->act[i]];
+    if (j->finish >= 0) continue;
+    if (j->n == 0) {
+      pt->queued_avg += w;
+      continue;
+    }
+    pt->train_avg += j->n * w;
+    double rate = shoal__goodput_at(&j->g, j->n, j->batch);
+    double pause = j->hold < dt ? j->hold : dt, avail = dt - pause;
+    j->hold -= pause;
+    if (avail <= 0 || rate <= 0) continue;
+    double need = (j->work - j->done) / rate, run_s = need < avail ? need : avail;
+    if (need <= avail * (1 + 1e-9)) j->finish = t + pause + need, j->done = j->work; /* summed steps: rounding */
+    else j->done += rate * run_s;
+    pt->speedup += rate / shoal__goodput_at(&j->g, 1, j->g.b0) * run_s / u->c->interval_s;
+  }
+}
+
+/* Requests in [t, t + dt) per second, from the second cursor (the on-demand checks, in order). */
+static double window_rate(run_t *u, double t, double dt) {
+  size_t k = 0;
+  while (u->period->n && req_time(u, u->cursor2) < t + dt) u->cursor2++, k++;
+  return (double)k / dt;
+}
+
+/* ---------------- the requests, served by the replicas of each instant ---------------- */
+typedef struct servers {
+  double *free_at; /* when each replica is next free */
+  int n, cap;
+} servers_t;
+
+static int servers_argmin(const servers_t *s) {
+  int b = 0;
+  for (int i = 1; i < s->n; i++)
+    if (s->free_at[i] < s->free_at[b]) b = i;
+  return b;
+}
+
+/* A replica added at t is free from t; one removed is an idle one if any (it finishes what it holds). */
+static void servers_apply(servers_t *s, const change_t *ch) {
+  for (int d = 0; d < ch->delta && s->n < s->cap; d++) s->free_at[s->n++] = ch->t;
+  for (int d = 0; d < -ch->delta && s->n > 1; d++) s->free_at[servers_argmin(s)] = s->free_at[--s->n];
+}
+
+static int cmp_change(const void *a, const void *b) {
+  const change_t *x = a, *y = b;
+  return x->t < y->t ? -1 : x->t > y->t ? 1 : x->delta - y->delta;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The interval's P99 into its timeline point and the attainment counts. */
+static void close_interval(run_t *u, int k, double *lat, size_t n) {
+  if (!n || k >= u->r->ntl) return;
+  qsort(lat, n, sizeof *lat, cmp_double);
+  double p = shoal__quantile(lat, (long)n, u->c->slo_q);
+  u->r->tl[k].p99 = p;
+  u->r->intervals++;
+  u->r->intervals_ok += p <= u->c->slo_s;
+}
+
+static int serve_requests(run_t *u, double t_end) {
+  const shoal_loan_config_t *c = u->c;
+  servers_t s = {.cap = 2 * c->gpus};
+  size_t cap = 4096, n = 0;
+  double *lat = malloc(cap * sizeof *lat);
+  s.free_at = malloc((size_t)s.cap * sizeof *s.free_at);
+  if (!lat || !s.free_at) {
+    free(lat), free(s.free_at);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+  }
+  qsort(u->ch, (size_t)u->nch, sizeof *u->ch, cmp_change);
+  int k = 0, e = 0;
+  for (size_t i = 0;; i++) {
+    double a = req_time(u, i), start = INFINITY;
+    if (a >= t_end) break;
+    for (int ki = (int)(a / c->interval_s); k < ki; k++) close_interval(u, k, lat, n), n = 0;
+    int best = 0;
+    for (;;) { /* the replica free first; a change before that start takes effect first */
+      while (e < u->nch && u->ch[e].t <= a) servers_apply(&s, &u->ch[e++]);
+      best = servers_argmin(&s);
+      start = s.n ? fmax(a, s.free_at[best]) : INFINITY;
+      if (e < u->nch && u->ch[e].t < start) servers_apply(&s, &u->ch[e++]);
+      else break;
+    }
+    double done = start + c->service_s;
+    s.free_at[best] = done;
+    if (n == cap) {
+      double *p = realloc(lat, 2 * cap * sizeof *p);
+      if (!p) {
+        free(lat), free(s.free_at);
+        return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+      }
+      lat = p, cap *= 2;
+    }
+    lat[n++] = done - a;
+    u->r->requests++;
+  }
+  close_interval(u, k, lat, n);
+  free(lat), free(s.free_at);
+  return 0;
+}
+
+/* ---------------- the run ---------------- */
+static int check_config(const shoal_loan_config_t *c, const shoal__reqtimes_t *period, double period_s) {
+  if (c->policy < 0 || c->policy > SHOAL_LOAN_POLLUX)
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning policy %d: unknown (%s)", c->policy, shoal__loan_policy_names());
+  if (c->gpus < 2) return shoal__seterr(SHOAL_ERR_INVALID, "loaning: %d GPUs: at least 2", c->gpus);
+  if (!(c->interval_s > c->reclaim_s && c->interval_s > c->replica_start_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the interval %g s must exceed the reclaim (%g s) and the replica start (%g s)",
+                         c->interval_s, c->reclaim_s, c->replica_start_s);
+  if (!(c->check_s > 0 && c->check_s <= c->interval_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the check period %g s must be in (0, the interval %g s]", c->check_s,
+                         c->interval_s);
+  if (!(c->burst_s > 0 && c->burst_s <= c->interval_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the burst window %g s must be in (0, the interval %g s]", c->burst_s,
+                         c->interval_s);
+  if (!(c->service_s > 0 && c->slo_s > c->service_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the SLO %g s must exceed the service time %g s", c->slo_s, c->service_s);
+  if (!(c->react_lo > 0 && c->react_lo < c->react_hi && c->react_hi <= 1))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: reactive thresholds %g..%g: need 0 < low < high <= 1", c->react_lo,
+                         c->react_hi);
+  if (!period->n || !(period_s > 0) || period->t[period->n - 1] >= period_s)
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: no requests in a period of %g s", period_s);
+  if (c->infer_gpus >= c->gpus) return shoal__seterr(SHOAL_ERR_INVALID, "loaning: VC_infer of %d GPUs leaves none of %d to training",
+                                                    c->infer_gpus, c->gpus);
+  return 0;
+}
+
+/* VC_infer of the fixed policies: what the busiest interval of a period needs, unless given. */
+static int fixed_partition(run_t *u) {
+  if (u->c->infer_gpus > 0) return u->c->infer_gpus;
+  double most = 0;
+  for (double t = 0; t < u->period_s; t += u->c->interval_s) {
+    double r = next_rate(u, t, NULL);
+    if (r > most) most = r;
+  }
+  u->cursor = 0;
+  return replicas_for(u, most);
+}
+
+static int setup_jobs(run_t *u, const shoal_workload_t *w) {
+  u->nj = w->njobs;
+  size_t n = (size_t)(w->njobs > 0 ? w->njobs : 1);
+  u->jobs = calloc(n, sizeof *u->jobs), u->act = calloc(n, sizeof *u->act), u->gv = calloc(n, sizeof *u->gv);
+  u->nv = calloc(n, sizeof *u->nv), u->bv = calloc(n, sizeof *u->bv);
+  if (!u->jobs || !u->act || !u->gv || !u->nv || !u->bv) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+  int train_cap = u->c->gpus - u->vc_infer;
+  for (int i = 0; i < w->njobs; i++) {
+    const shoal_job_t *src = &w->jobs[i];
+    tjob_t *j = &u->jobs[i];
+    if (src->gpus > train_cap)
+      return shoal__seterr(SHOAL_ERR_INVALID, "loaning: job %d (trace row %lld) asks for %d GPUs, more than the %d outside "
+                           "VC_infer (drop larger jobs with --max-gpus)", i, (long long)src->row, src->gpus, train_cap);
+    shoal_rng_t g;
+    shoal_rng_seed2(&g, u->c->seed, (uint64_t)i);
+    j->g = profiles[shoal_rng_below(&g, NPROFILES)];
+    j->g.n_req = src->gpus > 0 ? src->gpus : 1;
+    j->g.nmax = 4 * j->g.n_req < 64 ? 4 * j->g.n_req : 64;
+    if (j->g.nmax > train_cap) j->g.nmax = train_cap;
+    double d = src->duration > 0 ? src->duration : 1;
+    j->work = d * shoal__goodput_at(&j->g, j->g.n_req, j->g.b0); /* the trace's run time, rigid at the tuned batch */
+    j->arrival = src->arrival, j->finish = -1;
+  }
+  return 0;
+}
+
+static int push_point(shoal_loan_result_t *r, const shoal_loan_point_t *p, int *cap) {
+  if (r->ntl == *cap) {
+    int nc = *cap ? 2 * *cap : 1024;
+    shoal_loan_point_t *q = realloc(r->tl, (size_t)nc * sizeof *q);
+    if (!q) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+    r->tl = q, *cap = nc;
+  }
+  r->tl[r->ntl++] = *p;
+  return 0;
+}
+
+/* The rest of an interval from t, in checks of check_s: fapes reclaims at once when the last check's requests
+ * need more replicas than it has (ready after the reclaim); the training jobs advance between checks. */
+static int run_checks(run_t *u, double t, int *want, shoal_loan_point_t *pt) {
+  const shoal_loan_config_t *c = u->c;
+  int steps = (int)floor(c->interval_s / c->check_s + 0.5), rc = 0;
+  double dt = c->interval_s / steps;
+  for (int s = 0; s < steps && !rc; s++) {
+    double ts = t + s * dt;
+    u->r->infer_gpu_s += *want * dt;
+    advance(u, ts, dt, pt);
+    double rate = window_rate(u, ts, dt);
+    if (c->policy != SHOAL_LOAN_FAPES || s == steps - 1) continue;
+    int need = replicas_for(u, rate);
+    if (need <= *want) continue;
+    update_active(u, ts + dt);
+    if ((rc = set_replicas(u, ts + dt, need, 0))) break;
+    *want = need;
+    allocate(u, c->gpus - need, 1);
+    if (need > pt->replicas) pt->replicas = need;
+  }
+  return rc;
+}
+
+/* One decision interval after another until every job is done or the horizon. */
+static int run_intervals(run_t *u) {
+  const shoal_loan_config_t *c = u->c;
+  shoal_loan_result_t *r = u->r;
+  double rate_prev = 0;
+  int cap = 0, rc = 0;
+  for (int k = 0; !rc; k++) {
+    double t = k * c->interval_s;
+    if (t >= c->horizon_s) break;
+    update_active(u, t);
+    if (u->next == u->nj && u->nact == 0) break;
+    double mean, rate_now = next_rate(u, t, &mean);
+    int want = infer_need(u, rate_prev, rate_now, k == 0);
+    if ((rc = set_replicas(u, t, want, k == 0))) break;
+    int fixed = c->policy == SHOAL_LOAN_STATIC || c->policy == SHOAL_LOAN_POLLUX;
+    allocate(u, c->gpus - (fixed ? u->vc_infer : want), 0);
+    shoal_loan_point_t pt = {.t = t, .rate = mean, .peak = rate_now, .replicas = want};
+    if ((rc = run_checks(u, t, &want, &pt))) break;
+    double fixed_train = c->gpus - u->vc_infer;
+    pt.loaned = pt.train_avg > fixed_train ? pt.train_avg - fixed_train : 0;
+    r->loaned_gpu_s += pt.loaned * c->interval_s;
+    r->train_gpu_s += pt.train_avg * c->interval_s;
+    r->speedup_avg += pt.speedup * c->interval_s;
+    rate_prev = rate_now;
+    rc = push_point(r, &pt, &cap);
+  }
+  return rc;
+}
+
+static int finish_stats(run_t *u) {
+  shoal_loan_result_t *r = u->r;
+  r->jobs = u->nj;
+  r->jct = malloc((size_t)(u->nj > 0 ? u->nj : 1) * sizeof *r->jct);
+  if (!r->jct) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+  double last = 0, sum = 0;
+  for (int i = 0; i < u->nj; i++) {
+    const tjob_t *j = &u->jobs[i];
+    if (j->finish < 0) continue;
+    r->jct[r->finished++] = j->finish - j->arrival;
+    sum += j->finish - j->arrival;
+    if (j->finish > last) last = j->finish;
+  }
+  r->t_end = r->finished == r->jobs ? last : r->ntl * u->c->interval_s;
+  qsort(r->jct, (size_t)r->finished, sizeof *r->jct, cmp_double);
+  if (r->finished) {
+    r->jct_avg = sum / r->finished;
+    r->jct_p50 = shoal__quantile(r->jct, r->finished, 0.5);
+    r->jct_p95 = shoal__quantile(r->jct, r->finished, 0.95);
+  }
+  r->speedup_avg = r->t_end > 0 ? r->speedup_avg / r->t_end : 0;
+  return 0;
+}
+
+int shoal__loan_sim(const shoal_workload_t *w, const shoal__reqtimes_t *period, double period_s,
+                    const shoal_loan_config_t *c, shoal_loan_result_t *r) {
+  int rc = check_config(c, period, period_s);
+  if (rc) return rc;
+  shoal_loan_result_t res = {0};
+  run_t u = {.c = c, .r = &res, .period = period, .period_s = period_s};
+  u.vc_infer = fixed_partition(&u);
+  res.infer_gpus = u.vc_infer;
+  if (c->policy == SHOAL_LOAN_FAPES) rc = shoal__forecast_create(c->predictor, c->alpha, c->z, &u.fc);
+  if (!rc) rc = setup_jobs(&u, w);
+  if (!rc) rc = run_intervals(&u);
+  if (!rc) rc = finish_stats(&u);
+  if (!rc) rc = serve_requests(&u, res.t_end);
+  if (u.fc) shoal__forecast_free(u.fc);
+  free(u.jobs), free(u.act), free(u.gv), free(u.nv), free(u.bv), free(u.ch);
+  if (rc) {
+    shoal__loan_result_free(&res);
+    return rc;
+  }
+  *r = res;
+  return 0;
+}
+
+void shoal__loan_result_free(shoal_loan_result_t *r) {
+  free(r->jct), free(r->tl);
+  memset(r, 0, sizeof *r);
+}
