@@ -26,7 +26,7 @@ done
 S=$PWD/$build/shoal
 [ -x "$S" ] || { echo "default.sh: $S not built (make -j2)" >&2; exit 2; }
 out=${out:-$build/experiments/adaptive-comm/default}
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd) # absolute: XDG_CACHE_HOME below must be
 args=(-b "${sizes%%:*}" -e "${sizes##*:}" -f "$factor" -w 2 -W 0 -T 0.3)
 trap '"$S" testbed down --name "$name" >/dev/null 2>&1 || true' EXIT
 "$S" testbed down --name "$name" >/dev/null 2>&1 || true

@@ -35,6 +35,7 @@ typedef struct shoal__tune {
   int nh;
   double *lat, *bw;
   long profile_bytes;  /* bytes timed per host pair unless SHOAL_PROFILE_BYTES says (the default mode times less) */
+  int profile_quick;   /* the default mode's link profile: a 512 KiB lead-in, no pair measured again alone */
   double links_s;      /* how long the last measurement of the matrix took (0: from the cache) */
   unsigned links_gen;  /* incremented whenever the matrix changes */
   /* re-profiling from the times of real collectives (tune/watch.c), which sets these when it starts: the

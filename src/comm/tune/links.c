@@ -81,8 +81,8 @@ static int ping_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, 
  * make later completions look bunched. So the rate is the slope of the
  * lower envelope through the last completion: the largest time per message
  * from any earlier message to the last one. */
-static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, int nmsg, char *sbuf, char *rbuf,
-                        double *bw) {
+static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, int nmsg, int lead, char *sbuf,
+                        char *rbuf, double *bw) {
   shoal__req_t *s = calloc((size_t)nmsg * 2, sizeof *s), *r = s ? s + nmsg : NULL;
   uint64_t *at = calloc((size_t)nmsg, sizeof *at);
   if (!s || !at) {
@@ -102,7 +102,7 @@ static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src
   if (!rc && dst >= 0) rc = shoal__waitall(c, op, s, nmsg);
   if (!rc && src >= 0) {
     double per = 0; /* seconds per message */
-    for (int i = LEAD_MSGS - 1; i < nmsg - 1; i++) {
+    for (int i = lead - 1; i < nmsg - 1; i++) {
       double sl = (double)(at[nmsg - 1] - at[i]) * 1e-9 / (nmsg - 1 - i);
       if (sl > per) per = sl;
     }
@@ -153,7 +153,8 @@ static int remeasure_outliers(shoal_comm_t *c, const int *leader, int H, double 
       if ((rc = shoal__op_begin(c, &op))) break;
       if (leader[me] == w->rank && (i == me || j == me)) {
         double b = -1;
-        rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, buf, buf + STREAM_MSG, &b);
+        rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, LEAD_MSGS, buf, buf + STREAM_MSG,
+                          &b);
         if (!rc && j == me) again[k] = b;
       }
       if ((rc = shoal__op_end(c, &op, rc)) || (rc = shoal_barrier(c))) break;
@@ -194,7 +195,8 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
       (rc = shoal__config_long("SHOAL_PROFILE_BYTES", t->profile_bytes, 64L << 10, 1L << 30, &stream_bytes)))
     return rc;
   int G = flows > 0 && flows < H ? (int)flows : H, nsub = (H + G - 1) / G;
-  int nmsg = LEAD_MSGS + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
+  int lead = t->profile_quick ? LEAD_MSGS / 2 : LEAD_MSGS;
+  int nmsg = lead + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
   int *leader = malloc(sizeof *leader * (size_t)H);
   double *m = malloc(sizeof *m * 2 * (size_t)(H * H));
   char *buf = malloc(2 * (size_t)STREAM_MSG);
@@ -227,7 +229,7 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
       if ((rc = ping_pairs(c, &pop, pd, ps, &lat))) break;
       if (pd >= 0) m[me * H + d] = lat;
       if (pd >= 0 && d == sh) m[d * H + me] = lat; /* the pair's one latency, both directions */
-      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, nmsg, buf, buf + STREAM_MSG,
+      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, nmsg, lead, buf, buf + STREAM_MSG,
                              &bw)))
         break;
       if (recv) m[H * H + sh * H + me] = bw;
@@ -236,7 +238,9 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, m, 2 * (size_t)(H * H), SHOAL_FLOAT64, SHOAL_MAX,
                                  SHOAL_ALGO_RD)))
     goto out;
-  if ((rc = remeasure_outliers(c, leader, H, m + H * H, nmsg, buf))) goto out;
+  /* the quick profile (the default's) keeps a pair's figure from its round: a pair that shared a rack uplink
+   * with the round's other flows measures what the algorithms with many flows at once will get */
+  if (!t->profile_quick && (rc = remeasure_outliers(c, leader, H, m + H * H, nmsg, buf))) goto out;
   memcpy(t->lat, m, sizeof *m * (size_t)(H * H));
   memcpy(t->bw, m + H * H, sizeof *m * (size_t)(H * H));
   double ml = median_pos(t->lat, H * H), mb = median_pos(t->bw, H * H);

@@ -85,7 +85,8 @@ int shoal__tune_init(shoal_comm_t *c) {
   w->tune = t;
   for (int i = 0; i < SHOAL__TUNE_NVALS; i++) t->v[i] = -1;
   int nh = t->nh = w->topo->nhosts;
-  t->profile_bytes = m == AUTO ? 1L << 20 : 4L << 20;
+  t->profile_bytes = m == AUTO ? 512L << 10 : 4L << 20;
+  t->profile_quick = m == AUTO;
   t->lat = malloc(sizeof *t->lat * (size_t)(nh * nh));
   t->bw = malloc(sizeof *t->bw * (size_t)(nh * nh));
   int *sorted = malloc(sizeof *sorted * (size_t)nh);

@@ -39,6 +39,7 @@
 #include "core/log.h"
 
 #define MAX_CALLS 256
+#define NWIN 4
 #define HOLDOFF_MAX 16  /* checks skipped at most after a re-profile that changed nothing */
 #define KEEP_MARGIN 0.03 /* a new plan is kept unless it is more than 3 % slower per byte */
 
@@ -47,11 +48,18 @@ typedef struct shoal__watch {
   int calls;           /* monitored calls per agreement */
   double factor;       /* drift that triggers a re-profile */
   size_t min_bytes;
-  int n;
-  double ratio[MAX_CALLS];
-  double spb[MAX_CALLS]; /* seconds per byte of the same calls (comparable across plans) */
-  size_t last_bytes;   /* the size of the last watched call: whose choice a re-profile may change */
-  double base;         /* the reference ratio (time / prediction); 0: not yet */
+  /* one window and reference per size (a few sizes, the least recently used replaced): the model is off by
+   * a different factor at each size, so a loop of several sizes, or a sweep, is no drift */
+  struct shoal__watch_win {
+    size_t bytes;
+    int n;
+    double ratio[MAX_CALLS];
+    double spb[MAX_CALLS]; /* seconds per byte of the same calls (comparable across plans) */
+    double base;           /* the reference ratio (time / prediction); 0: not yet */
+    unsigned long used;
+  } win[NWIN];
+  unsigned long calls_seen;
+  size_t prob_bytes;   /* the size whose window judges the probation */
   int skip, holdoff;   /* checks still skipped; the next hold-off */
   int probation;       /* the last re-profile changed the choice: the next check judges it */
   double before_spb;   /* the window that triggered it (the previous plan, new conditions) */
@@ -140,7 +148,7 @@ static void hold_off(shoal__watch_t *wt) {
 static void judge(shoal__world_t *w, shoal__watch_t *wt, double spb) {
   shoal__tune_t *t = w->tune;
   wt->probation = 0;
-  wt->base = 0;
+  for (int i = 0; i < NWIN; i++) wt->win[i].base = 0;
   if (spb <= wt->before_spb * (1 + KEEP_MARGIN)) {
     wt->holdoff = 1;
     SHOAL_INFO("TUNING", "link watch: the new plan is kept (%.3g s/MB against %.3g before)", spb * 1e6,
@@ -161,7 +169,7 @@ static void judge(shoal__world_t *w, shoal__watch_t *wt, double spb) {
 
 /* Measure the links again on the view v; hold off if the choice for the watched size stays, else put the
  * new plan on probation against the window that triggered it. */
-static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, double ref, double r, double spb) {
+static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double ref, double r, double spb) {
   shoal__world_t *w = v->w;
   shoal__tune_t *t = w->tune;
   size_t nn = (size_t)(t->nh * t->nh);
@@ -170,7 +178,7 @@ static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, double ref, double r, 
   memcpy(wt->old_lat, t->lat, sizeof *t->lat * nn);
   memcpy(wt->old_bw, t->bw, sizeof *t->bw * nn);
   memcpy(wt->old_v, t->v, sizeof t->v);
-  shoal_algo_t before = pick_for(v, wt->last_bytes);
+  shoal_algo_t before = pick_for(v, bytes);
   int rc = shoal__tune_probe_links(v);
   if (rc) return rc;
   double moved = 0;
@@ -178,11 +186,11 @@ static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, double ref, double r, 
     if ((wt->old_bw[i] > 0) != (t->bw[i] > 0)) moved = 1;
     else if (wt->old_bw[i] > 0 && fabs(t->bw[i] / wt->old_bw[i] - 1) > moved) moved = fabs(t->bw[i] / wt->old_bw[i] - 1);
   }
-  shoal_algo_t after = pick_for(v, wt->last_bytes);
+  shoal_algo_t after = pick_for(v, bytes);
   wt->reprofiles++;
-  wt->base = 0; /* the next window checked sets the reference again */
+  for (int i = 0; i < NWIN; i++) wt->win[i].base = 0; /* the next window checked sets the reference again */
   if (after == before) hold_off(wt);
-  else wt->probation = 1, wt->before_spb = spb;
+  else wt->probation = 1, wt->before_spb = spb, wt->prob_bytes = bytes;
   SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); link matrix "
              "measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s", r / ref, ref, r,
              t->links_s * 1e3, moved * 100, wt->reprofiles, shoal_algo_name(before), shoal_algo_name(after),
@@ -195,13 +203,23 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   shoal__tune_t *t = w->tune;
   shoal__watch_t *wt = t ? t->watch : NULL;
   if (!watching(c, bytes) || !(predicted_s > 0) || isinf(predicted_s)) return 0;
-  wt->last_bytes = bytes;
-  wt->spb[wt->n] = elapsed_s / (double)(bytes ? bytes : 1);
-  wt->ratio[wt->n++] = elapsed_s / predicted_s;
-  if (wt->n < wt->calls) return 0;
-  double agree[3] = {median_of(wt->ratio, wt->n), 0, median_of(wt->spb, wt->n)};
+  struct shoal__watch_win *x = &wt->win[0];
+  for (int i = 0; i < NWIN; i++) { /* this size's window, else the least recently used one */
+    if (wt->win[i].bytes == bytes) {
+      x = &wt->win[i];
+      break;
+    }
+    if (wt->win[i].used < x->used) x = &wt->win[i];
+  }
+  if (x->bytes != bytes) *x = (struct shoal__watch_win){.bytes = bytes};
+  x->used = ++wt->calls_seen;
+  x->spb[x->n] = elapsed_s / (double)(bytes ? bytes : 1);
+  x->ratio[x->n++] = elapsed_s / predicted_s;
+  if (x->n < wt->calls) return 0;
+  double agree[3] = {median_of(x->ratio, x->n), 0, median_of(x->spb, x->n)};
   agree[1] = -agree[0];
-  wt->n = 0;
+  x->n = 0;
+  if (wt->probation && bytes != wt->prob_bytes) return 0; /* only the size that triggered it judges it */
   if (wt->skip > 0 && !wt->probation) { /* held off: no agreement either (every rank skips the same checks) */
     wt->skip--;
     return 0;
@@ -214,12 +232,12 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
     double r = agree[0];
     if (wt->probation) {
       judge(w, wt, agree[2]);
-    } else if (wt->base <= 0) {
-      wt->base = r;
+    } else if (x->base <= 0) {
+      x->base = r;
       SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
                   wt->calls);
-    } else if (r >= wt->factor * wt->base || r * wt->factor <= wt->base) {
-      rc = reprofile(v, wt, wt->base, r, agree[2]);
+    } else if (r >= wt->factor * x->base || r * wt->factor <= x->base) {
+      rc = reprofile(v, wt, bytes, x->base, r, agree[2]);
     }
   }
   if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
