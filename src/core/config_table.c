@@ -44,7 +44,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_TUNE", "auto", "comm", "tuning profile: off, auto (across hosts: SHOAL_TUNE_FILE's entry, else the link matrix measured once and stored; one host: nothing), cache (the entry if any), init (whole profile at creation if none), force"},
   {"SHOAL_TUNE_FILE", "~/.cache/shoal/tune", "comm", "file caching tuning profiles keyed by host set ($XDG_CACHE_HOME/shoal/tune when that is set; \"\": none)"},
   {"SHOAL_PROFILE_FLOWS", "0", "comm", "link profile: host pairs measured at once (0: every host's link at once; hosts emulated on one machine share its CPUs)"},
-  {"SHOAL_PROFILE_BYTES", "", "comm", "link profile: bytes timed per host pair after a 1 MiB lead-in (unset: 1 MiB under SHOAL_TUNE=auto, else 4 MiB)"},
+  {"SHOAL_PROFILE_BYTES", "", "comm", "link profile: bytes timed per host pair after the lead-in (unset: 4 MiB; under SHOAL_TUNE=auto 512 KiB after a 512 KiB lead-in)"},
   {"SHOAL_REPROFILE", "auto", "comm", "measure the link matrix again when allreduce times drift from the model: auto (with a measured or cached profile), on, off"},
   {"SHOAL_REPROFILE_CALLS", "8", "comm", "re-profiling: world-communicator allreduces per check (a change is seen within twice this many)"},
   {"SHOAL_REPROFILE_FACTOR", "1.5", "comm", "re-profiling: drift of time/prediction (either way) that triggers it"},

@@ -11,7 +11,9 @@
  * on a real cluster every host has its own link and CPU, on one machine
  * emulating many hosts the CPUs are shared and too many flows at once
  * measure the CPU. Every rank gets the matrix (a MAX allreduce); pairs far
- * below both of their ends' best are measured again, one at a time. */
+ * below both of their ends' best are measured again, one at a time, except
+ * in the quick profile of SHOAL_TUNE=auto (half the lead-in, none measured
+ * again). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -18,7 +18,7 @@
  * same choice. The profile is cached in SHOAL_TUNE_FILE under a key naming
  * the host set (host:ranks, sorted). SHOAL_TUNE: off | auto (the default: a
  * world on several hosts uses the file's entry, else measures the link matrix
- * alone, with 1 MiB timed per pair, stores it and says so once; a world on one
+ * alone, quickly (links.c), stores it and says so once; a world on one
  * host, or with SHOAL_ALGO set, measures nothing) | cache (the file's entry if any, else built-in
  * defaults) | init (the whole profile at creation when the cache has no
  * entry) | force. */
