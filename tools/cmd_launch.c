@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +73,7 @@ typedef struct rank_proc {
   int stop_killed; /* --on-failure continue|restart: it stayed stopped past the deadline and was killed */
   int order;      /* 1, 2, ...: order in which ranks ended (0: still running) */
   int restarted;  /* a process the launcher started again (--on-failure restart): it joins the running job */
+  int lost_to;    /* 1 + the rank whose leaving made this one's communication fail (its note), 0: none */
   stream_t s[2];
 } rank_proc_t;
 
@@ -81,6 +83,10 @@ typedef struct rank_proc {
 #define JOINER_GRACE_S 10.0
 
 static int sig_pipe[2] = {-1, -1};
+/* The ranks' notes (SHOAL_NOTE_FD, comm/bootstrap/note.h): "lost PID PEER_PID" when a rank's communication
+ * failed because that peer closed, left or aborted first. Non-blocking at both ends. */
+static int note_pipe[2] = {-1, -1};
+static char note_env[64];
 static volatile sig_atomic_t got_signal;
 
 static void on_signal(int sig) {
@@ -96,7 +102,7 @@ static void on_signal(int sig) {
 enum { ON_FAIL_STOP = 0, ON_FAIL_CONTINUE = 1, ON_FAIL_RESTART = 2 };
 
 typedef struct launch_cli {
-  int n, port, no_prefix, per_host, on_failure, max_restarts;
+  int n, port, master_port, no_prefix, per_host, on_failure, max_restarts;
   double timeout, grace;
   const char *addr, *hosts, *bind, *testbed, *place;
 } launch_cli_t;
@@ -112,7 +118,10 @@ static const shoal_opt_mode_t launch_modes[] = {
 #define SHOAL_OPTS_STRUCT launch_cli_t
 static const shoal_opt_t launch_opts[] = {
     OPT_INT("-n|--nranks|--np", "N", n, 1, 4096, "number of ranks (required)", .def = ""),
-    OPT_INT("--port", "P", port, 0, 65535, "rendezvous store port (0: the launcher picks a free one)"),
+    OPT_INT("--port", "P", port, 0, 65535, "shoal's rendezvous store port (0: the launcher picks a free one)"),
+    OPT_INT("--master-port", "P", master_port, 0, 65535,
+            "MASTER_PORT given to the ranks, for torch's own store (init_process_group with env://)\n"
+            "(0: a free port the launcher finds, as torchrun does)"),
     OPT_STRING("--addr", "A", addr,
                "store address given to the ranks (not with --testbed, whose first host holds the store)",
                .def = "SHOAL_MASTER_ADDR, MASTER_ADDR or 127.0.0.1", .expect = "a host name or address"),
@@ -146,8 +155,10 @@ static const shoal_opt_t launch_opts[] = {
 
 static void launch_more_help(FILE *f) {
   fprintf(f, "\nEach rank gets SHOAL_RANK, SHOAL_WORLD_SIZE, SHOAL_MASTER_ADDR, SHOAL_MASTER_PORT and the torchrun\n"
-             "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. If a rank exits\n"
-             "non-zero or is killed, the others are stopped and the launcher exits non-zero naming it.\n");
+             "names RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. MASTER_PORT is not\n"
+             "shoal's store port: it is left free for torch's own store, so that init_process_group(\"gloo\")\n"
+             "(or \"shoal\") with env:// works under the launcher as under torchrun. If a rank exits non-zero or\n"
+             "is killed, the others are stopped and the launcher exits non-zero naming it.\n");
 }
 
 static const shoal_opts_spec_t launch_spec = {
@@ -362,8 +373,33 @@ static int nth_usable_cpu(const cpu_set_t *set, int k) {
 }
 
 
-static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, char **prog, rank_proc_t *rp,
-                        const cpu_set_t *bind, int joining) {
+/* A launched job: its ranks, their output, and what has happened to them. */
+typedef struct job {
+  const launch_cli_t *c;
+  int n, prefix;
+  const char *addr;
+  int port, store_fd;
+  int torch_port; /* MASTER_PORT: torch's own store (TCPStore) on rank 0, not shoal's */
+  char **prog;
+  cpu_set_t usable;
+  const cpu_set_t *bind; /* &usable when ranks are pinned, else NULL */
+  rank_proc_t *rp;
+  struct pollfd *pf;
+  int *pf_rank;
+  int running, failed, fail_status, stopped, interrupted, timed_out, nended, restarts, nlost;
+  char lost[512];   /* the ranks lost and tolerated (--on-failure continue|restart) */
+  double t_start, kill_at, out_deadline, joiners_stop_at;
+  double comm_timeout; /* the ranks' SHOAL_TIMEOUT: a rank stopped this long (+ the grace) is lost to them */
+  double term_at; /* the first failure lost a rank still running: the others are stopped then, or when it ends */
+  int hold_for;   /* that rank */
+  char notes[256];
+  size_t nnotes;
+} job_t;
+
+/* Start rank r of the job (joining: a restart that joins the running job) into *rp. */
+static pid_t spawn_rank(const job_t *J, int r, rank_proc_t *rp, int joining) {
+  int n = J->n, store_fd = J->store_fd;
+  const cpu_set_t *bind = J->bind;
   int po[2], pe[2];
   if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) return -1;
   pid_t parent = getpid();
@@ -393,14 +429,14 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
     }
     set_env_int("SHOAL_RANK", r);
     set_env_int("SHOAL_WORLD_SIZE", n);
-    setenv("SHOAL_MASTER_ADDR", addr, 1);
-    set_env_int("SHOAL_MASTER_PORT", port);
+    setenv("SHOAL_MASTER_ADDR", J->addr, 1);
+    set_env_int("SHOAL_MASTER_PORT", J->port);
     set_env_int("RANK", r);
     set_env_int("WORLD_SIZE", n);
     set_env_int("LOCAL_RANK", r);
     set_env_int("LOCAL_WORLD_SIZE", n);
-    setenv("MASTER_ADDR", addr, 1);
-    set_env_int("MASTER_PORT", port);
+    setenv("MASTER_ADDR", J->addr, 1);
+    set_env_int("MASTER_PORT", J->torch_port); /* free for torch's TCPStore (init_process_group, env://) */
     if (r == 0 || on_failure != ON_FAIL_STOP) { /* elastic jobs: every rank may become the door keeper */
       int fl = fcntl(store_fd, F_GETFD);
       fcntl(store_fd, F_SETFD, fl & ~FD_CLOEXEC);
@@ -408,14 +444,18 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
     } else {
       unsetenv("SHOAL_STORE_FD");
     }
+    if (note_pipe[1] >= 0) {
+      fcntl(note_pipe[1], F_SETFD, fcntl(note_pipe[1], F_GETFD) & ~FD_CLOEXEC);
+      setenv("SHOAL_NOTE_FD", note_env, 1);
+    }
     if (joining)
       setenv("SHOAL_JOIN", "1", 1);
     else
       unsetenv("SHOAL_JOIN");
     if (tb_plan) testbed_child(r);
-    execvp(prog[0], prog);
+    execvp(J->prog[0], J->prog);
     int e = errno; /* the shell's codes: 127 not found, 126 found but not runnable */
-    fprintf(stderr, "shoal launch: cannot run '%s': %s\n", prog[0], strerror(e));
+    fprintf(stderr, "shoal launch: cannot run '%s': %s\n", J->prog[0], strerror(e));
     _exit(e == ENOENT || e == ENOTDIR ? 127 : 126);
   }
   setpgid(pid, pid);
@@ -428,23 +468,6 @@ static pid_t spawn_rank(int r, int n, const char *addr, int port, int store_fd, 
   return pid;
 }
 
-/* A launched job: its ranks, their output, and what has happened to them. */
-typedef struct job {
-  const launch_cli_t *c;
-  int n, prefix;
-  const char *addr;
-  int port, store_fd;
-  char **prog;
-  cpu_set_t usable;
-  const cpu_set_t *bind; /* &usable when ranks are pinned, else NULL */
-  rank_proc_t *rp;
-  struct pollfd *pf;
-  int *pf_rank;
-  int running, failed, fail_status, stopped, interrupted, timed_out, nended, restarts, nlost;
-  char lost[512];   /* the ranks lost and tolerated (--on-failure continue|restart) */
-  double t_start, kill_at, out_deadline, joiners_stop_at;
-  double comm_timeout; /* the ranks' SHOAL_TIMEOUT: a rank stopped this long (+ the grace) is lost to them */
-} job_t;
 
 /* The checks of what the table cannot say: a well-formed --hosts, -n and a program given, the bind mode
  * (--bind or SHOAL_BIND). SHOAL_OPTS_GO, or the exit status. */
@@ -469,6 +492,30 @@ static int check_cli(const launch_cli_t *c, int nprog, const char **bind_mode, i
   if (c->testbed && c->addr)
     return fprintf(stderr, "shoal launch: --addr with --testbed: the store is on the testbed's first host\n"), 2;
   return SHOAL_OPTS_GO;
+}
+
+/* MASTER_PORT, for torch's own store on rank 0 (a script's init_process_group with env://): --master-port,
+ * else a port free now on rank 0's host, bound and released as torchrun's agent finds one (torch's TCPStore
+ * binds it again at once: a listener never connected leaves no TIME_WAIT). 0, or -1 said why. */
+static int pick_torch_port(job_t *J) {
+  if (J->c->master_port) {
+    if (J->c->master_port == J->port) {
+      fprintf(stderr, "shoal launch: --master-port %d is shoal's store port (--port): torch's store needs "
+              "another\n", J->port);
+      return -1;
+    }
+    J->torch_port = J->c->master_port;
+    return 0;
+  }
+  int fd = -1, port = 0;
+  struct in_addr any = {htonl(INADDR_ANY)};
+  if (tb_plan ? testbed_listen(&port, &fd) : shoal__sock_listen(any, 0, &fd, &port)) {
+    if (!tb_plan) fprintf(stderr, "shoal launch: a free port for MASTER_PORT: %s\n", shoal_last_error());
+    return -1;
+  }
+  close(fd);
+  J->torch_port = port;
+  return 0;
 }
 
 /* The CPUs to pin to, the placement, the store's address and its listening socket. SHOAL_OPTS_GO, or the
@@ -510,7 +557,7 @@ static int open_store(job_t *J, const char *bind_mode, int shm_on) {
       fprintf(stderr, "shoal launch: %s\n", shoal_last_error());
     return 1;
   }
-  return SHOAL_OPTS_GO;
+  return pick_torch_port(J) ? 1 : SHOAL_OPTS_GO;
 }
 
 /* Signals forwarded, the job's identity, every rank started. SHOAL_OPTS_GO, or the exit status. */
@@ -531,13 +578,18 @@ static int start_ranks(job_t *J) {
   signal(SIGPIPE, SIG_IGN);
 
   J->rp = calloc((size_t)J->n, sizeof *J->rp);
+  struct stat nst;
+  if (pipe2(note_pipe, O_CLOEXEC | O_NONBLOCK) == 0 && fstat(note_pipe[1], &nst) == 0)
+    snprintf(note_env, sizeof note_env, "%d:%llu", note_pipe[1], (unsigned long long)nst.st_ino);
+  else /* no notes: the blame falls on the first rank to fail, as without them */
+    note_pipe[0] = note_pipe[1] = -1;
   if (!getenv("SHOAL_JOB_ID")) { /* the job's identity: its store refuses ranks of any other job */
     char job[40];
     snprintf(job, sizeof job, "%016llx-%d", (unsigned long long)shoal__auth_random_u64(), (int)getpid());
     setenv("SHOAL_JOB_ID", job, 1);
   }
   for (int r = 0; r < J->n; r++)
-    if (spawn_rank(r, J->n, J->addr, J->port, J->store_fd, J->prog, &J->rp[r], J->bind, 0) < 0) {
+    if (spawn_rank(J, r, &J->rp[r], 0) < 0) {
       fprintf(stderr, "shoal launch: cannot start rank %d: %s\n", r, strerror(errno));
       int cnt = 0;
       signal_all(J->rp, r, SIGKILL, &cnt);
@@ -579,7 +631,7 @@ static void restart_rank(job_t *J, int r, const char *what) {
   }
   rank_proc_t old = *p;
   memset(p, 0, sizeof *p);
-  if (spawn_rank(r, J->n, J->addr, J->port, J->store_fd, J->prog, p, J->bind, 1) < 0) {
+  if (spawn_rank(J, r, p, 1) < 0) {
     fprintf(stderr, "shoal launch: rank %d %s; cannot restart it: %s\n", r, what, strerror(errno));
     *p = old;
     p->s[0] = (stream_t){-1, 1, NULL, 0};
@@ -590,6 +642,53 @@ static void restart_rank(job_t *J, int r, const char *what) {
     fprintf(stderr, "shoal launch: rank %d %s; restarted it (restart %d of at most %d) as a new process "
             "that joins the running job\n", r, what, J->restarts, J->c->max_restarts);
   }
+}
+
+static int rank_of_pid(const job_t *J, long pid) {
+  for (int r = 0; r < J->n; r++)
+    if (J->rp[r].pid == pid) return r;
+  return -1;
+}
+
+/* What the ranks wrote on the note pipe so far: each rank's first "lost" note names the rank it lost. */
+static void read_notes(job_t *J) {
+  if (note_pipe[0] < 0) return;
+  for (;;) {
+    ssize_t k = read(note_pipe[0], J->notes + J->nnotes, sizeof J->notes - 1 - J->nnotes);
+    if (k <= 0) break;
+    J->nnotes += (size_t)k;
+    J->notes[J->nnotes] = '\0';
+    char *line = J->notes, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      long a, b;
+      *nl = '\0';
+      int ra, rb;
+      if (sscanf(line, "lost %ld %ld", &a, &b) == 2 && (ra = rank_of_pid(J, a)) >= 0 && (rb = rank_of_pid(J, b)) >= 0 &&
+          ra != rb && !J->rp[ra].lost_to)
+        J->rp[ra].lost_to = rb + 1;
+      line = nl + 1;
+    }
+    J->nnotes -= (size_t)(line - J->notes);
+    memmove(J->notes, line, J->nnotes);
+    if (J->nnotes == sizeof J->notes - 1) J->nnotes = 0; /* not a note: dropped */
+  }
+}
+
+/* The job's first failure, rank r: stop the others; but when r failed because a rank still running left
+ * first, that rank is on its way out with its own error: it gets the grace to end by itself (and be named
+ * with its own status) before the others are stopped. */
+static void first_failure(job_t *J, int r, int st) {
+  J->failed = r;
+  J->fail_status = st;
+  read_notes(J);
+  int cause = J->rp[r].lost_to - 1;
+  if (cause >= 0 && J->rp[cause].running && J->c->grace > 0) {
+    J->hold_for = cause;
+    J->term_at = shoal__now_s() + J->c->grace;
+    return;
+  }
+  signal_all(J->rp, J->n, SIGTERM, &J->stopped);
+  J->kill_at = shoal__now_s() + J->c->grace;
 }
 
 /* Rank r ended with wait status st: tolerated (and maybe restarted), the job's failure, or its end. */
@@ -616,12 +715,7 @@ static void rank_ended(job_t *J, int r, int st) {
               on_failure == ON_FAIL_RESTART ? "restart, no restarts left" : "continue");
     return;
   }
-  if (bad && J->failed < 0 && !p->signaled_by_us && !J->interrupted && !J->timed_out) {
-    J->failed = r;
-    J->fail_status = st;
-    signal_all(J->rp, J->n, SIGTERM, &J->stopped);
-    J->kill_at = shoal__now_s() + J->c->grace;
-  }
+  if (bad && J->failed < 0 && !p->signaled_by_us && !J->interrupted && !J->timed_out) first_failure(J, r, st);
 }
 
 static void reap(job_t *J) {
@@ -705,6 +799,11 @@ static void watch(job_t *J) {
   }
   if (on_failure == ON_FAIL_RESTART && J->failed < 0 && !J->interrupted && !J->timed_out) stop_late_joiners(J);
   if (on_failure != ON_FAIL_STOP && J->failed < 0 && !J->interrupted && !J->timed_out) kill_stopped_ranks(J);
+  if (J->term_at > 0 && (shoal__now_s() >= J->term_at || !J->rp[J->hold_for].running)) {
+    J->term_at = 0;
+    signal_all(J->rp, J->n, SIGTERM, &J->stopped);
+    J->kill_at = shoal__now_s() + J->c->grace;
+  }
   if (J->kill_at > 0 && shoal__now_s() >= J->kill_at && J->running > 0) {
     signal_all(J->rp, J->n, SIGKILL, NULL);
     J->kill_at = 0;
@@ -713,6 +812,7 @@ static void watch(job_t *J) {
 
 /* Forward what the ranks wrote, for up to 100 ms. 1 once every rank has ended and its output is read. */
 static int pump(job_t *J) {
+  read_notes(J);
   int np = 0;
   J->pf[np++] = (struct pollfd){sig_pipe[0], POLLIN, 0};
   for (int r = 0; r < J->n; r++)
@@ -754,6 +854,14 @@ static int report_failure(job_t *J) {
   for (int r = 0; r < J->n; r++) {
     if (killed_from_outside(&rp[r]) && (!killed_from_outside(&rp[blame]) || rp[r].order < rp[blame].order)) blame = r;
     if (rp[r].stop_sig && stop_blame < 0) stop_blame = r;
+  }
+  /* a rank that failed because another left first (its note): the blame moves to that one if it failed too */
+  for (int hops = 0; hops < J->n && rp[blame].lost_to; hops++) {
+    const rank_proc_t *q = &rp[rp[blame].lost_to - 1];
+    int q_failed = q->order && !(WIFEXITED(q->status) && WEXITSTATUS(q->status) == 0) &&
+                   (!q->signaled_by_us || killed_from_outside(q));
+    if (!q_failed) break;
+    blame = rp[blame].lost_to - 1;
   }
   int blame_sig = killed_from_outside(&rp[blame]);
   if (!blame_sig && stop_blame >= 0) {

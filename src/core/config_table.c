@@ -22,6 +22,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_BIND", "auto", "comm", "`shoal launch` CPU binding: core (rank r on the (r mod ncpu)-th usable CPU), none, auto (core when ranks <= CPUs or SHOAL_SHM is on)"},
   {"SHOAL_JOB_ID", "", "comm", "identity of the job (set by `shoal launch`): the rendezvous store refuses ranks of another job"},
   {"SHOAL_STORE_FD", "", "comm", "set by `shoal launch` for rank 0 (for every rank with --on-failure continue or restart): an inherited socket already listening on the store port, the job's door after start-up"},
+  {"SHOAL_NOTE_FD", "", "comm", "set by `shoal launch`: FD:INODE of a pipe where a rank whose peer closed, left or aborted first says so, and the launcher then blames that peer"},
   {"SHOAL_JOIN", "0", "comm", "1: shoal_comm_init joins the running job through its door instead of starting one (set by `shoal launch --on-failure restart` for restarted ranks)"},
   /* comm: collectives */
   {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), relay (reduction trees with relays), auto (read when the world is created)"},

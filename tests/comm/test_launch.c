@@ -32,6 +32,17 @@ __attribute__((constructor)) static void launch_child_mode(void) {
       exit(10);
     }
     int r = shoal_comm_rank(c), n = shoal_comm_size(c);
+    if (getenv("SHOAL_TEST_LAUNCH_LEAVE")) { /* the last rank leaves and fails slowly; the others then fail */
+      if (r == n - 1) {
+        shoal_comm_destroy(c);
+        usleep(500000);
+        exit(3);
+      }
+      int x = 1;
+      for (int i = 0; i < 1000; i++)
+        if (shoal_allreduce(c, &x, &x, 1, SHOAL_INT32, SHOAL_SUM)) exit(11);
+      exit(0);
+    }
     for (int p = 0; p < n; p++) {
       if (p == r) continue;
       int out = r * 100 + p, in = -1;
@@ -222,6 +233,22 @@ static void world_of_this_binary(int n, const char *env) {
     snprintf(want, sizeof want, "[%d] rank %d of %d exchanged with all peers", r, r, n);
     CHECK_CONTAINS(out, want);
   }
+}
+
+/* A rank that leaves the job and fails on its way out (an exception after its communicator was destroyed)
+ * is named, not the ranks that failed first because it left: they say so on the launcher's note pipe. */
+TEST_T(launch_blames_the_rank_that_left_not_its_victims, 40) {
+  char self[4096];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  CHECK(k > 0);
+  self[k] = '\0';
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "SHOAL_TEST_LAUNCH_CHILD=1 SHOAL_TEST_LAUNCH_LEAVE=1 SHOAL_TIMEOUT=20 %s launch -n 3 -- %s",
+           shoal_test_cli(), self);
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 35);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %d: %s", st, out);
+  CHECK_CONTAINS(out, "shoal launch: rank 2 exited with status 3 (rank ");
+  CHECK_CONTAINS(out, " exited with status 11 first, after losing it)");
 }
 
 /* The real thing: ranks of this binary join a world through the launcher's

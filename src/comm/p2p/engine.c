@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "comm/comm_impl.h"
+#include "comm/bootstrap/note.h"
 #include "comm/bootstrap/sock.h"
 #include "core/clock.h"
 #include "core/error.h"
@@ -100,6 +101,8 @@ static int vfail(shoal_comm_t *c, int status, const shoal__op_t *op, int peer, i
     }
     vsnprintf(body, sizeof body, fmt, ap);
     snprintf(c->errmsg, sizeof c->errmsg, "%s%s: %s%s", me, who, opd, body);
+    /* failed because of the peer (it closed, left or aborted first): the launcher blames that peer */
+    if (status == SHOAL_ERR_PEER_CLOSED && peer >= 0 && peer < c->size) shoal__note_lost_peer(c->w->peers[c->wranks[peer]].pid);
   } else if (!c->errmsg[0]) {
     snprintf(c->errmsg, sizeof c->errmsg, "%s", c->w->abort_msg);
   }
