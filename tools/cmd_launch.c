@@ -391,7 +391,6 @@ typedef struct job {
   double t_start, kill_at, out_deadline, joiners_stop_at;
   double comm_timeout; /* the ranks' SHOAL_TIMEOUT: a rank stopped this long (+ the grace) is lost to them */
   double term_at; /* the first failure lost a rank still running: the others are stopped then, or when it ends */
-  int hold_for;   /* that rank */
   char notes[256];
   size_t nnotes;
 } job_t;
@@ -674,16 +673,26 @@ static void read_notes(job_t *J) {
   }
 }
 
+/* Following the notes from rank r (r lost q, which failed after losing s ...): the first rank of that chain
+ * still running, or -1 (the chain ends at a rank that ended by itself or was stopped by the launcher). */
+static int running_cause(const job_t *J, int r) {
+  for (int hops = 0, q = J->rp[r].lost_to - 1; hops < J->n && q >= 0 && q != r; hops++, q = J->rp[q].lost_to - 1) {
+    const rank_proc_t *p = &J->rp[q];
+    if (p->running) return q;
+    if (p->signaled_by_us || (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0)) return -1;
+  }
+  return -1;
+}
+
 /* The job's first failure, rank r: stop the others; but when r failed because a rank still running left
- * first, that rank is on its way out with its own error: it gets the grace to end by itself (and be named
- * with its own status) before the others are stopped. */
+ * first (or failed after losing one that is still running), that rank is on its way out with its own
+ * error: it gets the grace to end by itself (and be named with its own status) before the others are
+ * stopped. */
 static void first_failure(job_t *J, int r, int st) {
   J->failed = r;
   J->fail_status = st;
   read_notes(J);
-  int cause = J->rp[r].lost_to - 1;
-  if (cause >= 0 && J->rp[cause].running && J->c->grace > 0) {
-    J->hold_for = cause;
+  if (running_cause(J, r) >= 0 && J->c->grace > 0) {
     J->term_at = shoal__now_s() + J->c->grace;
     return;
   }
@@ -799,7 +808,7 @@ static void watch(job_t *J) {
   }
   if (on_failure == ON_FAIL_RESTART && J->failed < 0 && !J->interrupted && !J->timed_out) stop_late_joiners(J);
   if (on_failure != ON_FAIL_STOP && J->failed < 0 && !J->interrupted && !J->timed_out) kill_stopped_ranks(J);
-  if (J->term_at > 0 && (shoal__now_s() >= J->term_at || !J->rp[J->hold_for].running)) {
+  if (J->term_at > 0 && (shoal__now_s() >= J->term_at || running_cause(J, J->failed) < 0)) {
     J->term_at = 0;
     signal_all(J->rp, J->n, SIGTERM, &J->stopped);
     J->kill_at = shoal__now_s() + J->c->grace;
