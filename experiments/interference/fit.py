@@ -11,14 +11,20 @@ Sources (kept separate: one model file each):
              slot (two jobs on one GPU); slowdown of a = alone / co-located throughput of a
 
 Held-out evaluation: the unordered pairs {a, b} of each level are split into K folds; each fold is
-predicted by a model fitted on the others (both orders of a held-out pair are held out). MAPE over
-every observation, and per level. Then the model is fitted on all pairs and written (JSON), with the
-held-out figures in its "heldout" field.
+predicted by a model fitted on the others (both orders of a held-out pair are held out). MAPE over every observation, and per level. Then the model is fitted on all pairs and
+written (JSON), with the held-out figures in its "heldout" field.
+
+Noise floor (measured): the repetitions (--rep) of one pair at one level are independent measurements
+of the same slowdown; their mean absolute percentage difference (each repetition against each other)
+says how far apart two measurements of one pair are (with independent errors, a model that knew the
+true slowdowns would score about this / sqrt(2) against one repetition, / sqrt(2n) against the mean of
+n). Reported per level where a pair was measured more than once (the "noise" field).
 
   fit.py measured [--csv FILE] [--out data/interference-measured.json]
   fit.py gavel [--throughputs FILE] [--gpu v100] [--out FILE]
-  options: --rank R (measured 1, gavel 2)  --folds K (5)  --seed S (1)  --iters N (3000)
-           --lam X (L2 weight, 0.01)  --pred FILE (held-out predictions as CSV, for the plot)
+  options: --rank R (measured 1, gavel 4)  --folds K (5)  --seed S (1)  --iters N (3000)
+           --lam X (L2 weight on u, v: measured 0.1, gavel 0.01)
+           --pred FILE (held-out predictions as CSV, for the plot)
 """
 import argparse
 import ast
@@ -53,7 +59,19 @@ def load_measured(path):
                 continue
             k = (row["level"], row["job"], row["corunner"])
             sums.setdefault(k, []).append(s)
-    return [(l, a, b, sum(v) / len(v)) for (l, a, b), v in sorted(sums.items())]
+    return [(l, a, b, sum(v) / len(v)) for (l, a, b), v in sorted(sums.items())], sums
+
+
+def noise_floor(reps):
+    """{(level, job, corunner): [slowdown per repetition]} -> {level: (MAPE of one repetition against
+    another, pairs measured more than once)}"""
+    per = {}
+    for (l, _, _), v in reps.items():
+        if len(v) < 2:
+            continue
+        d = [abs(x - y) / y for i, x in enumerate(v) for j, y in enumerate(v) if i != j]
+        per.setdefault(l, []).append(sum(d) / len(d))
+    return {l: (sum(v) / len(v), len(v)) for l, v in sorted(per.items())}
 
 
 def load_gavel(path, gpu):
@@ -107,6 +125,7 @@ class Model:
         return pred
 
     def fit(self, obs, iters, lam):
+        """Returns the training MAPE."""
         opt = torch.optim.Adam(self.params(), lr=0.03)
         target = torch.tensor([o[3] for o in obs])
         for _ in range(iters):
@@ -116,7 +135,8 @@ class Model:
             opt.zero_grad()
             loss.backward()
             opt.step()
-        return loss.item()
+        with torch.no_grad():
+            return float(((self.predict(obs) - target).abs() / target).mean())
 
     def to_json(self, source, models, heldout):
         lv = {}
@@ -133,6 +153,45 @@ class Model:
         return d
 
 
+def pair_key(o):
+    return (o[0],) + tuple(sorted(o[1:3]))
+
+
+def crossval(obs, folds, seed, fit_fold):
+    """Held-out predictions: the unordered pairs of each level in `folds` folds, each fold predicted by
+    fit_fold(training observations, fold) (a Model); None where a class of the pair is in no training pair."""
+    pairs = sorted({pair_key(o) for o in obs})
+    random.Random(seed).shuffle(pairs)
+    fold_of = {p: i % folds for i, p in enumerate(pairs)}
+    pred = [None] * len(obs)
+    for f in range(folds):
+        train = [o for o in obs if fold_of[pair_key(o)] != f]
+        test = [i for i, o in enumerate(obs) if fold_of[pair_key(o)] == f]
+        if not train:
+            continue
+        m = fit_fold(train, f)
+        ok = [i for i in test if obs[i][1] in m.cls.get(obs[i][0], []) and obs[i][2] in m.cls.get(obs[i][0], [])]
+        with torch.no_grad():
+            p = m.predict([obs[i] for i in ok]) if ok else []
+        for i, v in zip(ok, p):
+            pred[i] = float(v)
+    return pred
+
+
+def level_mape(obs, pred):
+    per = {}
+    for o, p in zip(obs, pred):
+        if p is not None:
+            per.setdefault(o[0], []).append(abs(p - o[3]) / o[3])
+    return per
+
+
+def fitted(obs, a, seed):
+    m = Model(obs, a.rank, seed)
+    a.train_mape = m.fit(obs, a.iters, a.lam)
+    return m
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", choices=["measured", "gavel"])
@@ -144,63 +203,55 @@ def main():
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--iters", type=int, default=3000)
-    ap.add_argument("--lam", type=float, default=0.01)
+    ap.add_argument("--lam", type=float)
     ap.add_argument("--pred")
     a = ap.parse_args()
-    if not 0 <= (a.rank if a.rank is not None else 1) <= 8 or a.folds < 2 or a.iters < 1:
-        sys.exit("fit.py: --rank 0..8, --folds >= 2, --iters >= 1")
+    measured = a.source == "measured"
+    a.rank = a.rank if a.rank is not None else (1 if measured else 4)
+    a.lam = a.lam if a.lam is not None else (0.1 if measured else 0.01)
+    if not 0 <= a.rank <= 8 or a.folds < 2 or a.iters < 1 or a.lam < 0:
+        sys.exit("fit.py: --rank 0..8, --folds >= 2, --iters >= 1, --lam >= 0")
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
-    if a.source == "measured":
-        obs, rank = load_measured(a.csv), (1 if a.rank is None else a.rank)
+    noise = {}
+    if measured:
+        obs, reps = load_measured(a.csv)
+        noise = noise_floor(reps)
         src = "measured on shoal testbed (experiments/interference/measure.sh, %s)" % a.csv
         out = a.out or "data/interference-measured.json"
     else:
-        obs, rank = load_gavel(a.throughputs, a.gpu), (2 if a.rank is None else a.rank)
+        obs = load_gavel(a.throughputs, a.gpu)
         src = "Gavel co-located throughputs, %s (%s; MIT, see its NOTICE)" % (a.gpu, a.throughputs)
         out = a.out or "build/interference-gavel-%s.json" % a.gpu
     if not obs:
         sys.exit("fit.py: no observations")
-    pairs = sorted({(o[0],) + tuple(sorted(o[1:3])) for o in obs})
-    random.Random(a.seed).shuffle(pairs)
-    fold_of = {p: i % a.folds for i, p in enumerate(pairs)}
-    key = lambda o: (o[0],) + tuple(sorted(o[1:3]))
-    pred = [None] * len(obs)
-    for f in range(a.folds):
-        train = [o for o in obs if fold_of[key(o)] != f]
-        test = [i for i, o in enumerate(obs) if fold_of[key(o)] == f]
-        m = Model(train, rank, a.seed + f)
-        m.fit(train, a.iters, a.lam)
-        # a class seen only in held-out pairs of a level cannot be predicted: counted, reported
-        ok = [i for i in test if obs[i][1] in m.cls.get(obs[i][0], []) and obs[i][2] in m.cls.get(obs[i][0], [])]
-        with torch.no_grad():
-            p = m.predict([obs[i] for i in ok]) if ok else []
-        for i, v in zip(ok, p):
-            pred[i] = float(v)
-    ape = [(o, abs(p - o[3]) / o[3]) for o, p in zip(obs, pred) if p is not None]
+    pred = crossval(obs, a.folds, a.seed, lambda tr, f: fitted(tr, a, a.seed + f))
+    per = level_mape(obs, pred)
+    ape = [e for v in per.values() for e in v]
     missing = sum(p is None for p in pred)
-    mape = sum(e for _, e in ape) / len(ape)
-    per = {}
-    for o, e in ape:
-        per.setdefault(o[0], []).append(e)
+    mape = sum(ape) / len(ape)
     per_level = {l: round(sum(v) / len(v), 4) for l, v in sorted(per.items())}
-    print("%s: %d observations, %d unordered pairs, rank %d, %d folds: held-out MAPE %.1f%%%s" % (
-        a.source, len(obs), len(pairs), rank, a.folds, 100 * mape,
+    print("%s: %d observations, %d unordered pairs, rank %d, L2 %g, %d folds: held-out MAPE %.1f%%%s" % (
+        a.source, len(obs), len({pair_key(o) for o in obs}), a.rank, a.lam, a.folds, 100 * mape,
         " (%d observations of classes seen only in held-out pairs not predicted)" % missing if missing else ""))
     for l, v in per_level.items():
-        print("  %-7s %5.1f%%  (%d observations)" % (l, 100 * v, len(per[l])))
+        print("  %-7s %5.1f%%  (%d observations)%s" % (
+            l, 100 * v, len(per[l]),
+            "  noise floor %.1f%% (%d pairs repeated)" % (100 * noise[l][0], noise[l][1]) if l in noise else ""))
     if a.pred:
         with open(a.pred, "w") as f:
             f.write("level,job,corunner,measured,predicted\n")
             for o, p in zip(obs, pred):
                 if p is not None:
                     f.write("%s,%s,%s,%.4f,%.4f\n" % (o[0], o[1].replace(",", ";"), o[2].replace(",", ";"), o[3], p))
-    m = Model(obs, rank, a.seed)
-    loss = m.fit(obs, a.iters, a.lam)
+    m = fitted(obs, a, a.seed)
+    loss = a.train_mape
     heldout = {"mape": round(mape, 4), "per_level": per_level, "folds": a.folds, "observations": len(obs),
-               "seed": a.seed, "train_loss": round(loss, 4)}
+               "seed": a.seed, "rank": a.rank, "lam": a.lam, "train_mape": round(loss, 4)}
+    if noise:
+        heldout["noise"] = {l: {"mape": round(v, 4), "pairs": n} for l, (v, n) in noise.items()}
     with open(out, "w") as f:
-        json.dump(m.to_json(src, MEASURED_MODELS if a.source == "measured" else None, heldout), f, indent=1)
+        json.dump(m.to_json(src, MEASURED_MODELS if measured else None, heldout), f, indent=1)
         f.write("\n")
     print("wrote %s (fitted on all %d observations, training MAPE %.1f%%)" % (out, len(obs), 100 * loss))
 

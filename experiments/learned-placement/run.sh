@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The learned placer's experiments (docs/experiments.md "Learned placement"): RE2 (average JCT against the
+# heuristics on Philly days not used in training, interference on and off), RE3 (trained on 8 GPUs per server
+# and 2:1 uplinks, tested on 4 per server and 4:1, against a policy trained there), RE4 (1/2/4/8 agents on
+# 512 GPUs: decision time per job against JCT; run it under `quiet`, the times are measured).
+#   experiments/learned-placement/run.sh train      the two weights files (8x2 and 4x4), ~6 and ~10 min each
+#   experiments/learned-placement/run.sh re2|re3|re4
+# Options (environment): W8=FILE W4=FILE (the weights; default build/marl-8x2.weights, build/marl-4x4.weights),
+# SEED (1). Training windows: busy Philly days 20-24, 27-28, 29-30, 31-32, 33-34; days 25-26 (the scenario
+# interference) are never trained on.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+S=build/shoal W8=${W8:-build/marl-8x2.weights} W4=${W4:-build/marl-4x4.weights} SEED=${SEED:-1}
+WINDOWS=20-21,21-22,22-23,23-24,27-28,29-30,31-32,33-34
+HEUR=fifo,fifo:place=firstfit,fifo:place=loadbal,fifo:place=pack
+train() { # topology out
+  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python python3 -m shoal.marl train --out "$2" --seed "$SEED" \
+    --topology "$1" --agents 2 --windows "$WINDOWS" --log "${2%.weights}.log.csv"
+}
+case ${1:-} in
+  train) train 8x2 "$W8"; train 4x4 "$W4" ;;
+  re2)
+    for i in shipped off; do
+      echo "# interference $i: Philly days 25-26, 32 x 8 GPUs, 8 racks, 2:1"
+      $S sim --scenario interference --interference $i --policy "$HEUR,marl:weights=$W8" --no-progress --csv \
+        --out "build/re2-$i" 2>/dev/null | cut -d, -f2,5-8
+    done ;;
+  re3)
+    echo "# tested on 64 x 4 GPUs, 8 racks, 4:1 (Philly days 25-26, interference on)"
+    $S sim --scenario interference --machines 64 --gpus-per-machine 4 --racks 8 --oversub 4 \
+      --policy "$HEUR,marl:weights=$W8,marl:weights=$W4" --no-progress --csv --out build/re3 2>/dev/null | cut -d, -f2,5-8 ;;
+  re4)
+    echo "# 64 x 8 GPUs (512), 16 racks, 2:1, Philly days 25-26 at --load-scale 8, interference on"
+    p=fifo,fifo:place=pack
+    for a in 1 2 4 8; do p="$p,marl:weights=$W8:agents=$a"; done
+    $S sim --scenario interference --machines 64 --racks 16 --load-scale 8 --policy "$p" --no-progress \
+      --out build/re4 2>/dev/null | grep -v "^ *agents=" ;;
+  *) sed -n '2,10p' "$0"; exit 2 ;;
+esac
