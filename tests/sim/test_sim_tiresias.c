@@ -88,3 +88,52 @@ TEST(tiresias_backfills_past_jobs_that_do_not_fit) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* The thrash guard: a started job keeps its GPUs for its minimum run,
+ * max(minrun, runfrac x its held time before the start), and a decision
+ * follows the end of that run. One 1-GPU machine, restart cost 0, two
+ * queues (threshold 100 GPU-s), no promotions. J0 (1,200 s) is in Q1 from
+ * t=100; J1-J5 (50 s each) arrive at 200, 300, 400, 700, 800 in Q0.
+ *  plain rule: every arrival preempts J0 at once: 5 preemptions.
+ *  minrun=500: J0 keeps 0-500; J1-J3 500-650; J0 650-1150 (lease), then
+ *   J4, J5 1150-1250; J0 1250-1450: 2 preemptions.
+ *  runfrac=1: J0 is preempted at 200 (nothing held before its start); J1
+ *   200-250; J0 250-450 (200 held before); J2, J3 450-550; J0 550-950 (400);
+ *   J4, J5 950-1050; J0 1050-1450: 3 preemptions.
+ * J0 ends at 1450 in all three (work-conserving, no restart cost). */
+TEST(tiresias_minimum_run_guards_against_thrash) {
+  tjob_t t[] = {{0, 1, 1200, 0}, {200, 1, 50, 0}, {300, 1, 50, 0}, {400, 1, 50, 0}, {700, 1, 50, 0}, {800, 1, 50, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 1);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 6);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=0:minrun=0:runfrac=0", 0, &r);
+  CHECK_EQ(r.preemptions, 5);
+  for (int k = 1; k <= 5; k++) CHECK_JCT(&w, k, 50);
+  CHECK_JCT(&w, 0, 1450);
+  shoal__sim_result_free(&r);
+
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=0:minrun=500", 0, &r);
+  CHECK_EQ(r.preemptions, 2);
+  CHECK_JCT(&w, 1, 350);  /* 500-550 */
+  CHECK_JCT(&w, 2, 300);  /* 550-600 */
+  CHECK_JCT(&w, 3, 250);  /* 600-650 */
+  CHECK_JCT(&w, 4, 500);  /* 1150-1200 */
+  CHECK_JCT(&w, 5, 450);  /* 1200-1250 */
+  CHECK_JCT(&w, 0, 1450);
+  shoal__sim_result_free(&r);
+
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=0:runfrac=1", 0, &r);
+  CHECK_EQ(r.preemptions, 3);
+  CHECK_JCT(&w, 1, 50);  /* 200-250 */
+  CHECK_JCT(&w, 2, 200); /* 450-500 */
+  CHECK_JCT(&w, 3, 150); /* 500-550 */
+  CHECK_JCT(&w, 4, 300); /* 950-1000 */
+  CHECK_JCT(&w, 5, 250); /* 1000-1050 */
+  CHECK_JCT(&w, 0, 1450);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}

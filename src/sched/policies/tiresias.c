@@ -13,7 +13,8 @@
  * Queue crossings are exact timers: demotion at t + (theta_q - a_j)/n_j,
  * promotion at t + (S e_j - w_j).
  * Parameters: thresholds=3250/7200 (GPU-s; the repository's defaults, three
- * queues), starve=2.
+ * queues), starve=2; the thrash guard minrun=0 (s), runfrac=0 (off: the
+ * authors' rule; see "thrash guard" below and docs/scheduling.md).
  *
  * Speed (the result is the plain algorithm's): waiting jobs sit in one heap
  * per requested size, keyed by (queue, entry time, id) whose keys change only
@@ -44,6 +45,9 @@
 #include "sched/policies/common.h"
 
 #define MAX_QUEUES 16
+/* thrash guard defaults (see the file header and docs/simulator.md) */
+#define MINRUN_S 0
+#define RUNFRAC 0
 
 /* per-job fields: pint[0] queue, pint[1] entry time into the queue (double
  * bits), pint[2] rank in the holding list (-1: none), pint[4] key changed
@@ -72,6 +76,9 @@ typedef struct {
   int nq;
   double theta[MAX_QUEUES];
   double starve;
+  double minrun, runfrac; /* thrash guard: a started job's minimum run (s, x its held time before the start) */
+  long prot[MAX_QUEUES];  /* GPUs of the holders inside their minimum run, per queue (this decision) */
+  double lease_due;       /* earliest end of a minimum run that held GPUs back (0: none) */
   int oom;
   /* waiting jobs: one heap per requested size (lazy deletion by version),
    * classes sorted by size, so the walk looks only at the heads of the sizes
@@ -140,7 +147,7 @@ static int grow_ptrs(tiresias_t *t, shoal_job_t ***a, int *cap, int need) {
 }
 
 static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
-  static const char *const keys[] = {"thresholds", "starve", NULL};
+  static const char *const keys[] = {"thresholds", "starve", "minrun", "runfrac", NULL};
   int rc = shoal__param_check("tiresias", params, keys);
   if (rc) return rc;
   tiresias_t *t = calloc(1, sizeof *t);
@@ -177,6 +184,8 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
   }
   t->nq = nth + 1;
   if ((rc = shoal__param_double("tiresias", params, "starve", 2, 0, 1e6, &t->starve)) ||
+      (rc = shoal__param_double("tiresias", params, "minrun", MINRUN_S, 0, 1e9, &t->minrun)) ||
+      (rc = shoal__param_double("tiresias", params, "runfrac", RUNFRAC, 0, 1e6, &t->runfrac)) ||
       !(t->buf = malloc((size_t)s->cluster->nmachines * sizeof *t->buf))) {
     free(t);
     return rc ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
@@ -724,16 +733,60 @@ static int holders_due(tiresias_t *t, shoal_sched_t *s) {
   return 0;
 }
 
+/* ---- thrash guard ----
+ * A job started (or restarted) at time t0 with h0 seconds held before is
+ * not preempted until it has held its GPUs max(minrun, runfrac x h0) seconds
+ * since t0: the walk keeps it whatever its queue, its GPUs taken out of the
+ * free count up front. Each run of a job is then at least runfrac times all
+ * its runs before it, so a job that holds GPUs for H seconds in total is
+ * preempted O(log(H / minrun) / log(1 + runfrac)) times instead of once per
+ * promotion cycle. Defaults MINRUN_S / RUNFRAC; 0/0 is the plain rule. */
+static int guard_on(const tiresias_t *t) { return t->minrun > 0 || t->runfrac > 0; }
+
+/* end of holder j's minimum run */
+static double run_end(const tiresias_t *t, const shoal_sched_t *s, const shoal_job_t *j) {
+  double need = t->runfrac * j->pkey[3];
+  if (need < t->minrun) need = t->minrun;
+  return s->now + need - (shoal_sched_held_s(s, j) - j->pkey[3]);
+}
+
+static int in_minrun(const tiresias_t *t, const shoal_sched_t *s, const shoal_job_t *j) {
+  return guard_on(t) && run_end(t, s, j) > s->now + 1e-9 * (1 + fabs(s->now));
+}
+
+static long prot_total(const tiresias_t *t) {
+  long n = 0;
+  for (int q = 0; q < t->nq; q++) n += t->prot[q];
+  return n;
+}
+
+/* the protected holders' GPUs per queue, and a wake-up at the earliest end
+ * of their minimum runs (their GPUs may then go to a waiting job) */
+static int guard_scan(tiresias_t *t, shoal_sched_t *s) {
+  memset(t->prot, 0, sizeof t->prot);
+  t->lease_due = 0;
+  if (!guard_on(t)) return 0;
+  for (int i = 0; i < t->nhold; i++) {
+    const shoal_job_t *j = t->hold[i];
+    if (!in_minrun(t, s, j)) continue;
+    double e = run_end(t, s, j);
+    t->prot[j->pint[0]] += j->gpus;
+    if (t->lease_due == 0 || e < t->lease_due) t->lease_due = e;
+  }
+  return t->lease_due > 0 ? arm(t, s, t->lease_due) : 0;
+}
+
 /* Would the walk select any waiting job? It walks queue by queue, in each
  * the holders first: with no waiting job selected before, every holder fits
  * (together they hold at most all GPUs), so a waiting job of queue q finds
  * total - (GPUs of the holders in queues <= q) free GPUs. If no waiting job
  * fits there, the walk keeps every holder and starts nobody. */
 static int walk_selects(const tiresias_t *t, const shoal_sched_t *s) {
-  long held = 0;
+  long held = 0, after = prot_total(t);
   for (int q = 0; q < t->nq; q++) {
     held += t->hq[q];
-    long room = s->cluster->gpus_total - held;
+    after -= t->prot[q];
+    long room = s->cluster->gpus_total - held - after;
     for (int c = 0; c < t->ncls && t->cls[c].gpus <= room; c++)
       if (t->cls[c].cnt[q] > 0) return 1;
   }
@@ -823,16 +876,17 @@ static int select_everyone(tiresias_t *t) {
  * there. Returns the length of the selection. */
 static int select_walk(tiresias_t *t, const shoal_sched_t *s) {
   int hi = 0, ci = 0, n = 0;
-  long held = 0;
+  long held = 0, after = prot_total(t); /* protected GPUs in the queues after q: reserved */
   shoal_job_t *w = NULL;
   for (int q = 0; q < t->nq; q++) {
     held += t->hq[q];
     hi += t->nhq[q];
-    w = wnext(t, s->cluster->gpus_total - held, &ci);
+    after -= t->prot[q];
+    w = wnext(t, s->cluster->gpus_total - held - after, &ci);
     if (w && w->pint[0] == q) break; /* else the first that fits is in a later queue */
     w = NULL;
   }
-  long free_gpus = s->cluster->gpus_total - held;
+  long free_gpus = s->cluster->gpus_total - held - after;
   /* waiting jobs larger than the free GPUs are skipped: the walk would
    * not select them, and popping them made a decision O(W log W); the
    * first waiting job is looked up again only when it was taken or no
@@ -849,21 +903,25 @@ static int select_walk(tiresias_t *t, const shoal_sched_t *s) {
       w = NULL;
     }
     t->order[n] = j;
+    if (j == h && after > 0 && in_minrun(t, s, j)) {
+      t->want[n++] = 1; /* its GPUs were reserved */
+      continue;
+    }
     t->want[n] = j->gpus <= free_gpus;
     if (t->want[n]) free_gpus -= j->gpus;
     n++;
     if (free_gpus > 0 && (!w || w->gpus > free_gpus)) w = wnext(t, free_gpus, &ci);
   }
-  for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted */
+  for (; hi < t->nhold; hi++) { /* walk ended: the remaining holders are preempted (unless protected) */
     t->order[n] = t->hold[hi];
-    t->want[n++] = 0;
+    t->want[n++] = after > 0 && in_minrun(t, s, t->hold[hi]);
   }
   return n;
 }
 
 /* After the selection was applied: holding list, waiting heap and sums, and
  * the jobs that moved marked for new timers. */
-static int record_moves(tiresias_t *t, int n) {
+static int record_moves(tiresias_t *t, const shoal_sched_t *s, int n) {
   int rc;
   for (int i = 0; i < n; i++) {
     shoal_job_t *j = t->order[i];
@@ -875,6 +933,7 @@ static int record_moves(tiresias_t *t, int n) {
       t->nwaiting++;
       if ((rc = wcount(t, j, +1)) || (rc = wput(t, j))) return rc;
     } else if (!was && is) {
+      j->pkey[3] = shoal_sched_held_s(s, j); /* held before this start: its minimum run */
       if ((rc = wcount(t, j, -1)) || (rc = hold_add(t, j))) return rc;
       t->waiting_gpus -= j->gpus;
       t->nwaiting--;
@@ -907,7 +966,9 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
   if (t->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "tiresias: out of memory");
   if (s->check && (rc = hold_verify(t, 0))) return rc;
   if ((rc = collect_fired(t, s))) return rc;
-  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && t->nfired == 0) return 0;
+  int lease_ended = t->lease_due > 0 && t->lease_due <= s->now;
+  if (lease_ended) t->lease_due = 0; /* guard_scan() sets the next one */
+  if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH)) && t->nfired == 0 && !lease_ended) return 0;
   if ((rc = guard_timer_loop(t, s)) || (rc = promote_fired(t, s))) return rc;
   if (t->nwaiting == 0) {
     t->timers_off = 1; /* nobody waits: crossings cannot change anything */
@@ -922,13 +983,13 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
      * (nobody waited before), else only those whose crossing timer is due
      * within a margin far wider than update_queue()'s tolerance (the others
      * cannot have crossed) */
-    if ((rc = holders_due(t, s))) return rc;
+    if ((rc = holders_due(t, s)) || (rc = guard_scan(t, s))) return rc;
     if (!walk_selects(t, s)) return set_changed_timers(t, s); /* no waiting job fits anywhere: nothing changes */
     hold_sort(t);
     if (s->check && (rc = hold_verify(t, 1))) return rc;
     n = select_walk(t, s);
   }
-  if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0 || (rc = record_moves(t, n))) return rc;
+  if ((rc = shoal__apply_selection(s, t->order, t->want, n, t->buf)) < 0 || (rc = record_moves(t, s, n))) return rc;
   if (t->nwaiting == 0) { /* nobody waits: crossings cannot change anything */
     t->timers_off = 1;
     return 0;
@@ -939,7 +1000,9 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
 const shoal_policy_ops_t shoal__policy_tiresias = {
     "tiresias",
     "Tiresias discretized 2D-LAS: GPU-time queues, running-first within a queue, starvation guard",
-    "thresholds=3250/7200: queue limits in GPU-seconds (K-1 values); starve=2: promotion knob S (0 = off)",
+    "thresholds=3250/7200: queue limits in GPU-seconds (K-1 values); starve=2: promotion knob S (0 = off); "
+    "minrun=0, runfrac=0: thrash guard, a started job is not preempted before it has held its GPUs "
+    "max(minrun s, runfrac x its held time before the start) (0/0 = off)",
     tiresias_create,
     tiresias_destroy,
     tiresias_arrive,
