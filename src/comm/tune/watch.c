@@ -16,8 +16,9 @@
  *   watched size holds the watch off for 1, 2, 4 ... up to HOLDOFF_MAX checks
  *   (a re-profile that changes the choice resets it);
  * - a re-profile that changes the choice is on probation: the next window's
- *   time per byte (slowest rank's median) is compared with the window that
- *   triggered it, run with the previous plan under the new conditions; unless
+ *   time per byte (slowest rank's median) is compared with the calls of the
+ *   window that triggered it that had drifted (the previous plan under the new
+ *   conditions: a window straddling the change also holds old ones); unless
  *   the new plan is at least as fast (within KEEP_MARGIN), the previous matrix
  *   and so the previous plan come back, and the watch holds off as above;
  * - after a re-profile the reference is set again by the next window checked.
@@ -131,6 +132,18 @@ static double median_of(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Seconds per byte of the window's calls beyond the drift threshold on one side of the reference (dir > 0:
+ * factor x slower, else factor x faster): the previous plan under the new conditions. A window that straddles
+ * the change holds calls of both, and its median can be the old conditions' time, against which a better new
+ * plan looks slower. -1 when no call is there (or there is no reference yet). Before the window is sorted. */
+static double drift_side_spb(const struct shoal__watch_win *x, double factor, int dir) {
+  double s[MAX_CALLS];
+  int n = 0;
+  for (int i = 0; x->base > 0 && i < x->n; i++)
+    if (dir > 0 ? x->ratio[i] >= factor * x->base : x->ratio[i] * factor <= x->base) s[n++] = x->spb[i];
+  return n ? median_of(s, n) : -1;
+}
+
 static shoal_algo_t pick_for(shoal_comm_t *c, size_t bytes) {
   shoal__coll_ctx_t x;
   shoal__choice_t ch;
@@ -216,7 +229,8 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   x->spb[x->n] = elapsed_s / (double)(bytes ? bytes : 1);
   x->ratio[x->n++] = elapsed_s / predicted_s;
   if (x->n < wt->calls) return 0;
-  double agree[3] = {median_of(x->ratio, x->n), 0, median_of(x->spb, x->n)};
+  double slow = drift_side_spb(x, wt->factor, 1), fast = drift_side_spb(x, wt->factor, -1);
+  double agree[5] = {median_of(x->ratio, x->n), 0, median_of(x->spb, x->n), slow, fast};
   agree[1] = -agree[0];
   x->n = 0;
   if (wt->probation && bytes != wt->prob_bytes) return 0; /* only the size that triggered it judges it */
@@ -226,7 +240,7 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   }
   shoal_comm_t *v = world_view(c, wt);
   if (!v) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, NULL, -1, "link watch: out of memory");
-  int rc = shoal_allreduce_algo(v, SHOAL_IN_PLACE, agree, 3, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+  int rc = shoal_allreduce_algo(v, SHOAL_IN_PLACE, agree, 5, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
   wt->checks++;
   if (!rc) {
     double r = agree[0];
@@ -237,7 +251,8 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
       SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
                   wt->calls);
     } else if (r >= wt->factor * x->base || r * wt->factor <= x->base) {
-      rc = reprofile(v, wt, bytes, x->base, r, agree[2]);
+      double side = r >= x->base ? agree[3] : agree[4]; /* the slowest rank's, as the median */
+      rc = reprofile(v, wt, bytes, x->base, r, side > 0 ? side : agree[2]);
     }
   }
   if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
