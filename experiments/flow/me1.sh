@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# ME1: J concurrent training jobs whose rings cross one oversubscribed rack uplink, on the testbed, under
+# each congestion control people run and under shoal's flow scheduling (docs/flow.md, docs/experiments.md).
+# 8 hosts in 2 racks, host links RATE, uplinks 4:1 oversubscribed (4 x RATE / 4 = RATE each way); job j
+# (1..J) is a 2-rank ring on h<j-1> (rack 0) and h<j+3> (rack 1), so every job's allreduce crosses both
+# uplinks and J jobs share them. Every job: shoal train, MLP on Fashion-MNIST (2.1 MB of gradients a step),
+# ITERS steps of COMPUTE ms emulated compute. All jobs start together; a job's JCT is its launcher's wall
+# time. Per mode one line per job and the average. As root, under `quiet`.
+#
+#   experiments/flow/me1.sh [--jobs J] [--compute-ms C] [--iters N] [--rate RATE] [--modes "cubic reno bbr equal mlcc"]
+#                           [--name NAME] [--out DIR]
+# modes: cubic, reno, bbr   SHOAL_TCP_CONGESTION, no flow control
+#        equal              static equal-share pacing (testbed up --flow --flow-policy equal), cubic underneath
+#        mlcc, greedy       the flow controller's policies, cubic underneath
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+jobs=2 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) jobs=$2; shift 2 ;;
+    --compute-ms) compute=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+case $jobs in 1|2|3|4) ;; *) echo "me1.sh: --jobs $jobs: 1 to 4" >&2; exit 2 ;; esac
+S=$PWD/build/shoal
+[ -x "$S" ] || { echo "me1.sh: $S not built (make -j2)" >&2; exit 2; }
+mkdir -p "$out"
+trap '$S testbed down --name $name >/dev/null 2>&1 || true' EXIT
+
+# mean step time of a job from its rank 0's iteration log (wall clock between steps, the first step left out)
+step_ms() { awk -F, 'NR > 2 { d = $10 - prev; s += d; n++ } NR > 1 { prev = $10 } END { printf "%.0f", n ? 1000 * s / n : 0 }' "$1"; }
+
+printf '# ME1: %d job(s), %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step\n' \
+  "$jobs" "$iters" "$compute" "$rate" "$rate"
+printf '%-7s %4s %8s %9s\n' mode job jct_s step_ms
+for mode in $modes; do
+  cc=cubic flow=""
+  case $mode in
+    cubic|reno|bbr) cc=$mode ;;
+    equal|mlcc|greedy) flow="--flow --flow-policy $mode" ;;
+    *) echo "me1.sh: mode '$mode': expected cubic, reno, bbr, equal, mlcc or greedy" >&2; exit 2 ;;
+  esac
+  $S testbed down --name "$name" >/dev/null 2>&1 || true
+  $S testbed up --name "$name" --hosts 8 --racks 2 --rate "$rate" --oversub 4 $flow >/dev/null
+  d=$out/$mode-j$jobs-c$compute; rm -rf "$d"; mkdir -p "$d"
+  t0=$(date +%s.%N)
+  for j in $(seq 1 "$jobs"); do
+    ( SHOAL_TCP_CONGESTION=$cc timeout 600 $S launch --testbed "$name" -n 2 --hosts h$((j - 1)),h$((j + 3)) --timeout 590 -- \
+        $S train --max-iters "$iters" --batch 32 --train-subset 4096 --compute-ms "$compute" --quiet \
+        --iter-log "$d/j$j.it" > "$d/j$j.out" 2>&1
+      echo "$? $(date +%s.%N)" > "$d/j$j.end" ) &
+  done
+  wait
+  sum=0
+  for j in $(seq 1 "$jobs"); do
+    read -r rc t1 < "$d/j$j.end"
+    [ "$rc" = 0 ] || { echo "me1.sh: $mode job $j failed ($rc): $d/j$j.out" >&2; tail -3 "$d/j$j.out" >&2; exit 1; }
+    jct=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    sum=$(awk -v s="$sum" -v x="$jct" 'BEGIN { print s + x }')
+    printf '%-7s %4d %8s %9s\n' "$mode" "$j" "$jct" "$(step_ms "$d/j$j.it")"
+  done
+  printf '%-7s %4s %8.2f\n' "$mode" avg "$(awk -v s="$sum" -v n="$jobs" 'BEGIN { print s / n }')"
+  [ -z "$flow" ] || cp /run/shoal-testbed/"$name"/flow/controller.log "$d/" 2>/dev/null || true
+  $S testbed down --name "$name" >/dev/null
+done
