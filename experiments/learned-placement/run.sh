@@ -30,10 +30,11 @@ case ${1:-} in
     $S sim --scenario interference --machines 64 --gpus-per-machine 4 --racks 8 --oversub 4 \
       --policy "$HEUR,marl:weights=$W8,marl:weights=$W4" --no-progress --csv --out build/re3 2>/dev/null | cut -d, -f2,5-8 ;;
   re4)
-    echo "# 64 x 8 GPUs (512), 16 racks, 2:1, Philly days 25-26 at --load-scale 8, interference on"
+    # Days 46-53 (seconds 3974400-4579200, 12,417 jobs) at load x1 queue on 512 GPUs; days 25-26 do not.
+    echo "# 64 x 8 GPUs (512), 16 racks, 2:1, Philly days 46-53, interference on (decision times: run under quiet)"
     p=fifo,fifo:place=pack
     for a in 1 2 4 8; do p="$p,marl:weights=$W8:agents=$a"; done
-    $S sim --scenario interference --machines 64 --racks 16 --load-scale 8 --policy "$p" --no-progress \
-      --out build/re4 2>/dev/null | grep -v "^ *agents=" ;;
+    $S sim --scenario interference --window 3974400:4579200 --load-scale 1 --machines 64 --racks 16 \
+      --policy "$p" --no-progress --out build/re4 2>/dev/null | grep -v "^ *agents=" ;;
   *) sed -n '2,10p' "$0"; exit 2 ;;
 esac
