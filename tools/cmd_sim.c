@@ -101,15 +101,7 @@ static const shoal_opt_mode_t sim_modes[] = {
 
 /* --window A:B (seconds after the first submission) */
 static int parse_window(const char *n, const char *v, void *f) {
-  shoal_workload_opts_t *wo = f;
-  char *e;
-  double a = strtod(v, &e), b = 0;
-  int ok = *e == ':' && a >= 0;
-  if (ok) b = strtod(e + 1, &e), ok = !*e && b > a;
-  if (!ok) return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected A:B, seconds after the first submission, 0 <= A < B", n, v);
-  wo->window_start_s = a;
-  wo->window_end_s = b;
-  return 0;
+  return shoal__workload_parse_window(n, v, f);
 }
 
 /* --report-jobs K0:K1 (arrival ranks) */

@@ -39,6 +39,8 @@ typedef struct shoal_workload_opts {
 } shoal_workload_opts_t;
 
 void shoal__workload_opts_default(shoal_workload_opts_t *o);
+/* "A:B" -> window_start_s/window_end_s (0 <= A < B); SHOAL_ERR_CONFIG naming `what` otherwise, o untouched. */
+int shoal__workload_parse_window(const char *what, const char *v, shoal_workload_opts_t *o);
 /* The accepted ranges of the workload's and the engine's numbers (shoal sim's options, shoal_sim_run). */
 #define SHOAL__SIM_SYNTH_JOBS_MAX 100000000L
 #define SHOAL__SIM_LOAD_MIN 1e-6

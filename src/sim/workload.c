@@ -16,6 +16,17 @@ void shoal__workload_opts_default(shoal_workload_opts_t *o) {
   o->cluster_gpus = 2048;
 }
 
+int shoal__workload_parse_window(const char *what, const char *v, shoal_workload_opts_t *o) {
+  char *e;
+  double a = strtod(v, &e), b = 0;
+  int ok = *e == ':' && a >= 0;
+  if (ok) b = strtod(e + 1, &e), ok = !*e && b > a;
+  if (!ok) return shoal__seterr(SHOAL_ERR_CONFIG, "%s '%s': expected A:B, seconds after the first submission, 0 <= A < B", what, v);
+  o->window_start_s = a;
+  o->window_end_s = b;
+  return 0;
+}
+
 void shoal__workload_scale_arrivals(shoal_workload_t *w, double x) {
   if (!(x > 0) || x == 1) return;
   for (long i = 0; i < w->njobs; i++) w->jobs[i].arrival /= x;
