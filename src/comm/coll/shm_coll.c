@@ -102,9 +102,12 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   uint64_t g = ++s->step;
   int b = (int)(g % SHOAL__SHM_NBUF), me = s->topo->lrank, rc;
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
-  atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release); /* before seq: seq == g implies it */
   shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
   shoal__shm_set_desc_fast(s, c->id, g, op, mine); /* the call's descriptor, in the line of seq */
+  /* in_step after the descriptor (a rank in another call, a barrier say, that sees in_step == g compares
+   * the descriptor of step g; before it, the box still says g-2 and the check would skip it), and before
+   * seq (seq == g implies in_step == g) */
+  atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release);
   memcpy(mine->data, src, bytes);
   atomic_store_explicit(&mine->seq, g, memory_order_release);
   if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1)) || (rc = shoal__shm_unread(c, op))) return rc;
