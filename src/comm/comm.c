@@ -69,8 +69,9 @@ static int gather_peers(shoal__world_t *w, shoal__store_client_t *sc, const shoa
                                "failed or gave up: ", w->rank, cfg->master_addr, cfg->master_port);
     if (rc) return rc;
     shoal__peer_info_t *p = &w->peers[j];
-    p->pid = 0; /* the pid is optional (0: liveness by socket only) */
-    if (sscanf(val, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) < 3)
+    p->pid = 0; /* the pid is optional (0: liveness by socket only), and so is the rack */
+    snprintf(p->rack, sizeof p->rack, "-");
+    if (sscanf(val, "%63s %63s %39s %d %31s", p->addr, p->host, p->boot_id, &p->pid, p->rack) < 3)
       return shoal__seterr(SHOAL_ERR_PROTOCOL, "rank %d: malformed registration of rank %d: '%s'", w->rank, j, val);
   }
   return 0;
@@ -169,8 +170,8 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
   }
   char key_s[32], val[256];
   snprintf(key_s, sizeof key_s, "rank/%d", w->rank);
-  snprintf(val, sizeof val, "%s:%d %s %s %d", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
-           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid());
+  snprintf(val, sizeof val, "%s:%d %s %s %d %s", ip, lport, cfg->hostname[0] ? cfg->hostname : "unknown",
+           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid(), cfg->rack[0] ? cfg->rack : "-");
   if ((rc = shoal__store_set(&sc, key_s, val, strlen(val), dl))) goto close_listen;
   unsigned char idb[16];
   size_t idl;
@@ -236,6 +237,7 @@ int shoal_comm_init(const shoal_comm_params_t *params, shoal_comm_t **out) {
   shoal__peer_info_t *me = &w->peers[cfg.rank];
   snprintf(me->host, sizeof me->host, "%s", cfg.hostname);
   snprintf(me->boot_id, sizeof me->boot_id, "%s", cfg.boot_id);
+  snprintf(me->rack, sizeof me->rack, "%s", cfg.rack[0] ? cfg.rack : "-");
   snprintf(me->addr, sizeof me->addr, "self");
   if (cfg.size > 1) {
     if ((rc = init_world(params, &cfg, w))) {

@@ -50,6 +50,7 @@ typedef struct shoal__peer_info {
   char host[64];    /* SHOAL_HOSTNAME or gethostname() */
   char boot_id[40]; /* /proc/sys/kernel/random/boot_id: same host when equal */
   int pid;          /* its process id (liveness of same-host peers) */
+  char rack[32];    /* its host's rack (SHOAL_RACK, ...), "-" unknown: the cost model's shared uplinks */
 } shoal__peer_info_t;
 
 /* Same host: the same host name and the same kernel boot (emulated hosts share a boot id, not a name). */

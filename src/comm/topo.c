@@ -7,6 +7,25 @@
 #include "comm/comm_impl.h"
 #include "core/error.h"
 
+/* Hosts -> racks by the name each host's lowest rank registered; unknown anywhere: no racks. */
+static void racks_init(const shoal__world_t *w, shoal__topo_t *t) {
+  int *first = w->size ? t->l2w : NULL; /* scratch before l2w is filled: host -> its lowest rank */
+  for (int r = w->size - 1; first && r >= 0; r--) first[t->host_of[r]] = r;
+  t->nracks = 0;
+  for (int h = 0; h < t->nhosts; h++) {
+    const char *name = w->peers[first[h]].rack;
+    if (!name[0] || !strcmp(name, "-")) {
+      t->nracks = 0;
+      memset(t->rack_of, 0, sizeof *t->rack_of * (size_t)t->nhosts);
+      return;
+    }
+    int k = -1;
+    for (int g = 0; g < h && k < 0; g++)
+      if (!strcmp(w->peers[first[g]].rack, name)) k = t->rack_of[g];
+    t->rack_of[h] = k >= 0 ? k : t->nracks++;
+  }
+}
+
 int shoal__topo_init(shoal__world_t *w) {
   shoal__topo_t *t = calloc(1, sizeof *t);
   if (!t) return shoal__seterr(SHOAL_ERR_NOMEM, "topology: out of memory");
@@ -15,7 +34,8 @@ int shoal__topo_init(shoal__world_t *w) {
   t->w2l = malloc((size_t)w->size * sizeof *t->w2l);
   t->l2w = malloc((size_t)w->size * sizeof *t->l2w);
   t->host_size = calloc((size_t)w->size, sizeof *t->host_size);
-  if (!t->host_of || !t->w2l || !t->l2w || !t->host_size) {
+  t->rack_of = calloc((size_t)w->size, sizeof *t->rack_of);
+  if (!t->host_of || !t->w2l || !t->l2w || !t->host_size || !t->rack_of) {
     shoal__topo_free(w);
     return shoal__seterr(SHOAL_ERR_NOMEM, "topology: out of memory");
   }
@@ -26,6 +46,7 @@ int shoal__topo_init(shoal__world_t *w) {
     t->host_of[r] = h >= 0 ? h : t->nhosts++;
     t->host_size[t->host_of[r]]++;
   }
+  racks_init(w, t);
   for (int r = 0; r < w->size; r++) {
     t->w2l[r] = -1;
     if (t->host_of[r] == t->host_of[w->rank]) {
@@ -45,6 +66,7 @@ void shoal__topo_free(shoal__world_t *w) {
   free(t->w2l);
   free(t->l2w);
   free(t->host_size);
+  free(t->rack_of);
   free(t);
   w->topo = NULL;
 }

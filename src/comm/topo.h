@@ -17,6 +17,10 @@ typedef struct shoal__topo {
   int nhosts;
   int *host_of;   /* world rank -> host index; hosts are numbered in the order of their lowest world rank */
   int *host_size; /* host index -> ranks of the world on it */
+  /* racks (the registrations' rack names): host index -> rack index, numbered in the order of their lowest
+   * host; nracks 0 (rack_of all 0) when any host's rack is unknown: no uplink is modelled */
+  int nracks;
+  int *rack_of;
   /* this rank's host group */
   int nlocal, lrank; /* its size, this rank's index in it */
   int *l2w;          /* local index -> world rank */

@@ -29,6 +29,8 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},
+  {"SHOAL_RACK", "", "comm", "this host's rack (any name without blanks; else the last switch of Slurm's SLURM_TOPOLOGY_ADDR): flows between racks share the rack uplinks in the cost model; set by `shoal launch --testbed`"},
+  {"SHOAL_RACK_UPLINK_GBPS", "", "comm", "cost model: capacity of a rack's uplink each way in GB/s (default: one host link's rate); set by `shoal launch --testbed`"},
   {"SHOAL_CHUNK_BYTES", "", "comm", "pipeline chunk size of the ring allreduce (default: cost model)"},
   {"SHOAL_TREES", "auto", "comm", "trees allreduce shape: auto (cost model), or P trees with an optional key, P:pin, P:bdp, P:bw (ablations)"},
   {"SHOAL_SOCKET_BUFFER", "4194304", "comm", "SO_SNDBUF/SO_RCVBUF in bytes for peer sockets"},

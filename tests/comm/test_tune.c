@@ -9,6 +9,7 @@
 
 #include "../runner.h"
 #include "comm/coll/algo.h"
+#include "comm/comm_impl.h"
 #include "comm/tune/tune.h"
 #include "comm/tune/tune_impl.h"
 
@@ -291,4 +292,62 @@ TEST_T(tune_cached_choice_same_answer, 30) {
   a.port = shoal_test_free_port();
   int st[2];
   CHECK_EQ(shoal_test_fork_ranks(2, rank_cached_choice, &a, 20, st), 2);
+}
+
+/* The built-in costs know the racks' shared uplinks (SHOAL_TUNE=off, nothing measured): 8 hosts in 2 racks
+ * whose uplinks carry one host link's rate (4:1, as `shoal launch --testbed` describes such a testbed). The
+ * exchanges between the racks' halves (rhd's and rd's first step: 4 flows per uplink) cost 4 times a host
+ * link's time; the ring crosses each uplink with one flow. Without racks the same links price rhd at most
+ * the ring. Also: the registration carries the rack to every rank, and a blank rack name is refused. */
+typedef struct rack_arg {
+  int port, racks; /* racks 0: SHOAL_RACK unset */
+  const char *rack0; /* racks: rank 0's rack name (another: a bad value) */
+} rack_arg_t;
+
+static int rank_racks(int rank, void *arg) {
+  rack_arg_t *a = arg;
+  char v[32];
+  snprintf(v, sizeof v, "rh%d", rank);
+  setenv("SHOAL_HOSTNAME", v, 1);
+  snprintf(v, sizeof v, "rack%d", rank / 4);
+  if (a->racks) setenv("SHOAL_RACK", rank == 0 && a->rack0 ? a->rack0 : v, 1);
+  else unsetenv("SHOAL_RACK");
+  unsetenv("SLURM_TOPOLOGY_ADDR");
+  setenv("SHOAL_BETA_GBPS", "0.025", 1); /* 200 Mbit/s host links */
+  unsetenv("SHOAL_RACK_UPLINK_GBPS");    /* the default: one host link */
+  tune_arg_t t = {.n = 8, .mode = "off", .file = "", .port = a->port};
+  shoal_comm_t *c = join(rank, &t);
+  if (!c) return a->rack0 && strchr(a->rack0, ' ') && strstr(shoal_last_error(), "SHOAL_RACK") ? 0 : 1;
+  int bad = 0;
+  const shoal__topo_t *tp = c->w->topo;
+  if (tp->nracks != (a->racks ? 2 : 0) || (a->racks && (tp->rack_of[tp->host_of[3]] != 0 || tp->rack_of[tp->host_of[4]] != 1)))
+    bad = fprintf(stderr, "rank %d: %d racks, host 3 in %d, host 4 in %d\n", rank, tp->nracks, tp->rack_of[tp->host_of[3]],
+                  tp->rack_of[tp->host_of[4]]);
+  for (size_t b = 32u << 10; b <= (2u << 20) && !bad; b *= 4) {
+    shoal__coll_ctx_t x;
+    shoal__choice_t ch;
+    shoal__coll_ctx(c, &x);
+    shoal__coll_price(&x, b, SHOAL__CHOOSE_NOPLAN, &ch);
+    int ok = a->racks ? ch.algo == SHOAL_ALGO_RING && ch.t[SHOAL_ALGO_RHD] > 2 * ch.t[SHOAL_ALGO_RING]
+                      : ch.t[SHOAL_ALGO_RHD] <= ch.t[SHOAL_ALGO_RING];
+    if (!ok)
+      bad = fprintf(stderr, "rank %d, %s: %zu B -> %s (ring %.0f us, rhd %.0f us, rd %.0f us)\n", rank,
+                    a->racks ? "2 racks" : "no racks", b, shoal_algo_name(ch.algo), ch.t[SHOAL_ALGO_RING] * 1e6,
+                    ch.t[SHOAL_ALGO_RHD] * 1e6, ch.t[SHOAL_ALGO_RD] * 1e6);
+  }
+  shoal_comm_destroy(c);
+  return bad;
+}
+
+TEST_T(tune_builtin_costs_know_rack_uplinks, 60) {
+  int st[8];
+  rack_arg_t a = {.racks = 1};
+  a.port = shoal_test_free_port();
+  CHECK_EQ(shoal_test_fork_ranks(8, rank_racks, &a, 40, st), 8);
+  rack_arg_t b = {.racks = 0};
+  b.port = shoal_test_free_port();
+  CHECK_EQ(shoal_test_fork_ranks(8, rank_racks, &b, 40, st), 8);
+  rack_arg_t bad = {.racks = 1, .rack0 = "rack 0"};
+  bad.port = shoal_test_free_port();
+  CHECK_EQ(shoal_test_fork_ranks(1, rank_racks, &bad, 20, st), 1); /* rank 0 alone: refused before any rendezvous */
 }

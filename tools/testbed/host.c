@@ -31,6 +31,24 @@ static int open_netns(const tb_t *tb, int i, char *err, size_t cap) {
   return fd;
 }
 
+/* What the testbed knows of the network, for the collectives' cost model when nothing is measured
+ * (SHOAL_TUNE=off): the host's rack, its rack's uplink and its own link's rate (unless already set). */
+static void set_topology_env(const tb_t *tb, const tb_host_t *h) {
+  char v[64];
+  snprintf(v, sizeof v, "r%d", h->rack);
+  setenv("SHOAL_RACK", v, 0);
+  double up = tb->up_bps[h->rack], down = tb->down_bps[h->rack];
+  double link = h->egress_bps > 0 && (h->ingress_bps <= 0 || h->ingress_bps > h->egress_bps) ? h->egress_bps : h->ingress_bps;
+  if (tb->nracks > 1 && up > 0) {
+    snprintf(v, sizeof v, "%.6g", (down > 0 && down < up ? down : up) / 8e9);
+    setenv("SHOAL_RACK_UPLINK_GBPS", v, 0);
+  }
+  if (link > 0) {
+    snprintf(v, sizeof v, "%.6g", link / 8e9);
+    setenv("SHOAL_BETA_GBPS", v, 0);
+  }
+}
+
 int shoal__tb_enter(const tb_t *tb, int i, char *err, size_t cap) {
   const tb_host_t *h = &tb->h[i];
   char p[256];
@@ -58,6 +76,7 @@ int shoal__tb_enter(const tb_t *tb, int i, char *err, size_t cap) {
     return shoal__tb_fail(err, cap, "host %s: private /etc/hosts (%s): %s", h->name, p, strerror(errno));
   setenv("SHOAL_SOCKET_IFNAME", TB_IFNAME, 0);
   setenv("GLOO_SOCKET_IFNAME", TB_IFNAME, 0);
+  set_topology_env(tb, h);
   snprintf(p, sizeof p, "%s/slurm/slurm.conf", tb->dir); /* Slurm's commands work on a host */
   if (access(p, R_OK) == 0) setenv("SLURM_CONF", p, 0);
   return 0;

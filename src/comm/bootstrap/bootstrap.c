@@ -195,6 +195,32 @@ static void launcher_job_id(const char *rank_src, char *out, size_t cap) {
   }
 }
 
+/* The rack of this host, for the cost model's shared uplinks (topo.h): SHOAL_RACK, else the switch above the
+ * node in Slurm's tree topology (SLURM_TOPOLOGY_ADDR "core.r0.node3" with pattern "switch.switch.node": the
+ * last switch), else "-" (unknown). */
+static int resolve_rack(char *out, size_t cap) {
+  const char *r = shoal__config_str("SHOAL_RACK", "");
+  const char *src = "SHOAL_RACK";
+  char buf[256] = "";
+  if (!*r) {
+    const char *addr = getenv("SLURM_TOPOLOGY_ADDR"), *pat = getenv("SLURM_TOPOLOGY_ADDR_PATTERN");
+    const char *last = addr ? strrchr(addr, '.') : NULL;
+    if (last && (!pat || (strlen(pat) > 5 && !strcmp(pat + strlen(pat) - 5, ".node")))) {
+      const char *first = last;
+      while (first > addr && first[-1] != '.') first--;
+      snprintf(buf, sizeof buf, "%.*s", (int)(last - first), first);
+      r = buf, src = "SLURM_TOPOLOGY_ADDR";
+    }
+  }
+  if (!*r) r = "-";
+  if (strlen(r) >= cap) return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': at most %zu bytes", src, r, cap - 1);
+  for (const char *h = r; *h; h++)
+    if (*h == ' ' || *h == '\t' || *h == '\n')
+      return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': must not contain white space", src, r);
+  snprintf(out, cap, "%s", r);
+  return 0;
+}
+
 void shoal_comm_params_init(shoal_comm_params_t *p) {
   memset(p, 0, sizeof *p);
   p->rank = -1;
@@ -235,6 +261,7 @@ int shoal__boot_resolve(const shoal_comm_params_t *p, shoal__boot_cfg_t *cfg) {
       return shoal__seterr(SHOAL_ERR_CONFIG, "%s='%s': must not contain white space", c.hostname_src, c.hostname);
   if (!c.hostname[0]) snprintf(c.hostname, sizeof c.hostname, "unknown");
   read_boot_id(c.boot_id, sizeof c.boot_id);
+  if ((rc = resolve_rack(c.rack, sizeof c.rack))) return rc;
   double d;
   if (isnan(p->timeout_s) || isinf(p->timeout_s) || isnan(p->connect_timeout_s) || isinf(p->connect_timeout_s))
     return shoal__seterr(SHOAL_ERR_CONFIG, "params.%s=%g: expected seconds (<= 0: from the environment); every "

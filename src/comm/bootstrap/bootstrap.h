@@ -22,6 +22,7 @@ typedef struct shoal__boot_cfg {
   char hostname[64];
   const char *ifname_src, *hostname_src; /* "params.ifname" or "SHOAL_SOCKET_IFNAME", and for the host name */
   char boot_id[40];
+  char rack[32];        /* SHOAL_RACK, else the leaf switch of SLURM_TOPOLOGY_ADDR, else "-" (unknown) */
   double timeout_s, connect_timeout_s;
   long sockbuf;
   long rcvbuf_remote;  /* SHOAL_SOCKET_RCVBUF_REMOTE: SO_RCVBUF of sockets to peers on other hosts (0: sockbuf) */

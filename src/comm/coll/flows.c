@@ -1,8 +1,10 @@
 /* The fluid link model the algorithms' costs are written in (algo.h):
  * concurrent flows share a host's link, each flow is also bounded by its
  * own pair's rate, and the per-pair rates come from the world's profile
- * (a measured matrix where there is one). With one rank per host and equal
- * links it gives back the classic alpha-beta formulas. */
+ * (a measured matrix where there is one), and the flows between racks share
+ * their racks' uplinks (when the hosts' racks are known). With one rank per
+ * host, equal links and no racks it gives back the classic alpha-beta
+ * formulas. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -17,6 +19,27 @@ void shoal__ctx_link(const shoal__coll_ctx_t *x, int i, int j, double *alpha, do
     return;
   }
   shoal__tune_link(x->w, x->wranks[i], x->wranks[j], alpha, beta);
+}
+
+/* Each rack's bytes to and from other racks over its uplink (topo.h: racks known, more than one). */
+static double racks_time(const shoal__coll_ctx_t *x, const shoal__flow_t *f, int n) {
+  const shoal__topo_t *tp = x->w ? x->w->topo : NULL;
+  if (!tp || tp->nracks < 2) return 0;
+  int R = tp->nracks;
+  double *out = calloc(2 * (size_t)R, sizeof *out), *in = out ? out + R : NULL, t = 0;
+  if (!out) return 0;
+  for (int k = 0; k < n; k++) {
+    if (f[k].bytes <= 0) continue;
+    int ra = tp->rack_of[host_of(x, f[k].a)], rb = tp->rack_of[host_of(x, f[k].b)];
+    if (ra != rb) out[ra] += f[k].bytes, in[rb] += f[k].bytes;
+  }
+  for (int r = 0; r < R; r++) {
+    if (!out[r] && !in[r]) continue;
+    double cap = shoal__tune_uplink_cap(x->w, r);
+    if (cap > 0 && (out[r] > in[r] ? out[r] : in[r]) / cap > t) t = (out[r] > in[r] ? out[r] : in[r]) / cap;
+  }
+  free(out);
+  return t;
 }
 
 double shoal__flows_time(const shoal__coll_ctx_t *x, const shoal__flow_t *f, int n, double *alpha_max) {
@@ -55,6 +78,8 @@ double shoal__flows_time(const shoal__coll_ctx_t *x, const shoal__flow_t *f, int
     if (in[h] / ib > t) t = in[h] / ib;
   }
   free(out);
+  double up = racks_time(x, f, n);
+  if (up > t) t = up;
   if (alpha_max) *alpha_max = amax;
   return t;
 }

@@ -100,3 +100,17 @@ void shoal__tune_host_caps(const shoal__world_t *w, int h, double *out_bw, doubl
   *out_bw = o > 0 ? o : 1.0 / k.beta_s;
   *in_bw = in > 0 ? in : 1.0 / k.beta_s;
 }
+
+double shoal__tune_uplink_cap(const shoal__world_t *w, int r) {
+  const shoal__tune_t *t = w->tune;
+  if (t && t->uplink_bps > 0) return t->uplink_bps;
+  const shoal__topo_t *tp = w->topo;
+  double best = 0;
+  for (int h = 0; h < tp->nhosts; h++) {
+    if (tp->rack_of[h] != r) continue;
+    double o, in;
+    shoal__tune_host_caps(w, h, &o, &in);
+    if ((o < in ? o : in) > best) best = o < in ? o : in;
+  }
+  return best;
+}

@@ -29,6 +29,7 @@ typedef struct shoal__tune {
   /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o */
   double v[SHOAL__TUNE_NVALS];
   shoal__cost_t env_net; /* the TCP defaults (SHOAL_ALPHA_US, ...), read once at creation */
+  double uplink_bps;     /* SHOAL_RACK_UPLINK_GBPS in bytes/s, read at creation; <= 0: one host link's rate */
   /* per pair of hosts (topology's host indices, nh = its host count): one-way
    * small-message latency (s) and bandwidth (bytes/s) from host i to host j,
    * [i * nh + j]; < 0 unknown (then the net class stands in) */
@@ -83,6 +84,11 @@ void shoal__tune_link(const struct shoal__world *w, int a, int b, double *alpha,
  * measured from / to it (concurrent flows of one host share it), else the
  * net class. */
 void shoal__tune_host_caps(const struct shoal__world *w, int h, double *out_bw, double *in_bw);
+/* Capacity (bytes/s) of rack r's uplink, each way, shared by every flow between its hosts and other racks'
+ * (topo.h: rack_of): SHOAL_RACK_UPLINK_GBPS, else the best host link of the rack (shoal__tune_host_caps): a
+ * rack whose uplink carries one host's traffic at full rate, the oversubscription of a rack of several
+ * hosts that the model assumes when nobody says. */
+double shoal__tune_uplink_cap(const struct shoal__world *w, int r);
 /* Source of the profile ("measured", "cache", "built-in defaults"). */
 const char *shoal__tune_source(const struct shoal__world *w);
 /* The profile's values changed: forget cached choices. */

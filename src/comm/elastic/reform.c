@@ -22,8 +22,8 @@ int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, int *f
   char ip_s[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &ip, ip_s, sizeof ip_s);
   memset(reg, 0, SHOAL__REG_BYTES);
-  snprintf(reg, SHOAL__REG_BYTES, "%s:%d %s %s %d", ip_s, port, cfg->hostname[0] ? cfg->hostname : "unknown",
-           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid());
+  snprintf(reg, SHOAL__REG_BYTES, "%s:%d %s %s %d %s", ip_s, port, cfg->hostname[0] ? cfg->hostname : "unknown",
+           cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid(), cfg->rack[0] ? cfg->rack : "-");
   *fd_out = fd;
   return 0;
 }
@@ -33,9 +33,10 @@ static int parse_reg(const shoal__reg_t reg, shoal__peer_info_t *p) {
   memcpy(tmp, reg, SHOAL__REG_BYTES);
   tmp[SHOAL__REG_BYTES] = '\0';
   p->pid = 0;
+  snprintf(p->rack, sizeof p->rack, "-");
   struct in_addr ip;
   int port;
-  if (sscanf(tmp, "%63s %63s %39s %d", p->addr, p->host, p->boot_id, &p->pid) < 3 ||
+  if (sscanf(tmp, "%63s %63s %39s %d %31s", p->addr, p->host, p->boot_id, &p->pid, p->rack) < 3 ||
       shoal__sock_parse_addr(p->addr, &ip, &port))
     return shoal__seterr(SHOAL_ERR_PROTOCOL, "malformed registration '%s'", tmp);
   return 0;

@@ -27,6 +27,15 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
           t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
   fprintf(f, "# op overhead (point-to-point algorithms, per collective): %.2f us%s\n",
           shoal__tune_op_overhead(w) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
+  const shoal__topo_t *tp = w->topo;
+  for (int r = 0; tp->nracks > 1 && r < tp->nracks; r++) {
+    int q0 = -1, hosts = 0; /* q0: its first world rank, whose registration names it */
+    for (int h = 0; h < tp->nhosts; h++) hosts += tp->rack_of[h] == r;
+    for (int q = w->size - 1; q >= 0; q--)
+      if (tp->rack_of[tp->host_of[q]] == r) q0 = q;
+    fprintf(f, "# rack %s: %d host(s), uplink %.3f GB/s each way%s\n", w->peers[q0].rack, hosts,
+            shoal__tune_uplink_cap(w, r) * 1e-9, t && t->uplink_bps > 0 ? " (SHOAL_RACK_UPLINK_GBPS)" : " (one host link)");
+  }
   int nh = t ? t->nh : 0, known = 0;
   for (int i = 0; i < nh * nh; i++) known |= t->bw[i] > 0;
   if (known) {

@@ -96,7 +96,10 @@ int shoal__tune_init(shoal_comm_t *c) {
   }
   for (int i = 0; i < nh * nh; i++) t->lat[i] = t->bw[i] = -1;
   shoal__tune_key(w, t->key, sizeof t->key, sorted);
+  double up_gbps = 0;
   int rc = shoal__cost_params(&t->env_net), is_default = 0;
+  if (!rc) rc = shoal__config_double("SHOAL_RACK_UPLINK_GBPS", 0, 0, 1e6, &up_gbps);
+  t->uplink_bps = up_gbps * 1e9;
   char def[PATH_MAX];
   const char *file = shoal__tune_file(def, sizeof def, &is_default);
   if (!rc) rc = shoal__tune_watch_init(w);
