@@ -134,7 +134,7 @@ int shoal_cmd_submit(int argc, char **argv) {
 
 typedef struct serve_cli {
   const char *tb, *policy, *journal, *log, *throughputs, *gpu, *partition, *accounts, *id, *metrics, *tenants;
-  double tick, grace, max_time, restart_cost, lease, oversub;
+  double tick, grace, max_time, restart_cost, lease, oversub, shares_every;
   long until, retries;
   int raw_spread, dry_run, recover;
 } serve_cli_t;
@@ -159,8 +159,9 @@ static const shoal_opt_t serve_opts[] = {
              "claim or Slurm command)"),
     OPT_STRING("--accounts", "A,B", accounts, "only these Slurm accounts may submit to the controller", .def = "any",
                .expect = "account names"),
-    OPT_CHOICE("--tenants", "KIND", tenants, "account|user|none", "the policies' tenants (DRF's shares): Slurm accounts,\n"
-               "users, or one for all"),
+    OPT_CHOICE("--tenants", "KIND", tenants, "account|user|none", "the policies' tenants (DRF's), weighed by their Slurm\n"
+               "fair shares: Slurm accounts, users, or one for all"),
+    OPT_DOUBLE("--shares-every", "S", shares_every, 0, 1e7, "seconds between reads of the fair shares (0: at start only)"),
     OPT_STRING("--metrics", "ADDR:PORT", metrics, "serve /metrics (Prometheus) and /status over HTTP here", .def = "no",
                .expect = "ADDR:PORT"),
     OPT_STRING("--id", "NAME", id, "the controller's identity in claims and leases", .def = "from host and journal",
@@ -213,14 +214,15 @@ static void serve_config(const serve_cli_t *c, FILE *log, shoal_live_config_t *c
   cfg->policy = c->policy, cfg->journal = c->journal, cfg->partition = c->partition, cfg->accounts = c->accounts;
   cfg->id = c->id, cfg->throughputs = c->throughputs, cfg->gpu = c->gpu, cfg->raw_spread = c->raw_spread;
   cfg->tick = c->tick > 0.05 ? c->tick : 0.05, cfg->grace = c->grace, cfg->restart_cost = c->restart_cost, cfg->retries = (int)c->retries;
-  cfg->lease_ttl = c->lease, cfg->tenants = c->tenants, cfg->dry_run = c->dry_run, cfg->recover = c->recover;
+  cfg->lease_ttl = c->lease, cfg->tenants = c->tenants, cfg->shares_every = c->shares_every, cfg->dry_run = c->dry_run, cfg->recover = c->recover;
   cfg->oversub = c->oversub > 0 ? c->oversub : c->tb ? testbed_oversub(c->tb) : 1;
   cfg->log = log;
 }
 
 int shoal_sched_serve(int argc, char **argv) {
   serve_cli_t c = {.policy = "fifo", .journal = "shoal-live.journal", .gpu = "v100", .tick = 0.5, .grace = 5,
-                   .restart_cost = 10, .retries = 1, .lease = 60, .tenants = "account"};
+                   .restart_cost = 10, .retries = 1, .lease = 60, .tenants = "account",
+                   .shares_every = 30};
   int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
   FILE *log = stdout;

@@ -216,34 +216,6 @@ static int take_lease(shoal_live_ctl_t *L) {
   return 0;
 }
 
-/* the policy's tenants: accounts (or users) from the manager's accounting; 0 is everybody else */
-static int read_tenants(shoal_live_ctl_t *L) {
-  L->ntenants = 1;
-  L->tenant = calloc(1, sizeof *L->tenant);
-  if (!L->tenant) return shoal__seterr(SHOAL_ERR_NOMEM, "live: out of memory");
-  snprintf(L->tenant[0], sizeof L->tenant[0], "(other)");
-  if (!strcmp(L->tenants_s, "none")) return 0;
-  shoal_live_shares_t sh = {0, NULL};
-  int rc = L->mgr.ops->shares(L->mgr.impl, &sh);
-  if (rc) {
-    if (rc != SHOAL_ERR_UNSUPPORTED) live_log(L, "fair shares not read (%s): one tenant", shoal_last_error());
-    return 0;
-  }
-  int by_user = !strcmp(L->tenants_s, "user");
-  for (int i = 0; i < sh.n; i++) {
-    const char *who = by_user ? sh.share[i].user : sh.share[i].account;
-    int k = 1;
-    while (k < L->ntenants && strcmp(L->tenant[k], who)) k++;
-    if (!*who || k < L->ntenants) continue;
-    char(*nt)[32] = realloc(L->tenant, (size_t)(L->ntenants + 1) * sizeof *nt);
-    if (!nt) break;
-    L->tenant = nt;
-    snprintf(L->tenant[L->ntenants++], sizeof L->tenant[0], "%s", who);
-  }
-  shoal__live_shares_free(&sh);
-  return 0;
-}
-
 static int setup_policy(shoal_live_ctl_t *L, const char *params) {
   int rc = shoal__sched_init(&L->s, L->c, L->speed, 256);
   if (rc) return rc;
@@ -251,6 +223,7 @@ static int setup_policy(shoal_live_ctl_t *L, const char *params) {
   L->s.hooks.timer = hook_timer;
   L->s.engine = L;
   L->s.nvcs = L->ntenants;
+  L->s.vc_weight = L->tenant_w;
   L->s.restart_cost = L->cfg.restart_cost;
   if ((rc = L->ops->create(&L->s, params, &L->pstate))) return rc;
   L->s.events = SHOAL_EV_START;
@@ -275,7 +248,7 @@ int shoal__live_ctl_create(const shoal_live_config_t *cfg, shoal_live_manager_t 
     rc = shoal__seterr(rc, "the manager's nodes cannot be read: %s", shoal_last_error());
   if (!rc) rc = live_nodes_first(L, &nodes);
   shoal__live_nodes_free(&nodes);
-  if (!rc) rc = read_tenants(L);
+  if (!rc) rc = live_tenants_read(L);
   if (!rc) rc = setup_policy(L, params);
   if (!rc) rc = prepare_journal(L, &sc);
   if (rc) {
@@ -286,13 +259,6 @@ int shoal__live_ctl_create(const shoal_live_config_t *cfg, shoal_live_manager_t 
   shoal__cluster_describe(L->c, cdesc, sizeof cdesc);
   live_log(L, "serving with policy %s on %d %s nodes (%s)%s%s; controller %s; journal %s", L->ops->name, L->nnodes,
            L->mgr.ops->name, cdesc, L->partition_s[0] ? ", partition " : "", L->partition_s, L->id, L->journal_s);
-  if (L->ntenants > 1) {
-    char tl[512];
-    size_t n = 0;
-    for (int i = 1; i < L->ntenants && n < sizeof tl; i++)
-      n += (size_t)snprintf(tl + n, sizeof tl - n, "%s%s", i > 1 ? ", " : "", L->tenant[i]);
-    live_log(L, "tenants (by %s, from the manager's associations): %s", L->tenants_s, tl);
-  }
   *out = L;
   return 0;
 }
@@ -317,7 +283,8 @@ static int look(shoal_live_ctl_t *L) {
   return 0;
 }
 
-/* nodes every few seconds (they change rarely), the lease renewed every quarter of its life */
+/* nodes every few seconds (they change rarely), the lease renewed every quarter of its life, the fair shares
+ * every --shares-every s */
 static int periodic(shoal_live_ctl_t *L) {
   double w = live_wall(L);
   if (w >= L->nodes_next) {
@@ -339,6 +306,7 @@ static int periodic(shoal_live_ctl_t *L) {
     }
     if (rc == 0) L->lease_next = w + L->cfg.lease_ttl / 4;
   }
+  live_tenants_refresh(L);
   return 0;
 }
 
@@ -450,6 +418,6 @@ void shoal__live_ctl_abandon(shoal_live_ctl_t *L) {
   if (L->speed) shoal__speed_destroy(L->speed);
   if (L->c) shoal__cluster_destroy(L->c);
   free(L->node), free(L->node_state), free(L->node_gpus), free(L->node_cpus), free(L->usable), free(L->drain);
-  free(L->foreign_gpus), free(L->foreign_cpus), free(L->blocked), free(L->tenant);
+  free(L->foreign_gpus), free(L->foreign_cpus), free(L->blocked), free(L->tenant), free(L->tenant_w);
   free(L);
 }

@@ -1,5 +1,6 @@
 /* The controller's state, shared by the files of its phases:
  *   log.c      log lines and journal records
+ *   tenants.c  the policy's tenants and their weights from the manager's fair shares
  *   book.c     the policy's view of a job: progress, running, finished, forced off
  *   act.c      actions through the manager: start, stop, requeue, hold, claim
  *   nodes.c    the policy's cluster from the manager's nodes; what down, drained and foreign use block
@@ -90,6 +91,7 @@ struct shoal_live_ctl {
   const shoal_policy_ops_t *ops;
   void *pstate;
   char (*tenant)[32];
+  double *tenant_w;                /* [ntenants]: the policy's tenant weights (the fair shares), s.vc_weight */
   int ntenants;
   /* jobs */
   lj_t **jobs;
@@ -118,6 +120,12 @@ double live_wall(const shoal_live_ctl_t *L);        /* the configured wall clock
 void live_log(shoal_live_ctl_t *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* a journal record (nothing in a dry run); a failure is logged and returned */
 int live_journal(shoal_live_ctl_t *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- tenants.c ---- */
+/* the tenants (L->tenant, tenant_w) from the manager's associations, logged; none when it has no accounting */
+int live_tenants_read(shoal_live_ctl_t *L);
+/* the weights read again every cfg.shares_every s (the tenants stay those of the start), logged when they change */
+void live_tenants_refresh(shoal_live_ctl_t *L);
 
 /* ---- book.c ---- */
 void live_advance(shoal_live_ctl_t *L, shoal_job_t *j);

@@ -71,6 +71,8 @@ struct shoal_sched {
   double restart_cost;          /* s charged on resume, resize, migration (informative) */
   int check;                    /* verify the policy's incremental state too (the runner's --check) */
   int nvcs;                     /* tenants are 0..nvcs-1 */
+  const double *vc_weight;      /* [nvcs]: tenant u's weight (its share of the cluster, any scale; a value that is not
+                                 * > 0 counts as 1), the runner's, read at every decision; NULL: all weigh the same */
   uint64_t seed;                /* for seeded random choices (use shoal_rng_seed2) */
   const struct shoal_interference *interference; /* the interference model the runner applies, NULL: none
                                  * (sched/model/interference.h) */

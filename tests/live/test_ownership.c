@@ -168,6 +168,53 @@ TEST(live_accounts_are_tenants) {
   world_fini(&w);
 }
 
+/* an account with three times the fair shares of another gets three times the GPUs under DRF; a change of the
+ * shares is read on the next --shares-every and weighs the next decisions */
+TEST(live_fair_shares_weigh_tenants) {
+  world_t w;
+  world_init(&w, 4, 1, "drf");
+  w.cfg.shares_every = 5;
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0.5));
+  CHECK_OK(world_start(&w));
+  CHECK_LOGGED(&w, "tenants (by account, weighed from the manager's fair shares): research 0.75, other 0.25; others 0.25");
+  shoal_live_mem_behaviour_t b = {.work = 30, .checkpoints = 1, .ckpt_s = 1};
+  long r[8], o[8];
+  for (int i = 0; i < 8; i++) o[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "other", "bob", 1, &b);
+  for (int i = 0; i < 8; i++) r[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "research", "ann", 1, &b);
+  world_run(&w, 5, 0);
+  int rr = 0, ro = 0;
+  for (int i = 0; i < 8; i++) rr += world_runs(&w, r[i]), ro += world_runs(&w, o[i]);
+  CHECK_MSG(rr == 3 && ro == 1, "research runs %d, other %d: %s", rr, ro, world_log(&w));
+  /* the operator turns the shares around: the GPUs the first four jobs give back go 3:1 the other way */
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 3, 0.5));
+  world_run(&w, 40, 0);
+  CHECK_LOGGED(&w, "tenants (by account, weighed anew from the manager's fair shares): research 0.25, other 0.75");
+  rr = ro = 0;
+  for (int i = 0; i < 8; i++) rr += world_runs(&w, r[i]), ro += world_runs(&w, o[i]);
+  CHECK_MSG(rr == 4 && ro == 4, "research runs %d, other %d after the swap: %s", rr, ro, world_log(&w));
+  world_fini(&w);
+}
+
+/* users as tenants: a user's weight is its share of its account's users times its account's share */
+TEST(live_fair_shares_weigh_users) {
+  world_t w;
+  world_init(&w, 1, 1, "drf");
+  w.cfg.tenants = "user";
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "ann", 2, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "cid", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "bob", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "cid", 1, 0.5));
+  CHECK_OK(world_start(&w));
+  /* ann 2/3 x 3/4 = 0.5; cid 1/3 x 3/4 + 1/2 x 1/4 = 0.375; bob 1/2 x 1/4 = 0.125 */
+  CHECK_LOGGED(&w, "tenants (by user, weighed from the manager's fair shares): ann 0.5, cid 0.375, bob 0.125; "
+               "others 0.125");
+  world_fini(&w);
+}
+
 /* unknown model, unreadable parameters, more workers than the cluster has: unschedulable, said, others go on */
 TEST(live_impossible_jobs_are_unschedulable) {
   world_t w;

@@ -1,7 +1,7 @@
 /* Whose jobs and nodes on the testbed's real Slurm, with accounting on (`testbed up --slurm --accounting`:
- * slurmdbd on a MariaDB of its own): the controller's tenants come from the associations, another user's plain
- * job (user nobody, account other) keeps its node, the controller's jobs carry its claim in AdminComment, a
- * second controller is refused by the lease, `shoal sched status` answers from the running controller, and
+ * slurmdbd on a MariaDB of its own): the controller's tenants come from the associations, weighed by the fair
+ * shares sacctmgr set; another user's plain job (user nobody, account other) keeps its node, the controller's
+ * jobs carry its claim in AdminComment, a second controller is refused by the lease, `shoal sched status` answers from the running controller, and
  * sacct shows every job with its user and account. Skipped (with the reason) without root, Slurm, MariaDB
  * or namespaces. */
 #include <stdio.h>
@@ -23,6 +23,7 @@ TEST_T(live_slurm_accounting_owners_and_status, 150) {
            "UP=--accounting\n" TESTBED_SH
            "F=$(X sbatch --parsable --uid=nobody -A other -w $N-h0 -o /dev/null --gres=gpu:1 --wrap 'sleep 8')\n"
            "state $F RUNNING\n"
+           "X sacctmgr -i modify account research set fairshare=3 > /dev/null\n"
            "A=$(sub --gpus 1 --work 10 --name A -- $CK $D 6 0.5); B=$(sub --gpus 1 --work 10 --name B -- $CK $D 2 0.5)\n"
            "timeout 90 $S sched serve --testbed $N --policy drf --id ctl-a --journal $D/journal --tick 0.5 "
            "--max-time 60 --until-done 2 > $D/serve.log 2>&1 & P=$!\n"
@@ -42,7 +43,8 @@ TEST_T(live_slurm_accounting_owners_and_status, 150) {
   const char *ids = strstr(out, "ids: ");
   CHECK_MSG(ids && sscanf(ids, "ids: %ld %ld %ld", &a, &b, &f) == 3, "no ids: %s", out);
   CHECK_CONTAINS(out, "serve-rc=0");
-  CHECK_CONTAINS(out, "tenants (by account, from the manager's associations): ");
+  /* research's fair shares 3 against other's 1: DRF weighs research three times as much */
+  CHECK_CONTAINS(out, "tenants (by account, weighed from the manager's fair shares): root 0.25, other 0.25, research 0.75");
   CHECK_CONTAINS(out, "2 jobs seen, 2 completed, 0 failed");
   CHECK_CONTAINS(out, "runs: 1 1");
   CHECK_CONTAINS(out, "claim: AdminComment=shoal-ctl=ctl-a;scope=all");

@@ -1,6 +1,9 @@
 /* DRF over tenants (spec §5.7), rigid jobs. Tenants are the trace's virtual
- * clusters (Philly `cluster` column). Dominant share of tenant u:
- * s_u = max_r alloc_{u,r} / C_r over GPUs, CPUs and memory. At every arrival
+ * clusters (Philly `cluster` column) or a live controller's accounts. Dominant
+ * share of tenant u: s_u = max_r alloc_{u,r} / C_r over GPUs, CPUs and memory,
+ * divided by u's weight w_u when the runner gives weights (weighted DRF: a
+ * tenant with twice the weight is served until it holds twice as much; the
+ * live controller's weights are the accounts' fair shares). At every arrival
  * and completion: repeatedly take the tenant with the smallest s_u (ties: the
  * tenant whose oldest waiting job arrived first) and start its first waiting
  * job (arrival order) that fits now at its requested size (consolidated; PS
@@ -112,11 +115,13 @@ static void drf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   t->mem -= j->pkey[2];
 }
 
-static double share(const drf_t *d, const tenant_t *t) {
+static double share(const drf_t *d, const shoal_sched_t *s, int u) {
+  const tenant_t *t = &d->t[u];
   double x = t->gpus / d->G;
   if (t->cpus / d->C > x) x = t->cpus / d->C;
   if (t->mem / d->M > x) x = t->mem / d->M;
-  return x;
+  double w = s->vc_weight && u < s->nvcs ? s->vc_weight[u] : 1;
+  return x / (w > 0 ? w : 1);
 }
 
 static int drf_schedule(void *state, shoal_sched_t *s) {
@@ -131,7 +136,7 @@ static int drf_schedule(void *state, shoal_sched_t *s) {
     for (int u = 0; u < d->nt; u++) {
       tenant_t *t = &d->t[u];
       if (d->skip[u] || t->n == 0) continue;
-      double su = share(d, t);
+      double su = share(d, s, u);
       if (best < 0 || su < bs || (su == bs && t->q[0]->id < d->t[best].q[0]->id)) {
         best = u;
         bs = su;
@@ -163,7 +168,8 @@ static int drf_schedule(void *state, shoal_sched_t *s) {
 
 const shoal_policy_ops_t shoal__policy_drf = {
     "drf",
-    "DRF: tenants (VCs) by smallest dominant share start their oldest job that fits; no preemption",
+    "DRF: tenants (VCs) by smallest dominant share (over their weights, if given) start their oldest job that fits; "
+    "no preemption",
     "(none)",
     drf_create,
     drf_destroy,
