@@ -101,6 +101,8 @@ static const shoal_opt_t up_opts[] = {
     OPT_CHOICE("--flow-policy", "mlcc|greedy|equal", o.flow_opts.policy, "mlcc|greedy|equal", "the controller's policy",
                .when = 1u << M_FLOW),
     OPT_DOUBLE("--flow-slot-ms", "MS", o.flow_opts.slot_ms, 1, 10000, "the slot length", .when = 1u << M_FLOW),
+    OPT_FLAG("--flow-log", o.flow_opts.log, "the controller and the agents write a CSV line per link and flow each slot\n"
+             "(controller.csv, agent-<host>.csv beside their logs)", .when = 1u << M_FLOW),
     OPT_END,
 };
 
@@ -117,7 +119,7 @@ static const shoal_opts_spec_t up_spec = {
     .name = "shoal testbed up",
     .usage = "usage: shoal testbed up [--name NAME] [--hosts H] [--racks R] [--rate RATE] [--oversub X | --uplink RATE]\n"
              "                        [--topo FILE] [--no-cgroup] [--slurm [--gpus G] [--cpus C] [--accounting]]\n"
-             "                        [--flow [--flow-policy mlcc|greedy|equal] [--flow-slot-ms MS]]\n"
+             "                        [--flow [--flow-policy mlcc|greedy|equal] [--flow-slot-ms MS] [--flow-log]]\n"
              "An emulated cluster on this machine: each host is a network namespace with its own host name and\n"
              "address (10.90.<rack>.<i>), linked to its rack's bridge; racks meet at a core bridge through an\n"
              "uplink. Rates are tbf-shaped on egress and ingress. Needs root.\n",

@@ -44,7 +44,7 @@ for mode in $modes; do
   cc=cubic flow=""
   case $mode in
     cubic|reno|bbr) cc=$mode ;;
-    equal|mlcc|greedy) flow="--flow --flow-policy $mode" ;;
+    equal|mlcc|greedy) flow="--flow --flow-log --flow-policy $mode" ;;
     *) echo "me1.sh: mode '$mode': expected cubic, reno, bbr, equal, mlcc or greedy" >&2; exit 2 ;;
   esac
   $S testbed down --name "$name" >/dev/null 2>&1 || true
@@ -67,6 +67,6 @@ for mode in $modes; do
     printf '%-7s %4d %8s %9s\n' "$mode" "$j" "$jct" "$(step_ms "$d/j$j.it")"
   done
   printf '%-7s %4s %8.2f\n' "$mode" avg "$(awk -v s="$sum" -v n="$jobs" 'BEGIN { print s / n }')"
-  [ -z "$flow" ] || cp /run/shoal-testbed/"$name"/flow/controller.log "$d/" 2>/dev/null || true
+  [ -z "$flow" ] || cp /run/shoal-testbed/"$name"/flow/controller.* /run/shoal-testbed/"$name"/flow/agent-*.csv "$d/" 2>/dev/null || true
   $S testbed down --name "$name" >/dev/null
 done

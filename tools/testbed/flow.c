@@ -32,12 +32,13 @@ static int log_has(const char *log, const char *what) {
  * listens; its log is named in the error otherwise. */
 static int start_controller(const tb_t *tb, const char *exe, const char *dir, const char *pids, const tb_flow_opts_t *o,
                             char *err, size_t cap) {
-  char log[256], slot[32], port[16];
+  char log[256], slot[32], port[16], csv[256];
   snprintf(log, sizeof log, "%s/controller.log", dir);
+  snprintf(csv, sizeof csv, "%s/controller.csv", dir);
   snprintf(slot, sizeof slot, "%g", o->slot_ms);
   snprintf(port, sizeof port, "%d", TB_FLOW_PORT);
   char *argv[] = {"shoal", "flow", "controller", "--testbed", (char *)tb->name, "--port", port, "--slot-ms", slot,
-                  "--policy", (char *)o->policy, NULL};
+                  "--policy", (char *)o->policy, o->log ? "--log" : NULL, csv, NULL};
   pid_t pid = shoal__tb_daemon_in_fabric(tb, pids, "shoal-controller", NULL, log, exe, argv, NULL, err, cap);
   if (pid < 0) return -1;
   double dl = shoal__now_s() + FLOW_UP_DEADLINE_S;
@@ -72,10 +73,12 @@ int shoal__tb_flow_up(const char *name, const tb_flow_opts_t *o, char *err, size
   }
   if (start_controller(tb, exe, dir, pids, o, err, cap)) goto out;
   for (int i = 0; i < tb->nhosts; i++) {
-    char what[32], log[256];
+    char what[32], log[256], csv[256];
     snprintf(what, sizeof what, "shoal-agent-%s", tb->h[i].name);
     snprintf(log, sizeof log, "%s/agent-%s.log", dir, tb->h[i].name);
-    char *argv[] = {"shoal", "flow", "agent", "--controller", ctl, "--host", tb->h[i].ns, "--slot-ms", slot, NULL};
+    snprintf(csv, sizeof csv, "%s/agent-%s.csv", dir, tb->h[i].name);
+    char *argv[] = {"shoal", "flow", "agent", "--controller", ctl, "--host", tb->h[i].ns, "--slot-ms", slot,
+                    o->log ? "--log" : NULL, csv, NULL};
     if (shoal__tb_daemon_on_host(tb, i, pids, what, log, exe, argv, NULL, err, cap) < 0) goto out;
   }
   printf("testbed %s: flow scheduling up: controller at %s (policy %s, slot %g ms), an agent on each of %d hosts; "

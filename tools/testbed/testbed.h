@@ -65,10 +65,12 @@ typedef struct tb_topo {
   double rate, oversub, uplink; /* uplink < 0: from oversub */
 } tb_topo_t;
 
-/* Flow scheduling on the hosts (docs/flow.md): the controller's policy and slot. */
+/* Flow scheduling on the hosts (docs/flow.md): the controller's policy and slot, and whether the daemons
+ * write their per-slot CSV logs. */
 typedef struct tb_flow_opts {
   const char *policy; /* mlcc, greedy or equal */
   double slot_ms;
+  int log;            /* controller.csv and agent-<host>.csv in the flow directory */
 } tb_flow_opts_t;
 
 typedef struct tb_up_opts {
