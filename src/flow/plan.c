@@ -272,7 +272,10 @@ static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
     return;
   }
   f->slots_active++;
-  double left = (f->planned > f->V ? f->planned : f->V) - sent;
+  /* what is left is what is untransmitted of the measured volume: the factor's margin belongs to the
+   * first plan only; kept in the plan to the end, it held slots (and shut other jobs out of them) after
+   * the flow had sent everything (a phase ends mid-slot, and the others' reports of that slot may come first) */
+  double left = (f->V > 0 ? f->V : f->planned) - sent;
   unreserve_from(p, f, 0);
   double per = per_slot_cap(p, f);
   int from = 0;
@@ -332,7 +335,13 @@ static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
 double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
   shoal__fplan_flow_t *f = &p->flow[fi];
   double T = p->cfg.slot_s;
-  f->last_slot_bytes = iter == f->iter ? (sent > f->sent ? sent - f->sent : 0) : sent;
+  /* bytes sent during the last slot; across an iteration boundary the end of the previous iteration
+   * (its volume, now reported, minus what had been reported of it) counts too, or feedback would take it
+   * for background traffic */
+  if (iter == f->rep_iter) f->last_slot_bytes = sent > f->rep_sent ? sent - f->rep_sent : 0;
+  else f->last_slot_bytes = sent + (iter == f->rep_iter + 1 && volume > f->rep_sent ? volume - f->rep_sent : 0);
+  f->rep_iter = iter;
+  f->rep_sent = sent;
   f->given = f->seen == p->now - 1 ? (f->rate > 0 ? f->rate : path_cap(p, f)) * T : 0;
   if (f->active && f->given > f->last_slot_bytes) f->wasted += f->given - f->last_slot_bytes; /* given, not used */
   f->seen = p->now;

@@ -57,6 +57,8 @@ typedef struct shoal__fplan_flow {
   double planned;    /* bytes planned for this iteration (factor x V) */
   double sent;       /* bytes sent in this iteration, as last reported */
   double last_slot_bytes; /* bytes sent during the previous slot (measured rate x slot) */
+  uint64_t rep_iter; /* the iteration and bytes of its last report (for last_slot_bytes) */
+  double rep_sent;
   double given;      /* bytes it was granted for the previous slot (0: not reported then) */
   double granted;    /* bytes granted in the slots of this iteration that have passed */
   double wasted;     /* bytes granted in passed slots but not sent (statistics: a flow waiting on its ring) */
