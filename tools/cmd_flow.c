@@ -303,16 +303,19 @@ static int cmd_status(int argc, char **argv) {
   return 0;
 }
 
+int shoal_cmd_flow_sim(int argc, char **argv); /* cmd_flow_sim.c */
+
 static const shoal_subcmd_t flow_subs[] = {
     {"controller", cmd_controller, "the emulated switch: plans the flows' rates slot by slot"},
     {"agent", cmd_agent, "the host agent: reports this host's flows, applies their rates"},
     {"status", cmd_status, "one line per host agent"},
+    {"sim", shoal_cmd_flow_sim, "the flow-level simulator: jobs on a two-tier network under each policy"},
     {NULL, NULL, NULL},
 };
 
 int shoal_cmd_flow(int argc, char **argv) {
   return shoal_opts_dispatch("shoal flow",
-                             "usage: shoal flow controller|agent|status [options]\n"
+                             "usage: shoal flow controller|agent|status|sim [options]\n"
                              "Flow scheduling between training jobs that share a network (docs/flow.md).\n",
                              flow_subs, NULL, argc, argv);
 }
