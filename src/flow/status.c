@@ -53,8 +53,9 @@ int shoal__flow_status_line(const char *host, char *buf, size_t cap) {
   ago(atomic_load_explicit(&seg->ctl_contact_ns, memory_order_relaxed), now, contact, sizeof contact);
   rate_str(atomic_load_explicit(&seg->background_bps, memory_order_relaxed), bg, sizeof bg);
   if (!alive)
-    snprintf(buf, cap, "%-12s agent not running%s; flows %d (unpaced); last controller contact %s", seg->host,
-             pid > 0 ? " (its beat stopped)" : "", live, contact);
+    /* paced here is what the ranks still apply: they drop the limit of an agent whose beat stopped */
+    snprintf(buf, cap, "%-12s agent not running%s; flows %d, paced %d; last controller contact %s", seg->host,
+             pid > 0 ? " (its beat stopped)" : "", live, paced, contact);
   else
     snprintf(buf, cap, "%-12s agent pid %d, controller %s; flows %d, paced %d%s%s; background %s; last controller contact %s",
              seg->host, (int)pid, seg->ctl_addr, live, paced, paced ? ": " : "", rates, bg, contact);
