@@ -260,6 +260,10 @@ static double per_slot_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f
   const shoal__fplan_flow_t *g = &p->flow[f->pred];
   if (!g->active || g->iter != f->iter || g->slots_active < 2 || f->slots_active < 2) return cap;
   if (!(g->last_slot_bytes < 0.5 * g->given)) return cap;
+  /* nor is a predecessor starved by its own input that the plan held back (the hop before it had a grant
+   * under twice what it delivered): in a ring that is the plan throttling itself in a circle (measured: a
+   * 2-host ring's hops capping each other up by 1.25 a slot from the floor), not a slow hop */
+  if (g->pred >= 0 && p->flow[g->pred].given < 2 * g->last_slot_bytes) return cap;
   double lim = 1.25 * g->last_slot_bytes, fl = p->cfg.floor_frac * f->e * p->cfg.slot_s;
   if (lim < fl) lim = fl;
   return lim < cap ? lim : cap;
@@ -295,9 +299,11 @@ static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
       from = 1;
     }
   }
+  /* greedily from now (earliest slots first), not least loaded first: a phase under way that put its last
+   * bytes into the emptiest slot ahead would stall its job there while later jobs took the slots before */
   slot_load_t order[SHOAL__FPLAN_MAX_K];
-  int n;
-  slot_order(p, f->path, f->npath, from, order, &n);
+  int n = 0;
+  for (int k = from; k < p->cfg.horizon; k++) order[n++] = (slot_load_t){0, k};
   place(p, f, left, per, order, n);
 }
 
@@ -325,6 +331,10 @@ static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   if (f->npath == 0) return 0;
   if (p->cfg.policy == SHOAL__FPOL_EQUAL) return equal_rate(p, f);
   double T = p->cfg.slot_s, cap = path_cap(p, f);
+  /* the last bytes of a phase (more than half sent, less than a slot left) go unlimited: held to a grant
+   * that a slower hop or a later report cut short, they spill into slots already planned for another job
+   * and stall this one until that job is done */
+  if (f->active && f->V > 0 && f->sent >= 0.5 * f->V && f->V - f->sent <= f->e * T) return 0;
   double own = f->active ? f->sched[slot_idx(p, p->now)] : 0;
   double bytes = own + room(p, f, 0);
   if (bytes >= 0.95 * cap * T) return 0;
