@@ -43,7 +43,20 @@ static int lock_fd(int fd, const char *name) {
   return 0;
 }
 
-static int pid_gone(int32_t pid) { return pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH); }
+/* A process that no longer runs: gone, or a zombie (killed, and its parent has not reaped it: a daemon
+ * reparented to a container's init that never waits stays one) */
+static int pid_gone(int32_t pid) {
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) return 1;
+  char path[32], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *paren = strrchr(buf, ')'); /* "pid (comm) S ...": the name may hold spaces and parentheses */
+  return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
 
 static void init_fresh(shoal__flowseg_t *seg, const char *name) {
   memset(seg, 0, sizeof *seg);
