@@ -58,6 +58,12 @@ static const shoal_opt_t loan_opts[] = {
     OPT_DOUBLE("--interval", "S", cfg.interval_s, 1, 86400, "decision interval, seconds (the SLO is judged per interval)"),
     OPT_DOUBLE("--burst", "S", cfg.burst_s, 1e-3, 86400, "size replicas for an interval's busiest window of S seconds"),
     OPT_DOUBLE("--check", "S", cfg.check_s, 1e-3, 86400, "fapes: reclaim on demand when the last S seconds' requests need more"),
+    OPT_INT("--stable", "K", cfg.stable_n, 0, 100000, "fapes: only GPUs beyond the most replicas of the last K intervals start\n"
+            "queued jobs; the loaned rest only grows running ones"),
+    OPT_DOUBLE("--base", "S", cfg.base_s, 0, 86400, "fapes: forecast each interval's busiest window of S seconds (0, the default:\n"
+               "the interval, its mean rate); the on-demand reclaims cover the bursts above"),
+    OPT_DOUBLE("--hold", "S", cfg.hold_s, 0, 86400, "fapes: replicas above the waiting requests' need for S seconds go back to\n"
+               "training (0: M/M/c on the last check's rate, held to the interval's end)"),
     OPT_DOUBLE("--replica-start", "S", cfg.replica_start_s, 0, 3600, "a free GPU to a serving replica, seconds"),
     OPT_DOUBLE("--reclaim", "S", cfg.reclaim_s, 0, 3600, "a loaned GPU to a serving replica (shrink at an iteration boundary)"),
     OPT_DOUBLE("--resize", "S", cfg.resize_s, 0, 86400, "an elastic job's pause when resized, seconds"),

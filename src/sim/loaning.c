@@ -34,7 +34,7 @@ void shoal__loan_config_default(shoal_loan_config_t *c) {
   c->predictor = "holt";
   c->alpha = 0.5, c->z = 1;
   c->gpus = 128;
-  c->interval_s = 60, c->burst_s = 10, c->check_s = 1;
+  c->interval_s = 60, c->burst_s = 10, c->check_s = 1, c->hold_s = 10, c->base_s = 0, c->stable_n = 0;
   c->service_s = 1, c->slo_s = 4, c->slo_q = 0.99;
   c->replica_start_s = 1, c->reclaim_s = 0.2, c->resize_s = 0.3, c->restart_s = 30; /* shrink: FE1 measured */
   c->react_hi = 0.8, c->react_lo = 0.4;
@@ -66,6 +66,9 @@ typedef struct run {
   int nch, capch;
   const shoal__reqtimes_t *period;
   double period_s;
+  double backlog;                  /* requests waiting (fluid estimate, fapes' checks) */
+  int peak_replicas;               /* fapes: the most replicas of the last stable_n intervals */
+  int *recent;                     /* [stable_n] those intervals' most replicas, a ring */
   size_t cursor, cursor2;          /* the next request to count into an interval, into a check */
 } run_t;
 
@@ -74,22 +77,29 @@ static double req_time(const run_t *u, size_t i) {
   return u->period->t[i % n] + (double)(i / n) * u->period_s;
 }
 
-/* Requests per second in [t, t + interval) (*mean) and in its busiest window of burst_s (the return value:
- * what the replicas are sized for, since a burst within the interval is what breaks its P99). The
- * intervals are asked for in order. */
-static double next_rate(run_t *u, double t, double *mean) {
-  const shoal_loan_config_t *c = u->c;
-  size_t k = 0, in_w = 0, most = 0;
-  double end = t + c->interval_s, w_end = t + c->burst_s;
-  while (u->period->n) {
-    double a = req_time(u, u->cursor);
-    if (a >= end) break;
-    while (a >= w_end) most = in_w > most ? in_w : most, in_w = 0, w_end += c->burst_s;
-    u->cursor++, k++, in_w++;
+/* Requests per second in [t, t + interval) (*mean), in its busiest window of base_s (*base: what fapes'
+ * forecast is fed) and in its busiest window of burst_s (the return value: what the fixed partitions are
+ * sized for, since a burst within the interval is what breaks its P99). The intervals are asked for in order. */
+static double busiest(const run_t *u, size_t from, size_t to, double t, double w) {
+  size_t in_w = 0, most = 0;
+  double w_end = t + w;
+  for (size_t i = from; i < to; i++) {
+    double a = req_time(u, i);
+    while (a >= w_end) most = in_w > most ? in_w : most, in_w = 0, w_end += w;
+    in_w++;
   }
   most = in_w > most ? in_w : most;
-  if (mean) *mean = (double)k / c->interval_s;
-  return (double)most / c->burst_s;
+  return (double)most / w;
+}
+
+static double next_rate(run_t *u, double t, double *mean, double *base) {
+  const shoal_loan_config_t *c = u->c;
+  size_t from = u->cursor;
+  double end = t + c->interval_s;
+  while (u->period->n && req_time(u, u->cursor) < end) u->cursor++;
+  if (mean) *mean = (double)(u->cursor - from) / c->interval_s;
+  if (base) *base = busiest(u, from, u->cursor, t, c->base_s > 0 ? c->base_s : c->interval_s);
+  return busiest(u, from, u->cursor, t, c->burst_s);
 }
 
 static int add_change(run_t *u, double t, int delta) {
@@ -160,18 +170,23 @@ static void update_active(run_t *u, double t) {
   while (u->next < u->nj && u->jobs[u->next].arrival <= t) u->act[u->nact++] = u->next++;
 }
 
-/* Allocate `capacity` GPUs over the active jobs; a job whose count changes pays its pause. shrink_only: an
- * on-demand reclaim, which only shrinks the jobs that lose least (no other job is disturbed). */
-static void allocate(run_t *u, int capacity, int shrink_only) {
+/* Allocate `capacity` GPUs over the active jobs; a job whose count changes pays its pause. ALLOC_SHRINK: an
+ * on-demand reclaim, which only shrinks the jobs that lose least; ALLOC_GROW: replicas given back, which only
+ * grow the jobs that gain most (no other job is disturbed by either). */
+enum { ALLOC_FULL, ALLOC_SHRINK, ALLOC_GROW };
+static void allocate(run_t *u, int capacity, int mode) {
   const shoal_loan_config_t *c = u->c;
-  int goodput = c->policy == SHOAL_LOAN_FAPES || c->policy == SHOAL_LOAN_POLLUX, total = 0, v;
+  int goodput = c->policy == SHOAL_LOAN_FAPES || c->policy == SHOAL_LOAN_POLLUX, total = 0;
   for (int i = 0; i < u->nact; i++) {
     tjob_t *j = &u->jobs[u->act[i]];
     u->gv[i] = j->g, u->nv[i] = j->n, total += j->n;
   }
-  if (shrink_only) {
-    while (total > capacity && (v = shoal__loan_victim(u->gv, u->nact, u->nv, 0)) >= 0) u->nv[v]--, total--;
-    for (int i = 0; i < u->nact; i++) shoal__goodput(&u->gv[i], u->nv[i], &u->bv[i]);
+  if (mode == ALLOC_SHRINK) {
+    shoal__loan_reclaim(u->gv, u->nact, total - capacity, u->nv, u->bv);
+  } else if (mode == ALLOC_GROW) {
+    shoal__loan_grow(u->gv, u->nact, capacity - total, 1, u->nv, u->bv); /* loaned: running jobs only */
+  } else if (c->policy == SHOAL_LOAN_FAPES) {
+    shoal__alloc_loaning(u->gv, u->nact, c->gpus - u->peak_replicas, capacity, u->nv, u->bv);
   } else if (goodput) {
     shoal__alloc_goodput(u->gv, u->nact, capacity, u->nv, u->bv);
   } else {
@@ -312,6 +327,12 @@ static int check_config(const shoal_loan_config_t *c, const shoal__reqtimes_t *p
   if (!(c->check_s > 0 && c->check_s <= c->interval_s))
     return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the check period %g s must be in (0, the interval %g s]", c->check_s,
                          c->interval_s);
+  if (c->stable_n < 0 || c->stable_n > 100000)
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the stable window of %d intervals is not in 0..100000", c->stable_n);
+  if (!(c->hold_s >= 0)) return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the hold %g s must be >= 0", c->hold_s);
+  if (!(c->base_s >= 0 && c->base_s <= c->interval_s))
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: fapes' base window %g s must be in [0, the interval %g s]", c->base_s,
+                         c->interval_s);
   if (!(c->burst_s > 0 && c->burst_s <= c->interval_s))
     return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the burst window %g s must be in (0, the interval %g s]", c->burst_s,
                          c->interval_s);
@@ -332,7 +353,7 @@ static int fixed_partition(run_t *u) {
   if (u->c->infer_gpus > 0) return u->c->infer_gpus;
   double most = 0;
   for (double t = 0; t < u->period_s; t += u->c->interval_s) {
-    double r = next_rate(u, t, NULL);
+    double r = next_rate(u, t, NULL, NULL);
     if (r > most) most = r;
   }
   u->cursor = 0;
@@ -376,25 +397,47 @@ static int push_point(shoal_loan_result_t *r, const shoal_loan_point_t *p, int *
   return 0;
 }
 
-/* The rest of an interval from t, in checks of check_s: fapes reclaims at once when the last check's requests
- * need more replicas than it has (ready after the reclaim); the training jobs advance between checks. */
-static int run_checks(run_t *u, double t, int *want, shoal_loan_point_t *pt) {
+/* The replicas the requests waiting now and arriving at `rate` need, so that the last one waiting starts
+ * within the SLO's slack (slo - service): what a router's queue depth tells the controller. The backlog is
+ * a fluid estimate (arrivals minus what the replicas served), kept per check. */
+static int backlog_need(run_t *u, double rate) {
+  const shoal_loan_config_t *c = u->c;
+  double slack = c->slo_s - c->service_s;
+  int need = (int)ceil(c->service_s * (u->backlog / slack + rate) - 1e-9);
+  if (need < 1) need = 1;
+  return need > c->gpus - 1 ? c->gpus - 1 : need;
+}
+
+/* The rest of an interval from t, in checks of check_s (fapes): a reclaim at once when the waiting requests
+ * need more replicas than serve them (ready after the reclaim); replicas above both the interval's forecast
+ * (base) and that need for hold_s go back to training (the jobs that gain most grow). The training jobs
+ * advance between checks. */
+static int run_checks(run_t *u, double t, int base, int *want, shoal_loan_point_t *pt) {
   const shoal_loan_config_t *c = u->c;
   int steps = (int)floor(c->interval_s / c->check_s + 0.5), rc = 0;
-  double dt = c->interval_s / steps;
+  double dt = c->interval_s / steps, calm = 0;
   for (int s = 0; s < steps && !rc; s++) {
     double ts = t + s * dt;
     u->r->infer_gpu_s += *want * dt;
     advance(u, ts, dt, pt);
     double rate = window_rate(u, ts, dt);
+    u->backlog = fmax(0, u->backlog + (rate - *want / c->service_s) * dt);
     if (c->policy != SHOAL_LOAN_FAPES || s == steps - 1) continue;
-    int need = replicas_for(u, rate);
-    if (need <= *want) continue;
-    update_active(u, ts + dt);
-    if ((rc = set_replicas(u, ts + dt, need, 0))) break;
-    *want = need;
-    allocate(u, c->gpus - need, 1);
-    if (need > pt->replicas) pt->replicas = need;
+    int need = c->hold_s > 0 ? backlog_need(u, rate) : replicas_for(u, rate), keep = need > base ? need : base;
+    if (need > *want) {
+      update_active(u, ts + dt);
+      if ((rc = set_replicas(u, ts + dt, need, 0))) break;
+      *want = need, calm = 0;
+      allocate(u, c->gpus - need, ALLOC_SHRINK);
+      if (need > pt->replicas) pt->replicas = need;
+    } else if (c->hold_s > 0 && keep < *want && (calm += dt) >= c->hold_s - 1e-9) {
+      update_active(u, ts + dt);
+      if ((rc = set_replicas(u, ts + dt, keep, 0))) break;
+      *want = keep, calm = 0;
+      allocate(u, c->gpus - keep, ALLOC_GROW);
+    } else if (keep >= *want) {
+      calm = 0;
+    }
   }
   return rc;
 }
@@ -410,19 +453,23 @@ static int run_intervals(run_t *u) {
     if (t >= c->horizon_s) break;
     update_active(u, t);
     if (u->next == u->nj && u->nact == 0) break;
-    double mean, rate_now = next_rate(u, t, &mean);
-    int want = infer_need(u, rate_prev, rate_now, k == 0);
+    double mean, base, rate_now = next_rate(u, t, &mean, &base);
+    int want = infer_need(u, rate_prev, c->policy == SHOAL_LOAN_FAPES ? base : rate_now, k == 0);
     if ((rc = set_replicas(u, t, want, k == 0))) break;
     int fixed = c->policy == SHOAL_LOAN_STATIC || c->policy == SHOAL_LOAN_POLLUX;
-    allocate(u, c->gpus - (fixed ? u->vc_infer : want), 0);
+    u->peak_replicas = want;
+    for (int i = 0; i < c->stable_n && i < k; i++)
+      if (u->recent[i] > u->peak_replicas) u->peak_replicas = u->recent[i];
+    allocate(u, c->gpus - (fixed ? u->vc_infer : want), ALLOC_FULL);
     shoal_loan_point_t pt = {.t = t, .rate = mean, .peak = rate_now, .replicas = want};
-    if ((rc = run_checks(u, t, &want, &pt))) break;
+    if ((rc = run_checks(u, t, want, &want, &pt))) break;
     double fixed_train = c->gpus - u->vc_infer;
     pt.loaned = pt.train_avg > fixed_train ? pt.train_avg - fixed_train : 0;
     r->loaned_gpu_s += pt.loaned * c->interval_s;
     r->train_gpu_s += pt.train_avg * c->interval_s;
     r->speedup_avg += pt.speedup * c->interval_s;
-    rate_prev = rate_now;
+    rate_prev = c->policy == SHOAL_LOAN_FAPES ? base : rate_now;
+    if (c->stable_n > 0) u->recent[k % c->stable_n] = pt.replicas;
     rc = push_point(r, &pt, &cap);
   }
   return rc;
@@ -462,11 +509,13 @@ int shoal__loan_sim(const shoal_workload_t *w, const shoal__reqtimes_t *period, 
   res.infer_gpus = u.vc_infer;
   if (c->policy == SHOAL_LOAN_FAPES) rc = shoal__forecast_create(c->predictor, c->alpha, c->z, &u.fc);
   if (!rc) rc = setup_jobs(&u, w);
+  if (!rc && !(u.recent = calloc((size_t)c->stable_n + 1, sizeof *u.recent)))
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
   if (!rc) rc = run_intervals(&u);
   if (!rc) rc = finish_stats(&u);
   if (!rc) rc = serve_requests(&u, res.t_end);
   if (u.fc) shoal__forecast_free(u.fc);
-  free(u.jobs), free(u.act), free(u.gv), free(u.nv), free(u.bv), free(u.ch);
+  free(u.jobs), free(u.act), free(u.gv), free(u.nv), free(u.bv), free(u.ch), free(u.recent);
   if (rc) {
     shoal__loan_result_free(&res);
     return rc;

@@ -35,8 +35,14 @@ typedef struct shoal_loan_config {
   int gpus;                /* the cluster */
   int infer_gpus;          /* VC_infer of static and pollux; 0: the replicas the busiest interval needs */
   double interval_s;       /* decision interval (and the SLO's minute when 60) */
+  int stable_n;            /* fapes: GPUs beyond the most replicas of the last stable_n intervals may start a
+                            * queued job; the rest (loaned, likely reclaimed) only grow running ones */
+  double base_s;           /* fapes: its forecast is of each interval's busiest window of base_s (0: the interval,
+                            * its mean rate); bursts above it are the on-demand reclaims' */
   double burst_s;          /* the rate an interval is sized for: its busiest window of burst_s */
   double check_s;          /* fapes: how often the last requests are checked for an on-demand reclaim */
+  double hold_s;           /* fapes: replicas above the need for this long go back to training; 0: the on-demand
+                            * need is the M/M/c replicas of the last check's rate, held to the interval's end */
   double service_s;        /* one request on one replica (the policies' model takes it as the mean of an exponential) */
   double slo_s, slo_q;     /* the latency SLO: quantile slo_q (0.99) at most slo_s */
   double replica_start_s;  /* a free GPU becomes a serving replica */

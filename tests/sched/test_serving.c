@@ -179,3 +179,26 @@ TEST(serving_alloc_fifo_is_rigid_and_in_order) {
   CHECK_EQ(shoal__alloc_fifo(jobs, 3, 3, n, b), 2);
   CHECK(n[0] == 2 && n[1] == 0 && n[2] == 0);
 }
+
+TEST(serving_reclaim_keeps_jobs_running_and_grow_feeds_running_jobs) {
+  shoal__goodput_job_t jobs[3] = {saturating, saturating, linear};
+  int n[3] = {1, 3, 0}, b[3];
+  /* 3 reclaimed: the 3-worker job gives 2 (1/6, then 1/3), the third stops the cheaper one-worker job */
+  CHECK_EQ(shoal__loan_reclaim(jobs, 3, 3, n, b), 3);
+  CHECK(n[0] + n[1] == 1 && n[2] == 0);
+  CHECK_EQ(shoal__loan_reclaim(jobs, 3, 5, n, b), 1); /* only one worker left to take */
+  CHECK(n[0] == 0 && n[1] == 0);
+  /* 2 given back, running only: nobody runs, nothing is given; then the queued linear job is not started */
+  CHECK_EQ(shoal__loan_grow(jobs, 3, 2, 1, n, b), 0);
+  n[0] = 1;
+  CHECK_EQ(shoal__loan_grow(jobs, 3, 2, 1, n, b), 2);
+  CHECK(n[0] == 3 && n[1] == 0 && n[2] == 0);
+  CHECK_EQ(shoal__loan_grow(jobs, 3, 2, 0, n, b), 2); /* anyone: the queued ones gain 1 (a tie: the first), not 1/10 */
+  CHECK(n[0] == 3 && n[1] == 1 && n[2] == 1);
+  /* loaning's allocation: 2 stable GPUs start jobs, the 2 loaned ones only grow them */
+  int m[3] = {0, 0, 0};
+  CHECK_EQ(shoal__alloc_loaning(jobs, 3, 2, 4, m, b), 2);
+  /* stable: the first two start (gain 1 each, ties to the first); loaned: they grow (1/3 each), the third
+   * (gain 1) stays queued: a reclaim would stop it again */
+  CHECK(m[0] == 2 && m[1] == 2 && m[2] == 0);
+}

@@ -54,12 +54,14 @@ int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, i
   return v;
 }
 
-/* The job other than `except` that gains most from one more worker (gain > 0), -1 if none. */
-static int best_grower(const shoal__goodput_job_t *jobs, int nj, const int *n, int except, double *gain) {
+/* The job other than `except` (and, with running_only, other than a queued one) that gains most from one
+ * more worker (gain > 0), -1 if none. */
+static int best_grower(const shoal__goodput_job_t *jobs, int nj, const int *n, int except, int running_only,
+                       double *gain) {
   int w = -1;
   double most = 0;
   for (int i = 0; i < nj; i++) {
-    if (i == except || n[i] >= jobs[i].nmax) continue;
+    if (i == except || n[i] >= jobs[i].nmax || (running_only && n[i] == 0)) continue;
     double g = speedup(&jobs[i], n[i] + 1) - speedup(&jobs[i], n[i]);
     if (g > most + 1e-12) most = g, w = i;
   }
@@ -78,14 +80,14 @@ int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity,
   for (int i = 0; i < nj; i++) before[i] = n[i];
   int total = sum(n, nj), v, w;
   while (total > capacity && (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0) n[v]--, total--;
-  while (total < capacity && (w = best_grower(jobs, nj, n, -1, NULL)) >= 0) n[w]++, total++;
+  while (total < capacity && (w = best_grower(jobs, nj, n, -1, 0, NULL)) >= 0) n[w]++, total++;
   /* Move a worker from the running job that loses least to the job that gains most (a queued job gains a
    * speedup of 1) while the gain is larger: each move raises the sum of speedups, so this ends; a running
    * job keeps one worker, so no job is stopped to start another. */
   for (int moves = 0; moves < 4 * capacity; moves++) {
     double gain;
     if ((v = shoal__loan_victim(jobs, nj, n, 1)) < 0) break;
-    if ((w = best_grower(jobs, nj, n, v, &gain)) < 0) break;
+    if ((w = best_grower(jobs, nj, n, v, 0, &gain)) < 0) break;
     double loss = speedup(&jobs[v], n[v]) - speedup(&jobs[v], n[v] - 1);
     if (gain <= loss + 1e-12) break;
     n[v]--, n[w]++;
@@ -96,6 +98,33 @@ int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity,
     changed += n[i] != before[i];
   }
   return changed;
+}
+
+int shoal__loan_grow(const shoal__goodput_job_t *jobs, int nj, int extra, int running_only, int *n, int *batch) {
+  int given = 0, w;
+  while (given < extra && (w = best_grower(jobs, nj, n, -1, running_only, NULL)) >= 0) n[w]++, given++;
+  for (int i = 0; i < nj; i++) shoal__goodput(&jobs[i], n[i], &batch[i]);
+  return given;
+}
+
+int shoal__alloc_loaning(const shoal__goodput_job_t *jobs, int nj, int stable, int capacity, int *n, int *batch) {
+  int before[nj > 0 ? nj : 1];
+  for (int i = 0; i < nj; i++) before[i] = n[i];
+  if (stable > capacity) stable = capacity;
+  shoal__alloc_goodput(jobs, nj, stable, n, batch);
+  /* A job left queued by the stable part takes no loaned worker: a reclaim would stop it again. */
+  shoal__loan_grow(jobs, nj, capacity - stable, 1, n, batch);
+  int changed = 0;
+  for (int i = 0; i < nj; i++) changed += n[i] != before[i];
+  return changed;
+}
+
+int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int *n, int *batch) {
+  int taken = 0, v;
+  while (taken < count && ((v = shoal__loan_victim(jobs, nj, n, 1)) >= 0 || (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0))
+    n[v]--, taken++;
+  for (int i = 0; i < nj; i++) shoal__goodput(&jobs[i], n[i], &batch[i]);
+  return taken;
 }
 
 int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch) {

@@ -65,6 +65,17 @@ double shoal__goodput_lr(const shoal__goodput_job_t *j, int b, double lr0);
  * batch[] gets each job's batch (b0 for fifo). Returns the number of jobs whose n changed. */
 int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
 int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
+/* Loaning's allocation of `capacity` workers, of which only `stable` (the servers expected to stay with
+ * training) may start a queued job: "goodput" over `stable`, then the loaned rest grows only the running jobs
+ * (shoal__loan_grow), so a reclaim shrinks a running job instead of stopping one it had started. */
+int shoal__alloc_loaning(const shoal__goodput_job_t *jobs, int nj, int stable, int capacity, int *n, int *batch);
+/* A reclaim of `count` workers: each from the job whose speedup drops least among those keeping one worker,
+ * and only when none is left, by stopping a one-worker job (which pays a restart). Returns the workers taken. */
+int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int *n, int *batch);
+/* Give up to `extra` more workers, one at a time, to the job whose speedup rises most (no other job changes;
+ * with running_only, no queued job starts): replicas handed back to training. batch[] gets each job's batch.
+ * Returns the workers given. */
+int shoal__loan_grow(const shoal__goodput_job_t *jobs, int nj, int extra, int running_only, int *n, int *batch);
 /* The job among jobs[0..nj) whose speedup drops least when it loses one worker (n > min_n), -1 if none:
  * the one a reclaim shrinks. */
 int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n);
