@@ -397,14 +397,11 @@ static int push_point(shoal_loan_result_t *r, const shoal_loan_point_t *p, int *
   return 0;
 }
 
-/* The replicas the requests waiting now and arriving at `rate` need, so that the last one waiting starts
- * within the SLO's slack (slo - service): what a router's queue depth tells the controller. The backlog is
- * a fluid estimate (arrivals minus what the replicas served), kept per check. */
+/* The replicas the requests waiting now (a fluid estimate of the router's queue: arrivals minus what the
+ * replicas served, kept per check) and arriving at `rate` need (sched/serving). */
 static int backlog_need(run_t *u, double rate) {
   const shoal_loan_config_t *c = u->c;
-  double slack = c->slo_s - c->service_s;
-  int need = (int)ceil(c->service_s * (u->backlog / slack + rate) - 1e-9);
-  if (need < 1) need = 1;
+  int need = shoal__slo_replicas_waiting(u->backlog, rate, c->service_s, c->slo_s, c->gpus - 1);
   return need > c->gpus - 1 ? c->gpus - 1 : need;
 }
 

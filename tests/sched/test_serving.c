@@ -100,6 +100,16 @@ TEST(serving_slo_replicas_are_the_fewest_that_hold) {
   CHECK(shoal__slo_latency_quantile(3000, c - 1, 0.02, 0.99) > 0.05);
 }
 
+TEST(serving_slo_replicas_for_the_waiting_requests) {
+  /* service 1 s, SLO 4 s: slack 3 s; 6 waiting and 2/s arriving: 1 x (6/3 + 2) = 4 replicas */
+  CHECK_EQ(shoal__slo_replicas_waiting(6, 2, 1, 4, 100), 4);
+  CHECK_EQ(shoal__slo_replicas_waiting(7, 2, 1, 4, 100), 5);   /* 4.33: rounded up */
+  CHECK_EQ(shoal__slo_replicas_waiting(0, 0, 1, 4, 100), 1);   /* nothing: still one */
+  CHECK_EQ(shoal__slo_replicas_waiting(0, 2.5, 1, 4, 100), 3);
+  CHECK_EQ(shoal__slo_replicas_waiting(300, 0, 1, 4, 50), 51); /* 100 needed, 50 allowed: max + 1 */
+  CHECK_EQ(shoal__slo_replicas_waiting(1, 1, 4, 4, 50), 51);   /* service as long as the SLO */
+}
+
 /* t0 0.1 s, 1 ms per sample, 50 ms x log2(n) to synchronize, noise scale 96, tuned at batch 32 */
 static const shoal__goodput_job_t job_a = {.t0 = 0.1, .t_sample = 0.001, .t_sync = 0.05, .phi = 96, .b0 = 32,
                                            .bmax = 128, .nmax = 64, .n_req = 2};

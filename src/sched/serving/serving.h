@@ -35,6 +35,12 @@ double shoal__slo_latency_quantile(double rate, int replicas, double service_s, 
  * enough (service_s >= slo_s included). */
 int shoal__slo_replicas(double rate, double service_s, double slo_s, double q, int max);
 
+/* The replicas that start the last of `waiting` queued requests within the SLO's slack (slo_s - service_s)
+ * while requests keep arriving at `rate`: ceil(service_s x (waiting / slack + rate)), at least 1; max + 1
+ * when more than max are needed or service_s >= slo_s. What a controller that sees the router's queue
+ * reclaims for at once, without waiting for a forecast. */
+int shoal__slo_replicas_waiting(double waiting, double rate, double service_s, double slo_s, int max);
+
 /* ---------------- loan.c: goodput of a training job and the allocation ---------------- */
 /* A training job's measured model (Pollux's): one iteration of global batch b on n workers takes
  * t0 + t_sample x b / n + t_sync x log2(n) seconds; the gradient noise scale phi (reported by the training

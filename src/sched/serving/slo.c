@@ -32,3 +32,13 @@ int shoal__slo_replicas(double rate, double service_s, double slo_s, double q, i
     if (shoal__slo_latency_quantile(rate, c, service_s, q) <= slo_s) return c;
   return max + 1;
 }
+
+int shoal__slo_replicas_waiting(double waiting, double rate, double service_s, double slo_s, int max) {
+  if (max < 1) max = 1;
+  if (!(service_s > 0) || service_s >= slo_s) return max + 1;
+  if (!(waiting > 0)) waiting = 0;
+  if (!(rate > 0)) rate = 0;
+  double need = ceil(service_s * (waiting / (slo_s - service_s) + rate) - 1e-9);
+  if (need < 1) return 1;
+  return need > max ? max + 1 : (int)need;
+}
