@@ -16,6 +16,8 @@
 #        EPOCHS=3 REPS=3 TARGET=0.85 BATCH=64 MODEL=mlp RATE=1gbit (testbed host links)
 #        SHOAL_ARGS="" (extra arguments of every shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
 #        EXTRA_ARGS="" (extra arguments of every side, e.g. "--train-subset 20000")
+#        LOAD=0 (a busy machine: LOAD busy-loop processes run beside every run, started before it and
+#        stopped after it, unpinned: what other users' jobs cost each side)
 #
 # Per setting and side: every run's samples/s (training samples over training time, evaluations
 # excluded), its time to TARGET test accuracy (4 evaluations per epoch, the mean accuracy of the ranks'
@@ -60,7 +62,12 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (!NR) print "none"; else if (N
                            else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 tb=""
-cleanup() { [ -n "$tb" ] && "$build/shoal" testbed down --name "$tb" >/dev/null 2>&1; tb=""; }
+LOAD=${LOAD:-0}
+[[ $LOAD =~ ^[0-9]+$ ]] && [ "$LOAD" -le 16 ] || { echo "py-ddp-vs-gloo.sh: LOAD: '$LOAD' is not 0..16" >&2; exit 2; }
+loaders=()
+load_start() { local i; for ((i = 0; i < LOAD; i++)); do timeout 600 sh -c 'while :; do :; done' & loaders+=($!); done; }
+load_stop() { [ ${#loaders[@]} -eq 0 ] || { kill "${loaders[@]}" 2>/dev/null; wait "${loaders[@]}" 2>/dev/null; loaders=(); } || true; }
+cleanup() { load_stop; [ -n "$tb" ] && "$build/shoal" testbed down --name "$tb" >/dev/null 2>&1; tb=""; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 need_hosts=0
@@ -78,7 +85,7 @@ if [ "$need_hosts" -gt 0 ]; then
 fi
 
 echo "# PyTorch Fashion-MNIST $MODEL, batch $BATCH per rank, $EPOCHS epochs, target $TARGET, $REPS alternating pairs;" \
-     "$(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+     "$([ "$LOAD" -gt 0 ] && echo "$LOAD busy loops beside every run; ")$(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "setting,side,rep,samples_per_s,time_to_target_s,final_acc,load1" >"$out/runs.csv"
 printf "# %-20s %-24s %-20s %7s %8s %9s | %7s %7s\n" setting side "samples/s (each run)" median \
   "t_target" final_acc "sps s/g" "tt g/s"
@@ -96,6 +103,7 @@ for s in $SETTINGS; do
       log=$out/${s/:/-}-${side//[:=,]/_}-r$rep.log
       read -r -a sargs <<<"$(side_args "$side")"
       load=$(cut -d' ' -f1 /proc/loadavg)
+      load_start
       # bounded: a rank that hangs after rank 0 printed its result (seen with Gloo at teardown) is killed
       # by the launcher's deadline, and the run counts if the result is there
       timeout 330 "$build/shoal" launch --timeout 300 "${where[@]}" -n "$n" -- $PY "$repo/examples/python/fashion_mnist.py" \
@@ -103,6 +111,7 @@ for s in $SETTINGS; do
         >"$log" 2>&1 ||
         if [ -n "$(field samples_per_s "$log")" ]; then echo "  ($s $side run $rep: a rank did not exit cleanly after the result; see $log)" >&2
         else echo "run failed: $log" >&2; tail -20 "$log" >&2; exit 1; fi
+      load_stop
       echo "$s,$side,$rep,$(field samples_per_s "$log"),$(field time_to_target_s "$log"),$(field final_acc "$log"),$load" \
         >>"$out/runs.csv"
     done

@@ -32,7 +32,7 @@ MODELS=${MODELS:-"mlp cnn"}
 out=${OUT:-/tmp/shoal-torch-bench}; mkdir -p "$out"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHOAL_LIBRARY=$build/libshoal.so.0 PYTHONPATH=$repo/python
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-echo "# torch-backend: $(date -u +%FT%TZ) $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# torch-backend: $(date -u +%FT%TZ) $(uname -n), $(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # one side of the allreduce sweep, ranks spawned by hand (every side alike): n side file
 run_side() {
