@@ -77,6 +77,9 @@ void shoal__live_ctl_summary(shoal_live_ctl_t *L) {
            "(avg JCT %.1f s, makespan %.1f s over the completed), starts %d, preemptions %d, resizes %d, retries %d",
            L->ops->name, t.seen, t.completed, t.failed, t.cancelled, t.seen - t.done, t.unsched, nd ? jct / nd : 0,
            nd ? last - first : 0, t.runs, t.preempts, t.resizes, t.retries);
+  char stats[256] = "";
+  if (L->ops->stats) L->ops->stats(L->pstate, stats, sizeof stats);
+  if (stats[0]) live_log(L, "  policy stats: %s", stats);
   for (int i = 0; i < L->njobs; i++) {
     const lj_t *x = L->jobs[i];
     if (x->ignored) continue;

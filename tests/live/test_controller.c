@@ -299,3 +299,29 @@ TEST(live_dry_run_changes_nothing) {
   CHECK_MSG(stat(w.journal, &st) != 0, "a dry run wrote a journal");
   world_fini(&w);
 }
+
+/* the learned placer drives the controller as it drives the simulator: its network places every worker (no
+ * job left to the fallback placer), every job runs once; a weights file it cannot read is refused up front */
+TEST(live_marl_places_every_job) {
+  world_t w;
+  world_init(&w, 4, 2, "marl");
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 4, 4, 4, 40, 1), b = world_submit(&w, 1, 1, 1, 10, 1);
+  long c = world_submit(&w, 2, 2, 2, 20, 1), d = world_submit(&w, 1, 1, 1, 10, 1);
+  world_run(&w, 200, 4);
+  CHECK_EQ(w.rc, 0);
+  long ids[] = {a, b, c, d};
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ(world_completions(&w, ids[i]), 1);
+    CHECK_EQ(world_runs(&w, ids[i]), 1);
+  }
+  shoal__live_ctl_summary(w.L);
+  CHECK_LOGGED(&w, "policy stats: agents=1 jobs=4 decisions=8 fallbacks=0");
+  world_fini(&w);
+  world_init(&w, 2, 2, "marl:weights=/nonexistent/marl.weights");
+  CHECK(world_start(&w) != 0);
+  struct stat st;
+  CHECK_MSG(stat(w.journal, &st) != 0, "a journal was created");
+  CHECK_CONTAINS(world_log(&w), "/nonexistent/marl.weights");
+  world_fini(&w);
+}
