@@ -5,7 +5,7 @@
 # 512 GPUs: decision time per job against JCT; run it under `quiet`, the times are measured).
 #   experiments/learned-placement/run.sh train      the two weights files (8x2 and 4x4), ~6 and ~10 min each
 #   experiments/learned-placement/run.sh re2|re3|re4
-# Options (environment): W8=FILE W4=FILE (the weights; default build/marl-8x2.weights, build/marl-4x4.weights),
+# re2 runs the shipped weights (`marl`, one agent) and W8 (its agents). Options (environment): W8=FILE W4=FILE (the weights; default build/marl-8x2.weights, build/marl-4x4.weights),
 # SEED (1). Training windows: busy Philly days 20-24, 27-28, 29-30, 31-32, 33-34; days 25-26 (the scenario
 # interference) are never trained on.
 set -euo pipefail
@@ -22,7 +22,7 @@ case ${1:-} in
   re2)
     for i in shipped off; do
       echo "# interference $i: Philly days 25-26, 32 x 8 GPUs, 8 racks, 2:1"
-      $S sim --scenario interference --interference $i --policy "$HEUR,marl:weights=$W8" --no-progress --csv \
+      $S sim --scenario interference --interference $i --policy "$HEUR,marl,marl:weights=$W8" --no-progress --csv \
         --out "build/re2-$i" 2>/dev/null | cut -d, -f2,5-8
     done ;;
   re3)
