@@ -1,7 +1,8 @@
 /* The journal: records that cannot be half-read, a torn tail dropped, damage
  * refused (file, line, the running jobs the controller cannot vouch for) unless
  * recovering, and a restart on the journal that neither loses nor starts twice
- * a job: also with its last record cut at every byte offset. */
+ * a job: also with its last record cut at every byte offset, and with one fixed
+ * record (a start) cut at every byte offset of it. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,4 +192,67 @@ TEST_T(live_restart_at_every_record_and_every_cut, 120) {
   shoal__live_ctl_summary(w.L);
   CHECK_MSG(world_logged(&w, "4 jobs seen, 4 completed"), "%s", world_log(&w));
   world_fini(&w);
+}
+
+/* Where the start record of a job sits in the journal after a step: its offset and length (newline included). */
+static int find_start_record(const char *j, size_t from, size_t len, size_t *at, size_t *reclen) {
+  for (size_t p = from; p < len;) {
+    const char *nl = memchr(j + p, '\n', len - p);
+    size_t l = nl ? (size_t)(nl - (j + p)) + 1 : len - p;
+    unsigned n;
+    char crc[16];
+    int off = 0;
+    if (sscanf(j + p, "%u %15s %n", &n, crc, &off) == 2 && off > 0 && !strncmp(j + p + off, "start ", 6)) {
+      *at = p, *reclen = l;
+      return 1;
+    }
+    p += l;
+  }
+  return 0;
+}
+
+/* The controller is killed while it writes one fixed record, the start of a job that takes both nodes, cut on
+ * disk at every byte offset (nothing of it written .. all but its newline); the start either reached the manager
+ * or did not. The restarted controller drops the cut record, and the job runs exactly once: adopted if it runs,
+ * started if it does not; a second job never starts on its nodes meanwhile. */
+static void restart_after_cut_start(size_t cut, int reached, size_t *reclen) {
+  world_t w;
+  world_init(&w, 2, 1, "fifo");
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 2, 2, 2, 20, 1);
+  size_t before, after, at = 0;
+  read_file(w.journal, &before);
+  if (!reached) shoal__live_mem_fail_next(w.m, "start", 1);
+  world_step(&w, 0.5);
+  char *j = read_file(w.journal, &after);
+  CHECK_MSG(find_start_record(j, before, after, &at, reclen), "no start record in '%s'", j + before);
+  world_crash(&w);
+  if (cut >= *reclen) return world_fini(&w);
+  int fd = open(w.journal, O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0 && write(fd, j, at + cut) == (ssize_t)(at + cut));
+  close(fd);
+  long b = world_submit(&w, 1, 1, 1, 5, 1);
+  CHECK_OK(world_start(&w));
+  if (cut > 0) CHECK_LOGGED(&w, "its last record was cut (a crash while it was written): dropped");
+  world_run(&w, 200, 2);
+  for (int k = 0; k < 2; k++) {
+    shoal_live_mem_stats_t st;
+    CHECK_OK(shoal__live_mem_stats(w.m, k ? b : a, &st));
+    CHECK_MSG(st.completions == 1 && st.runs == 1 && st.refused_starts == 0,
+              "cut at %zu of %zu, start %s: job %ld ran %d times, completed %d, refused starts %d: %s", cut, *reclen,
+              reached ? "done" : "not done", k ? b : a, st.runs, st.completions, st.refused_starts, world_log(&w));
+  }
+  world_fini(&w);
+}
+
+TEST_T(live_restart_after_one_record_cut_at_every_offset, 120) {
+  size_t reclen = 0;
+  restart_after_cut_start((size_t)-1, 1, &reclen);
+  CHECK(reclen > 20);
+  for (int reached = 0; reached < 2; reached++)
+    for (size_t cut = 0; cut < reclen; cut++) {
+      size_t l = 0;
+      restart_after_cut_start(cut, reached, &l);
+      CHECK_EQ(l, reclen); /* the same record every time */
+    }
 }
