@@ -133,7 +133,10 @@ static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, cons
       if (!(rc = mgr->ops->stop(mgr->impl, L->rep[r].id, SHOAL_LIVE_STOP_KILL))) have--, o->stopped++;
     L->calm = 0;
   }
-  for (int x = 0; x < h->n && train && train->run == SHOAL_LIVE_RUNNING && !rc; x++) { /* lend what is idle */
+  /* lend what is idle: only where the manager grows a job in place (Slurm shrinks only: a grow there would be a
+   * checkpoint and a restart at the new size, the controller's round's business) */
+  int can_grow = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0;
+  for (int x = 0; x < h->n && can_grow && train && train->run == SHOAL_LIVE_RUNNING && !rc; x++) {
     if (h->busy[x] || have < o->want) continue;
     h->lent[x] = 1;
     if ((rc = resize_train(mgr, train, h))) h->lent[x] = 0;

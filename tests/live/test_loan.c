@@ -77,9 +77,23 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal__live_mem_advance(m, 1010);
   CHECK(running_on(m, train, "t0,i2,i1") || running_on(m, train, "t0,i1,i2"));
   CHECK(running_on(m, train + 1, "i0"));
+  /* a manager that only shrinks in place (Slurm): replicas come and go, nothing is lent */
+  shoal_live_manager_ops_t shrink_only = *mgr.ops;
+  shrink_only.caps &= ~(unsigned)SHOAL_LIVE_CAP_GROW;
+  shoal_live_manager_t slurm_like = {&shrink_only, mgr.impl};
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1010, 2, 12, &o)); /* both lent hosts reclaimed */
+  CHECK(o.reclaimed == 2 && o.replicas == 3 && o.lent == 0);
+  shoal__live_mem_advance(m, 1011);
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1011, 0, 0, &o));
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1012, 0, 0, &o));
+  CHECK(o.stopped == 2 && o.replicas == 1);
+  shoal__live_mem_advance(m, 1014);
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1014, 0, 0, &o));
+  CHECK(o.lent_now == 0 && o.lent == 0);
+  CHECK(running_on(m, train, "t0"));
   /* the manager does not answer: an error, nothing changed */
   shoal__live_mem_set_down(m, 1);
-  CHECK(shoal__live_loan_step(L, &mgr, 1011, 5, 30, &o) != 0);
+  CHECK(shoal__live_loan_step(L, &mgr, 1015, 5, 30, &o) != 0);
   shoal__live_mem_set_down(m, 0);
   shoal__live_loan_destroy(L);
   shoal__forecast_free(fc);
