@@ -69,6 +69,21 @@ static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, cons
     if (x >= 0) h->serving[x] = 1, h->busy[x] = 1;
   }
   L->nrep = k;
+  /* A replica job of ours the list does not hold (a controller restarted mid-loan): adopted from the manager by
+   * its comment and partition, on the host it runs on. */
+  for (int i = 0; i < jobs->n && L->nrep < LOAN_MAX_HOSTS; i++) {
+    const shoal_live_job_t *j = &jobs->job[i];
+    if (j->run != SHOAL_LIVE_RUNNING || j->nuse != 1 || strcmp(j->comment, L->c.replica_name) ||
+        strcmp(j->partition, L->c.infer_partition))
+      continue;
+    int known = 0;
+    for (int r = 0; r < L->nrep; r++) known |= L->rep[r].id == j->id;
+    int x = host_index(h, j->use[0].node);
+    if (known || x < 0) continue;
+    L->rep[L->nrep].id = j->id;
+    snprintf(L->rep[L->nrep++].node, SHOAL_LIVE_NAME, "%s", j->use[0].node);
+    h->serving[x] = 1, h->busy[x] = 1;
+  }
   *train = shoal__live_jobs_find(jobs, L->c.train_id);
   for (int i = 0; i < jobs->n; i++)
     for (int u = 0; u < jobs->job[i].nuse; u++) {

@@ -77,15 +77,21 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal__live_mem_advance(m, 1010);
   CHECK(running_on(m, train, "t0,i2,i1") || running_on(m, train, "t0,i1,i2"));
   CHECK(running_on(m, train + 1, "i0"));
+  /* the controller restarts mid-loan (a new loan state, nothing in memory): the running replica is adopted from
+   * the manager, not started twice, and the lent hosts stay lent */
+  shoal__live_loan_destroy(L);
+  CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1010, 0, 0, &o));
+  CHECK(o.started == 0 && o.reclaimed == 0 && o.replicas == 1 && o.lent == 2);
   /* a manager that only shrinks in place (Slurm): replicas come and go, nothing is lent */
   shoal_live_manager_ops_t shrink_only = *mgr.ops;
   shrink_only.caps &= ~(unsigned)SHOAL_LIVE_CAP_GROW;
   shoal_live_manager_t slurm_like = {&shrink_only, mgr.impl};
-  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1010, 2, 12, &o)); /* both lent hosts reclaimed */
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1010.5, 2, 12, &o)); /* both lent hosts reclaimed */
   CHECK(o.reclaimed == 2 && o.replicas == 3 && o.lent == 0);
   shoal__live_mem_advance(m, 1011);
   CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1011, 0, 0, &o));
-  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1012, 0, 0, &o));
+  CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1012.5, 0, 0, &o)); /* 2 s calm: stopped */
   CHECK(o.stopped == 2 && o.replicas == 1);
   shoal__live_mem_advance(m, 1014);
   CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1014, 0, 0, &o));
