@@ -123,8 +123,8 @@ static int start_replica(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const 
   return mgr->ops->start(mgr->impl, id, &p);
 }
 
-/* Long function: one pass over the hosts per action (reclaim, stop, lend), kept together so the order of the
- * actions reads in one place. */
+/* The step's actions in order: reclaim (free hosts first, then lent ones), stop extra replicas after the hold,
+ * lend one idle host. */
 static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, const shoal_live_job_t *train,
                double dt, shoal_live_loan_step_t *o) {
   int rc = 0, have = L->nrep;
