@@ -33,8 +33,8 @@ typedef struct shoal__shm_ctrl {
   int32_t pid;
 } shoal__shm_ctrl_t;
 
-/* A rank's box for tiny allreduce inputs: the step number and the first 56
- * data bytes share one cache line, so that a peer's single miss brings both
+/* A rank's box for tiny allreduce inputs: the step number, the descriptor and
+ * the first 24 data bytes share one cache line, so that a peer's single miss brings them
  * (Open MPI's vader has "fast boxes" for the same reason). seq is stored
  * last, with release: seeing seq == g means the whole box holds step g. */
 #define SHOAL__SHM_BOX_BYTES 632
