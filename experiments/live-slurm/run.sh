@@ -8,10 +8,17 @@
 # one) or by `shoal sched serve --policy SCHED` (the shoal policy decides
 # placement, preemption and size). Per job: submit time, runs (from the job's
 # own log), end; then average JCT, makespan, GPU utilization.
-#   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (30), SEED (8), CPU (0.2),
-#                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live)
+# With ACCOUNTING=1 the testbed's Slurm runs with accounting (slurmdbd, fair-share
+# priority) and OTHER=K plain jobs of a second user (nobody, account other: one
+# node, OTHER_S seconds of sleep each) arrive at random over the window beside
+# the workload's; they are nobody's to schedule but Slurm's and hold their node.
+#   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (30), SEED (8), CPU (0.2), WINDOW (240),
+#                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live),
+#                              ACCOUNTING (0), OTHER (0), OTHER_S (30), MAX_TIME (1700),
+#                              SCALE (1: every job's length x SCALE, workload.py --scale)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*) echo "run.sh: unknown option $1 (--help)" >&2; exit 2;; esac
 sched=${1:?scheduler: slurm or a shoal policy (tiresias:..., elastic:..., larr:..., srtf, fifo)}
 S=$(realpath "${SHOAL:-build/shoal}")
 tag=${sched%%:*}
@@ -19,12 +26,13 @@ out=$(realpath -m "${2:-build/experiments/live-slurm/$tag}")
 N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
 TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
 DATA=${DATA:-/tmp/shoal-fmnist-raw}
-GRACE=${GRACE:-5} RESTART=${RESTART_COST:-10} TICK=${TICK:-0.5}
+GRACE=${GRACE:-5} RESTART=${RESTART_COST:-10} TICK=${TICK:-0.5} WINDOW=${WINDOW:-240}
+ACCOUNTING=${ACCOUNTING:-0} OTHER=${OTHER:-0} OTHER_S=${OTHER_S:-30} MAX_TIME=${MAX_TIME:-1700}
 rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
 for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
   b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
 done
-/usr/bin/python3 "$here/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" | tee "$out/workload.txt"
+/usr/bin/python3 "$here/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" --window "$WINDOW" --scale "${SCALE:-1}" | tee "$out/workload.txt"
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
@@ -33,17 +41,25 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 uptime > "$out/uptime"
-"$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --oversub 2 --slurm --gpus 1 > "$out/up.log" || exit 1
+"$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --oversub 2 --slurm --gpus 1 \
+  $([ "$ACCOUNTING" = 1 ] && echo --accounting) > "$out/up.log" || exit 1
 for h in $(seq 0 $((HOSTS - 1))); do "$S" testbed set --name "$NAME" "h$h" --cpu "$CPU" > /dev/null || exit 1; done
 X() { "$S" testbed exec --name "$NAME" h0 -- "$@"; }
 if [ "$sched" != slurm ]; then
   "$S" sched serve --testbed "$NAME" --policy "$sched" --journal "$out/journal" --tick "$TICK" --grace "$GRACE" \
-    --restart-cost "$RESTART" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time 1700 \
+    --restart-cost "$RESTART" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time "$MAX_TIME" \
     > "$out/serve.log" 2>&1 &
   pid=$!
 fi
 t0=$(date +%s.%N)
 echo "$t0" > "$out/t0"
+if [ "$OTHER" -gt 0 ]; then # the second user's plain jobs, at seeded random times over the window
+  for k in $(seq "$OTHER"); do echo "$(awk -v k="$k" -v s="$SEED" -v w="$WINDOW" 'BEGIN { srand(s * 1000 + k); printf "%.1f", rand() * w }')"; done |
+    sort -n | while read -r at; do
+      sleep "$(awk -v a="$at" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
+      X sbatch --parsable --uid=nobody -A other -N 1 -o /dev/null --wrap "sleep $OTHER_S" >> "$out/other-submitted"
+    done &
+fi
 while read -r i arr g lo hi model epochs subset work expect; do
   case $i in \#*) continue;; esac
   now=$(date +%s.%N)

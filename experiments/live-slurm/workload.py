@@ -10,12 +10,12 @@ Models mlp and cnn (half each); three quarters elastic (1-4 workers), the rest
 rigid. Lengths are at the requested size, turned into samples with the
 measured speeds (throughputs.json, the table `shoal sim --speed table` reads:
 worker-steps/s of batch 64). Arrivals: a Poisson process over WINDOW seconds,
-the first job at 0.
+the first job at 0. --scale F multiplies every length by F (a shorter run).
 
 Writes OUT/jobs.txt (one line per job for run.sh: index arrival gpus min max
 model epochs train_subset work expected_s) and OUT/trace.csv (the same jobs as a
 shoal job CSV for `shoal sim --trace`).
-  workload.py THROUGHPUTS OUT [--jobs N] [--seed S] [--window W]"""
+  workload.py THROUGHPUTS OUT [--jobs N] [--seed S] [--window W] [--scale F]"""
 import argparse, json, math, random, re
 
 ap = argparse.ArgumentParser()
@@ -24,6 +24,7 @@ ap.add_argument("out")
 ap.add_argument("--jobs", type=int, default=30)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--window", type=float, default=240)
+ap.add_argument("--scale", type=float, default=1)
 a = ap.parse_args()
 
 t = json.load(open(a.throughputs))
@@ -55,7 +56,7 @@ for i in range(a.jobs):
     model = rng.choice(("mlp", "cnn"))
     elastic = rng.random() < 0.75
     lo, hi = (1, 4) if elastic else (g, g)
-    samples = dur * speed[(model, g)] * 64
+    samples = dur * a.scale * speed[(model, g)] * 64
     epochs = max(1, math.ceil(samples / 60000))
     subset = max(1024, int(round(samples / epochs / 256)) * 256)
     work = epochs * subset // 64
