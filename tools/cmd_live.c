@@ -44,8 +44,9 @@ static const shoal_opt_t submit_opts[] = {
              .def = "--gpus"),
     OPT_LONG("--max", "N", maxw, 1, SHOAL_LIVE_WORKERS_MAX, "most workers the job runs with (elastic policies)",
              .def = "--gpus"),
-    OPT_STRING("--model", "NAME", model, "the job's model in the controller's speed model (analytic: resnet50, mlp,\n"
-               "cnn, ...; or its --throughputs table)", .def = "none: the speed model's first", .expect = "a model name"),
+    OPT_STRING("--model", "NAME", model, "the job's model in the controller's speed model (analytic: resnet50,\n"
+               "vgg16, bert-base, ... (shoal sim --help); its --throughputs table's: mlp, cnn for\n"
+               "experiments/live-slurm/throughputs.json)", .def = "none: the speed model's first", .expect = "a model name"),
     OPT_DOUBLE("--work", "STEPS", work, 0, 1e15, "the job's length in worker-steps (0: unknown)", .def = "0"),
     OPT_STRING("--partition", "NAME", partition, "Slurm partition (the controller's)", .def = "Slurm's default",
                .expect = "a partition"),

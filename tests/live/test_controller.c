@@ -325,3 +325,25 @@ TEST(live_marl_places_every_job) {
   CHECK_CONTAINS(world_log(&w), "/nonexistent/marl.weights");
   world_fini(&w);
 }
+
+/* The README's jobs (shoal train's mlp and cnn) with the speed table the README's controller reads: scheduled by
+ * their own speeds; under the analytic model (a GPU zoo without them) they are unschedulable, said so. */
+TEST(live_readme_models_with_the_testbed_table) {
+  world_t w;
+  world_init(&w, 2, 1, "tiresias:thresholds=100/800");
+  w.cfg.throughputs = "experiments/live-slurm/throughputs.json";
+  w.cfg.gpu = "testbed";
+  CHECK_OK(world_start(&w));
+  long a = world_submit_comment(&w, "shoal:gpus=2:min=1:max=4:model=mlp:work=200", 10, 1);
+  long b = world_submit_comment(&w, "shoal:gpus=1:model=cnn:work=100", 5, 1);
+  world_run(&w, 120, 2);
+  CHECK_MSG(world_completions(&w, a) == 1 && world_completions(&w, b) == 1, "%s", world_log(&w));
+  CHECK_MSG(!world_logged(&w, "unschedulable"), "%s", world_log(&w));
+  world_fini(&w);
+  world_init(&w, 1, 1, "fifo");
+  CHECK_OK(world_start(&w));
+  long c = world_submit_comment(&w, "shoal:gpus=1:model=mlp", 5, 1);
+  world_run(&w, 5, 0);
+  CHECK_LOGGED(&w, "job %ld: unschedulable: model 'mlp' is not in the analytic speed model (resnet50", c);
+  world_fini(&w);
+}
