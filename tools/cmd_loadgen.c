@@ -70,7 +70,7 @@ static int arrivals(const char *trace, double poisson, const char *diurnal, doub
   }
   int rc;
   if (trace) {
-    rc = shoal__reqtimes_trace(trace, start, duration, speedup, rate_scale, (uint64_t)seed, 0, a);
+    rc = shoal__reqtimes_trace("--trace", trace, start, duration, speedup, rate_scale, (uint64_t)seed, 0, a);
   } else if (poisson > 0) {
     rc = shoal__reqtimes_poisson(poisson, duration, (uint64_t)seed, 0, a);
   } else {

@@ -146,10 +146,7 @@ static int load_inputs(loan_cli_t *c, shoal_workload_t *w, shoal__reqtimes_t *re
   if (rc) return rc;
   shoal__workload_scale_arrivals(w, c->load_scale);
   if (!w->njobs) return shoal__seterr(SHOAL_ERR_CONFIG, "%s: no training jobs left by --window/--sample/--max-gpus", c->trace);
-  FILE *probe = fopen(c->requests, "r"); /* the reader's own message names loadgen's --trace */
-  if (!probe) return shoal__seterr(SHOAL_ERR_IO, "--requests %s: cannot open: %s", c->requests, strerror(errno));
-  fclose(probe);
-  rc = shoal__reqtimes_trace(c->requests, 0, 0, c->req_speedup, c->req_scale, c->wo.seed, 50000000, req);
+  rc = shoal__reqtimes_trace("--requests", c->requests, 0, 0, c->req_speedup, c->req_scale, c->wo.seed, 50000000, req);
   if (rc) return rc;
   if (!req->n) return shoal__seterr(SHOAL_ERR_CONFIG, "%s: no requests", c->requests);
   double I = c->cfg.interval_s;

@@ -60,9 +60,9 @@ static int parse_time(const char *s, double *t) {
   return 0;
 }
 
-static int read_times(const char *path, vec_t *v) {
+static int read_times(const char *what, const char *path, vec_t *v) {
   FILE *f;
-  int rc = shoal__fopen_input(path, "--trace", &f);
+  int rc = shoal__fopen_input(path, what, &f);
   if (rc) return rc;
   char line[4096];
   long lineno = 0;
@@ -99,14 +99,14 @@ static int check_max(size_t max, vec_t *v) {
   return 0;
 }
 
-int shoal__reqtimes_trace(const char *path, double start_s, double duration_s, double speedup, double rate_scale,
+int shoal__reqtimes_trace(const char *what, const char *path, double start_s, double duration_s, double speedup, double rate_scale,
                           uint64_t seed, size_t max, shoal__reqtimes_t *out) {
   if (!path || !out || !(speedup > 0) || !(rate_scale > 0) || !(start_s >= 0) || !(duration_s >= 0))
     return shoal__seterr(SHOAL_ERR_INVALID, "trace: speedup and rate scale must be > 0, start and duration >= 0");
   vec_t raw = {0}, v = {0};
   raw.max = 100000000;
   check_max(max, &v);
-  int rc = read_times(path, &raw);
+  int rc = read_times(what ? what : "request trace", path, &raw);
   if (rc) goto out;
   qsort(raw.t, raw.n, sizeof *raw.t, cmp_double); /* recorded traces are sorted; others are made so */
   double t0 = raw.t[0] + start_s, t1 = duration_s > 0 ? t0 + duration_s * speedup : INFINITY;
@@ -121,7 +121,7 @@ int shoal__reqtimes_trace(const char *path, double start_s, double duration_s, d
     for (int c = 0; c < k && !rc; c++) rc = push(&v, c ? t + gap * shoal_rng_uniform(&rng) : t, path);
   }
   if (!rc && v.n == 0)
-    rc = shoal__seterr(SHOAL_ERR_INVALID, "%s: no arrival in the part replayed (--trace-start %g, %g s x speedup %g)",
+    rc = shoal__seterr(SHOAL_ERR_INVALID, "%s: no arrival in the part replayed (from %g s after its first, %g s x speedup %g; 0 s: to the end)",
                        path, start_s, duration_s, speedup);
   if (!rc) {
     qsort(v.t, v.n, sizeof *v.t, cmp_double);

@@ -16,8 +16,9 @@ typedef struct shoal__reqtimes {
  * Azure LLM inference traces' TIMESTAMP) or seconds. The part [start_s, start_s + duration_s x speedup) of it
  * (trace seconds from its first arrival; duration_s 0: to the end) is replayed speedup times faster, with
  * rate_scale times as many requests (< 1: each kept with that probability; > 1: extra copies placed at
- * random between an arrival and the next). Errors name the file and line. At most max arrivals. */
-int shoal__reqtimes_trace(const char *path, double start_s, double duration_s, double speedup, double rate_scale,
+ * random between an arrival and the next). Errors name `what` (the option that gave the file, NULL: "request
+ * trace"), the file and line. At most max arrivals. */
+int shoal__reqtimes_trace(const char *what, const char *path, double start_s, double duration_s, double speedup, double rate_scale,
                           uint64_t seed, size_t max, shoal__reqtimes_t *out);
 /* Poisson arrivals of `rate` per second for duration_s. */
 int shoal__reqtimes_poisson(double rate, double duration_s, uint64_t seed, size_t max, shoal__reqtimes_t *out);

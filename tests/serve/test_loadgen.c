@@ -17,27 +17,27 @@ TEST(trace_errors_name_the_file_and_line) {
   CHECK(mkstemp(path) >= 0);
   shoal__reqtimes_t a;
   write_file(path, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,1,2\n2023-11-16 18:15:4x.0,1,2\n");
-  CHECK_EQ(shoal__reqtimes_trace(path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), path);
   CHECK_CONTAINS(shoal_last_error(), ":3: '2023-11-16 18:15:4x.0' is not a time");
   write_file(path, "a,b\n1,2\n");
-  CHECK_EQ(shoal__reqtimes_trace(path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), ":1: expected a header");
   write_file(path, "TIMESTAMP\n");
-  CHECK_EQ(shoal__reqtimes_trace(path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_PARSE);
   CHECK_CONTAINS(shoal_last_error(), "no arrivals");
   write_file(path, "TIMESTAMP\n2023-11-16 23:59:59.5\n2023-11-17 00:00:00.5\n2023-11-17 00:00:03.5\n");
-  CHECK_OK(shoal__reqtimes_trace(path, 0, 0, 1, 1, 1, 0, &a)); /* across midnight */
+  CHECK_OK(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 1, 1, 0, &a)); /* across midnight */
   CHECK_EQ(a.n, 3);
   CHECK_NEAR(a.t[1], 1.0, 1e-6);
   CHECK_NEAR(a.t[2], 4.0, 1e-6);
   shoal__reqtimes_free(&a);
-  CHECK_OK(shoal__reqtimes_trace(path, 0, 0, 2, 1, 1, 0, &a)); /* twice as fast */
+  CHECK_OK(shoal__reqtimes_trace(NULL, path, 0, 0, 2, 1, 1, 0, &a)); /* twice as fast */
   CHECK_NEAR(a.t[2], 2.0, 1e-6);
   shoal__reqtimes_free(&a);
-  CHECK_EQ(shoal__reqtimes_trace(path, 10, 1, 1, 1, 1, 0, &a), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, path, 10, 1, 1, 1, 1, 0, &a), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "no arrival in the part replayed");
-  CHECK_EQ(shoal__reqtimes_trace("/nonexistent/trace.csv", 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_NOT_FOUND);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, "/nonexistent/trace.csv", 0, 0, 1, 1, 1, 0, &a), SHOAL_ERR_NOT_FOUND);
   unlink(path);
 }
 
@@ -49,19 +49,19 @@ TEST(rate_scaling_thins_and_copies) {
   for (int i = 0; i < 10000; i++) fprintf(f, "%.3f\n", i * 0.01);
   fclose(f);
   shoal__reqtimes_t a;
-  CHECK_OK(shoal__reqtimes_trace(path, 0, 0, 1, 0.5, 1, 0, &a));
+  CHECK_OK(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 0.5, 1, 0, &a));
   CHECK(a.n > 4700 && a.n < 5300); /* binomial(10000, 0.5): 6 sigma */
   shoal__reqtimes_free(&a);
-  CHECK_OK(shoal__reqtimes_trace(path, 0, 0, 1, 2.5, 1, 0, &a));
+  CHECK_OK(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 2.5, 1, 0, &a));
   CHECK(a.n > 24700 && a.n < 25300);
   for (size_t i = 1; i < a.n; i++) CHECK(a.t[i] >= a.t[i - 1]);
   CHECK(a.t[a.n - 1] < 100.0);
   shoal__reqtimes_free(&a);
-  CHECK_OK(shoal__reqtimes_trace(path, 20, 10, 2, 1, 1, 0, &a)); /* trace seconds 20..40 in 10 s */
+  CHECK_OK(shoal__reqtimes_trace(NULL, path, 20, 10, 2, 1, 1, 0, &a)); /* trace seconds 20..40 in 10 s */
   CHECK_EQ(a.n, 2000);
   CHECK_NEAR(a.t[a.n - 1], 9.995, 1e-6);
   shoal__reqtimes_free(&a);
-  CHECK_EQ(shoal__reqtimes_trace(path, 0, 0, 1, 1, 1, 100, &a), SHOAL_ERR_INVALID);
+  CHECK_EQ(shoal__reqtimes_trace(NULL, path, 0, 0, 1, 1, 1, 100, &a), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "more than 100 arrivals");
   unlink(path);
 }
