@@ -429,10 +429,10 @@ static int steps_loop(run_t *R) {
     double tv[2] = {(double)(shoal__now_ns() - t0) * 1e-9, R->rank == 0 ? (double)(shoal__now_ns() - start) * 1e-9 : 0};
     if (!rc) rc = shoal_allreduce(R->c, SHOAL_IN_PLACE, tv, 2, SHOAL_FLOAT64, SHOAL_MAX);
     double dt = tv[0];
-    unsigned checks, reprofiles;
-    shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
+    shoal__watch_stats_t ws;
+    shoal__tune_watch_stats(R->c->w, &ws);
     if (!rc && R->rank == 0) {
-      printf("  %6ld %10.2f %12u %-6s %9.3f %s\n", k, dt * 1e3, reprofiles, shoal_algo_name(a), tv[1], plan);
+      printf("  %6ld %10.2f %12u %-6s %9.3f %s\n", k, dt * 1e3, ws.reprofiles, shoal_algo_name(a), tv[1], plan);
       fflush(stdout);
     }
     t[k] = dt, total += dt, done++;
@@ -440,11 +440,11 @@ static int steps_loop(run_t *R) {
   }
   if (rc) fprintf(stderr, "shoal bench: rank %d: %s\n", R->rank, shoal_comm_errmsg(R->c));
   else if (R->rank == 0) {
-    unsigned checks, reprofiles;
-    shoal__tune_watch_stats(R->c->w, &checks, &reprofiles);
+    shoal__watch_stats_t ws;
+    shoal__tune_watch_stats(R->c->w, &ws);
     printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s; link watch: %u checks, %u "
-           "re-profiles\n", done, total, done ? total / (double)done * 1e3 : 0, (double)(shoal__now_ns() - start) * 1e-9,
-           checks, reprofiles);
+           "re-profiles (%.2f s), %u new plans dropped\n", done, total, done ? total / (double)done * 1e3 : 0,
+           (double)(shoal__now_ns() - start) * 1e-9, ws.checks, ws.reprofiles, ws.reprofile_s, ws.reverts);
   }
   fflush(stdout);
   if (!rc) rc = shoal_barrier(R->c);

@@ -351,3 +351,122 @@ TEST_T(tune_builtin_costs_know_rack_uplinks, 60) {
   bad.port = shoal_test_free_port();
   CHECK_EQ(shoal_test_fork_ranks(1, rank_racks, &bad, 20, st), 1); /* rank 0 alone: refused before any rendezvous */
 }
+
+/* The link watch's rules, driven with fabricated call times through its own entry (t->observe: what the
+ * dispatcher hands it after every watched allreduce) on 4 emulated hosts over loopback, with real
+ * re-profiles:
+ * - hold-off: a re-profile after which the pick for the watched size stays (64 B: rd, whatever loopback
+ *   measures, since rhd and the ring use the same pairs in more steps) holds the watch off for 1 check,
+ *   the next such one for 2;
+ * - probation: host 2's pairs are set as if measured while it was nearly cut off, which moves the 4 MiB
+ *   pick to rd; the re-profile finds host 2's links changed (round 1) and measures only its pairs again, so
+ *   the pick moves; a next window slower per byte than the one that triggered it brings the previous
+ *   matrix (exactly) and pick back and holds off, a faster one keeps the new plan. */
+#define WATCH_BIG (4u << 20)
+static void watch_window(shoal_comm_t *c, size_t bytes, double ratio) {
+  for (int i = 0; i < 4; i++) c->w->tune->observe(c, bytes, 1e-3, ratio * 1e-3);
+}
+
+static shoal_algo_t watch_pick(shoal_comm_t *c, size_t bytes) {
+  shoal__coll_ctx_t x;
+  shoal__choice_t ch;
+  shoal__coll_ctx(c, &x);
+  shoal__coll_price(&x, bytes, SHOAL__CHOOSE_NOPLAN, &ch);
+  return ch.algo;
+}
+
+
+static void dump_matrix(int rank, const shoal__tune_t *t) {
+  if (rank) return;
+  for (int i = 0; i < t->nh; i++) {
+    fprintf(stderr, "  host %d MB/s:", i);
+    for (int j = 0; j < t->nh; j++) fprintf(stderr, " %8.1f", t->bw[i * t->nh + j] * 1e-6);
+    fprintf(stderr, "\n");
+  }
+}
+
+static int rank_watch(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  setenv("SHOAL_REPROFILE", "on", 1);
+  setenv("SHOAL_REPROFILE_CALLS", "4", 1);
+  setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
+  setenv("SHOAL_PROFILE_BYTES", "2097152", 1); /* 16 messages timed per pair: steadier figures */
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 2;
+  shoal__tune_t *t = c->w->tune;
+  shoal__watch_stats_t s;
+  int bad = 0;
+#define EXPECT(cond, ...) \
+  if (!bad && !(cond)) bad = fprintf(stderr, "rank %d: " #cond ": ", rank) + fprintf(stderr, __VA_ARGS__)
+  /* hold-off */
+  watch_window(c, 64, 1.0); /* the reference */
+  watch_window(c, 64, 3.0); /* drifted: a re-profile, the pick stays */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.checks == 2 && s.reprofiles == 1 && s.skip == 1 && !s.probation, "checks %u reprofiles %u skip %d\n",
+         s.checks, s.reprofiles, s.skip);
+  EXPECT(watch_pick(c, 64) == SHOAL_ALGO_RD, "64 B -> %s\n", shoal_algo_name(watch_pick(c, 64)));
+  watch_window(c, 64, 3.0); /* held off: no agreement */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.checks == 2 && s.skip == 0, "checks %u skip %d\n", s.checks, s.skip);
+  watch_window(c, 64, 3.0); /* the new reference */
+  watch_window(c, 64, 9.0); /* drifted again: held off for 2 now */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.checks == 4 && s.reprofiles == 2 && s.skip == 2, "checks %u reprofiles %u skip %d\n", s.checks,
+         s.reprofiles, s.skip);
+  watch_window(c, 64, 9.0), watch_window(c, 64, 9.0); /* both held off */
+  /* probation: host 2's pairs as if measured while it was nearly cut off (1/50 of the rate, 1 s latency):
+   * every algorithm crosses host 2, and rd, with the fewest steps, is the cheapest at 4 MiB; with host 2
+   * back (whatever loopback measures) rhd, on rd's pairs in half the bytes, is always cheaper than rd */
+  int H = t->nh;
+  size_t nn = (size_t)(H * H);
+  double *good = malloc(sizeof *good * nn * 2), *slowm = good + nn;
+  memcpy(good, t->bw, sizeof *good * nn);
+  for (int j = 0; j < H; j++)
+    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
+  memcpy(slowm, t->bw, sizeof *slowm * nn);
+  shoal__tune_changed(c->w);
+  EXPECT(watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "4 MiB with host 2 cut off: %s\n",
+         shoal_algo_name(watch_pick(c, WATCH_BIG)));
+  for (int round = 0; round < 2 && !bad; round++) { /* 0: the new plan is slower and dropped; 1: kept */
+    watch_window(c, WATCH_BIG, 1.0);
+    watch_window(c, WATCH_BIG, 3.0); /* host 2 "came back": its pairs measured again */
+    shoal__tune_watch_stats(c->w, &s);
+    int back = 1;
+    for (int j = 0; j < H; j++)
+      if (j != 2) back &= t->bw[2 * H + j] != slowm[2 * H + j] && t->bw[j * H + 2] != slowm[j * H + 2]; /* measured */
+    EXPECT(s.probation && s.reprofiles == 3 + (unsigned)round && back && watch_pick(c, WATCH_BIG) != SHOAL_ALGO_RD,
+           "round %d: probation %d reprofiles %u, host 2 %s, pick %s\n", round, s.probation, s.reprofiles,
+           back ? "measured again" : "not all measured again", shoal_algo_name(watch_pick(c, WATCH_BIG)));
+    EXPECT(s.suspects >= 1, "round %d: %d hosts measured again\n", round, s.suspects);
+    for (int i = 0; i < H && !bad && s.suspects == 1; i++) /* host 2 alone: pairs without it are left as they were */
+      for (int j = 0; j < H; j++)
+        EXPECT(i == 2 || j == 2 || i == j || t->bw[i * H + j] == good[i * H + j], "pair %d-%d re-measured\n", i, j);
+    watch_window(c, WATCH_BIG, round == 0 ? 6.0 : 1.5); /* per byte: twice the triggering window, or half */
+    shoal__tune_watch_stats(c->w, &s);
+    if (round == 0) { /* dropped: the matrix from before the re-profile, exactly, and its pick */
+      EXPECT(!s.probation && s.reverts == 1 && s.skip > 0 && !memcmp(t->bw, slowm, sizeof *slowm * nn) &&
+             watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "dropped: probation %d reverts %u skip %d pick %s\n",
+             s.probation, s.reverts, s.skip, shoal_algo_name(watch_pick(c, WATCH_BIG)));
+      for (int k = 0; k < 16 && s.skip > 0; k++) { /* held off (the series went on from the hold-offs above) */
+        watch_window(c, WATCH_BIG, 1.0);
+        shoal__tune_watch_stats(c->w, &s);
+      }
+    } else {
+      EXPECT(!s.probation && s.reverts == 1 && memcmp(t->bw, slowm, sizeof *slowm * nn) &&
+             watch_pick(c, WATCH_BIG) != SHOAL_ALGO_RD, "kept: probation %d reverts %u pick %s\n", s.probation,
+             s.reverts, shoal_algo_name(watch_pick(c, WATCH_BIG)));
+    }
+  }
+#undef EXPECT
+  if (bad) dump_matrix(rank, t);
+  free(good);
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+TEST_T(tune_watch_holds_off_and_drops_a_worse_plan, 90) {
+  tune_arg_t a = {.n = 4, .hosts = {"wA", "wB", "wC", "wD"}, .mode = NULL, .file = ""};
+  a.port = shoal_test_free_port();
+  int st[4];
+  CHECK_EQ(shoal_test_fork_ranks(4, rank_watch, &a, 80, st), 4);
+}

@@ -13,7 +13,8 @@
  * measure the CPU. Every rank gets the matrix (a MAX allreduce); pairs far
  * below both of their ends' best are measured again, one at a time, except
  * in the quick profile of SHOAL_TUNE=auto (half the lead-in, none measured
- * again). */
+ * again). After a drift (the link watch) round 1 alone says which hosts'
+ * links changed, and only their pairs are measured again. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,37 +187,26 @@ static double median_pos(const double *v, int n) {
   return r;
 }
 
-int shoal__tune_probe_links(shoal_comm_t *c) {
+/* The measurement of rounds rmin..rmax on c (collective), into m ([2 H H]: latencies, then bandwidths; -1
+ * where nothing was measured), agreed by MAX. sel (NULL: every pair): only the pairs with an end i where
+ * sel[i]. *G: the flows at once (SHOAL_PROFILE_FLOWS). */
+typedef struct probe {
+  int H, G, nsub, lead, nmsg, me;
+  const int *leader;
+  char *buf;
+} probe_t;
+
+static int probe_rounds(shoal_comm_t *c, const probe_t *P, const unsigned char *sel, int rmin, int rmax, double *m) {
   shoal__world_t *w = c->w;
-  const shoal__topo_t *tp = w->topo;
-  shoal__tune_t *t = w->tune;
-  int H = tp->nhosts, rc;
-  if (H < 2 || !t || c->size != w->size) return 0;
-  long flows, stream_bytes;
-  if ((rc = shoal__config_long("SHOAL_PROFILE_FLOWS", 0, 0, 1 << 20, &flows)) ||
-      (rc = shoal__config_long("SHOAL_PROFILE_BYTES", t->profile_bytes, 64L << 10, 1L << 30, &stream_bytes)))
-    return rc;
-  int G = flows > 0 && flows < H ? (int)flows : H, nsub = (H + G - 1) / G;
-  int lead = t->profile_quick ? LEAD_MSGS / 2 : LEAD_MSGS;
-  int nmsg = lead + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
-  int *leader = malloc(sizeof *leader * (size_t)H);
-  double *m = malloc(sizeof *m * 2 * (size_t)(H * H));
-  char *buf = malloc(2 * (size_t)STREAM_MSG);
-  if (!leader || !m || !buf) {
-    free(leader), free(m), free(buf);
-    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
-  }
-  memset(buf, 1, 2 * (size_t)STREAM_MSG);
+  int H = P->H, G = P->G, me = P->me, rc;
+  const int *leader = P->leader;
   for (int i = 0; i < 2 * H * H; i++) m[i] = -1;
-  for (int r = w->size - 1; r >= 0; r--) leader[tp->host_of[r]] = r;
-  int me = tp->host_of[w->rank];
-  uint64_t t0 = shoal__now_ns();
   shoal__op_t op = {.opcode = SHOAL__OP_INTERNAL, .dtype = SHOAL_UINT8, .root = -1, .tag = 0x4c494e4b};
-  if ((rc = shoal__op_begin(c, &op))) goto out;
-  for (int r = 1; r < H && !rc && leader[me] == w->rank; r++)
-    for (int g = 0; g < nsub && !rc; g++) {
+  if ((rc = shoal__op_begin(c, &op))) return rc;
+  for (int r = rmin; r <= rmax && !rc && leader[me] == w->rank; r++)
+    for (int g = 0; g < P->nsub && !rc; g++) {
       int d = (me + r) % H, sh = (me - r + H) % H;
-      int send = me / G == g, recv = sh / G == g;
+      int send = me / G == g && (!sel || sel[me] || sel[d]), recv = sh / G == g && (!sel || sel[sh] || sel[me]);
       if (!send && !recv) continue;
       shoal__op_t pop = op, bop = op;
       pop.count = PING_BYTES;
@@ -231,30 +221,144 @@ int shoal__tune_probe_links(shoal_comm_t *c) {
       if ((rc = ping_pairs(c, &pop, pd, ps, &lat))) break;
       if (pd >= 0) m[me * H + d] = lat;
       if (pd >= 0 && d == sh) m[d * H + me] = lat; /* the pair's one latency, both directions */
-      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, nmsg, lead, buf, buf + STREAM_MSG,
-                             &bw)))
+      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, P->nmsg, P->lead, P->buf,
+                             P->buf + STREAM_MSG, &bw)))
         break;
       if (recv) m[H * H + sh * H + me] = bw;
     }
-  if ((rc = shoal__op_end(c, &op, rc))) goto out;
-  if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, m, 2 * (size_t)(H * H), SHOAL_FLOAT64, SHOAL_MAX,
-                                 SHOAL_ALGO_RD)))
-    goto out;
-  /* the quick profile (the default's) keeps a pair's figure from its round: a pair that shared a rack uplink
-   * with the round's other flows measures what the algorithms with many flows at once will get */
-  if (!t->profile_quick && (rc = remeasure_outliers(c, leader, H, m + H * H, nmsg, buf))) goto out;
-  memcpy(t->lat, m, sizeof *m * (size_t)(H * H));
-  memcpy(t->bw, m + H * H, sizeof *m * (size_t)(H * H));
+  if ((rc = shoal__op_end(c, &op, rc))) return rc;
+  return shoal_allreduce_algo(c, SHOAL_IN_PLACE, m, 2 * (size_t)(H * H), SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+}
+
+static int probe_init(shoal_comm_t *c, probe_t *P) {
+  shoal__world_t *w = c->w;
+  const shoal__topo_t *tp = w->topo;
+  shoal__tune_t *t = w->tune;
+  long flows, stream_bytes;
+  int rc, H = tp->nhosts;
+  if ((rc = shoal__config_long("SHOAL_PROFILE_FLOWS", 0, 0, 1 << 20, &flows)) ||
+      (rc = shoal__config_long("SHOAL_PROFILE_BYTES", t->profile_bytes, 64L << 10, 1L << 30, &stream_bytes)))
+    return rc;
+  P->H = H;
+  P->G = flows > 0 && flows < H ? (int)flows : H, P->nsub = (H + P->G - 1) / P->G;
+  P->lead = t->profile_quick ? LEAD_MSGS / 2 : LEAD_MSGS;
+  P->nmsg = P->lead + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
+  P->me = tp->host_of[w->rank];
+  int *leader = malloc(sizeof *leader * (size_t)H);
+  P->buf = malloc(2 * (size_t)STREAM_MSG);
+  if (!leader || !P->buf) {
+    free(leader), free(P->buf);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+  }
+  memset(P->buf, 1, 2 * (size_t)STREAM_MSG);
+  for (int r = w->size - 1; r >= 0; r--) leader[tp->host_of[r]] = r;
+  P->leader = leader;
+  return 0;
+}
+
+static void probe_free(probe_t *P) {
+  free((void *)P->leader), free(P->buf);
+}
+
+/* The matrix changed: the net class is its medians, the chooser prices again. */
+static void links_changed(shoal__world_t *w, uint64_t t0) {
+  shoal__tune_t *t = w->tune;
+  int H = t->nh;
   double ml = median_pos(t->lat, H * H), mb = median_pos(t->bw, H * H);
   if (ml > 0) t->v[T_NET_A] = ml;
   if (mb > 0) t->v[T_NET_B] = 1.0 / mb;
   t->links_s = (double)(shoal__now_ns() - t0) * 1e-9;
   t->links_gen++;
   shoal__tune_changed(w);
-  SHOAL_INFO("TUNING", "link matrix of %d hosts measured in %.0f ms (%d flows at once, %ld bytes timed per flow): "
-             "median latency %.1f us, median bandwidth %.1f MB/s", H, t->links_s * 1e3, G, stream_bytes, ml * 1e6,
-             mb * 1e-6);
+}
+
+int shoal__tune_probe_links(shoal_comm_t *c) {
+  shoal__world_t *w = c->w;
+  shoal__tune_t *t = w->tune;
+  int H = w->topo->nhosts, rc;
+  if (H < 2 || !t || c->size != w->size) return 0;
+  probe_t P;
+  if ((rc = probe_init(c, &P))) return rc;
+  double *m = malloc(sizeof *m * 2 * (size_t)(H * H));
+  if (!m) {
+    probe_free(&P);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+  }
+  uint64_t t0 = shoal__now_ns();
+  if ((rc = probe_rounds(c, &P, NULL, 1, H - 1, m))) goto out;
+  /* the quick profile (the default's) keeps a pair's figure from its round: a pair that shared a rack uplink
+   * with the round's other flows measures what the algorithms with many flows at once will get */
+  if (!t->profile_quick && (rc = remeasure_outliers(c, P.leader, H, m + H * H, P.nmsg, P.buf))) goto out;
+  memcpy(t->lat, m, sizeof *m * (size_t)(H * H));
+  memcpy(t->bw, m + H * H, sizeof *m * (size_t)(H * H));
+  links_changed(w, t0);
+  SHOAL_INFO("TUNING", "link matrix of %d hosts measured in %.0f ms (%d flows at once, %d messages of %u bytes per "
+             "flow): median latency %.1f us, median bandwidth %.1f MB/s", H, t->links_s * 1e3, P.G, P.nmsg, STREAM_MSG,
+             t->v[T_NET_A] * 1e6, 1e-6 / t->v[T_NET_B]);
 out:
-  free(leader), free(m), free(buf);
+  free(m);
+  probe_free(&P);
+  return rc;
+}
+
+/* A pair measured again is "changed" beyond this factor either way. */
+#define CHANGED 1.3
+
+static int changed(double now, double before) {
+  return before > 0 && now > 0 && (now > CHANGED * before || now * CHANGED < before);
+}
+
+int shoal__tune_reprobe_links(shoal_comm_t *c, int *nsuspects) {
+  shoal__world_t *w = c->w;
+  shoal__tune_t *t = w->tune;
+  int H = w->topo->nhosts, rc, n = 0;
+  *nsuspects = 0;
+  if (H < 2 || !t || c->size != w->size || t->nh != H) return 0;
+  if (H == 2) return (*nsuspects = H), shoal__tune_probe_links(c); /* round 1 is the whole matrix */
+  for (int i = 0; i < H; i++) /* a host pair never measured: the whole matrix */
+    if (!(t->bw[i * H + (i + 1) % H] > 0)) return (*nsuspects = H), shoal__tune_probe_links(c);
+  probe_t P;
+  if ((rc = probe_init(c, &P))) return rc;
+  double *m = malloc(sizeof *m * 4 * (size_t)(H * H)), *m2 = m ? m + 2 * H * H : NULL;
+  unsigned char *sel = calloc((size_t)H, 1);
+  uint64_t t0 = shoal__now_ns();
+  if (!m || !sel) {
+    rc = shoal__seterr(SHOAL_ERR_NOMEM, "link profile: out of memory");
+    goto out;
+  }
+  /* where: round 1, every host's link out (to the next host) and in (from the one before) at once */
+  if ((rc = probe_rounds(c, &P, NULL, 1, 1, m))) goto out;
+  for (int h = 0; h < H; h++) {
+    int nx = (h + 1) % H, pv = (h - 1 + H) % H;
+    int out_ch = changed(m[H * H + h * H + nx], t->bw[h * H + nx]), in_ch = changed(m[H * H + pv * H + h], t->bw[pv * H + h]);
+    sel[h] = out_ch && in_ch; /* both of its links' pairs: this host */
+  }
+  for (int h = 0; h < H; h++) n += sel[h];
+  for (int h = 0; h < H && !n; h++) /* one pair only: either end */
+    if (changed(m[H * H + h * H + (h + 1) % H], t->bw[h * H + (h + 1) % H])) sel[h] = sel[(h + 1) % H] = 1;
+  n = 0;
+  for (int h = 0; h < H; h++) n += sel[h];
+  *nsuspects = n;
+  if (!n) goto out; /* nothing moved: the matrix stays */
+  if (2 * n >= H) { /* most hosts: the whole matrix */
+    free(m), free(sel), probe_free(&P);
+    return shoal__tune_probe_links(c);
+  }
+  /* their pairs: round 1 is measured already */
+  if ((rc = probe_rounds(c, &P, sel, 2, H - 1, m2))) goto out;
+  for (int i = 0; i < H; i++)
+    for (int j = 0; j < H; j++) {
+      if (i == j || !(sel[i] || sel[j])) continue;
+      int k = i * H + j;
+      double lat = j == (i + 1) % H ? m[k] : m2[k], bw = j == (i + 1) % H ? m[H * H + k] : m2[H * H + k];
+      if (lat > 0) t->lat[k] = lat;
+      if (bw > 0) t->bw[k] = bw;
+    }
+  links_changed(w, t0);
+  SHOAL_INFO("TUNING", "link matrix: the pairs of %d host(s) whose links changed measured again in %.0f ms", n,
+             t->links_s * 1e3);
+out:
+  free(m), free(sel);
+  probe_free(&P);
   return rc;
 }

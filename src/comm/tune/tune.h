@@ -46,7 +46,14 @@ int  shoal__tune_profile(shoal_comm_t *c, int write_cache);
 /* Print the link model and the chooser's prediction and pick per size for
  * c, one column per algorithm of the table (shoal bench --explain, shoal tune). */
 void shoal__tune_explain(shoal_comm_t *c, FILE *f);
-/* The watch over real allreduces (watch.c): agreements made and re-profiles triggered so far. */
-void shoal__tune_watch_stats(const struct shoal__world *w, unsigned *checks, unsigned *reprofiles);
+/* The watch over real allreduces (watch.c): agreements made, re-profiles triggered, new plans dropped on
+ * probation so far; checks still held off; a new plan on probation now; the hosts whose pairs the last
+ * re-profile measured; seconds spent re-profiling. */
+typedef struct shoal__watch_stats {
+  unsigned checks, reprofiles, reverts;
+  int skip, probation, suspects;
+  double reprofile_s;
+} shoal__watch_stats_t;
+void shoal__tune_watch_stats(const struct shoal__world *w, shoal__watch_stats_t *out);
 
 #endif

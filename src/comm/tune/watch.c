@@ -8,8 +8,8 @@
  * first agreement after the start-up profile is the reference (how far the
  * model is off on this system); when a later one drifts from it by
  * SHOAL_REPROFILE_FACTOR or more, either way (a link slowed or came back),
- * the link matrix is measured again on the view, every rank takes the new
- * matrix at the same call, and the chooser prices the algorithms again (a
+ * the link matrix is measured again on the view (only the pairs of the hosts
+ * whose links changed: links.c), every rank takes the new matrix at the same call, and the chooser prices the algorithms again (a
  * new algorithm, or trees over a new order). Links that change every few
  * seconds must not cost more in re-profiles than they give back:
  * - a re-profile after which the chooser runs the same algorithm for the
@@ -67,6 +67,8 @@ typedef struct shoal__watch {
   double *old_lat, *old_bw, old_v[SHOAL__TUNE_NVALS]; /* the matrix before it */
   unsigned long views; /* transient views made (their ids) */
   unsigned checks, reprofiles, reverts;
+  double reprofile_s;  /* time spent re-profiling */
+  int suspects;        /* hosts whose pairs the last re-profile measured */
 } shoal__watch_t;
 
 static int watching(const shoal_comm_t *c, size_t bytes);
@@ -86,6 +88,7 @@ int shoal__tune_watch_init(shoal__world_t *w) {
   shoal__watch_t *wt = calloc(1, sizeof *wt);
   if (!wt) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
   wt->mode = m, wt->calls = (int)calls, wt->factor = factor, wt->min_bytes = (size_t)min_bytes;
+  wt->holdoff = 1; /* the first re-profile that changes nothing holds off one check */
   w->tune->watch = wt;
   w->tune->watching = watching;
   w->tune->observe = observe;
@@ -192,8 +195,12 @@ static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double r
   memcpy(wt->old_bw, t->bw, sizeof *t->bw * nn);
   memcpy(wt->old_v, t->v, sizeof t->v);
   shoal_algo_t before = pick_for(v, bytes);
-  int rc = shoal__tune_probe_links(v);
+  uint64_t t0 = shoal__now_ns();
+  int suspects = 0, rc = shoal__tune_reprobe_links(v, &suspects);
   if (rc) return rc;
+  double took = (double)(shoal__now_ns() - t0) * 1e-9;
+  wt->reprofile_s += took;
+  wt->suspects = suspects;
   double moved = 0;
   for (size_t i = 0; i < nn; i++) { /* how far the links moved */
     if ((wt->old_bw[i] > 0) != (t->bw[i] > 0)) moved = 1;
@@ -204,10 +211,10 @@ static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double r
   for (int i = 0; i < NWIN; i++) wt->win[i].base = 0; /* the next window checked sets the reference again */
   if (after == before) hold_off(wt);
   else wt->probation = 1, wt->before_spb = spb, wt->prob_bytes = bytes;
-  SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); link matrix "
-             "measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s", r / ref, ref, r,
-             t->links_s * 1e3, moved * 100, wt->reprofiles, shoal_algo_name(before), shoal_algo_name(after),
-             after == before ? ", the watch holds off" : ", on probation");
+  SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); the pairs of %d "
+             "host(s) whose links changed measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s",
+             r / ref, ref, r, suspects, took * 1e3, moved * 100, wt->reprofiles, shoal_algo_name(before),
+             shoal_algo_name(after), after == before ? ", the watch holds off" : ", on probation");
   return 0;
 }
 
@@ -261,8 +268,10 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   return rc;
 }
 
-void shoal__tune_watch_stats(const shoal__world_t *w, unsigned *checks, unsigned *reprofiles) {
+void shoal__tune_watch_stats(const shoal__world_t *w, shoal__watch_stats_t *out) {
   const shoal__watch_t *wt = w->tune ? w->tune->watch : NULL;
-  *checks = wt ? wt->checks : 0;
-  *reprofiles = wt ? wt->reprofiles : 0;
+  memset(out, 0, sizeof *out);
+  if (!wt) return;
+  *out = (shoal__watch_stats_t){wt->checks, wt->reprofiles, wt->reverts, wt->skip, wt->probation, wt->suspects,
+                                wt->reprofile_s};
 }
