@@ -83,6 +83,7 @@ typedef struct sim_cli {
   long report[2];              /* --report-jobs K0:K1 (K1 < 0: all) */
   double lb_slot, lb_time, load_scale;
   const scenario_t *sc;        /* the scenario in force, if any */
+  char sc_overridden[256];     /* its settings the command line replaced ("--window --machines") */
   const char *scen_trace;      /* its Philly trace, found beside the repository */
 } sim_cli_t;
 
@@ -225,6 +226,14 @@ static int apply_scenario(sim_cli_t *c, const shoal_opts_res_t *r) {
   }
   const scenario_t *sc = c->sc;
   if (!sc) return 0;
+  static const char *const settings[] = {"--trace", "--window", "--sample", "--pollux-filter", "--synthetic", "--load",
+                                         "--arrivals", "--machines", "--gpus-per-machine", "--racks", "--oversub",
+                                         "--interference", "--report-jobs", "--load-scale"};
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+    size_t l = strlen(c->sc_overridden);
+    if (shoal_opts_given(r, settings[i]))
+      snprintf(c->sc_overridden + l, sizeof c->sc_overridden - l, "%s%s", l ? " " : "", settings[i]);
+  }
 #define UNLESS(opt) if (!shoal_opts_given(r, opt))
   if (sc->philly) {
     if (!shoal_opts_given(r, "--trace")) {
@@ -684,7 +693,9 @@ static void print_head(const sim_t *S) {
   }
   printf("workload: %s\ncluster:  %s\nspeed:    %s model (%d job types), restart cost %g s\n", S->w.source, S->cdesc,
          S->speed->name, S->speed->nmodels, c->cfg.restart_cost);
-  if (c->sc) printf("scenario: %s (%s)\n", c->sc->name, c->sc->desc);
+  if (c->sc)
+    printf("scenario: %s (%s)%s%s\n", c->sc->name, c->sc->desc, *c->sc_overridden ? "; replaced by the command line: " : "",
+           c->sc_overridden);
   if (c->im)
     printf("interference: %s (%s)\n", shoal__interference_origin(c->im), shoal__interference_source(c->im));
   if (k1 >= 0) printf("window:   job statistics over jobs %ld..%ld (arrival rank) of %d\n", k0, k1 - 1, njobs);
