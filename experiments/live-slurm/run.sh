@@ -15,7 +15,8 @@
 #   run.sh SCHED [OUT_DIR]     env: SHOAL (build/shoal), JOBS (30), SEED (8), CPU (0.2), WINDOW (240),
 #                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live),
 #                              ACCOUNTING (0), OTHER (0), OTHER_S (30), MAX_TIME (1700),
-#                              SCALE (1: every job's length x SCALE, workload.py --scale)
+#                              SCALE (1: every job's length x SCALE, workload.py --scale),
+#                              DATA (a directory to keep Fashion-MNIST unpacked in; default: a temporary one)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*) echo "run.sh: unknown option $1 (--help)" >&2; exit 2;; esac
@@ -25,7 +26,8 @@ tag=${sched%%:*}
 out=$(realpath -m "${2:-build/experiments/live-slurm/$tag}")
 N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
 TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
-DATA=${DATA:-/tmp/shoal-fmnist-raw}
+DATA=${DATA:-} keep_data=1 # Fashion-MNIST unpacked (54 MB): in DATA if given (kept), else a temporary directory removed at exit
+[ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
 GRACE=${GRACE:-5} RESTART=${RESTART_COST:-10} TICK=${TICK:-0.5} WINDOW=${WINDOW:-240}
 ACCOUNTING=${ACCOUNTING:-0} OTHER=${OTHER:-0} OTHER_S=${OTHER_S:-30} MAX_TIME=${MAX_TIME:-1700}
 rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
@@ -37,6 +39,7 @@ pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   "$S" testbed down --name "$NAME" > /dev/null 2>&1
+  [ "$keep_data" = 1 ] || rm -rf "$DATA"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
