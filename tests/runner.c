@@ -103,6 +103,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   signal(SIGPIPE, SIG_IGN);
+  /* the tuning profile's default file is under $XDG_CACHE_HOME, else ~/.cache: a test binary run by hand
+   * (scripts/run-tests.sh sets it) would write the user's; a private one instead, removed at the end */
+  char cache[64] = "";
+  if (!getenv("XDG_CACHE_HOME")) {
+    snprintf(cache, sizeof cache, "/tmp/shoal-test-cache.XXXXXX");
+    if (mkdtemp(cache)) setenv("XDG_CACHE_HOME", cache, 1);
+    else cache[0] = '\0';
+  }
   int next = 0, running = 0, pass = 0, fail = 0, skip = 0, selected = 0;
   for (int i = 0; i < ntests; i++) selected += matches(tests[i].name, npat, pat);
   printf("# %s: %d tests (timeout %d s each, %d at a time)\n", base, selected, timeout, jobs);
@@ -160,6 +168,11 @@ int main(int argc, char **argv) {
     }
   }
   printf("%s: %d passed, %d failed, %d skipped\n", base, pass, fail, skip);
+  if (cache[0]) {
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache);
+  }
   free(pat);
   return fail ? 1 : 0;
 }
