@@ -83,7 +83,7 @@ TEST_T(flow_testbed_faults_leave_jobs_unpaced, 90) {
            "job 41 1 & p1=$!; job 40 2 & p2=$!\n"
            "until_st 'paced [1-9]' paced\n"
            "kill -9 $(awk '$1 == \"shoal-agent-h0\" {print $2}' /run/shoal-testbed/$N/flow/pids)\n"
-           "until_st 'paced 0' agent-killed\n"
+           "until_st 'agent not running.*paced 0' agent-killed\n"
            "$S testbed exec --name $N h0 -- $S flow agent --controller 10.90.255.254:29610 --duration 60 > $D/agent.log 2>&1 & a=$!\n"
            "until_st 'agent pid.*paced [1-9]' new-agent; cat $D/agent.log\n"
            "pkill -9 -f -- '--max-iters 4[1]'; echo job1-killed\n"
