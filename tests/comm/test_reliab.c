@@ -628,9 +628,15 @@ static int scan_proc(int idx, void *arg) {
   }
   int rank = idx == 0 ? 0 : 1;
   if (rank == 0) {
-    FILE *f = fopen(pidf, "w");
+    /* Written whole, then renamed: the scanner waits for the name to appear
+     * and must never read a created but still empty file. */
+    char tmpf[160];
+    snprintf(tmpf, sizeof tmpf, "%s.tmp", pidf);
+    FILE *f = fopen(tmpf, "w");
+    CHECK(f != NULL);
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
+    CHECK(rename(tmpf, pidf) == 0);
   } else {
     CHECK(wait_file(gof, 15));
   }
