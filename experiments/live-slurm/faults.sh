@@ -11,14 +11,16 @@
 # Then check.py: every job completed or failed with a reason, none run again
 # after it completed, no two runs of a job overlapping, the controller's start
 # count equal to the runs the jobs logged.
-#   faults.sh [OUT_DIR]       env: SHOAL, CPU (0.2), NAME (lfault), THROUGHPUTS
+#   faults.sh [OUT_DIR]       env: SHOAL, CPU (0.2), NAME (lfault), THROUGHPUTS,
+#                           DATA (a directory to keep Fashion-MNIST unpacked in; default: a temporary one)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 S=$(realpath "${SHOAL:-build/shoal}")
 out=$(realpath -m "${1:-build/experiments/live-slurm/faults}")
 CPU=${CPU:-0.2} NAME=${NAME:-lfault} HOSTS=8
 TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
-DATA=${DATA:-/tmp/shoal-fmnist-raw}
+DATA=${DATA:-} keep_data=1 # Fashion-MNIST unpacked (54 MB): in DATA if given (kept), else a temporary directory removed at exit
+[ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
 rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
 for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
   b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
@@ -28,6 +30,7 @@ pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
   "$S" testbed down --name "$NAME" > /dev/null 2>&1
+  [ "$keep_data" = 1 ] || rm -rf "$DATA"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -10,15 +10,21 @@
 # (W x iterations/s) from the epoch's samples/s (start-up excluded) over one
 # epoch (60,000 images); start-up = wall time of the run minus its epoch time.
 #   speeds.sh [SHOAL_BIN] [OUT_DIR]      env: MODELS="mlp cnn" CPU=0.2 NAME=lsp
+#                                       DATA (Fashion-MNIST unpacked; default: a temporary directory)
 set -u
 S=$(realpath "${1:-build/shoal}") OUT=${2:-build/experiments/live-slurm/speeds}
 MODELS=${MODELS:-mlp cnn} CPU=${CPU:-0.2} NAME=${NAME:-lsp}
-DATA=${DATA:-/tmp/shoal-fmnist-raw}
-mkdir -p "$OUT" "$DATA"
+DATA=${DATA:-} keep_data=1 # Fashion-MNIST unpacked (54 MB): in DATA if given (kept), else a temporary directory removed at exit
+[ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
+mkdir -p "$OUT" "$DATA" || exit 1
 for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
   b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
 done
-trap '"$S" testbed down --name "$NAME" >/dev/null 2>&1' EXIT
+cleanup() {
+  "$S" testbed down --name "$NAME" > /dev/null 2>&1
+  [ "$keep_data" = 1 ] || rm -rf "$DATA"
+}
+trap cleanup EXIT
 trap 'exit 130' INT TERM
 "$S" testbed up --name "$NAME" --hosts 8 --racks 2 --rate 1gbit --oversub 2 > "$OUT/up.log" || exit 1
 for h in 0 1 2 3 4 5 6 7; do "$S" testbed set --name "$NAME" h$h --cpu "$CPU" > /dev/null || exit 1; done
