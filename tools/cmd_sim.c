@@ -210,6 +210,15 @@ static void sim_more_help(FILE *f) {
             shoal__policy_at(i)->params);
 }
 
+/* 1 when the scenario's value of OPT stands; 0 when the command line gave OPT,
+ * which is then named on the scenario line ("replaced by the command line"). */
+static int scenario_keeps(sim_cli_t *c, const shoal_opts_res_t *r, const char *opt) {
+  if (!shoal_opts_given(r, opt)) return 1;
+  size_t l = strlen(c->sc_overridden);
+  snprintf(c->sc_overridden + l, sizeof c->sc_overridden - l, "%s%s", l ? " " : "", opt);
+  return 0;
+}
+
 /* The scenario's settings, for what the command line did not set; the trace it names. 0, or 2 after an error. */
 static int apply_scenario(sim_cli_t *c, const shoal_opts_res_t *r) {
   const char *name = c->scenario;
@@ -226,17 +235,10 @@ static int apply_scenario(sim_cli_t *c, const shoal_opts_res_t *r) {
   }
   const scenario_t *sc = c->sc;
   if (!sc) return 0;
-  static const char *const settings[] = {"--trace", "--window", "--sample", "--pollux-filter", "--synthetic", "--load",
-                                         "--arrivals", "--machines", "--gpus-per-machine", "--racks", "--oversub",
-                                         "--interference", "--report-jobs", "--load-scale"};
-  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
-    size_t l = strlen(c->sc_overridden);
-    if (shoal_opts_given(r, settings[i]))
-      snprintf(c->sc_overridden + l, sizeof c->sc_overridden - l, "%s%s", l ? " " : "", settings[i]);
-  }
-#define UNLESS(opt) if (!shoal_opts_given(r, opt))
+#define UNLESS(opt) if (scenario_keeps(c, r, opt))
+  int own_trace = scenario_keeps(c, r, "--trace");
   if (sc->philly) {
-    if (!shoal_opts_given(r, "--trace")) {
+    if (own_trace) {
       static char found[1100];
       char tried[2400];
       if (!(c->scen_trace = philly_csv(found, sizeof found, tried, sizeof tried))) {

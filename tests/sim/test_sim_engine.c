@@ -568,6 +568,21 @@ TEST_T(cli_scenario_finds_the_philly_trace, 60) {
   }
 }
 
+/* The scenario line names exactly the scenario's settings the command line replaced, in the scenario's order. */
+TEST_T(cli_scenario_names_replaced_settings, 60) {
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "%s sim --scenario synthetic --machines 8 --synthetic 30 --policy fifo --no-progress",
+           shoal_test_cli());
+  int st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "scenario: synthetic (");
+  CHECK_CONTAINS(out, "; replaced by the command line: --synthetic --machines\n");
+  snprintf(cmd, sizeof cmd, "%s sim --scenario synthetic --synthetic 30 --policy fifo --no-progress", shoal_test_cli());
+  st = shoal_test_run_cmd(cmd, out, sizeof out, 50);
+  CHECK_MSG(st == 0, "exit %d: %s", st, out);
+  CHECK_CONTAINS(out, "; replaced by the command line: --synthetic\n");
+}
+
 /* Every policy but the malleable slot planners runs a job within min_workers..max_workers (a rigid job,
  * min = max, at its size): the engine's --check holds them to it on jobs of every kind of range. */
 TEST_T(sim_policies_keep_jobs_in_their_elastic_range, 120) {
