@@ -214,6 +214,26 @@ void shoal__fplan_advance(shoal__fplan_t *p, int64_t slot) {
   forget(p);
 }
 
+/* Bytes/s f may plan for: its path's rate, and on each link of the path that link's share among the job's
+ * flows of this iteration on it. A ring moves at its slowest hop, so the hops of one job on one link each
+ * get that link's share: planned one after the other at the whole path each, the first took the link and
+ * the second waited for later slots, and the ring crawled at the floor (a 4-host ring across two racks
+ * has two hops on each uplink). */
+static double job_path_rate(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double r = f->e;
+  for (int j = 0; j < f->npath; j++) {
+    int n = 0;
+    for (int a = 0; a < p->nflows; a++) {
+      const shoal__fplan_flow_t *g = &p->flow[a];
+      if (g->job != f->job || g->iter != f->iter || !(g->V > 0)) continue;
+      for (int k = 0; k < g->npath; k++) n += g->path[k] == f->path[j];
+    }
+    double share = p->link[f->path[j]].cap / (n > 1 ? n : 1);
+    if (share < r) r = share;
+  }
+  return r;
+}
+
 /* ---- reports ---- */
 
 /* A new iteration of f's job: every flow of the job with a known volume is planned now, in one slot
@@ -244,7 +264,7 @@ static void new_iteration(shoal__fplan_t *p, int fi, uint64_t iter, double volum
   slot_order(p, links, nl, 0, order, &n);
   for (int m = 0; m < nm; m++) {
     shoal__fplan_flow_t *g = &p->flow[members[m]];
-    place(p, g, g->planned - g->sent, g->e * p->cfg.slot_s, order, n);
+    place(p, g, g->planned - g->sent, job_path_rate(p, g) * p->cfg.slot_s, order, n);
   }
 }
 
@@ -281,7 +301,8 @@ static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
    * the flow had sent everything (a phase ends mid-slot, and the others' reports of that slot may come first) */
   double left = (f->V > 0 ? f->V : f->planned) - sent;
   unreserve_from(p, f, 0);
-  double per = per_slot_cap(p, f);
+  double per = per_slot_cap(p, f), share = job_path_rate(p, f) * p->cfg.slot_s;
+  if (per > share) per = share;
   int from = 0;
   if (p->cfg.policy == SHOAL__FPOL_MLCC && f->succ >= 0) {
     /* the ring rule: f lags the flow that waits on it by delta bytes: send that now */

@@ -62,6 +62,30 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   shoal__fplan_free(&p);
 }
 
+/* A 4-host ring with two hops on one link (h0->h1 and h2->h3 both cross link 0): the ring moves at its
+ * slowest hop, so each hop is planned at half the link in the same slots, not one hop the whole link and
+ * the other the slots after it. */
+TEST(plan_hops_of_one_job_share_a_link) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 1, 2, 3, 2, 3, &l, 1);
+  /* iteration 1 makes the volumes known: 1 MB on each hop */
+  shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 1 * MB, 0, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 1 * MB, 0, 0);
+  shoal__fplan_advance(&p, 1);
+  /* iteration 2: both hops planned at once, 1.6 MB each at 0.5 MB a slot: slots 0-2 whole, 0.1 MB in slot 3 */
+  shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 2, 1 * MB, 0, 0);
+  for (int f = 0; f < 2; f++)
+    for (int k = 0; k < 5; k++) CHECK_NEAR(sched_at(&p, f == 0 ? a : b, k), k < 3 ? 0.5 * MB : k == 3 ? 0.1 * MB : 0, 1);
+  /* b's own report re-plans its untransmitted 1 MB earliest first, still at half the link */
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 2, 1 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, b, 0), 0.5 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 1), 0.5 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 2), 0, 1e-6);
+  shoal__fplan_free(&p);
+}
+
 TEST(plan_shared_slot_and_spare_capacity) {
   shoal__fplan_t p;
   plan_one_link(&p, SHOAL__FPOL_MLCC);
