@@ -3,7 +3,9 @@
  *   shoal submit        a job for the controller: held, its shoal parameters in its comment
  *   shoal sched serve   the controller beside Slurm
  *   shoal sched status  what a running controller does and why each job waits */
+#include <curl/curl.h>
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,10 +140,16 @@ typedef struct serve_cli {
   double tick, grace, max_time, restart_cost, lease, oversub, shares_every;
   long until, retries;
   int raw_spread, dry_run, recover;
+  /* loaning */
+  const char *loan_from, *loan_router, *loan_replica, *loan_predictor;
+  double loan_service, loan_slo, loan_q, loan_hold, loan_every, loan_alpha, loan_z;
 } serve_cli_t;
 
 static int on_table(const void *c) { return ((const serve_cli_t *)c)->throughputs != NULL; }
-static const shoal_opt_mode_t serve_modes[] = {{on_table, "applies with --throughputs only (the speed table)", NULL}};
+static int on_loan(const void *c) { return ((const serve_cli_t *)c)->loan_from != NULL; }
+static const shoal_opt_mode_t serve_modes[] = {{on_table, "applies with --throughputs only (the speed table)", NULL},
+                                               {on_loan, "applies with --loan-from only (loaning)", NULL}};
+#define LOAN .when = 2u
 
 #undef SHOAL_OPTS_STRUCT
 #define SHOAL_OPTS_STRUCT serve_cli_t
@@ -183,8 +191,29 @@ static const shoal_opt_t serve_opts[] = {
     OPT_STRING("--gpu", "TYPE", gpu, "the table's GPU type", .when = 1u, .expect = "v100, p100 or k80"),
     OPT_FLAG("--raw-spread", raw_spread, "table: keep spread/consolidated ratios > 1", .when = 1u),
     OPT_STRING("--log", "FILE", log, "the controller's log (appended)", .def = "the standard output", .expect = "a file"),
+    OPT_GROUP("loaning (docs/serving.md):"),
+    OPT_STRING("--loan-from", "PARTITION", loan_from, "lend the idle hosts of this partition (VC_infer: one serving\n"
+               "replica job per host) to a running elastic job of --partition's; reclaim them when the\n"
+               "forecast or the requests waiting at the router need them", .def = "no loaning",
+               .expect = "a partition"),
+    OPT_STRING("--loan-router", "URL", loan_router, "the router (shoal serve --router) whose /router/stats gives the\n"
+               "request rate and the requests waiting", .expect = "http://HOST:PORT", LOAN),
+    OPT_STRING("--loan-replica", "COMMAND", loan_replica, "what a replica job runs, words separated by spaces\n"
+               "(shoal serve --model mlp --params FILE --port P)", .expect = "a command", LOAN),
+    OPT_DOUBLE("--loan-service", "S", loan_service, 1e-6, 3600, "seconds one request takes on one replica (measured)", LOAN),
+    OPT_DOUBLE("--loan-slo", "S", loan_slo, 1e-6, 3600, "the latency SLO: --loan-quantile of the requests under S\n"
+               "seconds (more than --loan-service)", LOAN),
+    OPT_DOUBLE("--loan-quantile", "Q", loan_q, 0.5, 0.9999, "the SLO's quantile", LOAN),
+    OPT_CHOICE("--loan-predictor", "NAME", loan_predictor, "off|ewma|holt", "the request rate's forecast (off: the\n"
+               "last interval's rate)", LOAN),
+    OPT_DOUBLE("--loan-alpha", "A", loan_alpha, 1e-6, 1, "the predictor's smoothing weight", LOAN),
+    OPT_DOUBLE("--loan-z", "Z", loan_z, 0, 10, "headroom: standard deviations of the predictor's errors", LOAN),
+    OPT_DOUBLE("--loan-hold", "S", loan_hold, 0, 1e6, "replicas above the need this long are stopped, their hosts lent",
+               LOAN),
+    OPT_DOUBLE("--loan-every", "S", loan_every, 0.1, 3600, "seconds between loaning steps", LOAN),
     OPT_END,
 };
+#undef LOAN
 
 static const shoal_opts_spec_t serve_spec = {
     .name = "shoal sched serve",
@@ -210,8 +239,90 @@ static double testbed_oversub(const char *name) {
   return r < 1 ? 1 : r;
 }
 
+/* ---- loaning: the router's load, the replica command ---- */
+
+typedef struct router_load {
+  char url[512];
+  char *argv[64];
+  int argc;
+  char words[4096];
+} router_load_t;
+
+static size_t collect(char *p, size_t size, size_t n, void *arg) {
+  char **buf = arg;
+  size_t have = *buf ? strlen(*buf) : 0, add = size * n;
+  if (have + add > (1 << 16)) return 0; /* a /router/stats answer is small: anything larger is not one */
+  char *b = realloc(*buf, have + add + 1);
+  if (!b) return 0;
+  memcpy(b + have, p, add);
+  b[have + add] = 0;
+  *buf = b;
+  return add;
+}
+
+/* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests waiting for a replica, ...} */
+static int read_router(void *arg, double *rate, double *waiting) {
+  router_load_t *r = arg;
+  CURL *h = curl_easy_init();
+  if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "router %s: out of memory", r->url);
+  char *body = NULL, err[CURL_ERROR_SIZE] = "";
+  long code = 0;
+  curl_easy_setopt(h, CURLOPT_URL, r->url);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+  CURLcode cc = curl_easy_perform(h);
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_cleanup(h);
+  json_error_t je;
+  json_t *j = cc == CURLE_OK && code == 200 && body ? json_loads(body, 0, &je) : NULL;
+  json_t *jr = json_object_get(j, "rate"), *jw = json_object_get(j, "waiting");
+  int rc = 0;
+  if (cc != CURLE_OK) rc = shoal__seterr(SHOAL_ERR_IO, "router %s: %s", r->url, err[0] ? err : curl_easy_strerror(cc));
+  else if (code != 200) rc = shoal__seterr(SHOAL_ERR_IO, "router %s: HTTP %ld", r->url, code);
+  else if (!json_is_number(jr) || !json_is_number(jw))
+    rc = shoal__seterr(SHOAL_ERR_PARSE, "router %s: no numbers \"rate\" and \"waiting\" in its answer", r->url);
+  else *rate = json_number_value(jr), *waiting = json_number_value(jw);
+  json_decref(j);
+  free(body);
+  return rc;
+}
+
+/* the loaning options into cfg->loan; 2 (said) when they do not go together */
+static int loan_config(const serve_cli_t *c, router_load_t *r, shoal_live_config_t *cfg) {
+  if (!c->loan_from) return 0;
+  if (!c->loan_router || !c->loan_replica)
+    return fprintf(stderr, "shoal sched serve: --loan-from needs --loan-router URL and --loan-replica COMMAND\n"), 2;
+  if (!c->partition)
+    return fprintf(stderr, "shoal sched serve: --loan-from needs --partition (the training side, VC_train)\n"), 2;
+  if (!(c->loan_slo > c->loan_service))
+    return fprintf(stderr, "shoal sched serve: --loan-slo %g must exceed --loan-service %g\n", c->loan_slo,
+                   c->loan_service), 2;
+  size_t ul = strlen(c->loan_router);
+  if (strncmp(c->loan_router, "http://", 7) || ul < 8 || ul > 400)
+    return fprintf(stderr, "shoal sched serve: --loan-router %s: expected http://HOST:PORT\n", c->loan_router), 2;
+  snprintf(r->url, sizeof r->url, "%.*s/router/stats", (int)ul - (c->loan_router[ul - 1] == '/'), c->loan_router);
+  if (strlen(c->loan_replica) >= sizeof r->words)
+    return fprintf(stderr, "shoal sched serve: --loan-replica: command too long\n"), 2;
+  snprintf(r->words, sizeof r->words, "%s", c->loan_replica);
+  char *save = NULL;
+  for (char *w = strtok_r(r->words, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+    if (r->argc == (int)(sizeof r->argv / sizeof r->argv[0]))
+      return fprintf(stderr, "shoal sched serve: --loan-replica: more than 64 words\n"), 2;
+    r->argv[r->argc++] = w;
+  }
+  if (!r->argc) return fprintf(stderr, "shoal sched serve: --loan-replica: an empty command\n"), 2;
+  shoal_live_loan_opts_t *o = &cfg->loan;
+  o->partition = c->loan_from, o->replica_argv = (const char *const *)r->argv, o->replica_argc = r->argc;
+  o->forecast = c->loan_predictor, o->alpha = c->loan_alpha, o->z = c->loan_z;
+  o->service_s = c->loan_service, o->slo_s = c->loan_slo, o->slo_q = c->loan_q, o->hold_s = c->loan_hold;
+  o->every = c->loan_every, o->load = read_router, o->load_arg = r;
+  return 0;
+}
+
 static void serve_config(const serve_cli_t *c, FILE *log, shoal_live_config_t *cfg) {
-  shoal__live_config_default(cfg);
   cfg->policy = c->policy, cfg->journal = c->journal, cfg->partition = c->partition, cfg->accounts = c->accounts;
   cfg->id = c->id, cfg->throughputs = c->throughputs, cfg->gpu = c->gpu, cfg->raw_spread = c->raw_spread;
   cfg->tick = c->tick > 0.05 ? c->tick : 0.05, cfg->grace = c->grace, cfg->restart_cost = c->restart_cost, cfg->retries = (int)c->retries;
@@ -223,13 +334,17 @@ static void serve_config(const serve_cli_t *c, FILE *log, shoal_live_config_t *c
 int shoal_sched_serve(int argc, char **argv) {
   serve_cli_t c = {.policy = "fifo", .journal = "shoal-live.journal", .gpu = "v100", .tick = 0.5, .grace = 5,
                    .restart_cost = 10, .retries = 1, .lease = 60, .tenants = "account",
-                   .shares_every = 30};
+                   .shares_every = 30, .loan_service = 0.01, .loan_slo = 0.1, .loan_q = 0.99,
+                   .loan_predictor = "holt", .loan_alpha = 0.5, .loan_hold = 30, .loan_every = 2};
   int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
+  shoal_live_config_t cfg;
+  static router_load_t load; /* (the controller borrows the replica's words and the router's address) */
+  shoal__live_config_default(&cfg);
+  if ((st = loan_config(&c, &load, &cfg))) return st;
   FILE *log = stdout;
   if (c.log && !(log = fopen(c.log, "a")))
     return fprintf(stderr, "shoal sched serve: --log %s: %s\n", c.log, strerror(errno)), 1;
-  shoal_live_config_t cfg;
   serve_config(&c, log, &cfg);
   shoal_live_manager_t m = {NULL, NULL};
   shoal_live_ctl_t *L = NULL;

@@ -103,6 +103,7 @@ static int placement_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj, const s
   int n = 0;
   for (int k = 0; k < mj->nuse && n < L->nnodes; k++) {
     int m = live_node_index(L, mj->use[k].node);
+    if (m < 0 && L->lend) continue; /* a host lent to it from the loaning partition: the loan's, not the policy's */
     if (m < 0) return 0;
     p[n].machine = m, p[n].workers = (int16_t)(mj->use[k].gpus > 0 ? mj->use[k].gpus : 1), p[n++].ps = 0;
   }

@@ -250,6 +250,7 @@ int shoal__live_ctl_create(const shoal_live_config_t *cfg, shoal_live_manager_t 
   shoal__live_nodes_free(&nodes);
   if (!rc) rc = live_tenants_read(L);
   if (!rc) rc = setup_policy(L, params);
+  if (!rc) rc = live_lend_setup(L);
   if (!rc) rc = prepare_journal(L, &sc);
   if (rc) {
     shoal__live_ctl_destroy(L);
@@ -366,6 +367,7 @@ static int round_(shoal_live_ctl_t *L) {
   live_nodes_block(L);
   if (!L->fatal && (rc = live_decide(L))) return rc;
   if (L->fatal) return shoal__seterr(SHOAL_ERR_IO, "the controller stopped acting (see its log)");
+  live_lend(L);
   return 0;
 }
 
@@ -403,6 +405,7 @@ void shoal__live_ctl_destroy(shoal_live_ctl_t *L) {
 void shoal__live_ctl_abandon(shoal_live_ctl_t *L) {
   if (!L) return;
   if (L->pstate) L->ops->destroy(L->pstate);
+  live_lend_free(L);
   shoal__live_journal_close_unused(L->journal, L->journal_created);
   for (int i = 0; i < L->njobs; i++) {
     free(L->jobs[i]->j.alloc.p);

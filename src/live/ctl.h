@@ -7,6 +7,7 @@
  *   arrive.c   jobs seen for the first time: whose they are, and adoption after a restart
  *   observe.c  what the manager shows of the controller's jobs, job by job
  *   decide.c   timers, the policy's decision, and its changes turned into actions
+ *   lend.c     loaning: the borrower chosen, the loan module (loan.h) stepped
  *   status.c   the summary, status and metrics text
  *   (board.c  the HTTP board: called by ctl.c, calls nothing of the controller)
  *   ctl.c      set-up, the round (tick), the serve loop
@@ -18,6 +19,7 @@
 
 #include "live/journal.h"
 #include "live/live.h"
+#include "live/loan.h"
 #include "live/manager.h"
 #include "live/params.h"
 #include "live/replay.h"
@@ -112,6 +114,13 @@ struct shoal_live_ctl {
   int lease_held;
   struct shoal_live_board *board;  /* where status and metrics go after each round (NULL: nowhere) */
   int fatal;                       /* stop acting: the journal cannot be written, the lease is lost */
+  /* loaning (lend.c; NULL: none) */
+  shoal_live_loan_t *lend;
+  shoal__forecast_t *lend_fc;
+  long lend_borrower, lend_steps;
+  double lend_next;
+  shoal_live_loan_step_t lend_last;
+  char lend_said[256];             /* the last error said */
   FILE *log;
 };
 
@@ -165,5 +174,10 @@ void live_observe(shoal_live_ctl_t *L);
 
 /* ---- decide.c ---- */
 int live_decide(shoal_live_ctl_t *L);
+
+/* ---- lend.c ---- */
+int live_lend_setup(shoal_live_ctl_t *L); /* 0 also when loaning is off */
+void live_lend(shoal_live_ctl_t *L);      /* one loaning step when due */
+void live_lend_free(shoal_live_ctl_t *L);
 
 #endif

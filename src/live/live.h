@@ -25,6 +25,23 @@
 #define SHOAL_LIVE_EXIT_REQUEUE 75
 #define SHOAL_LIVE_EXIT_REQUEUE_STR "75"
 
+/* Loaning (docs/serving.md): the hosts of another partition (VC_infer) run one serving replica each as a job of
+ * the manager; the hosts the forecast and the requests waiting at the router do not need are lent to one running
+ * elastic job of the controller's (grown onto them in place), and reclaimed when they are needed. */
+typedef struct shoal_live_loan_opts {
+  const char *partition;     /* VC_infer; NULL/"": no loaning */
+  const char *const *replica_argv; /* the command a replica job runs (shoal serve ...) */
+  int replica_argc;
+  const char *forecast;      /* the rate predictor: off, ewma, holt (sched/serving) */
+  double alpha, z;           /* its smoothing weight and headroom in standard deviations of its errors */
+  double service_s, slo_s, slo_q; /* one request on one replica (measured); the SLO: quantile slo_q under slo_s */
+  double hold_s;             /* replicas above the need this long are stopped and their hosts lent */
+  double every;              /* seconds between loaning steps (each reads the manager's nodes and jobs) */
+  /* requests per second arrived lately and requests waiting now (the router's /router/stats); 0 or an error */
+  int (*load)(void *arg, double *rate, double *waiting);
+  void *load_arg;
+} shoal_live_loan_opts_t;
+
 typedef struct shoal_live_config {
   const char *policy;        /* "name[:key=value...]" (default fifo) */
   const char *journal;       /* journal file (default ./shoal-live.journal) */
@@ -48,6 +65,7 @@ typedef struct shoal_live_config {
   double (*clock)(void *arg);/* wall-clock seconds; NULL: CLOCK_REALTIME */
   void *clock_arg;
   FILE *log;                 /* NULL: stdout */
+  shoal_live_loan_opts_t loan; /* loaning (partition NULL: none) */
 } shoal_live_config_t;
 
 void shoal__live_config_default(shoal_live_config_t *c);

@@ -40,6 +40,10 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
 
 void shoal__live_loan_destroy(shoal_live_loan_t *L) { free(L); }
 
+void shoal__live_loan_borrower(shoal_live_loan_t *L, long train_id, int lend_gpus) {
+  L->c.train_id = train_id, L->c.lend_gpus = lend_gpus;
+}
+
 typedef struct hosts {
   int n;
   const char *name[LOAN_MAX_HOSTS];
@@ -84,13 +88,13 @@ static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, cons
     snprintf(L->rep[L->nrep++].node, SHOAL_LIVE_NAME, "%s", j->use[0].node);
     h->serving[x] = 1, h->busy[x] = 1;
   }
-  *train = shoal__live_jobs_find(jobs, L->c.train_id);
+  *train = L->c.train_id > 0 ? shoal__live_jobs_find(jobs, L->c.train_id) : NULL;
   for (int i = 0; i < jobs->n; i++)
     for (int u = 0; u < jobs->job[i].nuse; u++) {
       int x = host_index(h, jobs->job[i].use[u].node);
       if (x < 0) continue;
       h->busy[x] = 1;
-      if (jobs->job[i].id == L->c.train_id) h->lent[x] = 1;
+      if (L->c.train_id > 0 && jobs->job[i].id == L->c.train_id) h->lent[x] = 1;
     }
 }
 
@@ -150,9 +154,11 @@ static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, cons
   }
   /* lend what is idle: only where the manager grows a job in place (Slurm shrinks only: a grow there would be a
    * checkpoint and a restart at the new size, the controller's round's business) */
-  int can_grow = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0;
+  int can_grow = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0, lent_gpus = 0;
+  for (int x = 0; x < h->n; x++) lent_gpus += h->lent[x] ? h->gpus[x] : 0;
   for (int x = 0; x < h->n && can_grow && train && train->run == SHOAL_LIVE_RUNNING && !rc; x++) {
     if (h->busy[x] || have < o->want) continue;
+    if (L->c.lend_gpus > 0 && lent_gpus + h->gpus[x] > L->c.lend_gpus) continue;
     h->lent[x] = 1;
     if ((rc = resize_train(mgr, train, h))) h->lent[x] = 0;
     else h->busy[x] = 1, o->lent_now++;

@@ -14,7 +14,8 @@
 
 typedef struct shoal_live_loan_config {
   const char *infer_partition; /* VC_infer: the manager's partition whose hosts serve or are lent */
-  long train_id;               /* the elastic training job that borrows (running, resizable in place) */
+  long train_id;               /* the elastic training job that borrows (running, resizable in place); 0: none yet */
+  int lend_gpus;               /* the most GPUs of VC_infer hosts it may hold (0: no limit) */
   const char *const *replica_argv; /* the command a replica job runs (shoal serve ...) */
   int replica_argc;
   const char *replica_name;    /* the replica jobs' name and comment ("shoal:serve") */
@@ -27,6 +28,10 @@ typedef struct shoal_live_loan shoal_live_loan_t;
 /* fc: the rate forecast (borrowed; observed each step). */
 int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast_t *fc, shoal_live_loan_t **out);
 void shoal__live_loan_destroy(shoal_live_loan_t *L);
+
+/* The job that borrows from now on (0: none) and the most VC_infer GPUs it may hold (0: no limit). Hosts lent to
+ * a job that is no longer the borrower are not reclaimed: they come back when it ends or is restarted. */
+void shoal__live_loan_borrower(shoal_live_loan_t *L, long train_id, int lend_gpus);
 
 /* What one step did. */
 typedef struct shoal_live_loan_step {

@@ -61,8 +61,8 @@ static char *replicas_json(shoal__router_t *r, size_t *len) {
 static char *stats_json(shoal__router_t *r, size_t *len) {
   shoal__router_stats_t st;
   shoal__router_stats(r, &st);
-  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f}", "p50_ms", 1e3 * st.p50_s, "p99_ms",
-                        1e3 * st.p99_s, "rate", st.rate, "window_s", r->o.window_s, "accepted",
+  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f}", "p50_ms", 1e3 * st.p50_s, "p99_ms",
+                        1e3 * st.p99_s, "rate", st.rate, "waiting", st.c.waiting, "window_s", r->o.window_s, "accepted",
                         (json_int_t)st.c.accepted, "answered", (json_int_t)st.c.answered, "ok", (json_int_t)st.c.ok,
                         "failed", (json_int_t)st.c.failed, "retries", (json_int_t)st.c.retries, "refused",
                         (json_int_t)st.c.refused, "in_flight", st.c.in_flight, "live_replicas", st.c.live,

@@ -8,6 +8,8 @@
 #include "../runner.h"
 #include "live/loan.h"
 #include "live/manager_mem.h"
+#include "core/error.h"
+#include "world.h"
 
 static const char *const serve_argv[] = {"shoal", "serve", "--model", "mlp"};
 
@@ -118,4 +120,110 @@ TEST(live_loan_refuses_bad_settings) {
   CHECK(shoal__live_loan_create(&c, fc, &L) == SHOAL_ERR_CONFIG);
   CHECK_CONTAINS(shoal_last_error(), "must exceed the service time");
   shoal__forecast_free(fc);
+}
+
+/* ---- loaning in the controller's round ---- */
+
+typedef struct load {
+  double rate, waiting;
+  int fail;
+} load_t;
+
+static int scripted_load(void *arg, double *rate, double *waiting) {
+  load_t *l = arg;
+  if (l->fail) return shoal__seterr(SHOAL_ERR_IO, "router 127.0.0.1:1: connection refused");
+  *rate = l->rate, *waiting = l->waiting;
+  return 0;
+}
+
+/* the nodes the job holds now, "h0,i1" (static buffer) */
+static const char *holds(world_t *w, long id) {
+  static char held[256];
+  shoal_live_jobs_t jobs = {0};
+  held[0] = 0;
+  if (w->mgr.ops->jobs(w->mgr.impl, &jobs)) return "?";
+  const shoal_live_job_t *j = shoal__live_jobs_find(&jobs, id);
+  for (int u = 0; j && u < j->nuse; u++)
+    snprintf(held + strlen(held), sizeof held - strlen(held), "%s%s", u ? "," : "", j->use[u].node);
+  shoal__live_jobs_free(&jobs);
+  return held;
+}
+
+/* replica jobs the manager runs */
+static int replicas_running(world_t *w) {
+  shoal_live_jobs_t jobs = {0};
+  int n = 0;
+  if (w->mgr.ops->jobs(w->mgr.impl, &jobs)) return -1;
+  for (int i = 0; i < jobs.n; i++)
+    n += jobs.job[i].run == SHOAL_LIVE_RUNNING && !strcmp(jobs.job[i].comment, "shoal:serve");
+  shoal__live_jobs_free(&jobs);
+  return n;
+}
+
+static void loan_world(world_t *w, load_t *load) {
+  world_init(w, 1, 1, "fifo");
+  for (int i = 0; i < 3; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(w->m, name, 1, 4, 0, "infer"));
+  }
+  shoal_live_loan_opts_t *o = &w->cfg.loan;
+  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
+  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
+  o->load = scripted_load, o->load_arg = load;
+}
+
+/* The controller's round lends the idle inference hosts to its running elastic job and reclaims them when
+ * requests wait; a restarted controller keeps the loans it finds in the manager. */
+TEST(live_loan_in_the_controller_round) {
+  world_t w;
+  load_t load = {0};
+  loan_world(&w, &load);
+  CHECK_OK(world_start(&w));
+  CHECK_LOGGED(&w, "loaning from partition infer");
+  long a = world_submit(&w, 1, 1, 4, 1e7, 1); /* elastic: 1..4 workers, fifo gives it 1 */
+  world_run(&w, 8, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0,i1,i2"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_EQ(replicas_running(&w), 1);
+  CHECK_LOGGED(&w, "loaning: job %ld borrows (up to 3 more GPUs)", a);
+  /* 12 requests waiting, 2/s: both lent hosts reclaimed, a replica on each */
+  load.rate = 2, load.waiting = 12;
+  world_run(&w, 2, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_EQ(replicas_running(&w), 3);
+  CHECK_LOGGED(&w, "2 reclaimed from job %ld, 2 replicas started", a);
+  /* calm: after the 2 s hold the extra replicas stop and their hosts are lent again */
+  load.rate = 0, load.waiting = 0;
+  world_run(&w, 10, 0);
+  CHECK_EQ(replicas_running(&w), 1);
+  CHECK_MSG(strlen(holds(&w, a)) == strlen("h0,i1,i2"), "job on %s: %s", holds(&w, a), world_log(&w));
+  /* the controller dies mid-loan: the new one adopts the job (its lent hosts are the loan's) and the replica */
+  world_crash(&w);
+  w.cfg.lease_ttl = 1;
+  world_step(&w, 2);
+  CHECK_OK(world_start(&w));
+  world_run(&w, 4, 0);
+  CHECK_LOGGED(&w, "job %ld: adopted", a);
+  CHECK_EQ(replicas_running(&w), 1);
+  CHECK_EQ(world_runs(&w, a), 1);
+  CHECK_EQ(strlen(holds(&w, a)), strlen("h0,i1,i2"));
+  /* the router does not answer: said once, nothing changes */
+  load.fail = 1;
+  world_run(&w, 4, 0);
+  CHECK_LOGGED(&w, "loaning: the request rate cannot be read: router 127.0.0.1:1: connection refused");
+  CHECK_EQ(replicas_running(&w), 1);
+  world_fini(&w);
+}
+
+TEST(live_loan_needs_its_own_partition) {
+  world_t w;
+  load_t load = {0};
+  loan_world(&w, &load);
+  w.cfg.loan.partition = "shoal";
+  CHECK(world_start(&w) == SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "must serve another partition");
+  w.cfg.loan.partition = "infer", w.cfg.loan.forecast = "crystal";
+  CHECK(world_start(&w) != 0);
+  CHECK_CONTAINS(shoal_last_error(), "loaning:");
+  world_fini(&w);
 }

@@ -1,0 +1,106 @@
+/* Loaning in the controller's round (lend.c in ctl.h): every cfg.loan.every
+ * seconds the requests' rate and queue are read (cfg.loan.load: the router's
+ * /router/stats), the borrower is chosen among the controller's running
+ * elastic jobs, and the loan module (loan.h) acts on the manager: replica jobs
+ * on the VC_infer hosts, idle ones lent to the borrower, reclaimed when needed.
+ * Nothing of a loan lives only here: the replicas are the manager's jobs (their
+ * comment says so) and the lent hosts are the borrower's, so a restarted
+ * controller finds both where the manager shows them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "live/ctl.h"
+
+int live_lend_setup(shoal_live_ctl_t *L) {
+  const shoal_live_loan_opts_t *o = &L->cfg.loan;
+  if (!o->partition || !o->partition[0]) return 0;
+  if (!L->partition_s[0] || !strcmp(L->partition_s, o->partition))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "loaning from partition %s: the controller must serve another partition "
+                         "(VC_train: --partition) than the one it lends from (VC_infer)", o->partition);
+  if (!o->load) return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: no source of the request rate (the router)");
+  int rc = shoal__forecast_create(o->forecast ? o->forecast : "holt", o->alpha > 0 ? o->alpha : 0.5, o->z, &L->lend_fc);
+  if (rc) {
+    char why[200];
+    snprintf(why, sizeof why, "%s", shoal_last_error());
+    return shoal__seterr(rc, "loaning: %s", why);
+  }
+  if (!strcmp(shoal__forecast_name(L->lend_fc), "oracle"))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the oracle predictor knows the future: simulation only");
+  shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv,
+                                .replica_argc = o->replica_argc, .service_s = o->service_s, .slo_s = o->slo_s,
+                                .slo_q = o->slo_q, .hold_s = o->hold_s};
+  if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;
+  live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request, predictor %s, hold %.3g s",
+           o->partition, 100 * o->slo_q, o->slo_s, o->service_s, shoal__forecast_name(L->lend_fc), o->hold_s);
+  return 0;
+}
+
+void live_lend_free(shoal_live_ctl_t *L) {
+  shoal__live_loan_destroy(L->lend);
+  shoal__forecast_free(L->lend_fc);
+  L->lend = NULL, L->lend_fc = NULL;
+}
+
+/* The borrower: the one of last time while it runs as the controller started it, else the running elastic job
+ * with the most room above its workers. Its room in GPUs bounds what it is lent. */
+static long borrower(shoal_live_ctl_t *L, int *room) {
+  long best = 0;
+  int best_room = 0;
+  for (int i = 0; i < L->s.nactive; i++) {
+    shoal_job_t *j = L->s.active[i];
+    lj_t *x = L->jobs[j->id];
+    int r = j->max_workers - j->alloc.workers;
+    if (x->phase != PH_RELEASED || !x->ran || j->alloc.n == 0 || r <= 0) continue;
+    if (x->sid == L->lend_borrower) return *room = r, x->sid;
+    if (r > best_room) best = x->sid, best_room = r;
+  }
+  *room = best_room;
+  return best;
+}
+
+/* one line for what a step changed, one for an error that is new */
+static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const shoal_live_loan_step_t *o) {
+  if (rc) {
+    char msg[sizeof L->lend_said];
+    snprintf(msg, sizeof msg, "%s", shoal_last_error());
+    if (strcmp(msg, L->lend_said)) live_log(L, "loaning: %s (tried again every %.3g s)", msg, L->cfg.loan.every);
+    snprintf(L->lend_said, sizeof L->lend_said, "%s", msg);
+    return;
+  }
+  L->lend_said[0] = 0;
+  if (!o->started && !o->reclaimed && !o->stopped && !o->lent_now) return;
+  char did[256] = "";
+  size_t k = 0;
+  if (o->reclaimed) k += (size_t)snprintf(did + k, sizeof did - k, ", %d reclaimed from job %ld", o->reclaimed, L->lend_borrower);
+  if (o->started && k < sizeof did) k += (size_t)snprintf(did + k, sizeof did - k, ", %d replica%s started", o->started, o->started == 1 ? "" : "s");
+  if (o->stopped && k < sizeof did) k += (size_t)snprintf(did + k, sizeof did - k, ", %d replica%s stopped", o->stopped, o->stopped == 1 ? "" : "s");
+  if (o->lent_now && k < sizeof did) snprintf(did + k, sizeof did - k, ", %d lent to job %ld", o->lent_now, L->lend_borrower);
+  live_log(L, "loaning: %.2f requests/s, %.0f waiting: %d replica%s wanted%s; now %d replica%s, %d host%s lent", rate,
+           waiting, o->want, o->want == 1 ? "" : "s", did, o->replicas, o->replicas == 1 ? "" : "s", o->lent,
+           o->lent == 1 ? "" : "s");
+}
+
+void live_lend(shoal_live_ctl_t *L) {
+  if (!L->lend || L->cfg.dry_run) return;
+  double w = live_wall(L);
+  if (w < L->lend_next) return;
+  L->lend_next = w + (L->cfg.loan.every > 0 ? L->cfg.loan.every : 2);
+  double rate = 0, waiting = 0;
+  int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting);
+  shoal_live_loan_step_t o = {0};
+  if (!rc) {
+    int room;
+    long b = borrower(L, &room);
+    if (b != L->lend_borrower && b) live_log(L, "loaning: job %ld borrows (up to %d more GPUs)", b, room);
+    L->lend_borrower = b;
+    shoal__live_loan_borrower(L->lend, b, room);
+    rc = shoal__live_loan_step(L->lend, &L->mgr, w, rate, waiting, &o);
+    if (!rc) L->lend_last = o, L->lend_steps++;
+  } else {
+    char why[200];
+    snprintf(why, sizeof why, "%s", shoal_last_error());
+    rc = shoal__seterr(rc, "the request rate cannot be read: %s", why);
+  }
+  say(L, rc, rate, waiting, &o);
+}
