@@ -137,3 +137,39 @@ TEST(tiresias_minimum_run_guards_against_thrash) {
   shoal__workload_free(&w);
   shoal__speed_destroy(sp);
 }
+
+/* The default spaces promotions out (docs/scheduling.md, "Tiresias
+ * thrash"). One 1-GPU machine, restart cost 0, two queues (threshold 100
+ * GPU-s); A and B (1 GPU, 20,000 s each) arrive at 0; a promotion is due
+ * when a job's wait since its last reset reaches S x its run since then.
+ *  authors' rule (starve=2, runfrac=0): A 0-100 (demoted), B preempts it at
+ *   100 and keeps running in Q1 (running first); promotions preempt at 300
+ *   (A), 600 (B), 1200 (A), 2400 (B), 4800 (A), 9600 (B), 19200 (A): 8
+ *   preemptions; A has 13,600 s left at 19,200 and ends at 32,800 (B's next
+ *   promotion would be at 38,400), B at 40,000.
+ *  default (starve=48, runfrac=0.04): A's promotion needs 48 x 100 s of
+ *   waiting: at 4,900 it preempts B (B's minimum run 0.04 x 0 s is over),
+ *   is demoted at 5,000 and keeps running (B's promotion would need
+ *   48 x 4,800 s): 2 preemptions; A ends at 4,900 + 19,900 = 24,800, B at
+ *   40,000. */
+TEST(tiresias_default_spaces_promotions_out) {
+  tjob_t t[] = {{0, 1, 20000, 0}, {0, 1, 20000, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 1);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  tiny_workload(&w, t, 2);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100:starve=2:runfrac=0", 0, &r);
+  CHECK_EQ(r.preemptions, 8);
+  CHECK_JCT(&w, 0, 32800);
+  CHECK_JCT(&w, 1, 40000);
+  shoal__sim_result_free(&r);
+  run_policy(&w, &cs, sp, "tiresias", "thresholds=100", 0, &r);
+  CHECK_EQ(r.preemptions, 2);
+  CHECK_JCT(&w, 0, 24800);
+  CHECK_JCT(&w, 1, 40000);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
+}

@@ -13,8 +13,9 @@
  * Queue crossings are exact timers: demotion at t + (theta_q - a_j)/n_j,
  * promotion at t + (S e_j - w_j).
  * Parameters: thresholds=3250/7200 (GPU-s; the repository's defaults, three
- * queues), starve=2; the thrash guard minrun=0 (s), runfrac=0 (off: the
- * authors' rule; see "thrash guard" below and docs/scheduling.md).
+ * queues), starve=48 and the thrash guard minrun=0 (s), runfrac=0.04: the
+ * authors' rule (starve=2:runfrac=0) thrashes on a contended cluster (see
+ * "thrash guard" below and docs/scheduling.md).
  *
  * Speed (the result is the plain algorithm's): waiting jobs sit in one heap
  * per requested size, keyed by (queue, entry time, id) whose keys change only
@@ -45,9 +46,10 @@
 #include "sched/policies/common.h"
 
 #define MAX_QUEUES 16
-/* thrash guard defaults (see the file header and docs/simulator.md) */
+/* defaults against thrash (see the file header and docs/scheduling.md) */
+#define STARVE 48
 #define MINRUN_S 0
-#define RUNFRAC 0
+#define RUNFRAC 0.04
 
 /* per-job fields: pint[0] queue, pint[1] entry time into the queue (double
  * bits), pint[2] rank in the holding list (-1: none), pint[4] key changed
@@ -183,7 +185,7 @@ static int tiresias_create(shoal_sched_t *s, const char *params, void **state) {
     t->theta[nth++] = v;
   }
   t->nq = nth + 1;
-  if ((rc = shoal__param_double("tiresias", params, "starve", 2, 0, 1e6, &t->starve)) ||
+  if ((rc = shoal__param_double("tiresias", params, "starve", STARVE, 0, 1e6, &t->starve)) ||
       (rc = shoal__param_double("tiresias", params, "minrun", MINRUN_S, 0, 1e9, &t->minrun)) ||
       (rc = shoal__param_double("tiresias", params, "runfrac", RUNFRAC, 0, 1e6, &t->runfrac)) ||
       !(t->buf = malloc((size_t)s->cluster->nmachines * sizeof *t->buf))) {
@@ -740,7 +742,7 @@ static int holders_due(tiresias_t *t, shoal_sched_t *s) {
  * free count up front. Each run of a job is then at least runfrac times all
  * its runs before it, so a job that holds GPUs for H seconds in total is
  * preempted O(log(H / minrun) / log(1 + runfrac)) times instead of once per
- * promotion cycle. Defaults MINRUN_S / RUNFRAC; 0/0 is the plain rule. */
+ * promotion cycle. Defaults MINRUN_S / RUNFRAC; 0/0 is the authors' rule. */
 static int guard_on(const tiresias_t *t) { return t->minrun > 0 || t->runfrac > 0; }
 
 /* end of holder j's minimum run */
@@ -1000,9 +1002,9 @@ static int tiresias_schedule(void *state, shoal_sched_t *s) {
 const shoal_policy_ops_t shoal__policy_tiresias = {
     "tiresias",
     "Tiresias discretized 2D-LAS: GPU-time queues, running-first within a queue, starvation guard",
-    "thresholds=3250/7200: queue limits in GPU-seconds (K-1 values); starve=2: promotion knob S (0 = off); "
-    "minrun=0, runfrac=0: thrash guard, a started job is not preempted before it has held its GPUs "
-    "max(minrun s, runfrac x its held time before the start) (0/0 = off)",
+    "thresholds=3250/7200: queue limits in GPU-seconds (K-1 values); starve=48: promotion knob S (0 = off); "
+    "minrun=0, runfrac=0.04: thrash guard, a started job is not preempted before it has held its GPUs "
+    "max(minrun s, runfrac x its held time before the start) (0/0 = off); starve=2:runfrac=0 is the authors' rule",
     tiresias_create,
     tiresias_destroy,
     tiresias_arrive,
