@@ -12,7 +12,9 @@
 #                                                    does DDP's arithmetic, the others trade it for less
 #                                                    communication and are judged at equal accuracy
 #        DDP_SIDES="gloo"                           torch DDP sides: gloo (the anchor, always run) and
-#                                                    ddp-shoal (unmodified DDP over the shoal backend)
+#                                                    ddp-shoal (unmodified DDP over the shoal backend);
+#                                                    none: the limit, every rank training its shard with
+#                                                    no communication, all ranks at once
 #        EPOCHS=3 REPS=3 TARGET=0.85 BATCH=64 MODEL=mlp RATE=1gbit (testbed host links)
 #        SHOAL_ARGS="" (extra arguments of every shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
 #        EXTRA_ARGS="" (extra arguments of every side, e.g. "--train-subset 20000")
@@ -43,13 +45,14 @@ RATE=${RATE:-1gbit} SHOAL_ARGS=${SHOAL_ARGS:-} STRATEGIES=${STRATEGIES-"bsp loca
 SIDES=()
 for st in $STRATEGIES; do SIDES+=("shoal-${st}"); done
 for d in ${DDP_SIDES:-gloo}; do
-  case $d in gloo) ;; ddp-shoal) SIDES+=(ddp-shoal);; *) echo "py-ddp-vs-gloo.sh: DDP_SIDES: '$d' is not gloo or ddp-shoal" >&2; exit 2;; esac
+  case $d in gloo) ;; ddp-shoal | none) SIDES+=("$d");; *) echo "py-ddp-vs-gloo.sh: DDP_SIDES: '$d' is not gloo, ddp-shoal or none" >&2; exit 2;; esac
 done
 SIDES+=(gloo)
 side_args() { # side -> the example's arguments
   case $1 in
     gloo) echo "--backend gloo";;
     ddp-shoal) echo "--backend ddp-shoal";;
+    none) echo "--backend none";;
     shoal-*) local st=${1#shoal-} cfg=""
              case $st in *:*) cfg=${st#*:}; st=${st%%:*};; esac
              echo "--backend shoal --sync $st${cfg:+ --config ${cfg//,/;}} $SHOAL_ARGS";;
@@ -142,7 +145,7 @@ if command -v gnuplot >/dev/null; then
     "$out/runs.csv" >"$out/medians.dat"
   plot=""
   for k in "${!SIDES[@]}"; do
-    case ${SIDES[$k]} in gloo) t="DDP-Gloo";; ddp-shoal) t="DDP over shoal";; *) t="shoal.ddp (${SIDES[$k]#shoal-})";; esac
+    case ${SIDES[$k]} in gloo) t="DDP-Gloo";; none) t="no communication (limit)";; ddp-shoal) t="DDP over shoal";; *) t="shoal.ddp (${SIDES[$k]#shoal-})";; esac
     if [ "$k" = 0 ]; then plot="\"$out/medians.dat\" using 2:xtic(1) title \"$t\""
     else plot="$plot, \"\" using $((k + 2)) title \"$t\""; fi
   done

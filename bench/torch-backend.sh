@@ -7,8 +7,10 @@
 #              Prints busbw per size and the ratios backend/C (the binding's cost: goal >= 0.9 at >= 1 MiB)
 #              and backend/Gloo.
 #   ddp        unmodified torch DistributedDataParallel over the backend against DDP over Gloo on the
-#              same script (bench/py-ddp-vs-gloo.sh with DDP_SIDES="ddp-shoal gloo", no shoal.ddp side),
-#              per MODEL; prints samples/s and the ratio (goal >= 1.3).
+#              same script (bench/py-ddp-vs-gloo.sh with DDP_SIDES="ddp-shoal none gloo", no shoal.ddp
+#              side), per MODEL; prints samples/s and the ratio (goal >= 1.3), and the limit: the same
+#              ranks training at once with no communication at all (side none; its ratio to Gloo is the
+#              most any backend can reach).
 #
 #   bench/torch-backend.sh [BUILD]
 #   env: PARTS="allreduce ddp"  RANKS="2 4"  MIN=1M  MAX=64M  REPS=3 (allreduce runs per side)
@@ -72,7 +74,7 @@ fi
 if [[ " $PARTS " == *" ddp "* ]]; then
   for model in $MODELS; do
     echo "# DDP, model $model: unmodified DistributedDataParallel over shoal (ddp-shoal) vs over Gloo"
-    MODEL=$model STRATEGIES="" DDP_SIDES="ddp-shoal gloo" SETTINGS=${SETTINGS:-"1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"} \
+    MODEL=$model STRATEGIES="" DDP_SIDES="ddp-shoal none gloo" SETTINGS=${SETTINGS:-"1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"} \
       EPOCHS=${EPOCHS:-1} REPS=${DDP_REPS:-3} OUT="$out/ddp-$model" "$repo/bench/py-ddp-vs-gloo.sh" "$build"
   done
 fi

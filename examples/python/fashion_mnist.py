@@ -12,6 +12,8 @@ trains on its shard with a per-rank batch of --batch; shoal.ddp.DistributedDataP
 strategy (its C implementation, include/shoal/sync.h). --backend gloo runs the same model, data and
 schedule with torch.nn.parallel.DistributedDataParallel over Gloo instead (the benchmark's anchor), and
 --backend ddp-shoal the same unmodified DDP over shoal's torch.distributed backend (shoal.torch).
+--backend none trains every rank's shard alone, with no communication at all (the ranks still run at
+once): the benchmark's limit, what any backend's samples/s stays under on the same cores.
 The last line is a machine-readable summary: samples/s, time to --target accuracy, final accuracy.
 """
 import argparse
@@ -37,8 +39,9 @@ def build_model(torch, kind):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backend", default="shoal", choices=["shoal", "gloo", "ddp-shoal"],
-                    help="shoal: shoal.ddp; gloo / ddp-shoal: torch's DistributedDataParallel over that backend")
+    ap.add_argument("--backend", default="shoal", choices=["shoal", "gloo", "ddp-shoal", "none"],
+                    help="shoal: shoal.ddp; gloo / ddp-shoal: torch's DistributedDataParallel over that backend; "
+                         "none: no communication (each rank alone, the limit)")
     ap.add_argument("--sync", default="bsp", help="shoal strategy: bsp, dssync, localsgd")
     ap.add_argument("--config", default="", help='strategy settings, e.g. "k=2 pattern=random" (sync.h)')
     ap.add_argument("--model", default="mlp")
@@ -79,6 +82,16 @@ def main():
 
         def finish():
             net.final()
+    elif a.backend == "none":
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        model = net = build_model(torch, a.model)
+
+        def allreduce_sum(t):  # no communication: this rank's count stands for every rank's
+            t.mul_(world)
+
+        def finish():
+            pass
     else:
         import torch.distributed as dist
         if a.backend == "ddp-shoal":
@@ -145,13 +158,13 @@ def main():
     if rank == 0:
         print("result: backend=%s sync=%s ranks=%d model=%s batch=%d epochs=%d samples_per_s=%.1f "
               "time_to_target_s=%s target=%.3f final_acc=%.4f train_s=%.2f" %
-              (a.backend, a.sync if a.backend == "shoal" else "ddp", world, a.model, a.batch, a.epochs,
+              (a.backend, a.sync if a.backend == "shoal" else "none" if a.backend == "none" else "ddp", world, a.model, a.batch, a.epochs,
                samples / train_s, "%.2f" % t_target if t_target is not None else "none", a.target, acc, train_s),
               flush=True)
     if a.backend == "shoal":
         net.destroy()
         comm.destroy()
-    else:
+    elif a.backend != "none":
         import torch.distributed as dist
         dist.barrier()  # nobody tears down while a peer is still in a collective (a Gloo rank then spins)
         dist.destroy_process_group()
