@@ -104,16 +104,19 @@ static int box_allreduce(shoal_comm_t *c, const shoal__op_t *op, const void *src
   if ((rc = shoal__shm_wait_flags(c, op, 0, g - 1, -1))) return rc; /* box b's readers of step g-2 are done */
   shoal__shm_box_t *mine = shoal__shm_box(s, me, b);
   shoal__shm_set_desc_fast(s, c->id, g, op, mine); /* the call's descriptor, in the line of seq */
-  /* in_step after the descriptor (a rank in another call, a barrier say, that sees in_step == g compares
-   * the descriptor of step g; before it, the box still says g-2 and the check would skip it), and before
-   * seq (seq == g implies in_step == g) */
-  atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release);
   memcpy(mine->data, src, bytes);
+  /* seq before in_step: a rank in another call (a barrier say) that sees in_step == g compares the
+   * descriptor of step g, which seq == g makes readable (before it, the box still says 0 or g-2 and the
+   * check would skip it) */
   atomic_store_explicit(&mine->seq, g, memory_order_release);
+  atomic_store_explicit(&s->ctrl[me].in_step, g, memory_order_release);
   if ((rc = shoal__shm_wait_flags(c, op, 2, g, -1)) || (rc = shoal__shm_unread(c, op))) return rc;
-  for (int l = 0; l < s->topo->nlocal; l++)
-    if (l != me && shoal__shm_desc_differs(s, shoal__shm_box(s, l, b)) && (rc = shoal__shm_check_desc(c, op, g, l)))
+  for (int l = 0; l < s->topo->nlocal; l++) {
+    shoal__shm_box_t *box = shoal__shm_box(s, l, b);
+    if (l != me && (atomic_load_explicit(&box->seq, memory_order_relaxed) != g || shoal__shm_desc_differs(s, box)) &&
+        (rc = shoal__shm_check_box(c, op, g, l)))
       return rc;
+  }
   if (s->seen_all < g) s->seen_all = g; /* every box holds g, so every in_step is g */
   /* reduce in local-rank order, so that every rank computes the same bits;
    * my own input from my box too: in place, dst (== src) is overwritten

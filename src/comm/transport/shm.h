@@ -34,18 +34,18 @@ typedef struct shoal__shm_ctrl {
 } shoal__shm_ctrl_t;
 
 /* A rank's box for tiny allreduce inputs: the step number, the descriptor and
- * the first 24 data bytes share one cache line, so that a peer's single miss brings them
+ * the first 32 data bytes share one 64-byte cache line, so that a peer's single miss brings them
  * (Open MPI's vader has "fast boxes" for the same reason). seq is stored
  * last, with release: seeing seq == g means the whole box holds step g. */
 #define SHOAL__SHM_BOX_BYTES 632
 typedef struct shoal__shm_box {
+  /* The step of the owner whose descriptor (and, for a tiny allreduce, data) the box holds; 0 while it
+   * is being rewritten (a seqlock). Every shm step of this parity writes it, not only tiny allreduces. */
   _Alignas(SHOAL__SHM_LINE) _Atomic uint64_t seq;
-  /* The call the owner's step of this parity belongs to (every shm step
-   * writes it, not only tiny allreduces): op, dtype, redop, algorithm, roots,
-   * count, sequence number, communicator, phase. Written before the step is
-   * published (in_step or seq, release), compared by every reader after it
-   * saw the step (acquire): mismatched calls are errors, not mixed data. */
-  _Atomic uint64_t desc[4]; /* [3]: the step (0 while being rewritten: a seqlock) */
+  /* The call that step belongs to: op, dtype, redop, algorithm, roots, count, sequence number,
+   * communicator, phase. Written before the step is published (in_step or seq, release), compared by
+   * every reader after it saw the step (acquire): mismatched calls are errors, not mixed data. */
+  _Atomic uint64_t desc[3];
   char data[SHOAL__SHM_BOX_BYTES];
 } shoal__shm_box_t;
 
@@ -123,20 +123,19 @@ void shoal__shm_ring_all(shoal__shm_t *s);
 /* Record the descriptor of this rank's step g (op, phase, root_l) in its box
  * of parity g; call before publishing the step. */
 void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int phase, int root_l);
-/* The same, inline, for the tiny-allreduce box (written with its data, right
- * before its seq: one cache-line transfer to each reader, as before). */
+/* The same, inline, for the tiny-allreduce box, which it leaves at seq 0: the caller writes the data and
+ * then seq = g (one cache-line transfer to each reader for seq, descriptor and up to 32 data bytes). */
 static inline void shoal__shm_set_desc_fast(shoal__shm_t *s, uint64_t comm_id, uint64_t g, const shoal__op_t *op,
                                             shoal__shm_box_t *box) {
   uint64_t d0 = (uint64_t)op->opcode | (uint64_t)op->dtype << 8 | (uint64_t)op->redop << 16 |
                 (uint64_t)op->algo << 24 | (uint64_t)(uint16_t)0 << 32 | (uint64_t)(uint16_t)(op->root + 1) << 48;
   uint64_t d2 = (uint64_t)op->seq | (uint64_t)SHOAL__SHM_PH_ALLREDUCE << 56 | (comm_id & 0xffffffull) << 32;
   s->cur_desc[0] = d0, s->cur_desc[1] = op->count, s->cur_desc[2] = d2, s->cur_step = g;
-  atomic_store_explicit(&box->desc[3], 0, memory_order_relaxed);
+  atomic_store_explicit(&box->seq, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&box->desc[0], d0, memory_order_relaxed);
   atomic_store_explicit(&box->desc[1], (uint64_t)op->count, memory_order_relaxed);
   atomic_store_explicit(&box->desc[2], d2, memory_order_relaxed);
-  atomic_store_explicit(&box->desc[3], g, memory_order_release);
 }
 /* After seeing a peer's box at step g (acquire): does its descriptor differ from mine? */
 static inline int shoal__shm_desc_differs(const shoal__shm_t *s, shoal__shm_box_t *box) {
@@ -148,6 +147,11 @@ static inline int shoal__shm_desc_differs(const shoal__shm_t *s, shoal__shm_box_
  * that one) with this rank's: 0, or SHOAL_ERR_MISMATCH naming both ranks and
  * both calls. A peer whose box already holds a later step is skipped. */
 int  shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int only_l);
+/* A tiny allreduce at step g saw local rank l's box at seq >= g with another
+ * descriptor or a later step (l ran ahead into other calls: another call at
+ * step g published nothing there for this one): SHOAL_ERR_MISMATCH naming both
+ * ranks and both calls; 0 if it holds step g and the same call after all. */
+int  shoal__shm_check_box(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int l);
 
 /* The rings after a point-to-point collective (shoal__shm_note_p2p): unread_due set, every other member
  * has published a step of this call (so it is done with the earlier ones and everything it sent in them is

@@ -156,20 +156,20 @@ void shoal__shm_set_desc(shoal_comm_t *c, uint64_t g, const shoal__op_t *op, int
   d[2] = (uint64_t)op->seq | ((uint64_t)phase & 0xff) << 56 | (c->id & 0xffffffull) << 32;
   memcpy(s->cur_desc, d, sizeof d);
   s->cur_step = g;
-  _Atomic uint64_t *bd = shoal__shm_box(s, s->topo->lrank, (int)(g % SHOAL__SHM_NBUF))->desc;
-  atomic_store_explicit(&bd[3], 0, memory_order_relaxed); /* seqlock: readers skip a box being rewritten */
+  shoal__shm_box_t *box = shoal__shm_box(s, s->topo->lrank, (int)(g % SHOAL__SHM_NBUF));
+  atomic_store_explicit(&box->seq, 0, memory_order_relaxed); /* seqlock: readers skip a box being rewritten */
   atomic_thread_fence(memory_order_release);
-  for (int i = 0; i < 3; i++) atomic_store_explicit(&bd[i], d[i], memory_order_relaxed);
-  atomic_store_explicit(&bd[3], g, memory_order_release);
+  for (int i = 0; i < 3; i++) atomic_store_explicit(&box->desc[i], d[i], memory_order_relaxed);
+  atomic_store_explicit(&box->seq, g, memory_order_release);
 }
 
 /* Local rank l's descriptor of step g into d: 1, or 0 if its box holds another step. */
 static int read_desc(const shoal__shm_t *s, int l, uint64_t g, uint64_t *d) {
-  _Atomic uint64_t *bd = shoal__shm_box(s, l, (int)(g % SHOAL__SHM_NBUF))->desc;
-  if (atomic_load_explicit(&bd[3], memory_order_acquire) != g) return 0;
-  for (int i = 0; i < 3; i++) d[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
+  shoal__shm_box_t *box = shoal__shm_box(s, l, (int)(g % SHOAL__SHM_NBUF));
+  if (atomic_load_explicit(&box->seq, memory_order_acquire) != g) return 0;
+  for (int i = 0; i < 3; i++) d[i] = atomic_load_explicit(&box->desc[i], memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
-  return atomic_load_explicit(&bd[3], memory_order_relaxed) == g;
+  return atomic_load_explicit(&box->seq, memory_order_relaxed) == g;
 }
 
 static void desc_str(const uint64_t *d, char *out, size_t cap) {
@@ -212,17 +212,29 @@ int shoal__shm_check_desc(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, in
   return 0;
 }
 
+int shoal__shm_check_box(shoal_comm_t *c, const shoal__op_t *op, uint64_t g, int l) {
+  shoal__shm_t *s = c->w->shm;
+  uint64_t d[3], at = atomic_load_explicit(&shoal__shm_box(s, l, (int)(g % SHOAL__SHM_NBUF))->seq,
+                                           memory_order_acquire);
+  if (at == g) return shoal__shm_check_desc(c, op, g, l);
+  if (at > g && read_desc(s, l, at, d)) return desc_mismatch(c, op, g, l, d);
+  char want[200];
+  desc_str(s->cur_desc, want, sizeof want);
+  int wr = s->topo->l2w[l];
+  return shoal__comm_fail(c, SHOAL_ERR_MISMATCH, op, comm_rank_of(c, wr),
+                          "mismatch at shared-memory step %llu: this rank (world rank %d) called %s, same-host peer "
+                          "(world rank %d) has moved on to a later step without it", (unsigned long long)g,
+                          c->w->rank, want, wr);
+}
+
 /* Local rank l's latest published step on communicator c, if any: its
  * descriptor into d and 1 (the box of either parity, seqlock-read). */
 static int latest_desc_on(const shoal__shm_t *s, const shoal_comm_t *c, int l, uint64_t *d) {
   uint64_t best = 0;
   for (int b = 0; b < SHOAL__SHM_NBUF; b++) {
-    _Atomic uint64_t *bd = shoal__shm_box(s, l, b)->desc;
-    uint64_t g = atomic_load_explicit(&bd[3], memory_order_acquire), t[3];
+    uint64_t g = atomic_load_explicit(&shoal__shm_box(s, l, b)->seq, memory_order_acquire), t[3];
     if (g <= s->user_step0 || g <= best) continue; /* set-up calls: their sequence numbers start again */
-    for (int i = 0; i < 3; i++) t[i] = atomic_load_explicit(&bd[i], memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&bd[3], memory_order_relaxed) != g) continue;
+    if (!read_desc(s, l, g, t)) continue;
     if ((t[2] >> 32 & 0xffffff) != (c->id & 0xffffff)) continue;
     best = g;
     memcpy(d, t, sizeof t);
