@@ -4,9 +4,12 @@
 # cluster (`shoal testbed`), one worker per host, Fashion-MNIST MLP, under one
 # injected straggler pattern per run pair (`shoal train --straggle`):
 #   slow    one worker 30% slower      (slow:3:0.3)
+#   slow2x  one worker 2x slower       (slow:3:1)
 #   jitter  lognormal jitter, sigma 0.2 (jitter:0.2)
 #   spike   rare 5x spikes             (spike:0.02:5)
+#   spikes  every worker 4x slower in 10% of its steps, drawn apart (spike:0.1:4)
 #   none    no injection (the cost of partial aggregation itself)
+# (3 = the last worker, hosts - 1). Slow-downs multiply the step's whole compute, --compute-ms included.
 # For each pattern it runs the strategies one after the other on the same
 # testbed and prints, per run: time to the target test accuracy (end of the
 # first epoch at or above it), final accuracy, mean iteration time, mean
@@ -15,13 +18,15 @@
 # accuracy-against-time SVGs with `shoal train --plot`.
 #   experiments/testbed-partial/run.sh [--build DIR] [--patterns "slow jitter spike none"]
 #       [--strategies "bsp partial"] [--hosts 4] [--rate 1gbit] [--epochs 10] [--batch 64] [--decay 5,7]
-#       [--config 'carry=1 window=measured'] [--target 0.88] [--reps 1] [--out DIR] [--name pa]
+#       [--config 'carry=1 window=measured'] [--target 0.88] [--compute-ms 0] [--reps 1] [--out DIR] [--name pa]
+# --compute-ms: every step computes MS longer, sleeping (shoal train --compute-ms: an accelerator's share of the
+# step, which a slow worker multiplies, without taking the 2 shared cores from the others)
 # --decay: epochs after which the learning rate drops 10x (shoal train --decay-epochs; default none: the
 # MLP then plateaus near 0.875-0.88, so a 0.88 target needs it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=build patterns="slow jitter spike none" strategies="bsp partial" hosts=4 rate=1gbit epochs=10 batch=64
-config="carry=1 window=measured" target=0.88 reps=1 out="" name=pa lr=0.1 decay=
+config="carry=1 window=measured" target=0.88 reps=1 out="" name=pa lr=0.1 decay= compute_ms=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -35,10 +40,11 @@ while [ $# -gt 0 ]; do
     --decay) decay=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --target) target=$2; shift 2 ;;
+    --compute-ms) compute_ms=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,10 +56,12 @@ last=$((hosts - 1))
 spec_of() {
   case $1 in
     slow) echo "slow:$last:0.3" ;;
+    slow2x) echo "slow:$last:1" ;;
     jitter) echo "jitter:0.2" ;;
     spike) echo "spike:0.02:5" ;;
+    spikes) echo "spike:0.1:4" ;;
     none) echo "" ;;
-    *) echo "run.sh: unknown pattern '$1' (slow, jitter, spike, none)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown pattern '$1' (slow, slow2x, jitter, spike, spikes, none)" >&2; exit 2 ;;
   esac
 }
 for p in $patterns; do spec_of "$p" >/dev/null; done
@@ -65,8 +73,9 @@ trap '"$S" testbed down --name "$name" >/dev/null 2>&1 || true' EXIT
 export SHOAL_TUNE=init SHOAL_TUNE_FILE=$out/tune.cache
 echo "# testbed-partial: $(date -u +%FT%TZ), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $hosts hosts x 1 worker, host links $rate; mlp, batch $batch per worker, lr $lr (warm-up 100${decay:+, /10 after epochs $decay}), $epochs epochs;"
+echo "# compute per step: the MLP's + $compute_ms ms emulated (--compute-ms)"
 echo "# partial: --sync-config '$config' (+ ahead=2); target $target"
-common=(--model mlp --epochs "$epochs" --batch "$batch" --lr "$lr" --warmup 100 --quiet)
+common=(--model mlp --epochs "$epochs" --batch "$batch" --lr "$lr" --warmup 100 --compute-ms "$compute_ms" --quiet)
 [ -z "$decay" ] || common+=(--decay-epochs "$decay")
 for p in $patterns; do
   spec=$(spec_of "$p")
