@@ -80,13 +80,13 @@ done
 # AE3: allreduce time per step against time, and the replayed rate
 if ls "$out"/ae3-*-rates.txt >/dev/null 2>&1; then
   plots=()
-  for p in reprof noreprof ring before ompi gloo; do
+  for p in default reprof noreprof ring before ompi gloo; do
     d=$out/ae3-$p.txt
     [ -s "$d" ] || continue
     awk '$1 ~ /^[0-9]+$/ && NF >= 5 { print $5, $2 }' "$d" >"$out/ae3-$p.dat"
     plots+=("'$out/ae3-$p.dat' using 1:2 with lines title '$p'")
   done
-  r=$out/ae3-reprof-rates.txt
+  r=$out/ae3-default-rates.txt; [ -s "$r" ] || r=$out/ae3-reprof-rates.txt
   awk 'NR == 1 && $2 == "start" { t0 = $1; next } $2 != "start" { if (!t0) t0 = $1; print $1 - t0, $2 }' "$r" >"$out/ae3-rate.dat"
   (IFS=,; gnuplot <<GP
 set terminal svg size 760,440 font "sans,11"
