@@ -34,7 +34,8 @@ DAY = 86400.0
 def topology_config(name):
     """The clusters the experiments train and test on (docs/learned-placement.md)."""
     t = {"8x2": "machines=32 gpus=8 racks=8 oversub=2 sockets=2",     # 256 GPUs, 8 per server, 2:1 uplinks
-         "4x4": "machines=64 gpus=4 racks=8 oversub=4 sockets=2"}     # 256 GPUs, 4 per server, 4:1 uplinks
+         "4x4": "machines=64 gpus=4 racks=8 oversub=4 sockets=2",     # 256 GPUs, 4 per server, 4:1 uplinks
+         "8x2-small": "machines=16 gpus=8 racks=4 oversub=2 sockets=2"}  # 128 GPUs: jobs queue and co-locate
     if name not in t:
         sys.exit("marl: --topology %s: expected one of %s" % (name, ", ".join(t)))
     return t[name]
