@@ -3,32 +3,42 @@
 # each congestion control people run and under shoal's flow scheduling (docs/flow.md, docs/experiments.md).
 # 8 hosts in 2 racks, host links RATE, uplinks 4:1 oversubscribed (4 x RATE / 4 = RATE each way); job j
 # (1..J) is a 2-rank ring on h<j-1> (rack 0) and h<j+3> (rack 1), so every job's allreduce crosses both
-# uplinks and J jobs share them. Every job: shoal train, MLP on Fashion-MNIST (2.1 MB of gradients a step),
-# ITERS steps of COMPUTE ms emulated compute. All jobs start together; a job's JCT is its launcher's wall
-# time. Per mode one line per job and the average. As root, under `quiet`.
+# uplinks and J jobs share them; with --ring 4 (2 jobs at most) job j is a 4-rank ring h<2j-2>,h<2j+2>,
+# h<2j-1>,h<2j+3>: all four hops cross an uplink, two on each. Every job: shoal train, MLP on
+# Fashion-MNIST (2.1 MB of gradients a step), ITERS steps of COMPUTE ms emulated compute. All jobs start
+# together; a job's JCT is its launcher's wall time. Per mode one line per job and the average. As root,
+# under `quiet`.
 #
-#   experiments/flow/me1.sh [--jobs J] [--compute-ms C] [--iters N] [--rate RATE] [--modes "cubic reno bbr equal mlcc"]
-#                           [--name NAME] [--out DIR]
+#   experiments/flow/me1.sh [--jobs J] [--ring 2|4] [--compute-ms C] [--iters N] [--rate RATE] [--reps R]
+#                           [--modes "cubic reno bbr equal mlcc"] [--name NAME] [--out DIR]
+# --reps R runs the list of modes R times over (modes alternate, so a drift of the machine falls on all);
+# then a last table gives per mode the mean of the runs' average JCTs and their range.
 # modes: cubic, reno, bbr   SHOAL_TCP_CONGESTION, no flow control
 #        equal              static equal-share pacing (testbed up --flow --flow-policy equal), cubic underneath
 #        mlcc, greedy       the flow controller's policies, cubic underneath
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-jobs=2 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) jobs=$2; shift 2 ;;
+    --ring) ring=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
     --compute-ms) compute=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
 case $jobs in 1|2|3|4) ;; *) echo "me1.sh: --jobs $jobs: 1 to 4" >&2; exit 2 ;; esac
+case $ring in 2) ;; 4) [ "$jobs" -le 2 ] || { echo "me1.sh: --ring 4: at most 2 jobs (8 hosts)" >&2; exit 2; } ;;
+  *) echo "me1.sh: --ring $ring: 2 or 4" >&2; exit 2 ;; esac
+case $reps in [1-9]|1[0-9]|20) ;; *) echo "me1.sh: --reps $reps: 1 to 20" >&2; exit 2 ;; esac
+hosts_of() { if [ "$ring" = 2 ]; then echo "h$(($1 - 1)),h$(($1 + 3))"; else echo "h$((2 * $1 - 2)),h$((2 * $1 + 2)),h$((2 * $1 - 1)),h$((2 * $1 + 3))"; fi; }
 S=$PWD/build/shoal
 [ -x "$S" ] || { echo "me1.sh: $S not built (make -j2)" >&2; exit 2; }
 mkdir -p "$out"
@@ -37,9 +47,11 @@ trap '$S testbed down --name $name >/dev/null 2>&1 || true' EXIT
 # mean step time of a job from its rank 0's iteration log (wall clock between steps, the first step left out)
 step_ms() { awk -F, 'NR > 2 { d = $10 - prev; s += d; n++ } NR > 1 { prev = $10 } END { printf "%.0f", n ? 1000 * s / n : 0 }' "$1"; }
 
-printf '# ME1: %d job(s), %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step\n' \
-  "$jobs" "$iters" "$compute" "$rate" "$rate"
+printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step\n' \
+  "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate"
 printf '%-7s %4s %8s %9s\n' mode job jct_s step_ms
+: > "$out/avgs"
+for rep in $(seq 1 "$reps"); do
 for mode in $modes; do
   cc=cubic flow=""
   case $mode in
@@ -49,10 +61,10 @@ for mode in $modes; do
   esac
   $S testbed down --name "$name" >/dev/null 2>&1 || true
   $S testbed up --name "$name" --hosts 8 --racks 2 --rate "$rate" --oversub 4 $flow >/dev/null
-  d=$out/$mode-j$jobs-c$compute; rm -rf "$d"; mkdir -p "$d"
+  d=$out/$mode-j$jobs-r$ring-c$compute-$rep; rm -rf "$d"; mkdir -p "$d"
   t0=$(date +%s.%N)
   for j in $(seq 1 "$jobs"); do
-    ( SHOAL_TCP_CONGESTION=$cc timeout 600 $S launch --testbed "$name" -n 2 --hosts h$((j - 1)),h$((j + 3)) --timeout 590 -- \
+    ( SHOAL_TCP_CONGESTION=$cc timeout 600 $S launch --testbed "$name" -n "$ring" --hosts "$(hosts_of "$j")" --timeout 590 -- \
         $S train --max-iters "$iters" --batch 32 --train-subset 4096 --compute-ms "$compute" --quiet \
         --iter-log "$d/j$j.it" > "$d/j$j.out" 2>&1
       echo "$? $(date +%s.%N)" > "$d/j$j.end" ) &
@@ -66,7 +78,17 @@ for mode in $modes; do
     sum=$(awk -v s="$sum" -v x="$jct" 'BEGIN { print s + x }')
     printf '%-7s %4d %8s %9s\n' "$mode" "$j" "$jct" "$(step_ms "$d/j$j.it")"
   done
-  printf '%-7s %4s %8.2f\n' "$mode" avg "$(awk -v s="$sum" -v n="$jobs" 'BEGIN { print s / n }')"
+  avg=$(awk -v s="$sum" -v n="$jobs" 'BEGIN { printf "%.2f", s / n }')
+  printf '%-7s %4s %8s\n' "$mode" avg "$avg"
+  echo "$mode $avg" >> "$out/avgs"
   [ -z "$flow" ] || cp /run/shoal-testbed/"$name"/flow/controller.* /run/shoal-testbed/"$name"/flow/agent-*.csv "$d/" 2>/dev/null || true
   $S testbed down --name "$name" >/dev/null
 done
+done
+if [ "$reps" -gt 1 ]; then
+  printf '# %d runs per mode: mean of the average JCTs (min-max)\n' "$reps"
+  for mode in $modes; do
+    awk -v m="$mode" '$1 == m { s += $2; n++; if (n == 1 || $2 < lo) lo = $2; if ($2 > hi) hi = $2 }
+      END { printf "%-7s mean %8.2f  (%.2f-%.2f)\n", m, s / n, lo, hi }' "$out/avgs"
+  done
+fi
