@@ -255,3 +255,46 @@ TEST_T(larr_lp_blocks_cut_keeps_greedy_tail, 110) {
   CHECK(cut >= 100);
   printf("lp_blocks 1-4: %d plans, %d with the LP cut (G's tail kept), %d rounded schedules chosen\n", plans, cut, rounded);
 }
+
+/* far_blocks: a job whose greedy plan ends far_slots or more slots after its
+ * start gets the LP of lp_blocks = far_blocks, any other the LP of lp_blocks
+ * (the same schedule, cost for cost). */
+TEST_T(larr_far_blocks_caps_only_far_plans, 110) {
+  shoal_rng_t g;
+  shoal_rng_seed(&g, 4243);
+  int far = 0, near = 0;
+  for (int inst = 0; inst < 80; inst++) {
+    shoal__ps_cluster_t c;
+    shoal__ps_job_t j;
+    CHECK_OK(preloaded_instance(&g, inst, 2, 6, &c, &j));
+    shoal__ps_larr_params_t p, q;
+    shoal__ps_larr_defaults(&p);
+    p.hmax = 60;
+    p.theta = 16;
+    shoal__ps_sched_t G, L, R;
+    int rc = shoal__ps_greedy(&c, &j, 0, p.hmax, p.theta, &G);
+    if (rc == SHOAL_ERR_INFEASIBLE) {
+      shoal__ps_cluster_free(&c);
+      continue;
+    }
+    CHECK_OK(rc);
+    int eg = shoal__ps_sched_end(&G);
+    p.far_slots = 3;
+    p.far_blocks = 1;
+    q = p;
+    q.far_blocks = 0;
+    if (eg >= p.far_slots) q.lp_blocks = 1, far++;
+    else near++;
+    CHECK_OK(shoal__ps_larr(&c, &j, 0, &p, &L, NULL));
+    CHECK_OK(shoal__ps_larr(&c, &j, 0, &q, &R, NULL));
+    CHECK_OK(shoal__ps_sched_check(&c, &j, &L, 1));
+    CHECK_EQ(L.len, R.len);
+    CHECK(shoal__ps_sched_cost(&c, &j, &L, 0, p.theta) == shoal__ps_sched_cost(&c, &j, &R, 0, p.theta));
+    shoal__ps_sched_free(&L);
+    shoal__ps_sched_free(&R);
+    shoal__ps_sched_free(&G);
+    shoal__ps_cluster_free(&c);
+  }
+  CHECK(far >= 10 && near >= 10);
+  printf("far_blocks=1 from 3 slots: %d far plans, %d near ones\n", far, near);
+}

@@ -22,6 +22,8 @@ void shoal__ps_larr_defaults(shoal__ps_larr_params_t *p) {
   p->lp_it_lim = 5000;
   p->search = 0;
   p->lp_blocks = 16;
+  p->far_slots = 20;
+  p->far_blocks = 0;
   p->hmax = 400;
   p->seed = 1;
 }
@@ -480,8 +482,12 @@ static int lp_and_round(larr_run_t *r, int e_lo, int *e_lp, double *t0) {
   const shoal__ps_larr_params_t *p = r->p;
   shoal__ps_larr_stats_t *st = r->st;
   const shoal__ps_job_t *j = r->j;
+  int blocks = p->search ? 0 : p->lp_blocks;
+  /* far plans: their LPs are the biggest (many distinct slots on many machines); the greedy's tail covers more */
+  if (!p->search && p->far_blocks > 0 && r->e_g - r->s >= p->far_slots && (blocks == 0 || p->far_blocks < blocks))
+    blocks = p->far_blocks;
   int rc = shoal__ps_lp_build_capped(r->c, j, r->s, p->search ? r->e_max : r->e_g, r->mach, r->nm, p->theta,
-                                     p->lp_it_lim, !p->search, p->search ? 0 : p->lp_blocks, &r->lp);
+                                     p->lp_it_lim, !p->search, blocks, &r->lp);
   int e_h = r->lp ? shoal__ps_lp_last(r->lp) : r->e_g, cut = !p->search && e_h < r->e_g;
   shoal__ps_job_t jh = *j;
   if (cut) jh.work = j->work - tail_work(j, &r->G, e_h), shoal__ps_lp_set_work(r->lp, jh.work);

@@ -17,6 +17,8 @@ typedef struct {
   int search;       /* 1: binary-search the LP end E_lp (spec §4.4); 0: E* = E_g, one solve */
   int lp_blocks;    /* without search: the LP covers at most this many blocks (runs of identical
                        residuals), G's own slots the rest (16; 0: no cap) */
+  int far_slots;    /* a job whose greedy plan ends far_slots or more slots after its start is planned by */
+  int far_blocks;   /* an LP of at most far_blocks blocks (0: lp_blocks as for every job) */
   int hmax;         /* slots searched by the greedy */
   uint64_t seed;
 } shoal__ps_larr_params_t;

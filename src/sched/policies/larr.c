@@ -11,14 +11,14 @@ typedef struct {
   shoal__ps_larr_stats_t st;
 } larr_t;
 
-static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "replan", "replank", "replanlp", "estimate", NULL};
+static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "farslots", "farblocks", "replan", "replank", "replanlp", "estimate", NULL};
 
 static int larr_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
   larr_t *l = own;
   shoal__ps_replan_params_t *rp = &l->rp;
   shoal__ps_replan_defaults(rp);
   long trials = rp->larr.trials, sigma = 0, klp = rp->larr.k_lp, lpb = rp->larr.lp_blocks, replan = 1;
-  long rk = rp->replan_k, rlp = 0;
+  long rk = rp->replan_k, rlp = 0, fs = rp->larr.far_slots, fb = rp->larr.far_blocks;
   int rc;
   if ((rc = shoal__param_double("larr", params, "theta", rp->larr.theta, 1e-6, 1e6, &rp->larr.theta)) ||
       (rc = shoal__param_long("larr", params, "replan", replan, 0, 1, &replan)) ||
@@ -28,12 +28,16 @@ static int larr_configure(void *own, const shoal_sched_t *s, const char *params,
       (rc = shoal__param_long("larr", params, "sigma", 0, 0, 1000, &sigma)) ||
       (rc = shoal__param_long("larr", params, "klp", klp, 0, 100000, &klp)) ||
       (rc = shoal__param_long("larr", params, "lpblocks", lpb, 0, 100000, &lpb)) ||
+      (rc = shoal__param_long("larr", params, "farslots", fs, 1, 100000, &fs)) ||
+      (rc = shoal__param_long("larr", params, "farblocks", fb, 0, 100000, &fb)) ||
       (rc = shoal__param_long("larr", params, "replanlp", 0, 0, 1, &rlp)))
     return rc;
   rp->larr.trials = (int)trials;
   rp->larr.sigma = (int)sigma;
   rp->larr.k_lp = (int)klp;
   rp->larr.lp_blocks = (int)lpb;
+  rp->larr.far_slots = (int)fs;
+  rp->larr.far_blocks = (int)fb;
   rp->larr.seed = s->seed;
   rp->larr.hmax = hmax;
   rp->replan_k = (int)rk;
@@ -67,4 +71,4 @@ static const shoal__slot_planner_t planner = {"larr", keys, sizeof(larr_t), larr
 
 SHOAL__SLOTTED_POLICY(larr, planner,
                       "larr: per-arrival LP relaxation + randomized rounding, locality-aware workers/PSs per slot; re-plans on arrivals",
-                      "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s)");
+                      "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); farblocks=0 farslots=20: at most farblocks blocks (0: lpblocks) for a job whose greedy plan ends farslots or more slots ahead; replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s)");
