@@ -7,7 +7,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 S=${SHOAL:-build/shoal} SC=${1:-12} RC=${2:-16}
-pols=(fifo srtf "tiresias:thresholds=100/800:starve=0" "elastic:interval=30:gain=1" "larr:slot=60")
+pols=(fifo srtf "tiresias:thresholds=100/800:starve=0:runfrac=0" "elastic:interval=30:gain=1" "larr:slot=60")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 printf "%-5s" seed; for p in "${pols[@]}"; do printf " %9s" "${p%%:*}"; done; printf "  best_gain\n"
 for seed in $(seq 1 10); do
