@@ -152,17 +152,24 @@ static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, cons
       if (!(rc = mgr->ops->stop(mgr->impl, L->rep[r].id, SHOAL_LIVE_STOP_KILL))) have--, o->stopped++;
     L->calm = 0;
   }
-  /* lend what is idle: only where the manager grows a job in place (Slurm shrinks only: a grow there would be a
-   * checkpoint and a restart at the new size, the controller's round's business) */
-  int can_grow = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0, lent_gpus = 0;
+  /* lend what is idle, where the manager grows a job: in place one host per step (each grow restarts the job's
+   * rendezvous); by a restart (Slurm) every idle host at once, one restart */
+  int in_place = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0, lent_gpus = 0, marked = 0;
+  int can_grow = in_place || (mgr->ops->caps & SHOAL_LIVE_CAP_GROW_RESTART);
   for (int x = 0; x < h->n; x++) lent_gpus += h->lent[x] ? h->gpus[x] : 0;
   for (int x = 0; x < h->n && can_grow && train && train->run == SHOAL_LIVE_RUNNING && !rc; x++) {
     if (h->busy[x] || have < o->want) continue;
     if (L->c.lend_gpus > 0 && lent_gpus + h->gpus[x] > L->c.lend_gpus) continue;
-    h->lent[x] = 1;
-    if ((rc = resize_train(mgr, train, h))) h->lent[x] = 0;
-    else h->busy[x] = 1, o->lent_now++;
-    break; /* one host per step: a grow is a restart of the job's rendezvous, one at a time */
+    h->lent[x] = 2, lent_gpus += h->gpus[x], marked++; /* 2: lent by this step */
+    if (in_place) break;
+  }
+  if (marked && (rc = resize_train(mgr, train, h))) {
+    for (int x = 0; x < h->n; x++)
+      if (h->lent[x] == 2) h->lent[x] = 0;
+  } else if (marked) {
+    for (int x = 0; x < h->n; x++)
+      if (h->lent[x] == 2) h->lent[x] = 1, h->busy[x] = 1;
+    o->lent_now = marked;
   }
   o->replicas = have;
   for (int x = 0; x < h->n; x++) o->lent += h->lent[x];

@@ -44,7 +44,8 @@ typedef struct shoal_live_loan_step {
 /* One decision at wall time `now`, seconds after the last: `rate` requests per second arrived since the last
  * step and `waiting` wait at the router. Reclaims at once (a free host first, then a lent one: the training
  * job shrinks off it and a replica starts there); stops replicas above the need for hold_s; lends free hosts
- * beyond the need to the training job (only on a manager that grows a job in place: SHOAL_LIVE_CAP_GROW). 0 or the manager's error (nothing half-done is left unrecorded: the
+ * beyond the need to the training job (a manager that grows in place, SHOAL_LIVE_CAP_GROW: one host per step; one
+ * that grows by a restart, SHOAL_LIVE_CAP_GROW_RESTART (Slurm): every idle host in one resize). 0 or the manager's error (nothing half-done is left unrecorded: the
  * next step reads the manager again). */
 int shoal__live_loan_step(shoal_live_loan_t *L, shoal_live_manager_t *mgr, double now, double rate, double waiting,
                           shoal_live_loan_step_t *out);

@@ -145,21 +145,86 @@ static int update_field(long id, const char *field, const char *value) {
   return run(NULL, NULL, argv);
 }
 
-/* shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others */
+/* the partition that holds every node of p, `own` first ("" none: Slurm runs a job inside one partition) */
+static int common_partition(void *impl, const shoal_live_place_t *p, const char *own, char *out, size_t cap) {
+  shoal_live_nodes_t nodes = {0, NULL};
+  int rc = sl_nodes(impl, &nodes);
+  if (rc) return rc;
+  out[0] = 0;
+  const shoal_live_node_t *first = NULL;
+  for (int i = 0; i < nodes.n; i++)
+    if (!strcmp(nodes.node[i].name, p->node[0])) first = &nodes.node[i];
+  char cands[320], *save = NULL;
+  snprintf(cands, sizeof cands, "%s,%s", own, first ? first->partitions : "");
+  for (char *c = strtok_r(cands, ",", &save); c && !out[0]; c = strtok_r(NULL, ",", &save)) {
+    int all = *c != 0;
+    for (int k = 0; all && k < p->n; k++) {
+      int has = 0;
+      for (int i = 0; i < nodes.n; i++) has |= !strcmp(nodes.node[i].name, p->node[k]) && shoal__live_list_has(nodes.node[i].partitions, c);
+      all = has;
+    }
+    if (all) snprintf(out, cap, "%s", c);
+  }
+  shoal__live_nodes_free(&nodes);
+  return 0;
+}
+
+/* the job pending and held again after its requeue (its run ended: Slurm signalled it, waited KillWait, cleaned
+ * up), at most SHOAL_LIVE_SLURM_GROW_WAIT_S */
+static int wait_requeued(void *impl, long id) {
+  char last[32] = "?";
+  for (double waited = 0; waited < SHOAL_LIVE_SLURM_GROW_WAIT_S; waited += 0.2) {
+    shoal_live_jobs_t jobs = {0, NULL};
+    int rc = sl_jobs(impl, &jobs);
+    const shoal_live_job_t *j = rc ? NULL : shoal__live_jobs_find(&jobs, id);
+    /* (PENDING itself: REQUEUE_HOLD is said while the old run still ends, and a release then races its end) */
+    int done = j && j->run == SHOAL_LIVE_PENDING && !strcmp(j->state, "PENDING") && j->held && j->nuse == 0;
+    if (j) snprintf(last, sizeof last, "%s", j->state);
+    shoal__live_jobs_free(&jobs);
+    if (done) return 0;
+    if (!j && !rc) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "slurm: job %ld vanished during its grow", id);
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return shoal__seterr(SHOAL_ERR_TIMEOUT, "slurm: job %ld still %s %d s after its requeue for a grow", id, last,
+                       SHOAL_LIVE_SLURM_GROW_WAIT_S);
+}
+
+/* Grow: Slurm adds no node to a running job's tasks (its own expansion, permit_job_expansion, only merges
+ * allocations: the tasks must be restarted anyway). So the job is requeued held (Slurm sends SIGTERM: `shoal
+ * train --preemptible` checkpoints and exits 75 within KillWait), moved to a partition that holds all its new
+ * nodes if its own does not, and started on them: it resumes from its checkpoint at the new size. */
+static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t *p) {
+  char part[SHOAL_LIVE_NAME], nodes[8192];
+  shoal__live_place_str(p, nodes, sizeof nodes);
+  int rc = common_partition(impl, p, j->partition, part, sizeof part);
+  if (rc) return rc;
+  if (!part[0])
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: no partition holds all of %s (a job runs inside one "
+                         "partition: give the lent hosts a partition with the borrower's)", j->id, nodes);
+  long id = j->id;
+  if ((rc = scontrol_job("requeuehold", id)) || (rc = wait_requeued(impl, id))) return rc;
+  if (strcmp(part, j->partition) && (rc = update_field(id, "Partition", part))) return rc;
+  return sl_start(impl, id, p);
+}
+
+/* Shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others.
+ * Anything else is a grow (above). */
 static int sl_resize(void *impl, long id, const shoal_live_place_t *p) {
-  (void)impl;
   shoal_live_jobs_t jobs = {0, NULL};
   int rc = sl_jobs(impl, &jobs);
   if (rc) return rc;
   const shoal_live_job_t *j = shoal__live_jobs_find(&jobs, id);
-  int subset = j && j->run == SHOAL_LIVE_RUNNING && p->n > 0 && p->n <= j->nuse;
+  int running = j && j->run == SHOAL_LIVE_RUNNING && p->n > 0, subset = running && p->n <= j->nuse;
   for (int i = 0; subset && i < p->n; i++) {
     int found = 0;
     for (int k = 0; k < j->nuse; k++) found |= !strcmp(j->use[k].node, p->node[i]);
     subset = found;
   }
+  if (!running) rc = shoal__seterr(SHOAL_ERR_INVALID, "slurm: job %ld: not running: nothing to resize", id);
+  else if (!subset) rc = grow(impl, j, p);
   shoal__live_jobs_free(&jobs);
-  if (!subset) return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: only a shrink to some of its nodes is done in place", id);
+  if (rc || !subset) return rc;
   char nodes[8192];
   shoal__live_place_str(p, nodes, sizeof nodes);
   return update_field(id, "NodeList", nodes);
@@ -414,7 +479,7 @@ static const shoal_live_manager_ops_t slurm_ops = {
     .shares = sl_shares,
     .submit = sl_submit,
     .destroy = sl_destroy,
-    .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_SHARES,
+    .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
 };
 
 int shoal__live_slurm_create(shoal_live_manager_t *out) {

@@ -19,6 +19,8 @@
 #include "live/manager.h"
 
 #define SHOAL_LIVE_SLURM_DEADLINE_S 20.0
+/* a grow waits this long at most for the job's requeue (Slurm's KillWait and clean-up) */
+#define SHOAL_LIVE_SLURM_GROW_WAIT_S 30
 
 int shoal__live_slurm_create(shoal_live_manager_t *out);
 

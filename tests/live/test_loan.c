@@ -99,6 +99,16 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   CHECK_OK(shoal__live_loan_step(L, &slurm_like, 1014, 0, 0, &o));
   CHECK(o.lent_now == 0 && o.lent == 0);
   CHECK(running_on(m, train, "t0"));
+  /* a manager that grows by a restart (Slurm): both idle hosts lent in one resize */
+  shoal_live_manager_ops_t restart_grow = shrink_only;
+  restart_grow.caps |= SHOAL_LIVE_CAP_GROW_RESTART;
+  shoal_live_manager_t slurm_grow = {&restart_grow, mgr.impl};
+  CHECK_OK(shoal__live_loan_step(L, &slurm_grow, 1014.5, 0, 0, &o));
+  CHECK(o.lent_now == 2 && o.lent == 2 && o.replicas == 1);
+  shoal__live_mem_advance(m, 1014.6);
+  CHECK(running_on(m, train, "t0,i1,i2") || running_on(m, train, "t0,i2,i1"));
+  CHECK_OK(shoal__live_loan_step(L, &slurm_grow, 1014.7, 2, 12, &o)); /* and reclaimed (a shrink in place) */
+  CHECK(o.reclaimed == 2 && o.replicas == 3 && o.lent == 0);
   /* the manager does not answer: an error, nothing changed */
   shoal__live_mem_set_down(m, 1);
   CHECK(shoal__live_loan_step(L, &mgr, 1015, 5, 30, &o) != 0);
