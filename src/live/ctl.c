@@ -222,7 +222,7 @@ static int setup_policy(shoal_live_ctl_t *L, const char *params) {
   L->s.hooks.touch = hook_touch;
   L->s.hooks.timer = hook_timer;
   L->s.engine = L;
-  L->s.nvcs = L->ntenants;
+  L->s.nvcs = L->tenant_room;
   L->s.vc_weight = L->tenant_w;
   L->s.restart_cost = L->cfg.restart_cost;
   if ((rc = L->ops->create(&L->s, params, &L->pstate))) return rc;

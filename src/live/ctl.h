@@ -93,8 +93,8 @@ struct shoal_live_ctl {
   const shoal_policy_ops_t *ops;
   void *pstate;
   char (*tenant)[32];
-  double *tenant_w;                /* [ntenants]: the policy's tenant weights (the fair shares), s.vc_weight */
-  int ntenants;
+  double *tenant_w;                /* [tenant_room]: the policy's tenant weights (the fair shares), s.vc_weight */
+  int ntenants, tenant_room;       /* tenants known; the policy's tenants (room for associations added later) */
   /* jobs */
   lj_t **jobs;
   int njobs, cap;
@@ -133,8 +133,11 @@ int live_journal(shoal_live_ctl_t *L, const char *fmt, ...) __attribute__((forma
 /* ---- tenants.c ---- */
 /* the tenants (L->tenant, tenant_w) from the manager's associations, logged; none when it has no accounting */
 int live_tenants_read(shoal_live_ctl_t *L);
-/* the weights read again every cfg.shares_every s (the tenants stay those of the start), logged when they change */
+/* the weights read again every cfg.shares_every s, new associations added as tenants, logged when they change */
 void live_tenants_refresh(shoal_live_ctl_t *L);
+/* the weight of `who` (an account, or with by_user a user summed over its accounts) in these associations: its
+ * share of the cluster times Slurm's classic fair-share factor of its decayed usage */
+double live_tenant_weight(const shoal_live_shares_t *sh, const char *who, int by_user);
 
 /* ---- book.c ---- */
 void live_advance(shoal_live_ctl_t *L, shoal_job_t *j);

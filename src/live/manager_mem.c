@@ -322,7 +322,7 @@ int shoal__live_mem_set_node(shoal_live_mem_t *m, const char *name, int usable, 
   return 0;
 }
 
-int shoal__live_mem_set_share(shoal_live_mem_t *m, const char *account, const char *user, double shares, double fairshare) {
+int shoal__live_mem_set_share(shoal_live_mem_t *m, const char *account, const char *user, double shares, double usage) {
   int i = 0;
   while (i < m->nshares && (strcmp(m->share[i].account, account) || strcmp(m->share[i].user, user ? user : ""))) i++;
   if (i == 64) return shoal__seterr(SHOAL_ERR_INVALID, "memory manager: too many associations");
@@ -331,7 +331,7 @@ int shoal__live_mem_set_share(shoal_live_mem_t *m, const char *account, const ch
   snprintf(s->account, sizeof s->account, "%s", account);
   snprintf(s->user, sizeof s->user, "%s", user ? user : "");
   s->shares = shares;
-  s->fairshare = fairshare;
+  s->usage = usage;
   return 0;
 }
 

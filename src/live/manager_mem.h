@@ -60,9 +60,10 @@ int shoal__live_mem_user_requeuehold(shoal_live_mem_t *m, long id);
 int shoal__live_mem_kill_task(shoal_live_mem_t *m, long id, int status);
 /* the job exits 75 on its own, unasked (it checkpointed itself) */
 int shoal__live_mem_exit_now(shoal_live_mem_t *m, long id, int exit_code);
-/* accounting: one association's shares and fair-share factor (added, or replaced) */
+/* accounting: one association's raw shares and effective (decayed) usage, 0..1 of its parent's, as sshare's
+ * RawShares and EffectvUsage (added, or replaced) */
 int shoal__live_mem_set_share(shoal_live_mem_t *m, const char *account, const char *user, double shares,
-                              double fairshare);
+                              double usage);
 /* ended jobs older than s seconds are no longer listed (a manager's MinJobAge); 0: kept */
 void shoal__live_mem_set_forget(shoal_live_mem_t *m, double s);
 

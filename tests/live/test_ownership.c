@@ -154,8 +154,8 @@ TEST(live_only_allowed_accounts) {
 TEST(live_accounts_are_tenants) {
   world_t w;
   world_init(&w, 4, 1, "drf");
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0));
   CHECK_OK(world_start(&w));
   shoal_live_mem_behaviour_t b = {.work = 200, .checkpoints = 1, .ckpt_s = 1};
   long r[4], o[4];
@@ -174,10 +174,10 @@ TEST(live_fair_shares_weigh_tenants) {
   world_t w;
   world_init(&w, 4, 1, "drf");
   w.cfg.shares_every = 5;
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0));
   CHECK_OK(world_start(&w));
-  CHECK_LOGGED(&w, "tenants (by account, weighed from the manager's fair shares): research 0.75, other 0.25; others 0.25");
+  CHECK_LOGGED(&w, "tenants (by account, weighed from the manager's fair shares and usage): research 0.75, other 0.25; others 0.25");
   shoal_live_mem_behaviour_t b = {.work = 30, .checkpoints = 1, .ckpt_s = 1};
   long r[8], o[8];
   for (int i = 0; i < 8; i++) o[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "other", "bob", 1, &b);
@@ -187,10 +187,10 @@ TEST(live_fair_shares_weigh_tenants) {
   for (int i = 0; i < 8; i++) rr += world_runs(&w, r[i]), ro += world_runs(&w, o[i]);
   CHECK_MSG(rr == 3 && ro == 1, "research runs %d, other %d: %s", rr, ro, world_log(&w));
   /* the operator turns the shares around: the GPUs the first four jobs give back go 3:1 the other way */
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 3, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 3, 0));
   world_run(&w, 40, 0);
-  CHECK_LOGGED(&w, "tenants (by account, weighed anew from the manager's fair shares): research 0.25, other 0.75");
+  CHECK_LOGGED(&w, "tenants (by account, weighed anew from the manager's fair shares and usage): research 0.25, other 0.75");
   rr = ro = 0;
   for (int i = 0; i < 8; i++) rr += world_runs(&w, r[i]), ro += world_runs(&w, o[i]);
   CHECK_MSG(rr == 4 && ro == 4, "research runs %d, other %d after the swap: %s", rr, ro, world_log(&w));
@@ -202,16 +202,63 @@ TEST(live_fair_shares_weigh_users) {
   world_t w;
   world_init(&w, 1, 1, "drf");
   w.cfg.tenants = "user";
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "ann", 2, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "cid", 1, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "bob", 1, 0.5));
-  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "cid", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 3, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "ann", 2, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "cid", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "bob", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "cid", 1, 0));
   CHECK_OK(world_start(&w));
   /* ann 2/3 x 3/4 = 0.5; cid 1/3 x 3/4 + 1/2 x 1/4 = 0.375; bob 1/2 x 1/4 = 0.125 */
-  CHECK_LOGGED(&w, "tenants (by user, weighed from the manager's fair shares): ann 0.5, cid 0.375, bob 0.125; "
+  CHECK_LOGGED(&w, "tenants (by user, weighed from the manager's fair shares and usage): ann 0.5, cid 0.375, bob 0.125; "
                "others 0.125");
+  world_fini(&w);
+}
+
+/* equal shares, but research has used exactly its share (decayed effective usage 0.5 of 0.5) and other nothing:
+ * Slurm's factor 2^(-U/S) halves research's weight, so other gets twice the GPUs */
+TEST(live_fair_share_usage_weighs_tenants) {
+  world_t w;
+  world_init(&w, 3, 1, "drf");
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0.5));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0));
+  CHECK_OK(world_start(&w));
+  CHECK_LOGGED(&w, "tenants (by account, weighed from the manager's fair shares and usage): research 0.25, other 0.5; "
+               "others 0.25");
+  shoal_live_mem_behaviour_t b = {.work = 200, .checkpoints = 1, .ckpt_s = 1};
+  long r[4], o[4];
+  /* research's jobs first: with equal weights it would get 2 of the 3 GPUs (ties go to the older job) */
+  for (int i = 0; i < 4; i++) r[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "research", "ann", 1, &b);
+  for (int i = 0; i < 4; i++) o[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "other", "bob", 1, &b);
+  world_run(&w, 5, 0);
+  int rr = 0, ro = 0;
+  for (int i = 0; i < 4; i++) rr += world_runs(&w, r[i]), ro += world_runs(&w, o[i]);
+  CHECK_MSG(rr == 1 && ro == 2, "research runs %d, other %d: %s", rr, ro, world_log(&w));
+  world_fini(&w);
+}
+
+/* an account created while the controller runs becomes a tenant at the next reading of the shares, with its own
+ * weight: its jobs get its share (3 of 4 GPUs at twice research's weight), not the others' (2 of 4) */
+TEST(live_fair_share_new_account_is_a_tenant) {
+  world_t w;
+  world_init(&w, 4, 1, "drf");
+  w.cfg.shares_every = 5;
+  CHECK_OK(shoal__live_mem_set_share(w.m, "research", "", 1, 0));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "other", "", 1, 0));
+  CHECK_OK(world_start(&w));
+  CHECK_OK(shoal__live_mem_set_share(w.m, "late", "", 2, 0));
+  world_run(&w, 6, 0);
+  CHECK_LOGGED(&w, "new tenants: late (their jobs arriving from now on count under them)");
+  CHECK_LOGGED(&w, "tenants (by account, weighed anew from the manager's fair shares and usage): research 0.25, "
+               "other 0.25, late 0.5");
+  shoal_live_mem_behaviour_t b = {.work = 200, .checkpoints = 1, .ckpt_s = 1};
+  long r[4], l[4];
+  for (int i = 0; i < 4; i++) l[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "late", "eve", 1, &b);
+  for (int i = 0; i < 4; i++) r[i] = shoal__live_mem_submit(w.m, "shoal:gpus=1", "shoal", "research", "ann", 1, &b);
+  world_run(&w, 5, 0);
+  int rr = 0, rl = 0;
+  for (int i = 0; i < 4; i++) rr += world_runs(&w, r[i]), rl += world_runs(&w, l[i]);
+  CHECK_MSG(rr == 1 && rl == 3, "research runs %d, late %d: %s", rr, rl, world_log(&w));
   world_fini(&w);
 }
 

@@ -44,7 +44,7 @@ TEST_T(live_slurm_accounting_owners_and_status, 150) {
   CHECK_MSG(ids && sscanf(ids, "ids: %ld %ld %ld", &a, &b, &f) == 3, "no ids: %s", out);
   CHECK_CONTAINS(out, "serve-rc=0");
   /* research's fair shares 3 against other's 1: DRF weighs research three times as much */
-  CHECK_CONTAINS(out, "tenants (by account, weighed from the manager's fair shares): root 0.25, other 0.25, research 0.75");
+  CHECK_CONTAINS(out, "tenants (by account, weighed from the manager's fair shares and usage): root 0.25, other 0.25, research 0.75");
   CHECK_CONTAINS(out, "2 jobs seen, 2 completed, 0 failed");
   CHECK_CONTAINS(out, "runs: 1 1");
   CHECK_CONTAINS(out, "claim: AdminComment=shoal-ctl=ctl-a;scope=all");

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../runner.h"
+#include "live/ctl.h"
 #include "live/slurm_read.h"
 
 static const char *sinfo_json =
@@ -80,6 +81,37 @@ TEST(live_slurm_gres_and_shares_and_topology) {
   char buf[128];
   shoal__slurm_output_path("/o/%x-%j-%u-%%.out", 12, "train", "ann", buf, sizeof buf);
   CHECK(!strcmp(buf, "/o/train-12-ann-%.out"));
+}
+
+/* sshare -a -n -P -o Account,User,RawShares,NormShares,EffectvUsage,FairShare on the testbed's Slurm with
+ * accounting (Fair Tree, PriorityDecayHalfLife 1 min) after `sacctmgr modify account research set fairshare=3` and
+ * a 100 s job of user nobody in account other: the FairShare column holds Fair Tree's ranks on user lines and
+ * nothing on account lines; the weights come from the shares and the decayed usage (EffectvUsage) */
+TEST(live_slurm_shares_real_output_weighs_by_usage) {
+  const char *text = "root|||0.000000|1.000000|\n"
+                     " root|root|1|0.200000|0.000000|1.000000\n"
+                     " other||1|0.200000|1.000000|\n"
+                     "  other|nobody|1|0.500000|1.000000|0.250000\n"
+                     "  other|root|1|0.500000|0.000000|0.500000\n"
+                     " research||3|0.600000|0.000000|\n"
+                     "  research|root|1|1.000000|0.000000|1.000000\n";
+  shoal_live_shares_t s;
+  CHECK_OK(shoal__slurm_parse_shares(text, &s));
+  CHECK_EQ(s.n, 7);
+  CHECK(!strcmp(s.share[0].account, "root") && !s.share[0].user[0] && s.share[0].shares == 0);
+  CHECK(!strcmp(s.share[2].account, "other") && !s.share[2].user[0] && s.share[2].shares == 1);
+  CHECK_NEAR(s.share[2].norm_shares, 0.2, 1e-9);
+  CHECK_NEAR(s.share[2].usage, 1.0, 1e-9);
+  CHECK(!strcmp(s.share[3].user, "nobody"));
+  CHECK_NEAR(s.share[3].fairshare, 0.25, 1e-9);
+  /* research: 3 of the accounts' 4 shares, no usage; other: 1 of 4, all the usage: 1/4 x 2^(-1/0.2) */
+  CHECK_NEAR(live_tenant_weight(&s, "research", 0), 0.75, 1e-9);
+  CHECK_NEAR(live_tenant_weight(&s, "other", 0), 0.25 / 32, 1e-9);
+  CHECK_NEAR(live_tenant_weight(&s, "root", 0), 0, 1e-12);
+  /* users: nobody has half of other's users' shares and all its usage (2^(-1/0.5)); root is in all three */
+  CHECK_NEAR(live_tenant_weight(&s, "nobody", 1), 0.5 * 0.25 * 0.25 / 32, 1e-12);
+  CHECK_NEAR(live_tenant_weight(&s, "root", 1), 0.5 * 0.25 / 32 + 1.0 * 0.75, 1e-9);
+  shoal__live_shares_free(&s);
 }
 
 static int nracks;
