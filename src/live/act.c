@@ -38,6 +38,7 @@ int live_start(shoal_live_ctl_t *L, lj_t *x, const shoal_place_t *p, int n) {
   free(mp.node);
   free((void *)mp.gpus);
   if (rc) {
+    L->act_failed++;
     if (!x->start_failing && !L->fatal)
       live_log(L, "job %ld: start on %s failed (%s); it stays held and is retried", x->sid, nodes, shoal_last_error());
     x->start_failing = 1;
@@ -73,6 +74,7 @@ void live_stop(shoal_live_ctl_t *L, lj_t *x, const char *why) {
 
 int live_requeue(shoal_live_ctl_t *L, lj_t *x, const char *why, int restarts) {
   if (!L->cfg.dry_run && L->mgr.ops->requeue(L->mgr.impl, x->sid)) {
+    L->act_failed++;
     live_log(L, "job %ld: requeue failed (%s; %s); retried next tick", x->sid, why, shoal_last_error());
     return -1;
   }
@@ -85,7 +87,7 @@ int live_requeue(shoal_live_ctl_t *L, lj_t *x, const char *why, int restarts) {
 int live_hold(shoal_live_ctl_t *L, lj_t *x) {
   if (L->cfg.dry_run) return 0;
   int rc = L->mgr.ops->hold(L->mgr.impl, x->sid);
-  if (rc) live_log(L, "job %ld: hold failed (%s); retried next tick", x->sid, shoal_last_error());
+  if (rc) L->act_failed++, live_log(L, "job %ld: hold failed (%s); retried next tick", x->sid, shoal_last_error());
   return rc;
 }
 
@@ -97,6 +99,6 @@ int live_kill(shoal_live_ctl_t *L, lj_t *x, shoal_live_stop_t how) {
 int live_claim(shoal_live_ctl_t *L, long sid) {
   if (L->cfg.dry_run) return 0;
   int rc = L->mgr.ops->claim(L->mgr.impl, sid, L->claim);
-  if (rc) live_log(L, "job %ld: claim failed (%s); retried next tick", sid, shoal_last_error());
+  if (rc) L->act_failed++, live_log(L, "job %ld: claim failed (%s); retried next tick", sid, shoal_last_error());
   return rc;
 }

@@ -266,21 +266,46 @@ int shoal__live_ctl_create(const shoal_live_config_t *cfg, shoal_live_manager_t 
 
 /* ---- the round ---- */
 
-/* the manager's jobs; 1 if it does not answer (said at once, then once a minute) */
+static void utc(double t, char *buf, size_t cap) {
+  time_t tt = (time_t)t;
+  struct tm tm;
+  gmtime_r(&tt, &tm);
+  strftime(buf, cap, "%H:%M:%S UTC", &tm);
+}
+
+/* the manager's jobs; 1 if it does not answer: said at once (with the actions that had just failed), then once a
+ * minute, and when it answers again (how long, how many reads were retried, the failed actions retried now) */
 static int look(shoal_live_ctl_t *L) {
   shoal__live_jobs_free(&L->view);
-  double now = shoal__now_s();
+  double now = live_wall(L);
+  char since[32];
   if (L->mgr.ops->jobs(L->mgr.impl, &L->view)) {
-    if (L->down_since == 0 || now >= L->down_said + 60) {
-      if (L->down_since == 0) L->down_since = now;
+    const char *name = L->mgr.ops->name;
+    if (L->down_since == 0) {
+      L->down_since = L->down_said = now;
+      L->down_reads = 0;
+      utc(now, since, sizeof since);
+      live_log(L, "the %s manager does not answer (%s) since %s; its jobs are read again every tick, no decision is "
+               "taken until it answers; %d of its actions failed since the last good read", name, shoal_last_error(),
+               since, L->act_failed - L->act_failed_ok);
+    } else if (now >= L->down_said + 60) {
       L->down_said = now;
-      live_log(L, "the %s manager does not answer (%s) for %.0f s; retrying every tick", L->mgr.ops->name,
-               shoal_last_error(), now - L->down_since);
+      live_log(L, "the %s manager still does not answer (%s) after %.0f s; %d reads of its jobs retried", name,
+               shoal_last_error(), now - L->down_since, L->down_reads);
     }
+    L->down_reads++;
     return 1;
   }
-  if (L->down_since > 0) live_log(L, "the %s manager answers again after %.0f s", L->mgr.ops->name, now - L->down_since);
+  if (L->down_since > 0) {
+    char until[32];
+    utc(L->down_since, since, sizeof since);
+    utc(now, until, sizeof until);
+    live_log(L, "the %s manager answers again after %.1f s (%s to %s): %d reads of its jobs retried; %d failed actions "
+             "are retried now; no decision was taken meanwhile", L->mgr.ops->name, now - L->down_since, since, until,
+             L->down_reads, L->act_failed - L->act_failed_ok);
+  }
   L->down_since = 0;
+  L->act_failed_ok = L->act_failed;
   return 0;
 }
 

@@ -110,6 +110,8 @@ struct shoal_live_ctl {
   live_decision_t last;
   int warned_malleable;
   double down_since, down_said;    /* the manager does not answer since (0: it does), last said */
+  int down_reads;                  /* reads of its jobs retried while it does not answer */
+  int act_failed, act_failed_ok;   /* actions on the manager that failed; that count at the last good read */
   double nodes_next, lease_next, shares_next;
   int lease_held;
   struct shoal_live_board *board;  /* where status and metrics go after each round (NULL: nowhere) */

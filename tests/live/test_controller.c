@@ -231,6 +231,30 @@ TEST(live_manager_down_for_a_minute) {
   world_fini(&w);
 }
 
+/* a few seconds without the manager (a slurmctld restart): when it began, when it ended, what was retried */
+TEST(live_manager_down_for_seconds_is_logged) {
+  world_t w;
+  world_init(&w, 2, 1, "srtf");
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 1, 1, 1, 20, 1);
+  world_run(&w, 2, 0);
+  shoal__live_mem_set_down(w.m, 1);
+  long c = world_submit(&w, 1, 1, 1, 5, 1);
+  world_run(&w, 3, 0);
+  CHECK_MSG(world_logged(&w, "the memory manager does not answer (memory manager: jobs: the manager does not answer "
+                         "(down)) since "), "%s", world_log(&w));
+  CHECK_LOGGED(&w, "its jobs are read again every tick, no decision is taken until it answers; 0 of its actions "
+               "failed since the last good read");
+  CHECK_EQ(world_runs(&w, c), 0);
+  shoal__live_mem_set_down(w.m, 0);
+  world_run(&w, 60, 2);
+  CHECK_LOGGED(&w, "the memory manager answers again after 3.0 s (");
+  CHECK_LOGGED(&w, "): 6 reads of its jobs retried; 0 failed actions are retried now; no decision was taken meanwhile");
+  CHECK_EQ(world_completions(&w, a), 1);
+  CHECK_EQ(world_completions(&w, c), 1);
+  world_fini(&w);
+}
+
 /* status and metrics say what runs, what waits and why, and the last decision */
 TEST(live_status_and_metrics) {
   world_t w;
