@@ -3,7 +3,6 @@
  *   shoal submit        a job for the controller: held, its shoal parameters in its comment
  *   shoal sched serve   the controller beside Slurm
  *   shoal sched status  what a running controller does and why each job waits */
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 
 #include "core/error.h"
 #include "live/board.h"
+#include "live/http_get.h"
 #include "live/live.h"
 #include "live/manager_slurm.h"
 #include "live/params.h"
@@ -248,41 +248,21 @@ typedef struct router_load {
   char words[4096];
 } router_load_t;
 
-static size_t collect(char *p, size_t size, size_t n, void *arg) {
-  char **buf = arg;
-  size_t have = *buf ? strlen(*buf) : 0, add = size * n;
-  if (have + add > (1 << 16)) return 0; /* a /router/stats answer is small: anything larger is not one */
-  char *b = realloc(*buf, have + add + 1);
-  if (!b) return 0;
-  memcpy(b + have, p, add);
-  b[have + add] = 0;
-  *buf = b;
-  return add;
-}
-
 /* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests waiting for a replica, ...} */
 static int read_router(void *arg, double *rate, double *waiting) {
   router_load_t *r = arg;
-  CURL *h = curl_easy_init();
-  if (!h) return shoal__seterr(SHOAL_ERR_NOMEM, "router %s: out of memory", r->url);
-  char *body = NULL, err[CURL_ERROR_SIZE] = "";
-  long code = 0;
-  curl_easy_setopt(h, CURLOPT_URL, r->url);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 2000L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
-  CURLcode cc = curl_easy_perform(h);
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(h);
+  char *body = NULL;
+  shoal__live_get_fail_t f;
+  if (shoal__live_http_get(r->url, NULL, 2, (size_t)1 << 16, &body, &f)) { /* (an answer is small) */
+    if (f.curl < 0) return shoal__seterr(SHOAL_ERR_NOMEM, "router %s: out of memory", r->url);
+    if (f.curl) return shoal__seterr(SHOAL_ERR_IO, "router %s: %s", r->url, f.err);
+    return shoal__seterr(SHOAL_ERR_IO, "router %s: HTTP %ld", r->url, f.http);
+  }
   json_error_t je;
-  json_t *j = cc == CURLE_OK && code == 200 && body ? json_loads(body, 0, &je) : NULL;
+  json_t *j = json_loads(body, 0, &je);
   json_t *jr = json_object_get(j, "rate"), *jw = json_object_get(j, "waiting");
   int rc = 0;
-  if (cc != CURLE_OK) rc = shoal__seterr(SHOAL_ERR_IO, "router %s: %s", r->url, err[0] ? err : curl_easy_strerror(cc));
-  else if (code != 200) rc = shoal__seterr(SHOAL_ERR_IO, "router %s: HTTP %ld", r->url, code);
-  else if (!json_is_number(jr) || !json_is_number(jw))
+  if (!json_is_number(jr) || !json_is_number(jw))
     rc = shoal__seterr(SHOAL_ERR_PARSE, "router %s: no numbers \"rate\" and \"waiting\" in its answer", r->url);
   else *rate = json_number_value(jr), *waiting = json_number_value(jw);
   json_decref(j);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "live/http_get.h"
 
 struct shoal_live_board {
   pthread_mutex_t mu;
@@ -134,48 +135,16 @@ void shoal__live_board_destroy(shoal_live_board_t *b) {
   free(b);
 }
 
-typedef struct sink {
-  char *b;
-  size_t n;
-} sink_t;
-
-static size_t keep(char *p, size_t size, size_t nm, void *arg) {
-  sink_t *s = arg;
-  size_t k = size * nm;
-  if (s->n + k > ((size_t)16 << 20)) return 0; /* (bounded: a status is kilobytes) */
-  char *nb = realloc(s->b, s->n + k + 1);
-  if (!nb) return 0;
-  memcpy(nb + s->n, p, k);
-  s->b = nb, s->n += k, s->b[s->n] = 0;
-  return k;
-}
-
 int shoal__live_board_fetch(const char *id, const char *path, double deadline_s, char **body) {
-  char name[100], sock[104], url[128];
+  char name[100], url[128];
   shoal__live_board_socket(id, name, sizeof name);
-  sock[0] = 0; /* curl takes an abstract socket as a name after a NUL: CURLOPT_ABSTRACT_UNIX_SOCKET */
-  snprintf(sock, sizeof sock, "%s", name);
   snprintf(url, sizeof url, "http://localhost%s", path);
-  CURL *c = curl_easy_init();
-  if (!c) return shoal__seterr(SHOAL_ERR_NOMEM, "status: curl_easy_init failed");
-  sink_t s = {NULL, 0};
-  long code = 0;
-  curl_easy_setopt(c, CURLOPT_ABSTRACT_UNIX_SOCKET, sock);
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(deadline_s * 1000));
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-  CURLcode r = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-  curl_easy_cleanup(c);
-  if (r != CURLE_OK || code != 200) {
-    free(s.b);
-    if (r == CURLE_COULDNT_CONNECT)
-      return shoal__seterr(SHOAL_ERR_CONNECT, "no controller %s answers here (socket @%s: is it running, in this "
-                           "network namespace?)", id, name);
-    return shoal__seterr(SHOAL_ERR_IO, "controller %s: %s", id, r != CURLE_OK ? curl_easy_strerror(r) : "HTTP error");
-  }
-  *body = s.b ? s.b : strdup("");
-  return 0;
+  shoal__live_get_fail_t f;
+  if (!shoal__live_http_get(url, name, deadline_s, (size_t)16 << 20, body, &f)) return 0; /* (a status is kilobytes) */
+  if (f.curl == CURLE_COULDNT_CONNECT)
+    return shoal__seterr(SHOAL_ERR_CONNECT, "no controller %s answers here (socket @%s: is it running, in this "
+                         "network namespace?)", id, name);
+  if (f.curl < 0) return shoal__seterr(SHOAL_ERR_NOMEM, "status: %s", f.err);
+  return shoal__seterr(SHOAL_ERR_IO, "controller %s: %s", id,
+                       f.curl != CURLE_OK ? curl_easy_strerror((CURLcode)f.curl) : "HTTP error");
 }

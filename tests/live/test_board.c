@@ -6,6 +6,7 @@
 
 #include "../runner.h"
 #include "live/board.h"
+#include "live/http_get.h"
 #include "world.h"
 
 TEST(live_board_serves_status_and_metrics) {
@@ -62,4 +63,31 @@ TEST(live_controller_publishes_each_round) {
   shoal__live_ctl_publish(w.L, NULL);
   shoal__live_board_destroy(b);
   world_fini(&w);
+}
+
+/* The one bounded GET the controller's clients use (shoal sched status, the loaning router's load): an answer,
+ * one longer than its bound refused, an HTTP error and a refused connection each said as what they are. */
+TEST(live_http_get_bounded_and_its_failures) {
+  int port = shoal_test_free_port();
+  char addr[64], url[128];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+  shoal_live_board_t *b;
+  CHECK_OK(shoal__live_board_create(addr, &b));
+  shoal__live_board_set(b, "the status\n", "shoal_live_ticks_total 3\n");
+  char *body = NULL;
+  shoal__live_get_fail_t f;
+  snprintf(url, sizeof url, "http://%s/metrics", addr);
+  CHECK_OK(shoal__live_http_get(url, NULL, 10, 1024, &body, &f));
+  CHECK(!strcmp(body, "shoal_live_ticks_total 3\n"));
+  free(body);
+  CHECK(shoal__live_http_get(url, NULL, 10, 8, &body, &f) != 0); /* 25 bytes against a bound of 8 */
+  CHECK(f.curl != 0 && f.err[0]);
+  snprintf(url, sizeof url, "http://%s/nothing", addr);
+  CHECK(shoal__live_http_get(url, NULL, 10, 1024, &body, &f) != 0);
+  CHECK_EQ(f.curl, 0);
+  CHECK_EQ(f.http, 404);
+  shoal__live_board_destroy(b);
+  CHECK(shoal__live_http_get(url, NULL, 10, 1024, &body, &f) != 0);
+  CHECK_EQ(f.curl, 7); /* CURLE_COULDNT_CONNECT */
+  CHECK_CONTAINS(f.err, "onnect");
 }
