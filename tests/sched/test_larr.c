@@ -198,6 +198,23 @@ TEST_T(larr_rounding_covers_and_packs, 110) {
          rounds, lp_ok, repaired, 100.0 * repaired / rounds);
 }
 
+/* A preloaded instance (work 2..8 x wmax x rho_ex), larr's parameters for it (hmax 60, theta 16) and its
+ * greedy plan G: 0, or 1 when the greedy finds none (the cluster is freed: the caller skips the instance). */
+static int greedy_instance(shoal_rng_t *g, int inst, shoal__ps_cluster_t *c, shoal__ps_job_t *j,
+                           shoal__ps_larr_params_t *p, shoal__ps_sched_t *G) {
+  CHECK_OK(preloaded_instance(g, inst, 2, 6, c, j));
+  shoal__ps_larr_defaults(p);
+  p->hmax = 60;
+  p->theta = 16;
+  int rc = shoal__ps_greedy(c, j, 0, p->hmax, p->theta, G);
+  if (rc == SHOAL_ERR_INFEASIBLE) {
+    shoal__ps_cluster_free(c);
+    return 1;
+  }
+  CHECK_OK(rc);
+  return 0;
+}
+
 /* lp_blocks: the LP cut after its first blocks plans the head, G's tail is
  * kept. On preloaded clusters (many distinct blocks): every schedule covers
  * and fits, ends by E_g, has G's slots after the LP's last slot, and a cap
@@ -209,18 +226,9 @@ TEST_T(larr_lp_blocks_cut_keeps_greedy_tail, 110) {
   for (int inst = 0; inst < 150; inst++) {
     shoal__ps_cluster_t c;
     shoal__ps_job_t j;
-    CHECK_OK(preloaded_instance(&g, inst, 2, 6, &c, &j));
     shoal__ps_larr_params_t p;
-    shoal__ps_larr_defaults(&p);
-    p.hmax = 60;
-    p.theta = 16;
     shoal__ps_sched_t G, L0, L;
-    int rc = shoal__ps_greedy(&c, &j, 0, p.hmax, p.theta, &G);
-    if (rc == SHOAL_ERR_INFEASIBLE) {
-      shoal__ps_cluster_free(&c);
-      continue;
-    }
-    CHECK_OK(rc);
+    if (greedy_instance(&g, inst, &c, &j, &p, &G)) continue;
     int eg = shoal__ps_sched_end(&G);
     p.lp_blocks = 0; /* the uncapped LP */
     CHECK_OK(shoal__ps_larr(&c, &j, 0, &p, &L0, NULL));
@@ -266,18 +274,9 @@ TEST_T(larr_far_blocks_caps_only_far_plans, 110) {
   for (int inst = 0; inst < 80; inst++) {
     shoal__ps_cluster_t c;
     shoal__ps_job_t j;
-    CHECK_OK(preloaded_instance(&g, inst, 2, 6, &c, &j));
     shoal__ps_larr_params_t p, q;
-    shoal__ps_larr_defaults(&p);
-    p.hmax = 60;
-    p.theta = 16;
     shoal__ps_sched_t G, L, R;
-    int rc = shoal__ps_greedy(&c, &j, 0, p.hmax, p.theta, &G);
-    if (rc == SHOAL_ERR_INFEASIBLE) {
-      shoal__ps_cluster_free(&c);
-      continue;
-    }
-    CHECK_OK(rc);
+    if (greedy_instance(&g, inst, &c, &j, &p, &G)) continue;
     int eg = shoal__ps_sched_end(&G);
     p.far_slots = 3;
     p.far_blocks = 1;
