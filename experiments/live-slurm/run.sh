@@ -57,11 +57,10 @@ fi
 t0=$(date +%s.%N)
 echo "$t0" > "$out/t0"
 if [ "$OTHER" -gt 0 ]; then # the second user's plain jobs, at seeded random times over the window
-  for k in $(seq "$OTHER"); do echo "$(awk -v k="$k" -v s="$SEED" -v w="$WINDOW" 'BEGIN { srand(s * 1000 + k); printf "%.1f", rand() * w }')"; done |
-    sort -n | while read -r at; do
-      sleep "$(awk -v a="$at" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
-      X sbatch --parsable --uid=nobody -A other -N 1 -o /dev/null --wrap "sleep $OTHER_S" >> "$out/other-submitted"
-    done &
+  "$here/other-times.sh" "$SEED" "$WINDOW" "$OTHER" | while read -r at; do
+    sleep "$(awk -v a="$at" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
+    X sbatch --parsable --uid=nobody -A other -N 1 -o /dev/null --wrap "sleep $OTHER_S" >> "$out/other-submitted"
+  done &
 fi
 while read -r i arr g lo hi model epochs subset work expect; do
   case $i in \#*) continue;; esac
