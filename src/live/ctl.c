@@ -273,6 +273,28 @@ static void utc(double t, char *buf, size_t cap) {
   strftime(buf, cap, "%H:%M:%S UTC", &tm);
 }
 
+/* A read of the jobs slower than this: the manager is slow or restarting. squeue answers in about 0.1 s; an outage
+ * shorter than Slurm's client retries (MessageTimeout, 10 s by default) makes it slow rather than failing. */
+#define LIVE_SLOW_READ_S 3.0
+
+/* a read of the manager's jobs that took from t0 to t1: a slow one is said (at most once a minute, with how many
+ * there were), since nothing else marks an outage that the manager's clients retried through */
+static void slow_read(shoal_live_ctl_t *L, double t0, double t1) {
+  if (t1 - t0 < LIVE_SLOW_READ_S) return;
+  L->slow_reads++;
+  if (L->slow_said > 0 && t1 < L->slow_said + 60) return;
+  char from[32], to[32], who[64];
+  utc(t0, from, sizeof from);
+  utc(t1, to, sizeof to);
+  if (L->mgr.ops->server) snprintf(who, sizeof who, "%s", L->mgr.ops->server);
+  else snprintf(who, sizeof who, "the %s manager", L->mgr.ops->name);
+  live_log(L, "reading the %s manager's jobs took %.1f s (%s to %s): %s slow or restarting; no decision was taken "
+           "meanwhile; slow reads since the last such line: %d", L->mgr.ops->name, t1 - t0, from, to, who,
+           L->slow_reads);
+  L->slow_said = t1;
+  L->slow_reads = 0;
+}
+
 /* the manager's jobs; 1 if it does not answer: said at once (with the actions that had just failed), then once a
  * minute, and when it answers again (how long, how many reads were retried, the failed actions retried now) */
 static int look(shoal_live_ctl_t *L) {
@@ -296,6 +318,7 @@ static int look(shoal_live_ctl_t *L) {
     L->down_reads++;
     return 1;
   }
+  slow_read(L, now, live_wall(L));
   if (L->down_since > 0) {
     char until[32];
     utc(L->down_since, since, sizeof since);

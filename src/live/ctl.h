@@ -111,6 +111,8 @@ struct shoal_live_ctl {
   int warned_malleable;
   double down_since, down_said;    /* the manager does not answer since (0: it does), last said */
   int down_reads;                  /* reads of its jobs retried while it does not answer */
+  double slow_said;                /* a slow read of its jobs last said (0: never) */
+  int slow_reads;                  /* slow reads since then */
   int act_failed, act_failed_ok;   /* actions on the manager that failed; that count at the last good read */
   double nodes_next, lease_next, shares_next;
   int lease_held;

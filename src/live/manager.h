@@ -128,6 +128,7 @@ enum {
 
 typedef struct shoal_live_manager_ops {
   const char *name;        /* "slurm", "memory" */
+  const char *server;      /* what answers its reads, for the log ("slurmctld"; NULL: "the NAME manager") */
   /* every node the manager knows */
   int (*nodes)(void *m, shoal_live_nodes_t *out);
   /* every job it still knows, ended ones too while it keeps them */

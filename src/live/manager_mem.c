@@ -41,7 +41,9 @@ typedef struct mjob {
 
 typedef struct fault {
   char op[16];
-  int count;
+  int count;               /* calls that fail */
+  int slow;                /* calls that take slow_s before they answer */
+  double slow_s;
 } fault_t;
 
 struct shoal_live_mem {
@@ -88,15 +90,22 @@ int shoal__live_mem_calls(const shoal_live_mem_t *m, const char *op) {
   return 0;
 }
 
-/* every call starts here: the manager down, or an injected failure of this op */
+/* every call starts here: the manager down, an injected failure of this op, or an injected delay */
 static int enter(shoal_live_mem_t *m, const char *op) {
   count_call(m, op);
   if (m->down) return shoal__seterr(SHOAL_ERR_CONNECT, "memory manager: %s: the manager does not answer (down)", op);
-  for (int i = 0; i < m->nfaults; i++)
-    if (!strcmp(m->fault[i].op, op) && m->fault[i].count > 0) {
-      m->fault[i].count--;
+  for (int i = 0; i < m->nfaults; i++) {
+    fault_t *f = &m->fault[i];
+    if (strcmp(f->op, op)) continue;
+    if (f->count > 0) {
+      f->count--;
       return shoal__seterr(SHOAL_ERR_IO, "memory manager: %s: injected failure", op);
     }
+    if (f->slow > 0) {
+      f->slow--;
+      shoal__live_mem_advance(m, m->now + f->slow_s);
+    }
+  }
   return 0;
 }
 
@@ -231,16 +240,25 @@ void shoal__live_mem_set_completing(shoal_live_mem_t *m, double s) { m->completi
 void shoal__live_mem_set_forget(shoal_live_mem_t *m, double s) { m->forget_s = s; }
 void shoal__live_mem_set_down(shoal_live_mem_t *m, int down) { m->down = down; }
 
-void shoal__live_mem_fail_next(shoal_live_mem_t *m, const char *op, int count) {
+/* the faults of op, made if new (NULL when the table is full) */
+static fault_t *fault_of(shoal_live_mem_t *m, const char *op) {
   for (int i = 0; i < m->nfaults; i++)
-    if (!strcmp(m->fault[i].op, op)) {
-      m->fault[i].count = count;
-      return;
-    }
-  if (m->nfaults < 16) {
-    snprintf(m->fault[m->nfaults].op, sizeof m->fault[0].op, "%s", op);
-    m->fault[m->nfaults++].count = count;
-  }
+    if (!strcmp(m->fault[i].op, op)) return &m->fault[i];
+  if (m->nfaults == (int)(sizeof m->fault / sizeof m->fault[0])) return NULL;
+  fault_t *f = &m->fault[m->nfaults++];
+  memset(f, 0, sizeof *f);
+  snprintf(f->op, sizeof f->op, "%s", op);
+  return f;
+}
+
+void shoal__live_mem_fail_next(shoal_live_mem_t *m, const char *op, int count) {
+  fault_t *f = fault_of(m, op);
+  if (f) f->count = count;
+}
+
+void shoal__live_mem_slow_next(shoal_live_mem_t *m, const char *op, int count, double seconds) {
+  fault_t *f = fault_of(m, op);
+  if (f) f->slow = count, f->slow_s = seconds;
 }
 
 /* ---- building the world ---- */

@@ -466,6 +466,7 @@ static void sl_destroy(void *impl) {
 
 static const shoal_live_manager_ops_t slurm_ops = {
     .name = "slurm",
+    .server = "slurmctld",
     .nodes = sl_nodes,
     .jobs = sl_jobs,
     .start = sl_start,

@@ -255,6 +255,41 @@ TEST(live_manager_down_for_seconds_is_logged) {
   world_fini(&w);
 }
 
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* a read of the jobs that answers, but late (a slurmctld restart shorter than its clients' retries): said, with
+ * its times, at most once a minute with how many there were; a read under 3 s is not slow */
+TEST(live_manager_slow_read_is_logged) {
+  world_t w;
+  world_init(&w, 2, 1, "srtf");
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 1, 1, 1, 40, 1);
+  world_run(&w, 2, 0);
+  shoal__live_mem_slow_next(w.m, "jobs", 1, 2.5);
+  world_run(&w, 1, 0);
+  CHECK_MSG(!world_logged(&w, "slow or restarting"), "%s", world_log(&w));
+  shoal__live_mem_slow_next(w.m, "jobs", 1, 8);
+  world_run(&w, 1, 0);
+  CHECK_LOGGED(&w, "reading the memory manager's jobs took 8.0 s (");
+  CHECK_LOGGED(&w, "): the memory manager slow or restarting; no decision was taken meanwhile; slow reads since the "
+               "last such line: 1");
+  shoal__live_mem_slow_next(w.m, "jobs", 1, 4);
+  world_run(&w, 1, 0);
+  CHECK_EQ(count_of(world_log(&w), "slow or restarting"), 1);
+  world_run(&w, 60, 0);
+  shoal__live_mem_slow_next(w.m, "jobs", 1, 5);
+  world_run(&w, 1, 0);
+  CHECK_LOGGED(&w, "reading the memory manager's jobs took 5.0 s (");
+  CHECK_LOGGED(&w, "slow reads since the last such line: 2");
+  CHECK_EQ(count_of(world_log(&w), "slow or restarting"), 2);
+  CHECK_EQ(world_completions(&w, a), 1);
+  world_fini(&w);
+}
+
 /* status and metrics say what runs, what waits and why, and the last decision */
 TEST(live_status_and_metrics) {
   world_t w;

@@ -54,6 +54,8 @@ void world_crash(world_t *w) {
 }
 
 int world_step(world_t *w, double dt) {
+  double now = shoal__live_mem_now(w->m); /* a slow call moved the manager's clock on */
+  if (now > w->t) w->t = now;
   w->t += dt;
   shoal__live_mem_advance(w->m, w->t);
   if (w->L) w->rc = shoal__live_ctl_tick(w->L);
