@@ -23,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -147,8 +148,19 @@ class ShoalWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
 
-  /* On the group's completion thread: the request's status, the copies back, then the future and the work. */
+  /* A caller that waits without a timeout of its own (dist.all_reduce without async_op, work.wait())
+   * completes the work on its thread as soon as libshoal reports the request done: one thread wake-up
+   * fewer than through the group's completion thread, which then finds the work claimed. With a
+   * timeout, the wait is c10d's (the request keeps the group's deadline either way). */
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    if (timeout == kNoTimeout) complete();
+    return c10d::Work::wait(timeout);
+  }
+
+  /* Once, by the first of the waiting caller and the group's completion thread: the request's status
+   * (waiting for it), the copies back, then the future and the work. */
   void complete() {
+    if (claimed_.exchange(true)) return;
     int rc = shoal_wait(&req);
     std::exception_ptr err;
     if (rc) {
@@ -178,6 +190,7 @@ class ShoalWork : public c10d::Work {
   const char *name_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> claimed_{false};
 };
 
 /* ---- the process group ---- */
@@ -561,7 +574,7 @@ void ProcessGroupShoal::run_completions() {
     auto work = c10::intrusive_ptr<ShoalWork>::reclaim(done_.front());
     done_.pop_front();
     lk.unlock();
-    work->complete(); /* may run the future's callbacks (DDP's, a comm hook's) */
+    work->complete(); /* may run the future's callbacks (DDP's, a comm hook's); a no-op if a waiter did */
     work.reset();
     lk.lock();
     if (--inflight_ == 0) drained_.notify_all();
