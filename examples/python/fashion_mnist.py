@@ -13,7 +13,8 @@ strategy (its C implementation, include/shoal/sync.h). --backend gloo runs the s
 schedule with torch.nn.parallel.DistributedDataParallel over Gloo instead (the benchmark's anchor), and
 --backend ddp-shoal the same unmodified DDP over shoal's torch.distributed backend (shoal.torch).
 --backend none trains every rank's shard alone, with no communication at all (the ranks still run at
-once): the benchmark's limit, what any backend's samples/s stays under on the same cores.
+once; samples/s from the slowest rank's training time, exchanged after it): the benchmark's limit, what
+a synchronous backend's samples/s stays under on the same cores.
 The last line is a machine-readable summary: samples/s, time to --target accuracy, final accuracy.
 """
 import argparse
@@ -154,6 +155,17 @@ def main():
             print("epoch %d: loss %.4f  test acc %.4f  %.0f samples/s  (%.1f s training)" %
                   (epoch + 1, loss_sum / iters, acc, samples / train_s, train_s), flush=True)
     finish()
+    if a.backend == "none" and world > 1:
+        # no communication while the clock ran; a synchronous job goes at its slowest rank's pace (the
+        # cores need not be equally fast), so the limit counts the slowest rank's training time
+        import torch.distributed as dist
+        port = a.gloo_port or int(os.environ.get("MASTER_PORT", "29500")) + 1
+        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (os.environ.get("MASTER_ADDR", "127.0.0.1"), port),
+                                rank=rank, world_size=world)
+        slowest = torch.tensor([train_s], dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        train_s = slowest.item()
+        dist.destroy_process_group()
     acc = evaluate()
     if rank == 0:
         print("result: backend=%s sync=%s ranks=%d model=%s batch=%d epochs=%d samples_per_s=%.1f "
