@@ -296,6 +296,7 @@ static int loan_config(const serve_cli_t *c, router_load_t *r, shoal_live_config
   if (!r->argc) return fprintf(stderr, "shoal sched serve: --loan-replica: an empty command\n"), 2;
   shoal_live_loan_opts_t *o = &cfg->loan;
   o->partition = c->loan_from, o->replica_argv = (const char *const *)r->argv, o->replica_argc = r->argc;
+  o->router = c->loan_router;
   o->forecast = c->loan_predictor, o->alpha = c->loan_alpha, o->z = c->loan_z;
   o->service_s = c->loan_service, o->slo_s = c->loan_slo, o->slo_q = c->loan_q, o->hold_s = c->loan_hold;
   o->every = c->loan_every, o->load = read_router, o->load_arg = r;

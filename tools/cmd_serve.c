@@ -19,7 +19,7 @@ typedef struct serve_cli {
   int router, port, max_conns, threads;
   size_t max_body;
   double req_timeout, every, window, batch_ms;
-  const char *addr, *port_file;
+  const char *addr, *port_file, *register_url, *advertise;
   shoal_opts_list_t replicas;
 } serve_cli_t;
 
@@ -61,6 +61,11 @@ static const shoal_opt_t serve_opts[] = {
     OPT_INT("--max-rows", "N", so.max_rows, 1, 65536, "rows per request", REPLICA),
     OPT_INT("--max-queue", "N", so.max_queue, 1, 1 << 20, "requests waiting for the model; more get 503", REPLICA),
     OPT_INT("--threads", "N", threads, 1, 64, "OpenBLAS threads", REPLICA),
+    OPT_STRING("--register", "URL", register_url, "the router (http://HOST:PORT) to join once ready and to leave\n"
+               "before draining", .def = "$SHOAL_SERVE_ROUTER, else none", .expect = "http://HOST:PORT", REPLICA),
+    OPT_STRING("--advertise", "URL", advertise, "the URL the router reaches this replica at",
+               .def = "http://ADDR:PORT, ADDR --addr or, for 0.0.0.0, this host's first non-loopback IPv4 address",
+               .expect = "http://HOST:PORT", REPLICA),
     OPT_GROUP("router (--router):"),
     OPT_LIST("--replica", "URL", replicas, "a replica, http://HOST:PORT (repeatable; more through POST /router/replicas)",
              ROUTER),
@@ -102,18 +107,45 @@ static int write_port(const char *path, int port) {
   return 0;
 }
 
-static void wait_for_signal(double every, void (*print)(void *), void *arg) {
+/* tick (when not NULL) runs every 50 ms until it returns 0 */
+static void wait_for_signal(double every, void (*print)(void *), void *arg, int (*tick)(void *), void *targ) {
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   double next = shoal__now_s() + every;
   while (!stop_requested) {
+    if (tick && !tick(targ)) tick = NULL;
     usleep(50 * 1000);
     if (every > 0 && shoal__now_s() >= next) {
       print(arg);
       next += every;
     }
   }
+}
+
+/* A replica joining its router: tried at once and then every second until the router takes it (a router
+ * started after its replicas, or restarting, is joined when it answers); each new reason it fails is printed. */
+typedef struct joining {
+  const char *router;
+  char self[256], last_err[256];
+  double next;
+  int joined;
+} joining_t;
+
+static int join_tick(void *arg) {
+  joining_t *j = arg;
+  if (shoal__now_s() < j->next) return 1;
+  j->next = shoal__now_s() + 1;
+  if (shoal__serve_announce(j->router, j->self, 1, 2) == 0) {
+    printf("shoal serve: joined the router %s as %s\n", j->router, j->self);
+    fflush(stdout);
+    return !(j->joined = 1);
+  }
+  if (strcmp(j->last_err, shoal_last_error())) {
+    snprintf(j->last_err, sizeof j->last_err, "%s", shoal_last_error());
+    fprintf(stderr, "shoal serve: --register: %s (trying again every second)\n", j->last_err);
+  }
+  return 1;
 }
 
 static void print_server(void *arg) {
@@ -156,13 +188,13 @@ static int run_router(shoal__router_opts_t *ro, const char *const *replicas, int
     shoal__router_stop(r, 0);
     return 1;
   }
-  wait_for_signal(every, print_router, r);
+  wait_for_signal(every, print_router, r, NULL, NULL);
   print_router(r);
   shoal__router_stop(r, ro->pool.request_timeout_s);
   return 0;
 }
 
-static int run_server(shoal__server_opts_t *so, const char *port_file, double every) {
+static int run_server(shoal__server_opts_t *so, const char *port_file, double every, joining_t *j) {
   if (!so->params_path) {
     fprintf(stderr, "shoal serve: --params FILE is needed (a `shoal train --params-out` file), or --router\n");
     return 2;
@@ -180,7 +212,16 @@ static int run_server(shoal__server_opts_t *so, const char *port_file, double ev
     shoal__server_stop(s);
     return 1;
   }
-  wait_for_signal(every, print_server, s);
+  if (j->router && !j->self[0] && shoal__serve_self_url(so->http.addr, shoal__server_port(s), j->self, sizeof j->self)) {
+    fprintf(stderr, "shoal serve: --advertise: %s\n", shoal_last_error());
+    shoal__server_stop(s);
+    return 1;
+  }
+  wait_for_signal(every, print_server, s, j->router ? join_tick : NULL, j);
+  /* leave the router before draining: it sends nothing new here, and a request it sent just before is still
+   * answered by the drain (or, if it arrives after, refused with 503 and retried by the router elsewhere) */
+  if (j->joined && shoal__serve_announce(j->router, j->self, 0, 5))
+    fprintf(stderr, "shoal serve: leaving the router: %s\n", shoal_last_error());
   int rc = shoal__server_drain(s, 10);
   if (rc) fprintf(stderr, "shoal serve: %s\n", shoal_last_error());
   print_server(s);
@@ -205,5 +246,20 @@ int shoal_cmd_serve(int argc, char **argv) {
   so->blas_threads = c.threads;
   so->batch_timeout_s = c.batch_ms * 1e-3;
   ro->window_s = (int)c.window;
-  return c.router ? run_router(ro, c.replicas.v, c.replicas.n, c.port_file, c.every) : run_server(so, c.port_file, c.every);
+  if (c.router) return run_router(ro, c.replicas.v, c.replicas.n, c.port_file, c.every);
+  joining_t j = {.router = c.register_url ? c.register_url : shoal__config_str("SHOAL_SERVE_ROUTER", NULL)};
+  if (j.router && !j.router[0]) j.router = NULL;
+  if (j.router && (strncmp(j.router, "http://", 7) || strlen(j.router) < 8 || strlen(j.router) > 400)) {
+    fprintf(stderr, "shoal serve: %s %s: expected http://HOST:PORT\n", c.register_url ? "--register" : "SHOAL_SERVE_ROUTER",
+            j.router);
+    return 2;
+  }
+  if (c.advertise) {
+    if (strncmp(c.advertise, "http://", 7) || strlen(c.advertise) < 8 || strlen(c.advertise) >= 200) {
+      fprintf(stderr, "shoal serve: --advertise %s: expected http://HOST:PORT\n", c.advertise);
+      return 2;
+    }
+    snprintf(j.self, sizeof j.self, "%s", c.advertise);
+  }
+  return run_server(so, c.port_file, c.every, &j);
 }

@@ -59,6 +59,8 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_BENCH_MIN_BW", "", "bench", "fail `shoal bench` when average busbw (GB/s) is below this"},
   /* sim */
   {"SHOAL_SIM_CHECK", "0", "sim", "verify the simulator's invariants after every decision (capacity, bookkeeping, work)"},
+  /* serve (docs/serving.md) */
+  {"SHOAL_SERVE_ROUTER", "", "serve", "`shoal serve` replica: the router (http://HOST:PORT) it joins once ready and leaves before draining, when --register is not given (set by `shoal sched serve --loan-router` for its replica jobs)"},
   /* python (read by the Python package, python/shoal/_lib.py) */
   {"SHOAL_LIBRARY", "", "python", "path of libshoal.so.0 for `import shoal` (default: next to the installed package, the repository's build/, then the loader's path)"},
 };

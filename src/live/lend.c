@@ -27,7 +27,7 @@ int live_lend_setup(shoal_live_ctl_t *L) {
   }
   if (!strcmp(shoal__forecast_name(L->lend_fc), "oracle"))
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the oracle predictor knows the future: simulation only");
-  shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv,
+  shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv, .router = o->router,
                                 .replica_argc = o->replica_argc, .service_s = o->service_s, .slo_s = o->slo_s,
                                 .slo_q = o->slo_q, .hold_s = o->hold_s};
   if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;

@@ -32,6 +32,7 @@ typedef struct shoal_live_loan_opts {
   const char *partition;     /* VC_infer; NULL/"": no loaning */
   const char *const *replica_argv; /* the command a replica job runs (shoal serve ...) */
   int replica_argc;
+  const char *router;        /* the router the replica jobs join themselves (SHOAL_SERVE_ROUTER); NULL: none */
   const char *forecast;      /* the rate predictor: off, ewma, holt (sched/serving) */
   double alpha, z;           /* its smoothing weight and headroom in standard deviations of its errors */
   double service_s, slo_s, slo_q; /* one request on one replica (measured); the SLO: quantile slo_q under slo_s */

@@ -17,6 +17,7 @@ struct shoal_live_loan {
   double last, calm;
   int seen;
   int nrep;
+  char env[512];                /* SHOAL_SERVE_ROUTER=ROUTER for the replica jobs */
   struct {
     long id;
     char node[SHOAL_LIVE_NAME];
@@ -34,6 +35,10 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
   if (!L) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning: out of memory");
   L->c = *cfg, L->fc = fc;
   if (!L->c.replica_name) L->c.replica_name = "shoal:serve";
+  if (cfg->router && (size_t)snprintf(L->env, sizeof L->env, "SHOAL_SERVE_ROUTER=%s", cfg->router) >= sizeof L->env) {
+    free(L);
+    return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the router's URL is too long");
+  }
   *out = L;
   return 0;
 }
@@ -115,6 +120,8 @@ static int start_replica(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const 
   if (L->nrep == LOAN_MAX_HOSTS) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "loaning: more than %d replicas", LOAN_MAX_HOSTS);
   shoal_live_submit_t req = {.name = L->c.replica_name, .partition = L->c.infer_partition, .comment = L->c.replica_name,
                              .argv = L->c.replica_argv, .argc = L->c.replica_argc, .hold = 1};
+  const char *env[1] = {L->env};
+  if (L->env[0]) req.env = env, req.envc = 1;
   long id;
   int rc = mgr->ops->submit(mgr->impl, &req, &id);
   if (rc) return rc;

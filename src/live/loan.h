@@ -19,6 +19,7 @@ typedef struct shoal_live_loan_config {
   const char *const *replica_argv; /* the command a replica job runs (shoal serve ...) */
   int replica_argc;
   const char *replica_name;    /* the replica jobs' name and comment ("shoal:serve") */
+  const char *router;          /* the router the replicas join (SHOAL_SERVE_ROUTER in their environment); NULL: none */
   double service_s, slo_s, slo_q; /* one request on one replica; the P99 SLO */
   double hold_s;               /* replicas above the need this long are stopped and their hosts lent */
 } shoal_live_loan_config_t;

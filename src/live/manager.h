@@ -113,6 +113,8 @@ typedef struct shoal_live_submit {
   const char *name, *partition, *account, *comment, *output;
   const char *const *argv; /* the command each task runs */
   int argc;
+  const char *const *env;  /* NAME=VALUE words set in the command's environment (besides the submitter's) */
+  int envc;
   int hold;                /* 1: submit held (the controller releases it) */
 } shoal_live_submit_t;
 

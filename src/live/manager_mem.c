@@ -24,6 +24,7 @@ typedef struct mjob {
   shoal_live_job_t v;          /* what jobs() lists (v.use points into use) */
   shoal_live_mem_behaviour_t b;
   char nodelist[256];
+  char env[512];               /* the environment words it was submitted with, separated by spaces */
   int nreq;                    /* placement given by start(): nodes and GPUs */
   char req[MEM_MAX_NODES][SHOAL_LIVE_NAME];
   int req_gpus[MEM_MAX_NODES];
@@ -600,8 +601,15 @@ static int mem_submit(void *impl, const shoal_live_submit_t *req, long *id) {
   if (v < 0) return shoal__seterr(SHOAL_ERR_NOMEM, "memory manager: out of memory");
   mjob_t *j = find(m, v);
   if (req->name) snprintf(j->v.name, sizeof j->v.name, "%s", req->name);
+  for (int k = 0, n = 0; k < req->envc && n < (int)sizeof j->env; k++)
+    n += snprintf(j->env + n, sizeof j->env - (size_t)n, "%s%s", k ? " " : "", req->env[k]);
   *id = v;
   return 0;
+}
+
+const char *shoal__live_mem_job_env(shoal_live_mem_t *m, long id) {
+  mjob_t *j = find(m, id);
+  return j ? j->env : NULL;
 }
 
 static void mem_destroy(void *impl) { (void)impl; /* the caller's */ }

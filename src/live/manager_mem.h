@@ -52,6 +52,8 @@ void shoal__live_mem_fail_next(shoal_live_mem_t *m, const char *op, int count);
 /* the next `count` calls of op take `seconds` before they answer (a slurmctld that is slow or restarting, its
  * clients retrying): the manager's clock moves on by that much inside the call, its runs progressing meanwhile */
 void shoal__live_mem_slow_next(shoal_live_mem_t *m, const char *op, int count, double seconds);
+/* the NAME=VALUE words a job was submitted with (shoal_live_submit_t.env), separated by spaces; NULL: no such job */
+const char *shoal__live_mem_job_env(shoal_live_mem_t *m, long id);
 /* a node's state: usable, drained (usable 0), down (its running jobs end NODE_FAIL), with the manager's words */
 int shoal__live_mem_set_node(shoal_live_mem_t *m, const char *name, int usable, int down, const char *state);
 /* a user's scancel (CANCELLED), scontrol hold / release / requeuehold */

@@ -425,13 +425,20 @@ static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap
     n += (size_t)snprintf(cmd + n, n < sizeof cmd ? sizeof cmd - n : 0, " %s", q);
   }
   if (n >= sizeof cmd - 1) return shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long");
+  char env[2048] = "";
+  for (size_t k = 0, e = 0; k < (size_t)req->envc; k++) {
+    if (!strchr(req->env[k], '=') || shq(q, sizeof q, req->env[k]))
+      return shoal__seterr(SHOAL_ERR_INVALID, "submit: environment word %zu is not NAME=VALUE or too long", k + 1);
+    e += (size_t)snprintf(env + e, e < sizeof env ? sizeof env - e : 0, "export %s; ", q);
+    if (e >= sizeof env) return shoal__seterr(SHOAL_ERR_INVALID, "submit: environment too long");
+  }
   int k = snprintf(script, cap,
-                   "trap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; "
+                   "%strap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; "
                    "export SHOAL_MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
                    "SHOAL_MASTER_PORT=$((20000 + SLURM_JOB_ID %% 20000)) SHOAL_JOB_ID=slurm:$SLURM_JOB_ID.r${SLURM_RESTART_COUNT:-0}; "
                    "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
                    "%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done",
-                   cmd);
+                   env, cmd);
   return k < 0 || (size_t)k >= cap ? shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long") : 0;
 }
 

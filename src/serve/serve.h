@@ -58,6 +58,15 @@ int  shoal__server_drain(shoal__server_t *s, double timeout_s);
 /* Stop (after a drain, nothing is lost; otherwise what is left gets 503) and free. NULL: nothing. */
 void shoal__server_stop(shoal__server_t *s);
 
+/* ---- a replica's place in a router (announce.c) ------------------------------ */
+
+/* POST ROUTER/router/replicas {"add": self} (add = 1) or {"drop": self} within timeout_s: 0, or an error naming
+ * the router and what it answered. A drop the router answers 404 (it does not hold self) is done: 0. */
+int shoal__serve_announce(const char *router, const char *self, int add, double timeout_s);
+/* http://ADDR:PORT, the URL a router reaches a replica listening on addr:port at: addr itself unless it is
+ * 0.0.0.0 (or NULL), else the first IPv4 address of an interface that is up and not loopback, else 127.0.0.1. */
+int shoal__serve_self_url(const char *addr, int port, char *out, size_t cap);
+
 /* Read a parameters file for a model (shoal__server_start uses it; so can tests). */
 int shoal__serve_load_params(shoal_model_t *m, const char *path);
 

@@ -48,7 +48,8 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
   shoal_live_loan_config_t c = {.infer_partition = "infer", .train_id = train, .replica_argv = serve_argv,
-                                .replica_argc = 4, .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 2};
+                                .replica_argc = 4, .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 2,
+                                .router = "http://10.0.0.9:35001"};
   shoal_live_loan_t *L;
   CHECK_OK(shoal__live_loan_create(&c, fc, &L));
   shoal_live_loan_step_t o;
@@ -60,7 +61,10 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   CHECK(o.started == 0 && o.lent_now == 1 && o.lent == 2);
   shoal__live_mem_advance(m, 1003);
   CHECK(running_on(m, train, "t0,i1,i2"));
-  CHECK(running_on(m, train + 1, "i0")); /* the replica job */
+  CHECK(running_on(m, train + 1, "i0")); /* the replica job, told where its router is */
+  CHECK_MSG(!strcmp(shoal__live_mem_job_env(m, train + 1), "SHOAL_SERVE_ROUTER=http://10.0.0.9:35001"), "env: %s",
+            shoal__live_mem_job_env(m, train + 1));
+  CHECK(!strcmp(shoal__live_mem_job_env(m, train), ""));
   /* 12 requests waiting, 2/s arriving: 1 x (12/3 + 2) = 6 replicas, three hosts: both lent hosts reclaimed */
   CHECK_OK(shoal__live_loan_step(L, &mgr, 1003, 2, 12, &o));
   CHECK(o.want == 3 && o.reclaimed == 2 && o.started == 2 && o.replicas == 3 && o.lent == 0);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "serve/loadgen.h"
 #include "serve/serve.h"
 #include "shoal/train.h"
 
@@ -103,6 +104,19 @@ static inline shoal__server_t *start_server(const char *params, int max_batch, d
   shoal__server_t *s = NULL;
   CHECK_OK(shoal__server_start(&o, &s));
   return s;
+}
+
+/* a load generator run on a thread (pthread_create(..., loadgen_thread, &arg)) */
+typedef struct {
+  shoal__loadgen_opts_t o;
+  shoal__loadgen_result_t res;
+  int rc;
+} lg_arg_t;
+
+static inline void *loadgen_thread(void *arg) {
+  lg_arg_t *a = arg;
+  a->rc = shoal__loadgen_run(&a->o, &a->res);
+  return NULL;
 }
 
 #endif

@@ -177,18 +177,6 @@ TEST(bad_replica_changes_are_refused) {
   shoal__router_stop(r, 1);
 }
 
-typedef struct {
-  shoal__loadgen_opts_t o;
-  shoal__loadgen_result_t res;
-  int rc;
-} lg_arg_t;
-
-static void *loadgen_thread(void *arg) {
-  lg_arg_t *a = arg;
-  a->rc = shoal__loadgen_run(&a->o, &a->res);
-  return NULL;
-}
-
 TEST(replicas_come_and_go_under_load_without_a_request_lost) {
   if (access(SHOAL_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK))
     shoal_test_skip("dataset-fashion-mnist is not installed");

@@ -1,0 +1,137 @@
+/* Replicas that join their router themselves (shoal serve --register, SHOAL_SERVE_ROUTER): real `shoal serve`
+ * processes join once ready (also a router that starts after them), and one stopped under load leaves the
+ * router before it drains, without a request lost or answered twice. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include "core/clock.h"
+#include "serve/loadgen.h"
+#include "serve_testutil.h"
+
+/* `shoal serve` as a child process on 127.0.0.1, port 0 written to port_file; joins `router` by --register, or
+ * (env != 0) through SHOAL_SERVE_ROUTER */
+static pid_t spawn_replica(const char *params, const char *router, int env, const char *port_file) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const char *cli = shoal_test_cli();
+    if (env) {
+      setenv("SHOAL_SERVE_ROUTER", router, 1);
+      execl(cli, cli, "serve", "--model", "mlp", "--params", params, "--addr", "127.0.0.1", "--port", "0",
+            "--port-file", port_file, (char *)NULL);
+    } else {
+      unsetenv("SHOAL_SERVE_ROUTER");
+      execl(cli, cli, "serve", "--model", "mlp", "--params", params, "--addr", "127.0.0.1", "--port", "0",
+            "--port-file", port_file, "--register", router, (char *)NULL);
+    }
+    _exit(127);
+  }
+  return pid;
+}
+
+/* the replica's URL once its port file is written */
+static void replica_url(const char *port_file, char *url, size_t cap) {
+  int port = 0;
+  for (int i = 0; i < 2000 && port <= 0; i++) {
+    FILE *f = fopen(port_file, "r");
+    if (f) {
+      if (fscanf(f, "%d", &port) != 1) port = 0;
+      fclose(f);
+    }
+    if (port <= 0) shoal__sleep_s(0.01);
+  }
+  CHECK_MSG(port > 0, "no port in %s", port_file);
+  snprintf(url, cap, "http://127.0.0.1:%d", port);
+}
+
+/* wait (at most 20 s) until the router holds exactly these replicas, all live */
+static void wait_replicas(shoal__router_t *r, const char *a, const char *b) {
+  int want = !!a + !!b, n = -1, live = 0;
+  shoal__replica_info_t ri[4];
+  for (int i = 0; i < 2000; i++) {
+    n = shoal__pool_replicas(shoal__router_pool(r), ri, 4);
+    live = 0;
+    for (int k = 0; k < n && k < 4; k++)
+      live += ri[k].live && !ri[k].draining && ((a && !strcmp(ri[k].url, a)) || (b && !strcmp(ri[k].url, b)));
+    if (n == want && live == want) return;
+    shoal__sleep_s(0.01);
+  }
+  CHECK_MSG(0, "the router holds %d replicas (%d of the %d wanted live)", n, live, want);
+}
+
+TEST(replicas_join_and_leave_their_router_under_load) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK))
+    shoal_test_skip("dataset-fashion-mnist is not installed");
+  char params[] = "/tmp/shoal-join-XXXXXX", pa[64], pb[64];
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  snprintf(pa, sizeof pa, "%s.a", params);
+  snprintf(pb, sizeof pb, "%s.b", params);
+  int rport = shoal_test_free_port();
+  char router[64], ua[64], ub[64];
+  snprintf(router, sizeof router, "http://127.0.0.1:%d", rport);
+  /* A starts before its router: it keeps trying */
+  pid_t a = spawn_replica(params, router, 0, pa);
+  replica_url(pa, ua, sizeof ua);
+  shoal__sleep_s(0.3);
+  shoal__router_opts_t o;
+  shoal__router_opts_init(&o);
+  o.http.addr = "127.0.0.1";
+  o.http.port = rport;
+  o.pool.health_every_s = 0.05;
+  shoal__router_t *r = NULL;
+  CHECK_OK(shoal__router_start(&o, &r));
+  wait_replicas(r, ua, NULL);
+  pid_t b = spawn_replica(params, router, 1, pb);
+  replica_url(pb, ub, sizeof ub);
+  wait_replicas(r, ua, ub);
+  /* 300 requests over 3 s; A is stopped (SIGTERM, as Slurm's scancel) 1 s in */
+  shoal__reqtimes_t times;
+  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, &times));
+  lg_arg_t g = {.rc = -1};
+  shoal__loadgen_opts_init(&g.o);
+  g.o.url = router;
+  g.o.arrivals = &times;
+  g.o.timeout_s = 60;
+  pthread_t t;
+  pthread_create(&t, NULL, loadgen_thread, &g);
+  shoal__sleep_s(1);
+  int st_a = -1, st_b = -1;
+  kill(a, SIGTERM);
+  CHECK(waitpid(a, &st_a, 0) == a);
+  CHECK_MSG(WIFEXITED(st_a) && WEXITSTATUS(st_a) == 0, "replica A ended with status %d", st_a);
+  wait_replicas(r, NULL, ub); /* A left: gone from the router, not merely dead to its health checks */
+  pthread_join(t, NULL);
+  CHECK_OK(g.rc);
+  CHECK_EQ(g.res.ok, times.n);
+  CHECK_EQ(g.res.failed, 0);
+  shoal__router_stats_t st;
+  shoal__router_stats(r, &st);
+  CHECK_EQ(st.c.accepted, times.n);
+  CHECK_EQ(st.c.answered, times.n); /* each once */
+  CHECK_EQ(st.c.ok, times.n);
+  kill(b, SIGTERM);
+  CHECK(waitpid(b, &st_b, 0) == b);
+  CHECK_MSG(WIFEXITED(st_b) && WEXITSTATUS(st_b) == 0, "replica B ended with status %d", st_b);
+  CHECK_EQ(shoal__pool_replicas(shoal__router_pool(r), NULL, 0), 0);
+  shoal__reqtimes_free(&times);
+  shoal__router_stop(r, 5);
+  unlink(pa);
+  unlink(pb);
+  unlink(params);
+}
+
+TEST(a_bad_router_address_is_refused_by_name) {
+  char out[4096];
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s serve --model mlp --params /nonexistent --register localhost:1 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "--register localhost:1: expected http://HOST:PORT");
+  snprintf(cmd, sizeof cmd, "SHOAL_SERVE_ROUTER=ftp://x %s serve --model mlp --params /nonexistent 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "SHOAL_SERVE_ROUTER ftp://x: expected http://HOST:PORT");
+}
