@@ -470,3 +470,33 @@ TEST_T(tune_watch_holds_off_and_drops_a_worse_plan, 90) {
   int st[4];
   CHECK_EQ(shoal_test_fork_ranks(4, rank_watch, &a, 80, st), 4);
 }
+
+/* Which hosts moved after a drift, from round 1's figures (no timing here: synthetic figures). 8 hosts with
+ * 1 GB/s links; the round ran on a busy CPU (every flow 20-34 % slower, each by its own amount); only h7's
+ * link dropped to a third: h7 alone is flagged, where a bare 30 % test against the matrix would flag the
+ * hosts whose pairs both came out over 30 % slower (h0, h1, h4, h7 here). */
+TEST(tune_moved_hosts_only_the_moved_link) {
+  enum { H = 8 };
+  double before[H * H], now[H];
+  unsigned char sel[H];
+  for (int i = 0; i < H * H; i++) before[i] = 1e9;
+  const double cpu[H] = {0.75, 0.66, 0.80, 0.72, 0.68, 0.78, 0.74, 0.70}; /* h -> h + 1, this round's CPU */
+  for (int h = 0; h < H; h++) now[h] = 1e9 * cpu[h];
+  now[6] /= 3, now[7] /= 3; /* h6 -> h7 and h7 -> h0: h7's link */
+  CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), 1);
+  CHECK(sel[7]);
+  /* nothing moved but the CPU: nothing flagged */
+  for (int h = 0; h < H; h++) now[h] = 1e9 * cpu[h];
+  CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), 0);
+  /* one direction only (h3 -> h4 2x faster): both of its ends */
+  now[3] *= 2;
+  CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), 2);
+  CHECK(sel[3] && sel[4]);
+  /* every link at a third (beyond what is taken for the CPU: the network): every host */
+  for (int h = 0; h < H; h++) now[h] = 0.33e9;
+  CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), H);
+  /* a pair never measured before is not a move */
+  for (int h = 0; h < H; h++) now[h] = 1e9;
+  before[3 * H + 4] = -1, now[3] = 3e9;
+  CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), 0);
+}

@@ -24,12 +24,17 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
  * it). Collective; the values are agreed by all ranks and stored in w->tune;
  * the net class is set to their medians. */
 int shoal__tune_probe_links(shoal_comm_t *c);
-/* The same after a drift (the link watch): round 1 (every host to the next, at once) against the matrix says
- * which hosts' links changed (a host both of whose pairs moved by more than 30 %, else both ends of the one
- * pair that did); only the pairs of those hosts are measured again, the rest of the matrix stays. Nothing
+/* The same after a drift (the link watch): round 1 (every host to the next, at once, twice, each pair's best)
+ * against the matrix says which hosts' links changed (shoal__tune_moved_hosts); only the pairs of those hosts are measured again, the rest of the matrix stays. Nothing
  * moved: the matrix stays (and links_gen with it). Half the hosts or more, or a pair never measured: the
  * whole matrix. *nsuspects: the hosts measured again (0: none). Collective. */
 int shoal__tune_reprobe_links(shoal_comm_t *c, int *nsuspects);
+/* Which hosts' links moved, from round 1: before is the matrix's bandwidths ([H H]), now[h] the pair h -> h + 1
+ * measured again. Each pair's ratio now/before is divided by the round's median ratio when that lies within
+ * 2x either way (a busy CPU slows every flow of the round alike); a host is moved when both its pairs (in and out)
+ * are then beyond 30 % either way, else both ends of a pair that is. Sets sel[H] (1: moved); returns how
+ * many hosts, or a negative error code. */
+int shoal__tune_moved_hosts(int H, const double *before, const double *now, unsigned char *sel);
 
 /* watch.c */
 int  shoal__tune_watch_init(struct shoal__world *w);
