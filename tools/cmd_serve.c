@@ -255,7 +255,7 @@ int shoal_cmd_serve(int argc, char **argv) {
     return 2;
   }
   if (c.advertise) {
-    if (strncmp(c.advertise, "http://", 7) || strlen(c.advertise) < 8 || strlen(c.advertise) >= 200) {
+    if (!shoal__pool_url_ok(c.advertise)) { /* what the router takes, or it would refuse every join */
       fprintf(stderr, "shoal serve: --advertise %s: expected http://HOST:PORT\n", c.advertise);
       return 2;
     }

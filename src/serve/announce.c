@@ -21,7 +21,8 @@ int shoal__serve_announce(const char *router, const char *self, int add, double 
   size_t rl = router ? strlen(router) : 0;
   if (rl < 8 || rl > 400 || strncmp(router, "http://", 7))
     return shoal__seterr(SHOAL_ERR_INVALID, "router %s: expected http://HOST:PORT", router ? router : "(none)");
-  if (!self || strlen(self) > 200) return shoal__seterr(SHOAL_ERR_INVALID, "a replica's URL of at most 200 characters");
+  if (!self || !shoal__pool_url_ok(self))
+    return shoal__seterr(SHOAL_ERR_INVALID, "replica '%s': expected http://HOST:PORT", self ? self : "(null)");
   char url[512], body[256];
   snprintf(url, sizeof url, "%.*s/router/replicas", (int)rl - (router[rl - 1] == '/'), router);
   snprintf(body, sizeof body, "{\"%s\":\"%s\"}", add ? "add" : "drop", self);

@@ -396,7 +396,7 @@ void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req) {
   curl_multi_wakeup(p->multi);
 }
 
-static int valid_url(const char *url) {
+int shoal__pool_url_ok(const char *url) {
   const char *h = !strncmp(url, "http://", 7) ? url + 7 : NULL;
   const char *colon = h ? strrchr(h, ':') : NULL;
   if (!colon || colon == h || strlen(url) >= sizeof ((replica_t *)0)->url) return 0;
@@ -406,7 +406,7 @@ static int valid_url(const char *url) {
 }
 
 int shoal__pool_add(shoal__pool_t *p, const char *url) {
-  if (!url || !valid_url(url))
+  if (!url || !shoal__pool_url_ok(url))
     return shoal__seterr(SHOAL_ERR_INVALID, "replica '%s': expected http://HOST:PORT", url ? url : "(null)");
   pthread_mutex_lock(&p->mu);
   int free_slot = -1;

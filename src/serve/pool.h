@@ -42,6 +42,9 @@ void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req);
 /* url: http://HOST:PORT. Add: checked at once, used once ready. 0, or SHOAL_ERR_INVALID (bad URL, already
  * there, too many). */
 int  shoal__pool_add(shoal__pool_t *p, const char *url);
+/* 1 if the pool takes url as a replica: http://HOST:PORT, port 1-65535, shorter than a replica's URL field
+ * (a replica checks the URL it advertises with this before it asks a router to add it). */
+int  shoal__pool_url_ok(const char *url);
 /* Drain: no new requests go to it; removed once its requests are answered. 0 or SHOAL_ERR_NOT_FOUND. */
 int  shoal__pool_drop(shoal__pool_t *p, const char *url);
 /* Replicas (up to max) into out; returns how many there are. */

@@ -134,4 +134,9 @@ TEST(a_bad_router_address_is_refused_by_name) {
   snprintf(cmd, sizeof cmd, "SHOAL_SERVE_ROUTER=ftp://x %s serve --model mlp --params /nonexistent 2>&1", shoal_test_cli());
   CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
   CHECK_CONTAINS(out, "SHOAL_SERVE_ROUTER ftp://x: expected http://HOST:PORT");
+  /* an advertised URL the router would refuse (no port) is refused at start, not at every join */
+  snprintf(cmd, sizeof cmd, "%s serve --model mlp --params /nonexistent --register http://127.0.0.1:1 --advertise http://h 2>&1",
+           shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "--advertise http://h: expected http://HOST:PORT");
 }
