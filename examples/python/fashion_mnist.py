@@ -52,6 +52,9 @@ def main():
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--wd", type=float, default=5e-4)
     ap.add_argument("--bucket-mb", type=float, default=4.0)
+    ap.add_argument("--first-bucket-mb", type=float, default=0.0,
+                    help="gloo / ddp-shoal: the size of DDP's first bucket (torch's dist._DEFAULT_FIRST_BUCKET_BYTES; "
+                         "0: torch's default, 1 MiB)")
     ap.add_argument("--train-subset", type=int, default=0)
     ap.add_argument("--test-subset", type=int, default=0)
     ap.add_argument("--evals", type=int, default=4, help="test-set evaluations per epoch (time to target)")
@@ -103,6 +106,8 @@ def main():
         dist.init_process_group("gloo" if a.backend == "gloo" else "shoal", init_method="tcp://%s:%d" % (
                                 os.environ.get("MASTER_ADDR", "127.0.0.1"), port), rank=rank, world_size=world)
         model = build_model(torch, a.model)
+        if a.first_bucket_mb > 0:  # read when DDP builds its buckets (after the first step, in backward order)
+            dist._DEFAULT_FIRST_BUCKET_BYTES = int(a.first_bucket_mb * 1024 * 1024)
         net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
 
         def allreduce_sum(t):
