@@ -6,18 +6,17 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "core/error.h"
 #include "core/file.h"
-#include "core/log.h"
 
-/* The file's variables (SHOAL_* only), each with its line, and what was wrong with the file: every
- * problem is logged once (WARN) when the file is first read; a malformed line or an unreadable
- * SHOAL_CONF_FILE is also an error of shoal_comm_init (shoal__config_check). */
+/* The file's variables (SHOAL_* only), each with its line, and what was wrong with the file: the
+ * logger reports every problem once (WARN) when it configures (shoal__config_problems; this file does
+ * not log, since the logger reads its level here); a malformed line or an unreadable SHOAL_CONF_FILE is
+ * also an error of shoal_comm_init (shoal__config_check). */
 typedef struct {
   char *name, *value;
   int line;
@@ -30,7 +29,6 @@ static pthread_once_t file_once = PTHREAD_ONCE_INIT;
 static char problems[MAX_PROBLEMS][320];
 static int nproblems, nproblems_all;
 static char fatal_problem[320];
-static atomic_int file_warned;
 
 static void problem(int fatal, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void problem(int fatal, const char *fmt, ...) {
@@ -185,14 +183,12 @@ static void load_file(void) {
   fclose(f);
 }
 
-/* Load the file once; its problems are logged after the once (logging reads this file too: SHOAL_DEBUG). */
-static void file_ready(void) {
-  pthread_once(&file_once, load_file);
-  if (nproblems_all && !atomic_exchange(&file_warned, 1)) {
-    for (int i = 0; i < nproblems; i++) SHOAL_WARN("INIT", "%s", problems[i]);
-    if (nproblems_all > nproblems)
-      SHOAL_WARN("INIT", "SHOAL_CONF_FILE: %d more problems not shown", nproblems_all - nproblems);
-  }
+static void file_ready(void) { pthread_once(&file_once, load_file); }
+
+int shoal__config_problems(const char **msgs, int cap) {
+  file_ready();
+  for (int i = 0; i < nproblems && i < cap; i++) msgs[i] = problems[i];
+  return nproblems_all;
 }
 
 static const file_var_t *file_var(const char *name) {

@@ -25,6 +25,9 @@ const char *shoal__config_raw(const char *name);
  * malformed line (file:line in the message); shoal_comm_init refuses to start then. Elsewhere these are
  * logged once (WARN), as are lines that set unknown variables or one variable twice. */
 int shoal__config_check(void);
+/* The problems of SHOAL_CONF_FILE (read now if not yet): the first cap messages into msgs, and the
+ * count of all of them. The logger reports them once, when it configures. */
+int shoal__config_problems(const char **msgs, int cap);
 /* rc as is, or (a failure parsing NAME's value that came from SHOAL_CONF_FILE) with " (set in FILE:LINE)"
  * added to the last error: for callers that parse a raw value themselves. */
 int shoal__config_from_where(const char *name, int rc);

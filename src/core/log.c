@@ -69,6 +69,15 @@ static void level_list(char *out, size_t cap) {
 
 static _Thread_local int in_configure; /* reading the config file may log: WARN level meanwhile */
 
+/* SHOAL_CONF_FILE's problems, once (the config module does not log: this module reads its level there). */
+static void report_config_problems(int level) {
+  const char *msgs[8];
+  int n = shoal__config_problems(msgs, 8), shown = n < 8 ? n : 8;
+  if (level < SHOAL_LOG_WARN) return;
+  for (int i = 0; i < shown; i++) shoal__log_write(SHOAL_LOG_WARN, "INIT", "%s", msgs[i]);
+  if (n > shown) shoal__log_write(SHOAL_LOG_WARN, "INIT", "SHOAL_CONF_FILE: %d more problems not shown", n - shown);
+}
+
 /* Logging starts anywhere (no call returns its error), so a bad value is
  * reported on stderr once, naming the variable, and the default is used;
  * shoal_comm_init refuses it (shoal__log_check). */
@@ -92,6 +101,7 @@ static void log_configure(void) {
     if (subsys_unknown(ss, why, sizeof why)) fprintf(stderr, "[shoal] WARN INIT: SHOAL_DEBUG_SUBSYS: %s\n", why);
   }
   shoal__log_level_cur = level;
+  report_config_problems(level);
   in_configure = 0;
 }
 
