@@ -255,7 +255,11 @@ static void take(shoal_live_ctl_t *L, const shoal_live_job_t *mj) {
 static int considered(shoal_live_ctl_t *L, const shoal_live_job_t *mj, char *why, size_t cap, int *quiet) {
   *quiet = 1;
   if (!shoal__live_params_tagged(mj->comment)) return 0;
-  if (L->cfg.partition && L->cfg.partition[0] && strcmp(mj->partition, L->cfg.partition)) return 0;
+  /* another partition: not ours, except a borrower the journal knows, moved by a grow onto lent hosts to a
+   * partition that holds them all (Slurm runs a job inside one partition: manager_slurm.c) */
+  if (L->cfg.partition && L->cfg.partition[0] && strcmp(mj->partition, L->cfg.partition) &&
+      !(L->lend && shoal__live_replay_find(&L->replay, mj->id)))
+    return 0;
   /* ended before the controller ever had it (the journal does not know it): nothing to say */
   if (mj->run == SHOAL_LIVE_ENDED && !shoal__live_replay_find(&L->replay, mj->id)) return 0;
   *quiet = 0;

@@ -386,6 +386,13 @@ int shoal__live_mem_user_release(shoal_live_mem_t *m, long id) {
   return 0;
 }
 
+int shoal__live_mem_user_set_partition(shoal_live_mem_t *m, long id, const char *partition) {
+  mjob_t *j = find(m, id);
+  if (!j) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "update: no job %ld", id);
+  snprintf(j->v.partition, sizeof j->v.partition, "%s", partition);
+  return 0;
+}
+
 /* requeue-hold: an ended or running run goes back, held, one restart more */
 static int requeue_hold(shoal_live_mem_t *m, mjob_t *j) {
   if (j->v.run == SHOAL_LIVE_PENDING) return shoal__seterr(SHOAL_ERR_INVALID, "requeuehold: job %ld is pending", j->v.id);

@@ -60,6 +60,8 @@ int shoal__live_mem_set_node(shoal_live_mem_t *m, const char *name, int usable, 
 int shoal__live_mem_user_cancel(shoal_live_mem_t *m, long id);
 int shoal__live_mem_user_hold(shoal_live_mem_t *m, long id);
 int shoal__live_mem_user_release(shoal_live_mem_t *m, long id);
+/* scontrol update JobId=id Partition=partition (as the Slurm manager's grow does onto hosts of two partitions) */
+int shoal__live_mem_user_set_partition(shoal_live_mem_t *m, long id, const char *partition);
 int shoal__live_mem_user_requeuehold(shoal_live_mem_t *m, long id);
 /* one of its tasks dies: the run ends FAILED with this wait status */
 int shoal__live_mem_kill_task(shoal_live_mem_t *m, long id, int status);

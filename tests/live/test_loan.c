@@ -211,7 +211,9 @@ TEST(live_loan_in_the_controller_round) {
   world_run(&w, 10, 0);
   CHECK_EQ(replicas_running(&w), 1);
   CHECK_MSG(strlen(holds(&w, a)) == strlen("h0,i1,i2"), "job on %s: %s", holds(&w, a), world_log(&w));
-  /* the controller dies mid-loan: the new one adopts the job (its lent hosts are the loan's) and the replica */
+  /* the controller dies mid-loan: the new one adopts the job (its lent hosts are the loan's) and the replica;
+   * the job is in the partition that holds both sides' hosts, where Slurm's grow moves a borrower */
+  CHECK_OK(shoal__live_mem_user_set_partition(w.m, a, "all"));
   world_crash(&w);
   w.cfg.lease_ttl = 1;
   world_step(&w, 2);
