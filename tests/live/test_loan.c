@@ -7,6 +7,7 @@
 
 #include "../runner.h"
 #include "live/loan.h"
+#include "live/params.h"
 #include "live/manager_mem.h"
 #include "core/error.h"
 #include "world.h"
@@ -228,6 +229,41 @@ TEST(live_loan_in_the_controller_round) {
   world_run(&w, 4, 0);
   CHECK_LOGGED(&w, "loaning: the request rate cannot be read: router 127.0.0.1:1: connection refused");
   CHECK_EQ(replicas_running(&w), 1);
+  world_fini(&w);
+}
+
+/* Loaning admits a borrower its journal knows from another partition; a tagged job there that it never had
+ * (pending, or running on a host of that partition) is someone else's, before and after a restart. */
+TEST(live_loan_leaves_foreign_tagged_jobs_alone) {
+  world_t w;
+  load_t load = {0};
+  loan_world(&w, &load);
+  CHECK_OK(shoal__live_mem_add_node(w.m, "x0", 1, 4, 0, "all"));
+  shoal_live_params_t p = {.gpus = 1, .min = 1, .max = 4, .work = 1e7};
+  snprintf(p.model, sizeof p.model, "resnet50");
+  char c[256];
+  CHECK_OK(shoal__live_params_format(&p, c, sizeof c));
+  shoal_live_mem_behaviour_t b = {.work = 1e7};
+  long pending = shoal__live_mem_submit(w.m, c, "all", "research", "ann", 1, &b);
+  long running = shoal__live_mem_submit(w.m, c, "all", "research", "ann", 1, &b);
+  char x0[1][SHOAL_LIVE_NAME] = {"x0"};
+  int one = 1;
+  shoal_live_place_t place = {.n = 1, .node = x0, .gpus = &one};
+  CHECK_OK(w.mgr.ops->start(w.mgr.impl, running, &place));
+  CHECK_OK(world_start(&w));
+  for (int restart = 0; restart < 2; restart++) {
+    world_run(&w, 6, 0);
+    CHECK_EQ(world_runs(&w, pending), 0);
+    CHECK_EQ(world_runs(&w, running), 1);
+    CHECK_MSG(!strcmp(holds(&w, running), "x0"), "foreign job on %s: %s", holds(&w, running), world_log(&w));
+    CHECK_MSG(!world_loggedf(&w, "job %ld", pending) && !world_loggedf(&w, "job %ld", running), "%s",
+              world_log(&w));
+    CHECK_EQ(replicas_running(&w), 1);
+    world_crash(&w);
+    w.cfg.lease_ttl = 1;
+    world_step(&w, 2);
+    CHECK_OK(world_start(&w));
+  }
   world_fini(&w);
 }
 
