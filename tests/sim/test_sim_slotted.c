@@ -50,6 +50,44 @@ TEST(slotted_hand_computed_timeline) {
   sp->destroy(sp);
 }
 
+/* One machine with 1 GPU, linear speed, slot 100 s, no restart cost. A: 50 s at t=0 (slot 0); B: 40 s at
+ * t=0 (slot 0 is A's: planned in slot 1); C: 60 s at t=60, planned for 60 steps plus the 0.6 slot gone (60).
+ * greedy: A finishes at 50 and gives slot 0 back; B runs 100-140; C takes slot 0's room (100 steps), finds
+ * slot 1 held by B and plans its last 20 steps in slot 2: it runs 60-100, pauses, runs 200-220: JCT A 50,
+ * B 140, C 160.
+ * greedy:nogap=1: C's plan pauses in slot 1, so C is planned again from slot 2 (60 steps, nothing gone):
+ * 200-260, JCT 200.
+ * greedy:pull=1: at A's finish (t=50) B is planned again from slot 0 with 40 + 50 steps: it ends in slot
+ * 0 instead of 1 and is pulled (50-90); C then plans slots 1-2; at B's finish (t=90) C, planned again from
+ * slot 0 with 60 + 90 steps, ends in slot 1 instead of 2 and is pulled (90-150): JCT B 90, C 90. With nogap
+ * too the same (no pulled plan pauses). */
+TEST(slotted_pull_forward_and_nogap_timeline) {
+  shoal_speed_t *sp = linear_speed(1.0);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 1);
+  const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 40, 0}, {60, 1, 60, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 3);
+  const struct { const char *params; double jct[3]; const char *stat; } cases[] = {
+      {"slot=100", {50, 140, 160}, NULL},
+      {"slot=100:nogap=1", {50, 140, 200}, NULL},
+      {"slot=100:pull=1", {50, 90, 90}, "pulled=2"},
+      {"slot=100:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    shoal_sim_result_t r;
+    printf("  greedy:%s\n", cases[c].params);
+    run_policy(&w, &cs, sp, "greedy", cases[c].params, 0, &r);
+    CHECK_EQ(r.finished, 3);
+    for (int i = 0; i < 3; i++) CHECK_JCT(&w, i, cases[c].jct[i]);
+    if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  sp->destroy(sp);
+}
+
 /* Contended PS/all-reduce workloads on a small cluster: every slotted
  * variant keeps the engine's invariants at every step (cfg.check), finishes
  * every job, and gives the same finish times on a second run. */
@@ -101,13 +139,15 @@ static void slotted_variants(const char *const (*pols)[2], int npols) {
 }
 
 TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
-  const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"}};
-  slotted_variants(pols, 3);
+  const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"},
+                                 {"greedy", "slot=600:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:pull=1:nogap=1"}};
+  slotted_variants(pols, 5);
 }
 
 TEST_T(slotted_replanning_invariants_and_determinism, 110) {
-  const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"}};
-  slotted_variants(pols, 3);
+  const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"},
+                                 {"larr", "slot=600:pull=1"}};
+  slotted_variants(pols, 4);
 }
 
 static int slurp(const char *path, char *buf, size_t cap, size_t *len) {
