@@ -71,8 +71,9 @@ struct shoal__world {
   /* transports with a wait hook in use on this world (p2p engine: before blocking in poll) */
   const shoal__transport_t *waiters[SHOAL__MAX_TRANSPORTS];
   int nwaiters;
-  struct pollfd *pfd;        /* scratch for poll, [size] */
-  int *pfd_conn;
+  struct pollfd *pfd;        /* scratch for poll, [size]: the connections to the others, then wake_fd */
+  int *pfd_conn;             /* the connection of each pfd entry; -1: wake_fd */
+  int wake_fd;               /* an eventfd another thread writes to end a wait in shoal__progress (-1: none) */
   shoal__req_t *self_sq_head, *self_sq_tail, *self_rq_head, *self_rq_tail;
   uint64_t emu_delay_ns;     /* SHOAL_EMU_DELAY_US: every outgoing message is held this long */
   uint64_t spin_ns;          /* SHOAL_SPIN_US: poll without blocking this long before sleeping in poll() */
@@ -137,6 +138,13 @@ const char *shoal__dtype_label(int dtype);
 size_t shoal__dtype_bytes(int dtype);
 /* One progress pass over every connection with work, then (wait_ms != 0) poll. */
 int  shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms);
+/* Another thread (a compute thread handing data to a communication thread) ends the communication thread's
+ * wait in shoal__progress at once, instead of that thread polling for it: shoal__wake_open makes w's wake_fd
+ * (once; 0 or a negative error code), shoal__wake writes it (any thread; nothing without a wake_fd).
+ * Returns whether a wait on w ends at a wake: no while a transport waits its own way (shared memory). */
+int  shoal__wake_open(shoal__world_t *w);
+void shoal__wake(shoal__world_t *w);
+int  shoal__wake_ends_wait(const shoal__world_t *w);
 /* Abort the world: notices to every peer, close, fail queued requests. */
 void shoal__world_abort(shoal__world_t *w, int status, const char *msg);
 /* Normal end: goodbye notices on every connection. */

@@ -21,6 +21,7 @@ shoal__world_t *shoal__world_new(int rank, int size) {
   w->size = size;
   w->listen_fd = -1;
   w->door_fd = -1;
+  w->wake_fd = -1;
   w->conns = calloc((size_t)size, sizeof *w->conns);
   w->peers = calloc((size_t)size, sizeof *w->peers);
   w->pfd = calloc((size_t)size, sizeof *w->pfd);
@@ -59,6 +60,7 @@ void shoal__world_free(shoal__world_t *w) {
   }
   if (w->listen_fd >= 0) close(w->listen_fd);
   if (w->door_fd >= 0) close(w->door_fd);
+  if (w->wake_fd >= 0) close(w->wake_fd);
   free(w->cfg);
   free(w->conns);
   free(w->peers);

@@ -21,10 +21,12 @@
  * the result to every rank. A rank that is in only with its carry, or only
  * relays, has its role from the same decision bytes on every rank.
  *
- * Waiting. The communication thread cannot be woken by the compute thread
- * through the sockets it polls, so while a local event (arrive, withdraw,
- * late data) can still matter it polls with a 1 ms timeout; otherwise it
- * blocks until a message, the window's next deadline or the op's deadline. */
+ * Waiting. The communication thread blocks until a message, the window's
+ * next deadline or the op's deadline; the compute thread's arrive and
+ * withdraw end that wait at once through the world's wake eventfd, polled
+ * with the sockets. Where a transport waits its own way (shared memory)
+ * and would not see the eventfd, it polls with a 1 ms timeout while a local
+ * event (arrive, withdraw, late data) can still matter. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -198,6 +200,7 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
   shoal__relay_shape_t shape;
   size_t chunk;
   if ((rc = shoal__relay_pick(&x, count * es, prm.ntrees, prm.fanout, &shape, &chunk))) return rc;
+  if ((rc = shoal__wake_open(c->w))) return rc;
   shoal_partial_t *pa = calloc(1, sizeof *pa);
   if (!pa) return shoal__seterr(SHOAL_ERR_NOMEM, "shoal_partial_create: out of memory");
   pa->c = c;
@@ -322,6 +325,7 @@ int shoal_partial_arrive(shoal_partial_t *pa, long step, const void *data, doubl
     }
   }
   pthread_mutex_unlock(&pa->mu);
+  shoal__wake(pa->c->w);
   return 0;
 }
 
@@ -330,6 +334,7 @@ int shoal_partial_withdraw(shoal_partial_t *pa, long step) {
   pthread_mutex_lock(&pa->mu);
   pa->withdraw_step = step;
   pthread_mutex_unlock(&pa->mu);
+  shoal__wake(pa->c->w);
   return 0;
 }
 
@@ -401,7 +406,7 @@ static int pause_for(shoal_partial_t *pa, const shoal__op_t *op, int local_event
   uint64_t now = shoal__now_ns();
   uint64_t until = deadline_ns;
   if (until_ns && until_ns < until) until = until_ns;
-  if (local_events && now + LOCAL_POLL_MS * 1000000ull < until) until = now + LOCAL_POLL_MS * 1000000ull;
+  if (local_events && !shoal__wake_ends_wait(pa->c->w) && now + LOCAL_POLL_MS * 1000000ull < until) until = now + LOCAL_POLL_MS * 1000000ull;
   int ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
   if (ms > 1000) ms = 1000;
   return shoal__progress(pa->c, op, ms);

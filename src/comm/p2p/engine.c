@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -535,6 +536,26 @@ static int self_match(shoal__world_t *w) {
   return 0;
 }
 
+int shoal__wake_open(shoal__world_t *w) {
+  if (w->wake_fd >= 0) return 0;
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "eventfd: %s", strerror(errno));
+  w->wake_fd = fd;
+  return 0;
+}
+
+void shoal__wake(shoal__world_t *w) {
+  uint64_t one = 1;
+  if (w->wake_fd >= 0) {
+    ssize_t k = write(w->wake_fd, &one, sizeof one); /* fails only when the count is full: a wake is pending */
+    (void)k;
+  }
+}
+
+int shoal__wake_ends_wait(const shoal__world_t *w) {
+  return w->wake_fd >= 0 && w->nwaiters == 0;
+}
+
 int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
   shoal__world_t *w = c->w;
   if (w->aborted) return w->abort_status ? w->abort_status : SHOAL_ERR_ABORTED;
@@ -565,6 +586,10 @@ int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
     w->pfd[np] = (struct pollfd){cn->fd, ev, 0};
     w->pfd_conn[np++] = i;
   }
+  if (w->wake_fd >= 0) { /* the connections take at most size - 1 entries */
+    w->pfd[np] = (struct pollfd){w->wake_fd, POLLIN, 0};
+    w->pfd_conn[np++] = -1;
+  }
   int pr;
   if (release) { /* sleep no longer than the first held send, with ns precision */
     uint64_t now = shoal__now_ns(), until = now + (uint64_t)wait_ms * 1000000u;
@@ -586,6 +611,11 @@ int shoal__progress(shoal_comm_t *c, const shoal__op_t *op, int wait_ms) {
   for (int j = 0; j < np && pr > 0; j++) {
     if (!w->pfd[j].revents) continue;
     pr--;
+    if (w->pfd_conn[j] < 0) { /* woken: drain the count; the caller looks at what changed */
+      uint64_t n;
+      if (read(w->wake_fd, &n, sizeof n) < 0) n = 0;
+      continue;
+    }
     shoal__conn_t *cn = &w->conns[w->pfd_conn[j]];
     if (cn->fd < 0) continue;
     int rc = 0;
