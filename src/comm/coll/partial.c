@@ -17,9 +17,11 @@
  * report before it starts the data plane, so the two kinds never mix on a
  * link.
  *
- * Data. The relay trees reduce what the decision includes and broadcast
- * the result to every rank. A rank that is in only with its carry, or only
- * relays, has its role from the same decision bytes on every rank.
+ * Data. When every rank is in (fresh, carried or both), the chooser's
+ * allreduce algorithm runs the data, as for shoal_allreduce. Otherwise the
+ * relay trees reduce what the decision includes and broadcast the result
+ * to every rank; a rank that is in only with its carry, or only relays,
+ * has its role from the same decision bytes on every rank.
  *
  * Waiting. The communication thread blocks until a message, the window's
  * next deadline or the op's deadline; the compute thread's arrive and
@@ -759,6 +761,45 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
   return pa->final_kind[pa->rank];
 }
 
+/* The data of a decided step. When every rank contributes (fresh, carried or both) no rank only relays,
+ * so the set is a plain allreduce's: the chooser's algorithm runs it (the one shoal_allreduce takes for
+ * this size, ring or trees across hosts, shared memory on one), reducing as a sum and dividing by the n
+ * data sets for an average, as the relay trees do. Otherwise the relay trees, which route around the
+ * ranks that are not in. Every rank sees the same decision bytes, so all take the same branch. */
+static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *fresh, const void *carried,
+                      void *dst, int n) {
+  shoal_comm_t *c = pa->c;
+  int full = pa->p > 1 && pa->count > 0;
+  for (int i = 0; i < pa->p && full; i++) full = pa->has[i];
+  shoal__choice_t ch;
+  if (full && shoal__coll_choose(c, pa->bytes, SHOAL_ALGO_AUTO, SHOAL__CHOOSE_QUIET, &ch) == 0 &&
+      ch.algo != SHOAL_ALGO_RELAY) {
+    const void *src = fresh ? fresh : carried;
+    if (fresh && carried) { /* added in dst, reduced in place (the algorithms' scratch is theirs) */
+      shoal__reduce3(dst, fresh, carried, pa->count, pa->dtype, pa->redop);
+      src = dst;
+    }
+    shoal__op_t aop = *dop;
+    aop.algo = (uint8_t)ch.algo;
+    aop.tag = TAG_DATA + (int32_t)ch.algo; /* ranks that chose differently fail on a mismatch, never mix */
+    if (pa->redop == SHOAL_AVG) aop.redop = (uint8_t)SHOAL_SUM;
+    int rc = shoal__algo(ch.algo)->run(c, &aop, src, dst, pa->count, &ch.plan);
+    if (!rc && pa->redop == SHOAL_AVG) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
+    return rc;
+  }
+  const void *contrib = fresh ? fresh : carried;
+  if (fresh && carried) {
+    void *sum = shoal__coll_scratch(1, pa->bytes);
+    if (!sum) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, dop, -1, "no memory to add the carried data");
+    shoal__reduce3(sum, fresh, carried, pa->count, pa->dtype, pa->redop);
+    contrib = sum;
+  }
+  shoal__relay_job_t job = {.contrib = contrib, .dst = dst, .count = pa->count, .dtype = pa->dtype,
+                            .redop = pa->redop, .has_local = pa->has, .divisor = n, .shape = pa->shape,
+                            .chunk_bytes = pa->chunk};
+  return shoal__relay_run(c, dop, &job);
+}
+
 int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal_partial_info_t *info) {
   if (!pa) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_allreduce: NULL");
   shoal_comm_t *c = pa->c;
@@ -776,6 +817,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
   double window_s = 0;
   if (pa->rank == 0) final = coord_step(pa, &op, step, &cancelled, &window_s);
   else final = member_step(pa, &op, step, &cancelled);
+  double t_decided = shoal__now_s();
   rc = final < 0 ? final : 0;
   if (!rc && cancelled) {
     pthread_mutex_lock(&pa->mu);
@@ -796,22 +838,10 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
       ncarried += (pa->dec[i] >> 1) & 1;
     }
     n = nfresh + ncarried;
-    const void *contrib = fresh ? fresh : carried;
-    if (fresh && carried) {
-      void *sum = shoal__coll_scratch(1, pa->bytes);
-      if (!sum) rc = shoal__comm_fail(c, SHOAL_ERR_NOMEM, &op, -1, "no memory to add the carried data");
-      else shoal__reduce3(sum, fresh, carried, pa->count, pa->dtype, pa->redop);
-      contrib = sum;
-    }
-    if (!rc) {
-      shoal__op_t dop = op;
-      dop.tag = TAG_DATA;
-      if (pa->rank != 0) dop.deadline_ns += member_grace_ns(pa);
-      shoal__relay_job_t job = {.contrib = contrib, .dst = recvbuf, .count = pa->count, .dtype = pa->dtype,
-                                .redop = pa->redop, .has_local = pa->has, .divisor = n, .shape = pa->shape,
-                                .chunk_bytes = pa->chunk};
-      rc = shoal__relay_run(c, &dop, &job);
-    }
+    shoal__op_t dop = op;
+    dop.tag = TAG_DATA;
+    if (pa->rank != 0) dop.deadline_ns += member_grace_ns(pa);
+    rc = data_plane(pa, &dop, fresh, carried, recvbuf, n);
   }
   rc = shoal__op_end(c, &op, rc);
   if (rc) return rc;
@@ -828,6 +858,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
   if (info)
     *info = (shoal_partial_info_t){.step = step, .contributions = n, .fresh = nfresh, .carried = ncarried,
                                    .mine = pa->dec[pa->rank] & 1, .dropped = dropped, .window_s = window_s,
-                                   .seconds = shoal__now_s() - t0, .ranks = pa->cov};
+                                   .seconds = shoal__now_s() - t0, .control_s = t_decided - t0,
+                                   .ranks = pa->cov};
   return 0;
 }
