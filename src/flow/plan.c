@@ -234,6 +234,73 @@ static double job_path_rate(const shoal__fplan_t *p, const shoal__fplan_flow_t *
   return r;
 }
 
+/* Bytes/s the ring f is on can move: the least job_path_rate of its hops (policy mlcc; a flow on no
+ * closed ring: its own). A hop reserved above its ring's slowest hop holds link time the ring cannot use:
+ * its bytes come in no faster than the slow hop forwards them. */
+static double ring_rate(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double own = job_path_rate(p, f), r = own;
+  if (p->cfg.policy != SHOAL__FPOL_MLCC) return own;
+  const shoal__fplan_flow_t *g = f;
+  for (int n = 0; n < p->nflows && g->succ >= 0; n++) {
+    g = &p->flow[g->succ];
+    if (g == f) return r;
+    double x = job_path_rate(p, g);
+    if (x < r) r = x;
+  }
+  return own;
+}
+
+/* Is every one of the job's flows in members[] a hop of a ring (one flow in, one out of each host)? */
+static int is_ring(const shoal__fplan_t *p, const int *members, int nm) {
+  for (int m = 0; m < nm; m++)
+    if (p->flow[members[m]].succ < 0 || p->flow[members[m]].pred < 0) return 0;
+  return nm > 1;
+}
+
+/* A ring's hops planned together (policy mlcc): in each slot of the order every hop with bytes left gets
+ * the same bytes, the least over the hops of the ring's rate and of each link's room divided among the
+ * job's hops on it. Placed one hop after the other, the first hop on a link shared by two of its job's
+ * hops (a 4-host ring across two racks) took what another job left and the second got nothing, and a hop
+ * beside a slow one reserved bytes its ring could not bring. */
+static void place_ring(shoal__fplan_t *p, const int *members, int nm, const slot_load_t *order, int n) {
+  double left[64], per = INFINITY, T = p->cfg.slot_s;
+  for (int m = 0; m < nm; m++) {
+    const shoal__fplan_flow_t *g = &p->flow[members[m]];
+    left[m] = g->planned - g->sent;
+    double r = ring_rate(p, g) * T;
+    if (r < per) per = r;
+  }
+  for (int o = 0; o < n; o++) {
+    int i = slot_idx(p, p->now + order[o].k), busy = 0;
+    double x = per;
+    for (int m = 0; m < nm; m++) {
+      const shoal__fplan_flow_t *g = &p->flow[members[m]];
+      if (!(left[m] > 0)) continue;
+      busy = 1;
+      for (int j = 0; j < g->npath; j++) {
+        const shoal__fplan_link_t *l = &p->link[g->path[j]];
+        int c = 0;
+        for (int q = 0; q < nm; q++) {
+          const shoal__fplan_flow_t *o2 = &p->flow[members[q]];
+          for (int k = 0; k < o2->npath && left[q] > 0; k++) c += o2->path[k] == g->path[j];
+        }
+        double room_l = (l->avail * T - l->resv[i]) / (c > 0 ? c : 1);
+        if (room_l < x) x = room_l;
+      }
+    }
+    if (!busy) break;
+    if (!(x > 0)) continue;
+    for (int m = 0; m < nm; m++) {
+      shoal__fplan_flow_t *g = &p->flow[members[m]];
+      double y = left[m] < x ? left[m] : x;
+      if (!(y > 0)) continue;
+      g->sched[i] += y;
+      for (int j = 0; j < g->npath; j++) p->link[g->path[j]].resv[i] += y;
+      left[m] -= y;
+    }
+  }
+}
+
 /* ---- reports ---- */
 
 /* A new iteration of f's job: every flow of the job with a known volume is planned now, in one slot
@@ -262,6 +329,10 @@ static void new_iteration(shoal__fplan_t *p, int fi, uint64_t iter, double volum
   slot_load_t order[SHOAL__FPLAN_MAX_K];
   int n;
   slot_order(p, links, nl, 0, order, &n);
+  if (p->cfg.policy == SHOAL__FPOL_MLCC && is_ring(p, members, nm)) {
+    place_ring(p, members, nm, order, n);
+    return;
+  }
   for (int m = 0; m < nm; m++) {
     shoal__fplan_flow_t *g = &p->flow[members[m]];
     place(p, g, g->planned - g->sent, job_path_rate(p, g) * p->cfg.slot_s, order, n);
@@ -289,6 +360,31 @@ static double per_slot_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f
   return lim < cap ? lim : cap;
 }
 
+/* Bytes f's share of slot now + k is on its links (a hop of a ring under mlcc): on each link what other
+ * jobs left, divided among its job's hops of this iteration on it. Re-planned on its own, the first hop to
+ * report took all that room and its job-mate on the same link got none, and the ring waited on it. */
+static double job_room(const shoal__fplan_t *p, const shoal__fplan_flow_t *f, int k) {
+  int i = slot_idx(p, p->now + k);
+  double r = INFINITY;
+  for (int j = 0; j < f->npath; j++) {
+    const shoal__fplan_link_t *l = &p->link[f->path[j]];
+    double mine = 0;
+    int c = 0;
+    for (int a = 0; a < p->nflows; a++) {
+      const shoal__fplan_flow_t *g = &p->flow[a];
+      if (g->job != f->job || g->iter != f->iter || !(g == f || g->active)) continue;
+      int on = 0;
+      for (int q = 0; q < g->npath; q++) on |= g->path[q] == f->path[j];
+      if (!on) continue;
+      c++;
+      if (g != f) mine += g->sched[i];
+    }
+    double h = (l->avail * p->cfg.slot_s - (l->resv[i] - mine)) / (c > 0 ? c : 1);
+    if (h < r) r = h;
+  }
+  return r > 0 ? r : 0;
+}
+
 static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
   f->sent = sent;
   if (f->V > 0 && sent >= f->V) {
@@ -301,7 +397,7 @@ static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
    * the flow had sent everything (a phase ends mid-slot, and the others' reports of that slot may come first) */
   double left = (f->V > 0 ? f->V : f->planned) - sent;
   unreserve_from(p, f, 0);
-  double per = per_slot_cap(p, f), share = job_path_rate(p, f) * p->cfg.slot_s;
+  double per = per_slot_cap(p, f), share = ring_rate(p, f) * p->cfg.slot_s;
   if (per > share) per = share;
   int from = 0;
   if (p->cfg.policy == SHOAL__FPOL_MLCC && f->succ >= 0) {
@@ -325,6 +421,15 @@ static void reschedule(shoal__fplan_t *p, shoal__fplan_flow_t *f, double sent) {
   slot_load_t order[SHOAL__FPLAN_MAX_K];
   int n = 0;
   for (int k = from; k < p->cfg.horizon; k++) order[n++] = (slot_load_t){0, k};
+  if (p->cfg.policy == SHOAL__FPOL_MLCC && f->succ >= 0 && f->pred >= 0) {
+    /* a hop of a ring: at most its share of each link among its job's hops there */
+    for (int o = 0; o < n && left > 0; o++) {
+      double cap = job_room(p, f, order[o].k);
+      place(p, f, left < cap ? left : cap, per, order + o, 1);
+      left -= f->sched[slot_idx(p, p->now + order[o].k)];
+    }
+    return;
+  }
   place(p, f, left, per, order, n);
 }
 

@@ -243,6 +243,61 @@ TEST(plan_ring_rule_reserves_what_the_slow_hop_delivers) {
   CHECK_NEAR(reserved_after_slow_hop(SHOAL__FPOL_GREEDY), 1 * MB, 1);
 }
 
+/* Two 4-host rings across two racks (two hops of each on each uplink, as in ME2): job 1 is h0,h4,h1,h5
+ * and h5's links carry a quarter of an uplink (0.25 MB a slot each way), job 2 is h2,h6,h3,h7. Links: 0
+ * r0's uplink, 1 r1's (1 MB a slot), 2 into h5, 3 out of h5. Under mlcc job 1's hops are planned at its
+ * slowest hop's rate, and job 2's two hops on an uplink split what job 1 leaves of it. */
+static void two_rings(shoal__fplan_t *p, int policy, int fl[8]) {
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  cfg.policy = policy;
+  double caps[4] = {80e6, 80e6, 20e6, 20e6};
+  CHECK_OK(shoal__fplan_init(p, &cfg, caps, 4));
+  static const int hs[8][2] = {{0, 4}, {4, 1}, {1, 5}, {5, 0}, {2, 6}, {6, 3}, {3, 7}, {7, 2}};
+  static const int paths[8][2] = {{0, -1}, {1, -1}, {0, 2}, {3, 1}, {0, -1}, {1, -1}, {0, -1}, {1, -1}};
+  for (int i = 0; i < 8; i++) {
+    fl[i] = shoal__fplan_flow(p, i < 4 ? 1 : 2, (uint32_t)i % 4, (uint32_t)(i + 1) % 4, hs[i][0], hs[i][1], paths[i],
+                              paths[i][1] < 0 ? 1 : 2);
+    shoal__fplan_report(p, fl[i], SHOAL__FS_IDLE, 1, 1 * MB, 1 * MB, 0); /* iteration 1: 1 MB a hop */
+  }
+  shoal__fplan_advance(p, 1);
+  shoal__fplan_report(p, fl[0], SHOAL__FS_NEW_ITER, 2, 1 * MB, 0, 0);
+}
+
+TEST(plan_a_ring_moves_at_its_slowest_hop) {
+  shoal__fplan_t p;
+  int fl[8];
+  two_rings(&p, SHOAL__FPOL_MLCC, fl);
+  /* job 1: 1.6 MB a hop at 0.25 MB a slot (h5's rate) on every hop: slots 0-5, 0.1 MB in slot 6; r0's
+   * uplink holds 0.5 MB of a slot for it, not the 0.75 of a fast hop planned at half the uplink */
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < 8; k++) CHECK_NEAR(sched_at(&p, fl[i], k), k < 6 ? 0.25 * MB : k == 6 ? 0.1 * MB : 0, 1);
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 0), 0.5 * MB, 1);
+  /* job 2 (its ring's rate: half an uplink, 0.5 MB a slot): least loaded first, slots 7-9 whole and
+   * 0.1 MB in slot 6 (room 0.8 MB for its two hops on each uplink) */
+  shoal__fplan_report(&p, fl[4], SHOAL__FS_NEW_ITER, 2, 1 * MB, 0, 0);
+  for (int i = 4; i < 8; i++) {
+    CHECK_NEAR(sched_at(&p, fl[i], 7), 0.5 * MB, 1);
+    CHECK_NEAR(sched_at(&p, fl[i], 6), 0.1 * MB, 1);
+    CHECK_NEAR(sched_at(&p, fl[i], 0), 0, 1e-6);
+  }
+  /* re-planned from now, each of job 2's hops on r0's uplink gets half of the 0.5 MB job 1 leaves in a
+   * slot (1 MB in slots 0-3), not the first to report all of it: the uplink is full and both hops move */
+  shoal__fplan_report(&p, fl[4], SHOAL__FS_RESCHEDULE, 2, 1 * MB, 0, 0);
+  shoal__fplan_report(&p, fl[6], SHOAL__FS_RESCHEDULE, 2, 1 * MB, 0, 0);
+  for (int k = 0; k < 5; k++) {
+    CHECK_NEAR(sched_at(&p, fl[4], k), k < 4 ? 0.25 * MB : 0, 1);
+    CHECK_NEAR(sched_at(&p, fl[6], k), k < 4 ? 0.25 * MB : 0, 1);
+  }
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 0), 1 * MB, 1);
+  shoal__fplan_free(&p);
+  /* greedy (no ring rule): job 1's fast hops are planned at half the uplink, beside a hop at a quarter */
+  two_rings(&p, SHOAL__FPOL_GREEDY, fl);
+  CHECK_NEAR(sched_at(&p, fl[0], 0), 0.5 * MB, 1);
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 0), 0.75 * MB, 1);
+  shoal__fplan_free(&p);
+}
+
 /* Feedback after an iteration ends mid-slot: the reports of the slot after show the new iteration's bytes
  * only; the end of the previous one (its volume minus what had been reported) is the flow's, not
  * background that would shrink the link for the next slots. */
