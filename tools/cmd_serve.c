@@ -74,6 +74,9 @@ static const shoal_opt_t serve_opts[] = {
                "a request's whole time in the router: tries and waiting for a replica", ROUTER),
     OPT_INT("--tries", "N", ro.pool.max_tries, 1, 100, "replicas tried per request", ROUTER),
     OPT_DOUBLE("--health-every", "S", ro.pool.health_every_s, 0.01, 3600, "readiness check of each replica", ROUTER),
+    OPT_INT("--drop-after", "N", ro.pool.drop_after, 0, 1000000, "remove a replica after N health checks in a row\n"
+            "without an answer (a replica killed with SIGKILL never leaves itself); 0: never",
+            .def = "$SHOAL_SERVE_DROP_AFTER, else 20", ROUTER),
     OPT_DOUBLE("--window", "S", window, 1, SHOAL__WINDOW_SLOTS - 1, "P50/P99 and the request rate over the last S seconds",
                ROUTER),
     OPT_END,
@@ -234,6 +237,8 @@ int shoal_cmd_serve(int argc, char **argv) {
   shoal__server_opts_init(&c.so);
   shoal__router_opts_init(&c.ro);
   c.batch_ms = 1e3 * c.so.batch_timeout_s;
+  int drop_after_def = c.ro.pool.drop_after;
+  c.ro.pool.drop_after = -1; /* not given */
   int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
   shoal__server_opts_t *so = &c.so;
@@ -246,6 +251,13 @@ int shoal_cmd_serve(int argc, char **argv) {
   so->blas_threads = c.threads;
   so->batch_timeout_s = c.batch_ms * 1e-3;
   ro->window_s = (int)c.window;
+  long drop_after = c.ro.pool.drop_after;
+  if (c.router && drop_after < 0 &&
+      shoal__config_long("SHOAL_SERVE_DROP_AFTER", drop_after_def, 0, 1000000, &drop_after)) {
+    fprintf(stderr, "shoal serve --router: %s\n", shoal_last_error());
+    return 2;
+  }
+  ro->pool.drop_after = (int)drop_after;
   if (c.router) return run_router(ro, c.replicas.v, c.replicas.n, c.port_file, c.every);
   joining_t j = {.router = c.register_url ? c.register_url : shoal__config_str("SHOAL_SERVE_ROUTER", NULL)};
   if (j.router && !j.router[0]) j.router = NULL;

@@ -61,6 +61,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_SIM_CHECK", "0", "sim", "verify the simulator's invariants after every decision (capacity, bookkeeping, work)"},
   /* serve (docs/serving.md) */
   {"SHOAL_SERVE_ROUTER", "", "serve", "`shoal serve` replica: the router (http://HOST:PORT) it joins once ready and leaves before draining, when --register is not given (set by `shoal sched serve --loan-router` for its replica jobs)"},
+  {"SHOAL_SERVE_DROP_AFTER", "20", "serve", "`shoal serve --router`: a replica is removed after this many health checks in a row (one every --health-every, 0.25 s) without an answer (refused, reset, timed out), as a replica killed with SIGKILL; 0: never (--drop-after)"},
   /* python (read by the Python package, python/shoal/_lib.py) */
   {"SHOAL_LIBRARY", "", "python", "path of libshoal.so.0 for `import shoal` (default: next to the installed package, the repository's build/, then the loader's path)"},
 };

@@ -18,6 +18,7 @@ typedef struct replica {
   char url[128];
   int live, draining, checking;
   int outstanding;
+  int missed; /* health checks in a row without an answer */
   uint64_t answered, failed;
   double next_check;
   CURL *health;
@@ -245,6 +246,12 @@ static void health_done(shoal__pool_t *p, CURL *e, CURLcode res, long code, doub
                       res != CURLE_OK ? curl_easy_strerror(res) : code == 503 ? "draining" : "bad answer");
     }
     r->live = live;
+    r->missed = res == CURLE_OK ? 0 : r->missed + 1; /* an answer, even "not ready", is a process alive */
+    if (p->o.drop_after > 0 && r->missed >= p->o.drop_after && !r->draining) {
+      SHOAL_WARN("SERVE", "router: replica %s removed: no answer to %d health checks in a row (last: %s)", r->url,
+                 r->missed, curl_easy_strerror(res));
+      r->draining = 1; /* as a drop: its requests in flight end (and are retried) before it goes */
+    }
     r->checking = 0;
     r->health = NULL;
     r->next_check = now + p->o.health_every_s;
@@ -453,7 +460,7 @@ int shoal__pool_replicas(shoal__pool_t *p, shoal__replica_info_t *out, int max) 
     if (n < max) {
       shoal__replica_info_t *o = &out[n];
       snprintf(o->url, sizeof o->url, "%s", r->url);
-      o->live = r->live, o->draining = r->draining, o->outstanding = r->outstanding;
+      o->live = r->live, o->draining = r->draining, o->outstanding = r->outstanding, o->missed = r->missed;
       o->answered = r->answered, o->failed = r->failed;
     }
     n++;

@@ -19,6 +19,8 @@ typedef struct shoal__pool_opts {
   double request_timeout_s; /* a request's whole life in the router: tries and waiting for a replica */
   int max_tries;            /* tries per request */
   double health_every_s;    /* readiness check of every replica (GET /v2/health/ready) */
+  int drop_after;           /* health checks in a row without an answer (refused, reset, timed out) after which a
+                             * replica is removed, as if dropped (a killed replica never says goodbye); 0: never */
   int max_requests;         /* held at once (waiting and in flight): more are answered 503 at once */
 } shoal__pool_opts_t;
 
@@ -28,6 +30,7 @@ typedef struct shoal__replica_info {
   char url[128];
   int live, draining;
   int outstanding;
+  int missed; /* health checks in a row without an answer */
   uint64_t answered, failed;
 } shoal__replica_info_t;
 

@@ -28,6 +28,7 @@ void shoal__router_opts_init(shoal__router_opts_t *o) {
   o->pool.request_timeout_s = 30;
   o->pool.max_tries = 3;
   o->pool.health_every_s = 0.25;
+  o->pool.drop_after = 20;
   o->pool.max_requests = 4096;
   o->window_s = 10;
 }
@@ -48,9 +49,10 @@ static char *replicas_json(shoal__router_t *r, size_t *len) {
   int n = shoal__pool_replicas(r->pool, ri, SHOAL__POOL_MAX_REPLICAS);
   json_t *a = json_array();
   for (int i = 0; a && i < n; i++)
-    json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:i,s:I,s:I}", "url", ri[i].url, "live", ri[i].live, "draining",
-                                       ri[i].draining, "outstanding", ri[i].outstanding, "answered",
-                                       (json_int_t)ri[i].answered, "failed", (json_int_t)ri[i].failed));
+    json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:i,s:i,s:I,s:I}", "url", ri[i].url, "live", ri[i].live,
+                                       "draining", ri[i].draining, "outstanding", ri[i].outstanding, "missed_checks",
+                                       ri[i].missed, "answered", (json_int_t)ri[i].answered, "failed",
+                                       (json_int_t)ri[i].failed));
   free(ri);
   char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
   json_decref(a);

@@ -79,7 +79,8 @@ typedef struct shoal__router_opts {
 } shoal__router_opts_t;
 
 /* Defaults: port 0, 1 MiB bodies, 10 s request timeout for the upload, 1024 connections; a try 5 s, a
- * request 30 s, 3 tries, health every 0.25 s, 4096 requests held; a 10 s window. */
+ * request 30 s, 3 tries, health every 0.25 s, a replica removed after 20 checks in a row without an answer, 4096
+ * requests held; a 10 s window. */
 void shoal__router_opts_init(shoal__router_opts_t *o);
 
 typedef struct shoal__router shoal__router_t;

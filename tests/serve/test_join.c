@@ -1,6 +1,7 @@
 /* Replicas that join their router themselves (shoal serve --register, SHOAL_SERVE_ROUTER): real `shoal serve`
  * processes join once ready (also a router that starts after them), and one stopped under load leaves the
  * router before it drains, without a request lost or answered twice. */
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -139,4 +140,108 @@ TEST(a_bad_router_address_is_refused_by_name) {
            shoal_test_cli());
   CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
   CHECK_CONTAINS(out, "--advertise http://h: expected http://HOST:PORT");
+}
+
+/* `shoal serve --router` as a child process on 127.0.0.1:port: health checks every 0.05 s, a replica removed
+ * after SHOAL_SERVE_DROP_AFTER=4 of them in a row without an answer */
+static pid_t spawn_router(int port) {
+  char p[16];
+  snprintf(p, sizeof p, "%d", port);
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setenv("SHOAL_SERVE_DROP_AFTER", "4", 1);
+    const char *cli = shoal_test_cli();
+    execl(cli, cli, "serve", "--router", "--addr", "127.0.0.1", "--port", p, "--health-every", "0.05", (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* GET ROUTER/router/PATH as JSON (NULL: no answer) */
+static json_t *router_get(const char *router, const char *path) {
+  char url[128], *ans = NULL;
+  snprintf(url, sizeof url, "%s/router/%s", router, path);
+  json_t *j = http_do("GET", url, NULL, &ans) == 200 ? json_loads(ans, 0, NULL) : NULL;
+  free(ans);
+  return j;
+}
+
+/* wait (at most 20 s) until the router process lists exactly these replicas, all live */
+static void wait_listed(const char *router, const char *a, const char *b) {
+  int want = !!a + !!b, n = -1, live = 0;
+  for (int i = 0; i < 2000; i++) {
+    json_t *l = router_get(router, "replicas"), *r;
+    size_t k;
+    n = l ? (int)json_array_size(l) : -1, live = 0;
+    json_array_foreach(l, k, r) {
+      const char *u = json_string_value(json_object_get(r, "url"));
+      live += u && json_is_true(json_object_get(r, "live")) && !json_is_true(json_object_get(r, "draining")) &&
+              ((a && !strcmp(u, a)) || (b && !strcmp(u, b)));
+    }
+    json_decref(l);
+    if (n == want && live == want) return;
+    shoal__sleep_s(0.01);
+  }
+  CHECK_MSG(0, "the router lists %d replicas (%d of the %d wanted live)", n, live, want);
+}
+
+static long stat_of(json_t *st, const char *key) { return (long)json_integer_value(json_object_get(st, key)); }
+
+/* A replica killed with SIGKILL under load never leaves by itself: the router removes it after its health checks
+ * go unanswered, and every request it accepted is answered once, ok (those the dead replica held are retried). */
+TEST(a_replica_killed_with_sigkill_leaves_the_router_under_load) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK))
+    shoal_test_skip("dataset-fashion-mnist is not installed");
+  char params[] = "/tmp/shoal-kill-XXXXXX", pa[64], pb[64];
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  snprintf(pa, sizeof pa, "%s.a", params);
+  snprintf(pb, sizeof pb, "%s.b", params);
+  int rport = shoal_test_free_port();
+  char router[64], ua[64], ub[64];
+  snprintf(router, sizeof router, "http://127.0.0.1:%d", rport);
+  pid_t rp = spawn_router(rport);
+  pid_t a = spawn_replica(params, router, 0, pa), b = spawn_replica(params, router, 0, pb);
+  replica_url(pa, ua, sizeof ua);
+  replica_url(pb, ub, sizeof ub);
+  wait_listed(router, ua, ub);
+  /* 300 requests over 3 s; A is killed 1 s in */
+  shoal__reqtimes_t times;
+  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, &times));
+  lg_arg_t g = {.rc = -1};
+  shoal__loadgen_opts_init(&g.o);
+  g.o.url = router;
+  g.o.arrivals = &times;
+  g.o.timeout_s = 60;
+  pthread_t t;
+  pthread_create(&t, NULL, loadgen_thread, &g);
+  shoal__sleep_s(1);
+  kill(a, SIGKILL);
+  CHECK(waitpid(a, NULL, 0) == a);
+  wait_listed(router, NULL, ub); /* removed by the router, not merely marked dead */
+  pthread_join(t, NULL);
+  CHECK_OK(g.rc);
+  CHECK_EQ(g.res.ok, times.n);
+  CHECK_EQ(g.res.failed, 0);
+  json_t *st = router_get(router, "stats");
+  CHECK(st != NULL);
+  CHECK_EQ(stat_of(st, "accepted"), (long)times.n);
+  CHECK_EQ(stat_of(st, "answered"), (long)times.n); /* each once */
+  CHECK_EQ(stat_of(st, "ok"), (long)times.n);
+  CHECK_EQ(stat_of(st, "failed"), 0);
+  json_decref(st);
+  int st_b = -1, st_r = -1;
+  kill(b, SIGTERM);
+  CHECK(waitpid(b, &st_b, 0) == b);
+  CHECK_MSG(WIFEXITED(st_b) && WEXITSTATUS(st_b) == 0, "replica B ended with status %d", st_b);
+  kill(rp, SIGTERM);
+  CHECK(waitpid(rp, &st_r, 0) == rp);
+  CHECK_MSG(WIFEXITED(st_r) && WEXITSTATUS(st_r) == 0, "the router ended with status %d", st_r);
+  shoal__reqtimes_free(&times);
+  unlink(pa);
+  unlink(pb);
+  unlink(params);
 }
