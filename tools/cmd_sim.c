@@ -64,7 +64,7 @@ static const scenario_t scen[] = {
      1, 160, 0, 0, 1, 730 * 3600.0, 738 * 3600.0, 16, 4, 0, -1, 4, 0, 0, 0},
     {"gavel", "Gavel-style steady state: 6,000 synthetic jobs, Poisson at load 0.9 on 27 x 4 GPUs; jobs 4000..4999 measured", 0,
      6000, 0.9, 1, 0, 0, 0, 27, 4, 4000, 5000, 1, 0, 0, 0},
-    {"interference", "Philly days 25-26 (1,099 jobs; --load-scale 2) on 32 x 8 GPUs in 8 racks, 2:1 uplinks, 2 sockets "
+    {"interference", "Philly day 25 (1,099 jobs; --load-scale 2) on 32 x 8 GPUs in 8 racks, 2:1 uplinks, 2 sockets "
      "per machine; co-located jobs slow each other (the shipped interference model)", 1, 0, 0, 0, 0, 25 * 86400.0,
      26 * 86400.0, 32, 8, 0, -1, 2, 8, 2, 1},
 };

@@ -3,13 +3,13 @@
 # heuristics on Philly days not used in training, interference on and off), RE3 (trained on 8 GPUs per server
 # and 2:1 uplinks, tested on 4 per server and 4:1, against a policy trained there), RE4 (1/2/4/8 agents on
 # 512 GPUs: decision time per job against JCT; run it under `quiet`, the times are measured).
-#   experiments/learned-placement/run.sh train      the three weights files (8x2, 4x4, 8x2-small), ~6, ~10, ~6 min
+#   experiments/learned-placement/run.sh train      the three weights files (8x2, 4x4, 8x2-small), ~6, ~8, ~5 min
 #   experiments/learned-placement/run.sh re2|re3|re4
 # re2 runs on two clusters: the scenario's 32 x 8 GPUs (no queue to speak of: nothing at stake) and 16 x 8 GPUs
 # in 4 racks (jobs queue and co-locate), the shipped weights (`marl`, one agent) and those trained on the
 # cluster (W8 / W16, their 2 agents). Options (environment): W8=FILE W4=FILE W16=FILE (the weights; default
-# build/marl-8x2.weights, build/marl-4x4.weights, experiments/learned-placement/marl-8x2-small.weights), SEED (1). Training windows: busy Philly days 20-24, 27-28, 29-30, 31-32, 33-34; days 25-26 (the scenario
-# interference) are never trained on.
+# build/marl-8x2.weights, build/marl-4x4.weights, experiments/learned-placement/marl-8x2-small.weights), SEED (1). Training windows: busy Philly days 20-24, 27-28, 29-30, 31-32, 33-34; day 25 (the window [25, 26) days:
+# the scenario interference) is never trained on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 S=build/shoal W8=${W8:-build/marl-8x2.weights} W4=${W4:-build/marl-4x4.weights} SEED=${SEED:-1}
@@ -17,7 +17,7 @@ W16=${W16:-experiments/learned-placement/marl-8x2-small.weights}
 WINDOWS=20-21,21-22,22-23,23-24,27-28,29-30,31-32,33-34
 HEUR=fifo,fifo:place=firstfit,fifo:place=loadbal,fifo:place=pack
 train() { # topology out
-  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python python3 -m shoal.marl train --out "$2" --seed "$SEED" \
+  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python python3 -m shoal.marl train --out "$2" --seed "$SEED" --iters 40 \
     --topology "$1" --agents 2 --windows "$WINDOWS" --log "${2%.weights}.log.csv"
 }
 case ${1:-} in
@@ -26,7 +26,7 @@ case ${1:-} in
     for c in "32 8 $W8" "16 4 $W16"; do
       set -- $c
       for i in shipped off; do
-        echo "# interference $i: Philly days 25-26, $1 x 8 GPUs, $2 racks, 2:1"
+        echo "# interference $i: Philly day 25, $1 x 8 GPUs, $2 racks, 2:1"
         $S sim --scenario interference --interference $i --machines $1 --racks $2 \
           --policy "$HEUR,marl,marl:weights=$3" --no-progress --csv --out "build/re2-$1-$i" 2>/dev/null | cut -d, -f2,5-8
       done
@@ -35,11 +35,11 @@ case ${1:-} in
     $S sim --scenario interference --interference off --machines 1024 --racks 64 --policy fifo --no-progress --csv \
       2>/dev/null | cut -d, -f2,5 ;;
   re3)
-    echo "# tested on 64 x 4 GPUs, 8 racks, 4:1 (Philly days 25-26, interference on)"
+    echo "# tested on 64 x 4 GPUs, 8 racks, 4:1 (Philly day 25, interference on)"
     $S sim --scenario interference --machines 64 --gpus-per-machine 4 --racks 8 --oversub 4 \
       --policy "$HEUR,marl:weights=$W8,marl:weights=$W4" --no-progress --csv --out build/re3 2>/dev/null | cut -d, -f2,5-8 ;;
   re4)
-    # Days 46-53 (seconds 3974400-4579200, 12,417 jobs) at load x1 queue on 512 GPUs; days 25-26 do not.
+    # Days 46-53 (seconds 3974400-4579200, 12,417 jobs) at load x1 queue on 512 GPUs; day 25 does not.
     echo "# 64 x 8 GPUs (512), 16 racks, 2:1, Philly days 46-53, interference on (decision times: run under quiet)"
     p=fifo,fifo:place=pack
     for a in 1 2 4 8; do p="$p,marl:weights=$W8:agents=$a"; done

@@ -68,12 +68,13 @@ def to_tensors(batch):
 
 
 def teacher_action(o):
-    """The warm start's teacher, a placement rule on the features alone: the socket of a server that
-    already has this job's workers, then one with room for all its remaining workers, not adding a
-    machine, the fullest (best fit), the least interference, the socket with this job's workers."""
+    """The warm start's teacher, a placement rule on the features alone: a server where consolidation
+    would put workers of this job not placed yet; then the socket of a server that already has this job's
+    workers, then one with room for all its remaining workers, not adding a machine, the fullest (best
+    fit), the least interference, the socket with this job's workers."""
     sv = o.server[o.socket_server]
-    score = (4 * sv[:, 1] + 2 * sv[:, 4] - 2 * sv[:, 5] - sv[:, 0] - 0.5 * (o.socket[:, 2] + o.socket[:, 3])
-             + 0.5 * o.socket[:, 1])
+    score = (100 * (sv[:, 6] > 0) + 4 * sv[:, 1] + 2 * sv[:, 4] - 2 * sv[:, 5] - sv[:, 0]
+             - 0.5 * (o.socket[:, 2] + o.socket[:, 3]) + 0.5 * o.socket[:, 1])
     return int(np.argmax(np.where(o.mask, score, -np.inf)))
 
 
@@ -261,9 +262,9 @@ def train(args):
 
 def trained_line(args, iters):
     return "python3 -m shoal.marl train --seed %d --iters %d --rollouts %d --agents %d --topology %s --windows %s " \
-           "--load-scale %g --hidden %d --lr %g --entropy %g --pretrain %d (%d iterations done)" % (
+           "--load-scale %g --hidden %d --lr %g --entropy %g --pretrain %d --bc-steps %d (%d iterations done)" % (
                args.seed, args.iters, args.rollouts, args.agents, args.topology, args.windows, args.load_scale,
-               args.hidden, args.lr, args.entropy, args.pretrain, iters)
+               args.hidden, args.lr, args.entropy, args.pretrain, args.bc_steps, iters)
 
 
 def main(argv=None):
@@ -273,12 +274,12 @@ def main(argv=None):
     tr = sub.add_parser("train", help="train from scratch (or --init FILE) and write a weights file")
     tr.add_argument("--out", required=True)
     tr.add_argument("--seed", type=int, default=1)
-    tr.add_argument("--iters", type=int, default=60)
+    tr.add_argument("--iters", type=int, default=80)
     tr.add_argument("--rollouts", type=int, default=4)
     tr.add_argument("--agents", type=int, default=2)
     tr.add_argument("--topology", default="8x2")
     tr.add_argument("--trace", default=PHILLY)
-    # busy days of the Philly trace (its first 19 days hold a few jobs each); days 25-26 (the scenario
+    # busy days of the Philly trace (its first 19 days hold a few jobs each); day 25 (the scenario
     # interference) and those after 34 stay out for testing
     tr.add_argument("--windows", default="20-21,21-22,22-23,23-24,27-28,29-30,31-32,33-34",
                     help="training windows, days since the first submission (A-B,C-D,...)")
@@ -287,9 +288,9 @@ def main(argv=None):
     tr.add_argument("--hidden", type=int, default=32)
     tr.add_argument("--lr", type=float, default=3e-3)
     tr.add_argument("--entropy", type=float, default=0.01)
-    tr.add_argument("--pretrain", type=int, default=20,
+    tr.add_argument("--pretrain", type=int, default=40,
                     help="first iterations imitate the teacher rule (DAgger) instead of following the reward")
-    tr.add_argument("--bc-steps", type=int, default=40, help="imitation: Adam steps per iteration")
+    tr.add_argument("--bc-steps", type=int, default=100, help="imitation: Adam steps per iteration")
     tr.add_argument("--buffer", type=int, default=30000, help="imitation: decisions kept")
     tr.add_argument("--init")
     tr.add_argument("--log")

@@ -7,7 +7,7 @@ import warnings
 import torch
 from torch import nn
 
-FS, FM, FR, FJ = 6, 6, 4, 7          # features per socket, server, rack, job (marl_net.h)
+FS, FM, FR, FJ = 6, 7, 4, 7          # features per socket, server, rack, job (marl_net.h)
 HIERARCHY = "rack,server,socket"
 FORMAT = "shoal-marl-weights"
 VERSION = 1

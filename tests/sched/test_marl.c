@@ -131,7 +131,7 @@ TEST(marl_weights_refusals) {
   char *t;
   bad_weights((t = replace(ok, "shoal-marl-weights 1", "shoal-marl-weights 7")), "version 7"), free(t);
   bad_weights((t = replace(ok, "shoal-marl-weights", "pytorch-weights")), "not a shoal marl weights file"), free(t);
-  bad_weights((t = replace(ok, "tensor server.W 4 14", "tensor server.W 4 13")), "shape: tensor server.W is 4 x 13"), free(t);
+  bad_weights((t = replace(ok, "tensor server.W 4 15", "tensor server.W 4 14")), "shape: tensor server.W is 4 x 14"), free(t);
   bad_weights((t = replace(ok, "features socket=6", "features socket=5")), "shape"), free(t);
   bad_weights((t = replace(ok, "hierarchy rack,server,socket", "hierarchy rack,server")), "topology"), free(t);
   bad_weights((t = replace(ok, "tensor rack.W", "tensor score.W")), "expected tensor rack.W"), free(t);
@@ -175,9 +175,9 @@ TEST(marl_forward_by_hand) {
   uint8_t mask[4] = {0, 1, 1, 1};
   shoal_marl_obs_t o = {4, 2, 1, xs, xm, xr, xj, ss, sr, mask};
   CHECK_EQ(shoal__marl_net_scores(n, &o, lg), 1);
-  /* hs = 0.01*6 + 0.01 = 0.07; hm = 0.01*(6 + 4*0.07) + 0.01 = 0.0728; hr = 0.01*(4 + 4*0.0728) + 0.01
-   * = 0.052912; z = 0.01*(0.07*2 + 0.0728*2 + 0.052912*2 + 0.052912*4 + 7) + 0.01; out = 0.01*2z + 0.01 */
-  double hs = 0.07, hm = 0.01 * (6 + 4 * hs) + 0.01, hr = 0.01 * (4 + 4 * hm) + 0.01;
+  /* hs = 0.01*6 + 0.01 = 0.07; hm = 0.01*(7 + 4*0.07) + 0.01 = 0.0828; hr = 0.01*(4 + 4*0.0828) + 0.01
+   * = 0.053312; z = 0.01*(0.07*2 + 0.0828*2 + 0.053312*2 + 0.053312*4 + 7) + 0.01; out = 0.01*2z + 0.01 */
+  double hs = 0.07, hm = 0.01 * (7 + 4 * hs) + 0.01, hr = 0.01 * (4 + 4 * hm) + 0.01;
   double z = 0.01 * (2 * hs + 2 * hm + 2 * hr + 4 * hr + 7) + 0.01, out = 0.01 * 2 * z + 0.01;
   CHECK(isinf(lg[0]) && lg[0] < 0);
   for (int i = 1; i < 4; i++) CHECK_NEAR(lg[i], out, 1e-6);

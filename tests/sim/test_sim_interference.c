@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "sched/model/interference.h"
+#include "sched/policies/marl.h"
 #include "simtest.h"
 
 /* one class "x" for every model: g_socket(x, x) = softplus(0.5), g_nic = softplus(-1) */
@@ -138,6 +139,59 @@ TEST(placers_and_marl_keep_invariants) {
   shoal__cluster_destroy(c);
   shoal__speed_destroy(sp);
   shoal__interference_free(im);
+}
+
+/* a decider that records, per job, the agent and the first observation's consolidation feature per server, and
+ * takes the first feasible socket of a server consolidation names */
+typedef struct {
+  int agent[2];
+  float hint[2][4];
+} hint_seen_t;
+
+static int follow_hint(void *arg, const shoal__marl_step_t *st) {
+  hint_seen_t *h = arg;
+  const shoal_marl_obs_t *o = st->obs;
+  if (st->worker == 0 && st->job >= 0 && st->job < 2) {
+    h->agent[st->job] = st->agent;
+    for (int i = 0; i < o->nserv && i < 4; i++) h->hint[st->job][i] = o->xm[(size_t)i * SHOAL_MARL_FM + 6];
+  }
+  int first = -1;
+  for (int k = 0; k < o->nsock; k++) {
+    if (!o->mask[k]) continue;
+    if (first < 0) first = k;
+    if (o->xm[(size_t)o->sock_serv[k] * SHOAL_MARL_FM + 6] > 0) return k;
+  }
+  return first;
+}
+
+TEST(marl_sees_and_routes_to_consolidation) {
+  /* 2 racks of one 8-GPU machine, 2 agents: job 0 (6 GPUs) on machine 0; job 1 (2 GPUs) fits machine 0 best
+   * (2 free, against 8): it goes to agent 0, not to the partition with the most free GPUs, and sees
+   * consolidation's 2 workers on its server */
+  shoal_speed_t *sp = linear_speed(0.9);
+  tjob_t t[] = {{0, 6, 100, 0}, {10, 2, 50, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 2);
+  shoal_cluster_spec_t cs;
+  shoal__cluster_spec_default(&cs);
+  cs.group[0].machines = 2;
+  cs.group[0].racks = 2;
+  hint_seen_t h;
+  memset(&h, 0, sizeof h);
+  shoal__marl_set_decider(follow_hint, &h);
+  shoal_sim_result_t r;
+  run_with(&w, &cs, sp, "marl", "agents=2", NULL, &r);
+  shoal__marl_set_decider(NULL, NULL);
+  CHECK_EQ(r.finished, 2);
+  CHECK_EQ(h.agent[0], 0);
+  CHECK(fabs(h.hint[0][0] - 1.0f) < 1e-6); /* all 6 workers on its one server */
+  CHECK_EQ(h.agent[1], 0);
+  CHECK(fabs(h.hint[1][0] - 1.0f) < 1e-6);
+  CHECK_EQ(w.jobs[1].max_machines, 1);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  shoal__speed_destroy(sp);
 }
 
 TEST(marl_falls_back_when_no_agent_can_place) {

@@ -77,3 +77,27 @@ double shoal__colo_slowdown(const shoal__colo_t *x, const shoal__slots_t *sl, co
   }
   return worst;
 }
+
+/* the quietest sockets for w workers (colocation.h) */
+double shoal__colo_pick_sockets(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m, int w,
+                                uint8_t *want) {
+  int S = shoal__slots_sockets(sl, m), freeS[SHOAL_MAX_SOCKETS];
+  double cost[SHOAL_MAX_SOCKETS], total = 0;
+  for (int k = 0; k < S; k++) {
+    double own, imposed;
+    shoal__colo_socket(x, sl, j, m, k, &own, &imposed);
+    cost[k] = own + imposed;
+    freeS[k] = shoal__slots_free_in(sl, m, k);
+    want[k] = 0;
+  }
+  for (int i = 0; i < w; i++) {
+    int best = -1;
+    for (int k = 0; k < S; k++)
+      if (freeS[k] > 0 && (best < 0 || cost[k] < cost[best])) best = k;
+    if (best < 0) return -1;
+    freeS[best]--;
+    want[best]++;
+    total += cost[best];
+  }
+  return total;
+}

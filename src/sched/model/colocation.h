@@ -39,6 +39,11 @@ double shoal__colo_slowdown(const shoal__colo_t *x, const shoal__slots_t *sl, co
  * of g_socket(k, j) over the other jobs with workers on the socket). */
 void shoal__colo_socket(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m, int s, double *own,
                         double *imposed);
+/* Put w workers of j on machine m's sockets, each on the socket whose predicted interference (suffered +
+ * caused) is lowest among those with a free slot left (ties: lowest socket); want[SHOAL_MAX_SOCKETS]
+ * receives the counts. Returns the summed interference, or -1 if the sockets lack free slots. */
+double shoal__colo_pick_sockets(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m, int w,
+                                uint8_t *want);
 /* The NIC term a worker of j on machine m would suffer if j spans machines. */
 double shoal__colo_nic(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m);
 

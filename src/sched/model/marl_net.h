@@ -29,9 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* features per node (the order and meaning: docs/learned-placement.md, marl_features.c) */
+/* features per node (the order and meaning: docs/learned-placement.md, marl_obs.c) */
 #define SHOAL_MARL_FS 6
-#define SHOAL_MARL_FM 6
+#define SHOAL_MARL_FM 7
 #define SHOAL_MARL_FR 4
 #define SHOAL_MARL_FJ 7
 #define SHOAL_MARL_MAX_HIDDEN 256

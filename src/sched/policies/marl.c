@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "sched/model/place.h"
 #include "sched/policies/placer.h"
 #include "sched/policies/marl.h"
 #include "sched/policies/marl_obs.h"
@@ -30,6 +31,8 @@ typedef struct {
   void *decide_arg;
   float *logits;
   shoal_place_t *buf;
+  shoal_place_t *cons;                /* where consolidation would put the job (a feature; the routing) */
+  int ncons;
   uint8_t *want;
   /* the team reward's clock (marl_schedule) */
   double area, t_prev, queued_gpus;
@@ -50,6 +53,7 @@ static void marl_destroy(void *state) {
   shoal__marl_net_free(p->net);
   free(p->logits);
   free(p->buf);
+  free(p->cons);
   free(p->want);
   free(p);
 }
@@ -106,9 +110,10 @@ static int marl_create(shoal_sched_t *s, const char *params, void **state) {
     goto fail;
   p->views = calloc((size_t)p->agents, sizeof *p->views);
   p->buf = malloc((size_t)M * sizeof *p->buf);
+  p->cons = malloc((size_t)M * sizeof *p->cons);
   p->want = calloc((size_t)M * SHOAL_MAX_SOCKETS, 1);
   p->logits = malloc((size_t)M * SHOAL_MAX_SOCKETS * sizeof *p->logits);
-  if (!p->views || !p->buf || !p->want || !p->logits || !shoal__sched_slots(s)) {
+  if (!p->views || !p->buf || !p->cons || !p->want || !p->logits || !shoal__sched_slots(s)) {
     rc = shoal__seterr(SHOAL_ERR_NOMEM, "marl: out of memory");
     goto fail;
   }
@@ -133,8 +138,39 @@ static int fallback(marl_t *p, shoal_sched_t *s, shoal_job_t *j, const char *why
   return rc;
 }
 
-/* the partition with the most free GPUs that has as many free GPUs as j needs; -1 if none */
-static int route(const marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+/* the partition of rack r */
+static int part_of(const marl_t *p, int r) {
+  int a = 0;
+  while (a + 1 < p->agents && r >= p->parts[a + 1].rack0) a++;
+  return a;
+}
+
+/* consolidation's placement of j (p->cons); a job on one machine goes, among the machines that fit it
+ * as well (as many free GPUs), to the one with the least predicted interference */
+static void consolidated(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+  const shoal_cluster_t *c = s->cluster;
+  p->ncons = shoal__place_consolidated(c, j, j->gpus, p->cons, c->nmachines);
+  if (p->ncons != 1 || p->cons[0].workers != j->gpus) return;
+  int best = p->cons[0].machine, f = c->m[best].free.gpus;
+  uint8_t want[SHOAL_MAX_SOCKETS];
+  double best_cost = shoal__colo_pick_sockets(&p->colo, s->slots, j, best, j->gpus, want);
+  for (int m = 0; m < c->nmachines; m++) {
+    if (m == best || c->m[m].free.gpus != f || shoal__place_room(c, j, m) < j->gpus) continue;
+    double cost = shoal__colo_pick_sockets(&p->colo, s->slots, j, m, j->gpus, want);
+    if (cost >= 0 && (best_cost < 0 || cost < best_cost - 1e-12)) best = m, best_cost = cost;
+  }
+  p->cons[0].machine = best;
+}
+
+/* the partition that holds all of consolidation's machines for j (p->cons), else the one with the most
+ * free GPUs that has as many free GPUs as j needs; -1 if none */
+static int route(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+  const shoal_cluster_t *c = s->cluster;
+  consolidated(p, s, j);
+  int home = p->ncons > 0 ? part_of(p, c->m[p->cons[0].machine].rack) : -1;
+  for (int k = 1; k < p->ncons && home >= 0; k++)
+    if (part_of(p, c->m[p->cons[k].machine].rack) != home) home = -1;
+  if (home >= 0) return home;
   int best = -1, best_free = -1;
   for (int a = 0; a < p->agents; a++) {
     int f = 0;
@@ -167,7 +203,7 @@ static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   if (a < 0) return fallback(p, s, j, "fits in no agent's partition");
   shoal__marl_view_t *v = &p->views[a];
   const shoal__marl_part_t *pt = &p->parts[a];
-  shoal__marl_view_job(v, s, &p->colo, j, p->queued_gpus);
+  shoal__marl_view_job(v, s, &p->colo, j, p->queued_gpus, p->cons, p->ncons > 0 ? p->ncons : 0);
   p->jobs++;
   shoal_marl_obs_t o;
   for (int w = 0; w < j->gpus; w++) {

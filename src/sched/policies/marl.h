@@ -1,8 +1,9 @@
 /* The learned multi-agent placer (docs/learned-placement.md): one agent per
- * partition (a contiguous group of racks); a job goes to the partition with
- * the most free GPUs that can hold it, whose agent places it worker by worker
- * (a socket per worker, infeasible sockets masked) with the network of
- * model/marl_net.h. The policy `marl` is the FIFO queue with this placer.
+ * partition (a contiguous group of racks); a job goes to the partition that
+ * holds consolidation's machines for it (else the one with the most free GPUs
+ * that can hold it), whose agent places it worker by worker (a socket per
+ * worker, infeasible sockets masked) with the network of model/marl_net.h,
+ * consolidation's placement being one of its features. The policy `marl` is the FIFO queue with this placer.
  *
  * Training drives the same code: a decider installed on a thread takes every
  * decision of the placers created on that thread afterwards (the simulator's

@@ -3,7 +3,7 @@
  *           here would suffer, interference it would cause, slots held by other jobs (share), slots/8
  *   server: free GPUs (share), this job's workers here (share), idle before this job, the NIC term
  *           a worker here would suffer if the job spans machines, room for all its remaining workers,
- *           placing here adds a machine to the job
+ *           placing here adds a machine to the job, consolidation's workers here not placed yet (share)
  *   rack:   free GPUs (share), this job's workers here (share), jobs sending across racks per
  *           server, uplink / (servers x NIC) (1 / oversubscription)
  *   job:    log2(GPUs)/7, workers left to place (share), locality sensitivity (1 - rate on 2
@@ -89,11 +89,12 @@ int shoal__marl_view_init(shoal__marl_view_t *v, const shoal__marl_part_t *p) {
   v->t_sock = calloc(S, sizeof *v->t_sock);
   v->t_serv = calloc(M, sizeof *v->t_serv);
   v->t_rack = calloc(R, sizeof *v->t_rack);
+  v->hint = calloc(M, sizeof *v->hint);
   v->own = malloc(S * sizeof *v->own);
   v->imposed = malloc(S * sizeof *v->imposed);
   v->nic = malloc(M * sizeof *v->nic);
   v->xjobs = malloc(R * sizeof *v->xjobs);
-  if (!v->xs || !v->xm || !v->xr || !v->mask || !v->t_sock || !v->t_serv || !v->t_rack || !v->own || !v->imposed ||
+  if (!v->xs || !v->xm || !v->xr || !v->mask || !v->t_sock || !v->t_serv || !v->t_rack || !v->hint || !v->own || !v->imposed ||
       !v->nic || !v->xjobs) {
     shoal__marl_view_fini(v);
     return shoal__seterr(SHOAL_ERR_NOMEM, "marl: out of memory");
@@ -109,6 +110,7 @@ void shoal__marl_view_fini(shoal__marl_view_t *v) {
   free(v->t_sock);
   free(v->t_serv);
   free(v->t_rack);
+  free(v->hint);
   free(v->own);
   free(v->imposed);
   free(v->nic);
@@ -146,7 +148,7 @@ static void cross_rack_jobs(shoal__marl_view_t *v, shoal_sched_t *s) {
 }
 
 void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__colo_t *x, const shoal_job_t *j,
-                          double queued_gpus) {
+                          double queued_gpus, const shoal_place_t *cons, int ncons) {
   const shoal__marl_part_t *p = v->part;
   const shoal__slots_t *sl = s->slots;
   for (int i = 0; i < p->nsock; i++) {
@@ -159,6 +161,12 @@ void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__
   for (int i = 0; i < p->nserv; i++) {
     v->nic[i] = (float)shoal__colo_nic(x, sl, j, p->serv_m[i]);
     v->t_serv[i] = 0;
+    v->hint[i] = 0;
+  }
+  /* the partition's servers are its machines [serv_m[0], serv_m[0] + nserv) */
+  for (int k = 0; k < ncons; k++) {
+    int i = cons[k].machine - p->serv_m[0];
+    if (i >= 0 && i < p->nserv) v->hint[i] = cons[k].workers;
   }
   for (int r = 0; r < p->nrack; r++) v->t_rack[r] = 0;
   cross_rack_jobs(v, s);
@@ -197,6 +205,7 @@ int shoal__marl_view_step(shoal__marl_view_t *v, shoal_sched_t *s, const shoal_j
     x[3] = v->nic[i];
     x[4] = room >= rem;
     x[5] = v->placed > 0 && v->t_serv[i] == 0;
+    x[6] = v->hint[i] > v->t_serv[i] ? (float)(v->hint[i] - v->t_serv[i]) / g : 0;
   }
   for (int i = 0; i < p->nsock; i++) {
     int srv = p->sock_serv[i], m = p->serv_m[srv], slots = p->sock_slots[i];

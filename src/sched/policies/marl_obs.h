@@ -30,6 +30,7 @@ typedef struct shoal__marl_view {
   float *xs, *xm, *xr, xj[SHOAL_MARL_FJ];
   uint8_t *mask;
   int16_t *t_sock, *t_serv, *t_rack;   /* tentative workers per socket, server, rack */
+  int16_t *hint;                       /* per server: the workers consolidation would put there */
   float *own, *imposed, *nic;          /* per job: per socket, per socket, per server */
   float *xjobs;                        /* per rack: cross-rack jobs there */
   int placed;                          /* workers placed so far */
@@ -38,9 +39,10 @@ typedef struct shoal__marl_view {
 int  shoal__marl_view_init(shoal__marl_view_t *v, const shoal__marl_part_t *p);
 void shoal__marl_view_fini(shoal__marl_view_t *v);
 /* Start placing job j: the features that do not change while its workers are placed. queued_gpus:
- * the GPUs of the jobs waiting in the queue. */
+ * the GPUs of the jobs waiting in the queue; cons[0..ncons): where consolidation would put j's workers
+ * (machines outside the partition are ignored; ncons 0: nowhere). */
 void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__colo_t *x, const shoal_job_t *j,
-                          double queued_gpus);
+                          double queued_gpus, const shoal_place_t *cons, int ncons);
 /* The observation for the next worker; returns the number of feasible sockets. */
 int  shoal__marl_view_step(shoal__marl_view_t *v, shoal_sched_t *s, const shoal_job_t *j, shoal_marl_obs_t *o);
 /* The next worker goes to socket i (feasible). */

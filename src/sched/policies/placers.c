@@ -133,31 +133,6 @@ static int pack_create(shoal_sched_t *s, const char *params, void **state) {
   return 0;
 }
 
-/* Put w workers of j on machine m's sockets, each on the socket whose predicted interference
- * (suffered + caused) is lowest among those with a free slot left (ties: lowest socket); want
- * receives the counts. Returns the summed interference, or -1 if the sockets lack free slots. */
-static double pick_sockets(pack_t *p, const shoal__slots_t *sl, const shoal_job_t *j, int m, int w, uint8_t *want) {
-  int S = shoal__slots_sockets(sl, m), freeS[SHOAL_MAX_SOCKETS];
-  double cost[SHOAL_MAX_SOCKETS], total = 0;
-  for (int k = 0; k < S; k++) {
-    double own, imposed;
-    shoal__colo_socket(&p->colo, sl, j, m, k, &own, &imposed);
-    cost[k] = own + imposed;
-    freeS[k] = shoal__slots_free_in(sl, m, k);
-    want[k] = 0;
-  }
-  for (int i = 0; i < w; i++) {
-    int best = -1;
-    for (int k = 0; k < S; k++)
-      if (freeS[k] > 0 && (best < 0 || cost[k] < cost[best])) best = k;
-    if (best < 0) return -1;
-    freeS[best]--;
-    want[best]++;
-    total += cost[best];
-  }
-  return total;
-}
-
 static int pack_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   pack_t *p = state;
   const shoal_cluster_t *c = s->cluster;
@@ -169,7 +144,7 @@ static int pack_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   /* one machine: the least interference, ties the fewest free GPUs (packing), then the lowest id */
   for (int m = 0; m < c->nmachines; m++) {
     if (shoal__place_room(c, j, m) < j->gpus) continue;
-    double cost = pick_sockets(p, sl, j, m, j->gpus, w);
+    double cost = shoal__colo_pick_sockets(&p->colo, sl, j, m, j->gpus, w);
     if (cost < 0) continue;
     if (best < 0 || cost < best_cost - 1e-12 ||
         (cost <= best_cost + 1e-12 && c->m[m].free.gpus < c->m[best].free.gpus))
@@ -184,7 +159,7 @@ static int pack_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
     if (n <= 0) return 0;
   }
   for (int i = 0; i < n; i++)
-    if (pick_sockets(p, sl, j, p->buf[i].machine, p->buf[i].workers, p->want + (size_t)i * SHOAL_MAX_SOCKETS) < 0)
+    if (shoal__colo_pick_sockets(&p->colo, sl, j, p->buf[i].machine, p->buf[i].workers, p->want + (size_t)i * SHOAL_MAX_SOCKETS) < 0)
       memset(p->want + (size_t)i * SHOAL_MAX_SOCKETS, 0, SHOAL_MAX_SOCKETS); /* lowest free slots */
   int rc = shoal_sched_assign_sockets(s, j, p->buf, n, p->want);
   if (rc == SHOAL_ERR_INFEASIBLE) return 0;
