@@ -4,7 +4,8 @@
  * queue the operation and return at once with a request; the operation runs
  * on the communicator's progress thread, so it advances while the caller
  * computes (no polling needed). shoal_test() asks whether a request is
- * complete, shoal_wait() blocks until it is.
+ * complete, shoal_wait() blocks until it is (running it itself if the
+ * progress thread has not started it yet).
  *
  * Semantics:
  * - A request behaves exactly like the blocking call made at the moment it
@@ -88,17 +89,21 @@ int shoal_irecv(shoal_comm_t *c, void *buf, size_t count, shoal_dtype_t dtype, i
  * else *done = 1, the request is freed, *req = NULL, and the operation's
  * status is returned. */
 int  shoal_test(shoal_request_t **req, int *done);
-/* Block until *req completes; free it, *req = NULL; the operation's status. */
+/* Block until *req completes; free it, *req = NULL; the operation's status.
+ * A collective still queued, first in line with nothing running, is run by
+ * the waiting thread itself (as the blocking call would be; the progress
+ * thread takes the requests issued after it once it is done): the same
+ * operation, without the two thread wake-ups. */
 int  shoal_wait(shoal_request_t **req);
 /* Wait for all n (NULL entries skipped); every one is freed and set to NULL.
  * Returns 0, or the status of the first request (in array order) that failed. */
 int  shoal_waitall(int n, shoal_request_t **reqs);
 /* Give up the request without waiting (see above); NULL is a no-op. */
 void shoal_request_free(shoal_request_t *req);
-/* Call fn(arg) once, when *r completes: on the progress thread, right after
- * the operation (so fn must be quick and must not call into shoal: hand the
- * news to a thread of yours), or at once on this thread if r has completed
- * already. The request is then completed as usual (shoal_test/shoal_wait
+/* Call fn(arg) once, when *r completes: on the thread that ran the operation,
+ * right after it (the progress thread, or the thread whose shoal_wait ran it;
+ * fn must be quick and must not call into shoal: hand the news to a thread of
+ * yours), or at once on this thread if r has completed already. The request is then completed as usual (shoal_test/shoal_wait
  * return at once, with its status and message); a freed one
  * (shoal_request_free) still calls fn. One function per request: a second is
  * SHOAL_ERR_INVALID. For bindings that complete futures (the torch backend). */

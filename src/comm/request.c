@@ -3,7 +3,10 @@
  * collectives, so a request is the blocking call made at issue time, moved
  * off the caller's thread. Blocking calls from other threads wait for the
  * queue to drain (shoal__async_quiesce, which shoal__op_begin calls through
- * the world's hook). */
+ * the world's hook). A collective request that shoal_wait finds still queued
+ * at the head, with nothing running, is run by the waiting thread itself (the
+ * engine's place taken for it): the blocking call's path, without the two
+ * thread wake-ups (engine start, waiter) a waited request otherwise costs. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -58,8 +61,14 @@ typedef struct shoal__async {
   shoal__world_t *w;
   int stop;
   int pending; /* queued + running */
+  int busy;    /* a thread (the engine, or a waiter in its place) is running requests */
+  uintptr_t engine_tag; /* the engine's shoal__thread_tag (0 until it started) */
   shoal_request_t *head, *tail;
 } shoal__async_t;
+
+/* Set on the thread that runs requests (the engine; a waiter while it runs one): its blocking calls are the
+ * requests themselves, so they do not wait for the queue to drain. */
+static _Thread_local int runs_requests;
 
 static void request_free(shoal_request_t *r) {
   free(r->v);
@@ -200,18 +209,36 @@ static void run_p2p(shoal__async_t *a, shoal_request_t *first) {
   }
 }
 
+/* Take the head of the queue to run it (under the mutex): the world's running thread is now the caller's. */
+static shoal_request_t *take_head(shoal__async_t *a) {
+  shoal_request_t *r = a->head;
+  a->head = r->next;
+  if (!a->head) a->tail = NULL;
+  r->state = RQ_RUNNING;
+  r->next = NULL;
+  a->busy = 1;
+  atomic_store(&a->w->async_tag, shoal__thread_tag());
+  return r;
+}
+
+/* Under the mutex: nothing runs; the engine's tag is the running thread's again (the thread rule lets its
+ * calls in: comm_impl.h). */
+static void give_back(shoal__async_t *a) {
+  a->busy = 0;
+  atomic_store(&a->w->async_tag, a->engine_tag);
+}
+
 static void *engine_main(void *arg) {
   shoal__async_t *a = arg;
-  atomic_store(&a->w->async_tag, shoal__thread_tag());
+  runs_requests = 1;
   pthread_mutex_lock(&a->mu);
+  a->engine_tag = shoal__thread_tag();
+  if (!a->busy) atomic_store(&a->w->async_tag, a->engine_tag);
   for (;;) {
-    while (!a->stop && !a->head) pthread_cond_wait(&a->work, &a->mu);
-    if (!a->head) break; /* stop requested and nothing left */
-    shoal_request_t *r = a->head;
-    a->head = r->next;
-    if (!a->head) a->tail = NULL;
-    r->state = RQ_RUNNING;
-    r->next = NULL;
+    /* a waiter running a request in the engine's place signals `work` when it is done */
+    while (!a->stop && (!a->head || a->busy)) pthread_cond_wait(&a->work, &a->mu);
+    if (!a->head || a->busy) break; /* stop requested (after the queue drained) */
+    shoal_request_t *r = take_head(a);
     pthread_mutex_unlock(&a->mu);
 
     if (is_p2p(r)) {
@@ -221,6 +248,7 @@ static void *engine_main(void *arg) {
       complete(a, r, run_one(r));
     }
     pthread_mutex_lock(&a->mu);
+    give_back(a);
   }
   pthread_mutex_unlock(&a->mu);
   return NULL;
@@ -259,7 +287,7 @@ static int engine_get(shoal__world_t *w, shoal__async_t **out) {
 
 void shoal__async_quiesce(shoal__world_t *w) {
   shoal__async_t *a = w->async;
-  if (!a || pthread_equal(pthread_self(), a->thread)) return;
+  if (!a || runs_requests || pthread_equal(pthread_self(), a->thread)) return;
   /* Bounded: every queued operation has its own deadline (SHOAL_TIMEOUT) once it runs. */
   pthread_mutex_lock(&a->mu);
   while (a->pending > 0) pthread_cond_wait(&a->done, &a->mu);
@@ -447,10 +475,28 @@ int shoal_test(shoal_request_t **req, int *done) {
   return finish(req);
 }
 
+/* r, a collective still queued at the head with nothing running, run on this thread in the engine's place
+ * (under the mutex, released and taken again); 0 when r is not such a request. Point-to-point requests run
+ * in groups (run_p2p): always the engine's. */
+static int run_here(shoal__async_t *a, shoal_request_t *r) {
+  if (r->state != RQ_QUEUED || a->head != r || a->busy || a->stop || is_p2p(r)) return 0;
+  take_head(a);
+  pthread_mutex_unlock(&a->mu);
+  runs_requests++;
+  shoal__clearerr();
+  complete(a, r, run_one(r));
+  runs_requests--;
+  pthread_mutex_lock(&a->mu);
+  give_back(a);
+  if (a->head) pthread_cond_signal(&a->work); /* the engine takes the next */
+  return 1;
+}
+
 int shoal_wait(shoal_request_t **req) {
   if (!req || !*req) return shoal__seterr(SHOAL_ERR_INVALID, "shoal_wait: NULL request");
   shoal__async_t *a = (*req)->c->w->async;
   pthread_mutex_lock(&a->mu);
+  run_here(a, *req);
   while ((*req)->state != RQ_DONE) pthread_cond_wait(&a->done, &a->mu);
   pthread_mutex_unlock(&a->mu);
   return finish(req);

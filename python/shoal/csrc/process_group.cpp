@@ -149,13 +149,16 @@ class ShoalWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
 
   /* A caller that waits without a timeout of its own (dist.all_reduce without async_op, work.wait())
-   * completes the work on its thread as soon as libshoal reports the request done: one thread wake-up
-   * fewer than through the group's completion thread, which then finds the work claimed. With a
-   * timeout, the wait is c10d's (the request keeps the group's deadline either way). */
-  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
-    if (timeout == kNoTimeout) complete();
-    return c10d::Work::wait(timeout);
-  }
+   * completes the work on its thread (shoal_wait runs the request there when no thread has started it),
+   * and the group's completion thread is not woken for it (see handed_off). With a timeout, the wait is
+   * c10d's (the request keeps the group's deadline either way). */
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+
+  /* libshoal's notification, on the thread that ran the request. A waiter that claimed the work completes
+   * it: the first of this notification and the waiter's return leaves the completion thread's reference
+   * to the second, and the second releases it (the waiter) or hands it to the completion thread (here: it
+   * must not run a work's destructor, whose Python callbacks need the GIL). True: handed off here. */
+  bool handed_off() { return claimed_.load() && handoff_.fetch_add(1) == 0; }
 
   /* Once, by the first of the waiting caller and the group's completion thread: the request's status
    * (waiting for it), the copies back, then the future and the work. */
@@ -191,6 +194,9 @@ class ShoalWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> claimed_{false};
+
+ public:
+  std::atomic<int> handoff_{0};
 };
 
 /* ---- the process group ---- */
@@ -487,6 +493,8 @@ class ProcessGroupShoal : public c10d::ProcessGroup {
  private:
   void join(const c10::intrusive_ptr<c10d::Store> &store, std::chrono::milliseconds timeout, const std::string &addr);
   void run_completions();
+  friend class ShoalWork;
+  void done_with(ShoalWork *work);
   static void notified(void *arg);
 
   c10::intrusive_ptr<ShoalWork> make(OpType type, const char *name, std::vector<at::Tensor> outputs) {
@@ -556,8 +564,24 @@ class ProcessGroupShoal : public c10d::ProcessGroup {
   std::thread completer_;
 };
 
-void ProcessGroupShoal::notified(void *arg) { /* the progress thread: hand over and return */
+bool ShoalWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    complete();
+    if (handoff_.fetch_add(1) == 1) pg_->done_with(this); /* the notification came first and left it here */
+  }
+  return c10d::Work::wait(timeout);
+}
+
+/* The completion thread's reference to work and its count in flight, released on the waiter's thread. */
+void ProcessGroupShoal::done_with(ShoalWork *work) {
+  c10::raw::intrusive_ptr::decref(work); /* never the last: the waiter's caller holds one */
+  std::lock_guard<std::mutex> lk(mu_);
+  if (--inflight_ == 0) drained_.notify_all();
+}
+
+void ProcessGroupShoal::notified(void *arg) { /* the thread that ran the request: hand over and return */
   auto *work = static_cast<ShoalWork *>(arg);
+  if (work->handed_off()) return;
   ProcessGroupShoal *pg = work->pg_;
   {
     std::lock_guard<std::mutex> lk(pg->mu_);
