@@ -128,11 +128,11 @@ typedef struct shoal_partial_info {
   int dropped;          /* this rank's data sets dropped so far (DROP, or CARRY too late) */
   double window_s;      /* how long the coordinator waited after the first ready rank */
   double seconds;       /* time inside the call */
-  double control_s;     /* of which the control round: from the call until this rank knew the decision
-                           (the window's wait included) */
   /* [comm size]: per rank, bit 0: its data of this step is in, bit 1: its carried data is.
    * Valid until the next call on pa. */
   const unsigned char *ranks;
+  double control_s;     /* of which the control round: from the call until this rank knew the decision
+                           (the window's wait included) */
 } shoal_partial_info_t;
 
 /* Communication thread: run step `step`; the result (count elements) goes to
