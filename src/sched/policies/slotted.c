@@ -448,6 +448,14 @@ static int idx_room(slotted_t *p, int n) {
   return 0;
 }
 
+/* The work job id's plan gives it in its slots before k (at p->pj[id]'s rates). */
+static double work_before(const slotted_t *p, int id, int k) {
+  double w = 0;
+  for (int q = 0; q < p->plan[id].len && p->plan[id].start + q < k; q++)
+    w += shoal__ps_slot_work(&p->pj[id], &p->plan[id].slot[q]);
+  return w;
+}
+
 /* Re-planning batch (shoal__ps_replan) over pend[from..npend): committed
  * jobs' views are refreshed so that their remaining work is the engine's
  * (Q = remaining now + planned work before slot k). */
@@ -462,10 +470,7 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
       if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k) continue;
       shoal__ps_job_t now;
       view(p, s, j, k, &now);
-      double before = 0;
-      for (int q = 0; q < p->plan[id].len && p->plan[id].start + q < k; q++)
-        before += shoal__ps_slot_work(&p->pj[id], &p->plan[id].slot[q]);
-      p->pj[id].work = now.work + before;
+      p->pj[id].work = now.work + work_before(p, id, k);
       act[na++] = id;
     }
   int *batch = act + na, *def = batch + nb, ndef = 0, nrel = 0;
@@ -614,9 +619,7 @@ static int pull_forward(slotted_t *p, shoal_sched_t *s, int k) {
     int tries = p->tries[id] > 0 ? p->tries[id] : 1; /* a re-offer: the planner has seen the job */
     if (sooner) rc = p->pl->plan(p->own, &p->pc, &now, k, &tries, &S);
     if (sooner && rc == 0 && shoal__ps_sched_end(&S) < old_end && (!p->nogap || sched_last_gap(&S) < 0)) {
-      double before = 0; /* the view's Q: remaining work now + the plan's work before k (as plan_batch) */
-      for (int q = 0; q < p->plan[id].len && p->plan[id].start + q < k; q++)
-        before += shoal__ps_slot_work(&old, &p->plan[id].slot[q]);
+      double before = work_before(p, id, k); /* the view's Q: remaining work now + this */
       if ((rc = shoal__ps_sched_check(&p->pc, &now, &S, 1)) || (rc = shoal__ps_commit(&p->pc, &now, &S)) ||
           (rc = replace_from(p, id, &S, k))) {
         shoal__ps_sched_free(&S);
