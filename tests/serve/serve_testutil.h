@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,18 @@ static inline void *loadgen_thread(void *arg) {
   lg_arg_t *a = arg;
   a->rc = shoal__loadgen_run(&a->o, &a->res);
   return NULL;
+}
+
+/* The tests' load under a change of replicas: 100 requests/s for 3 s (Poisson, seed 5) into times, sent to
+ * url by a load generator on thread *t (join it, then read a->res). */
+static inline void load_start(lg_arg_t *a, shoal__reqtimes_t *times, const char *url, pthread_t *t) {
+  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, times));
+  *a = (lg_arg_t){.rc = -1};
+  shoal__loadgen_opts_init(&a->o);
+  a->o.url = url;
+  a->o.arrivals = times;
+  a->o.timeout_s = 60;
+  CHECK(pthread_create(t, NULL, loadgen_thread, a) == 0);
 }
 
 #endif

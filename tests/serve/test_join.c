@@ -92,14 +92,9 @@ TEST(replicas_join_and_leave_their_router_under_load) {
   wait_replicas(r, ua, ub);
   /* 300 requests over 3 s; A is stopped (SIGTERM, as Slurm's scancel) 1 s in */
   shoal__reqtimes_t times;
-  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, &times));
-  lg_arg_t g = {.rc = -1};
-  shoal__loadgen_opts_init(&g.o);
-  g.o.url = router;
-  g.o.arrivals = &times;
-  g.o.timeout_s = 60;
+  lg_arg_t g;
   pthread_t t;
-  pthread_create(&t, NULL, loadgen_thread, &g);
+  load_start(&g, &times, router, &t);
   shoal__sleep_s(1);
   int st_a = -1, st_b = -1;
   kill(a, SIGTERM);
@@ -210,14 +205,9 @@ TEST(a_replica_killed_with_sigkill_leaves_the_router_under_load) {
   wait_listed(router, ua, ub);
   /* 300 requests over 3 s; A is killed 1 s in */
   shoal__reqtimes_t times;
-  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, &times));
-  lg_arg_t g = {.rc = -1};
-  shoal__loadgen_opts_init(&g.o);
-  g.o.url = router;
-  g.o.arrivals = &times;
-  g.o.timeout_s = 60;
+  lg_arg_t g;
   pthread_t t;
-  pthread_create(&t, NULL, loadgen_thread, &g);
+  load_start(&g, &times, router, &t);
   shoal__sleep_s(1);
   kill(a, SIGKILL);
   CHECK(waitpid(a, NULL, 0) == a);

@@ -189,17 +189,12 @@ TEST(replicas_come_and_go_under_load_without_a_request_lost) {
   add(r, shoal__server_port(s[0]));
   add(r, shoal__server_port(s[1]));
   wait_live(r, 2);
-  shoal__reqtimes_t times;
-  CHECK_OK(shoal__reqtimes_poisson(100, 3, 5, 0, &times));
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d", shoal__router_port(r));
-  lg_arg_t a = {.rc = -1};
-  shoal__loadgen_opts_init(&a.o);
-  a.o.url = url;
-  a.o.arrivals = &times;
-  a.o.timeout_s = 60;
+  shoal__reqtimes_t times;
+  lg_arg_t a;
   pthread_t t;
-  pthread_create(&t, NULL, loadgen_thread, &a);
+  load_start(&a, &times, url, &t);
   /* while it runs: drop the first, add the third, drop the second (each drop waits for its requests) */
   char u[3][64];
   for (int i = 0; i < 3; i++) snprintf(u[i], sizeof u[i], "http://127.0.0.1:%d", shoal__server_port(s[i]));
