@@ -88,6 +88,43 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
   sp->destroy(sp);
 }
 
+/* One machine with 1 GPU, linear speed, slot 100 s, no restart cost. A: 50 s at t=0 (slot 0); B: 100 s at t=0
+ * (planned in slot 1); C: 30 s at t=1 (30 steps + the 0.01 slot gone = 31: planned in slot 2).
+ * greedy: A 0-50, B 100-200, C 200-230: JCT A 50, B 200, C 229.
+ * greedy:backfill=1 (oldest first): at A's finish (t=50) slot 0's GPU is free and B, the oldest job holding
+ * nothing in slot 0, takes it (50-100) and keeps it in its own slot 1: done at 150; then slot 1's GPU goes
+ * to C (150-180): JCT B 150, C 179.
+ * greedy:backfill=2 (shortest remaining first): at t=50 C (30 steps) goes before B (100): C 50-80, then B
+ * 80-100 and on in its slot 1 without a restart (the same placement): 80-180: JCT B 180, C 79.
+ * Neither moves a planned start: B still runs in its slot 1. */
+TEST(slotted_backfill_timeline) {
+  shoal_speed_t *sp = linear_speed(1.0);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 1);
+  const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 100, 0}, {1, 1, 30, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 3);
+  const struct { const char *policy, *params; double jct[3]; const char *stat; } cases[] = {
+      {"greedy", "slot=100", {50, 200, 229}, NULL},
+      {"greedy", "slot=100:backfill=1", {50, 150, 179}, "backfilled=2"},
+      {"greedy", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
+      {"larr", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
+      {"oasis", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    shoal_sim_result_t r;
+    printf("  %s:%s\n", cases[c].policy, cases[c].params);
+    run_policy(&w, &cs, sp, cases[c].policy, cases[c].params, 0, &r);
+    CHECK_EQ(r.finished, 3);
+    for (int i = 0; i < 3; i++) CHECK_JCT(&w, i, cases[c].jct[i]);
+    if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  sp->destroy(sp);
+}
+
 /* Contended PS/all-reduce workloads on a small cluster: every slotted
  * variant keeps the engine's invariants at every step (cfg.check), finishes
  * every job, and gives the same finish times on a second run. */
@@ -140,14 +177,15 @@ static void slotted_variants(const char *const (*pols)[2], int npols) {
 
 TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"},
-                                 {"greedy", "slot=600:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:pull=1:nogap=1"}};
-  slotted_variants(pols, 5);
+                                 {"greedy", "slot=600:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:pull=1:nogap=1"},
+                                 {"greedy", "slot=600:backfill=1"}, {"oasis", "slot=1800:units=16:backfill=2"}};
+  slotted_variants(pols, 7);
 }
 
 TEST_T(slotted_replanning_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"},
-                                 {"larr", "slot=600:pull=1"}};
-  slotted_variants(pols, 4);
+                                 {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=2"}, {"larr", "slot=600:backfill=1:pull=1"}};
+  slotted_variants(pols, 6);
 }
 
 static int slurp(const char *path, char *buf, size_t cap, size_t *len) {

@@ -25,6 +25,10 @@ typedef struct {
   int nogap;          /* plans without a pause (nogap=; plan_nogap, pull_forward) */
   int pull;           /* offer the current slot's free room to jobs planned to start later (pull=) */
   int pull_k;         /* at most this many jobs re-planned by one pull walk (pullk=) */
+  int backfill;       /* give the current slot's free room to planned jobs that hold nothing now (backfill=):
+                       * 1 oldest first, 2 shortest remaining first */
+  struct bf_item *bf; /* backfill=2: the candidates */
+  int capbf;
   double est_s;       /* > 0: plan with est_s seconds of remaining work at the requested size (ablation) */
   shoal__ps_cluster_t pc;
   int cap;            /* entries of the arrays below */
@@ -55,7 +59,7 @@ typedef struct {
   int nfresh;         /* pend[npend - nfresh ..] arrived since the last decision */
   int err;
   /* counters (shown by `shoal sim` and `shoal sched`) */
-  long plans, deferrals, replans, released, pulled;
+  long plans, deferrals, replans, released, pulled, backfilled;
   int freed;          /* a planned job finished since the last decision: its slots are free */
   double est_n[80], est_sum[80]; /* estimate: finished jobs' standalone durations (EST_BINS) */
 } slotted_t;
@@ -90,8 +94,9 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
   p->name = name;
   p->hmax = 2000;
   shoal__arrivals_init(&p->act);
-  long pull = 0, nogap = 0, pullk = 32;
+  long pull = 0, nogap = 0, pullk = 32, backfill = 0;
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
+      (rc = shoal__param_long(name, params, "backfill", pl->backfill, 0, 2, &backfill)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
       (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 1, &pull)) ||
       (rc = shoal__param_long(name, params, "nogap", 0, 0, 1, &nogap)) ||
@@ -109,6 +114,7 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
     goto bad;
   }
   p->pull = (int)pull;
+  p->backfill = (int)backfill;
   p->nogap = (int)nogap;
   p->pull_k = (int)pullk;
   p->timer_slot = -1;
@@ -139,6 +145,7 @@ void shoal__slotted_destroy(void *state) {
   free(p->mark);
   free(p->rel);
   free(p->idx);
+  free(p->bf);
   free(p->buf);
   shoal__ps_cluster_free(&p->pc);
   free(p->own);
@@ -151,6 +158,8 @@ void shoal__slotted_stats(void *state, char *buf, size_t cap) {
   if (p->replan && n > 0 && (size_t)n < cap)
     n += snprintf(buf + n, cap - (size_t)n, " replans=%ld released=%ld", p->replans, p->released);
   if (p->pull && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, " pulled=%ld", p->pulled);
+  if (p->backfill && n > 0 && (size_t)n < cap)
+    n += snprintf(buf + n, cap - (size_t)n, " backfilled=%ld", p->backfilled);
   if (p->pl->stats && n > 0 && (size_t)n < cap) p->pl->stats(p->own, buf + n, cap - (size_t)n);
 }
 
@@ -640,6 +649,135 @@ static int pull_forward(slotted_t *p, shoal_sched_t *s, int k) {
   return 0;
 }
 
+/* 1 if job id's current placement (p->act.job[id]->alloc) fits slot k's residual; into *sl. */
+static int held_fits(slotted_t *p, const shoal_job_t *j, int k, shoal__ps_slot_t *sl) {
+  const shoal__ps_job_t *pj = &p->pj[j->id];
+  shoal__ps_slot_clear(sl);
+  for (int e = 0; e < j->alloc.n; e++) {
+    const shoal_place_t *pl = &j->alloc.p[e];
+    const double *res = shoal__ps_res(&p->pc, k, pl->machine);
+    for (int r = 0; r < SHOAL_PS_NRES; r++)
+      if (pl->workers * pj->dw[r] + pl->ps * pj->dp[r] > res[r] + 1e-9) return 0;
+    if (shoal__ps_slot_add(sl, pl->machine, pl->workers, pl->ps)) return p->err = SHOAL_ERR_NOMEM, 0;
+  }
+  int w, ps;
+  shoal__ps_slot_totals(sl, &w, &ps);
+  return w >= 1 && w <= pj->wmax && ps == shoal__ps_count(pj->kappa, w);
+}
+
+/* Backfill (backfill=1): a plan reserves whole slots and most Philly jobs need a third of one, so GPUs that no
+ * plan holds in the current slot k (left by early finishes, or never reserved) would idle until a plan reaches
+ * them. They go to the planned jobs that hold nothing in slot k (not started yet, or paused between busy
+ * slots), oldest first: each takes the most productive placement the residual of slot k offers (the greedy's
+ * one-slot best; a job that held a placement in slot k - 1 keeps it when it still fits, so it is not
+ * restarted), added to its plan for slot k only. Every other slot of every plan stays as it was, so no job's
+ * planned start or placement moves: the work is extra, and a job that finishes on it gives its later slots back
+ * (as any early finish). Unplanned jobs (deferred, or rejected by oasis) are not offered. The walk ends when no
+ * GPU of slot k is free, so it costs one look per running job at most. */
+/* A backfill candidate: planned, holds nothing in slot k of its plan, busy later. */
+static int bf_candidate(const slotted_t *p, const shoal_job_t *j, int k) {
+  int id = j->id;
+  const shoal__ps_sched_t *P = &p->plan[id];
+  if (!p->planned[id] || j->state == SHOAL_JOB_DONE) return 0;
+  if (k >= P->start && k < P->start + P->len && P->slot[k - P->start].n) return 0; /* planned in k */
+  return sched_next_busy(P, k) >= 0;
+}
+
+typedef struct bf_item { double key; int id; } bf_item_t;
+
+static int bf_less(const bf_item_t *a, const bf_item_t *b) { return a->key < b->key || (a->key == b->key && a->id < b->id); }
+
+static int bf_cmp(const void *a, const void *b) {
+  const bf_item_t *x = a, *y = b;
+  return bf_less(x, y) ? -1 : bf_less(y, x) ? 1 : 0;
+}
+
+/* Moves the m smallest items of it[0..n) to its front, smallest first (quickselect, then a sort of those). */
+static void bf_select(bf_item_t *it, int n, int m) {
+  if (m <= 0) return;
+  int lo = 0, hi = n - 1;
+  while (m < n && lo < hi) {
+    bf_item_t piv = it[lo + (hi - lo) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (bf_less(&it[i], &piv)) i++;
+      while (bf_less(&piv, &it[j])) j--;
+      if (i <= j) {
+        bf_item_t x = it[i];
+        it[i++] = it[j];
+        it[j--] = x;
+      }
+    }
+    if (m - 1 <= j) hi = j;
+    else if (m - 1 >= i) lo = i;
+    else break;
+  }
+  qsort(it, (size_t)(m < n ? m : n), sizeof *it, bf_cmp);
+}
+
+static int backfill(slotted_t *p, shoal_sched_t *s, int k) {
+  shoal__ps_slot_t sl = {0, 0, NULL};
+  int rc = 0, n = 0, m = 0;
+  if (shoal__ps_slot_max(&p->pc, k)[SHOAL_PS_GPU] < 1e-9) return 0;
+  if (p->backfill == 2) { /* shortest remaining time first (at the job's full co-located rate), ties by id */
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) n += bf_candidate(p, p->act.job[a], k);
+    if (n > p->capbf) {
+      bf_item_t *nb = realloc(p->bf, sizeof *nb * (size_t)n);
+      if (!nb) return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
+      p->bf = nb;
+      p->capbf = n;
+    }
+    n = 0;
+    for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
+      if (!bf_candidate(p, j, k)) continue;
+      const shoal__ps_job_t *pj = &p->pj[j->id];
+      p->bf[n++] = (bf_item_t){shoal_job_remaining(j, s->now) / (pj->wmax * pj->rho_in), j->id};
+    }
+    /* each placed job takes a GPU at least: no more jobs than free GPUs are placed */
+    double free = 0;
+    for (int h = 0; h < p->pc.H; h++) free += shoal__ps_res(&p->pc, k, h)[SHOAL_PS_GPU];
+    m = (int)(free + 0.5);
+    bf_select(p->bf, n, m);
+    if (n > m) n = m;
+  }
+  for (int a = p->act.head, q = 0; p->backfill == 2 ? q < n : a >= 0; p->backfill == 2 ? q++ : (a = p->act.next[a])) {
+    if (shoal__ps_slot_max(&p->pc, k)[SHOAL_PS_GPU] < 1e-9) break;
+    shoal_job_t *j = p->backfill == 2 ? p->act.job[p->bf[q].id] : p->act.job[a];
+    int id = j->id;
+    shoal__ps_sched_t *P = &p->plan[id];
+    if ((p->backfill != 2 && !bf_candidate(p, j, k)) || !shoal__ps_slot_fits_worker(&p->pc, &p->pj[id], k)) continue;
+    if (!held_fits(p, j, k, &sl)) {
+      if (p->err) break;
+      if ((rc = shoal__ps_slot_best(&p->pc, &p->pj[id], k, k, 1, &sl))) break;
+      if (!sl.n) continue;
+    }
+    shoal__ps_sched_t T;
+    shoal__ps_sched_init(&T, k);
+    shoal__ps_slot_t *t = shoal__ps_sched_slot(&T, k);
+    if (!t || (rc = shoal__ps_slot_copy(t, &sl)) || (rc = shoal__ps_commit(&p->pc, &p->pj[id], &T))) {
+      shoal__ps_sched_free(&T);
+      rc = rc ? rc : SHOAL_ERR_NOMEM;
+      break;
+    }
+    if (k < P->start) { /* the plan starts later: T (slot k) followed by it */
+      rc = shoal__ps_sched_overlay(&T, P, P->start);
+      shoal__ps_sched_free(P);
+      *P = T;
+    } else {
+      shoal__ps_sched_free(&T);
+      shoal__ps_slot_t *at = shoal__ps_sched_slot(P, k);
+      rc = at ? shoal__ps_slot_copy(at, &sl) : SHOAL_ERR_NOMEM;
+    }
+    shoal__ps_sched_fit(P);
+    if (rc) break;
+    plan_changed(p, id);
+    p->backfilled++;
+  }
+  free(sl.pl);
+  return rc ? shoal__seterr(rc, "%s: backfill at slot %d: out of memory", p->name, k) : 0;
+}
+
 int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
   slotted_t *p = state;
   const char *name = p->name;
@@ -692,6 +830,7 @@ int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
   }
   if (p->pull && (p->freed || newslot) && (rc = pull_forward(p, s, (int)k))) return rc;
   p->freed = 0;
+  if (p->backfill && (rc = backfill(p, s, (int)k))) return rc;
   /* apply slot k: first take resources from jobs whose placement changes,
    * then give the new placements (the plans fit the capacity together). Only
    * jobs whose plan changed in this decision or whose plan's placement

@@ -40,7 +40,8 @@ typedef struct shoal__slot_planner {
   const shoal__ps_replan_params_t *(*replan_params)(void *own, int *greedy_new, shoal__ps_larr_stats_t **st);
   /* Its counters, appended to the mode's (plans, deferrals, re-planning). NULL: none. */
   void (*stats)(const void *own, char *buf, size_t cap);
-  int pull; /* default of the mode's pull= (pull-forward into room freed by early finishes) */
+  int pull;     /* default of the mode's pull= (pull-forward into room freed by early finishes) */
+  int backfill; /* default of the mode's backfill= (the current slot's free room to jobs holding nothing) */
 } shoal__slot_planner_t;
 
 /* The policy operations of a slot-planner policy (create names the planner; the rest are shared). */
