@@ -18,7 +18,7 @@ typedef struct serve_cli {
   shoal__router_opts_t ro;
   int router, port, max_conns, threads;
   size_t max_body;
-  double req_timeout, every, window, batch_ms;
+  double req_timeout, every, window, batch_ms, rejoin_every;
   const char *addr, *port_file, *register_url, *advertise;
   shoal_opts_list_t replicas;
 } serve_cli_t;
@@ -63,7 +63,9 @@ static const shoal_opt_t serve_opts[] = {
     OPT_INT("--threads", "N", threads, 1, 64, "OpenBLAS threads", REPLICA),
     OPT_STRING("--register", "URL", register_url, "the router (http://HOST:PORT) to join once ready and to leave\n"
                "before draining", .def = "$SHOAL_SERVE_ROUTER, else none", .expect = "http://HOST:PORT", REPLICA),
-    OPT_STRING("--advertise", "URL", advertise, "the URL the router reaches this replica at",
+    OPT_DOUBLE("--rejoin-every", "S", rejoin_every, 0, 3600, "repeat the join every S seconds (the router ignores a\n"
+               "replica it holds; one it removed takes it back); 0: join once", REPLICA),
+    OPT_STRING("--advertise", "URL", advertise, "the URL the router reaches this replica at (with --register)",
                .def = "http://ADDR:PORT, ADDR --addr or, for 0.0.0.0, this host's first non-loopback IPv4 address",
                .expect = "http://HOST:PORT", REPLICA),
     OPT_GROUP("router (--router):"),
@@ -127,26 +129,34 @@ static void wait_for_signal(double every, void (*print)(void *), void *arg, int 
 }
 
 /* A replica joining its router: tried at once and then every second until the router takes it (a router
- * started after its replicas, or restarting, is joined when it answers); each new reason it fails is printed. */
+ * started after its replicas, or restarting, is joined when it answers); each new reason it fails is printed.
+ * Once in, the join is repeated every `every` seconds (a no-op for a router that holds it), so a router that
+ * removed it (its health checks went unanswered while it was cut off) takes it back once it answers again. */
 typedef struct joining {
   const char *router;
   char self[256], last_err[256];
-  double next;
+  double next, every;
   int joined;
 } joining_t;
 
 static int join_tick(void *arg) {
   joining_t *j = arg;
-  if (shoal__now_s() < j->next) return 1;
-  j->next = shoal__now_s() + 1;
+  double now = shoal__now_s();
+  if (now < j->next) return 1;
   if (shoal__serve_announce(j->router, j->self, 1, 2) == 0) {
-    printf("shoal serve: joined the router %s as %s\n", j->router, j->self);
-    fflush(stdout);
-    return !(j->joined = 1);
+    if (!j->joined || j->last_err[0]) {
+      printf("shoal serve: joined the router %s as %s%s\n", j->router, j->self, j->joined ? " (again)" : "");
+      fflush(stdout);
+    }
+    j->joined = 1, j->last_err[0] = 0;
+    j->next = now + j->every;
+    return j->every > 0;
   }
+  j->next = now + (j->joined && j->every < 1 ? j->every : 1);
   if (strcmp(j->last_err, shoal_last_error())) {
     snprintf(j->last_err, sizeof j->last_err, "%s", shoal_last_error());
-    fprintf(stderr, "shoal serve: --register: %s (trying again every second)\n", j->last_err);
+    fprintf(stderr, "shoal serve: --register: %s (trying again every %.3g s)\n", j->last_err,
+            j->joined && j->every < 1 ? j->every : 1.0);
   }
   return 1;
 }
@@ -233,7 +243,7 @@ static int run_server(shoal__server_opts_t *so, const char *port_file, double ev
 }
 
 int shoal_cmd_serve(int argc, char **argv) {
-  serve_cli_t c = {.port = 8000, .threads = 1, .max_body = 1 << 20, .req_timeout = 10, .window = 10};
+  serve_cli_t c = {.port = 8000, .threads = 1, .max_body = 1 << 20, .req_timeout = 10, .window = 10, .rejoin_every = 2};
   shoal__server_opts_init(&c.so);
   shoal__router_opts_init(&c.ro);
   c.batch_ms = 1e3 * c.so.batch_timeout_s;
@@ -259,8 +269,14 @@ int shoal_cmd_serve(int argc, char **argv) {
   }
   ro->pool.drop_after = (int)drop_after;
   if (c.router) return run_router(ro, c.replicas.v, c.replicas.n, c.port_file, c.every);
-  joining_t j = {.router = c.register_url ? c.register_url : shoal__config_str("SHOAL_SERVE_ROUTER", NULL)};
+  joining_t j = {.router = c.register_url ? c.register_url : shoal__config_str("SHOAL_SERVE_ROUTER", NULL),
+                 .every = c.rejoin_every};
   if (j.router && !j.router[0]) j.router = NULL;
+  if (c.advertise && !j.router) {
+    fprintf(stderr, "shoal serve: --advertise %s: the URL a router reaches this replica at, but no router to join "
+            "is given (--register URL or SHOAL_SERVE_ROUTER)\n", c.advertise);
+    return 2;
+  }
   if (j.router && (strncmp(j.router, "http://", 7) || strlen(j.router) < 8 || strlen(j.router) > 400)) {
     fprintf(stderr, "shoal serve: %s %s: expected http://HOST:PORT\n", c.register_url ? "--register" : "SHOAL_SERVE_ROUTER",
             j.router);

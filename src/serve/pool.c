@@ -412,7 +412,8 @@ int shoal__pool_url_ok(const char *url) {
   return *end == 0 && port >= 1 && port <= 65535;
 }
 
-int shoal__pool_add(shoal__pool_t *p, const char *url) {
+/* again_ok: a URL the pool holds (not draining) is no error, nothing changes */
+static int pool_add(shoal__pool_t *p, const char *url, int again_ok) {
   if (!url || !shoal__pool_url_ok(url))
     return shoal__seterr(SHOAL_ERR_INVALID, "replica '%s': expected http://HOST:PORT", url ? url : "(null)");
   pthread_mutex_lock(&p->mu);
@@ -420,7 +421,7 @@ int shoal__pool_add(shoal__pool_t *p, const char *url) {
   for (int i = 0; i < SHOAL__POOL_MAX_REPLICAS; i++) {
     if (p->rep[i] && !strcmp(p->rep[i]->url, url) && !p->rep[i]->draining) {
       pthread_mutex_unlock(&p->mu);
-      return shoal__seterr(SHOAL_ERR_INVALID, "replica %s is in the pool already", url);
+      return again_ok ? 0 : shoal__seterr(SHOAL_ERR_INVALID, "replica %s is in the pool already", url);
     }
     if (!p->rep[i] && free_slot < 0) free_slot = i;
   }
@@ -437,6 +438,10 @@ int shoal__pool_add(shoal__pool_t *p, const char *url) {
   curl_multi_wakeup(p->multi);
   return 0;
 }
+
+int shoal__pool_add(shoal__pool_t *p, const char *url) { return pool_add(p, url, 0); }
+
+int shoal__pool_join(shoal__pool_t *p, const char *url) { return pool_add(p, url, 1); }
 
 int shoal__pool_drop(shoal__pool_t *p, const char *url) {
   pthread_mutex_lock(&p->mu);

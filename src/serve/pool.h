@@ -45,6 +45,9 @@ void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req);
 /* url: http://HOST:PORT. Add: checked at once, used once ready. 0, or SHOAL_ERR_INVALID (bad URL, already
  * there, too many). */
 int  shoal__pool_add(shoal__pool_t *p, const char *url);
+/* As add, but a URL the pool holds (not draining) is no error and changes nothing: a replica's join, which it
+ * repeats so that a router that removed it (missed health checks) or restarted takes it back. */
+int  shoal__pool_join(shoal__pool_t *p, const char *url);
 /* 1 if the pool takes url as a replica: http://HOST:PORT, port 1-65535, shorter than a replica's URL field
  * (a replica checks the URL it advertises with this before it asks a router to add it). */
 int  shoal__pool_url_ok(const char *url);

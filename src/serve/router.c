@@ -102,7 +102,8 @@ static char *metrics_text(shoal__router_t *r, size_t *len) {
   return b;
 }
 
-/* POST /router/replicas {"add": URL} or {"drop": URL} */
+/* POST /router/replicas {"add": URL} or {"drop": URL}; an add of a URL held already is a no-op (replicas repeat
+ * their joins) */
 static void change_replicas(shoal__router_t *r, shoal__http_req_t *req) {
   size_t len;
   const char *body = shoal__http_body(req, &len);
@@ -115,7 +116,7 @@ static void change_replicas(shoal__router_t *r, shoal__http_req_t *req) {
   else if (!add == !drop)
     rc = shoal__seterr(SHOAL_ERR_INVALID, "expected {\"add\": \"http://HOST:PORT\"} or {\"drop\": \"http://HOST:PORT\"}");
   else
-    rc = add ? shoal__pool_add(r->pool, add) : shoal__pool_drop(r->pool, drop);
+    rc = add ? shoal__pool_join(r->pool, add) : shoal__pool_drop(r->pool, drop);
   if (rc)
     shoal__http_reply_error(req, rc == SHOAL_ERR_NOT_FOUND ? 404 : 400, "%s", shoal_last_error());
   else

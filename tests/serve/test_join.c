@@ -136,6 +136,12 @@ TEST(a_bad_router_address_is_refused_by_name) {
            shoal_test_cli());
   CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
   CHECK_CONTAINS(out, "--advertise http://h: expected http://HOST:PORT");
+  /* an advertised URL with no router to tell it to is refused, not ignored */
+  snprintf(cmd, sizeof cmd, "env -u SHOAL_SERVE_ROUTER %s serve --model mlp --params /nonexistent --advertise "
+           "http://10.0.0.1:8000 2>&1", shoal_test_cli());
+  CHECK(shoal_test_run_cmd(cmd, out, sizeof out, 20) != 0);
+  CHECK_CONTAINS(out, "--advertise http://10.0.0.1:8000: the URL a router reaches this replica at, but no router to "
+                 "join is given (--register URL or SHOAL_SERVE_ROUTER)");
 }
 
 /* `shoal serve --router` as a child process on 127.0.0.1:port: health checks every 0.05 s, a replica removed
@@ -234,5 +240,48 @@ TEST(a_replica_killed_with_sigkill_leaves_the_router_under_load) {
   shoal__reqtimes_free(&times);
   unlink(pa);
   unlink(pb);
+  unlink(params);
+}
+
+/* A replica cut off from its router (stopped with SIGSTOP: no answer, as a hung host or a cut link) is removed
+ * after its missed health checks; once it answers again it repeats its join (every 2 s by default) and the
+ * router takes it back and sends it requests. */
+TEST(a_replica_removed_after_missed_checks_rejoins_when_it_answers) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK))
+    shoal_test_skip("dataset-fashion-mnist is not installed");
+  char params[] = "/tmp/shoal-rejoin-XXXXXX", pa[64];
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  snprintf(pa, sizeof pa, "%s.a", params);
+  int rport = shoal_test_free_port();
+  char router[64], ua[64];
+  snprintf(router, sizeof router, "http://127.0.0.1:%d", rport);
+  pid_t rp = spawn_router(rport);
+  pid_t a = spawn_replica(params, router, 0, pa);
+  replica_url(pa, ua, sizeof ua);
+  wait_listed(router, ua, NULL);
+  kill(a, SIGSTOP);
+  wait_listed(router, NULL, NULL); /* removed after 4 unanswered checks */
+  kill(a, SIGCONT);
+  wait_listed(router, ua, NULL); /* joined again */
+  char url[128], *ans = NULL, *body = infer_body(1);
+  snprintf(url, sizeof url, "%s/v2/models/mlp/infer", router);
+  CHECK_EQ(http_do("POST", url, body, &ans), 200);
+  CHECK_CONTAINS(ans, "\"outputs\"");
+  free(ans);
+  free(body);
+  json_t *st = router_get(router, "stats");
+  CHECK(st != NULL);
+  CHECK_EQ(stat_of(st, "ok"), 1);
+  json_decref(st);
+  int st_a = -1, st_r = -1;
+  kill(a, SIGTERM);
+  CHECK(waitpid(a, &st_a, 0) == a);
+  CHECK_MSG(WIFEXITED(st_a) && WEXITSTATUS(st_a) == 0, "the replica ended with status %d", st_a);
+  wait_listed(router, NULL, NULL); /* it left, and did not come back */
+  kill(rp, SIGTERM);
+  CHECK(waitpid(rp, &st_r, 0) == rp);
+  CHECK_MSG(WIFEXITED(st_r) && WEXITSTATUS(st_r) == 0, "the router ended with status %d", st_r);
+  unlink(pa);
   unlink(params);
 }
