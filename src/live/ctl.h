@@ -7,7 +7,7 @@
  *   arrive.c   jobs seen for the first time: whose they are, and adoption after a restart
  *   observe.c  what the manager shows of the controller's jobs, job by job
  *   decide.c   timers, the policy's decision, and its changes turned into actions
- *   lend.c     loaning: the borrower chosen, the loan module (loan.h) stepped
+ *   lend.c     loaning: the borrowers chosen, the loan module (loan.h) stepped
  *   status.c   the summary, status and metrics text
  *   (board.c  the HTTP board: called by ctl.c, calls nothing of the controller)
  *   ctl.c      set-up, the round (tick), the serve loop
@@ -121,7 +121,10 @@ struct shoal_live_ctl {
   /* loaning (lend.c; NULL: none) */
   shoal_live_loan_t *lend;
   shoal__forecast_t *lend_fc;
-  long lend_borrower, lend_steps;
+  shoal_live_borrower_t lend_b[SHOAL_LIVE_LOAN_MAX_BORROWERS]; /* the borrowers of the last step */
+  shoal_job_t *lend_job[SHOAL_LIVE_LOAN_MAX_BORROWERS];        /* their jobs (for their speedups) */
+  int lend_nb;
+  long lend_steps;
   double lend_next;
   shoal_live_loan_step_t lend_last;
   char lend_said[256];             /* the last error said */

@@ -1,8 +1,9 @@
 /* Loaning in the controller's round (lend.c in ctl.h): every cfg.loan.every
  * seconds the requests' rate and queue are read (cfg.loan.load: the router's
- * /router/stats), the borrower is chosen among the controller's running
- * elastic jobs, and the loan module (loan.h) acts on the manager: replica jobs
- * on the VC_infer hosts, idle ones lent to the borrower, reclaimed when needed.
+ * /router/stats), the borrowers are the controller's running elastic jobs, and
+ * the loan module (loan.h) acts on the manager: replica jobs on the VC_infer
+ * hosts, idle ones lent to the borrowers, reclaimed when needed, each choice by
+ * the borrowers' speedups under the controller's speed model.
  * Nothing of a loan lives only here: the replicas are the manager's jobs (their
  * comment says so) and the lent hosts are the borrower's, so a restarted
  * controller finds both where the manager shows them. */
@@ -42,21 +43,30 @@ void live_lend_free(shoal_live_ctl_t *L) {
   L->lend = NULL, L->lend_fc = NULL;
 }
 
-/* The borrower: the one of last time while it runs as the controller started it, else the running elastic job
- * with the most room above its workers. Its room in GPUs bounds what it is lent. */
-static long borrower(shoal_live_ctl_t *L, int *room) {
-  long best = 0;
-  int best_room = 0;
-  for (int i = 0; i < L->s.nactive; i++) {
+/* The borrowers: the running elastic jobs the controller started, each with its room above its workers (the GPUs
+ * it may borrow). A job new to the set is said once. */
+static int borrowers(shoal_live_ctl_t *L, shoal_live_borrower_t *b) {
+  int n = 0;
+  for (int i = 0; i < L->s.nactive && n < SHOAL_LIVE_LOAN_MAX_BORROWERS; i++) {
     shoal_job_t *j = L->s.active[i];
     lj_t *x = L->jobs[j->id];
     int r = j->max_workers - j->alloc.workers;
     if (x->phase != PH_RELEASED || !x->ran || j->alloc.n == 0 || r <= 0) continue;
-    if (x->sid == L->lend_borrower) return *room = r, x->sid;
-    if (r > best_room) best = x->sid, best_room = r;
+    int known = 0;
+    for (int k = 0; k < L->lend_nb; k++) known |= L->lend_b[k].id == x->sid;
+    if (!known) live_log(L, "loaning: job %ld borrows (up to %d more GPUs)", x->sid, r);
+    L->lend_job[n] = j;
+    b[n].id = x->sid, b[n++].room = r;
   }
-  *room = best_room;
-  return best;
+  return n;
+}
+
+/* borrower k's speed on g GPUs over its speed on one, by the controller's speed model (consolidated) */
+static double borrower_speedup(void *arg, int k, int g) {
+  shoal_live_ctl_t *L = arg;
+  const shoal_job_t *j = L->lend_job[k];
+  double one = shoal_sched_rate_consolidated(&L->s, j, 1, 0), r = shoal_sched_rate_consolidated(&L->s, j, g, 0);
+  return one > 0 && r > 0 ? r / one : g;
 }
 
 /* one line for what a step changed, one for an error that is new */
@@ -70,12 +80,14 @@ static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const 
   }
   L->lend_said[0] = 0;
   if (!o->started && !o->reclaimed && !o->stopped && !o->lent_now) return;
-  char did[256] = "";
+  char did[512] = "";
   size_t k = 0;
-  if (o->reclaimed) k += (size_t)snprintf(did + k, sizeof did - k, ", %d reclaimed from job %ld", o->reclaimed, L->lend_borrower);
+  for (int i = 0; i < o->nb && k < sizeof did; i++)
+    if (o->b[i].reclaimed) k += (size_t)snprintf(did + k, sizeof did - k, ", %d reclaimed from job %ld", o->b[i].reclaimed, o->b[i].id);
   if (o->started && k < sizeof did) k += (size_t)snprintf(did + k, sizeof did - k, ", %d replica%s started", o->started, o->started == 1 ? "" : "s");
   if (o->stopped && k < sizeof did) k += (size_t)snprintf(did + k, sizeof did - k, ", %d replica%s stopped", o->stopped, o->stopped == 1 ? "" : "s");
-  if (o->lent_now && k < sizeof did) snprintf(did + k, sizeof did - k, ", %d lent to job %ld", o->lent_now, L->lend_borrower);
+  for (int i = 0; i < o->nb && k < sizeof did; i++)
+    if (o->b[i].lent_now) k += (size_t)snprintf(did + k, sizeof did - k, ", %d lent to job %ld", o->b[i].lent_now, o->b[i].id);
   live_log(L, "loaning: %.2f requests/s, %.0f waiting: %d replica%s wanted%s; now %d replica%s, %d host%s lent", rate,
            waiting, o->want, o->want == 1 ? "" : "s", did, o->replicas, o->replicas == 1 ? "" : "s", o->lent,
            o->lent == 1 ? "" : "s");
@@ -90,11 +102,10 @@ void live_lend(shoal_live_ctl_t *L) {
   int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting);
   shoal_live_loan_step_t o = {0};
   if (!rc) {
-    int room;
-    long b = borrower(L, &room);
-    if (b != L->lend_borrower && b) live_log(L, "loaning: job %ld borrows (up to %d more GPUs)", b, room);
-    L->lend_borrower = b;
-    shoal__live_loan_borrower(L->lend, b, room);
+    shoal_live_borrower_t b[SHOAL_LIVE_LOAN_MAX_BORROWERS];
+    int nb = borrowers(L, b);
+    memcpy(L->lend_b, b, sizeof b), L->lend_nb = nb;
+    shoal__live_loan_borrowers(L->lend, b, nb, borrower_speedup, L);
     rc = shoal__live_loan_step(L->lend, &L->mgr, w, rate, waiting, &o);
     if (!rc) L->lend_last = o, L->lend_steps++;
   } else {

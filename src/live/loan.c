@@ -1,7 +1,7 @@
 /* Loaning on a real cluster manager (loan.h): each step reads the manager's
  * nodes and jobs, classes every VC_infer host as serving (a replica job of
- * ours runs or starts there), lent (the training job holds it) or free, and
- * acts: reclaim, stop, lend. */
+ * ours runs or starts there), lent (a borrower holds it) or free, and acts:
+ * reclaim, stop, lend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,10 @@
 struct shoal_live_loan {
   shoal_live_loan_config_t c;
   shoal__forecast_t *fc;
+  shoal_live_borrower_t b[SHOAL_LIVE_LOAN_MAX_BORROWERS];
+  int nb;
+  shoal__speedup_fn speedup;
+  void *speedup_arg;
   double last, calm;
   int seen;
   int nrep;
@@ -45,15 +49,22 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
 
 void shoal__live_loan_destroy(shoal_live_loan_t *L) { free(L); }
 
-void shoal__live_loan_borrower(shoal_live_loan_t *L, long train_id, int lend_gpus) {
-  L->c.train_id = train_id, L->c.lend_gpus = lend_gpus;
+void shoal__live_loan_borrowers(shoal_live_loan_t *L, const shoal_live_borrower_t *b, int n,
+                                shoal__speedup_fn speedup, void *arg) {
+  L->nb = n < SHOAL_LIVE_LOAN_MAX_BORROWERS ? (n > 0 ? n : 0) : SHOAL_LIVE_LOAN_MAX_BORROWERS;
+  for (int k = 0; k < L->nb; k++) L->b[k] = b[k];
+  L->speedup = speedup, L->speedup_arg = arg;
 }
 
 typedef struct hosts {
   int n;
   const char *name[LOAN_MAX_HOSTS];
   int gpus[LOAN_MAX_HOSTS];
-  int serving[LOAN_MAX_HOSTS], lent[LOAN_MAX_HOSTS], busy[LOAN_MAX_HOSTS]; /* busy: any job on it */
+  int serving[LOAN_MAX_HOSTS], busy[LOAN_MAX_HOSTS]; /* busy: any job on it */
+  int lent[LOAN_MAX_HOSTS];    /* 1 + the borrower that holds it, 0: none */
+  int fresh[LOAN_MAX_HOSTS];   /* lent or reclaimed by this step (its borrower's resize is still to do) */
+  const shoal_live_job_t *job[SHOAL_LIVE_LOAN_MAX_BORROWERS]; /* the borrowers as the manager shows them */
+  int held[SHOAL_LIVE_LOAN_MAX_BORROWERS];  /* GPUs each holds, on all its hosts */
 } hosts_t;
 
 static int host_index(const hosts_t *h, const char *name) {
@@ -63,8 +74,7 @@ static int host_index(const hosts_t *h, const char *name) {
 }
 
 /* Our replica jobs still alive (forget the ended ones) and the hosts' classes. */
-static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, const shoal_live_jobs_t *jobs, hosts_t *h,
-                     const shoal_live_job_t **train) {
+static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, const shoal_live_jobs_t *jobs, hosts_t *h) {
   memset(h, 0, sizeof *h);
   for (int i = 0; i < nodes->n && h->n < LOAN_MAX_HOSTS; i++)
     if (nodes->node[i].usable && shoal__live_list_has(nodes->node[i].partitions, L->c.infer_partition))
@@ -93,24 +103,32 @@ static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, cons
     snprintf(L->rep[L->nrep++].node, SHOAL_LIVE_NAME, "%s", j->use[0].node);
     h->serving[x] = 1, h->busy[x] = 1;
   }
-  *train = L->c.train_id > 0 ? shoal__live_jobs_find(jobs, L->c.train_id) : NULL;
-  for (int i = 0; i < jobs->n; i++)
+  for (int b = 0; b < L->nb; b++) {
+    const shoal_live_job_t *t = shoal__live_jobs_find(jobs, L->b[b].id);
+    h->job[b] = t && t->run == SHOAL_LIVE_RUNNING ? t : NULL;
+  }
+  for (int i = 0; i < jobs->n; i++) {
+    int b = 0; /* the borrower it is, L->nb: none */
+    while (b < L->nb && jobs->job[i].id != L->b[b].id) b++;
     for (int u = 0; u < jobs->job[i].nuse; u++) {
+      if (b < L->nb) h->held[b] += jobs->job[i].use[u].gpus;
       int x = host_index(h, jobs->job[i].use[u].node);
       if (x < 0) continue;
       h->busy[x] = 1;
-      if (L->c.train_id > 0 && jobs->job[i].id == L->c.train_id) h->lent[x] = 1;
+      if (b < L->nb && h->job[b]) h->lent[x] = 1 + b;
     }
+  }
 }
 
-/* Resize the training job to its hosts outside VC_infer plus the VC_infer hosts marked lent in h. */
-static int resize_train(shoal_live_manager_t *mgr, const shoal_live_job_t *t, const hosts_t *h) {
+/* Resize borrower k to its hosts outside VC_infer plus the VC_infer hosts marked lent to it in h. */
+static int resize_train(shoal_live_manager_t *mgr, const hosts_t *h, int k) {
+  const shoal_live_job_t *t = h->job[k];
   char names[2 * LOAN_MAX_HOSTS][SHOAL_LIVE_NAME];
   int gpus[2 * LOAN_MAX_HOSTS], n = 0;
   for (int u = 0; u < t->nuse && n < LOAN_MAX_HOSTS; u++)
     if (host_index(h, t->use[u].node) < 0) memcpy(names[n], t->use[u].node, SHOAL_LIVE_NAME), gpus[n++] = t->use[u].gpus;
   for (int x = 0; x < h->n; x++)
-    if (h->lent[x]) snprintf(names[n], SHOAL_LIVE_NAME, "%s", h->name[x]), gpus[n++] = h->gpus[x];
+    if (h->lent[x] == 1 + k) snprintf(names[n], SHOAL_LIVE_NAME, "%s", h->name[x]), gpus[n++] = h->gpus[x];
   if (n == 0) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "loaning: job %ld would keep no host", t->id);
   shoal_live_place_t p = {.n = n, .node = names, .gpus = gpus};
   return mgr->ops->resize(mgr->impl, t->id, &p);
@@ -134,24 +152,94 @@ static int start_replica(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const 
   return mgr->ops->start(mgr->impl, id, &p);
 }
 
-/* The step's actions in order: reclaim (free hosts first, then lent ones), stop extra replicas after the hold,
- * lend one idle host. */
-static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, const shoal_live_job_t *train,
-               double dt, shoal_live_loan_step_t *o) {
-  int rc = 0, have = L->nrep;
-  for (int pass = 0; pass < 2 && have < o->want && !rc; pass++) /* reclaim: free hosts first, then lent ones */
-    for (int x = 0; x < h->n && have < o->want && !rc; x++) {
-      if (h->serving[x] || (pass == 0 && h->busy[x]) || (pass == 1 && (!h->lent[x] || !train))) continue;
-      if (pass == 1) {
-        h->lent[x] = 0;
-        if ((rc = resize_train(mgr, train, h))) {
-          h->lent[x] = 1;
-          break;
-        }
-        o->reclaimed++;
+static double speedup_of(void *arg, int k, int g) {
+  const shoal_live_loan_t *L = arg;
+  return L->speedup ? L->speedup(L->speedup_arg, k, g) : g;
+}
+
+/* Resize every borrower whose hosts this step changed (h->fresh), once each, and count it in o; a reclaimed
+ * host gets a replica. On an error the borrower's hosts go back as they were and the rest is left for the next
+ * step (which reads the manager again). */
+static int resize_changed(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, int reclaiming,
+                          shoal_live_loan_step_t *o) {
+  int rc = 0;
+  for (int k = 0; k < L->nb && !rc; k++) {
+    int any = 0;
+    for (int x = 0; x < h->n; x++) any |= h->fresh[x] == 1 + k;
+    if (!any) continue;
+    int failed = resize_train(mgr, h, k);
+    for (int x = 0; x < h->n; x++) {
+      if (h->fresh[x] != 1 + k) continue;
+      if (failed && reclaiming) {
+        h->lent[x] = 1 + k, h->held[k] += h->gpus[x];
+      } else if (failed) {
+        h->lent[x] = 0, h->busy[x] = 0, h->held[k] -= h->gpus[x];
+      } else if (!reclaiming) {
+        o->lent_now++, o->b[k].lent_now++;
+      } else {
+        o->reclaimed++, o->b[k].reclaimed++;
+        if (!rc && !(rc = start_replica(L, mgr, h->name[x]))) h->serving[x] = 1, o->started++;
       }
-      if (!(rc = start_replica(L, mgr, h->name[x]))) h->serving[x] = h->busy[x] = 1, have++, o->started++;
     }
+    if (failed) rc = failed;
+  }
+  memset(h->fresh, 0, sizeof h->fresh);
+  return rc;
+}
+
+/* Reclaim: free hosts first, then lent ones, each from the borrower whose speedup drops least. */
+static int reclaim(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, int *have, shoal_live_loan_step_t *o) {
+  int rc = 0;
+  for (int x = 0; x < h->n && *have < o->want && !rc; x++) {
+    if (h->serving[x] || h->busy[x]) continue;
+    if (!(rc = start_replica(L, mgr, h->name[x]))) h->serving[x] = h->busy[x] = 1, (*have)++, o->started++;
+  }
+  int step[SHOAL_LIVE_LOAN_MAX_BORROWERS], pick[SHOAL_LIVE_LOAN_MAX_BORROWERS], taking = 0;
+  while (!rc && *have + taking < o->want) {
+    for (int k = 0; k < L->nb; k++) {
+      step[k] = 0, pick[k] = -1;
+      for (int x = 0; x < h->n; x++)
+        if (h->lent[x] == 1 + k && !h->serving[x]) step[k] = h->gpus[x], pick[k] = x;
+    }
+    int v = shoal__loan_pick_victim(L->nb, h->held, step, 1, speedup_of, L);
+    if (v < 0) break;
+    int x = pick[v];
+    h->lent[x] = 0, h->fresh[x] = 1 + v, h->held[v] -= h->gpus[x], taking++;
+  }
+  int before = o->started;
+  if (!rc) rc = resize_changed(L, mgr, h, 1, o);
+  *have += o->started - before;
+  return rc;
+}
+
+/* Lend idle hosts, each to the borrower whose speedup rises most within its room: in place one host per step
+ * (each grow restarts the job's rendezvous); by a restart (Slurm) every idle host at once, one restart each. */
+static int lend(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, shoal_live_loan_step_t *o) {
+  int in_place = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0;
+  if (!in_place && !(mgr->ops->caps & SHOAL_LIVE_CAP_GROW_RESTART)) return 0;
+  int lent_gpus[SHOAL_LIVE_LOAN_MAX_BORROWERS] = {0}, step[SHOAL_LIVE_LOAN_MAX_BORROWERS], nmax[SHOAL_LIVE_LOAN_MAX_BORROWERS];
+  for (int x = 0; x < h->n; x++)
+    if (h->lent[x]) lent_gpus[h->lent[x] - 1] += h->gpus[x];
+  for (int x = 0; x < h->n; x++) {
+    if (h->busy[x]) continue;
+    for (int k = 0; k < L->nb; k++) {
+      step[k] = h->gpus[x];
+      nmax[k] = h->job[k] ? h->held[k] + L->b[k].room - lent_gpus[k] : -1;
+    }
+    int w = shoal__loan_pick_grower(L->nb, h->held, step, nmax, -1, speedup_of, L, NULL);
+    for (int k = 0; w < 0 && k < L->nb; k++) /* no speedup rises: the first with room (an idle host helps nobody) */
+      if (h->held[k] + step[k] <= nmax[k]) w = k;
+    if (w < 0) continue;
+    h->lent[x] = 1 + w, h->fresh[x] = 1 + w, h->busy[x] = 1, h->held[w] += h->gpus[x], lent_gpus[w] += h->gpus[x];
+    if (in_place) break;
+  }
+  return resize_changed(L, mgr, h, 0, o);
+}
+
+/* The step's actions in order: reclaim, stop extra replicas after the hold, lend idle hosts. */
+static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, double dt, shoal_live_loan_step_t *o) {
+  int have = L->nrep;
+  int rc = reclaim(L, mgr, h, &have, o);
   if (have > o->want) L->calm += dt;
   else L->calm = 0;
   if (have > o->want && L->calm >= L->c.hold_s - 1e-9) { /* stop the extra replicas; their hosts are lent when free */
@@ -159,27 +247,12 @@ static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, cons
       if (!(rc = mgr->ops->stop(mgr->impl, L->rep[r].id, SHOAL_LIVE_STOP_KILL))) have--, o->stopped++;
     L->calm = 0;
   }
-  /* lend what is idle, where the manager grows a job: in place one host per step (each grow restarts the job's
-   * rendezvous); by a restart (Slurm) every idle host at once, one restart */
-  int in_place = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0, lent_gpus = 0, marked = 0;
-  int can_grow = in_place || (mgr->ops->caps & SHOAL_LIVE_CAP_GROW_RESTART);
-  for (int x = 0; x < h->n; x++) lent_gpus += h->lent[x] ? h->gpus[x] : 0;
-  for (int x = 0; x < h->n && can_grow && train && train->run == SHOAL_LIVE_RUNNING && !rc; x++) {
-    if (h->busy[x] || have < o->want) continue;
-    if (L->c.lend_gpus > 0 && lent_gpus + h->gpus[x] > L->c.lend_gpus) continue;
-    h->lent[x] = 2, lent_gpus += h->gpus[x], marked++; /* 2: lent by this step */
-    if (in_place) break;
-  }
-  if (marked && (rc = resize_train(mgr, train, h))) {
-    for (int x = 0; x < h->n; x++)
-      if (h->lent[x] == 2) h->lent[x] = 0;
-  } else if (marked) {
-    for (int x = 0; x < h->n; x++)
-      if (h->lent[x] == 2) h->lent[x] = 1, h->busy[x] = 1;
-    o->lent_now = marked;
-  }
+  if (!rc && have >= o->want) rc = lend(L, mgr, h, o);
   o->replicas = have;
-  for (int x = 0; x < h->n; x++) o->lent += h->lent[x];
+  o->nb = L->nb;
+  for (int k = 0; k < L->nb; k++) o->b[k].id = L->b[k].id;
+  for (int x = 0; x < h->n; x++)
+    if (h->lent[x]) o->lent++, o->b[h->lent[x] - 1].lent++;
   return rc;
 }
 
@@ -191,15 +264,14 @@ int shoal__live_loan_step(shoal_live_loan_t *L, shoal_live_manager_t *mgr, doubl
   if (!rc) rc = mgr->ops->jobs(mgr->impl, &jobs);
   if (rc) goto free_views;
   hosts_t h;
-  const shoal_live_job_t *train;
-  classify(L, &nodes, &jobs, &h, &train);
+  classify(L, &nodes, &jobs, &h);
   shoal__forecast_observe(L->fc, rate);
   int cap = h.n > 0 ? h.n : 1;
   int by_rate = shoal__slo_replicas(shoal__forecast_next(L->fc, rate), L->c.service_s, L->c.slo_s, L->c.slo_q, cap);
   int by_queue = shoal__slo_replicas_waiting(waiting, rate, L->c.service_s, L->c.slo_s, cap);
   shoal_live_loan_step_t o = {.want = by_rate > by_queue ? by_rate : by_queue};
   if (o.want > h.n) o.want = h.n;
-  rc = act(L, mgr, &h, train, L->seen ? now - L->last : 0, &o);
+  rc = act(L, mgr, &h, L->seen ? now - L->last : 0, &o);
   L->last = now, L->seen = 1;
   if (!rc && out) *out = o;
 free_views:

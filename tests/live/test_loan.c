@@ -48,11 +48,13 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
 
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
-  shoal_live_loan_config_t c = {.infer_partition = "infer", .train_id = train, .replica_argv = serve_argv,
+  shoal_live_loan_config_t c = {.infer_partition = "infer", .replica_argv = serve_argv,
                                 .replica_argc = 4, .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 2,
                                 .router = "http://10.0.0.9:35001"};
   shoal_live_loan_t *L;
   CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal_live_borrower_t bw = {.id = train, .room = 3};
+  shoal__live_loan_borrowers(L, &bw, 1, NULL, NULL);
   shoal_live_loan_step_t o;
   /* no load: one replica (on i0), the idle hosts lent one per step */
   CHECK_OK(shoal__live_loan_step(L, &mgr, 1001, 0, 0, &o));
@@ -88,6 +90,7 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
    * the manager, not started twice, and the lent hosts stay lent */
   shoal__live_loan_destroy(L);
   CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal__live_loan_borrowers(L, &bw, 1, NULL, NULL);
   CHECK_OK(shoal__live_loan_step(L, &mgr, 1010, 0, 0, &o));
   CHECK(o.started == 0 && o.reclaimed == 0 && o.replicas == 1 && o.lent == 2);
   /* a manager that only shrinks in place (Slurm): replicas come and go, nothing is lent */
@@ -118,6 +121,84 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal__live_mem_set_down(m, 1);
   CHECK(shoal__live_loan_step(L, &mgr, 1015, 5, 30, &o) != 0);
   shoal__live_mem_set_down(m, 0);
+  shoal__live_loan_destroy(L);
+  shoal__forecast_free(fc);
+  shoal__live_mem_destroy(m);
+}
+
+/* Speedups worked by hand: borrower 0 scales linearly (speedup g), borrower 1 saturates (2 - 1/g). */
+static double two_speedups(void *arg, int k, int g) {
+  (void)arg;
+  return k == 0 ? g : 2.0 - 1.0 / g;
+}
+
+/* Several borrowers at once: each idle host goes to the borrower whose speedup rises most (within its room); a
+ * reclaim shrinks the one whose speedup drops least and leaves the other alone; a restarted loan state finds
+ * every borrower's lent hosts in the manager. */
+TEST(live_loan_lends_to_several_borrowers_and_reclaims_each_on_its_own) {
+  shoal_live_mem_t *m;
+  CHECK_OK(shoal__live_mem_create(1000, &m));
+  shoal_live_manager_t mgr = shoal__live_mem_manager(m);
+  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
+  CHECK_OK(shoal__live_mem_add_node(m, "t1", 1, 4, 0, "train"));
+  for (int i = 0; i < 5; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(m, name, 1, 4, 0, "infer"));
+  }
+  shoal_live_mem_behaviour_t b = {.work = 1e9};
+  long t[2];
+  for (int k = 0; k < 2; k++) {
+    t[k] = shoal__live_mem_submit(m, "shoal:elastic", "train", "", "root", 1, &b);
+    char host[1][SHOAL_LIVE_NAME];
+    snprintf(host[0], SHOAL_LIVE_NAME, "t%d", k);
+    int one = 1;
+    shoal_live_place_t p = {.n = 1, .node = host, .gpus = &one};
+    CHECK_OK(mgr.ops->start(mgr.impl, t[k], &p));
+  }
+  shoal__live_mem_advance(m, 1001);
+  shoal__forecast_t *fc;
+  CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
+  shoal_live_loan_config_t c = {.infer_partition = "infer", .replica_argv = serve_argv, .replica_argc = 4,
+                                .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 100};
+  shoal_live_loan_t *L;
+  CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal_live_borrower_t bw[2] = {{.id = t[0], .room = 2}, {.id = t[1], .room = 3}};
+  shoal__live_loan_borrowers(L, bw, 2, two_speedups, NULL);
+  shoal_live_loan_step_t o;
+  /* a replica on i0; one host lent per step: borrower 0 gains 1 a host, borrower 1 0.5 then less, so i1 and i2
+   * go to borrower 0 (its room, 2), then i3 and i4 to borrower 1 */
+  for (int step = 0; step < 4; step++) {
+    CHECK_OK(shoal__live_loan_step(L, &mgr, 1001 + step, 0, 0, &o));
+    CHECK_EQ(o.lent_now, 1);
+    CHECK_EQ(o.b[step < 2 ? 0 : 1].lent_now, 1);
+    shoal__live_mem_advance(m, 1002 + step);
+  }
+  CHECK(o.nb == 2 && o.b[0].id == t[0] && o.b[1].id == t[1] && o.b[0].lent == 2 && o.b[1].lent == 2 && o.replicas == 1);
+  CHECK(running_on(m, t[0], "t0,i1,i2") && running_on(m, t[1], "t1,i3,i4"));
+  /* 0.5 requests/s: two replicas wanted (P99 2.5 s under the 4 s SLO); borrower 1 (3 -> 2 GPUs loses 2/3 - 1/2) gives a host, borrower 0 (loses 1) none */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1005, 0.5, 0, &o));
+  CHECK_MSG(o.want == 2 && o.reclaimed == 1 && o.b[1].reclaimed == 1 && o.b[0].reclaimed == 0 && o.replicas == 2,
+            "want %d reclaimed %d (%d, %d) replicas %d", o.want, o.reclaimed, o.b[0].reclaimed, o.b[1].reclaimed,
+            o.replicas);
+  shoal__live_mem_advance(m, 1006);
+  CHECK(running_on(m, t[0], "t0,i1,i2"));
+  CHECK(running_on(m, t[1], "t1,i3") || running_on(m, t[1], "t1,i4"));
+  /* restarted mid-loan: every borrower's lent hosts are found, nothing started or lent twice */
+  shoal__live_loan_destroy(L);
+  CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal__live_loan_borrowers(L, bw, 2, two_speedups, NULL);
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1006, 0.5, 0, &o));
+  CHECK(o.started == 0 && o.reclaimed == 0 && o.lent_now == 0 && o.replicas == 2 && o.b[0].lent == 2 && o.b[1].lent == 1);
+  /* 2 requests/s: four wanted (three give a P99 of 4.8 s); borrower 1 (2 -> 1 loses 1/2) first, then, with none lent left there, borrower 0: each in one
+   * resize */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1007, 2, 0, &o));
+  CHECK_MSG(o.want == 4 && o.b[1].reclaimed == 1 && o.b[0].reclaimed == 1 && o.replicas == 4 && o.lent == 1,
+            "want %d reclaimed (%d, %d) replicas %d lent %d", o.want, o.b[0].reclaimed, o.b[1].reclaimed, o.replicas,
+            o.lent);
+  shoal__live_mem_advance(m, 1008);
+  CHECK(running_on(m, t[0], "t0,i1") || running_on(m, t[0], "t0,i2"));
+  CHECK(running_on(m, t[1], "t1"));
   shoal__live_loan_destroy(L);
   shoal__forecast_free(fc);
   shoal__live_mem_destroy(m);
@@ -264,6 +345,60 @@ TEST(live_loan_leaves_foreign_tagged_jobs_alone) {
     world_step(&w, 2);
     CHECK_OK(world_start(&w));
   }
+  world_fini(&w);
+}
+
+/* Several elastic jobs borrow at once in the controller's round; a restarted controller adopts all of them from
+ * its journal (each moved by the grow to the partition holding both sides) with their lent hosts, and reclaims
+ * from each. */
+TEST(live_loan_several_borrowers_through_a_restart) {
+  world_t w;
+  load_t load = {0};
+  world_init(&w, 2, 1, "fifo");
+  for (int i = 0; i < 4; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
+  }
+  shoal_live_loan_opts_t *o = &w.cfg.loan;
+  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
+  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
+  o->load = scripted_load, o->load_arg = &load;
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 1, 1, 3, 1e7, 1), b = world_submit(&w, 1, 1, 3, 1e7, 1); /* room 2 each */
+  world_run(&w, 10, 0);
+  CHECK_EQ(replicas_running(&w), 1);
+  char ha[256], hb[256];
+  snprintf(ha, sizeof ha, "%s", holds(&w, a));
+  snprintf(hb, sizeof hb, "%s", holds(&w, b));
+  /* three idle hosts: each job got some, within its room */
+  CHECK_MSG(strstr(ha, ",i") && strstr(hb, ",i") && strlen(ha) + strlen(hb) == strlen("h0,i1,i2") + strlen("h1,i3"),
+            "a on %s, b on %s: %s", ha, hb, world_log(&w));
+  CHECK_LOGGED(&w, "loaning: job %ld borrows (up to 2 more GPUs)", a);
+  CHECK_LOGGED(&w, "loaning: job %ld borrows (up to 2 more GPUs)", b);
+  /* the controller dies mid-loan; the new one adopts both with their lent hosts */
+  CHECK_OK(shoal__live_mem_user_set_partition(w.m, a, "all"));
+  CHECK_OK(shoal__live_mem_user_set_partition(w.m, b, "all"));
+  world_crash(&w);
+  w.cfg.lease_ttl = 1;
+  world_step(&w, 2);
+  CHECK_OK(world_start(&w));
+  world_run(&w, 4, 0);
+  CHECK_LOGGED(&w, "job %ld: adopted", a);
+  CHECK_LOGGED(&w, "job %ld: adopted", b);
+  CHECK_EQ(world_runs(&w, a), 1);
+  CHECK_EQ(world_runs(&w, b), 1);
+  CHECK_EQ(replicas_running(&w), 1);
+  CHECK_MSG(!strcmp(holds(&w, a), ha) && !strcmp(holds(&w, b), hb), "a on %s, b on %s: %s", holds(&w, a),
+            holds(&w, b), world_log(&w));
+  /* requests wait: every lent host reclaimed, from each job */
+  load.rate = 2, load.waiting = 12;
+  world_run(&w, 2, 0);
+  CHECK_EQ(replicas_running(&w), 4);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0") || !strcmp(holds(&w, a), "h1"), "a on %s", holds(&w, a));
+  CHECK_MSG(!strcmp(holds(&w, b), "h0") || !strcmp(holds(&w, b), "h1"), "b on %s", holds(&w, b));
+  CHECK_LOGGED(&w, "reclaimed from job %ld", a);
+  CHECK_LOGGED(&w, "reclaimed from job %ld", b);
   world_fini(&w);
 }
 

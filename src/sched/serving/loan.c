@@ -43,30 +43,46 @@ static double speedup(const shoal__goodput_job_t *j, int n) {
   return one > 0 ? shoal__goodput(j, n, NULL) / one : 0;
 }
 
-int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n) {
+int shoal__loan_pick_victim(int nj, const int *n, const int *step, int min_n, shoal__speedup_fn sp, void *arg) {
   int v = -1;
   double least = INFINITY;
   for (int i = 0; i < nj; i++) {
-    if (n[i] <= min_n) continue;
-    double loss = speedup(&jobs[i], n[i]) - speedup(&jobs[i], n[i] - 1);
+    int d = step ? step[i] : 1;
+    if (n[i] - d < min_n || d <= 0) continue;
+    double loss = sp(arg, i, n[i]) - sp(arg, i, n[i] - d);
     if (loss < least) least = loss, v = i;
   }
   return v;
+}
+
+int shoal__loan_pick_grower(int nj, const int *n, const int *step, const int *nmax, int except,
+                            shoal__speedup_fn sp, void *arg, double *gain) {
+  int w = -1;
+  double most = 0;
+  for (int i = 0; i < nj; i++) {
+    int d = step ? step[i] : 1;
+    if (i == except || d <= 0 || (nmax && n[i] + d > nmax[i])) continue;
+    double g = (sp(arg, i, n[i] + d) - sp(arg, i, n[i])) / d;
+    if (g > most + 1e-12) most = g, w = i;
+  }
+  if (gain) *gain = most;
+  return w;
+}
+
+/* the goodput model as a speedup_fn over a job array */
+static double goodput_speedup(void *arg, int i, int n) { return speedup(&((const shoal__goodput_job_t *)arg)[i], n); }
+
+int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n) {
+  return shoal__loan_pick_victim(nj, n, NULL, min_n, goodput_speedup, (void *)jobs);
 }
 
 /* The job other than `except` (and, with running_only, other than a queued one) that gains most from one
  * more worker (gain > 0), -1 if none. */
 static int best_grower(const shoal__goodput_job_t *jobs, int nj, const int *n, int except, int running_only,
                        double *gain) {
-  int w = -1;
-  double most = 0;
-  for (int i = 0; i < nj; i++) {
-    if (i == except || n[i] >= jobs[i].nmax || (running_only && n[i] == 0)) continue;
-    double g = speedup(&jobs[i], n[i] + 1) - speedup(&jobs[i], n[i]);
-    if (g > most + 1e-12) most = g, w = i;
-  }
-  if (gain) *gain = most;
-  return w;
+  int nmax[nj > 0 ? nj : 1];
+  for (int i = 0; i < nj; i++) nmax[i] = running_only && n[i] == 0 ? 0 : jobs[i].nmax;
+  return shoal__loan_pick_grower(nj, n, NULL, nmax, except, goodput_speedup, (void *)jobs, gain);
 }
 
 static int sum(const int *n, int nj) {

@@ -86,4 +86,15 @@ int shoal__loan_grow(const shoal__goodput_job_t *jobs, int nj, int extra, int ru
  * the one a reclaim shrinks. */
 int shoal__loan_victim(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n);
 
+/* The same two choices over any speedup model: speedup(arg, i, n) is job i's speed on n workers over its speed
+ * on one (the live controller's comes from its speed model). Workers move in steps of step[i] (a host's GPUs;
+ * NULL: 1). The victim: the job with n[i] - step[i] >= min_n whose speedup drops least, -1 if none. The grower:
+ * the job with n[i] + step[i] <= nmax[i] (NULL: no bound), other than `except`, whose speedup rises most per
+ * worker (rise > 0), -1 if none; *gain (may be NULL) gets that rise. shoal__loan_victim and the goodput
+ * allocation's growth are these with the goodput model. */
+typedef double (*shoal__speedup_fn)(void *arg, int i, int n);
+int shoal__loan_pick_victim(int nj, const int *n, const int *step, int min_n, shoal__speedup_fn speedup, void *arg);
+int shoal__loan_pick_grower(int nj, const int *n, const int *step, const int *nmax, int except,
+                            shoal__speedup_fn speedup, void *arg, double *gain);
+
 #endif
