@@ -66,6 +66,7 @@ typedef struct shoal__fplan_flow {
   double e;          /* bytes/s the flow can get at most (its path, or the agent's estimate) */
   double rate;       /* answer for the current slot, bytes/s; 0: no limit */
   int active;        /* it has volume left in this iteration */
+  int open;          /* a phase of a volume not known yet (its job's first): it holds the room until it stops */
   int64_t seen;      /* slot of its last report */
   int64_t slots_active; /* slots it has been active in this iteration */
 } shoal__fplan_flow_t;

@@ -62,6 +62,32 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   shoal__fplan_free(&p);
 }
 
+/* Jobs whose volume is not known yet (their first phase) take the link in turn: the first to report holds
+ * every slot's room until it sends nothing for a slot, the other waits at the floor, then takes it. */
+TEST(plan_first_phases_take_turns) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0, 0.1 * MB, 0), 0);
+  for (int k = 0; k < 10; k++) CHECK_NEAR(sched_at(&p, a, k), 1 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 0, 0.01 * MB, 0), 0.02 * 10 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 0), 0, 1e-9);
+  /* slot 1: A sent 1 MB more and goes on holding the link */
+  shoal__fplan_advance(&p, 1);
+  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0, 1.1 * MB, 0), 0);
+  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.03 * MB, 0), 0.02 * 10 * MB, 1);
+  /* slot 2: A sent nothing over slot 1: its phase is over, its 1.1 MB its volume; B takes the link */
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0, 1.1 * MB, 0);
+  CHECK_EQ(p.flow[a].open, 0);
+  CHECK_NEAR(p.flow[a].V, 1.1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 0), 0, 1e-9);
+  CHECK_EQ(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.05 * MB, 0), 0);
+  CHECK_NEAR(sched_at(&p, b, 0), 1 * MB, 1);
+  shoal__fplan_free(&p);
+}
+
 /* A 4-host ring with two hops on one link (h0->h1 and h2->h3 both cross link 0): the ring moves at its
  * slowest hop, so each hop is planned at half the link in the same slots, not one hop the whole link and
  * the other the slots after it. */
