@@ -11,6 +11,10 @@
 #
 #   experiments/flow/me1.sh [--jobs J] [--ring 2|4] [--compute-ms C] [--iters N] [--rate RATE] [--reps R]
 #                           [--modes "cubic reno bbr equal mlcc"] [--name NAME] [--out DIR]
+#   experiments/flow/me1.sh --bound [--rate RATE]     the formula's limits for 2-4 jobs and computes 0-5000 ms
+# The formula (2-rank rings): a job alone moves its gradients over the uplink in T = 2143272 B / (RATE x
+# 1448/1514, TCP's goodput); n jobs whose phases collide share it, C + nT a step; perfectly interleaved,
+# max(C + T, nT) (each phase alone, or the uplink never idle). Every run prints both for its setting.
 # --reps R runs the list of modes R times over (modes alternate, so a drift of the machine falls on all);
 # then a last table gives per mode the mean of the runs' average JCTs and their range.
 # modes: cubic, reno, bbr   SHOAL_TCP_CONGESTION, no flow control
@@ -18,9 +22,10 @@
 #        mlcc, greedy       the flow controller's policies, cubic underneath
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+bound=0 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
 while [ $# -gt 0 ]; do
   case "$1" in
+    --bound) bound=1; shift ;;
     --jobs) jobs=$2; shift 2 ;;
     --ring) ring=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
@@ -30,10 +35,24 @@ while [ $# -gt 0 ]; do
     --modes) modes=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
+# the formula: T in ms of one 2.14 MB phase alone at RATE; step times colliding and interleaved
+t_ms() { awk -v r="$1" 'BEGIN { m = r + 0; u = r; sub(/^[0-9.]+/, "", u); f = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : 1
+  printf "%.0f", 2143272 * 8 / (m * f * 1448 / 1514) * 1000 }'; }
+limits() { awk -v n="$1" -v c="$2" -v t="$3" 'BEGIN { a = c + n * t; b = c + t > n * t ? c + t : n * t
+  printf "%.0f %.0f %.1f", a, b, 100 * (1 - b / a) }'; }
+if [ "$bound" = 1 ]; then
+  T=$(t_ms "$rate")
+  printf '# the formula at %s: T = %d ms alone; colliding C + nT, perfectly interleaved max(C + T, nT), ms a step\n' "$rate" "$T"
+  printf '%4s %10s %10s %12s %9s\n' jobs compute_ms collide_ms interleave_ms gain_%
+  for n in 2 3 4; do for c in 0 100 250 500 1000 1500 2000 5000; do
+    read -r a b g <<< "$(limits "$n" "$c" "$T")"; printf '%4d %10d %10d %12d %9s\n' "$n" "$c" "$a" "$b" "$g"
+  done; done
+  exit 0
+fi
 case $jobs in 1|2|3|4) ;; *) echo "me1.sh: --jobs $jobs: 1 to 4" >&2; exit 2 ;; esac
 case $ring in 2) ;; 4) [ "$jobs" -le 2 ] || { echo "me1.sh: --ring 4: at most 2 jobs (8 hosts)" >&2; exit 2; } ;;
   *) echo "me1.sh: --ring $ring: 2 or 4" >&2; exit 2 ;; esac
@@ -49,6 +68,9 @@ step_ms() { awk -F, 'NR > 2 { d = $10 - prev; s += d; n++ } NR > 1 { prev = $10 
 
 printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step\n' \
   "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate"
+read -r lim_c lim_i lim_g <<< "$(limits "$jobs" "$compute" "$(t_ms "$rate")")"
+printf '# the formula: T = %d ms alone; phases colliding %d ms a step, perfectly interleaved %d (-%s%%)\n' \
+  "$(t_ms "$rate")" "$lim_c" "$lim_i" "$lim_g"
 printf '%-7s %4s %8s %9s\n' mode job jct_s step_ms
 : > "$out/avgs"
 for rep in $(seq 1 "$reps"); do
