@@ -4,9 +4,10 @@
  * a window (the "rent or buy" rule, docs/collectives.md) once waiting longer
  * costs more than it can gain. The result covers the ranks whose data was
  * ready within the window and is normalized by their number (SHOAL_AVG).
- * Ranks that were not ready still take part: they relay the partial sums
- * of the ranks below them in the reduction trees and receive the result, so
- * every rank ends the step with the same bits. With carry, a late rank's data
+ * Ranks that were not ready still take part in the step's data (adding
+ * nothing; for min, max and prod they relay the others' partial sums in
+ * reduction trees) and receive the result, so every rank ends the step with
+ * the same bits. With carry, a late rank's data
  * is added to its contribution of the next step instead of being dropped.
  *
  * Two threads per rank use a partial allreduce:
@@ -80,7 +81,8 @@ typedef struct shoal_partial_params {
   double tau_s;                  /* > 0: the longest wait after the first ready rank (default: the mode's) */
   int min_ready;                 /* never close the window before this many ranks are ready (1; 0 counts as 1) */
   shoal_partial_carry_t carry;   /* DROP; carry needs SHOAL_SUM or SHOAL_AVG */
-  int ntrees;                    /* 0: chosen by the cost model; else the number of reduction trees */
+  int ntrees;                    /* the relay trees (min, max, prod with a rank out): 0 chosen by the cost
+                                    model; else the number of reduction trees */
   int fanout;                    /* 0: chosen with ntrees; 1: chains, 2: binary trees, up to 8: k-ary trees */
 } shoal_partial_params_t;
 

@@ -5,8 +5,11 @@
  * - the relay row and the partial allreduce on odd counts and every
  *   reducible dtype and op: bit-identical on every rank and equal to the
  *   serial reference over the ranks that are in;
- * - every subset of 5 ranks as the active set (the others skip), chains and
- *   binary trees;
+ * - every subset of 5 ranks as the active set (the others skip): an average
+ *   (the chooser's algorithm) and a max (the relay trees: chains and binary
+ *   trees);
+ * - steps with a rank out and carried data, under every allreduce algorithm:
+ *   equal to the definition, the same bits on every rank and run after run;
  * - a late rank relays and receives the result (the coordinator and a
  *   tree root included); drop counts it, carry adds it to the next step,
  *   carry-wait loses nothing;
@@ -263,20 +266,23 @@ static int rank_subsets(int rank, void *arg) {
   if (!c) return 2;
   int p = a->n;
   const int shapes[][2] = {{0, 1}, {1, 2}, {2, 2}}; /* chains, one binary tree, two binary trees */
-  for (int sh = 0; sh < 3; sh++) {
-    size_t n = 1009;
-    shoal_partial_t *pa = make_pa(c, n, SHOAL_FLOAT32, SHOAL_AVG, shapes[sh][0] ? shapes[sh][0] : p, shapes[sh][1],
-                                  SHOAL_PARTIAL_DROP, 1, 1e6);
-    if (!pa) return 1;
-    for (unsigned set = 0; set < 1u << p; set++) {
-      int in[8];
-      for (int r = 0; r < p; r++) in[r] = set >> r & 1;
-      char what[64];
-      snprintf(what, sizeof what, "shape %d subset %#x", sh, set);
-      if (subset_step(c, pa, (long)set, SHOAL_FLOAT32, SHOAL_AVG, n, in, (int)set, what)) return 1;
+  /* avg: the chooser's algorithm, the ranks out adding SUM's identity; max: the relay trees of each shape */
+  const shoal_redop_t ops[] = {SHOAL_AVG, SHOAL_MAX};
+  for (int sh = 0; sh < 3; sh++)
+    for (int o = 0; o < 2; o++) {
+      size_t n = 1009;
+      shoal_partial_t *pa = make_pa(c, n, SHOAL_FLOAT32, ops[o], shapes[sh][0] ? shapes[sh][0] : p, shapes[sh][1],
+                                    SHOAL_PARTIAL_DROP, 1, 1e6);
+      if (!pa) return 1;
+      for (unsigned set = 0; set < 1u << p; set++) {
+        int in[8];
+        for (int r = 0; r < p; r++) in[r] = set >> r & 1;
+        char what[64];
+        snprintf(what, sizeof what, "shape %d %s subset %#x", sh, shoal_redop_name(ops[o]), set);
+        if (subset_step(c, pa, (long)set, SHOAL_FLOAT32, ops[o], n, in, (int)set, what)) return 1;
+      }
+      shoal_partial_destroy(pa);
     }
-    shoal_partial_destroy(pa);
-  }
   shoal_comm_destroy(c);
   return 0;
 }
@@ -427,6 +433,126 @@ TEST_T(partial_carry_adds_late_data_to_next_step, 60) {
   p2p_world_arg_t a = {.shm = 0};
   P2P_RUN(3, rank_carry, &a, 50);
   P2P_RUN(4, rank_carry, &a, 50);
+}
+
+/* ---- steps with a rank out or carried data: the chooser's algorithm, against the definition ---- */
+
+/* One late rank per step (min_ready p - 1, tau 0: the window closes on the others): rank late[s] arrives
+ * only after its call of step s returned, so its data of s is carried into s + 1. A rank late twice in a
+ * row is in at the second step with its carry only; only carry-wait makes that deterministic (with carry
+ * the decision need not wait for its CARRY report), so plain carry runs the script without repeats. */
+static const int carry_script[] = {2, 0, 3, 1, 2, 3, 3, 0, 1, 1, 2};
+#define NSCRIPT ((int)(sizeof carry_script / sizeof carry_script[0]))
+
+static int script_late(long s, int repeats) {
+  if (repeats || s == 0) return carry_script[s];
+  int l = carry_script[s], prev = script_late(s - 1, 0); /* without repeats: the next rank instead */
+  return l == prev ? (l + 1) % 4 : l;
+}
+
+/* Step s's data of rank r: small integers (exact sums in any order), or any floats (exact = 0). */
+static float script_val(int r, long s, size_t i, int exact) {
+  if (exact) return (float)((int)((i * 7 + (size_t)r * 13 + (size_t)s * 5) % 17) - 8);
+  uint64_t x = (uint64_t)(r + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(s + 1) * 0xC2B2AE3D27D4EB4Full ^ i * 0x165667B1ull;
+  x ^= x >> 29;
+  return (float)((double)(x % 2000003) / 1000003.0 - 1.0) * 1.7f;
+}
+
+/* The script once on pa (4 ranks): every step's result against the definition (exact values) or hashed
+ * into hashes[s] (any values); every rank's bits equal; info as the script says. */
+static int run_script(shoal_comm_t *c, shoal_partial_t *pa, shoal_redop_t op, size_t n, int repeats, int exact,
+                      uint64_t *hashes, const char *what) {
+  int rank = shoal_comm_rank(c), p = shoal_comm_size(c);
+  float *d[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))}, *out = malloc(n * sizeof(float)),
+        *want = malloc(n * sizeof(float));
+  int rc = 0;
+  for (long s = 0; s < NSCRIPT && !rc; s++) {
+    int late = script_late(s, repeats), prev = s ? script_late(s - 1, repeats) : -1;
+    float *ds = d[s % 2];
+    for (size_t i = 0; i < n; i++) ds[i] = script_val(rank, s, i, exact);
+    if (rank != late && shoal_partial_arrive(pa, s, ds, 0)) FAILR("%s step %ld: arrive: %s", what, s, shoal_last_error());
+    shoal_partial_info_t info;
+    memset(out, 0x5a, n * sizeof(float));
+    if (shoal_partial_allreduce(pa, s, out, &info)) FAILR("%s step %ld: %s", what, s, shoal_last_error());
+    if (rank == late && shoal_partial_arrive(pa, s, ds, 0)) FAILR("%s step %ld: late arrive: %s", what, s, shoal_last_error());
+    /* the definition: the fresh data of every rank but the late one, plus the carry of the previous step's
+     * late rank; AVG divides by the number of data sets */
+    int nsets = p - 1 + (prev >= 0);
+    if (info.fresh != p - 1 || info.carried != (prev >= 0) || info.contributions != nsets || info.mine != (rank != late) ||
+        info.dropped)
+      FAILR("%s step %ld (late %d, carried %d): info %d fresh, %d carried, %d in all, mine %d, dropped %d", what, s, late,
+            prev, info.fresh, info.carried, info.contributions, info.mine, info.dropped);
+    for (int r = 0; r < p; r++) {
+      int flags = (r != late) | (r == prev ? 2 : 0);
+      if (info.ranks[r] != flags) FAILR("%s step %ld: rank %d's flags %d, expected %d", what, s, r, info.ranks[r], flags);
+    }
+    if (exact) {
+      for (size_t i = 0; i < n; i++) {
+        float sum = 0;
+        for (int r = 0; r < p; r++)
+          if (r != late) sum += script_val(r, s, i, 1);
+        if (prev >= 0) sum += script_val(prev, s - 1, i, 1);
+        want[i] = op == SHOAL_AVG ? sum / (float)nsets : sum;
+      }
+      for (size_t i = 0; i < n; i++)
+        if (memcmp(&out[i], &want[i], sizeof(float)))
+          FAILR("%s step %ld (late %d, carried %d) element %zu: %g, expected %g", what, s, late, prev, i, out[i], want[i]);
+    } else {
+      hashes[s] = fnv(out, n * sizeof(float));
+    }
+    if (!same_everywhere(c, out, n * sizeof(float))) FAILR("%s step %ld: ranks differ", what, s);
+  }
+  free(d[0]);
+  free(d[1]);
+  free(out);
+  free(want);
+  return rc;
+}
+
+static const char *const script_algos[] = {"auto", "ring", "rd", "rhd", "trees", "relay"};
+
+static int rank_carry_algos(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  g_rank = rank;
+  int nalgo = a->shm ? 1 : (int)(sizeof script_algos / sizeof script_algos[0]);
+  for (int k = 0; k < nalgo; k++) {
+    setenv("SHOAL_ALGO", script_algos[k], 1); /* read when the world is created; a forked rank's own env */
+    shoal_comm_t *c = p2p_join(rank, a);
+    if (!c) return 2;
+    const size_t counts[] = {4099, 70001};
+    for (int ci = 0; ci < 2; ci++)
+      for (int mode = 0; mode < 2; mode++)
+        for (int o = 0; o < 2; o++) {
+          shoal_redop_t op = o ? SHOAL_AVG : SHOAL_SUM;
+          shoal_partial_carry_t carry = mode ? SHOAL_PARTIAL_CARRY_WAIT : SHOAL_PARTIAL_CARRY;
+          char what[128];
+          snprintf(what, sizeof what, "SHOAL_ALGO=%s %s n=%zu carry %d", script_algos[k], shoal_redop_name(op),
+                   counts[ci], (int)carry);
+          shoal_partial_t *pa = make_pa(c, counts[ci], SHOAL_FLOAT32, op, 0, 0, carry, a->n - 1, 1e-6);
+          if (!pa) return 1;
+          if (run_script(c, pa, op, counts[ci], mode, 1, NULL, what)) return 1;
+          shoal_partial_destroy(pa);
+        }
+    /* any floats: the same bits on every rank (run_script) and in a second run of the script */
+    uint64_t h[2][NSCRIPT];
+    for (int run = 0; run < 2; run++) {
+      shoal_partial_t *pa = make_pa(c, 70001, SHOAL_FLOAT32, SHOAL_AVG, 0, 0, SHOAL_PARTIAL_CARRY_WAIT, a->n - 1, 1e-6);
+      if (!pa) return 1;
+      if (run_script(c, pa, SHOAL_AVG, 70001, 1, 0, h[run], script_algos[k])) return 1;
+      shoal_partial_destroy(pa);
+    }
+    for (int s = 0; s < NSCRIPT; s++)
+      if (h[0][s] != h[1][s]) FAILR("SHOAL_ALGO=%s step %d: a second run gave other bits", script_algos[k], s);
+    shoal_comm_destroy(c);
+  }
+  return 0;
+}
+
+TEST_T(partial_carried_steps_equal_the_definition_every_algorithm, 120) {
+  p2p_world_arg_t a = {.shm = 0};
+  P2P_RUN(4, rank_carry_algos, &a, 100);
+  a.shm = 1;
+  P2P_RUN(4, rank_carry_algos, &a, 100);
 }
 
 /* ---- withdraw: cancelled when every rank withdraws; relays otherwise ---- */
@@ -599,6 +725,46 @@ static int rank_dies(int rank, void *arg) {
 TEST_T(partial_dead_rank_error_names_the_step, 40) {
   p2p_world_arg_t a = {.shm = 0, .timeout_s = 5};
   P2P_RUN(3, rank_dies, &a, 30);
+}
+
+/* A rank that dies in a step decided without it while another rank is out too (late, carried into the
+ * next step): the data plane runs with every rank, the dead one included; every survivor's error names
+ * the step and the dead peer (itself, or in the abort notice it received). */
+static int rank_dies_out(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  g_rank = rank;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  size_t n = 70001;
+  float *d = calloc(n, sizeof(float)), *out = malloc(n * sizeof(float));
+  shoal_partial_t *pa = make_pa(c, n, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, SHOAL_PARTIAL_CARRY, 2, 1e-6);
+  if (!pa) return 1;
+  for (long step = 0; step < 3; step++) {
+    if (rank == 3 && step == 2) { /* after the others finished step 1 (see rank_dies) */
+      usleep(300 * 1000);
+      _exit(0);
+    }
+    if (!(rank == 1 && step == 2)) shoal_partial_arrive(pa, step, d, 0);
+    int rc = shoal_partial_allreduce(pa, step, out, NULL);
+    if (step < 2 && rc) FAILR("step %ld: %s", step, shoal_comm_errmsg(c));
+    if (step == 2) {
+      const char *m = shoal_comm_errmsg(c);
+      if (rc == 0) FAILR("step 2 with rank 3 dead succeeded");
+      if (!strstr(m, "partial-allreduce seq") || !strstr(m, "step 2"))
+        FAILR("the error does not name the op and the step: %s", m);
+      if (!strstr(m, "peer 3")) FAILR("the error does not name the dead rank 3: %s", m);
+    }
+  }
+  shoal_partial_destroy(pa);
+  free(d);
+  free(out);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(partial_dead_rank_named_in_a_step_with_a_rank_out, 40) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 5};
+  P2P_RUN(4, rank_dies_out, &a, 30);
 }
 
 /* ---- two threads per rank: random delays, carry-wait loses nothing ---- */

@@ -1,5 +1,6 @@
 /* Partial allreduce (include/shoal/partial.h): the coordinator's window,
- * the control messages, carry, and the relay trees' data plane (relay.c).
+ * the control messages, carry, and the data plane (the chooser's allreduce
+ * algorithm; the relay trees of relay.c for min/max/prod with a rank out).
  *
  * One step is one op (opcode partial-allreduce, its own sequence number and
  * deadline) in two parts:
@@ -17,11 +18,11 @@
  * report before it starts the data plane, so the two kinds never mix on a
  * link.
  *
- * Data. When every rank is in (fresh, carried or both), the chooser's
- * allreduce algorithm runs the data, as for shoal_allreduce. Otherwise the
- * relay trees reduce what the decision includes and broadcast the result
- * to every rank; a rank that is in only with its carry, or only relays,
- * has its role from the same decision bytes on every rank.
+ * Data. Every rank takes part, in or not (data_plane below): a sum or an
+ * average runs the chooser's allreduce algorithm, as for shoal_allreduce,
+ * a rank that is out adding SUM's identity; min, max and prod with a rank
+ * out take the relay trees, which route around it. Every rank reads the
+ * same decision bytes, so all take the same branch.
  *
  * Waiting. The communication thread blocks until a message, the window's
  * next deadline or the op's deadline; the compute thread's arrive and
@@ -761,22 +762,34 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
   return pa->final_kind[pa->rank];
 }
 
-/* The data of a decided step. When every rank contributes (fresh, carried or both) no rank only relays,
- * so the set is a plain allreduce's: the chooser's algorithm runs it (the one shoal_allreduce takes for
- * this size, ring or trees across hosts, shared memory on one), reducing as a sum and dividing by the n
- * data sets for an average, as the relay trees do. Otherwise the relay trees, which route around the
- * ranks that are not in. Every rank sees the same decision bytes, so all take the same branch. */
+/* The data of a decided step. Every rank takes part, in or not, and every rank sees the same decision
+ * bytes, so all take the same branch:
+ * - no data set in at all: zeros, nothing sent;
+ * - a sum or an average: the chooser's algorithm (the one shoal_allreduce takes for this size: ring or
+ *   trees across hosts, shared memory on one), each rank's input being its fresh and carried data added,
+ *   or SUM's identity when it has neither (a late rank), reduced as a sum and divided by the n data sets
+ *   for an average. A rank that is out costs the step nothing more than a rank that is in;
+ * - min, max, prod with a rank out: the relay trees, which route around it (these ops never carry).
+ * Fresh + carried is added here only, into dst, which the algorithm then reduces in place. */
 static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *fresh, const void *carried,
                       void *dst, int n) {
   shoal_comm_t *c = pa->c;
-  int full = pa->p > 1 && pa->count > 0;
+  if (n == 0 || pa->count == 0) {
+    if (pa->bytes) memset(dst, 0, pa->bytes);
+    return 0;
+  }
+  const void *src = fresh ? fresh : carried;
+  if (fresh && carried) {
+    shoal__reduce3(dst, fresh, carried, pa->count, pa->dtype, pa->redop);
+    src = dst;
+  }
+  int summed = pa->redop == SHOAL_SUM || pa->redop == SHOAL_AVG, full = 1;
   for (int i = 0; i < pa->p && full; i++) full = pa->has[i];
   shoal__choice_t ch;
-  if (full && shoal__coll_choose(c, pa->bytes, SHOAL_ALGO_AUTO, SHOAL__CHOOSE_QUIET, &ch) == 0 &&
-      ch.algo != SHOAL_ALGO_RELAY) {
-    const void *src = fresh ? fresh : carried;
-    if (fresh && carried) { /* added in dst, reduced in place (the algorithms' scratch is theirs) */
-      shoal__reduce3(dst, fresh, carried, pa->count, pa->dtype, pa->redop);
+  if (pa->p > 1 && (summed || full) &&
+      shoal__coll_choose(c, pa->bytes, SHOAL_ALGO_AUTO, SHOAL__CHOOSE_QUIET, &ch) == 0 && ch.algo != SHOAL_ALGO_RELAY) {
+    if (!src) {
+      shoal__reduce_sum_identity(dst, pa->count, pa->dtype);
       src = dst;
     }
     shoal__op_t aop = *dop;
@@ -787,14 +800,18 @@ static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *f
     if (!rc && pa->redop == SHOAL_AVG) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
     return rc;
   }
-  const void *contrib = fresh ? fresh : carried;
-  if (fresh && carried) {
-    void *sum = shoal__coll_scratch(1, pa->bytes);
-    if (!sum) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, dop, -1, "no memory to add the carried data");
-    shoal__reduce3(sum, fresh, carried, pa->count, pa->dtype, pa->redop);
-    contrib = sum;
+  if (pa->p == 1) { /* this rank's data is the result */
+    if (src != dst) memcpy(dst, src, pa->bytes);
+    if (pa->redop == SHOAL_AVG) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
+    return 0;
   }
-  shoal__relay_job_t job = {.contrib = contrib, .dst = dst, .count = pa->count, .dtype = pa->dtype,
+  if (src == dst) { /* the relay trees write dst while they read the input (SHOAL_ALGO=relay forced) */
+    void *in = shoal__coll_scratch(1, pa->bytes);
+    if (!in) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, dop, -1, "no memory for the relay trees' input");
+    memcpy(in, dst, pa->bytes);
+    src = in;
+  }
+  shoal__relay_job_t job = {.contrib = src, .dst = dst, .count = pa->count, .dtype = pa->dtype,
                             .redop = pa->redop, .has_local = pa->has, .divisor = n, .shape = pa->shape,
                             .chunk_bytes = pa->chunk};
   return shoal__relay_run(c, dop, &job);

@@ -171,6 +171,25 @@ void shoal__reduce3(void *dst, const void *a, const void *b, size_t n, shoal_dty
   kernels[dtype][op](dst, a, b, n);
 }
 
+#define DEF_FILL(NAME, T)                                            \
+  static void NAME(T *restrict d, size_t n, T v) {                   \
+    for (size_t i = 0; i < n; i++) d[i] = v;                         \
+  }
+DEF_FILL(fill32, uint32_t)
+DEF_FILL(fill64, uint64_t)
+DEF_FILL(fill16, uint16_t)
+
+void shoal__reduce_sum_identity(void *buf, size_t n, shoal_dtype_t dtype) {
+  if (n == 0) return;
+  switch (dtype) {
+  case SHOAL_FLOAT32: fill32(buf, n, 0x80000000u); break;
+  case SHOAL_FLOAT64: fill64(buf, n, 0x8000000000000000ull); break;
+  case SHOAL_BFLOAT16:
+  case SHOAL_FLOAT16: fill16(buf, n, 0x8000u); break;
+  default: memset(buf, 0, n * shoal_dtype_size(dtype)); break;
+  }
+}
+
 #define DEF_DIV(NAME, T, EXPR)                                       \
   static void NAME(T *restrict d, size_t n, int nranks) {            \
     for (size_t i = 0; i < n; i++) {                                 \

@@ -21,6 +21,9 @@
 int shoal__reduce_check(shoal_dtype_t dtype, shoal_redop_t op);
 
 void shoal__reduce3(void *dst, const void *a, const void *b, size_t n, shoal_dtype_t dtype, shoal_redop_t op);
+/* n elements of SUM's (and AVG's) identity: -0.0 for the floating types (x + -0.0 is x for every x,
+ * -0.0 included, where +0.0 would turn -0.0 into +0.0), 0 for the integers. */
+void shoal__reduce_sum_identity(void *buf, size_t n, shoal_dtype_t dtype);
 /* AVG's last step: divide n elements by nranks. */
 void shoal__reduce_avg_finish(void *buf, size_t n, shoal_dtype_t dtype, int nranks);
 
