@@ -100,13 +100,16 @@ int  shoal_wait(shoal_request_t **req);
 int  shoal_waitall(int n, shoal_request_t **reqs);
 /* Give up the request without waiting (see above); NULL is a no-op. */
 void shoal_request_free(shoal_request_t *req);
-/* Call fn(arg) once, when *r completes: on the thread that ran the operation,
- * right after it (the progress thread, or the thread whose shoal_wait ran it;
- * fn must be quick and must not call into shoal: hand the news to a thread of
- * yours), or at once on this thread if r has completed already. The request is then completed as usual (shoal_test/shoal_wait
- * return at once, with its status and message); a freed one
- * (shoal_request_free) still calls fn. One function per request: a second is
- * SHOAL_ERR_INVALID. For bindings that complete futures (the torch backend). */
+/* Call fn(arg) once, when *r's operation has finished: on the thread that ran
+ * it, right after it and right before the request is marked complete (the
+ * progress thread, or the thread whose shoal_wait ran it; fn must be quick and
+ * must not call into shoal: hand the news to a thread of yours), or at once on
+ * this thread if the operation has finished already. The functions of a
+ * world's requests are called in the order the operations finish; a
+ * shoal_wait/shoal_test on another thread returns the request's status once
+ * fn has returned. A freed request (shoal_request_free) still calls fn. One
+ * function per request: a second is SHOAL_ERR_INVALID. For bindings that
+ * complete futures (the torch backend). */
 int  shoal_request_notify(shoal_request_t *r, void (*fn)(void *arg), void *arg);
 /* Requests issued on c's world and not yet complete. */
 int  shoal_comm_pending(const shoal_comm_t *c);

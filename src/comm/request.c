@@ -6,7 +6,10 @@
  * the world's hook). A collective request that shoal_wait finds still queued
  * at the head, with nothing running, is run by the waiting thread itself (the
  * engine's place taken for it): the blocking call's path, without the two
- * thread wake-ups (engine start, waiter) a waited request otherwise costs. */
+ * thread wake-ups (engine start, waiter) a waited request otherwise costs.
+ * The engine leaves a collective just issued to such a waiter for a moment
+ * (WAITER_GRACE_NS), and whoever ran a collective gives the place back as it
+ * marks it complete. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -46,8 +49,10 @@ struct shoal_request {
   int state;    /* RQ_*; under the engine's mutex */
   int detached; /* shoal_request_free'd while pending: the engine frees it */
   int status;
-  void (*notify)(void *arg); /* shoal_request_notify: called once complete, outside the mutex */
+  void (*notify)(void *arg); /* shoal_request_notify: called once the operation finished, outside the mutex */
   void *notify_arg;
+  int finished; /* the operation finished: notify taken (under the mutex) */
+  uint64_t issued_ns;
   shoal__op_t p2p_op;  /* isend/irecv: the operation begun when posted */
   shoal__req_t p2p;    /* ... and its request in the point-to-point engine */
   char msg[1024];
@@ -65,6 +70,14 @@ typedef struct shoal__async {
   uintptr_t engine_tag; /* the engine's shoal__thread_tag (0 until it started) */
   shoal_request_t *head, *tail;
 } shoal__async_t;
+
+/* How long the engine leaves a collective just issued at the head of the queue to a waiter. A binding's
+ * blocking call (torch's dist.all_reduce: issue, then wait at once) reaches shoal_wait a few microseconds
+ * after the issue and runs the request itself (run_here); an engine woken by the issue would otherwise take
+ * the request first in about a third of the calls (it preempts the issuing thread on its core), and the
+ * call then pays two thread wake-ups (engine start, waiter). A request nobody waits for starts this much
+ * later. */
+#define WAITER_GRACE_NS 20000u
 
 /* Set on the thread that runs requests (the engine; a waiter while it runs one): its blocking calls are the
  * requests themselves, so they do not wait for the queue to drain. */
@@ -97,8 +110,15 @@ static int run_one(shoal_request_t *r) {
 
 static int is_p2p(const shoal_request_t *r) { return r && (r->kind == RQ_SEND || r->kind == RQ_RECV); }
 
-/* Record r's outcome and wake its waiters. Called without the mutex. */
-static void complete(shoal__async_t *a, shoal_request_t *r, int rc) {
+static void give_back(shoal__async_t *a);
+
+/* Record r's outcome and wake its waiters. Called without the mutex. r's notify function runs first (on
+ * this thread, before r is marked complete), so that notifications come in completion order even though
+ * the running thread's place is given back with the completion: `release`, the caller ran r alone (a
+ * collective) and gives the engine's place back in the same critical section, so that a thread woken by
+ * r's completion finds nothing running (a waiter that issues its next request at once runs it itself
+ * instead of finding the place still held and waiting for the engine to take the request). */
+static void complete(shoal__async_t *a, shoal_request_t *r, int rc, int release) {
   char msg[sizeof r->msg];
   msg[0] = 0;
   if (rc) {
@@ -106,15 +126,22 @@ static void complete(shoal__async_t *a, shoal_request_t *r, int rc) {
     SHOAL_DEBUG("COLL", "%s request failed: %s", rq_names[r->kind], msg);
   }
   pthread_mutex_lock(&a->mu);
+  void (*fn)(void *) = r->notify, *arg = r->notify_arg;
+  r->finished = 1; /* a function given from now on is called at once */
+  pthread_mutex_unlock(&a->mu);
+  if (fn) fn(arg);
+  pthread_mutex_lock(&a->mu);
   r->status = rc;
   memcpy(r->msg, msg, sizeof msg);
   r->state = RQ_DONE;
   a->pending--;
-  void (*fn)(void *) = r->notify, *arg = r->notify_arg;
+  if (release) {
+    give_back(a);
+    if (a->head) pthread_cond_signal(&a->work); /* the engine takes the next */
+  }
   if (r->detached) request_free(r);
   pthread_cond_broadcast(&a->done);
   pthread_mutex_unlock(&a->mu);
-  if (fn) fn(arg);
 }
 
 /* ---- point-to-point groups ----
@@ -137,7 +164,7 @@ static int p2p_post(shoal__async_t *a, shoal_request_t *r) {
                             : shoal__irecv(c, &r->p2p_op, r->root, r->recvbuf, bytes, &r->p2p);
     if (rc) rc = shoal__op_end(c, &r->p2p_op, rc);
   }
-  if (rc) complete(a, r, rc);
+  if (rc) complete(a, r, rc, 0);
   return rc;
 }
 
@@ -170,7 +197,7 @@ static void p2p_reap(shoal__async_t *a, shoal_request_t **run) {
     shoal__clearerr();
     /* past its deadline: the engine's wait writes the timeout message (rank, peer, bytes done) */
     int rc = st == 1 ? 0 : st < 0 ? st : shoal__waitall(r->c, &r->p2p_op, &r->p2p, 1);
-    complete(a, r, shoal__op_end(r->c, &r->p2p_op, rc));
+    complete(a, r, shoal__op_end(r->c, &r->p2p_op, rc), 0);
   }
 }
 
@@ -196,7 +223,7 @@ static void run_p2p(shoal__async_t *a, shoal_request_t *first) {
       if (prc < 0) { /* a failure outside the requests (a peer's hang-up): they all fail with it */
         for (shoal_request_t *r; (r = run);) {
           run = r->next;
-          complete(a, r, shoal__op_end(r->c, &r->p2p_op, prc));
+          complete(a, r, shoal__op_end(r->c, &r->p2p_op, prc), 0);
         }
       }
       p2p_reap(a, &run);
@@ -238,17 +265,27 @@ static void *engine_main(void *arg) {
     /* a waiter running a request in the engine's place signals `work` when it is done */
     while (!a->stop && (!a->head || a->busy)) pthread_cond_wait(&a->work, &a->mu);
     if (!a->head || a->busy) break; /* stop requested (after the queue drained) */
+    if (!a->stop && !is_p2p(a->head) && shoal__now_ns() - a->head->issued_ns < WAITER_GRACE_NS) {
+      /* a collective issued moments ago: its waiter's, if one comes. Yield the core meanwhile (the
+       * waiter may be queued behind this thread on it); no timer: a timed wait's wake-up would land in
+       * the middle of the collective the waiter runs, preempting a rank */
+      pthread_mutex_unlock(&a->mu);
+      sched_yield();
+      pthread_mutex_lock(&a->mu);
+      continue;
+    }
     shoal_request_t *r = take_head(a);
     pthread_mutex_unlock(&a->mu);
 
     if (is_p2p(r)) {
       run_p2p(a, r);
+      pthread_mutex_lock(&a->mu);
+      give_back(a);
     } else {
       shoal__clearerr();
-      complete(a, r, run_one(r));
+      complete(a, r, run_one(r), 1);
+      pthread_mutex_lock(&a->mu);
     }
-    pthread_mutex_lock(&a->mu);
-    give_back(a);
   }
   pthread_mutex_unlock(&a->mu);
   return NULL;
@@ -357,6 +394,7 @@ static int issue(shoal_comm_t *c, shoal_request_t t, shoal_request_t **req) {
   *r = t;
   r->c = c;
   r->state = RQ_QUEUED;
+  r->issued_ns = shoal__now_ns();
   pthread_mutex_lock(&a->mu);
   if (a->tail)
     a->tail->next = r;
@@ -484,11 +522,9 @@ static int run_here(shoal__async_t *a, shoal_request_t *r) {
   pthread_mutex_unlock(&a->mu);
   runs_requests++;
   shoal__clearerr();
-  complete(a, r, run_one(r));
+  complete(a, r, run_one(r), 1);
   runs_requests--;
   pthread_mutex_lock(&a->mu);
-  give_back(a);
-  if (a->head) pthread_cond_signal(&a->work); /* the engine takes the next */
   return 1;
 }
 
@@ -537,7 +573,7 @@ int shoal_request_notify(shoal_request_t *r, void (*fn)(void *arg), void *arg) {
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_request_notify: the %s request has a function already",
                          rq_names[r->kind]);
   }
-  int done = r->state == RQ_DONE;
+  int done = r->finished;
   if (!done) r->notify = fn, r->notify_arg = arg;
   pthread_mutex_unlock(&a->mu);
   if (done) fn(arg);
