@@ -50,7 +50,7 @@ TEST(slotted_hand_computed_timeline) {
   sp->destroy(sp);
 }
 
-/* One machine with 1 GPU, linear speed, slot 100 s, no restart cost. A: 50 s at t=0 (slot 0); B: 40 s at
+/* One machine with 1 GPU, linear speed, slot 100 s, no restart cost, backfill=0 throughout. A: 50 s at t=0 (slot 0); B: 40 s at
  * t=0 (slot 0 is A's: planned in slot 1); C: 60 s at t=60, planned for 60 steps plus the 0.6 slot gone (60).
  * greedy: A finishes at 50 and gives slot 0 back; B runs 100-140; C takes slot 0's room (100 steps), finds
  * slot 1 held by B and plans its last 20 steps in slot 2: it runs 60-100, pauses, runs 200-220: JCT A 50,
@@ -70,10 +70,10 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 3);
   const struct { const char *params; double jct[3]; const char *stat; } cases[] = {
-      {"slot=100", {50, 140, 160}, NULL},
-      {"slot=100:nogap=1", {50, 140, 200}, NULL},
-      {"slot=100:pull=1", {50, 90, 90}, "pulled=2"},
-      {"slot=100:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
+      {"slot=100:backfill=0", {50, 140, 160}, NULL},
+      {"slot=100:backfill=0:nogap=1", {50, 140, 200}, NULL},
+      {"slot=100:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
+      {"slot=100:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     shoal_sim_result_t r;
@@ -90,11 +90,11 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
 
 /* One machine with 1 GPU, linear speed, slot 100 s, no restart cost. A: 50 s at t=0 (slot 0); B: 100 s at t=0
  * (planned in slot 1); C: 30 s at t=1 (30 steps + the 0.01 slot gone = 31: planned in slot 2).
- * greedy: A 0-50, B 100-200, C 200-230: JCT A 50, B 200, C 229.
+ * greedy:backfill=0: A 0-50, B 100-200, C 200-230: JCT A 50, B 200, C 229.
  * greedy:backfill=1 (oldest first): at A's finish (t=50) slot 0's GPU is free and B, the oldest job holding
  * nothing in slot 0, takes it (50-100) and keeps it in its own slot 1: done at 150; then slot 1's GPU goes
  * to C (150-180): JCT B 150, C 179.
- * greedy:backfill=2 (shortest remaining first): at t=50 C (30 steps) goes before B (100): C 50-80, then B
+ * greedy:backfill=2 (shortest remaining first; the default): at t=50 C (30 steps) goes before B (100): C 50-80, then B
  * 80-100 and on in its slot 1 without a restart (the same placement): 80-180: JCT B 180, C 79.
  * Neither moves a planned start: B still runs in its slot 1. */
 TEST(slotted_backfill_timeline) {
@@ -106,8 +106,9 @@ TEST(slotted_backfill_timeline) {
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 3);
   const struct { const char *policy, *params; double jct[3]; const char *stat; } cases[] = {
-      {"greedy", "slot=100", {50, 200, 229}, NULL},
+      {"greedy", "slot=100:backfill=0", {50, 200, 229}, NULL},
       {"greedy", "slot=100:backfill=1", {50, 150, 179}, "backfilled=2"},
+      {"greedy", "slot=100", {50, 180, 79}, "backfilled=2"}, /* the default: backfill=2 */
       {"greedy", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
       {"larr", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
       {"oasis", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
@@ -178,13 +179,13 @@ static void slotted_variants(const char *const (*pols)[2], int npols) {
 TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"},
                                  {"greedy", "slot=600:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:pull=1:nogap=1"},
-                                 {"greedy", "slot=600:backfill=1"}, {"oasis", "slot=1800:units=16:backfill=2"}};
+                                 {"greedy", "slot=600:backfill=1"}, {"oasis", "slot=1800:units=16:backfill=0"}};
   slotted_variants(pols, 7);
 }
 
 TEST_T(slotted_replanning_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"},
-                                 {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=2"}, {"larr", "slot=600:backfill=1:pull=1"}};
+                                 {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=0"}, {"larr", "slot=600:backfill=1:pull=1"}};
   slotted_variants(pols, 6);
 }
 

@@ -43,6 +43,7 @@ typedef struct {
    * plan ends (a plan that ran out is planned again) and one of the next slot
    * at which a plan's placement changes; the plans changed in this decision */
   int *pver;
+  int *pend_slot; /* per id: the plan's last busy slot as of its last change (plan_changed), -1 if none */
   struct slotq { struct slotq_e { int slot, id, ver; } *a; int n, cap; } endq, chgq;
   int *chg;
   int nchg, capchg;
@@ -98,7 +99,7 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
       (rc = shoal__param_long(name, params, "backfill", pl->backfill, 0, 2, &backfill)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
-      (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 1, &pull)) ||
+      (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 2, &pull)) ||
       (rc = shoal__param_long(name, params, "nogap", 0, 0, 1, &nogap)) ||
       (rc = shoal__param_long(name, params, "pullk", pullk, 1, 1000000, &pullk)) ||
       (rc = pl->configure(own, s, params, p->hmax, &p->replan)))
@@ -139,6 +140,7 @@ void shoal__slotted_destroy(void *state) {
   free(p->pend);
   shoal__arrivals_free(&p->act);
   free(p->pver);
+  free(p->pend_slot);
   free(p->endq.a);
   free(p->chgq.a);
   free(p->chg);
@@ -182,7 +184,9 @@ static int grow(slotted_t *p, int id) {
   if (pv) p->pver = pv;
   int *mk = realloc(p->mark, sizeof *mk * (size_t)n);
   if (mk) p->mark = mk;
-  if (!pj || !pl || !rb || !pd || !tr || !pv || !mk) return p->err = SHOAL_ERR_NOMEM;
+  int *pe = realloc(p->pend_slot, sizeof *pe * (size_t)n);
+  if (pe) p->pend_slot = pe;
+  if (!pj || !pl || !rb || !pd || !tr || !pv || !mk || !pe) return p->err = SHOAL_ERR_NOMEM;
   for (int i = p->cap; i < n; i++) {
     memset(&p->pj[i], 0, sizeof p->pj[i]);
     shoal__ps_sched_init(&p->plan[i], 0);
@@ -191,6 +195,7 @@ static int grow(slotted_t *p, int id) {
     p->tries[i] = 0;
     p->pver[i] = 0;
     p->mark[i] = -1;
+    p->pend_slot[i] = -1;
   }
   p->cap = n;
   return 0;
@@ -249,7 +254,8 @@ static void plan_changed(slotted_t *p, int id) {
     p->capchg = nc;
   }
   p->chg[p->nchg++] = id;
-  if (p->planned[id]) slotq_push(p, &p->endq, shoal__ps_sched_end(&p->plan[id]), id);
+  p->pend_slot[id] = p->planned[id] ? shoal__ps_sched_end(&p->plan[id]) : -1;
+  if (p->planned[id]) slotq_push(p, &p->endq, p->pend_slot[id], id);
 }
 
 static void push_pending(slotted_t *p, shoal_job_t *j) {
@@ -608,11 +614,11 @@ static int replace_from(slotted_t *p, int id, const shoal__ps_sched_t *S, int k)
 static int pull_forward(slotted_t *p, shoal_sched_t *s, int k) {
   int tried = 0;
   for (int a = p->act.head; a >= 0 && tried < p->pull_k; a = p->act.next[a]) {
-    if (shoal__ps_slot_max(&p->pc, k)[SHOAL_PS_GPU] < 1e-9) break;
+    if (p->pull == 1 && shoal__ps_slot_max(&p->pc, k)[SHOAL_PS_GPU] < 1e-9) break;
     shoal_job_t *j = p->act.job[a];
     int id = j->id, rc;
     if (!p->planned[id] || j->first_start >= 0 || sched_next_busy(&p->plan[id], k) <= k ||
-        !shoal__ps_slot_fits_worker(&p->pc, &p->pj[id], k))
+        (p->pull == 1 && !shoal__ps_slot_fits_worker(&p->pc, &p->pj[id], k)))
       continue;
     tried++;
     shoal__ps_job_t old = p->pj[id], now;
@@ -678,9 +684,9 @@ static int held_fits(slotted_t *p, const shoal_job_t *j, int k, shoal__ps_slot_t
 static int bf_candidate(const slotted_t *p, const shoal_job_t *j, int k) {
   int id = j->id;
   const shoal__ps_sched_t *P = &p->plan[id];
-  if (!p->planned[id] || j->state == SHOAL_JOB_DONE) return 0;
-  if (k >= P->start && k < P->start + P->len && P->slot[k - P->start].n) return 0; /* planned in k */
-  return sched_next_busy(P, k) >= 0;
+  if (!p->planned[id] || j->state == SHOAL_JOB_DONE || P->start + P->len <= k + 1) return 0;
+  if (k >= P->start && P->slot[k - P->start].n) return 0; /* planned in k */
+  return p->pend_slot[id] > k; /* busy later */
 }
 
 typedef struct bf_item { double key; int id; } bf_item_t;
@@ -828,9 +834,10 @@ int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
     }
     p->npend = keep;
   }
-  if (p->pull && (p->freed || newslot) && (rc = pull_forward(p, s, (int)k))) return rc;
-  p->freed = 0;
+  if (p->pull == 1 && (p->freed || newslot) && (rc = pull_forward(p, s, (int)k))) return rc;
   if (p->backfill && (rc = backfill(p, s, (int)k))) return rc;
+  if (p->pull == 2 && (p->freed || newslot) && (rc = pull_forward(p, s, (int)k))) return rc;
+  p->freed = 0;
   /* apply slot k: first take resources from jobs whose placement changes,
    * then give the new placements (the plans fit the capacity together). Only
    * jobs whose plan changed in this decision or whose plan's placement

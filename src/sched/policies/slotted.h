@@ -10,7 +10,8 @@
  * early gives its remaining slots back. With re-planning (larr default,
  * greedy:replan=1) every arrival batch releases the future slots of up to
  * `replank` committed jobs larger than the smallest newcomer and plans them
- * again, smallest first (shoal__ps_replan). Parameters per policy:
+ * again, smallest first (shoal__ps_replan). With backfill (default backfill=2) the GPUs no plan holds in
+ * the current slot go to planned jobs holding nothing there, for that slot only. Parameters per policy:
  * docs/scheduling.md. */
 #ifndef SHOAL_SCHED_POLICIES_SLOTTED_H
 #define SHOAL_SCHED_POLICIES_SLOTTED_H
