@@ -718,7 +718,7 @@ static void bf_select(bf_item_t *it, int n, int m) {
     else if (m - 1 >= i) lo = i;
     else break;
   }
-  qsort(it, (size_t)(m < n ? m : n), sizeof *it, bf_cmp);
+  if ((m < n ? m : n) > 1) qsort(it, (size_t)(m < n ? m : n), sizeof *it, bf_cmp);
 }
 
 static int backfill(slotted_t *p, shoal_sched_t *s, int k) {
