@@ -11,6 +11,11 @@ compute (sleep) before each (at most S seconds), one line per step (the slowest 
 clock), like `shoal bench allreduce --steps`.
 --backend shoal: the same over shoal's torch.distributed backend (shoal.torch), the binding's cost
 against `shoal bench allreduce` (bench/torch-backend.sh).
+--backend shoal --paired BLOCKS: the binding's cost in the same processes: dist.all_reduce and libshoal's
+blocking shoal_allreduce (through ctypes, on the group's own communicator and the same tensor) in
+alternating blocks of -n iterations (default 100), each timed as above; per size the p50 of each side
+over all its iterations and the median over blocks of C time / backend time (the backend's busbw over
+C's). Separate processes differ from run to run more than the binding costs on a shared machine.
 Spawn ranks by hand with env:// (torchrun is broken on Python 3.11):
   MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 WORLD_SIZE=2 RANK=r GLOO_SOCKET_IFNAME=lo \
       /usr/bin/python3 bench/gloo_allreduce.py -b 8 -e 256M -f 2
@@ -59,6 +64,63 @@ def steps_loop(a, rank):
             done, total, total / done * 1e3, time.perf_counter() - start), flush=True)
 
 
+def timed(fn, iters):
+    """iters calls of fn, a barrier before each; the slowest rank's time of each (seconds)."""
+    times = torch.zeros(iters, dtype=torch.float64)
+    for i in range(iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        times[i] = time.perf_counter() - t0
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return times.tolist()
+
+
+def paired(a, rank, n):
+    """--paired: dist.all_reduce over the backend against shoal_allreduce on the group's communicator."""
+    import ctypes
+    import statistics
+    from shoal import _lib
+    comm = ctypes.c_void_p(dist.distributed_c10d._get_default_group().handle)
+    in_place = ctypes.c_void_p(1)  # SHOAL_IN_PLACE
+    iters = a.n or 100
+    if rank == 0:
+        print("# PyTorch %s shoal backend against libshoal's shoal_allreduce, same processes, communicator and "
+              "tensor: %d ranks, float32 sum, %d alternating blocks of %d" % (torch.__version__, n, a.paired, iters))
+        print("# %10s %11s | %12s %12s | %9s %9s | %s" % ("size(B)", "count", "backend p50", "C p50", "busbw",
+                                                        "C/backend", "per block"), flush=True)
+    b = a.b
+    while b <= a.e:
+        count = b // 4
+        if count:
+            t = (torch.arange(count, dtype=torch.float32) * 7 + rank * 13) % 17 - 8
+            ptr = ctypes.c_void_p(t.data_ptr())
+
+            def c_call():
+                if _lib.lib.shoal_allreduce(comm, in_place, ptr, count, 0, 0):  # SHOAL_FLOAT32, SHOAL_SUM
+                    raise RuntimeError("shoal_allreduce: " + _lib.lib.shoal_last_error().decode())
+
+            sides = {"backend": lambda: dist.all_reduce(t), "c": c_call}
+            got = {"backend": [], "c": []}
+            ratios = []
+            for k in range(a.paired):
+                p50 = {}
+                for side in (("backend", "c") if k % 2 == 0 else ("c", "backend")):
+                    for _ in range(a.w):
+                        sides[side]()
+                    ts = timed(sides[side], iters)
+                    got[side] += ts
+                    p50[side] = statistics.median(ts)
+                ratios.append(p50["c"] / p50["backend"])
+            if rank == 0:
+                pb, pc = statistics.median(got["backend"]), statistics.median(got["c"])
+                print("  %10d %11d | %10.1fus %10.1fus | %9.3f %9.2f | %s" % (
+                    count * 4, count, pb * 1e6, pc * 1e6, count * 4 / pb * 1e-9 * 2 * (n - 1) / n,
+                    statistics.median(ratios), " ".join("%.2f" % r for r in ratios)), flush=True)
+        nb = int(b * a.f)
+        b = nb if nb > b else b + 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-b", type=size, default=8)
@@ -72,7 +134,10 @@ def main():
     ap.add_argument("--step-ms", type=float, default=0)
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--backend", default="gloo", choices=["gloo", "shoal"])
+    ap.add_argument("--paired", type=int, default=0)
     a = ap.parse_args()
+    if a.paired and a.backend != "shoal":
+        ap.error("--paired compares the shoal backend with libshoal's own call: it needs --backend shoal")
     torch.set_num_threads(1)
     if a.backend == "shoal":
         import shoal.torch  # noqa: F401  (registers the backend)
@@ -80,6 +145,10 @@ def main():
     rank, n = dist.get_rank(), dist.get_world_size()
     if a.steps > 0:
         steps_loop(a, rank)
+        dist.destroy_process_group()
+        return
+    if a.paired > 0:
+        paired(a, rank, n)
         dist.destroy_process_group()
         return
     if rank == 0:

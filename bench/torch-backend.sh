@@ -6,6 +6,11 @@
 #              iterations, barrier, slowest rank, p50); every side's best of REPS alternating runs.
 #              Prints busbw per size and the ratios backend/C (the binding's cost: goal >= 0.9 at >= 1 MiB)
 #              and backend/Gloo.
+#   binding    the binding's cost in the same processes (bench/gloo_allreduce.py --backend shoal --paired):
+#              dist.all_reduce over the backend against libshoal's blocking shoal_allreduce on the group's
+#              own communicator and the same tensor, in PAIRED alternating blocks of PAIRED_ITERS; per
+#              size the median over blocks of C time / backend time (goal >= 0.9 at >= 1 MiB). Separate
+#              processes (the allreduce part) differ from run to run by more than the binding costs.
 #   ddp        unmodified torch DistributedDataParallel over the backend against DDP over Gloo on the
 #              same script (bench/py-ddp-vs-gloo.sh with DDP_SIDES="ddp-shoal none gloo", no shoal.ddp
 #              side), per MODEL; prints samples/s and the ratio (goal >= 1.3), and the limit: the same
@@ -14,6 +19,7 @@
 #
 #   bench/torch-backend.sh [BUILD]
 #   env: PARTS="allreduce ddp"  RANKS="2 4"  MIN=1M  MAX=64M  REPS=3 (allreduce runs per side)
+#        PAIRED=8  PAIRED_ITERS=100 (binding)
 #        MODELS="mlp cnn"  SETTINGS="1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"  EPOCHS=1  DDP_REPS=3  EXTRA_ARGS=""
 #        (EXTRA_ARGS go to every training run, e.g. "--train-subset 20000"; the rest of py-ddp-vs-gloo.sh's
 #        settings pass through)  OUT=/tmp/shoal-torch-bench
@@ -68,6 +74,21 @@ if [[ " $PARTS " == *" allreduce "* ]]; then
          <(awk '!/^#/ { print $1, $18 }' "$out/ar-shoal-$n.txt" | sort -k1,1) |
       join - <(awk '!/^#/ { print $1, $18 }' "$out/ar-gloo-$n.txt" | sort -k1,1) | sort -n |
       awk '{ printf "  %10d | %12.3f %12.3f %12.3f | %9.2f %9.2f\n", $1, $2, $3, $4, $3 / $2, $3 / $4 }'
+  done
+fi
+
+if [[ " $PARTS " == *" binding "* ]]; then
+  for n in $RANKS; do
+    port=$(free_port) pids=()
+    for ((r = 0; r < n; r++)); do
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r timeout 600 /usr/bin/python3 \
+        "$repo/bench/gloo_allreduce.py" --backend shoal --paired "${PAIRED:-8}" -n "${PAIRED_ITERS:-100}" \
+        -b "$MIN" -e "$MAX" >"$out/binding-$n.r$r" 2>"$out/binding-$n.err.r$r" & pids+=($!)
+    done
+    for r in "${pids[@]}"; do
+      wait "$r" || { echo "torch-backend.sh: binding run failed: $out/binding-$n.err.r*" >&2; tail -5 "$out"/binding-$n.err.r* >&2; exit 1; }
+    done
+    cat "$out/binding-$n.r0"
   done
 fi
 
