@@ -180,6 +180,7 @@ static void allocate(run_t *u, int capacity, int mode) {
   for (int i = 0; i < u->nact; i++) {
     tjob_t *j = &u->jobs[u->act[i]];
     u->gv[i] = j->g, u->nv[i] = j->n, total += j->n;
+    u->gv[i].left_s = (j->work - j->done) / shoal__goodput_at(&j->g, 1, j->g.b0);
   }
   if (mode == ALLOC_SHRINK) {
     shoal__loan_reclaim(u->gv, u->nact, total - capacity, u->nv, u->bv);

@@ -203,6 +203,12 @@ TEST(serving_reclaim_keeps_jobs_running_and_grow_feeds_running_jobs) {
   n[0] = 1;
   CHECK_EQ(shoal__loan_grow(jobs, 3, 2, 1, n, b), 2);
   CHECK(n[0] == 3 && n[1] == 0 && n[2] == 0);
+  /* all on one worker: a stop takes the job with the most work left, not the first */
+  shoal__goodput_job_t four[4] = {linear, linear, linear, linear};
+  int n4[4] = {1, 1, 1, 1}, b4[4];
+  four[0].left_s = 100, four[1].left_s = 900, four[2].left_s = 50, four[3].left_s = 400;
+  CHECK_EQ(shoal__loan_reclaim(four, 4, 2, n4, b4), 2);
+  CHECK_MSG(n4[0] == 1 && n4[1] == 0 && n4[2] == 1 && n4[3] == 0, "%d %d %d %d", n4[0], n4[1], n4[2], n4[3]);
   CHECK_EQ(shoal__loan_grow(jobs, 3, 2, 0, n, b), 2); /* anyone: the queued ones gain 1 (a tie: the first), not 1/10 */
   CHECK(n[0] == 3 && n[1] == 1 && n[2] == 1);
   /* loaning's allocation: 2 stable GPUs start jobs, the 2 loaned ones only grow them */

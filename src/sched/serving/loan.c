@@ -137,8 +137,14 @@ int shoal__alloc_loaning(const shoal__goodput_job_t *jobs, int nj, int stable, i
 
 int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int *n, int *batch) {
   int taken = 0, v;
-  while (taken < count && ((v = shoal__loan_victim(jobs, nj, n, 1)) >= 0 || (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0))
-    n[v]--, taken++;
+  while (taken < count && (v = shoal__loan_victim(jobs, nj, n, 1)) >= 0) n[v]--, taken++;
+  while (taken < count) { /* stops: every one loses a speedup of 1; the one with the most work left */
+    v = -1;
+    for (int i = 0; i < nj; i++)
+      if (n[i] == 1 && (v < 0 || jobs[i].left_s > jobs[v].left_s)) v = i;
+    if (v < 0) break;
+    n[v] = 0, taken++;
+  }
   for (int i = 0; i < nj; i++) shoal__goodput(&jobs[i], n[i], &batch[i]);
   return taken;
 }

@@ -51,6 +51,7 @@ typedef struct shoal__goodput_job {
   int b0, bmax;  /* the batch the job was tuned at, the largest it allows */
   int nmax;      /* most workers it can use */
   int n_req;     /* the workers it asks for (rigid allocation) */
+  double left_s; /* its work left, in seconds on one worker at b0 (0: unknown): which one-worker job a reclaim stops */
 } shoal__goodput_job_t;
 
 /* The goodput of n workers at global batch b (0 when either is 0). */
@@ -76,7 +77,9 @@ int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, in
  * (shoal__loan_grow), so a reclaim shrinks a running job instead of stopping one it had started. */
 int shoal__alloc_loaning(const shoal__goodput_job_t *jobs, int nj, int stable, int capacity, int *n, int *batch);
 /* A reclaim of `count` workers: each from the job whose speedup drops least among those keeping one worker,
- * and only when none is left, by stopping a one-worker job (which pays a restart). Returns the workers taken. */
+ * and only when none is left, by stopping a one-worker job (which pays a restart): the one with the most work
+ * left (left_s; ties: the first), whose delay is the smallest part of its run, as shortest-remaining-first
+ * would choose. Returns the workers taken. */
 int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int *n, int *batch);
 /* Give up to `extra` more workers, one at a time, to the job whose speedup rises most (no other job changes;
  * with running_only, no queued job starts): replicas handed back to training. batch[] gets each job's batch.
