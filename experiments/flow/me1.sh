@@ -10,19 +10,20 @@
 # under `quiet`.
 #
 #   experiments/flow/me1.sh [--jobs J] [--ring 2|4] [--compute-ms C] [--iters N] [--rate RATE] [--reps R]
-#                           [--modes "cubic reno bbr equal mlcc"] [--name NAME] [--out DIR]
+#                           [--slot-ms MS] [--modes "cubic reno bbr equal mlcc"] [--name NAME] [--out DIR]
 #   experiments/flow/me1.sh --bound [--rate RATE]     the formula's limits for 2-4 jobs and computes 0-5000 ms
 # The formula (2-rank rings): a job alone moves its gradients over the uplink in T = 2143272 B / (RATE x
 # 1448/1514, TCP's goodput); n jobs whose phases collide share it, C + nT a step; perfectly interleaved,
 # max(C + T, nT) (each phase alone, or the uplink never idle). Every run prints both for its setting.
 # --reps R runs the list of modes R times over (modes alternate, so a drift of the machine falls on all);
 # then a last table gives per mode the mean of the runs' average JCTs and their range.
+# --slot-ms: the flow controller's slot (100 ms).
 # modes: cubic, reno, bbr   SHOAL_TCP_CONGESTION, no flow control
 #        equal              static equal-share pacing (testbed up --flow --flow-policy equal), cubic underneath
 #        mlcc, greedy       the flow controller's policies, cubic underneath
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bound=0 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+bound=0 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit slot=100 modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
 while [ $# -gt 0 ]; do
   case "$1" in
     --bound) bound=1; shift ;;
@@ -32,10 +33,11 @@ while [ $# -gt 0 ]; do
     --compute-ms) compute=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --slot-ms) slot=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,7 +80,7 @@ for mode in $modes; do
   cc=cubic flow=""
   case $mode in
     cubic|reno|bbr) cc=$mode ;;
-    equal|mlcc|greedy) flow="--flow --flow-log --flow-policy $mode" ;;
+    equal|mlcc|greedy) flow="--flow --flow-log --flow-policy $mode --flow-slot-ms $slot" ;;
     *) echo "me1.sh: mode '$mode': expected cubic, reno, bbr, equal, mlcc or greedy" >&2; exit 2 ;;
   esac
   $S testbed down --name "$name" >/dev/null 2>&1 || true

@@ -368,9 +368,12 @@ static void open_end(shoal__fplan_t *p, shoal__fplan_flow_t *f) {
   finish(p, f);
 }
 
-/* A report of a flow in an open phase: it ends when the flow sent nothing over the last slot after it had
- * started (or never started within 5 slots), or when a new iteration began; else the job's room is
- * claimed again from now. Returns 1 when the report was handled here. */
+/* A report of a flow in an open phase. The job's open phase ends when none of its open flows sent anything
+ * over its last slot (after the reporting flow's second report; one that never started, after 5): a hop
+ * alone may pause while it waits for its ring neighbour's bytes (measured: a hop of a waiting job sent its
+ * first quarter and stopped, and a volume of a quarter was taken for the iteration's), so a hop stopping is
+ * not the end. Ended by a new iteration too. Else the job's room is claimed again from now. Returns 1 when
+ * the report was handled here. */
 static int open_report(shoal__fplan_t *p, int fi, uint64_t iter, double sent) {
   shoal__fplan_flow_t *f = &p->flow[fi];
   if (!f->open) return 0;
@@ -380,10 +383,19 @@ static int open_report(shoal__fplan_t *p, int fi, uint64_t iter, double sent) {
   }
   f->sent = sent;
   f->slots_active++;
-  if ((sent > 0 && f->slots_active >= 2 && !(f->last_slot_bytes > 0)) || (!(sent > 0) && f->slots_active >= 5))
-    open_end(p, f);
-  else
+  int quiet = 1, started = 0;
+  for (int a = 0; a < p->nflows; a++) {
+    const shoal__fplan_flow_t *g = &p->flow[a];
+    if (g->job != f->job || !g->open) continue;
+    if (g->last_slot_bytes > 0) quiet = 0;
+    if (g->sent > 0) started = 1;
+  }
+  if (quiet && f->slots_active >= (started ? 2 : 5)) {
+    for (int a = 0; a < p->nflows; a++)
+      if (p->flow[a].job == f->job && p->flow[a].open) open_end(p, &p->flow[a]);
+  } else {
     open_phase(p, f->job);
+  }
   return 1;
 }
 

@@ -63,26 +63,37 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
 }
 
 /* Jobs whose volume is not known yet (their first phase) take the link in turn: the first to report holds
- * every slot's room until it sends nothing for a slot, the other waits at the floor, then takes it. */
+ * every slot's room until none of its flows sent anything over a slot (one of them pausing while it waits
+ * for the other is not the end), the other waits at the floor, then takes it. Job A: flows a and a2 (the
+ * two directions of a ring, here on the one link: half of it each); job B: flow b. */
 TEST(plan_first_phases_take_turns) {
   shoal__fplan_t p;
   plan_one_link(&p, SHOAL__FPOL_MLCC);
   int l = 0;
-  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
-  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0, 0.1 * MB, 0), 0);
-  for (int k = 0; k < 10; k++) CHECK_NEAR(sched_at(&p, a, k), 1 * MB, 1);
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), a2 = shoal__fplan_flow(&p, 1, 1, 0, 1, 0, &l, 1);
+  int b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0, 0.1 * MB, 0), 5 * MB, 1);
+  for (int k = 0; k < 10; k++) CHECK_NEAR(sched_at(&p, a, k), 0.5 * MB, 1);
+  for (int k = 0; k < 10; k++) CHECK_NEAR(sched_at(&p, a2, k), 0.5 * MB, 1);
   CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 0, 0.01 * MB, 0), 0.02 * 10 * MB, 1);
   CHECK_NEAR(sched_at(&p, b, 0), 0, 1e-9);
-  /* slot 1: A sent 1 MB more and goes on holding the link */
-  shoal__fplan_advance(&p, 1);
-  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0, 1.1 * MB, 0), 0);
-  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.03 * MB, 0), 0.02 * 10 * MB, 1);
-  /* slot 2: A sent nothing over slot 1: its phase is over, its 1.1 MB its volume; B takes the link */
-  shoal__fplan_advance(&p, 2);
+  /* slots 1-3: a and a2 take turns pausing; A holds the link, B waits */
+  const double sa[] = {0.6, 0.6, 1.1}, sa2[] = {0.5, 1.0, 1.0};
+  for (int s = 1; s <= 3; s++) {
+    shoal__fplan_advance(&p, s);
+    CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0, sa[s - 1] * MB, 0), 5 * MB, 1);
+    CHECK_NEAR(shoal__fplan_report(&p, a2, SHOAL__FS_RESCHEDULE, 1, 0, sa2[s - 1] * MB, 0), 5 * MB, 1);
+    CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.01 * (s + 1) * MB, 0), 0.02 * 10 * MB, 1);
+    CHECK_EQ(p.flow[a].open, 1);
+  }
+  /* slot 4: neither sent anything over slot 3: A's phase is over, each flow's bytes its volume; B takes the link */
+  shoal__fplan_advance(&p, 4);
   shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0, 1.1 * MB, 0);
   CHECK_EQ(p.flow[a].open, 0);
+  CHECK_EQ(p.flow[a2].open, 0);
   CHECK_NEAR(p.flow[a].V, 1.1 * MB, 1);
-  CHECK_NEAR(sched_at(&p, a, 0), 0, 1e-9);
+  CHECK_NEAR(p.flow[a2].V, 1.0 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a2, 0), 0, 1e-9);
   CHECK_EQ(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.05 * MB, 0), 0);
   CHECK_NEAR(sched_at(&p, b, 0), 1 * MB, 1);
   shoal__fplan_free(&p);
