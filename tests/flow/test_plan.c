@@ -97,6 +97,15 @@ TEST(plan_first_phases_take_turns) {
   CHECK_EQ(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.05 * MB, 0), 0);
   CHECK_NEAR(sched_at(&p, b, 0), 1 * MB, 1);
   shoal__fplan_free(&p);
+  /* a holder that claims less than the link (its agent estimates 4 MB/s): the next job claims nothing of
+   * the rest, it only may send in it */
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int c = shoal__fplan_flow(&p, 3, 0, 1, 0, 1, &l, 1), d = shoal__fplan_flow(&p, 4, 0, 1, 2, 3, &l, 1);
+  shoal__fplan_report(&p, c, SHOAL__FS_NEW_ITER, 1, 0, 0.1 * MB, 4 * MB);
+  CHECK_NEAR(sched_at(&p, c, 5), 0.4 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, d, SHOAL__FS_NEW_ITER, 1, 0, 0.1 * MB, 0), 6 * MB, 1);
+  for (int k = 0; k < 10; k++) CHECK_NEAR(sched_at(&p, d, k), 0, 1e-9);
+  shoal__fplan_free(&p);
 }
 
 /* A 4-host ring with two hops on one link (h0->h1 and h2->h3 both cross link 0): the ring moves at its
