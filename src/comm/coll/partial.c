@@ -795,9 +795,12 @@ static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *f
     shoal__op_t aop = *dop;
     aop.algo = (uint8_t)ch.algo;
     aop.tag = TAG_DATA + (int32_t)ch.algo; /* ranks that chose differently fail on a mismatch, never mix */
-    if (pa->redop == SHOAL_AVG) aop.redop = (uint8_t)SHOAL_SUM;
+    /* an average over p data sets is the algorithm's own (divided where each block is final, a p-th of the
+     * vector per rank); over another number, a sum divided here */
+    int divide = pa->redop == SHOAL_AVG && n != pa->p;
+    if (divide) aop.redop = (uint8_t)SHOAL_SUM;
     int rc = shoal__algo(ch.algo)->run(c, &aop, src, dst, pa->count, &ch.plan);
-    if (!rc && pa->redop == SHOAL_AVG) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
+    if (!rc && divide) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
     return rc;
   }
   if (pa->p == 1) { /* this rank's data is the result */
