@@ -28,6 +28,14 @@ static int running_on(shoal_live_mem_t *m, long id, const char *nodes) {
   return ok;
 }
 
+/* the controller dies and a new one starts once the old lease (1 s) has run out */
+static void restart_controller(world_t *w) {
+  world_crash(w);
+  w->cfg.lease_ttl = 1;
+  world_step(w, 2);
+  CHECK_OK(world_start(w));
+}
+
 TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal_live_mem_t *m;
   CHECK_OK(shoal__live_mem_create(1000, &m));
@@ -296,10 +304,7 @@ TEST(live_loan_in_the_controller_round) {
   /* the controller dies mid-loan: the new one adopts the job (its lent hosts are the loan's) and the replica;
    * the job is in the partition that holds both sides' hosts, where Slurm's grow moves a borrower */
   CHECK_OK(shoal__live_mem_user_set_partition(w.m, a, "all"));
-  world_crash(&w);
-  w.cfg.lease_ttl = 1;
-  world_step(&w, 2);
-  CHECK_OK(world_start(&w));
+  restart_controller(&w);
   world_run(&w, 4, 0);
   CHECK_LOGGED(&w, "job %ld: adopted", a);
   CHECK_EQ(replicas_running(&w), 1);
@@ -340,10 +345,7 @@ TEST(live_loan_leaves_foreign_tagged_jobs_alone) {
     CHECK_MSG(!world_loggedf(&w, "job %ld", pending) && !world_loggedf(&w, "job %ld", running), "%s",
               world_log(&w));
     CHECK_EQ(replicas_running(&w), 1);
-    world_crash(&w);
-    w.cfg.lease_ttl = 1;
-    world_step(&w, 2);
-    CHECK_OK(world_start(&w));
+    restart_controller(&w);
   }
   world_fini(&w);
 }
@@ -379,10 +381,7 @@ TEST(live_loan_several_borrowers_through_a_restart) {
   /* the controller dies mid-loan; the new one adopts both with their lent hosts */
   CHECK_OK(shoal__live_mem_user_set_partition(w.m, a, "all"));
   CHECK_OK(shoal__live_mem_user_set_partition(w.m, b, "all"));
-  world_crash(&w);
-  w.cfg.lease_ttl = 1;
-  world_step(&w, 2);
-  CHECK_OK(world_start(&w));
+  restart_controller(&w);
   world_run(&w, 4, 0);
   CHECK_LOGGED(&w, "job %ld: adopted", a);
   CHECK_LOGGED(&w, "job %ld: adopted", b);
