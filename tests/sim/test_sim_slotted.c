@@ -50,6 +50,27 @@ TEST(slotted_hand_computed_timeline) {
   sp->destroy(sp);
 }
 
+/* A timeline of three jobs (tiny_workload) under one policy and parameters: every job finishes at its
+ * hand-computed JCT, and the policy's statistics say `stat` (when not NULL). */
+typedef struct timeline_case {
+  const char *policy, *params;
+  double jct[3];
+  const char *stat;
+} timeline_case_t;
+
+static void run_timeline(shoal_workload_t *w, const shoal_cluster_spec_t *cs, shoal_speed_t *sp,
+                         const timeline_case_t *cases, size_t n) {
+  for (size_t c = 0; c < n; c++) {
+    shoal_sim_result_t r;
+    printf("  %s:%s\n", cases[c].policy, cases[c].params);
+    run_policy(w, cs, sp, cases[c].policy, cases[c].params, 0, &r);
+    CHECK_EQ(r.finished, 3);
+    for (int i = 0; i < 3; i++) CHECK_JCT(w, i, cases[c].jct[i]);
+    if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
+    shoal__sim_result_free(&r);
+  }
+}
+
 /* One machine with 1 GPU, linear speed, slot 100 s, no restart cost, backfill=0 throughout. A: 50 s at t=0 (slot 0); B: 40 s at
  * t=0 (slot 0 is A's: planned in slot 1); C: 60 s at t=60, planned for 60 steps plus the 0.6 slot gone (60).
  * greedy: A finishes at 50 and gives slot 0 back; B runs 100-140; C takes slot 0's room (100 steps), finds
@@ -69,21 +90,13 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
   shoal_workload_t w;
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 3);
-  const struct { const char *params; double jct[3]; const char *stat; } cases[] = {
-      {"slot=100:backfill=0", {50, 140, 160}, NULL},
-      {"slot=100:backfill=0:nogap=1", {50, 140, 200}, NULL},
-      {"slot=100:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
-      {"slot=100:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
+  const timeline_case_t cases[] = {
+      {"greedy", "slot=100:backfill=0", {50, 140, 160}, NULL},
+      {"greedy", "slot=100:backfill=0:nogap=1", {50, 140, 200}, NULL},
+      {"greedy", "slot=100:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
+      {"greedy", "slot=100:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
   };
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    shoal_sim_result_t r;
-    printf("  greedy:%s\n", cases[c].params);
-    run_policy(&w, &cs, sp, "greedy", cases[c].params, 0, &r);
-    CHECK_EQ(r.finished, 3);
-    for (int i = 0; i < 3; i++) CHECK_JCT(&w, i, cases[c].jct[i]);
-    if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
-    shoal__sim_result_free(&r);
-  }
+  run_timeline(&w, &cs, sp, cases, sizeof cases / sizeof cases[0]);
   shoal__workload_free(&w);
   sp->destroy(sp);
 }
@@ -105,7 +118,7 @@ TEST(slotted_backfill_timeline) {
   shoal_workload_t w;
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 3);
-  const struct { const char *policy, *params; double jct[3]; const char *stat; } cases[] = {
+  const timeline_case_t cases[] = {
       {"greedy", "slot=100:backfill=0", {50, 200, 229}, NULL},
       {"greedy", "slot=100:backfill=1", {50, 150, 179}, "backfilled=2"},
       {"greedy", "slot=100", {50, 180, 79}, "backfilled=2"}, /* the default: backfill=2 */
@@ -113,15 +126,7 @@ TEST(slotted_backfill_timeline) {
       {"larr", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
       {"oasis", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
   };
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    shoal_sim_result_t r;
-    printf("  %s:%s\n", cases[c].policy, cases[c].params);
-    run_policy(&w, &cs, sp, cases[c].policy, cases[c].params, 0, &r);
-    CHECK_EQ(r.finished, 3);
-    for (int i = 0; i < 3; i++) CHECK_JCT(&w, i, cases[c].jct[i]);
-    if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
-    shoal__sim_result_free(&r);
-  }
+  run_timeline(&w, &cs, sp, cases, sizeof cases / sizeof cases[0]);
   shoal__workload_free(&w);
   sp->destroy(sp);
 }
