@@ -671,15 +671,6 @@ static int held_fits(slotted_t *p, const shoal_job_t *j, int k, shoal__ps_slot_t
   return w >= 1 && w <= pj->wmax && ps == shoal__ps_count(pj->kappa, w);
 }
 
-/* Backfill (backfill=1): a plan reserves whole slots and most Philly jobs need a third of one, so GPUs that no
- * plan holds in the current slot k (left by early finishes, or never reserved) would idle until a plan reaches
- * them. They go to the planned jobs that hold nothing in slot k (not started yet, or paused between busy
- * slots), oldest first: each takes the most productive placement the residual of slot k offers (the greedy's
- * one-slot best; a job that held a placement in slot k - 1 keeps it when it still fits, so it is not
- * restarted), added to its plan for slot k only. Every other slot of every plan stays as it was, so no job's
- * planned start or placement moves: the work is extra, and a job that finishes on it gives its later slots back
- * (as any early finish). Unplanned jobs (deferred, or rejected by oasis) are not offered. The walk ends when no
- * GPU of slot k is free, so it costs one look per running job at most. */
 /* A backfill candidate: planned, holds nothing in slot k of its plan, busy later. */
 static int bf_candidate(const slotted_t *p, const shoal_job_t *j, int k) {
   int id = j->id;
@@ -721,6 +712,16 @@ static void bf_select(bf_item_t *it, int n, int m) {
   if ((m < n ? m : n) > 1) qsort(it, (size_t)(m < n ? m : n), sizeof *it, bf_cmp);
 }
 
+/* Backfill (backfill=1|2): a plan reserves whole slots and most Philly jobs need a third of one, so GPUs that no
+ * plan holds in the current slot k (left by early finishes, or never reserved) would idle until a plan reaches
+ * them. They go to the planned jobs that hold nothing in slot k (not started yet, or paused between busy
+ * slots), oldest first (backfill=1) or shortest remaining first (backfill=2, the default): each takes the most
+ * productive placement the residual of slot k offers (the greedy's one-slot best; a job that held a placement in
+ * slot k - 1 keeps it when it still fits, so it is not restarted), added to its plan for slot k only. Every
+ * other slot of every plan stays as it was, so no job's planned start or placement moves: the work is extra,
+ * and a job that finishes on it gives its later slots back (as any early finish). Unplanned jobs (deferred, or
+ * rejected by oasis) are not offered. The walk ends when no GPU of slot k is free, so it costs one look per
+ * running job at most. */
 static int backfill(slotted_t *p, shoal_sched_t *s, int k) {
   shoal__ps_slot_t sl = {0, 0, NULL};
   int rc = 0, n = 0, m = 0;
