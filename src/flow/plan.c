@@ -303,13 +303,6 @@ static void place_ring(shoal__fplan_t *p, const int *members, int nm, const slot
 
 /* ---- reports ---- */
 
-/* A job's first phase, whose volume nobody has measured yet: its flows (open) hold all the room their paths
- * have in every slot ahead, the same bytes on each of them (a ring moves at its slowest hop), until they
- * stop sending; a job that starts while another's open phase holds one of its links claims nothing there,
- * not even what the holder leaves (its queue, read as lost capacity, shrinks the holder's claim, and two
- * jobs claiming the rest each ran at part of the link: they collided again). First come, first served: left unplanned, jobs started together all collided in their first two iterations,
- * and left their phases lined up for the plan to pull apart over the next ones (testbed, ME1 3 jobs: the
- * first two steps' allreduces took 1.2-1.35 s and 0.7-1.3 s against 0.46 alone). */
 /* Does another job's open phase hold slot i of one of the links of members[]? */
 static int held_by_another(const shoal__fplan_t *p, uint64_t job, const int *members, int nm, int i) {
   for (int a = 0; a < p->nflows; a++) {
@@ -323,6 +316,14 @@ static int held_by_another(const shoal__fplan_t *p, uint64_t job, const int *mem
   return 0;
 }
 
+/* A job's first phase, whose volume nobody has measured yet: its flows (open) hold all the room their paths
+ * have in every slot ahead, the same bytes on each of them (a ring moves at its slowest hop), until they
+ * stop sending; a job that starts while another's open phase holds one of its links claims nothing there,
+ * not even what the holder leaves (its queue, read as lost capacity, shrinks the holder's claim, and two
+ * jobs claiming the rest each ran at part of the link: they collided again). First come, first served:
+ * left unplanned, jobs started together all collided in their first two iterations, and left their phases
+ * lined up for the plan to pull apart over the next ones (testbed, ME1 3 jobs: the first two steps'
+ * allreduces took 1.2-1.35 s and 0.7-1.3 s against 0.46 alone). */
 static void open_phase(shoal__fplan_t *p, uint64_t job) {
   int members[64], nm = 0;
   double T = p->cfg.slot_s;
