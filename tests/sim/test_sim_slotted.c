@@ -50,25 +50,33 @@ TEST(slotted_hand_computed_timeline) {
   sp->destroy(sp);
 }
 
-/* A timeline of three jobs (tiny_workload) under one policy and parameters: every job finishes at its
- * hand-computed JCT, and the policy's statistics say `stat` (when not NULL). */
+/* Three jobs t[] on one machine with 1 GPU, linear speed (W steps/s), no restart cost, under each case's policy
+ * and parameters: every job finishes at its hand-computed JCT, and the policy's statistics say `stat` (when not
+ * NULL). */
 typedef struct timeline_case {
   const char *policy, *params;
   double jct[3];
   const char *stat;
 } timeline_case_t;
 
-static void run_timeline(shoal_workload_t *w, const shoal_cluster_spec_t *cs, shoal_speed_t *sp,
-                         const timeline_case_t *cases, size_t n) {
+static void run_timeline(const tjob_t t[3], const timeline_case_t *cases, size_t n) {
+  shoal_speed_t *sp = linear_speed(1.0);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 1);
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 3);
   for (size_t c = 0; c < n; c++) {
     shoal_sim_result_t r;
     printf("  %s:%s\n", cases[c].policy, cases[c].params);
-    run_policy(w, cs, sp, cases[c].policy, cases[c].params, 0, &r);
+    run_policy(&w, &cs, sp, cases[c].policy, cases[c].params, 0, &r);
     CHECK_EQ(r.finished, 3);
-    for (int i = 0; i < 3; i++) CHECK_JCT(w, i, cases[c].jct[i]);
+    for (int i = 0; i < 3; i++) CHECK_JCT(&w, i, cases[c].jct[i]);
     if (cases[c].stat) CHECK_CONTAINS(r.policy_stats, cases[c].stat);
     shoal__sim_result_free(&r);
   }
+  shoal__workload_free(&w);
+  sp->destroy(sp);
 }
 
 /* One machine with 1 GPU, linear speed, slot 100 s, no restart cost, backfill=0 throughout. A: 50 s at t=0 (slot 0); B: 40 s at
@@ -83,22 +91,14 @@ static void run_timeline(shoal_workload_t *w, const shoal_cluster_spec_t *cs, sh
  * slot 0 with 60 + 90 steps, ends in slot 1 instead of 2 and is pulled (90-150): JCT B 90, C 90. With nogap
  * too the same (no pulled plan pauses). */
 TEST(slotted_pull_forward_and_nogap_timeline) {
-  shoal_speed_t *sp = linear_speed(1.0);
-  shoal_cluster_spec_t cs;
-  one_machine(&cs, 1, 1);
   const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 40, 0}, {60, 1, 60, 0}};
-  shoal_workload_t w;
-  memset(&w, 0, sizeof w);
-  tiny_workload(&w, t, 3);
   const timeline_case_t cases[] = {
       {"greedy", "slot=100:backfill=0", {50, 140, 160}, NULL},
       {"greedy", "slot=100:backfill=0:nogap=1", {50, 140, 200}, NULL},
       {"greedy", "slot=100:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
       {"greedy", "slot=100:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
   };
-  run_timeline(&w, &cs, sp, cases, sizeof cases / sizeof cases[0]);
-  shoal__workload_free(&w);
-  sp->destroy(sp);
+  run_timeline(t, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* One machine with 1 GPU, linear speed, slot 100 s, no restart cost. A: 50 s at t=0 (slot 0); B: 100 s at t=0
@@ -111,13 +111,7 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
  * 80-100 and on in its slot 1 without a restart (the same placement): 80-180: JCT B 180, C 79.
  * Neither moves a planned start: B still runs in its slot 1. */
 TEST(slotted_backfill_timeline) {
-  shoal_speed_t *sp = linear_speed(1.0);
-  shoal_cluster_spec_t cs;
-  one_machine(&cs, 1, 1);
   const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 100, 0}, {1, 1, 30, 0}};
-  shoal_workload_t w;
-  memset(&w, 0, sizeof w);
-  tiny_workload(&w, t, 3);
   const timeline_case_t cases[] = {
       {"greedy", "slot=100:backfill=0", {50, 200, 229}, NULL},
       {"greedy", "slot=100:backfill=1", {50, 150, 179}, "backfilled=2"},
@@ -126,9 +120,7 @@ TEST(slotted_backfill_timeline) {
       {"larr", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
       {"oasis", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
   };
-  run_timeline(&w, &cs, sp, cases, sizeof cases / sizeof cases[0]);
-  shoal__workload_free(&w);
-  sp->destroy(sp);
+  run_timeline(t, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Contended PS/all-reduce workloads on a small cluster: every slotted
