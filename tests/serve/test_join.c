@@ -34,6 +34,14 @@ static pid_t spawn_replica(const char *params, const char *router, int env, cons
   return pid;
 }
 
+/* SIGTERM (as Slurm's scancel) to a child of the test; it must exit with status 0 */
+static void stop_cleanly(pid_t pid, const char *what) {
+  int st = -1;
+  kill(pid, SIGTERM);
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s ended with status %d", what, st);
+}
+
 /* the replica's URL once its port file is written */
 static void replica_url(const char *port_file, char *url, size_t cap) {
   int port = 0;
@@ -96,10 +104,7 @@ TEST(replicas_join_and_leave_their_router_under_load) {
   pthread_t t;
   load_start(&g, &times, router, &t);
   shoal__sleep_s(1);
-  int st_a = -1, st_b = -1;
-  kill(a, SIGTERM);
-  CHECK(waitpid(a, &st_a, 0) == a);
-  CHECK_MSG(WIFEXITED(st_a) && WEXITSTATUS(st_a) == 0, "replica A ended with status %d", st_a);
+  stop_cleanly(a, "replica A");
   wait_replicas(r, NULL, ub); /* A left: gone from the router, not merely dead to its health checks */
   pthread_join(t, NULL);
   CHECK_OK(g.rc);
@@ -110,9 +115,7 @@ TEST(replicas_join_and_leave_their_router_under_load) {
   CHECK_EQ(st.c.accepted, times.n);
   CHECK_EQ(st.c.answered, times.n); /* each once */
   CHECK_EQ(st.c.ok, times.n);
-  kill(b, SIGTERM);
-  CHECK(waitpid(b, &st_b, 0) == b);
-  CHECK_MSG(WIFEXITED(st_b) && WEXITSTATUS(st_b) == 0, "replica B ended with status %d", st_b);
+  stop_cleanly(b, "replica B");
   /* B's drop marks it draining; the pool removes it once it has nothing in flight, a health check included */
   wait_replicas(r, NULL, NULL);
   shoal__reqtimes_free(&times);
@@ -230,13 +233,8 @@ TEST(a_replica_killed_with_sigkill_leaves_the_router_under_load) {
   CHECK_EQ(stat_of(st, "ok"), (long)times.n);
   CHECK_EQ(stat_of(st, "failed"), 0);
   json_decref(st);
-  int st_b = -1, st_r = -1;
-  kill(b, SIGTERM);
-  CHECK(waitpid(b, &st_b, 0) == b);
-  CHECK_MSG(WIFEXITED(st_b) && WEXITSTATUS(st_b) == 0, "replica B ended with status %d", st_b);
-  kill(rp, SIGTERM);
-  CHECK(waitpid(rp, &st_r, 0) == rp);
-  CHECK_MSG(WIFEXITED(st_r) && WEXITSTATUS(st_r) == 0, "the router ended with status %d", st_r);
+  stop_cleanly(b, "replica B");
+  stop_cleanly(rp, "the router");
   shoal__reqtimes_free(&times);
   unlink(pa);
   unlink(pb);
@@ -274,14 +272,9 @@ TEST(a_replica_removed_after_missed_checks_rejoins_when_it_answers) {
   CHECK(st != NULL);
   CHECK_EQ(stat_of(st, "ok"), 1);
   json_decref(st);
-  int st_a = -1, st_r = -1;
-  kill(a, SIGTERM);
-  CHECK(waitpid(a, &st_a, 0) == a);
-  CHECK_MSG(WIFEXITED(st_a) && WEXITSTATUS(st_a) == 0, "the replica ended with status %d", st_a);
+  stop_cleanly(a, "the replica");
   wait_listed(router, NULL, NULL); /* it left, and did not come back */
-  kill(rp, SIGTERM);
-  CHECK(waitpid(rp, &st_r, 0) == rp);
-  CHECK_MSG(WIFEXITED(st_r) && WEXITSTATUS(st_r) == 0, "the router ended with status %d", st_r);
+  stop_cleanly(rp, "the router");
   unlink(pa);
   unlink(params);
 }
