@@ -28,6 +28,18 @@ static int running_on(shoal_live_mem_t *m, long id, const char *nodes) {
   return ok;
 }
 
+/* an elastic training job (shoal:elastic, endless work) started on one GPU of host */
+static long start_elastic(shoal_live_mem_t *m, shoal_live_manager_t *mgr, const char *host) {
+  shoal_live_mem_behaviour_t b = {.work = 1e9};
+  long id = shoal__live_mem_submit(m, "shoal:elastic", "train", "", "root", 1, &b);
+  char node[1][SHOAL_LIVE_NAME];
+  snprintf(node[0], SHOAL_LIVE_NAME, "%s", host);
+  int one = 1;
+  shoal_live_place_t p = {.n = 1, .node = node, .gpus = &one};
+  CHECK_OK(mgr->ops->start(mgr->impl, id, &p));
+  return id;
+}
+
 /* the controller dies and a new one starts once the old lease (1 s) has run out */
 static void restart_controller(world_t *w) {
   world_crash(w);
@@ -44,12 +56,7 @@ TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   CHECK_OK(shoal__live_mem_add_node(m, "i0", 1, 4, 0, "infer"));
   CHECK_OK(shoal__live_mem_add_node(m, "i1", 1, 4, 0, "infer"));
   CHECK_OK(shoal__live_mem_add_node(m, "i2", 1, 4, 0, "infer"));
-  shoal_live_mem_behaviour_t b = {.work = 1e9};
-  long train = shoal__live_mem_submit(m, "shoal:elastic", "train", "", "root", 1, &b);
-  char t0[1][SHOAL_LIVE_NAME] = {"t0"};
-  int one = 1;
-  shoal_live_place_t p = {.n = 1, .node = t0, .gpus = &one};
-  CHECK_OK(mgr.ops->start(mgr.impl, train, &p));
+  long train = start_elastic(m, &mgr, "t0");
   shoal__live_mem_advance(m, 1001);
   CHECK_MSG(running_on(m, train, "t0"), "training job: %s %s", shoal__live_mem_job(m, train)->state,
             shoal__live_mem_job(m, train)->reason);
@@ -154,16 +161,7 @@ TEST(live_loan_lends_to_several_borrowers_and_reclaims_each_on_its_own) {
     snprintf(name, sizeof name, "i%d", i);
     CHECK_OK(shoal__live_mem_add_node(m, name, 1, 4, 0, "infer"));
   }
-  shoal_live_mem_behaviour_t b = {.work = 1e9};
-  long t[2];
-  for (int k = 0; k < 2; k++) {
-    t[k] = shoal__live_mem_submit(m, "shoal:elastic", "train", "", "root", 1, &b);
-    char host[1][SHOAL_LIVE_NAME];
-    snprintf(host[0], SHOAL_LIVE_NAME, "t%d", k);
-    int one = 1;
-    shoal_live_place_t p = {.n = 1, .node = host, .gpus = &one};
-    CHECK_OK(mgr.ops->start(mgr.impl, t[k], &p));
-  }
+  long t[2] = {start_elastic(m, &mgr, "t0"), start_elastic(m, &mgr, "t1")};
   shoal__live_mem_advance(m, 1001);
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
