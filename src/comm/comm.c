@@ -154,8 +154,7 @@ static int init_world(const shoal_comm_params_t *params, const shoal__boot_cfg_t
       (rc = shoal__boot_pick_addr(cfg->ifname, cfg->ifname_src, local.sin_addr, &adv, how, sizeof how)))
     goto close_client;
   int lport;
-  if ((rc = shoal__sock_listen(adv, 0, &listen_fd, &lport))) goto close_client;
-  shoal__sock_tune(listen_fd, cfg->sockbuf);
+  if ((rc = shoal__sock_listen(adv, 0, &listen_fd, &lport))) goto close_client; /* kernel buffers: see mesh.c */
   char ip[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &adv, ip, sizeof ip);
   SHOAL_DEBUG("NET", "rank %d listens on %s:%d, chosen from %s", w->rank, ip, lport, how);

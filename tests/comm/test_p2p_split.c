@@ -1,6 +1,9 @@
 /* shoal_comm_split: membership and order like MPI_Comm_split, traffic kept
  * apart by the comm id, no new sockets, cheap enough to do every iteration. */
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -214,6 +217,14 @@ static int rank_rotating_pairs(int rank, void *arg) {
     if (got != (same ? local_want : remote_want))
       FAILR("rank %d: socket to %d (%s host) has SO_RCVBUF %d, want %d", rank, j, same ? "same" : "other", got,
             same ? local_want : remote_want);
+    /* the window may not start above the buffer: a peer could then overrun it (a socket accepted from a
+     * listener at SHOAL_SOCKET_BUFFER kept a threshold of ~4 MB over a 128 KiB buffer) */
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt(wd->conns[j].fd, IPPROTO_TCP, TCP_INFO, &ti, &tl)) FAILR("TCP_INFO: %s", strerror(errno));
+    if (!same && ti.tcpi_rcv_ssthresh > (unsigned)got)
+      FAILR("rank %d: socket to %d (other host, %s) may advertise a window of %u B over its buffer of %d B", rank, j,
+            j < rank ? "connected" : "accepted", ti.tcpi_rcv_ssthresh, got);
   }
   shoal_comm_t *pa = NULL, *pb = NULL;
   if (shoal_comm_split(w, rank / 2, rank, &pa) || shoal_comm_split(w, rank % 2, rank, &pb)) FAILR("split");

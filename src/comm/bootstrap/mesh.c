@@ -239,7 +239,11 @@ int shoal__mesh_connect(shoal__world_t *w, int listen_fd, const shoal__authkey_t
     shoal__sock_tune(w->conns[j].fd, sockbuf);
     /* Across hosts the receive window is the only brake on a peer that sends before this rank posts the
      * receive: with 4 MiB a peer already in its next collective pushed a whole message onto links the
-     * current collective was using, and took half their bandwidth from it (docs/comm.md). */
+     * current collective was using, and took half their bandwidth from it (docs/comm.md). Set after the
+     * handshake, it holds only on a socket that began with the kernel's buffers: one accepted from a
+     * listener at 4 MiB kept a window of ~4 MB over the 128 KiB, the first large messages overran the
+     * buffer and the sender waited out a 200 ms retransmission timeout. So the listeners (comm.c, reform.c)
+     * keep the kernel's buffers, and every peer socket, accepted or connected, is sized here. */
     if (rcvbuf_remote > 0 && !shoal__peer_same_host(&w->peers[w->rank], &w->peers[j]))
       shoal__sock_set_rcvbuf(w->conns[j].fd, rcvbuf_remote);
     if ((rc = shoal__sock_congestion(w->conns[j].fd, cc, used, sizeof used))) return rc;

@@ -17,8 +17,7 @@
 
 int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, int *fd_out, shoal__reg_t reg) {
   int fd, port, rc;
-  if ((rc = shoal__sock_listen(ip, 0, &fd, &port))) return rc;
-  shoal__sock_tune(fd, cfg->sockbuf);
+  if ((rc = shoal__sock_listen(ip, 0, &fd, &port))) return rc; /* kernel buffers: see mesh.c */
   char ip_s[INET_ADDRSTRLEN];
   inet_ntop(AF_INET, &ip, ip_s, sizeof ip_s);
   memset(reg, 0, SHOAL__REG_BYTES);
