@@ -302,10 +302,10 @@ static int p_final(shoal_sync_t *s) {
   snprintf(lmsg, sizeof lmsg, "%s", lrc ? shoal_last_error() : "");
   if (P->steps && shoal_comm_rank(s->workers) == 0)
     SHOAL_INFO("TRAIN", "sync partial: %ld steps: %.1f%% of the workers' gradients in (%.1f%% fresh, %.1f%% carried); "
-               "this worker skipped %ld steps", P->steps,
+               "this worker skipped %ld steps; ahead=%d (steps its communication thread may serve beyond its own)", P->steps,
                100.0 * (double)P->contributions / ((double)P->steps * shoal_comm_size(s->workers)),
                100.0 * (double)P->fresh / ((double)P->steps * shoal_comm_size(s->workers)),
-               100.0 * (double)P->carried / ((double)P->steps * shoal_comm_size(s->workers)), P->skipped);
+               100.0 * (double)P->carried / ((double)P->steps * shoal_comm_size(s->workers)), P->skipped, P->ahead);
   /* every worker applied the same (partial) sums: worker 0's model is the final one (sent even when this
    * worker's log failed: the others wait for it) */
   if (!rc) rc = shoal__sync_broadcast_params(s, "final model");

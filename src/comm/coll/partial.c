@@ -873,8 +873,10 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
   int dropped = pa->dropped;
   pthread_mutex_unlock(&pa->mu);
   pa->last_step = step;
-  SHOAL_DEBUG("COLL", "partial-allreduce seq %u step %ld: %d fresh + %d carried of %d ranks after a %.2f ms window%s",
-              op.seq, step, nfresh, ncarried, pa->p, window_s * 1e3, pa->dec[pa->rank] & 1 ? "" : " (this rank not in)");
+  SHOAL_DEBUG("COLL", "partial-allreduce seq %u step %ld: %d fresh + %d carried of %d ranks after a %.2f ms window "
+              "(control %.2f ms, data %.2f ms)%s", op.seq, step, nfresh, ncarried, pa->p, window_s * 1e3,
+              (t_decided - t0) * 1e3, (shoal__now_s() - t_decided) * 1e3,
+              pa->dec[pa->rank] & 1 ? "" : " (this rank not in)");
   if (info)
     *info = (shoal_partial_info_t){.step = step, .contributions = n, .fresh = nfresh, .carried = ncarried,
                                    .mine = pa->dec[pa->rank] & 1, .dropped = dropped, .window_s = window_s,
