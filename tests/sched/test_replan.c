@@ -92,3 +92,142 @@ TEST_T(larr_replan_never_touches_executed_work, 60) {
   }
   CHECK(released_total > 0);
 }
+
+/* A one-GPU-per-worker job (no PSs) of work q, at most wmax workers, rho_in 1 and rho_ex 0.9 per worker and
+ * slot, restart fraction r, holding `held` (NULL: not running). */
+static shoal__ps_job_t rs_job(int id, double q, int wmax, double r, const shoal__ps_slot_t *held) {
+  shoal__ps_job_t j;
+  memset(&j, 0, sizeof j);
+  j.id = id;
+  j.work = q;
+  j.wmax = wmax;
+  j.dw[SHOAL_PS_GPU] = 1;
+  j.rho_in = 1;
+  j.rho_ex = 0.9;
+  j.restart = r;
+  j.held = held;
+  return j;
+}
+
+static int rs_cluster(int H, int gpus, shoal__ps_cluster_t *c) {
+  double cap[8 * SHOAL_PS_NRES] = {0};
+  for (int h = 0; h < H; h++) cap[h * SHOAL_PS_NRES + SHOAL_PS_GPU] = gpus;
+  return shoal__ps_cluster_init(c, H, cap);
+}
+
+static int rs_workers(const shoal__ps_sched_t *S, int t, int h) {
+  if (t < S->start || t >= S->start + S->len) return 0;
+  const shoal__ps_slot_t *sl = &S->slot[t - S->start];
+  for (int e = 0; e < sl->n; e++)
+    if (sl->pl[e].h == h) return sl->pl[e].w;
+  return 0;
+}
+
+/* Restart cost in the greedy's objective, by hand. Two machines of 2 GPUs, both free; the job holds 2
+ * workers on machine 0 and has 3.5 left. Free of restarts (r = 0) the best slot is 4 workers over both
+ * machines (3.6 >= 3.5): it covers in slot 0 with a new placement. With r = 0.5 that slot is worth
+ * 3.6 x 0.5 = 1.8 < 2 (the held placement): the job keeps machine 0 in slot 0 (2 done, 1.5 left) and in slot 1
+ * (2 >= 1.5 covers; not trimmed, fewer workers would be a change). With r = 0.25 and 1.5 left the held
+ * placement covers at once and is kept (the best slot, 2.7 net, would be trimmed to a new one). The net work
+ * counts the change: 4 spread after 2 on machine 0 at r = 0.5 is 1.8. */
+TEST(slot_greedy_restart_cost_keeps_the_held_placement) {
+  shoal__ps_cluster_t c;
+  CHECK_OK(rs_cluster(2, 2, &c));
+  shoal__ps_slot_t held = {0, 0, NULL};
+  CHECK_OK(shoal__ps_slot_add(&held, 0, 2, 0));
+  shoal__ps_sched_t S;
+  shoal__ps_job_t j = rs_job(0, 3.5, 4, 0, &held);
+  CHECK_OK(shoal__ps_greedy(&c, &j, 0, 10, 0.125, &S));
+  CHECK_EQ(shoal__ps_sched_end(&S), 0);
+  CHECK_EQ(rs_workers(&S, 0, 0) + rs_workers(&S, 0, 1), 4);
+  j.restart = 0.5;
+  CHECK(fabs(shoal__ps_sched_work_net(&j, &S) - 1.8) < 1e-9);
+  shoal__ps_sched_free(&S);
+  CHECK_OK(shoal__ps_greedy(&c, &j, 0, 10, 0.125, &S));
+  CHECK_EQ(shoal__ps_sched_end(&S), 1);
+  for (int t = 0; t <= 1; t++) CHECK(shoal__ps_slot_equal(&S.slot[t], &held));
+  CHECK(fabs(shoal__ps_sched_work_net(&j, &S) - 4) < 1e-9);
+  shoal__ps_sched_free(&S);
+  j.restart = 0.25;
+  j.work = 1.5;
+  CHECK_OK(shoal__ps_greedy(&c, &j, 0, 10, 0.125, &S));
+  CHECK_EQ(shoal__ps_sched_end(&S), 0);
+  CHECK(shoal__ps_slot_equal(&S.slot[0], &held));
+  shoal__ps_sched_free(&S);
+  free(held.pl);
+  shoal__ps_cluster_free(&c);
+}
+
+/* A re-planning batch with a restart cost, by hand. Two machines of 1 GPU; A (work 5, 1 worker) runs on
+ * machine 0, committed for slots 0-4; B (work 1, 1 worker) arrives at slot 0. B is smaller: A is released
+ * and B planned first. Without a restart cost B takes machine 0 (the cheaper by the lower id, both free)
+ * and A moves to machine 1. With one (r = 0.25) A's held machine is reserved while B is planned: B gets
+ * machine 1 and ends in slot 0 all the same, A stays. On one machine B cannot end in slot 0 around A: then
+ * it takes A's GPU (SRPT's preemption) and A waits a slot. */
+TEST(slot_replan_restart_cost_moves_nobody_for_nothing) {
+  for (int H = 2; H >= 1; H--)
+    for (int with = 0; with <= 1; with++) {
+      shoal__ps_cluster_t c;
+      CHECK_OK(rs_cluster(H, 1, &c));
+      shoal__ps_slot_t held = {0, 0, NULL};
+      CHECK_OK(shoal__ps_slot_add(&held, 0, 1, 0));
+      shoal__ps_job_t jobs[2] = {rs_job(0, 5, 1, with ? 0.25 : 0, &held), rs_job(1, 1, 1, with ? 0.25 : 0, NULL)};
+      shoal__ps_sched_t S[2];
+      shoal__ps_sched_init(&S[0], 0);
+      for (int t = 0; t < 5; t++) CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&S[0], t), 0, 1, 0));
+      CHECK_OK(shoal__ps_commit(&c, &jobs[0], &S[0]));
+      shoal__ps_sched_init(&S[1], 0);
+      shoal__ps_replan_params_t rp;
+      shoal__ps_replan_defaults(&rp);
+      rp.larr.hmax = 20;
+      double rate[2] = {0, 0};
+      int active[1] = {0}, batch[1] = {1}, def[2], ndef, nrel;
+      CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, 1, rate, NULL, def, &ndef, &nrel, NULL));
+      CHECK_EQ(ndef, 0);
+      CHECK_EQ(nrel, 1);
+      CHECK_EQ(shoal__ps_sched_end(&S[1]), 0); /* B ends in slot 0 either way */
+      if (H == 2) {
+        CHECK_EQ(rs_workers(&S[1], 0, with ? 1 : 0), 1);
+        CHECK_EQ(rs_workers(&S[0], 0, with ? 0 : 1), 1);
+      } else {
+        CHECK_EQ(rs_workers(&S[1], 0, 0), 1);
+        CHECK_EQ(rs_workers(&S[0], 0, 0), 0);
+      }
+      CHECK_OK(residual_matches(&c, jobs, 2, S, 8));
+      for (int i = 0; i < 2; i++) shoal__ps_sched_free(&S[i]);
+      free(held.pl);
+      shoal__ps_cluster_free(&c);
+    }
+}
+
+/* release_next, by hand: one machine of 2 GPUs; A (work 6, 2 workers) committed for slots 0-2; B (work 1,
+ * 1 worker) arrives during slot 0. Released from slot 0 (release_next = 0), B takes a GPU of slot 0 and A
+ * drops to 1 worker there. With release_next = 1, A keeps slot 0 as it was and is planned again from
+ * slot 1 (4 left); B, with no room in slot 0, is planned in slot 1. */
+TEST(slot_replan_release_next_keeps_the_current_slot) {
+  for (int next = 0; next <= 1; next++) {
+    shoal__ps_cluster_t c;
+    CHECK_OK(rs_cluster(1, 2, &c));
+    shoal__ps_job_t jobs[2] = {rs_job(0, 6, 2, 0, NULL), rs_job(1, 1, 1, 0, NULL)};
+    shoal__ps_sched_t S[2];
+    shoal__ps_sched_init(&S[0], 0);
+    for (int t = 0; t < 3; t++) CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&S[0], t), 0, 2, 0));
+    CHECK_OK(shoal__ps_commit(&c, &jobs[0], &S[0]));
+    shoal__ps_sched_init(&S[1], 0);
+    shoal__ps_replan_params_t rp;
+    shoal__ps_replan_defaults(&rp);
+    rp.larr.hmax = 20;
+    rp.release_next = next;
+    double rate[2] = {0, 0};
+    int active[1] = {0}, batch[1] = {1}, def[2], ndef, nrel;
+    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, 1, rate, NULL, def, &ndef, &nrel, NULL));
+    CHECK_EQ(ndef, 0);
+    CHECK_EQ(rs_workers(&S[0], 0, 0), next ? 2 : 1);
+    CHECK_EQ(rs_workers(&S[1], 0, 0), next ? 0 : 1);
+    CHECK_EQ(S[1].start + (S[1].slot[0].n ? 0 : 1), next ? 1 : 0); /* B's first busy slot */
+    CHECK(shoal__ps_sched_work(&jobs[0], &S[0]) >= 6 - 1e-9);
+    CHECK_OK(residual_matches(&c, jobs, 2, S, 8));
+    for (int i = 0; i < 2; i++) shoal__ps_sched_free(&S[i]);
+    shoal__ps_cluster_free(&c);
+  }
+}

@@ -182,8 +182,9 @@ TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
 
 TEST_T(slotted_replanning_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"},
-                                 {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=0"}, {"larr", "slot=600:backfill=1:pull=1"}};
-  slotted_variants(pols, 6);
+                                 {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=0"}, {"larr", "slot=600:backfill=1:pull=1"},
+                                 {"larr", "slot=600:restart=1:hold=1:fit=0.5"}, {"greedy", "slot=600:restart=1:hold=1:fit=0.5"}};
+  slotted_variants(pols, 8);
 }
 
 static int slurp(const char *path, char *buf, size_t cap, size_t *len) {
@@ -225,4 +226,30 @@ TEST_T(sim_same_seed_byte_identical_outputs, 90) {
   CHECK(files >= 18);
   snprintf(cmd, sizeof cmd, "rm -rf %s %s", dir[0], dir[1]);
   CHECK(system(cmd) == 0);
+}
+
+/* Rates fitted to the speed model (fit=), by hand: two machines of 1 GPU, linear speed with a spread penalty
+ * of 0.4 (2 workers over two machines run at 0.8, one worker alone at 1), slot 100 s, no restart cost. One
+ * job of 2 GPUs (up to 2 workers), work 100. The rate at the requested size gives 0.4 per worker: the plan is
+ * 2 workers in slot 0 (80) and 1 in slot 1 (20 of its 40): it runs 80 in 100 s, then 20 s alone: JCT 120.
+ * Fitted: 0.4 is less than half of one worker's 1, so wmax = 1 at 1 per worker: 100 in slot 0, JCT 100. */
+TEST(slotted_fit_rates_to_the_speed_model) {
+  shoal_speed_t *sp = linear_speed(0.4);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 2, 1);
+  const tjob_t t[] = {{0, 2, 50, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 1);
+  const char *params[] = {"slot=100:backfill=0", "slot=100:backfill=0:fit=0.5"};
+  const double jct[] = {120, 100};
+  for (int c = 0; c < 2; c++) {
+    shoal_sim_result_t r;
+    run_policy(&w, &cs, sp, "larr", params[c], 0, &r);
+    CHECK_EQ(r.finished, 1);
+    CHECK_JCT(&w, 0, jct[c]);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  sp->destroy(sp);
 }

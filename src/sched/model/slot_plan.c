@@ -267,6 +267,50 @@ double shoal__ps_sched_work(const shoal__ps_job_t *j, const shoal__ps_sched_t *s
   return w;
 }
 
+int shoal__ps_slot_equal(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
+  if (a->n != b->n) return 0;
+  for (int x = 0; x < a->n; x++) {
+    int found = 0;
+    for (int y = 0; y < b->n && !found; y++)
+      found = a->pl[x].h == b->pl[y].h && a->pl[x].w == b->pl[y].w && a->pl[x].p == b->pl[y].p;
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+int shoal__ps_slot_fits(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl, int t) {
+  int W, P;
+  shoal__ps_slot_totals(sl, &W, &P);
+  if (W < 1 || W > j->wmax || P != shoal__ps_count(j->kappa, W)) return 0;
+  for (int e = 0; e < sl->n; e++) {
+    const double *res = shoal__ps_res(c, t, sl->pl[e].h);
+    for (int r = 0; r < SHOAL_PS_NRES; r++)
+      if (sl->pl[e].w * j->dw[r] + sl->pl[e].p * j->dp[r] > res[r] + EPS) return 0;
+  }
+  return 1;
+}
+
+double shoal__ps_slot_work_after(const shoal__ps_job_t *j, const shoal__ps_slot_t *prev, int ran,
+                                 const shoal__ps_slot_t *sl) {
+  double w = shoal__ps_slot_work(j, sl);
+  if (!(j->restart > 0) || !(w > 0) || !ran) return w;
+  if (prev && prev->n && shoal__ps_slot_equal(prev, sl)) return w;
+  return w * (1 - j->restart);
+}
+
+double shoal__ps_sched_work_net(const shoal__ps_job_t *j, const shoal__ps_sched_t *s) {
+  if (!(j->restart > 0)) return shoal__ps_sched_work(j, s);
+  const shoal__ps_slot_t *prev = j->held;
+  int ran = prev && prev->n;
+  double w = 0;
+  for (int k = 0; k < s->len; k++) {
+    w += shoal__ps_slot_work_after(j, prev, ran, &s->slot[k]);
+    prev = &s->slot[k];
+    ran |= prev->n > 0;
+  }
+  return w;
+}
+
 int shoal__ps_sched_end(const shoal__ps_sched_t *s) {
   for (int k = s->len - 1; k >= 0; k--) {
     int W, P;

@@ -26,6 +26,12 @@ typedef struct {
   int wmax;                   /* most concurrent workers */
   double kappa;               /* PS:worker ratio, P = clamp(ceil(kappa W), 1, W) */
   double rho_in, rho_ex;      /* mini-batches per worker per slot, co-located / distributed */
+  /* Restart cost in the objective (0: placement changes are free, the spec's model): the fraction of a
+   * slot's work a job loses in a slot whose placement differs from the one before it (a resize, a move, a
+   * resume), as the engine charges its restart cost; `held` is what the job holds before the plan's first
+   * slot (NULL or empty: not running; its start is paid whatever the plan, so it is not charged). */
+  double restart;
+  const struct shoal__ps_slot *held;
 } shoal__ps_job_t;
 
 /* Per-iteration times of §2.2 turned into per-slot rates (§2.4):
@@ -81,7 +87,7 @@ int shoal__ps_max_coloc(const shoal__ps_job_t *j, const double *res);
 
 /* One machine's share of a slot. */
 typedef struct { int h, w, p; } shoal__ps_place_t;
-typedef struct { int n, cap; shoal__ps_place_t *pl; } shoal__ps_slot_t;
+typedef struct shoal__ps_slot { int n, cap; shoal__ps_place_t *pl; } shoal__ps_slot_t;
 /* A job's schedule: slots start .. start+len-1. */
 typedef struct {
   int start, len;
@@ -109,6 +115,18 @@ int  shoal__ps_slot_coloc(const shoal__ps_slot_t *sl);
 /* Mini-batches the slot processes, mode taken from the actual placement. */
 double shoal__ps_slot_work(const shoal__ps_job_t *j, const shoal__ps_slot_t *sl);
 double shoal__ps_sched_work(const shoal__ps_job_t *j, const shoal__ps_sched_t *s);
+/* 1 if a and b place the same workers and PSs on the same machines (in any order). */
+int shoal__ps_slot_equal(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b);
+/* 1 if placement sl (non-empty, at most wmax workers, its PSs by the rule) fits slot t's residual. */
+int shoal__ps_slot_fits(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl, int t);
+/* Work of a slot with placement sl after `prev` (the slot before it; ran: the job held a placement
+ * before): the slot's work, less j->restart of it when the placement changes (sl differs from prev, or
+ * resumes after a pause). With j->restart = 0 the slot's work. */
+double shoal__ps_slot_work_after(const shoal__ps_job_t *j, const shoal__ps_slot_t *prev, int ran,
+                                 const shoal__ps_slot_t *sl);
+/* The schedule's work net of its placement changes (shoal__ps_slot_work_after over its slots, the first
+ * after j->held); shoal__ps_sched_work when j->restart = 0. */
+double shoal__ps_sched_work_net(const shoal__ps_job_t *j, const shoal__ps_sched_t *s);
 /* Last slot with workers (absolute), or -1. */
 int shoal__ps_sched_end(const shoal__ps_sched_t *s);
 /* Slot where cumulative work first reaches the job's work (absolute), or -1. */

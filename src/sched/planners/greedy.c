@@ -287,6 +287,7 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
   shoal__ps_best_memo_t m;
   int rc = shoal__ps_best_memo_init(&m, c, theta);
   if (rc) return rc;
+  int ran = j->held && j->held->n; /* with j->restart: a placement change loses that part of a slot */
   for (int t = s; t < s + hmax; t++) {
     shoal__ps_slot_t *sl = shoal__ps_sched_slot(&sc, t);
     if (!sl) {
@@ -294,13 +295,31 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
       goto fail;
     }
     if ((rc = shoal__ps_slot_best_memo(c, j, t, s, &m, sl))) goto fail;
-    double w = shoal__ps_slot_work(j, sl);
+    double w = shoal__ps_slot_work(j, sl), need = rem;
+    if (j->restart > 0 && ran) {
+      /* restart cost in the objective: the placement of the slot before (the held one before the first)
+       * runs on at its full work if it still fits, the best slot pays the change; the held one is kept
+       * when it does as much or covers what is left */
+      const shoal__ps_slot_t *prev = t == s ? j->held : &sc.slot[t - 1 - s];
+      double wb = shoal__ps_slot_work_after(j, prev, ran, sl);
+      double wp = prev && prev->n && !shoal__ps_slot_equal(prev, sl) && shoal__ps_slot_fits(c, j, prev, t)
+                      ? shoal__ps_slot_work(j, prev) : -1;
+      if (wp >= wb - EPS || wp >= rem * (1 - EPS)) { /* it is worth more, or it finishes the job */
+        if ((rc = shoal__ps_slot_copy(sl, prev))) goto fail;
+        w = shoal__ps_slot_work(j, sl);
+        if (w >= rem * (1 - EPS)) goto covered; /* no trim: fewer workers would be a change */
+      } else if (wb < w) {
+        need = rem / (1 - j->restart);
+        w = wb;
+      }
+    }
+    ran |= sl->n > 0;
     if (w >= rem * (1 - EPS)) {
       /* MIN_COVER: cheapest configuration with work >= rem: the trimmed best
        * slot, or fewer co-located workers on a cheaper machine */
-      if ((rc = shoal__ps_slot_trim(c, j, sl, t, s, theta, rem))) goto fail;
+      if ((rc = shoal__ps_slot_trim(c, j, sl, t, s, theta, need))) goto fail;
       double bcost = shoal__ps_slot_cost(c, j, sl, t, s, theta);
-      int need_in = (int)ceil(rem / j->rho_in - EPS), bh = -1;
+      int need_in = (int)ceil(need / j->rho_in - EPS), bh = -1;
       if (need_in < 1) need_in = 1;
       for (int h = 0; h < c->H && need_in <= j->wmax; h++) {
         if (shoal__ps_max_coloc(j, shoal__ps_res(c, t, h)) < need_in) continue;
@@ -313,6 +332,7 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
         shoal__ps_slot_clear(sl);
         if ((rc = shoal__ps_slot_add(sl, bh, need_in, shoal__ps_count(j->kappa, need_in)))) goto fail;
       }
+    covered:
       shoal__ps_best_memo_free(&m);
       *out = sc;
       return 0;

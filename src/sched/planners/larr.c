@@ -462,7 +462,9 @@ static int rounding_trials(larr_run_t *r, const shoal__ps_job_t *jh, int e_star,
     if (st) st->trials_ok++, st->trials_cover_repair += heavy;
     double cost = shoal__ps_sched_cost(r->c, r->j, &S, r->s, p->theta);
     int end = shoal__ps_sched_end(&S);
-    if (end <= r->e_max && cost < r->best_cost - 1e-9 && shoal__ps_sched_check(r->c, r->j, &S, 1) == 0) {
+    /* with a restart cost (j->restart) a trial covers only net of its placement changes, as G does */
+    if (end <= r->e_max && cost < r->best_cost - 1e-9 && shoal__ps_sched_check(r->c, r->j, &S, 1) == 0 &&
+        (!(r->j->restart > 0) || shoal__ps_sched_work_net(r->j, &S) >= r->j->work * (1 - EPS))) {
       if (r->best.slot != r->G.slot) shoal__ps_sched_free(&r->best);
       r->best = S;
       r->best_cost = cost;

@@ -18,6 +18,7 @@ void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p) {
   p->replan_k = 32;
   p->replan_lp = 0;
   p->replan_key = 1;
+  p->release_next = 0;
 }
 
 
@@ -143,9 +144,63 @@ static void smallest_first(rp_item_t *it, int m, char *isnew, int *ord, rp_item_
   for (int q = 0; q < m; q++) ord[q] = tmp[q].i;
 }
 
-/* Plan the items in order from t: new jobs by larr's LP (or the greedy with
- * greedy_new), released ones by the greedy (or the LP with replan_lp); a job
- * that does not fit within hmax is deferred. */
+/* Restart cost in the objective (jobs with restart > 0): the jobs planned after item ord[q] that run now
+ * (held) keep their placement in slot t if the job planned before them can do without it. Their held
+ * placements (where they still fit) are reserved in slot t while jr is planned (lp: by larr, else the
+ * greedy) into *R; the plan stands if it ends no later than the greedy's plan without the reservation
+ * (the earliest end any plan reaches): then nobody is moved for nothing. Returns 0 with *R, 1 when the
+ * plan must be made without the reservation (nothing reserved, or reserving delays jr: SRPT's
+ * preemption), or an error (SHOAL_ERR_INFEASIBLE passed on). */
+static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, const rp_item_t *it, const double *rem,
+                            const int *ord, int q, int m, int t, const shoal__ps_replan_params_t *p, int lp,
+                            shoal__ps_larr_stats_t *st, const shoal__ps_job_t *jr, shoal__ps_sched_t *R) {
+  if (!(jr->restart > 0)) return 1;
+  shoal__ps_sched_t H;
+  int nres = 0, rc = 0, *resv = malloc(sizeof(int) * (size_t)m);
+  if (!resv) return shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  for (int u = q + 1; u < m && !rc; u++) {
+    int i = it[ord[u]].i;
+    const shoal__ps_job_t *hj = &jobs[i];
+    if (!hj->held || !hj->held->n || rem[ord[u]] <= 0 || !shoal__ps_slot_fits(c, hj, hj->held, t)) continue;
+    shoal__ps_sched_init(&H, t);
+    shoal__ps_slot_t *sl = shoal__ps_sched_slot(&H, t);
+    rc = !sl ? SHOAL_ERR_NOMEM : shoal__ps_slot_copy(sl, hj->held);
+    if (!rc && !(rc = shoal__ps_commit(c, hj, &H))) resv[nres++] = i;
+    shoal__ps_sched_free(&H);
+  }
+  int out = 1;
+  if (!rc && nres) {
+    int prc = lp ? shoal__ps_larr(c, jr, t, &p->larr, R, st) : shoal__ps_greedy(c, jr, t, p->larr.hmax, p->larr.theta, R);
+    if (prc == 0) out = 0;
+    else if (prc != SHOAL_ERR_INFEASIBLE) rc = prc;
+  }
+  for (int v = 0; v < nres; v++) { /* give the reservations back */
+    const shoal__ps_job_t *hj = &jobs[resv[v]];
+    shoal__ps_sched_init(&H, t);
+    shoal__ps_slot_t *sl = shoal__ps_sched_slot(&H, t);
+    if (sl && !shoal__ps_slot_copy(sl, hj->held)) shoal__ps_release(c, hj, &H, t);
+    else rc = rc ? rc : SHOAL_ERR_NOMEM;
+    shoal__ps_sched_free(&H);
+  }
+  free(resv);
+  if (!rc && out == 0) { /* does the reservation delay jr? */
+    shoal__ps_sched_t G;
+    int grc = shoal__ps_greedy(c, jr, t, p->larr.hmax, p->larr.theta, &G);
+    if (grc == 0 && shoal__ps_sched_end(&G) < shoal__ps_sched_end(R)) out = 1;
+    if (grc == 0) shoal__ps_sched_free(&G);
+    else if (grc != SHOAL_ERR_INFEASIBLE) rc = grc;
+    if (out) shoal__ps_sched_free(R);
+  }
+  if (rc) {
+    if (out == 0) shoal__ps_sched_free(R);
+    return rc < 0 ? rc : shoal__seterr(SHOAL_ERR_NOMEM, "replan");
+  }
+  return out;
+}
+
+/* Plan the items in order from t (released ones from t + 1 with release_next): new jobs by larr's LP (or
+ * the greedy with greedy_new), released ones by the greedy (or the LP with replan_lp); a job that does not
+ * fit within hmax is deferred. */
 static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const rp_item_t *it,
                          const double *rem, const char *isnew, const int *ord, int m, int t,
                          const shoal__ps_replan_params_t *p, int greedy_new, shoal__ps_larr_stats_t *st, int *deferred,
@@ -153,15 +208,19 @@ static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, sh
   int rc = 0;
   for (int q = 0; q < m && !rc; q++) {
     int x = ord[q], i = it[x].i;
+    int ts = isnew[x] || !p->release_next ? t : t + 1; /* released jobs kept slot t with release_next */
     shoal__ps_job_t jr = jobs[i];
     jr.work = rem[x];
-    if (jr.arrival < t) jr.arrival = t;
+    if (jr.arrival < ts) jr.arrival = ts;
     shoal__ps_sched_t R;
-    int prc;
-    if ((isnew[x] && !greedy_new) || (!isnew[x] && p->replan_lp)) prc = shoal__ps_larr(c, &jr, t, &p->larr, &R, st);
-    else prc = shoal__ps_greedy(c, &jr, t, p->larr.hmax, p->larr.theta, &R);
+    int lp = (isnew[x] && !greedy_new) || (!isnew[x] && p->replan_lp);
+    int prc = plan_around_held(c, jobs, it, rem, ord, q, m, ts, p, lp, st, &jr, &R);
+    if (prc == 1) {
+      if (lp) prc = shoal__ps_larr(c, &jr, ts, &p->larr, &R, st);
+      else prc = shoal__ps_greedy(c, &jr, ts, p->larr.hmax, p->larr.theta, &R);
+    }
     if (prc == SHOAL_ERR_INFEASIBLE) {
-      deferred[(*ndef)++] = i;
+      if (ts == t) deferred[(*ndef)++] = i; /* else it keeps slot t: its plan runs out there */
       continue;
     }
     if (prc) return prc;
@@ -189,7 +248,7 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
   } else {
     double thr;
     int m = batch_items(c, jobs, S, batch, nb, t, p->replan_key, rate_best, it, rem, &thr);
-    *nrel = release_larger(c, jobs, S, active, na, t, p, rate_best, thr, it, rem, &m, released);
+    *nrel = release_larger(c, jobs, S, active, na, t + (p->release_next ? 1 : 0), p, rate_best, thr, it, rem, &m, released);
     smallest_first(it, m, isnew, ord, tmp);
     rc = plan_in_order(c, jobs, S, it, rem, isnew, ord, m, t, p, greedy_new, st, deferred, ndef);
   }

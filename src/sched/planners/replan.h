@@ -13,6 +13,7 @@ typedef struct {
   int replan_k;           /* most committed jobs released per batch, the largest (32) */
   int replan_lp;          /* 1: released jobs re-planned through larr's LP too; 0: the greedy (0) */
   int replan_key;         /* order: 0 remaining standalone time, 1 remaining GPU-slots at the best rate (1) */
+  int release_next;       /* 1: committed jobs keep slot t and are released from t + 1 on (0) */
 } shoal__ps_replan_params_t;
 void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p);
 

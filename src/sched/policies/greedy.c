@@ -9,7 +9,7 @@ typedef struct {
   shoal__ps_larr_stats_t st;    /* filled by re-planning, not shown */
 } greedy_t;
 
-static const char *const keys[] = {"slot", "theta", "replan", "replank", "estimate", "pull", "pullk", "nogap", "backfill", NULL};
+static const char *const keys[] = {"slot", "theta", "replan", "replank", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
 
 static int greedy_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
   greedy_t *g = own;
@@ -43,8 +43,8 @@ static const shoal__ps_replan_params_t *greedy_replan_params(void *own, int *gre
 }
 
 static const shoal__slot_planner_t planner = {"greedy", keys, sizeof(greedy_t), greedy_configure, greedy_plan,
-                                              greedy_replan_params, NULL, 0, 2};
+                                              greedy_replan_params, NULL, 0, 2, 0};
 
 SHOAL__SLOTTED_POLICY(greedy, planner,
                       "exact single-job greedy: most work in every slot from arrival (locality-aware)",
-                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves)");
+                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=0: 1 puts the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0: >0 fits wmax and the per-worker rate to the speed model (the least per-worker efficiency kept, e.g. 0.5)");

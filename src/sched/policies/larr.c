@@ -11,7 +11,7 @@ typedef struct {
   shoal__ps_larr_stats_t st;
 } larr_t;
 
-static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "farslots", "farblocks", "replan", "replank", "replanlp", "estimate", "pull", "pullk", "nogap", "backfill", NULL};
+static const char *const keys[] = {"slot", "theta", "trials", "beta", "sigma", "klp", "lpblocks", "farslots", "farblocks", "replan", "replank", "replanlp", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
 
 static int larr_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
   larr_t *l = own;
@@ -67,8 +67,8 @@ static void larr_stats(const void *own, char *buf, size_t cap) {
 }
 
 static const shoal__slot_planner_t planner = {"larr", keys, sizeof(larr_t), larr_configure, larr_plan,
-                                              larr_replan_params, larr_stats, 0, 2};
+                                              larr_replan_params, larr_stats, 0, 2, 0};
 
 SHOAL__SLOTTED_POLICY(larr, planner,
                       "larr: per-arrival LP relaxation + randomized rounding, locality-aware workers/PSs per slot; re-plans on arrivals",
-                      "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); farblocks=0 farslots=20: at most farblocks blocks (0: lpblocks) for a job whose greedy plan ends farslots or more slots ahead; replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s); pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves)");
+                      "slot=3600: slot length (s); theta=0.125 trials=20 beta=1 sigma=0 klp=32: LP rounding; lpblocks=16: the LP plans at most this many blocks of slots, the greedy the rest, 0 = no cap (docs/scheduling.md); farblocks=0 farslots=20: at most farblocks blocks (0: lpblocks) for a job whose greedy plan ends farslots or more slots ahead; replan=1 replank=32 replanlp=0: re-planning on arrivals; estimate=0: >0 plans with remaining work estimated from finished jobs (prior, s); pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=0: 1 puts the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0: >0 fits wmax and the per-worker rate to the speed model (the least per-worker efficiency kept, e.g. 0.5)");

@@ -13,7 +13,7 @@ typedef struct {
   long rejections, forced;
 } oasis_t;
 
-static const char *const keys[] = {"slot", "mult", "force", "units", "estimate", "pull", "pullk", "nogap", "backfill", NULL};
+static const char *const keys[] = {"slot", "mult", "force", "units", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
 
 static int oasis_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan) {
   oasis_t *o = own;
@@ -56,8 +56,8 @@ static void oasis_stats(const void *own, char *buf, size_t cap) {
 }
 
 static const shoal__slot_planner_t planner = {"oasis", keys, sizeof(oasis_t), oasis_configure, oasis_plan, NULL,
-                                              oasis_stats, 0, 2};
+                                              oasis_stats, 0, 2, 0};
 
 SHOAL__SLOTTED_POLICY(oasis, planner,
                       "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot)",
-                      "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves)");
+                      "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=0: 1 puts the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0: >0 fits wmax and the per-worker rate to the speed model (the least per-worker efficiency kept, e.g. 0.5)");

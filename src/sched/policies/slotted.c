@@ -30,11 +30,18 @@ typedef struct {
   struct bf_item *bf; /* backfill=2: the candidates */
   int capbf;
   double est_s;       /* > 0: plan with est_s seconds of remaining work at the requested size (ablation) */
+  int restart;        /* restart cost in the planners' objective (restart=): a placement change loses
+                       * s->restart_cost of its slot's work */
+  double fit;         /* > 0: wmax and the per-worker rates fitted to the speed model (fit=, the least
+                       * efficiency kept) */
+  int hold;           /* a re-planning batch between slot boundaries leaves the current slot's plans
+                       * (hold=): newcomers get its free room, moves wait for the boundary */
   shoal__ps_cluster_t pc;
   int cap;            /* entries of the arrays below */
   shoal__ps_job_t *pj;
   shoal__ps_sched_t *plan;
   double *rate_best;
+  shoal__ps_slot_t *held; /* per id: the placement the job holds (with restart=, the planners' j->held) */
   char *planned;
   int *tries;         /* times the planner declined the job */
   shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
@@ -95,9 +102,12 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
   p->name = name;
   p->hmax = 2000;
   shoal__arrivals_init(&p->act);
-  long pull = 0, nogap = 0, pullk = 32, backfill = 0;
+  long pull = 0, nogap = 0, pullk = 32, backfill = 0, restart = 0, hold = 0;
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
       (rc = shoal__param_long(name, params, "backfill", pl->backfill, 0, 2, &backfill)) ||
+      (rc = shoal__param_long(name, params, "restart", pl->restart, 0, 1, &restart)) ||
+      (rc = shoal__param_long(name, params, "hold", 0, 0, 1, &hold)) ||
+      (rc = shoal__param_double(name, params, "fit", 0, 0, 1, &p->fit)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
       (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 2, &pull)) ||
       (rc = shoal__param_long(name, params, "nogap", 0, 0, 1, &nogap)) ||
@@ -116,6 +126,8 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
   }
   p->pull = (int)pull;
   p->backfill = (int)backfill;
+  p->restart = (int)restart;
+  p->hold = (int)hold;
   p->nogap = (int)nogap;
   p->pull_k = (int)pullk;
   p->timer_slot = -1;
@@ -131,7 +143,8 @@ bad:
 void shoal__slotted_destroy(void *state) {
   slotted_t *p = state;
   if (!p) return;
-  for (int i = 0; i < p->cap; i++) shoal__ps_sched_free(&p->plan[i]);
+  for (int i = 0; i < p->cap; i++) shoal__ps_sched_free(&p->plan[i]), free(p->held[i].pl);
+  free(p->held);
   free(p->pj);
   free(p->plan);
   free(p->rate_best);
@@ -176,6 +189,12 @@ static int grow(slotted_t *p, int id) {
   if (pl) p->plan = pl;
   double *rb = realloc(p->rate_best, sizeof *rb * (size_t)n);
   if (rb) p->rate_best = rb;
+  shoal__ps_slot_t *hd = realloc(p->held, sizeof *hd * (size_t)n);
+  if (hd) {
+    for (int i = 0; i < p->cap && hd != p->held; i++) /* the views point into it */
+      if (p->pj[i].held) p->pj[i].held = &hd[i];
+    p->held = hd;
+  }
   char *pd = realloc(p->planned, (size_t)n);
   if (pd) p->planned = pd;
   int *tr = realloc(p->tries, sizeof *tr * (size_t)n);
@@ -186,11 +205,12 @@ static int grow(slotted_t *p, int id) {
   if (mk) p->mark = mk;
   int *pe = realloc(p->pend_slot, sizeof *pe * (size_t)n);
   if (pe) p->pend_slot = pe;
-  if (!pj || !pl || !rb || !pd || !tr || !pv || !mk || !pe) return p->err = SHOAL_ERR_NOMEM;
+  if (!pj || !pl || !rb || !hd || !pd || !tr || !pv || !mk || !pe) return p->err = SHOAL_ERR_NOMEM;
   for (int i = p->cap; i < n; i++) {
     memset(&p->pj[i], 0, sizeof p->pj[i]);
     shoal__ps_sched_init(&p->plan[i], 0);
     p->rate_best[i] = 0;
+    p->held[i] = (shoal__ps_slot_t){0, 0, NULL};
     p->planned[i] = 0;
     p->tries[i] = 0;
     p->pver[i] = 0;
@@ -380,8 +400,50 @@ static double estimate_remaining(const slotted_t *p, const shoal_sched_t *s, con
   return r > 1 ? r : 1;
 }
 
+/* p->held[j->id] = the placement j holds in the engine (empty if none). */
+static int held_slot(slotted_t *p, const shoal_job_t *j) {
+  shoal__ps_slot_t *sl = &p->held[j->id];
+  shoal__ps_slot_clear(sl);
+  for (int e = 0; e < j->alloc.n; e++)
+    if (shoal__ps_slot_add(sl, j->alloc.p[e].machine, j->alloc.p[e].workers, j->alloc.p[e].ps))
+      return p->err = SHOAL_ERR_NOMEM;
+  return 0;
+}
+
+/* Rates fitted to the speed model (fit=): the slot model's work is linear in the workers (rho per worker),
+ * the speed model's is not (a second worker of a communication-bound job may even slow it down). The rates
+ * at the requested size over- or underestimate every other size, so a plan that widens a job falls behind
+ * and is planned again (a restart each time). Fitted: wmax is the most workers whose per-worker rate is at
+ * least `fit` of one worker's alone, and rho the least per-worker rate up to wmax, so that the model is a
+ * lower bound of the speed model at every size it plans (the spread penalty rho_ex/rho_in is kept). */
+static void fit_rates(const slotted_t *p, const shoal_sched_t *s, const shoal_job_t *j, shoal__ps_job_t *pj) {
+  double r1 = shoal_sched_rate_consolidated(s, j, 1, shoal__ps_count(pj->kappa, 1)), lo = r1;
+  if (!(r1 > 0)) return;
+  int w = 2;
+  for (; w <= pj->wmax; w++) {
+    double rw = shoal_sched_rate_consolidated(s, j, w, shoal__ps_count(pj->kappa, w)) / w;
+    if (!(rw >= p->fit * r1)) break;
+    if (rw < lo) lo = rw;
+  }
+  double spread = pj->rho_in > 0 ? pj->rho_ex / pj->rho_in : 1;
+  pj->wmax = w - 1;
+  pj->rho_in = lo * p->slot_s;
+  pj->rho_ex = pj->rho_in * spread;
+}
+
 static void view(slotted_t *p, shoal_sched_t *s, shoal_job_t *j, int slot, shoal__ps_job_t *pj) {
   shoal__ps_view(s, j, p->slot_s, slot, p->est_s > 0 ? estimate_remaining(p, s, j) : 0, pj);
+  if (p->fit > 0) { /* the view's extra work for the part of the slot gone, at the fitted rates */
+    double gone = s->now / p->slot_s - slot, extra = gone > 0 && gone < 1 ? gone * pj->wmax * pj->rho_in : 0;
+    fit_rates(p, s, j, pj);
+    if (extra > 0) pj->work += gone * pj->wmax * pj->rho_in - extra;
+  }
+  if (p->restart && s->restart_cost > 0 && !held_slot(p, j)) {
+    /* restart cost in the objective: a change of placement loses restart_cost s of a slot (at most 0.9 of
+     * one: a slot shorter than a restart still runs) */
+    pj->restart = fmin(0.9, s->restart_cost / p->slot_s);
+    pj->held = &p->held[j->id];
+  }
   /* A plan must cover its work within hmax slots: a job longer than that at its spread rate is planned in
    * pieces (its plan runs out and it is planned again, as any plan that ran out). It was deferred at every
    * slot, for ever: the run never ended. Jobs within it keep their plans. */
@@ -486,6 +548,8 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
       shoal__ps_job_t now;
       view(p, s, j, k, &now);
       p->pj[id].work = now.work + work_before(p, id, k);
+      p->pj[id].restart = now.restart;
+      p->pj[id].held = now.held;
       act[na++] = id;
     }
   int *batch = act + na, *def = batch + nb, ndef = 0, nrel = 0;
@@ -502,7 +566,9 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
   const shoal__ps_replan_params_t *rp = p->pl->replan_params(p->own, &greedy_new, &st);
   if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(rp->replan_k + 1))))
     return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
-  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, rp, greedy_new, p->rate_best, st, def, &ndef,
+  shoal__ps_replan_params_t rpk = *rp;
+  rpk.release_next = p->hold && s->now > k * p->slot_s + 1e-9; /* between boundaries */
+  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &rpk, greedy_new, p->rate_best, st, def, &ndef,
                         &nrel, p->rel);
   if (rc) return rc;
   if (release) p->replans++;
@@ -538,13 +604,6 @@ static int desired(slotted_t *p, int id, long k) {
   return n;
 }
 
-static int slot_same(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
-  if (a->n != b->n) return 0;
-  for (int e = 0; e < a->n; e++)
-    if (a->pl[e].h != b->pl[e].h || a->pl[e].w != b->pl[e].w || a->pl[e].p != b->pl[e].p) return 0;
-  return 1;
-}
-
 /* First slot after k whose planned placement may differ from slot k's
  * (identical plan entries give identical placements), -1 if none. */
 static int next_change(const slotted_t *p, int id, int k) {
@@ -555,7 +614,7 @@ static int next_change(const slotted_t *p, int id, int k) {
   if (k >= end) return -1;
   const shoal__ps_slot_t *cur = &pl->slot[k - pl->start];
   for (int t = k + 1; t < end; t++)
-    if (!slot_same(&pl->slot[t - pl->start], cur)) return t;
+    if (!shoal__ps_slot_equal(&pl->slot[t - pl->start], cur)) return t;
   return cur->n ? end : -1;
 }
 
@@ -655,20 +714,11 @@ static int pull_forward(slotted_t *p, shoal_sched_t *s, int k) {
   return 0;
 }
 
-/* 1 if job id's current placement (p->act.job[id]->alloc) fits slot k's residual; into *sl. */
+/* 1 if job j's current placement (j->alloc) fits slot k's residual; into *sl. */
 static int held_fits(slotted_t *p, const shoal_job_t *j, int k, shoal__ps_slot_t *sl) {
-  const shoal__ps_job_t *pj = &p->pj[j->id];
-  shoal__ps_slot_clear(sl);
-  for (int e = 0; e < j->alloc.n; e++) {
-    const shoal_place_t *pl = &j->alloc.p[e];
-    const double *res = shoal__ps_res(&p->pc, k, pl->machine);
-    for (int r = 0; r < SHOAL_PS_NRES; r++)
-      if (pl->workers * pj->dw[r] + pl->ps * pj->dp[r] > res[r] + 1e-9) return 0;
-    if (shoal__ps_slot_add(sl, pl->machine, pl->workers, pl->ps)) return p->err = SHOAL_ERR_NOMEM, 0;
-  }
-  int w, ps;
-  shoal__ps_slot_totals(sl, &w, &ps);
-  return w >= 1 && w <= pj->wmax && ps == shoal__ps_count(pj->kappa, w);
+  if (held_slot(p, j) || !shoal__ps_slot_fits(&p->pc, &p->pj[j->id], &p->held[j->id], k)) return 0;
+  if (shoal__ps_slot_copy(sl, &p->held[j->id])) return p->err = SHOAL_ERR_NOMEM, 0;
+  return 1;
 }
 
 /* A backfill candidate: planned, holds nothing in slot k of its plan, busy later. */

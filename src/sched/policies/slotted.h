@@ -43,6 +43,7 @@ typedef struct shoal__slot_planner {
   void (*stats)(const void *own, char *buf, size_t cap);
   int pull;     /* default of the mode's pull= (pull-forward into room freed by early finishes) */
   int backfill; /* default of the mode's backfill= (the current slot's free room to jobs holding nothing) */
+  int restart;  /* default of the mode's restart= (restart cost in the planners' objective) */
 } shoal__slot_planner_t;
 
 /* The policy operations of a slot-planner policy (create names the planner; the rest are shared). */
