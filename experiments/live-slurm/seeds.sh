@@ -17,9 +17,11 @@ S=${SHOAL:-build/shoal} SC=${1:-12} RC=${2:-16}
 SEEDS=${SEEDS:-$(seq 1 10)} JOBS=${JOBS:-30} WINDOW=${WINDOW:-240} SCALE=${SCALE:-1} OTHER=${OTHER:-0} OTHER_S=${OTHER_S:-30}
 TP=${THROUGHPUTS:-$here/throughputs.json}
 STP=${SIM_THROUGHPUTS:-$TP}
-pols=(fifo srtf "tiresias:thresholds=100/800:starve=0:runfrac=0" "elastic:interval=30:gain=1" "larr:slot=60")
+pols=(fifo srtf "tiresias:thresholds=100/800:starve=0:runfrac=0" "elastic:interval=30:gain=1" "larr:slot=60"
+      "larr:slot=60:restart=1:hold=1:fit=0.5")
+names=(fifo srtf tiresias elastic larr larr-rhf)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-printf "%-5s" seed; for p in "${pols[@]}"; do printf " %9s" "${p%%:*}"; done; printf "  best_gain\n"
+printf "%-5s" seed; for n in "${names[@]}"; do printf " %9s" "$n"; done; printf "  best_gain\n"
 for seed in $SEEDS; do
   /usr/bin/python3 "$here/workload.py" "$TP" "$tmp" --jobs "$JOBS" --seed "$seed" --window "$WINDOW" --scale "$SCALE" > /dev/null
   # column 9 marks the workload's jobs (w) and the other user's (o); the simulator's "row" is the line number
