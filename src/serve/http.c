@@ -4,7 +4,11 @@
  * seconds never trips. Every connection carries the time its current request started (its opening, or the
  * end of its previous exchange); a reaper thread answers 408 to and shuts down the connections whose
  * request has not arrived whole within request_timeout_s. Writing the 408 from the reaper is safe: the
- * library writes on a connection only once a response is queued, and none is before the request arrived. */
+ * library writes on a connection only once a response is queued, and none is before the request arrived.
+ * A kept-alive connection on which no next request began (no request line yet) is idle, not slow: it is
+ * closed without a 408, because a client may send its next request on it at that very moment and would read
+ * the 408 as that request's answer (a client such as libcurl resends a request on a fresh connection when a
+ * reused one closes without an answer). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -27,6 +31,8 @@ typedef struct conn {
   int fd;
   double since;     /* the current request started */
   int received;     /* the current request arrived whole: no deadline while we answer it */
+  int exchanges;    /* requests answered on it */
+  int begun;        /* the current request's line arrived (the library parsed its URI) */
   int reaped;       /* shut down by the reaper */
   struct conn *prev, *next;
 } conn_t;
@@ -236,7 +242,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   pthread_mutex_lock(&h->mu);
   list_del_req(h, r);
   if (r->c) { /* the next request's time starts now */
-    r->c->received = 0;
+    r->c->received = 0, r->c->begun = 0;
+    r->c->exchanges++;
     r->c->since = shoal__now_s();
   }
   pthread_mutex_unlock(&h->mu);
@@ -245,6 +252,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
   free(r->url);
   free(r);
   *req_cls = NULL;
+}
+
+/* The request line arrived: the connection's next request began (returns the request's initial context: none). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  shoal__http_t *h = cls;
+  (void)uri;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  pthread_mutex_lock(&h->mu);
+  if (ci && ci->socket_context) ((conn_t *)ci->socket_context)->begun = 1;
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx, enum MHD_ConnectionNotificationCode code) {
@@ -285,6 +303,11 @@ static void *reaper_main(void *arg) {
     double now = shoal__now_s();
     for (conn_t *c = h->conns; c; c = c->next) {
       if (c->received || c->reaped || c->fd < 0 || now - c->since < h->o.request_timeout_s) continue;
+      if (c->exchanges > 0 && !c->begun) { /* idle between requests: closed without an answer */
+        shutdown(c->fd, SHUT_RDWR);
+        c->reaped = 1;
+        continue;
+      }
       char body[128], msg[384];
       int bl = snprintf(body, sizeof body, "{\"error\":\"the request did not arrive whole within %g s\"}",
                         h->o.request_timeout_s);
@@ -347,7 +370,7 @@ int shoal__http_start(const shoal__http_opts_t *o, shoal__http_handler_fn fn, vo
                           MHD_OPTION_LISTEN_SOCKET, h->listen_fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_conns,
                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->request_timeout_s * 4 + 1),
                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-                          MHD_OPTION_END);
+                          MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_END);
   if (!h->d) {
     rc = shoal__seterr(SHOAL_ERR_SYSTEM, "%s: the HTTP daemon (libmicrohttpd) did not start: %s", o->who,
                        strerror(errno ? errno : EINVAL));

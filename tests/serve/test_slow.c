@@ -60,3 +60,41 @@ TEST(slow_clients_get_408_and_free_their_connections) {
   shoal__server_stop(s);
   unlink(params);
 }
+
+/* A kept-alive connection left idle after an answered request is closed without a 408: a client sending its next
+ * request on it just then would read the 408 as that request's answer. */
+TEST(idle_kept_alive_connection_is_closed_without_408) {
+  char params[] = "/tmp/shoal-serve-XXXXXX";
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  shoal__server_opts_t o;
+  shoal__server_opts_init(&o);
+  o.params_path = params;
+  o.http.addr = "127.0.0.1";
+  o.http.request_timeout_s = 0.3;
+  shoal__server_t *s = NULL;
+  CHECK_OK(shoal__server_start(&o, &s));
+  int fd = tcp_connect(shoal__server_port(s));
+  CHECK(fd >= 0);
+  const char *req = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  CHECK_EQ((long)send(fd, req, strlen(req), MSG_NOSIGNAL), (long)strlen(req));
+  /* the answer, then whatever comes until the server closes (at most 20 s) */
+  char buf[4096] = {0};
+  size_t n = 0;
+  int eof = 0;
+  double until = shoal__now_s() + 20;
+  while (!eof && n < sizeof buf - 1 && shoal__now_s() < until) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    ssize_t k = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+    if (k <= 0) eof = 1;
+    else n += (size_t)k;
+  }
+  CHECK_MSG(eof, "the idle connection was not closed: %s", buf);
+  CHECK_CONTAINS(buf, "200 OK");
+  CHECK_CONTAINS(buf, "\"live\":true");
+  CHECK_MSG(strstr(buf, "408") == NULL, "an idle kept-alive connection got a 408: %s", buf);
+  close(fd);
+  shoal__server_stop(s);
+  unlink(params);
+}
