@@ -1,0 +1,144 @@
+#!/bin/bash
+# FE2 live: training and inference sharing the testbed's Slurm, one policy per run.
+# Hosts: TRAIN (VC_train, partition train) + INFER (VC_infer, partition infer) emulated hosts with one GPU
+# and a CPU limit each (the default partition holds both sides: a borrower grows by a restart into it), and
+# one front host outside Slurm (drained) for the router (`shoal serve --router`) and the load generator.
+# Training: experiments/live-slurm/workload.py's `shoal train` jobs (mlp and cnn, 1-4 workers, three
+# quarters elastic), submitted to partition train at their arrival times and placed by `shoal sched serve`.
+# Inference: `shoal serve` replicas of a CNN (one per VC_infer host, each a Slurm job that joins the router),
+# and `shoal loadgen` replaying the Azure code trace (SPEEDUP times faster, RATE_SCALE times the requests,
+# ROWS images a request) against the router, open loop.
+#   static  INFER replicas for the whole run; training by `--policy fifo` (rigid, FIFO) on VC_train
+#   pollux  INFER replicas for the whole run; training by `--policy elastic` (grows and shrinks jobs)
+#   fapes   training by `--policy elastic`, and the controller loans: replicas started when the router's
+#           rate or waiting requests need them, idle VC_infer hosts lent to running elastic jobs, reclaimed
+# Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
+# its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), replicas.csv (the router's live
+# replicas every 2 s), serve.log (the controller), fe2.txt (one line: avg JCT, SLO attainment per minute,
+# goodput = the jobs' work in worker-steps / the makespan). Needs root; about RUN_S + 2 min.
+#   fe2-live.sh POLICY [OUT]  env: SHOAL (build/shoal), JOBS (12), SEED (8), WINDOW (240), SCALE (0.5),
+#     CPU (0.2), TRAIN (4), INFER (3), SPEEDUP (8), DURATION (450: load seconds), RATE_SCALE (0.15),
+#     ROWS (64), SLO_MS (500), SERVICE (0.05: seconds a request on one replica), HOLD (20), NAME (svfe),
+#     PORT (35001), MAX_TIME (720), DATA (Fashion-MNIST unpacked; default a temporary directory)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+live=$here/../live-slurm
+case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*|"") echo "fe2-live.sh: POLICY: static, pollux or fapes (--help)" >&2; exit 2;; esac
+policy=$1
+case $policy in static) tpol=fifo;; pollux|fapes) tpol=elastic;; *) echo "fe2-live.sh: unknown policy '$policy' (static, pollux, fapes)" >&2; exit 2;; esac
+S=$(realpath "${SHOAL:-build/shoal}")
+out=$(realpath -m "${2:-build/experiments/fapes-fe2-live/$policy}")
+N=${JOBS:-12} SEED=${SEED:-8} WINDOW=${WINDOW:-240} SCALE=${SCALE:-0.5} CPU=${CPU:-0.2}
+TRAIN=${TRAIN:-4} INFER=${INFER:-3} SPEEDUP=${SPEEDUP:-8} DURATION=${DURATION:-450} RATE_SCALE=${RATE_SCALE:-0.15}
+ROWS=${ROWS:-64} SLO_MS=${SLO_MS:-500} SERVICE=${SERVICE:-0.05} HOLD=${HOLD:-20} NAME=${NAME:-svfe}
+PORT=${PORT:-35001} RPORT=35100 MAX_TIME=${MAX_TIME:-720} RETRIES=${RETRIES:-50}
+TP=$(realpath "$live/throughputs.json") REQ=$(realpath "${REQUESTS:-../shared/data/azure-llm-2023/code.csv}")
+HOSTS=$((TRAIN + INFER + 1))
+DATA=${DATA:-} keep_data=1
+[ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
+rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
+for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
+  b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
+done
+/usr/bin/python3 "$live/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" --window "$WINDOW" --scale "$SCALE" | tee "$out/workload.txt"
+params=$(dirname "$out")/cnn.params # the served model, trained once per output tree
+[ -s "$params" ] || "$S" train --model cnn --epochs 1 --train-subset 6000 --test-subset 500 --data "$DATA" --quiet \
+  --params-out "$params" > /dev/null || exit 1
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  "$S" testbed down --name "$NAME" > /dev/null 2>&1
+  [ "$keep_data" = 1 ] || rm -rf "$DATA"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+uptime > "$out/uptime"
+"$S" testbed down --name "$NAME" > /dev/null 2>&1
+timeout 120 "$S" testbed up --name "$NAME" --hosts $HOSTS --racks 1 --rate 1gbit --slurm --gpus 1 > "$out/up.log" 2>&1 ||
+  { cat "$out/up.log"; exit 1; }
+X() { timeout 60 "$S" testbed exec --name "$NAME" h0 -- "$@"; }
+nodes=($(X sinfo -h -N -o %N | sort -u -V))
+[ ${#nodes[@]} -eq $HOSTS ] || { echo "fe2-live.sh: Slurm shows ${#nodes[@]} nodes, not $HOSTS" >&2; exit 1; }
+front=${nodes[$((HOSTS - 1))]}
+trainl=$(IFS=,; echo "${nodes[*]:0:$TRAIN}") inferl=$(IFS=,; echo "${nodes[*]:$TRAIN:$INFER}")
+X scontrol create PartitionName=train Nodes="$trainl" State=UP > /dev/null || exit 1
+X scontrol create PartitionName=infer Nodes="$inferl" State=UP > /dev/null || exit 1
+X scontrol update NodeName="$front" State=DRAIN Reason=front > /dev/null || exit 1
+for h in $(seq 0 $((HOSTS - 2))); do "$S" testbed set --name "$NAME" "h$h" --cpu "$CPU" > /dev/null || exit 1; done
+fh=h$((HOSTS - 1))
+faddr=$("$S" testbed exec --name "$NAME" $fh -- hostname -I | awk '{print $1}')
+router=http://$faddr:$PORT
+"$S" testbed exec --name "$NAME" $fh -- "$S" serve --router --port "$PORT" --health-every 0.1 > "$out/router.log" 2>&1 &
+pids+=($!)
+replica="$S serve --model cnn --params $params --port $RPORT --max-batch 64"
+if [ "$policy" != fapes ]; then # VC_infer: one replica per host for the whole run
+  for n in ${nodes[@]:$TRAIN:$INFER}; do
+    X sbatch --parsable -p infer -w "$n" -o "$out/replica-%j.out" --export=ALL,SHOAL_SERVE_ROUTER="$router" \
+      --wrap "exec $replica" >> "$out/replicas-submitted" || exit 1
+  done
+fi
+live_replicas() {
+  "$S" testbed exec --name "$NAME" $fh -- curl -s -m 2 "localhost:$PORT/router/stats" |
+    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("live_replicas", 0))' 2>/dev/null || echo 0
+}
+want=$([ "$policy" = fapes ] && echo 0 || echo "$INFER")
+for _ in $(seq 120); do [ "$(live_replicas)" -ge "$want" ] && break; sleep 0.5; done
+[ "$(live_replicas)" -ge "$want" ] || { echo "fe2-live.sh: the router has not $want live replicas" >&2; exit 1; }
+loan=()
+[ "$policy" = fapes ] && loan=(--loan-from infer --loan-router "$router" --loan-replica "$replica"
+  --loan-service "$SERVICE" --loan-slo "$(awk -v m="$SLO_MS" 'BEGIN { print m / 1000 }')" --loan-hold "$HOLD" --loan-every 1)
+"$S" sched serve --testbed "$NAME" --partition train --policy "$tpol" --journal "$out/journal" --tick 0.5 --grace 5 \
+  --restart-cost 10 --retries "$RETRIES" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time "$MAX_TIME" "${loan[@]}" \
+  > "$out/serve.log" 2>&1 &
+cpid=$!
+pids+=($cpid)
+t0=$(date +%s.%N)
+echo "$t0" > "$out/t0"
+"$S" testbed exec --name "$NAME" $fh -- "$S" loadgen --url "$router" --model cnn --rows "$ROWS" --trace "$REQ" \
+  --speedup "$SPEEDUP" --rate-scale "$RATE_SCALE" --duration "$DURATION" --slo-ms "$SLO_MS" --window 60 \
+  --timeline "$out/timeline.csv" --requests-csv "$out/requests.csv" --data "$DATA" > "$out/loadgen.log" 2>&1 &
+lpid=$!
+pids+=($lpid)
+( while kill -0 $cpid 2>/dev/null; do
+    echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(live_replicas)"; sleep 2
+  done ) > "$out/replicas.csv" &
+pids+=($!)
+while read -r i arr g lo hi model epochs subset work expect; do
+  case $i in \#*) continue;; esac
+  sleep "$(awk -v a="$arr" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
+  id=$("$S" submit --testbed "$NAME" --partition train --gpus "$g" --min "$lo" --max "$hi" --model "$model" \
+       --work "$work" --name "j$i" --output "$out/%j.out" -- "$live/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
+  echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
+done < "$out/jobs.txt"
+wait $lpid; echo "loadgen exit $?" >> "$out/loadgen.log"
+wait $cpid; echo "controller exit $?" >> "$out/serve.log"
+X squeue -t all -o '%i %j %P %T %N %k' > "$out/squeue.txt"
+uptime >> "$out/uptime"
+"$S" testbed down --name "$NAME" > /dev/null
+/usr/bin/python3 "$live/summary.py" "$out" "$TRAIN" "$policy" > "$out/result"
+/usr/bin/python3 - "$out" "$policy" <<'PY' | tee "$out/fe2.txt"
+import csv, os, sys
+d, pol = sys.argv[1], sys.argv[2]
+jobs = list(csv.DictReader(open(os.path.join(d, "jobs.csv"))))
+done = [j for j in jobs if j["jct_s"]]
+jct = sum(float(j["jct_s"]) for j in done) / len(done) if done else 0
+span = max(float(j["end"]) for j in done) - min(float(j["submit"]) for j in jobs) if done else 0
+work = sum(int(j["work"]) for j in done)
+tl = list(csv.DictReader(open(os.path.join(d, "timeline.csv"))))
+met = sum(int(r["slo_met"]) for r in tl if int(r["requests"]) > 0)
+n = sum(1 for r in tl if int(r["requests"]) > 0)
+req = sum(int(r["requests"]) for r in tl); fail = sum(int(r["failed"]) for r in tl)
+print("%-7s avg_jct_s %6.1f  done %d/%d  makespan_s %6.1f  goodput %.2f worker-steps/s  slo_minutes %d/%d (%.1f%%)  "
+      "requests %d failed %d" % (pol, jct, len(done), len(jobs), span, work / span if span else 0, met, n,
+                                  100.0 * met / n if n else 0, req, fail))
+PY
+# the simulator's prediction for the same scenario: the same jobs (arrival, GPUs, length at that size), the same
+# request trace, speed-up and scale, the same hosts, service time and SLO (its jobs' goodput models are its own;
+# decisions every 10 s, as the jobs last tens of seconds, so its SLO is judged per 10 s, the live one per minute)
+awk 'NR > 1 && $1 !~ /^#/ { printf "%s,%s,%s\n", $2, $3, $10 }' "$out/jobs.txt" | sed '1i arrival,gpus,duration' > "$out/sim-trace.csv"
+"$S" sim loaning --trace "$out/sim-trace.csv" --requests "$REQ" --req-speedup "$SPEEDUP" --req-scale "$RATE_SCALE" \
+  --gpus $((TRAIN + INFER)) --infer-gpus "$INFER" --service "$SERVICE" --slo "$(awk -v m="$SLO_MS" 'BEGIN { print m / 1000 }')" \
+  --hold "$HOLD" --restart 10 --load-scale 1 --interval 10 --policy "$policy" --out "$out/sim" --csv > "$out/sim.csv" &&
+  awk -F, -v p="$policy" 'NR == 2 { printf "sim %-3s avg_jct_s %6.1f  done %d/%d  end_s %6.1f  goodput %.2f GPU-eq  slo_minutes %.1f%% of %d\n",
+    p, 3600 * $4, $3, $2, 3600 * $15, $11, 100 * $7, $8 }' "$out/sim.csv" | tee "$out/sim.txt"
