@@ -42,6 +42,8 @@ typedef struct {
   shoal__ps_sched_t *plan;
   double *rate_best;
   shoal__ps_slot_t *held; /* per id: the placement the job holds (with restart=, the planners' j->held) */
+  int *mine;          /* per machine: GPUs the policy's jobs hold in the engine (scratch of block_foreign) */
+  shoal__ps_sched_t blk; /* GPUs held by nobody the policy knows, reserved in slot k for one decision */
   char *planned;
   int *tries;         /* times the planner declined the job */
   shoal__arrivals_t act; /* the active jobs in arrival order (s->active is unordered) */
@@ -145,6 +147,8 @@ void shoal__slotted_destroy(void *state) {
   if (!p) return;
   for (int i = 0; i < p->cap; i++) shoal__ps_sched_free(&p->plan[i]), free(p->held[i].pl);
   free(p->held);
+  free(p->mine);
+  shoal__ps_sched_free(&p->blk);
   free(p->pj);
   free(p->plan);
   free(p->rate_best);
@@ -835,6 +839,62 @@ static int backfill(slotted_t *p, shoal_sched_t *s, int k) {
   return rc ? shoal__seterr(rc, "%s: backfill at slot %d: out of memory", p->name, k) : 0;
 }
 
+/* The job that stands for capacity the policy does not hold: one GPU a worker. */
+static const shoal__ps_job_t blk_job = {.id = -1, .work = 1, .dw = {[SHOAL_PS_GPU] = 1}, .wmax = 1 << 30,
+                                        .rho_in = 1, .rho_ex = 1};
+
+/* GPUs that are not free in the engine's cluster and that none of the policy's jobs holds (a live
+ * controller takes another user's jobs' nodes, or drained ones, out of its cluster) are out of the
+ * planners' view, whose capacity is the cluster's: reserved in slot k for this decision (p->blk, given
+ * back by unblock_foreign before the placements are applied). A plan that put one of the policy's jobs on
+ * them in slot k is planned again (pending). The engine alone never has such GPUs. */
+static int block_foreign(slotted_t *p, shoal_sched_t *s, int k) {
+  const shoal_cluster_t *c = s->cluster;
+  if (!p->mine && !(p->mine = malloc(sizeof(int) * (size_t)c->nmachines))) return SHOAL_ERR_NOMEM;
+  memset(p->mine, 0, sizeof(int) * (size_t)c->nmachines);
+  for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
+    const shoal_job_t *j = p->act.job[a];
+    for (int e = 0; e < j->alloc.n; e++)
+      p->mine[j->alloc.p[e].machine] +=
+          (int)(j->alloc.p[e].workers * j->worker_demand.gpus + j->alloc.p[e].ps * j->ps_demand.gpus + 0.5);
+  }
+  shoal__ps_sched_init(&p->blk, k);
+  shoal__ps_slot_t *sl = NULL;
+  int rc = 0;
+  for (int h = 0; h < c->nmachines && !rc; h++) {
+    int b = c->m[h].cap.gpus - c->m[h].free.gpus - p->mine[h];
+    if (b <= 0) continue;
+    /* plans of jobs that do not hold h now but were to use it in slot k give way, then the rest is taken */
+    for (int a = p->act.head; a >= 0 && shoal__ps_res(&p->pc, k, h)[SHOAL_PS_GPU] < b - 1e-9; a = p->act.next[a]) {
+      shoal_job_t *j = p->act.job[a];
+      int id = j->id, held = 0;
+      for (int e = 0; e < j->alloc.n; e++) held |= j->alloc.p[e].machine == h;
+      const shoal__ps_sched_t *P = &p->plan[id];
+      if (held || !p->planned[id] || k < P->start || k >= P->start + P->len) continue;
+      const shoal__ps_slot_t *ps = &P->slot[k - P->start];
+      int uses = 0;
+      for (int e = 0; e < ps->n; e++) uses |= ps->pl[e].h == h;
+      if (!uses) continue;
+      drop_plan(p, id, k);
+      push_pending(p, j);
+      p->nfresh++;
+    }
+    int take = (int)fmin(b, floor(shoal__ps_res(&p->pc, k, h)[SHOAL_PS_GPU] + 1e-9));
+    if (take <= 0) continue;
+    if (!sl && !(sl = shoal__ps_sched_slot(&p->blk, k))) rc = SHOAL_ERR_NOMEM;
+    else rc = shoal__ps_slot_add(sl, h, take, 0);
+  }
+  if (!rc && sl) rc = shoal__ps_commit(&p->pc, &blk_job, &p->blk);
+  if (rc) shoal__ps_sched_free(&p->blk);
+  return rc ? shoal__seterr(rc, "%s: the capacity the policy does not hold at slot %d", p->name, k) : p->err;
+}
+
+static void unblock_foreign(slotted_t *p) {
+  if (p->blk.len) shoal__ps_release(&p->pc, &blk_job, &p->blk, p->blk.start);
+  shoal__ps_sched_free(&p->blk);
+  shoal__ps_sched_init(&p->blk, 0);
+}
+
 int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
   slotted_t *p = state;
   const char *name = p->name;
@@ -845,6 +905,7 @@ int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
     return shoal__seterr(rc, "%s: out of memory for the residual capacity of %ld slots of %g s of %d machines (the "
                          "run has reached t = %g s: a longer slot= or a shorter trace)", name, k + 2, p->slot_s,
                          s->cluster->nmachines, s->now);
+  if ((rc = block_foreign(p, s, (int)k))) return rc;
   /* jobs whose plan ran out before their work: plan again (in arrival
    * order; the heap of plan ends gives them without looking at the others) */
   int nran = 0;
@@ -889,6 +950,7 @@ int shoal__slotted_schedule(void *state, shoal_sched_t *s) {
   if (p->backfill && (rc = backfill(p, s, (int)k))) return rc;
   if (p->pull == 2 && (p->freed || newslot) && (rc = pull_forward(p, s, (int)k))) return rc;
   p->freed = 0;
+  unblock_foreign(p);
   /* apply slot k: first take resources from jobs whose placement changes,
    * then give the new placements (the plans fit the capacity together). Only
    * jobs whose plan changed in this decision or whose plan's placement
