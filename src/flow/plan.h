@@ -14,6 +14,7 @@
 #define SHOAL__FPLAN_MAX_K 64
 #define SHOAL__FPLAN_MAX_PATH 4
 #define SHOAL__FPLAN_FORGET_SLOTS 50 /* a flow not reported for this many slots is dropped */
+#define SHOAL__FPLAN_EXTRA_BYTES 65536 /* sent beyond a finished phase's volume: an extra phase starts */
 
 enum {
   SHOAL__FPOL_MLCC = 0,   /* NEW_ITER / RESCHEDULE with the ring dependency rule */
@@ -55,7 +56,9 @@ typedef struct shoal__fplan_flow {
   uint64_t iter;     /* the iteration the schedule is for */
   double V;          /* bytes of an iteration (the previous one's), 0: unknown */
   double planned;    /* bytes planned for this iteration (factor x V) */
-  double sent;       /* bytes sent in this iteration, as last reported */
+  double sent;       /* bytes sent in this iteration, as last reported (beyond base) */
+  double base;       /* bytes of this iteration before its current phase: 0, or the earlier phases' when the
+                      * flow sent more after its phase ended (an extra phase: a final broadcast of the model) */
   double last_slot_bytes; /* bytes sent during the previous slot (measured rate x slot) */
   uint64_t rep_iter; /* the iteration and bytes of its last report (for last_slot_bytes) */
   double rep_sent;

@@ -62,6 +62,46 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   shoal__fplan_free(&p);
 }
 
+/* Bytes a flow sends after its phase ended (the model broadcast after the last step) are a phase of their
+ * own, planned from now, so a job's end does not wait behind a later job's new iteration. */
+TEST(plan_bytes_after_a_phase_are_planned) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  int c = shoal__fplan_flow(&p, 3, 0, 1, 4, 5, &l, 1);
+  /* A: 0.5 MB, planned 0.8 in slot 0; B: 2 MB, planned 3.2: slots 1, 2, 3 whole, 0.2 in slot 4 */
+  shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0.5 * MB, 0, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, b, 1), 1 * MB, 1);
+  /* slot 1: A is done; B sent 0.2 MB, its 1.8 MB left go to slots 1 (1 MB) and 2 (0.8) */
+  shoal__fplan_advance(&p, 1);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0.5 * MB, 0.5 * MB, 0);
+  CHECK_EQ(p.flow[a].active, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 0.2 * MB, 0);
+  /* slot 2: B has 0.8 MB left (0.8 of this slot); A sent 0.1 MB beyond its phase: an extra phase of its
+   * volume, 0.5 MB, 0.4 left: the 0.2 MB B leaves in this slot, 0.2 in the next */
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1.2 * MB, 0);
+  CHECK_NEAR(sched_at(&p, b, 0), 0.8 * MB, 1);
+  double ra = shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0.5 * MB, 0.6 * MB, 0);
+  CHECK_EQ(p.flow[a].active, 1);
+  CHECK_NEAR(sched_at(&p, a, 0), 0.2 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 1), 0.2 * MB, 1);
+  CHECK_NEAR(ra, 2 * MB, 1); /* its 0.2 MB of this slot: 2 MB/s */
+  /* C starts an iteration of 1 MB, planned 1.6: the least loaded slots are 4 and 5 (slot 3 holds A's 0.2) */
+  shoal__fplan_report(&p, c, SHOAL__FS_NEW_ITER, 1, 1 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, c, 1), 0, 1e-6);
+  CHECK_NEAR(sched_at(&p, c, 2), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, c, 3), 0.6 * MB, 1);
+  /* slot 3: A sent its 0.5 MB beyond the phase: done, its slots free */
+  shoal__fplan_advance(&p, 3);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0.5 * MB, 1.0 * MB, 0);
+  CHECK_EQ(p.flow[a].active, 0);
+  CHECK_NEAR(shoal__fplan_reserved(&p, 0, 0), 0, 1e-6);
+  shoal__fplan_free(&p);
+}
+
 /* Jobs whose volume is not known yet (their first phase) take the link in turn: the first to report holds
  * every slot's room until none of its flows sent anything over a slot (one of them pausing while it waits
  * for the other is not the end), the other waits at the floor, then takes it. Job A: flows a and a2 (the
