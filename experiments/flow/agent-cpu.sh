@@ -48,13 +48,17 @@ for j in $(seq 1 "$jobs"); do
     $S train --max-iters 100000 --batch 32 --train-subset 4096 --compute-ms "$compute" --quiet > "$out/j$j.out" 2>&1 &
   launchers+=($!)
 done
-# wait (at most 60 s) until every job's flow has carried bytes on both hosts
+# wait (at most 60 s) until every job's flow has carried bytes on every host; a host that shows fewer is
+# named and the run stops (each job has one flow out of each host)
+hosts="h0 h1"
 flows_on() { $S flow status --testbed "$name" 2>/dev/null | awk -v h="$1" '$1 ~ ("-" h "$") { for (i = 1; i < NF; i++) if ($i == "flows") { sub(",", "", $(i + 1)); print $(i + 1) } }'; }
+short() { for h in $hosts; do n=$(flows_on "$h"); [ "$n" = "$jobs" ] || printf '%s shows %s flows, not %s; ' "$h" "${n:-no}" "$jobs"; done; }
 for _ in $(seq 1 120); do
-  [ "$(flows_on h0)" = "$jobs" ] && [ "$(flows_on h1)" = "$jobs" ] && break
+  [ -z "$(short)" ] && break
   sleep 0.5
 done
-[ "$(flows_on h0)" = "$jobs" ] || { echo "agent-cpu.sh: h0 shows $(flows_on h0) flows, not $jobs, after 60 s" >&2; $S flow status --testbed "$name" >&2; exit 1; }
+miss=$(short)
+[ -z "$miss" ] || { echo "agent-cpu.sh: after 60 s ${miss%; }" >&2; $S flow status --testbed "$name" >&2; exit 1; }
 
 t0=$(date +%s.%N) s0=$(ticks "$a0") s1=$(ticks "$a1") sc=$(ticks "$c")
 : > "$out/status"
