@@ -9,13 +9,17 @@
  * thread wake-ups (engine start, waiter) a waited request otherwise costs.
  * The engine leaves a collective just issued to such a waiter for a moment
  * (WAITER_GRACE_NS), and whoever ran a collective gives the place back as it
- * marks it complete. */
+ * marks it complete. While every collective is waited for by its issuer (a
+ * binding's blocking calls), the issue does not wake the engine at all: it
+ * naps instead (NAP_NS), and takes a collective no waiter came for when it
+ * wakes. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/async.h"
 #include "comm/comm_impl.h"
@@ -68,6 +72,9 @@ typedef struct shoal__async {
   int pending; /* queued + running */
   int busy;    /* a thread (the engine, or a waiter in its place) is running requests */
   uintptr_t engine_tag; /* the engine's shoal__thread_tag (0 until it started) */
+  int waited;           /* collectives in a row run by their waiter (run_here); 0 once the engine ran one */
+  int napping;          /* the engine sleeps at most NAP_NS: an issue need not wake it */
+  uint64_t active_ns;   /* when a collective last completed */
   shoal_request_t *head, *tail;
 } shoal__async_t;
 
@@ -78,6 +85,18 @@ typedef struct shoal__async {
  * call then pays two thread wake-ups (engine start, waiter). A request nobody waits for starts this much
  * later. */
 #define WAITER_GRACE_NS 20000u
+
+/* Waking the engine at every issue costs each blocking call a futex wake and a thread switched in to
+ * find the request taken by its waiter; with more ranks than cores the woken engine preempts a rank
+ * running a collective. Once WAITED_RUN collectives
+ * in a row ran on their waiters, the idle engine naps instead of sleeping (at most NAP_NS at a time,
+ * for at most NAP_IDLE_NS after the last completion) and an issue leaves it asleep: a collective
+ * nobody waits for then starts within NAP_NS, and the engine, having run it, is woken again by every
+ * issue until WAITED_RUN waited ones come in a row. DDP's buckets (never waited for at issue) keep the
+ * wake; a buffer broadcast between them does not reach WAITED_RUN. */
+#define WAITED_RUN 4
+#define NAP_NS 2000000u
+#define NAP_IDLE_NS 50000000u
 
 /* Set on the thread that runs requests (the engine; a waiter while it runs one): its blocking calls are the
  * requests themselves, so they do not wait for the queue to drain. */
@@ -135,6 +154,7 @@ static void complete(shoal__async_t *a, shoal_request_t *r, int rc, int release)
   memcpy(r->msg, msg, sizeof msg);
   r->state = RQ_DONE;
   a->pending--;
+  a->active_ns = shoal__now_ns();
   if (release) {
     give_back(a);
     if (a->head) pthread_cond_signal(&a->work); /* the engine takes the next */
@@ -255,6 +275,24 @@ static void give_back(shoal__async_t *a) {
   atomic_store(&a->w->async_tag, a->engine_tag);
 }
 
+/* The idle engine's sleep (under the mutex): a nap while issuers wait for their collectives, else until
+ * woken. */
+static void engine_sleep(shoal__async_t *a) {
+  uint64_t now = shoal__now_ns();
+  if (a->waited < WAITED_RUN || now - a->active_ns > NAP_IDLE_NS) {
+    a->napping = 0;
+    pthread_cond_wait(&a->work, &a->mu);
+    return;
+  }
+  a->napping = 1;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += NAP_NS;
+  if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+  pthread_cond_timedwait(&a->work, &a->mu, &ts);
+  a->napping = 0;
+}
+
 static void *engine_main(void *arg) {
   shoal__async_t *a = arg;
   runs_requests = 1;
@@ -263,7 +301,7 @@ static void *engine_main(void *arg) {
   if (!a->busy) atomic_store(&a->w->async_tag, a->engine_tag);
   for (;;) {
     /* a waiter running a request in the engine's place signals `work` when it is done */
-    while (!a->stop && (!a->head || a->busy)) pthread_cond_wait(&a->work, &a->mu);
+    while (!a->stop && (!a->head || a->busy)) engine_sleep(a);
     if (!a->head || a->busy) break; /* stop requested (after the queue drained) */
     if (!a->stop && !is_p2p(a->head) && shoal__now_ns() - a->head->issued_ns < WAITER_GRACE_NS) {
       /* a collective issued moments ago: its waiter's, if one comes. Yield the core meanwhile (the
@@ -275,6 +313,7 @@ static void *engine_main(void *arg) {
       continue;
     }
     shoal_request_t *r = take_head(a);
+    if (!is_p2p(r)) a->waited = 0;
     pthread_mutex_unlock(&a->mu);
 
     if (is_p2p(r)) {
@@ -300,7 +339,11 @@ static int engine_get(shoal__world_t *w, shoal__async_t **out) {
   shoal__async_t *a = calloc(1, sizeof *a);
   if (!a) return shoal__seterr(SHOAL_ERR_NOMEM, "request: no memory for the progress engine");
   pthread_mutex_init(&a->mu, NULL);
-  pthread_cond_init(&a->work, NULL);
+  pthread_condattr_t monotonic;
+  pthread_condattr_init(&monotonic);
+  pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC); /* the engine's naps */
+  pthread_cond_init(&a->work, &monotonic);
+  pthread_condattr_destroy(&monotonic);
   pthread_cond_init(&a->done, NULL);
   a->w = w;
   /* signals go to the application's threads, not to the progress thread */
@@ -402,7 +445,9 @@ static int issue(shoal_comm_t *c, shoal_request_t t, shoal_request_t **req) {
     a->head = r;
   a->tail = r;
   a->pending++;
-  pthread_cond_signal(&a->work);
+  /* a napping engine is left asleep for a collective its issuer will wait for (see NAP_NS); it wakes
+   * for anything queued behind another request or a point-to-point one */
+  if (!a->napping || is_p2p(r) || a->head != r || a->busy) pthread_cond_signal(&a->work);
   pthread_mutex_unlock(&a->mu);
   *req = r;
   return 0;
@@ -519,6 +564,7 @@ int shoal_test(shoal_request_t **req, int *done) {
 static int run_here(shoal__async_t *a, shoal_request_t *r) {
   if (r->state != RQ_QUEUED || a->head != r || a->busy || a->stop || is_p2p(r)) return 0;
   take_head(a);
+  if (a->waited < WAITED_RUN) a->waited++;
   pthread_mutex_unlock(&a->mu);
   runs_requests++;
   shoal__clearerr();

@@ -576,3 +576,47 @@ TEST_T(request_notify_once_in_order, 30) {
   p2p_world_arg_t a = {.shm = 1};
   P2P_RUN(2, rank_notify, &a, 25);
 }
+
+/* ---- a request nobody waits for starts after a run of waited ones ----
+ * Once the collectives of a world have been waited for by their issuers, an issue no longer wakes the
+ * progress thread (the waiter runs the request); one that nobody waits for must still complete by
+ * itself, its notice coming without any call into the library. */
+
+static _Atomic int g_unwaited_done;
+static void on_unwaited(void *arg) {
+  (void)arg;
+  atomic_store(&g_unwaited_done, 1);
+}
+
+static int rank_unwaited(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  float buf[64];
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 40; i++) { /* issued and waited at once, as a binding's blocking call */
+      shoal_request_t *r;
+      for (int k = 0; k < 64; k++) buf[k] = (float)(rank + k);
+      if (shoal_iallreduce(c, SHOAL_IN_PLACE, buf, 64, SHOAL_FLOAT32, SHOAL_SUM, &r) || shoal_wait(&r))
+        FAILR("round %d, waited call %d: %s", round, i, shoal_last_error());
+      if (buf[5] != (float)(2 * 5 + 1)) FAILR("round %d, waited call %d: %g", round, i, (double)buf[5]);
+    }
+    atomic_store(&g_unwaited_done, 0);
+    shoal_request_t *r;
+    for (int k = 0; k < 64; k++) buf[k] = (float)(rank * k);
+    if (shoal_iallreduce(c, SHOAL_IN_PLACE, buf, 64, SHOAL_FLOAT32, SHOAL_SUM, &r)) FAILR("issue");
+    if (shoal_request_notify(r, on_unwaited, NULL)) FAILR("notify: %s", shoal_last_error());
+    double t0 = mono();
+    while (!atomic_load(&g_unwaited_done) && mono() - t0 < 10) usleep(200); /* no call into libshoal */
+    if (!atomic_load(&g_unwaited_done)) FAILR("round %d: a request nobody waits for did not complete in 10 s", round);
+    if (shoal_wait(&r)) FAILR("wait: %s", shoal_last_error());
+    if (buf[7] != 7.0f) FAILR("round %d: unwaited sum %g", round, (double)buf[7]);
+  }
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(request_unwaited_starts_after_waited_ones, 40) {
+  p2p_world_arg_t a = {.shm = 1};
+  P2P_RUN(2, rank_unwaited, &a, 35);
+}

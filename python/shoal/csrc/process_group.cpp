@@ -143,7 +143,7 @@ class ShoalWork : public c10d::Work {
  public:
   ShoalWork(ProcessGroupShoal *pg, int rank, OpType type, const char *name, std::vector<at::Tensor> outputs)
       : c10d::Work(rank, type), pg_(pg), name_(name), outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
