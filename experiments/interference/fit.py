@@ -48,7 +48,11 @@ MEASURED_MODELS = {
 
 def load_measured(path):
     sums = {}
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit("fit.py: %s: %s (experiments/interference/measure.sh writes it)" % (path, e.strerror))
+    with f:
         for row in csv.DictReader(f):
             if row["corunner"] == "none":
                 continue

@@ -31,9 +31,20 @@
 #   quiet experiments/interference/measure.sh --levels core [--rep 1] [--rounds 3]   (~11 minutes)
 # Options: --levels L  --rep N (label of the repetition, 1)  --rounds R (3)  --rate R (200mbit)  --name T (mrl1)
 #          --build DIR (build)  --out DIR (experiments/interference/results)  --port P (36100)
+#          --host-jobs "J..." (softmax mlp cnn membw: the jobs paired on the host levels)
+#          --link-jobs "J..." (softmax mlp cnn net: the jobs paired on the link levels)
+#          --idle-wait S (60: the longest wait for an idle machine before a run; the busy share is recorded either way)
+#          --toggle P (off: alone and co-located runs alternate as above). Toggled: per pair and round ONE run of the
+#                     job (~10 s alone) while the co-runner, started and warmed up before it, is stopped and continued
+#                     (SIGSTOP/SIGCONT of its processes) every P seconds, the spin loop on CPU 1 taking turns with it
+#                     (core: the spin stays); every iteration (membw: every pass over its arrays) is timed by the wall
+#                     clock and counted as alone or co-located by the phase it lies in (those crossing a switch, or
+#                     starting within 0.05 s after one, are left out; split.py); slowdown = median co-located
+#                     iteration time / median alone one. Alone and co-located phases are P seconds apart, so a
+#                     drift of the machine's speed slower than that does not enter the ratio. Not for net.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-levels="core socket nic uplink" rep=1 rounds=3 rate=200mbit name=mrl1 build=build out=experiments/interference/results port=36100
+levels="core socket nic uplink" host_jobs="softmax mlp cnn membw" idle_wait=60 toggle= link_jobs="softmax mlp cnn net" rep=1 rounds=3 rate=200mbit name=mrl1 build=build out=experiments/interference/results port=36100
 while [ $# -gt 0 ]; do
   case "$1" in
     --levels) levels=$2; shift 2 ;;
@@ -44,18 +55,35 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    --host-jobs) host_jobs=$2; shift 2 ;;
+    --link-jobs) link_jobs=$2; shift 2 ;;
+    --idle-wait) idle_wait=$2; shift 2 ;;
+    --toggle) toggle=$2; shift 2 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "measure.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
 for l in $levels; do
   case $l in core|socket|nic|uplink) ;; *) echo "measure.sh: --levels: unknown level '$l' (core socket nic uplink)" >&2; exit 2 ;; esac
 done
+for j in $host_jobs; do
+  case $j in softmax|mlp|cnn|membw) ;; *) echo "measure.sh: --host-jobs: unknown job '$j' (softmax mlp cnn membw)" >&2; exit 2 ;; esac
+done
+for j in $link_jobs; do
+  case $j in softmax|mlp|cnn|net) ;; *) echo "measure.sh: --link-jobs: unknown job '$j' (softmax mlp cnn net)" >&2; exit 2 ;; esac
+done
+[ -n "$host_jobs" ] && [ -n "$link_jobs" ] || { echo "measure.sh: --host-jobs and --link-jobs need at least one job" >&2; exit 2; }
+case $idle_wait in ''|0|*[!0-9]*) echo "measure.sh: --idle-wait '$idle_wait': expected whole seconds >= 1" >&2; exit 2 ;; esac
+if [ -n "$toggle" ]; then
+  awk -v p="$toggle" 'BEGIN { exit !(p + 0 >= 0.2 && p + 0 <= 10) }' ||
+    { echo "measure.sh: --toggle '$toggle': expected seconds per phase, 0.2..10" >&2; exit 2; }
+  case " $link_jobs " in *" net "*) echo "measure.sh: --toggle: net (iperf3) cannot be timed per iteration; leave it out of --link-jobs" >&2; exit 2 ;; esac
+fi
 case $rep in ''|*[!0-9]*) echo "measure.sh: --rep '$rep': expected a number" >&2; exit 2 ;; esac
 case $rounds in ''|0|*[!0-9]*) echo "measure.sh: --rounds '$rounds': expected a number >= 1" >&2; exit 2 ;; esac
 S=$PWD/$build/shoal
 [ -x "$S" ] || { echo "measure.sh: $S not built (make)" >&2; exit 2; }
-command -v iperf3 >/dev/null || { echo "measure.sh: iperf3 missing (apt-get install iperf3)" >&2; exit 2; }
+case " $link_jobs " in *" net "*) command -v iperf3 >/dev/null || { echo "measure.sh: iperf3 missing (apt-get install iperf3)" >&2; exit 2; } ;; esac
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/marl-interf.XXXXXX)
 data=/tmp/marl-fmnist-raw
@@ -86,11 +114,15 @@ trap 'exit 130' INT TERM
 res=$out/measured.csv
 [ -s "$res" ] || echo "level,job,corunner,rep,unit,alone,colocated,slowdown,busy_alone,busy_pair" >"$res"
 echo "# interference: $(date -u +%FT%TZ), $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg);" \
-  "levels '$levels', rep $rep, $rounds rounds, links $rate" >&2
+  "levels '$levels', rep $rep, $rounds rounds, links $rate, host jobs '$host_jobs', link jobs '$link_jobs'," \
+  "$([ -n "$toggle" ] && echo "toggled every $toggle s" || echo "alone and co-located runs alternating")" >&2
 
 # iterations per foreground run (a few seconds each) and the warm-up left out
 iters_of() { case $1:$2 in softmax:host) echo 4000 ;; mlp:host) echo 200 ;; cnn:host) echo 400 ;;
   softmax:link) echo 600 ;; mlp:link) echo 60 ;; cnn:link) echo 120 ;; esac; }
+# toggled: iterations of the one foreground run (about 10 s alone at this machine's speed in November 2026)
+titers_of() { case $1:$2 in softmax:host) echo 150000 ;; mlp:host) echo 4000 ;; cnn:host) echo 6000 ;;
+  softmax:link) echo 15000 ;; mlp:link) echo 120 ;; cnn:link) echo 2500 ;; esac; }
 WARM=10
 train_args() { # model iters log
   echo "train --model $1 --batch 64 --lr 0.05 --data $data --train-subset 6400 --test-subset 100 --epochs 100000" \
@@ -106,20 +138,23 @@ where() {
   esac
 }
 hostkind() { case $1 in core|socket) echo host ;; *) echo link ;; esac; }
-jobs_of() { case $(hostkind "$1") in host) echo "softmax mlp cnn membw" ;; link) echo "softmax mlp cnn net" ;; esac; }
+jobs_of() { case $(hostkind "$1") in host) echo "$host_jobs" ;; link) echo "$link_jobs" ;; esac; }
 addr_of() { local i=${1#h}; echo "10.90.$((i / 2)).$((i % 2 + 1))"; } # 2 hosts per rack
 
-# start JOB for LEVEL as role (fg|bg); fg prints its rate; bg returns at once (its pgid in bgpids)
+# start JOB for LEVEL as role (fg|bg|fgt); fg prints its rate; bg returns at once (its pgid in $pg); fgt (the
+# toggled measurement's foreground) starts the job in the background, its pid in $tmp/fgt.pid, its timing in
+# $tmp/fgt.il (train) or $tmp/fg.out (membw)
 run_job() {
   local level=$1 job=$2 role=$3 w cpu ha hb log iters p=$port
   w=$(where "$level" "$role"); read -r cpu ha hb <<<"$w"
   [ "$role" = bg ] && p=$((port + 1))
   log=$tmp/$role.il
   rm -f "$log" "$log".rank*
-  if [ "$role" = bg ]; then iters=100000000; else iters=$(iters_of "$job" "$(hostkind "$level")"); fi
+  case $role in bg) iters=100000000 ;; fg) iters=$(iters_of "$job" "$(hostkind "$level")") ;;
+    fgt) iters=$(titers_of "$job" "$(hostkind "$level")") ;; esac
   local cmd X="$S testbed exec --name $name"
   case $job in
-    membw) cmd="$X $ha -- taskset -c $cpu $tmp/membw -t $([ "$role" = bg ] && echo 0 || echo 4)" ;;
+    membw) cmd="$X $ha -- taskset -c $cpu $tmp/membw $(case $role in bg) echo -t 0 ;; fg) echo -t 4 ;; fgt) echo -t 12 -l ;; esac)" ;;
     net)
       spawn "$tmp/$role.srv" "$X $hb -- taskset -c $cpu iperf3 -s -p $p -1"
       sleep 0.5
@@ -141,6 +176,11 @@ run_job() {
     done
     return 0
   fi
+  if [ "$role" = fgt ]; then
+    timeout 200 bash -c "exec $cmd" >"$tmp/fg.out" 2>&1 &
+    echo $! >"$tmp/fgt.pid"
+    return 0
+  fi
   timeout 200 bash -c "exec $cmd" >"$tmp/fg.out" 2>&1 || { echo "# $level $job ($role) failed:" >&2; tail -3 "$tmp/fg.out" >&2; echo nan; return 0; }
   case $job in
     membw) awk '/^GB\/s/ { print $2 }' "$tmp/fg.out" ;;
@@ -148,29 +188,70 @@ run_job() {
     *) awk -F, -v w="$WARM" 'NR > 1 && $1 >= w { t += $4 + $5; n++ } END { if (n) printf "%.4f\n", 1000 * n / t; else print "nan" }' "$log" ;;
   esac
 }
-# wait until the machine is idle (busy share of all CPUs over one second < 0.15, at most 60 s); prints the share
+# wait until the machine is idle (busy share of all CPUs over one second < 0.15, at most --idle-wait s); prints the share
 cpu_busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
 wait_idle() {
   local a b t0 t1 busy i
-  for i in $(seq 60); do
+  for i in $(seq "$idle_wait"); do
     read -r a t0 <<<"$(cpu_busy)"; sleep 1; read -r b t1 <<<"$(cpu_busy)"
     busy=$(awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.3f", (b - a) / (t1 - t0 + 1e-9) }')
     awk -v x="$busy" 'BEGIN { exit !(x < 0.15) }' && break
   done
   echo "$busy"
 }
-unit_of() { case $1 in membw) echo GB/s ;; net) echo Mbit/s ;; *) echo iters/s ;; esac; }
+unit_of() { case $1 in membw) [ -n "$toggle" ] && echo passes/s || echo GB/s ;; net) echo Mbit/s ;; *) echo iters/s ;; esac; }
 
 # the median of numbers (nan when any is not a number: a failed run)
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } $1 !~ /^[0-9.]+$/ { bad = 1 }
   END { if (bad || !NR) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 spin() { spawn "$tmp/spin.out" "taskset -c 1 sh -c 'while :; do :; done'"; }
+# the processes of the process groups started by spawn (leaders PIDS...) and all their descendants
+tree_of() { local p c; for p in "$@"; do echo "$p"; for c in $(pgrep -P "$p"); do tree_of "$c"; done; done; }
+# toggled measurement of JOB beside CO at LEVEL; prints "alone colocated" (per second) or "nan nan"
+toggled_pair() {
+  local level=$1 job=$2 co=$3 copids spinpids fgpid state=off t_end
+  run_job "$level" "$co" bg
+  copids=$(tree_of $(cat "$pg"))
+  spin
+  spinpids=""
+  [ "$level" = core ] || spinpids=$(tree_of "$(tail -n 1 "$pg")")
+  set_phase() { # off: the co-runner stopped (the spin runs); on: the co-runner runs (the spin stopped)
+    if [ "$1" = off ]; then kill -STOP $copids 2>/dev/null; [ -z "$spinpids" ] || kill -CONT $spinpids 2>/dev/null
+    else [ -z "$spinpids" ] || kill -STOP $spinpids 2>/dev/null; kill -CONT $copids 2>/dev/null; fi
+    echo "$(date +%s.%N) $1" >>"$tmp/toggles"
+  }
+  : >"$tmp/toggles"
+  set_phase off
+  run_job "$level" "$job" fgt
+  fgpid=$(cat "$tmp/fgt.pid")
+  t_end=$(( $(date +%s) + 210 ))
+  while kill -0 "$fgpid" 2>/dev/null && [ "$(date +%s)" -lt "$t_end" ]; do
+    sleep "$toggle"
+    if [ "$state" = off ]; then state=on; else state=off; fi
+    set_phase "$state"
+  done
+  kill -CONT $copids $spinpids 2>/dev/null || true
+  if ! wait "$fgpid"; then
+    echo "# $level $job beside $co (toggled) failed:" >&2; tail -3 "$tmp/fg.out" >&2; stop_bg; echo "nan nan"; return 0
+  fi
+  stop_bg
+  case $job in
+    membw) /usr/bin/python3 experiments/interference/split.py passes "$tmp/fg.out" "$tmp/toggles" ;;
+    *) /usr/bin/python3 experiments/interference/split.py iters "$tmp/fgt.il" "$tmp/toggles" --warm "$WARM" ;;
+  esac
+}
 for level in $levels; do
   sed -i "/^$level,[^,]*,[^,]*,$rep,/d" "$res"
   for co in $(jobs_of "$level"); do
     for job in $(jobs_of "$level"); do
       as="" cs="" b0=0 b1=0
       for _ in $(seq "$rounds"); do
+        if [ -n "$toggle" ]; then
+          b=$(wait_idle); b0=$(awk -v a="$b0" -v b="$b" 'BEGIN { print (b > a ? b : a) }'); b1=$b0
+          read -r a c _ <<<"$(toggled_pair "$level" "$job" "$co")"
+          as="$as $a" cs="$cs $c"
+          continue
+        fi
         b=$(wait_idle); b0=$(awk -v a="$b0" -v b="$b" 'BEGIN { print (b > a ? b : a) }')
         spin
         as="$as $(run_job "$level" "$job" fg)"

@@ -3,8 +3,11 @@
  * over three arrays far beyond the last-level cache, repeated for a fixed
  * time, then the average rate (bytes read + written per second) printed as
  * "GB/s X". With -t 0 it runs until SIGTERM or SIGINT (a background
- * co-runner), at most 900 s.
- * Build: cc -O2 membw.c -o membw    Run: membw [-t SECONDS] [-m MiB per array] */
+ * co-runner), at most 900 s. With -l every pass over the arrays is a line
+ * "pass END_S SECONDS" (END_S: the wall clock, Unix seconds, when it ended), so
+ * that its rate can be split by what ran beside it at the time (the toggled
+ * measurement).
+ * Build: cc -O2 membw.c -o membw    Run: membw [-t SECONDS] [-m MiB per array] [-l] */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,16 +18,22 @@
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(id, &t);
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv) {
   double secs = 5, mib = 512;
-  int opt;
-  while ((opt = getopt(argc, argv, "t:m:")) != -1) {
+  int opt, per_pass = 0;
+  while ((opt = getopt(argc, argv, "t:m:l")) != -1) {
+    if (opt == 'l') {
+      per_pass = 1;
+      continue;
+    }
+    if (opt == '?') return 2;
     char *end;
     double v = strtod(optarg, &end);
     if (*end || v < 0 || (opt == 'm' && (v < 1 || v > 8192)) || (opt == 't' && v > 900)) {
@@ -36,7 +45,7 @@ int main(int argc, char **argv) {
     else return 2;
   }
   if (optind != argc) {
-    fprintf(stderr, "usage: membw [-t SECONDS] [-m MiB per array]\n");
+    fprintf(stderr, "usage: membw [-t SECONDS] [-m MiB per array] [-l]\n");
     return 2;
   }
   signal(SIGTERM, on_signal);
@@ -50,9 +59,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
   double limit = secs > 0 ? secs : 900, t0 = now(), t = t0, bytes = 0;
   while (!stop && t - t0 < limit) {
+    double pass0 = t;
     for (size_t i = 0; i < n; i++) a[i] = b[i] + 0.5 * c[i];
     bytes += 3.0 * (double)n * sizeof(double);
     t = now();
+    if (per_pass) printf("pass %.6f %.6f\n", clock_s(CLOCK_REALTIME), t - pass0);
   }
   /* keep the result alive so the loop is not optimized away */
   printf("GB/s %.3f (check %.1f)\n", bytes / (t - t0) / 1e9, a[n / 2]);
