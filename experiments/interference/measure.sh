@@ -35,7 +35,7 @@
 #          --link-jobs "J..." (softmax mlp cnn net: the jobs paired on the link levels)
 #          --idle-wait S (60: the longest wait for an idle machine before a run; the busy share is recorded either way)
 #          --toggle P (off: alone and co-located runs alternate as above). Toggled: per pair and round ONE run of the
-#                     job (~10 s alone) while the co-runner, started and warmed up before it, is stopped and continued
+#                     job (3-10 s alone) while the co-runner, started and warmed up before it, is stopped and continued
 #                     (SIGSTOP/SIGCONT of its processes) every P seconds, the spin loop on CPU 1 taking turns with it
 #                     (core: the spin stays); every iteration (membw: every pass over its arrays) is timed by the wall
 #                     clock and counted as alone or co-located by the phase it lies in (those crossing a switch, or
@@ -120,8 +120,8 @@ echo "# interference: $(date -u +%FT%TZ), $(getconf _NPROCESSORS_ONLN) cores, lo
 # iterations per foreground run (a few seconds each) and the warm-up left out
 iters_of() { case $1:$2 in softmax:host) echo 4000 ;; mlp:host) echo 200 ;; cnn:host) echo 400 ;;
   softmax:link) echo 600 ;; mlp:link) echo 60 ;; cnn:link) echo 120 ;; esac; }
-# toggled: iterations of the one foreground run (about 10 s alone at this machine's speed in November 2026)
-titers_of() { case $1:$2 in softmax:host) echo 150000 ;; mlp:host) echo 4000 ;; cnn:host) echo 6000 ;;
+# toggled: iterations of the one foreground run (3-10 s alone at this machine's speed in November 2026)
+titers_of() { case $1:$2 in softmax:host) echo 50000 ;; mlp:host) echo 1500 ;; cnn:host) echo 3000 ;;
   softmax:link) echo 15000 ;; mlp:link) echo 120 ;; cnn:link) echo 2500 ;; esac; }
 WARM=10
 train_args() { # model iters log
