@@ -74,22 +74,27 @@ TEST(live_job_claimed_by_a_live_controller_is_refused) {
   world_fini(&w);
 }
 
-/* another user's plain job on h0: the controller places around it, never on h0 while it runs */
-TEST(live_foreign_jobs_nodes_are_not_free) {
-  world_t w;
-  world_init(&w, 2, 1, "fifo");
-  shoal_live_mem_behaviour_t plain = {.work = 30, .gpus_per_node = 1, .nodes = 1, .nodelist = "h0"};
-  long f = shoal__live_mem_submit(w.m, "", "shoal", "other", "bob", 0, &plain);
-  shoal__live_mem_advance(w.m, w.t);
-  CHECK_OK(world_start(&w));
-  long a = world_submit(&w, 1, 1, 1, 5, 1), b = world_submit(&w, 1, 1, 1, 5, 1);
-  world_run(&w, 100, 2);
-  CHECK_MSG(!strcmp(world_nodes(&w, a), "h1"), "a placed on %s", world_nodes(&w, a));
-  CHECK_MSG(!strcmp(world_nodes(&w, b), "h1"), "b placed on %s", world_nodes(&w, b));
-  CHECK_EQ(world_completions(&w, a), 1);
-  CHECK_EQ(world_completions(&w, b), 1);
-  CHECK_EQ(world_runs(&w, f), 1);
-  world_fini(&w);
+/* another user's plain job on h0: the controller places around it, never on h0 while it runs; the slot planners
+ * too: their plans' capacity is the cluster's, and the node the other job holds is reserved for them in the
+ * current slot (without that larr placed a job there and failed) */
+TEST_T(live_foreign_jobs_nodes_are_not_free, 60) {
+  const char *pols[] = {"fifo", "larr:slot=60", "larr:slot=60:restart=1:hold=1:fit=0.5", "greedy:slot=60",
+                        "oasis:slot=60"};
+  for (int i = 0; i < 5; i++) {
+    world_t w;
+    world_init(&w, 2, 1, pols[i]);
+    shoal_live_mem_behaviour_t plain = {.work = 30, .gpus_per_node = 1, .nodes = 1, .nodelist = "h0"};
+    long f = shoal__live_mem_submit(w.m, "", "shoal", "other", "bob", 0, &plain);
+    shoal__live_mem_advance(w.m, w.t);
+    CHECK_OK(world_start(&w));
+    long a = world_submit(&w, 1, 1, 1, 5, 1), b = world_submit(&w, 1, 1, 1, 5, 1);
+    world_run(&w, 100, 2);
+    CHECK_MSG(world_completions(&w, a) == 1 && world_completions(&w, b) == 1, "%s: %s", pols[i], world_log(&w));
+    CHECK_MSG(!strcmp(world_nodes(&w, a), "h1"), "%s: a placed on %s", pols[i], world_nodes(&w, a));
+    CHECK_MSG(!strcmp(world_nodes(&w, b), "h1"), "%s: b placed on %s", pols[i], world_nodes(&w, b));
+    CHECK_EQ(world_runs(&w, f), 1);
+    world_fini(&w);
+  }
 }
 
 /* a released job whose node another user's job takes first (a higher priority) is held and placed again */
@@ -299,26 +304,6 @@ TEST_T(live_every_policy_goes_around_an_impossible_job, 120) {
     CHECK_MSG(world_completions(&w, a) == 1 && world_completions(&w, b) == 1, "policy %s: jobs blocked: %s", ops->name,
               world_log(&w));
     CHECK_EQ(world_runs(&w, big), 0);
-    world_fini(&w);
-  }
-}
-
-/* the slot planners go around another user's job too: their plans' capacity is the cluster's, the node the
- * other job holds is reserved for them in the current slot (without it larr placed a job there and failed) */
-TEST_T(live_slot_planners_go_around_foreign_jobs, 60) {
-  const char *pols[] = {"larr:slot=60", "larr:slot=60:restart=1:hold=1:fit=0.5", "greedy:slot=60", "oasis:slot=60"};
-  for (int i = 0; i < 4; i++) {
-    world_t w;
-    world_init(&w, 2, 1, pols[i]);
-    shoal_live_mem_behaviour_t plain = {.work = 30, .gpus_per_node = 1, .nodes = 1, .nodelist = "h0"};
-    long f = shoal__live_mem_submit(w.m, "", "shoal", "other", "bob", 0, &plain);
-    shoal__live_mem_advance(w.m, w.t);
-    CHECK_OK(world_start(&w));
-    long a = world_submit(&w, 1, 1, 1, 5, 1), b = world_submit(&w, 1, 1, 1, 5, 1);
-    world_run(&w, 100, 2);
-    CHECK_MSG(world_completions(&w, a) == 1 && world_completions(&w, b) == 1, "%s: %s", pols[i], world_log(&w));
-    CHECK_MSG(!strcmp(world_nodes(&w, a), "h1"), "%s: a placed on %s", pols[i], world_nodes(&w, a));
-    CHECK_EQ(world_runs(&w, f), 1);
     world_fini(&w);
   }
 }
