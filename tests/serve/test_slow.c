@@ -6,18 +6,25 @@
 #include "core/clock.h"
 #include "serve_testutil.h"
 
-TEST(slow_clients_get_408_and_free_their_connections) {
-  char params[] = "/tmp/shoal-serve-XXXXXX";
+/* An MLP server on loopback whose requests must arrive whole within timeout_s (max_conns 0: the default),
+ * its params written to `params` (a mkstemp template). */
+static shoal__server_t *start_timed_server(char *params, double timeout_s, int max_conns) {
   CHECK(mkstemp(params) >= 0);
   shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
   shoal__server_opts_t o;
   shoal__server_opts_init(&o);
   o.params_path = params;
   o.http.addr = "127.0.0.1";
-  o.http.request_timeout_s = 0.5;
-  o.http.max_conns = 4;
+  o.http.request_timeout_s = timeout_s;
+  if (max_conns > 0) o.http.max_conns = max_conns;
   shoal__server_t *s = NULL;
   CHECK_OK(shoal__server_start(&o, &s));
+  return s;
+}
+
+TEST(slow_clients_get_408_and_free_their_connections) {
+  char params[] = "/tmp/shoal-serve-XXXXXX";
+  shoal__server_t *s = start_timed_server(params, 0.5, 4);
   int port = shoal__server_port(s);
   /* four clients take every connection and send their headers a byte at a time */
   int fd[4];
@@ -65,15 +72,7 @@ TEST(slow_clients_get_408_and_free_their_connections) {
  * request on it just then would read the 408 as that request's answer. */
 TEST(idle_kept_alive_connection_is_closed_without_408) {
   char params[] = "/tmp/shoal-serve-XXXXXX";
-  CHECK(mkstemp(params) >= 0);
-  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
-  shoal__server_opts_t o;
-  shoal__server_opts_init(&o);
-  o.params_path = params;
-  o.http.addr = "127.0.0.1";
-  o.http.request_timeout_s = 0.3;
-  shoal__server_t *s = NULL;
-  CHECK_OK(shoal__server_start(&o, &s));
+  shoal__server_t *s = start_timed_server(params, 0.3, 0);
   int fd = tcp_connect(shoal__server_port(s));
   CHECK(fd >= 0);
   const char *req = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
