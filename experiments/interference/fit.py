@@ -4,6 +4,10 @@
     g_L(a, b)   = softplus(alpha_L[a] + beta_L[b] + u_L[a] . v_L[b])      (rank R)
     slowdown    = 1 + sum over co-runners and shared levels of g_L
 
+The nic level of the measured source can instead be fitted in the form of a shared shaped link (--nic-form link,
+what reduced.sh uses): each job's slowdown from what each job sends and how long it takes alone, one constant
+fitted (class LinkModel); the result is written in the form above, tabulated per ordered pair of classes.
+
 Sources (kept separate: one model file each):
   measured   rows of experiments/interference/measure.sh (results/measured.csv): levels core, socket,
              nic, uplink; slowdowns averaged over the repetitions
@@ -22,6 +26,7 @@ n). Reported per level where a pair was measured more than once (the "noise" fie
 
   fit.py measured [--csv FILE] [--out data/interference-measured.json]
   fit.py gavel [--throughputs FILE] [--gpu v100] [--out FILE]
+  fit.py measured --nic-form link [--rate 200mbit]
   options: --rank R (measured 1, gavel 4)  --folds K (5)  --seed S (1)  --iters N (3000)
            --lam X (L2 weight on u, v: measured 0.1, gavel 0.01)
            --pred FILE (held-out predictions as CSV, for the plot)
@@ -47,7 +52,9 @@ MEASURED_MODELS = {
 
 
 def load_measured(path):
-    sums = {}
+    """-> ([(level, job, corunner, mean slowdown)], {key: [slowdown per repetition]},
+    {key: mean alone rate of the job (per second)})"""
+    sums, alone = {}, {}
     try:
         f = open(path)
     except OSError as e:
@@ -63,7 +70,9 @@ def load_measured(path):
                 continue
             k = (row["level"], row["job"], row["corunner"])
             sums.setdefault(k, []).append(s)
-    return [(l, a, b, sum(v) / len(v)) for (l, a, b), v in sorted(sums.items())], sums
+            alone.setdefault(k, []).append(float(row["alone"]))
+    return ([(l, a, b, sum(v) / len(v)) for (l, a, b), v in sorted(sums.items())], sums,
+            {k: sum(v) / len(v) for k, v in alone.items()})
 
 
 def noise_floor(reps):
@@ -157,6 +166,144 @@ class Model:
         return d
 
 
+# The shoal train models' parameter counts (src/train/model.c; 4-byte floats): a 2-rank allreduce sends each
+# gradient once each way per iteration. Full TCP segments carry 1448 of the 1514 bytes on the wire.
+TRAIN_PARAMS = {"softmax": 7850, "mlp": 535818, "cnn": 9098}
+FRAME = 1514 / 1448
+
+
+def parse_rate(text):
+    """'200mbit' -> bytes per ms"""
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "bit": 1}
+    for u, f in units.items():
+        if text.endswith(u):
+            try:
+                v = float(text[:-len(u)]) * f
+            except ValueError:
+                break
+            if v > 0 and math.isfinite(v):
+                return v / 8 / 1000
+            break
+    sys.exit("fit.py: --rate '%s': expected a rate such as 200mbit (kbit, mbit, gbit)" % text)
+
+
+class LinkModel:
+    """The nic level as one shaped link two data-parallel jobs share (measure.sh's nic level: both jobs'
+    2-rank allreduces cross the same two host links, tbf-shaped at RATE with a burst of 5 ms of it).
+    Per job a, from its own alone runs: T_a, its iteration time alone; m_a = bytes it sends per iteration
+    / RATE, its data's time on the wire; rho_a = min(1, m_a / T_a), its share of the link alone. Beside b,
+    with u_b = m_b / t_b b's share co-located (t_b its co-located iteration time: a fixed point):
+        t_a = T_a + m_a * min(1, max(0, rho_a + u_b - 1) / (1 - u_b))    the link's overload: a's demand
+                                                                         beyond what b leaves stretches its
+                                                                         wire time, at most doubled (fair share)
+                  + theta * [m_b > burst]                                a co-runner whose messages outlast
+                                                                         the burst keeps a standing queue that
+                                                                         a's messages wait behind
+        slowdown = t_a / T_a
+    theta (ms) is the one fitted constant (grid 0..20 ms, least mean absolute percentage error)."""
+
+    def __init__(self, obs, alone, rate, theta=0.0):
+        self.rate = rate
+        self.burst = max(5.0, 32768 / rate)
+        self.theta = theta
+        t = {}
+        for o in obs:
+            r = alone.get(o[:3])
+            if r and r > 0:
+                t.setdefault(o[1], []).append(1000 / r)
+        self.T = {c: sum(v) / len(v) for c, v in t.items()}
+        missing = sorted({c for o in obs for c in o[1:3]} - set(TRAIN_PARAMS))
+        if missing:
+            sys.exit("fit.py: --nic-form link: no message size for class %s (only %s): use --nic-form lowrank" % (
+                ", ".join(missing), ", ".join(sorted(TRAIN_PARAMS))))
+        self.cls = {"nic": sorted(self.T)}
+
+    def wire_ms(self, c):
+        return 4 * TRAIN_PARAMS[c] * FRAME / self.rate
+
+    def slowdown(self, a, b):
+        Ta, Tb, ma, mb = self.T[a], self.T[b], self.wire_ms(a), self.wire_ms(b)
+        ra, rb = min(1.0, ma / Ta), min(1.0, mb / Tb)
+
+        def time(T, m, rho, u, m_co):
+            over = max(0.0, rho + u - 1)
+            return T + m * min(1.0, over / max(1e-9, 1 - u)) + (self.theta if m_co > self.burst else 0.0)
+
+        ta, tb = Ta, Tb
+        for _ in range(200):  # damped: the two co-located times depend on each other
+            na, nb = time(Ta, ma, ra, mb / tb, mb), time(Tb, mb, rb, ma / ta, ma)
+            ta, tb = 0.5 * (ta + na), 0.5 * (tb + nb)
+        return ta / Ta
+
+    def predict(self, obs):
+        return torch.tensor([self.slowdown(o[1], o[2]) for o in obs])
+
+    def fit(self, obs):
+        best = None
+        for k in range(81):
+            self.theta = 0.25 * k
+            e = sum(abs(self.slowdown(o[1], o[2]) - o[3]) / o[3] for o in obs) / len(obs)
+            if best is None or e < best[0]:
+                best = (e, self.theta)
+        self.theta = best[1]
+        return best[0]
+
+
+class MeasuredModel:
+    """The measured source with its nic level a LinkModel, the other levels the low-rank form."""
+
+    def __init__(self, obs, alone, a, seed):
+        rest = [o for o in obs if o[0] != "nic"]
+        nic = [o for o in obs if o[0] == "nic"]
+        self.low = Model(rest, a.rank, seed) if rest else None
+        self.link = LinkModel(nic, alone, a.rate) if nic else None
+        self.cls = dict(self.low.cls if self.low else {}, **(self.link.cls if self.link else {}))
+        self.levels = sorted(self.cls)
+
+    def fit(self, obs, iters, lam):
+        rest = [o for o in obs if o[0] != "nic"]
+        nic = [o for o in obs if o[0] == "nic"]
+        e = self.low.fit(rest, iters, lam) * len(rest) if rest else 0.0
+        e += self.link.fit(nic) * len(nic) if nic else 0.0
+        return e / len(obs)
+
+    def predict(self, obs):
+        pred = torch.zeros(len(obs))
+        for part, keep in ((self.low, lambda o: o[0] != "nic"), (self.link, lambda o: o[0] == "nic")):
+            idx = [i for i, o in enumerate(obs) if keep(o)]
+            if idx:
+                pred[idx] = part.predict([obs[i] for i in idx]).detach()
+        return pred
+
+    def to_json(self, source, models, heldout):
+        """The low-rank levels as fitted; the nic level tabulated exactly: rank = max(rank, classes),
+        u = the identity, v[b][a] = softplus^-1(slowdown(a beside b) - 1) (at least 1e-4)."""
+        d = self.low.to_json(source, models, heldout) if self.low else {
+            "format": "shoal-interference 1", "source": source, "rank": 0, "levels": {}, "models": models,
+            "default_class": "mlp", "heldout": heldout}
+        if not self.link:
+            return d
+        cls = self.link.cls["nic"]
+        n, rank = len(cls), max(d["rank"], len(self.link.cls["nic"]))
+        for lv in d["levels"].values():
+            lv["u"] = [row + [0.0] * (rank - len(row)) for row in lv["u"]]
+            lv["v"] = [row + [0.0] * (rank - len(row)) for row in lv["v"]]
+        inv = lambda g: round(math.log(math.expm1(max(g, 1e-4))), 6)
+        d["levels"]["nic"] = {"classes": cls, "alpha": [0.0] * n, "beta": [0.0] * n,
+                              "u": [[1.0 if i == r else 0.0 for r in range(rank)] for i in range(n)],
+                              "v": [[inv(self.link.slowdown(cls[r], cls[b]) - 1) if r < n else 0.0
+                                     for r in range(rank)] for b in range(n)]}
+        d["heldout"]["nic_form"] = {"form": "link", "theta_ms": self.link.theta, "rate_bytes_per_ms": self.link.rate,
+                                    "burst_ms": self.link.burst,
+                                    "alone_ms": {c: round(t, 4) for c, t in sorted(self.link.T.items())},
+                                    "wire_ms": {c: round(self.link.wire_ms(c), 4) for c in cls}}
+        d["rank"] = rank
+        d["levels"] = dict(sorted(d["levels"].items()))
+        known = {c for lv in d["levels"].values() for c in lv["classes"]}
+        d["models"] = {k: c for k, c in d["models"].items() if c in known}  # the loader refuses a class in no level
+        return d
+
+
 def pair_key(o):
     return (o[0],) + tuple(sorted(o[1:3]))
 
@@ -191,7 +338,7 @@ def level_mape(obs, pred):
 
 
 def fitted(obs, a, seed):
-    m = Model(obs, a.rank, seed)
+    m = MeasuredModel(obs, a.alone, a, seed) if a.nic_form == "link" else Model(obs, a.rank, seed)
     a.train_mape = m.fit(obs, a.iters, a.lam)
     return m
 
@@ -209,17 +356,22 @@ def main():
     ap.add_argument("--iters", type=int, default=3000)
     ap.add_argument("--lam", type=float)
     ap.add_argument("--pred")
+    ap.add_argument("--nic-form", choices=["lowrank", "link"], default="lowrank")
+    ap.add_argument("--rate", default="200mbit")
     a = ap.parse_args()
     measured = a.source == "measured"
     a.rank = a.rank if a.rank is not None else (1 if measured else 4)
     a.lam = a.lam if a.lam is not None else (0.1 if measured else 0.01)
     if not 0 <= a.rank <= 8 or a.folds < 2 or a.iters < 1 or a.lam < 0:
         sys.exit("fit.py: --rank 0..8, --folds >= 2, --iters >= 1, --lam >= 0")
+    if a.nic_form == "link" and not measured:
+        sys.exit("fit.py: --nic-form link: only for the measured source (Gavel's has no nic level)")
+    a.rate = parse_rate(a.rate)
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     noise = {}
     if measured:
-        obs, reps = load_measured(a.csv)
+        obs, reps, a.alone = load_measured(a.csv)
         noise = noise_floor(reps)
         src = "measured on shoal testbed (experiments/interference/measure.sh, %s)" % a.csv
         out = a.out or "data/interference-measured.json"
@@ -235,8 +387,9 @@ def main():
     missing = sum(p is None for p in pred)
     mape = sum(ape) / len(ape)
     per_level = {l: round(sum(v) / len(v), 4) for l, v in sorted(per.items())}
-    print("%s: %d observations, %d unordered pairs, rank %d, L2 %g, %d folds: held-out MAPE %.1f%%%s" % (
-        a.source, len(obs), len({pair_key(o) for o in obs}), a.rank, a.lam, a.folds, 100 * mape,
+    print("%s: %d observations, %d unordered pairs, rank %d, L2 %g, %s%d folds: held-out MAPE %.1f%%%s" % (
+        a.source, len(obs), len({pair_key(o) for o in obs}), a.rank, a.lam,
+        "nic as a shared link, " if a.nic_form == "link" else "", a.folds, 100 * mape,
         " (%d observations of classes seen only in held-out pairs not predicted)" % missing if missing else ""))
     for l, v in per_level.items():
         print("  %-7s %5.1f%%  (%d observations)%s" % (

@@ -16,8 +16,10 @@
 #            second (--toggle 1: alone and co-located phases 1 s apart instead of runs ~7 s apart), 2 repetitions
 #            (--rep 1 and 2), kept apart for the noise floor
 #   idle     a run waits at most 3 s for an idle machine (the full script: 60 s); the busy share is recorded
-# Rows: experiments/interference/results/reduced/measured.csv (measure.sh's columns); the model fitted from them:
-# build/interference-reduced.json (the shipped model, data/interference-measured.json, stays the full matrix's).
+# Rows: experiments/interference/results/reduced/measured.csv (measure.sh's columns); the model fitted from them, its
+# nic level as a shared shaped link (fit.py --nic-form link): build/interference-reduced.json; the same rows with
+# every level in the low-rank form, for comparison: build/interference-reduced-lowrank.json (the shipped model,
+# data/interference-measured.json, stays the full matrix's).
 #   quiet experiments/interference/reduced.sh [--fit-only]      env: ROUNDS (1), TOGGLE (1), REPS ("1 2"), NAME (mrl2),
 #                                                                 LEVELS ("socket nic": the levels measured, the others' rows kept)
 set -euo pipefail
@@ -32,11 +34,13 @@ case ${1:-} in
       timeout 900 experiments/interference/measure.sh --levels "${LEVELS:-socket nic}" --host-jobs "mlp cnn membw" \
         --link-jobs "softmax mlp cnn" --rep "$r" --rounds "${ROUNDS:-1}" --toggle "${TOGGLE:-1}" --idle-wait 3 --name "${NAME:-mrl2}" --out "$out"
     done ;;
-  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "reduced.sh: unknown argument '$1' (--fit-only, --help)" >&2; exit 2 ;;
 esac
-echo "# measured, reduced matrix ($out/measured.csv)"
-/usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --out build/interference-reduced.json
+echo "# measured, reduced matrix ($out/measured.csv), nic as a shared link"
+/usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --nic-form link --out build/interference-reduced.json
+echo "# the same rows, every level low-rank"
+/usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --out build/interference-reduced-lowrank.json
 echo "# the same pairs and levels from the full matrix (experiments/interference/results/measured.csv)"
 awk -F, 'NR == 1 || ($1 == "socket" && $2 ~ /^(mlp|cnn|membw)$/ && $3 ~ /^(mlp|cnn|membw)$/) ||
          ($1 == "nic" && $2 != "net" && $3 != "net")' experiments/interference/results/measured.csv \
