@@ -8,6 +8,8 @@
 #   experiments/adaptive-comm/ae3.sh --trace FILE [--build DIR] [--base BIN] [--hosts 8] [--rate 1gbit]
 #        [--scale 20] [--floor 50] [--samples 40] [--hold 3] [--size 4M] [--step-ms 100] [--out DIR] [--name TB]
 #        [--programs "default reprof noreprof ring before ompi gloo"] [--report]
+# Every program's TCP retransmission timeouts are counted on every host (nstat TcpExtTCPTimeouts in the
+# host's namespace, before and after the program): ae3-<program>-rto.txt, and the table's RTOs column.
 # --report: no run, only the table of the programs' last outputs in --out (one program per run keeps each
 # run short: run them one by one, then `--report --programs "..."` compares them; the last column is each
 # program's iteration time over the first program's).
@@ -42,7 +44,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --report) report=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "ae3.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -89,11 +91,21 @@ run_programs() {
     rp=$!
   }
 
+  # rto_counts: every host's TcpExtTCPTimeouts, one "hN count" line each
+  rto_counts() {
+    local h
+    for ((h = 0; h < H; h++)); do
+      echo "h$h $("$S" testbed exec --name "$name" "h$h" -- nstat -az TcpExtTCPTimeouts 2>/dev/null |
+        awk '$1 == "TcpExtTCPTimeouts" { print $2 }')"
+    done
+  }
+
   steps=(bench allreduce --steps 1000000 --seconds "$run_s" --step-ms "$step_ms" -b "$size")
   for p in $programs; do
     "$S" testbed set --name "$name" "$slow" --rate "$(head -1 "$out/ae3-pattern.txt")mbit" >/dev/null
     tune="$out/ae3-tune-$p"
     rm -f "$tune" "$out/ae3-$p-rates.txt"
+    rto_counts >"$out/ae3-$p-rto0.txt"
     # the profile at start-up sees the pattern's first rate, as a job started then would
     case $p in
       reprof) replay $p; echo "$(date +%s.%N) start" >>"$out/ae3-$p-rates.txt"
@@ -124,6 +136,8 @@ run_programs() {
     kill "$rp" 2>/dev/null || true
     wait "$rp" 2>/dev/null || true
     rp=""
+    rto_counts | join "$out/ae3-$p-rto0.txt" - | awk '{ print $1, $3 - $2 }' >"$out/ae3-$p-rto.txt"
+    echo "# $p: TCP retransmission timeouts per host: $(tr '\n' ' ' <"$out/ae3-$p-rto.txt")" >&2
   done
 }
 
@@ -132,7 +146,7 @@ mkdir -p "$out"
 echo
 echo "## iteration time = $step_ms ms compute + allreduce ($size), over the replay"
 first=${programs%% *}
-printf "%10s %8s %12s %14s %12s %12s\n" "program" "steps" "allreduce" "iteration" "re-profiles" "vs $first"
+printf "%10s %8s %12s %14s %12s %6s %12s\n" "program" "steps" "allreduce" "iteration" "re-profiles" "RTOs" "vs $first"
 ref=""
 for p in $programs; do
   f=$out/ae3-$p.txt
@@ -143,6 +157,8 @@ for p in $programs; do
   it=$(awk -v a="$ms" -v c="$step_ms" 'BEGIN { printf "%.1f", a + c }')
   [ "$p" = "$first" ] && ref=$it
   vs=$([ -n "$ref" ] && awk -v a="$it" -v r="$ref" 'BEGIN { printf "%.2f", a / r }' || echo -)
-  printf "%10s %8s %9.1f ms %11.1f ms %12s %12s\n" "$p" "$st" "$ms" "$it" "$re" "$vs"
+  rto=$(awk '{ n += $2 } END { print (NR ? n : "-") }' "$out/ae3-$p-rto.txt" 2>/dev/null || echo -)
+  printf "%10s %8s %9.1f ms %11.1f ms %12s %6s %12s\n" "$p" "$st" "$ms" "$it" "$re" "$rto" "$vs"
 done | tee "$out/ae3-table.txt"
-echo "# per-step lines: $out/ae3-<program>.txt (step, time ms, re-profiles, algo, t s, plan); rates: ae3-<program>-rates.txt"
+echo "# per-step lines: $out/ae3-<program>.txt (step, time ms, re-profiles, algo, t s, plan); rates: ae3-<program>-rates.txt;"
+echo "# RTOs: TCP retransmission timeouts on all hosts during the program (per host: ae3-<program>-rto.txt)"

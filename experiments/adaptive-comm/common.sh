@@ -33,14 +33,14 @@ run_ompi() {
 run_gloo() {
   local tag=$1 n=$2; shift 2
   echo "# $tag (Gloo) ..." >&2
-  local pids=() r port=$((29600 + RANDOM % 300))
+  local pids=() r pid port=$((29600 + RANDOM % 300))
   for ((r = 0; r < n; r++)); do
     MASTER_ADDR=10.90.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r LOCAL_RANK=0 OMP_NUM_THREADS=1 \
       timeout "$budget" "$S" testbed exec --name "$name" h$r -- /usr/bin/python3 bench/gloo_allreduce.py "$@" \
       >"$out/$tag.r$r" 2>"$out/$tag.err.r$r" &
     pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || echo "# $tag: a Gloo rank failed (see $out/$tag.err.r*)" >&2; done
+  for pid in "${pids[@]}"; do wait "$pid" || echo "# $tag: a Gloo rank failed (see $out/$tag.err.r*)" >&2; done
   cp "$out/$tag.r0" "$out/$tag.txt"
 }
 
