@@ -26,7 +26,8 @@ n). Reported per level where a pair was measured more than once (the "noise" fie
 
   fit.py measured [--csv FILE] [--out data/interference-measured.json]
   fit.py gavel [--throughputs FILE] [--gpu v100] [--out FILE]
-  fit.py measured --nic-form link [--rate 200mbit]
+  fit.py measured --nic-form link [--rate 200mbit] [--test-csv FILE --test-rate RATE]   (FILE's nic rows, measured
+             at another link rate, predicted by the fitted form)
   options: --rank R (measured 1, gavel 4)  --folds K (5)  --seed S (1)  --iters N (3000)
            --lam X (L2 weight on u, v: measured 0.1, gavel 0.01)
            --pred FILE (held-out predictions as CSV, for the plot)
@@ -358,6 +359,8 @@ def main():
     ap.add_argument("--pred")
     ap.add_argument("--nic-form", choices=["lowrank", "link"], default="lowrank")
     ap.add_argument("--rate", default="200mbit")
+    ap.add_argument("--test-csv")
+    ap.add_argument("--test-rate", default="200mbit")
     a = ap.parse_args()
     measured = a.source == "measured"
     a.rank = a.rank if a.rank is not None else (1 if measured else 4)
@@ -366,6 +369,8 @@ def main():
         sys.exit("fit.py: --rank 0..8, --folds >= 2, --iters >= 1, --lam >= 0")
     if a.nic_form == "link" and not measured:
         sys.exit("fit.py: --nic-form link: only for the measured source (Gavel's has no nic level)")
+    if a.test_csv and a.nic_form != "link":
+        sys.exit("fit.py: --test-csv: only with --nic-form link")
     a.rate = parse_rate(a.rate)
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -411,6 +416,26 @@ def main():
         json.dump(m.to_json(src, MEASURED_MODELS if measured else None, heldout), f, indent=1)
         f.write("\n")
     print("wrote %s (fitted on all %d observations, training MAPE %.1f%%)" % (out, len(obs), 100 * loss))
+    if a.test_csv:
+        test_on(m, a)
+
+
+def test_on(m, a):
+    """The nic level's slowdowns of another measurement (--test-csv, its link at --test-rate) predicted by the link
+    form fitted above: theta from the fit, each job's alone time from the other file's rows, its wire time at that
+    rate. Prints the MAPE and each pair."""
+    obs, _, alone = load_measured(a.test_csv)
+    obs = [o for o in obs if o[0] == "nic"]
+    if not obs:
+        sys.exit("fit.py: --test-csv %s: no nic rows" % a.test_csv)
+    link = LinkModel(obs, alone, parse_rate(a.test_rate), m.link.theta)
+    ape = []
+    for o in obs:
+        p = link.slowdown(o[1], o[2])
+        ape.append(abs(p - o[3]) / o[3])
+        print("  %-7s %-7s beside %-7s measured %6.3f  predicted %6.3f" % (o[0], o[1], o[2], o[3], p))
+    print("test: %s (link %s, theta %.2f ms from the fit): %d nic observations, MAPE %.1f%%" % (
+        a.test_csv, a.test_rate, m.link.theta, len(obs), 100 * sum(ape) / len(ape)))
 
 
 if __name__ == "__main__":

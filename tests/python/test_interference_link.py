@@ -62,9 +62,23 @@ def fits_and_writes(tmp):
                     r = 1000 / alone_ms[a]
                     f.write("nic,%s,%s,%d,iters/s,%.6f,%.6f,%.6f,0.01,0.01\n" % (a, b, rep, r, r / s, s))
     out = os.path.join(tmp, "model.json")
-    rc, so, se = run("measured", "--csv", path, "--nic-form", "link", "--out", out, "--folds", "3")
+    # the same jobs on a link of half the rate: the link-bound ones take twice as long alone (their alone rows say so)
+    slow = model({"softmax": 2 * 1.32, "mlp": 2 * 90.0, "cnn": 4.4}, 3.5)
+    slow.rate, slow.burst = RATE / 2, max(5.0, 32768 / (RATE / 2))
+    test = os.path.join(tmp, "rows-100mbit.csv")
+    with open(test, "w") as f:
+        f.write("level,job,corunner,rep,unit,alone,colocated,slowdown,busy_alone,busy_pair\n")
+        for a in alone_ms:
+            for b in alone_ms:
+                s, r = slow.slowdown(a, b), 1000 / slow.T[a]
+                f.write("nic,%s,%s,1,iters/s,%.6f,%.6f,%.6f,0.01,0.01\n" % (a, b, r, r / s, s))
+    check(abs(slow.slowdown("cnn", "mlp") - truth.slowdown("cnn", "mlp")) > 0.01, "the slower link changes a slowdown")
+    rc, so, se = run("measured", "--csv", path, "--nic-form", "link", "--out", out, "--folds", "3",
+                     "--test-csv", test, "--test-rate", "100mbit")
     check(rc == 0, "fit failed: %s %s" % (so, se))
     check("nic as a shared link" in so and "held-out MAPE 0.0%" in so, "held-out on rows the form made: %r" % so)
+    check("test: %s (link 100mbit, theta 3.50 ms from the fit): 9 nic observations, MAPE 0.0%%" % test in so,
+          "the other link's rows predicted: %r" % so)
     d = json.load(open(out))
     nf = d["heldout"]["nic_form"]
     check(nf["theta_ms"] == 3.5, "theta recovered: %r" % nf)
@@ -92,6 +106,8 @@ def refused(tmp, rows):
     check(rc != 0 and "class net" in err and "--nic-form lowrank" in err, "net refused: %d %r" % (rc, err))
     rc, _, err = run("measured", "--csv", rows, "--nic-form", "link", "--rate", "fast", "--out", os.path.join(tmp, "x"))
     check(rc != 0 and "--rate 'fast'" in err, "bad rate: %d %r" % (rc, err))
+    rc, _, err = run("measured", "--csv", rows, "--test-csv", rows, "--out", os.path.join(tmp, "x"))
+    check(rc != 0 and "only with --nic-form link" in err, "--test-csv without the link form: %d %r" % (rc, err))
     rc, _, err = run("gavel", "--nic-form", "link")
     check(rc != 0 and "only for the measured source" in err, "gavel: %d %r" % (rc, err))
 
