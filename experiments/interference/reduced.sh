@@ -47,5 +47,7 @@ awk -F, 'NR == 1 || ($1 == "socket" && $2 ~ /^(mlp|cnn|membw)$/ && $3 ~ /^(mlp|c
   > build/interference-full-subset.csv
 /usr/bin/python3 experiments/interference/fit.py measured --csv build/interference-full-subset.csv \
   --out build/interference-full-subset.json
+/usr/bin/python3 experiments/interference/fit.py measured --csv build/interference-full-subset.csv --nic-form link \
+  --out build/interference-full-subset-link.json
 echo "# Gavel's source (../shared/data/gavel/throughputs.json, V100)"
 /usr/bin/python3 experiments/interference/fit.py gavel --out build/interference-gavel-v100.json

@@ -23,7 +23,7 @@ W16=${W16:-experiments/learned-placement/marl-8x2-small.weights}
 WINDOWS=20-21,21-22,22-23,23-24,27-28,29-30,31-32,33-34
 HEUR=fifo,fifo:place=firstfit,fifo:place=loadbal,fifo:place=pack
 train() { # topology out
-  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python python3 -m shoal.marl train --out "$2" --seed "$SEED" --iters 40 \
+  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python /usr/bin/python3 -m shoal.marl train --out "$2" --seed "$SEED" --iters 40 \
     --topology "$1" --agents 2 --windows "$WINDOWS" --log "${2%.weights}.log.csv"
 }
 case ${1:-} in
