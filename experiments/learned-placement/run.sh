@@ -10,7 +10,8 @@
 #                                                 the same jobs (experiments/live-slurm/run.sh, its piece: JOBS=20
 #                                                 WINDOW=90 SCALE=0.6 SEED=9 MAX_TIME=430), ~7 min each; POLICIES
 #                                                 ("marl fifo") the policies, OUT (build/experiments/learned-placement) where
-#                                                 the runs go (live-<policy>/), NAME (mlive) the testbed
+#                                                 the runs go (live-<policy>/), NAME (mlive) the testbed, HOSTS (8),
+#                                                 GPUS (1) per host and CPU (0.2) limit per host
 # re2 runs on two clusters: the scenario's 32 x 8 GPUs (no queue to speak of: nothing at stake) and 16 x 8 GPUs
 # in 4 racks (jobs queue and co-locate), the shipped weights (`marl`, one agent) and those trained on the
 # cluster (W8 / W16, their 2 agents). Options (environment): W8=FILE W4=FILE W16=FILE (the weights; default
@@ -52,20 +53,21 @@ case ${1:-} in
     $S sim --scenario interference --window 3974400:4579200 --load-scale 1 --machines 64 --racks 16 \
       --policy "$p" --no-progress --out build/re4 2>/dev/null | grep -v "^ *agents=" ;;
   live)
-    # One GPU per host: no two jobs share a host, so placement chooses only which racks a job spans (the simulator,
-    # whose speeds do not depend on racks, gives every placer the same JCT on these jobs).
-    out=${OUT:-build/experiments/learned-placement}
+    # GPUS=1 (one GPU per host): no two jobs share a host, so placement chooses only which racks a job spans (the
+    # simulator, whose speeds do not depend on racks, gives every placer the same JCT on these jobs). GPUS=2 HOSTS=4
+    # CPU=0.4: jobs share hosts, and a host's CPU limit is shared by the jobs on it: placement matters.
+    out=${OUT:-build/experiments/learned-placement} hosts=${HOSTS:-8} gpus=${GPUS:-1}
     for p in ${POLICIES:-marl fifo}; do
       echo "# $p: $(uptime)"
       JOBS=${JOBS:-20} WINDOW=${WINDOW:-90} SCALE=${SCALE:-0.6} SEED=${SEED_LIVE:-9} MAX_TIME=${MAX_TIME:-430} \
-        RESTART_COST=${RESTART_COST:-16} NAME=${NAME:-mlive} experiments/live-slurm/run.sh "$p" "$out/live-${p%%:*}" |
-        tail -n 1 || echo "# $p: run.sh failed (see $out/live-${p%%:*})"
+        RESTART_COST=${RESTART_COST:-16} NAME=${NAME:-mlive} HOSTS=$hosts GPUS=$gpus CPU=${CPU:-0.2} \
+        experiments/live-slurm/run.sh "$p" "$out/live-${p//[:=]/-}" | tail -n 1 || echo "# $p: run.sh failed (see $out/live-${p//[:=]/-})"
     done
     t=$(ls "$out"/live-*/trace.csv 2>/dev/null | head -n 1)
     [ -n "$t" ] || exit 1
     echo "# the same jobs in shoal sim (the testbed's speed table, start cost 12 s): policy, avg JCT (s)"
-    $S sim --trace "$t" --machines 8 --gpus-per-machine 1 --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
+    $S sim --trace "$t" --machines "$hosts" --gpus-per-machine "$gpus" --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
       --speed table --throughputs experiments/live-slurm/throughputs.json --gpu testbed --raw-spread --start-cost 12 \
       --restart-cost 16 --policy "$HEUR,marl" --no-progress --csv --no-header 2>/dev/null | cut -d, -f2,5 ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
 esac

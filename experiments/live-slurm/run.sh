@@ -16,7 +16,9 @@
 #                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live),
 #                              ACCOUNTING (0), OTHER (0), OTHER_S (30), MAX_TIME (1700),
 #                              SCALE (1: every job's length x SCALE, workload.py --scale),
-#                              DATA (a directory to keep Fashion-MNIST unpacked in; default: a temporary one)
+#                              DATA (a directory to keep Fashion-MNIST unpacked in; default: a temporary one),
+#                              HOSTS (8), GPUS (1: emulated GPUs per host; the CPU limit CPU is per host, shared by
+#                              the jobs on it; utilization then counts hosts held, not GPUs)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*) echo "run.sh: unknown option $1 (--help)" >&2; exit 2;; esac
@@ -24,7 +26,7 @@ sched=${1:?scheduler: slurm or a shoal policy (tiresias:..., elastic:..., larr:.
 S=$(realpath "${SHOAL:-build/shoal}")
 tag=${sched%%:*}
 out=$(realpath -m "${2:-build/experiments/live-slurm/$tag}")
-N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=8
+N=${JOBS:-30} SEED=${SEED:-8} CPU=${CPU:-0.2} NAME=${NAME:-live} HOSTS=${HOSTS:-8} GPUS=${GPUS:-1}
 TP=$(realpath "${THROUGHPUTS:-$here/throughputs.json}")
 DATA=${DATA:-} keep_data=1 # Fashion-MNIST unpacked (54 MB): in DATA if given (kept), else a temporary directory removed at exit
 [ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
@@ -44,7 +46,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 uptime > "$out/uptime"
-"$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --oversub 2 --slurm --gpus 1 \
+"$S" testbed up --name "$NAME" --hosts $HOSTS --racks 2 --rate 1gbit --oversub 2 --slurm --gpus "$GPUS" \
   $([ "$ACCOUNTING" = 1 ] && echo --accounting) > "$out/up.log" || exit 1
 for h in $(seq 0 $((HOSTS - 1))); do "$S" testbed set --name "$NAME" "h$h" --cpu "$CPU" > /dev/null || exit 1; done
 X() { "$S" testbed exec --name "$NAME" h0 -- "$@"; }
