@@ -428,14 +428,16 @@ def test_on(m, a):
     obs = [o for o in obs if o[0] == "nic"]
     if not obs:
         sys.exit("fit.py: --test-csv %s: no nic rows" % a.test_csv)
-    link = LinkModel(obs, alone, parse_rate(a.test_rate), m.link.theta)
+    rate = parse_rate(a.test_rate)
+    # the standing queue is bytes in the link's buffer: its delay scales as 1 / rate
+    link = LinkModel(obs, alone, rate, m.link.theta * m.link.rate / rate)
     ape = []
     for o in obs:
         p = link.slowdown(o[1], o[2])
         ape.append(abs(p - o[3]) / o[3])
         print("  %-7s %-7s beside %-7s measured %6.3f  predicted %6.3f" % (o[0], o[1], o[2], o[3], p))
-    print("test: %s (link %s, theta %.2f ms from the fit): %d nic observations, MAPE %.1f%%" % (
-        a.test_csv, a.test_rate, m.link.theta, len(obs), 100 * sum(ape) / len(ape)))
+    print("test: %s (link %s, theta %.2f ms from the fit's %.2f ms at its rate): %d nic observations, MAPE %.1f%%" % (
+        a.test_csv, a.test_rate, link.theta, m.link.theta, len(obs), 100 * sum(ape) / len(ape)))
 
 
 if __name__ == "__main__":

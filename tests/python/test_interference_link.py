@@ -63,7 +63,7 @@ def fits_and_writes(tmp):
                     f.write("nic,%s,%s,%d,iters/s,%.6f,%.6f,%.6f,0.01,0.01\n" % (a, b, rep, r, r / s, s))
     out = os.path.join(tmp, "model.json")
     # the same jobs on a link of half the rate: the link-bound ones take twice as long alone (their alone rows say so)
-    slow = model({"softmax": 2 * 1.32, "mlp": 2 * 90.0, "cnn": 4.4}, 3.5)
+    slow = model({"softmax": 2 * 1.32, "mlp": 2 * 90.0, "cnn": 4.4}, 7.0)  # the same queue's bytes: twice the delay
     slow.rate, slow.burst = RATE / 2, max(5.0, 32768 / (RATE / 2))
     test = os.path.join(tmp, "rows-100mbit.csv")
     with open(test, "w") as f:
@@ -77,7 +77,8 @@ def fits_and_writes(tmp):
                      "--test-csv", test, "--test-rate", "100mbit")
     check(rc == 0, "fit failed: %s %s" % (so, se))
     check("nic as a shared link" in so and "held-out MAPE 0.0%" in so, "held-out on rows the form made: %r" % so)
-    check("test: %s (link 100mbit, theta 3.50 ms from the fit): 9 nic observations, MAPE 0.0%%" % test in so,
+    check("test: %s (link 100mbit, theta 7.00 ms from the fit's 3.50 ms at its rate): 9 nic observations, MAPE 0.0%%"
+          % test in so,
           "the other link's rows predicted: %r" % so)
     d = json.load(open(out))
     nf = d["heldout"]["nic_form"]
