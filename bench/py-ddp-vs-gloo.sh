@@ -16,6 +16,7 @@
 #                                                    none: the limit, every rank training its shard with
 #                                                    no communication, all ranks at once
 #        EPOCHS=3 REPS=3 TARGET=0.85 BATCH=64 MODEL=mlp RATE=1gbit (testbed host links)
+#        TESTBED=pyb<pid> (the testbed's name: its namespaces are TESTBED-h<i>; brought up and down here)
 #        SHOAL_ARGS="" (extra arguments of every shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
 #        EXTRA_ARGS="" (extra arguments of every side, e.g. "--train-subset 20000")
 #        LOAD=0 (a busy machine: LOAD busy-loop processes run beside every run, started before it and
@@ -81,7 +82,7 @@ tb_skip=""
 if [ "$need_hosts" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then tb_skip="not root (the testbed needs network namespaces)"
   else
-    tb=pyb$(( $$ % 100000 ))
+    tb=${TESTBED:-pyb$(( $$ % 100000 ))}
     "$build/shoal" testbed up --name "$tb" --hosts "$need_hosts" --rate "$RATE" >"$out/testbed.log" 2>&1 ||
       { tb_skip="testbed up failed: $(tail -1 "$out/testbed.log")"; tb=""; }
   fi
