@@ -17,9 +17,9 @@ S=${SHOAL:-build/shoal} SC=${1:-12} RC=${2:-16}
 SEEDS=${SEEDS:-$(seq 1 10)} JOBS=${JOBS:-30} WINDOW=${WINDOW:-240} SCALE=${SCALE:-1} OTHER=${OTHER:-0} OTHER_S=${OTHER_S:-30}
 TP=${THROUGHPUTS:-$here/throughputs.json}
 STP=${SIM_THROUGHPUTS:-$TP}
-pols=(fifo srtf "tiresias:thresholds=100/800:starve=0:runfrac=0" "elastic:interval=30:gain=1" "larr:slot=60"
-      "larr:slot=60:restart=1:hold=1:fit=0.5")
-names=(fifo srtf tiresias elastic larr larr-rhf)
+pols=(fifo srtf "tiresias:thresholds=100/800:starve=0:runfrac=0" "elastic:interval=30:gain=1"
+      "larr:slot=60:restart=0:fit=0" "larr:slot=60" "larr:slot=60:hold=1")
+names=(fifo srtf tiresias elastic larr-0 larr larr-hold)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 printf "%-5s" seed; for n in "${names[@]}"; do printf " %9s" "$n"; done; printf "  best_gain\n"
 for seed in $SEEDS; do

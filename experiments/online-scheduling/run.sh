@@ -9,10 +9,11 @@
 #   pollux     the Pollux-style scenario at load-scale 2, 4, 8 (0.5x-2x), seeds
 #              1-3 (the seed draws the 160-job sample), every policy + the bound
 #   ablation   what the LP adds: larr vs greedy with the same re-planning
-#              (greedy:replan=1), both without re-planning, and larr planning
-#              with remaining work estimated online from finished jobs
-#              (larr:estimate=3600) instead of known exactly; pollux at
-#              load-scale 4 and 8 and all-PS synthetic jobs, seeds 1-3
+#              (both re-plan by default), both without re-planning (replan=0),
+#              without the restart cost and fitted rates (restart=0:fit=0),
+#              and larr planning with remaining work estimated online from
+#              finished jobs (larr:estimate=3600) instead of known exactly;
+#              pollux at load-scale 4 and 8 and all-PS synthetic jobs, seeds 1-3
 #   decide     planner decision time per arrival at 100/500/2000 machines
 # Writes CSVs (shoal sim's columns) to results/, SVG plots to plots/
 # (gnuplot) and results/summary.txt.
@@ -56,7 +57,7 @@ fi
 if want ablation; then
   echo "== ablation: LP vs greedy with the same re-planning; exact vs estimated remaining work"
   echo "$HDR" > "$R/ablation.csv"
-  AB=larr,greedy:replan=1,larr:replan=0,greedy,larr:estimate=3600,greedy:replan=1:estimate=3600,srtf
+  AB=larr,greedy,larr:replan=0,greedy:replan=0,larr:restart=0:fit=0,larr:estimate=3600,greedy:estimate=3600,oasis:replan=1,srtf
   for s in $SEEDS; do
     if [ -r "$PHILLY" ]; then for x in 4 8; do
       sim --scenario pollux --trace "$PHILLY" --load-scale $x --seed $s --policy $AB --tag "pollux-x$x" >> "$R/ablation.csv"

@@ -231,3 +231,57 @@ TEST(slot_replan_release_next_keeps_the_current_slot) {
     shoal__ps_cluster_free(&c);
   }
 }
+
+/* A planner of new jobs for the test below: declines job 2, plans any other job 1 worker on machine 0 in
+ * slot t + 2 only, and counts its calls. */
+static int late_or_declined(void *arg, const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t,
+                            shoal__ps_sched_t *out) {
+  (void)c;
+  ++*(int *)arg;
+  if (j->id == 2) return SHOAL_ERR_INFEASIBLE;
+  shoal__ps_sched_init(out, t);
+  shoal__ps_slot_t *sl = shoal__ps_sched_slot(out, t + 2);
+  return sl ? shoal__ps_slot_add(sl, 0, 1, 0) : SHOAL_ERR_NOMEM;
+}
+
+/* New jobs through the planner's own plan (plan_new, how oasis re-plans), by hand: one machine of 2 GPUs; A
+ * (work 6, 2 workers) committed for slots 0-2; B and C (work 1, 1 worker) arrive at slot 0. Both are smaller
+ * than A, which is released and re-planned by the greedy after them. plan_new is asked for B and C only: B
+ * gets its plan (slot 2, not the greedy's slot 0), C, declined, is deferred; A takes both GPUs of slots 0-1
+ * and one of slot 2 beside B, and its last step in slot 3. */
+TEST(slot_replan_new_jobs_through_plan_new) {
+  shoal__ps_cluster_t c;
+  CHECK_OK(rs_cluster(1, 2, &c));
+  shoal__ps_job_t jobs[3] = {rs_job(0, 6, 2, 0, NULL), rs_job(1, 1, 1, 0, NULL), rs_job(2, 1, 1, 0, NULL)};
+  shoal__ps_sched_t S[3];
+  shoal__ps_sched_init(&S[0], 0);
+  for (int t = 0; t < 3; t++) CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&S[0], t), 0, 2, 0));
+  CHECK_OK(shoal__ps_commit(&c, &jobs[0], &S[0]));
+  shoal__ps_sched_init(&S[1], 0);
+  shoal__ps_sched_init(&S[2], 0);
+  shoal__ps_replan_params_t rp;
+  shoal__ps_replan_defaults(&rp);
+  rp.larr.hmax = 20;
+  int calls = 0;
+  rp.plan_new = late_or_declined;
+  rp.plan_new_arg = &calls;
+  double rate[3] = {0, 0, 0};
+  int active[1] = {0}, batch[2] = {1, 2}, def[3], ndef, nrel;
+  CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 2, 0, &rp, 0, rate, NULL, def, &ndef, &nrel, NULL));
+  CHECK_EQ(calls, 2);
+  CHECK_EQ(nrel, 1);
+  CHECK_EQ(ndef, 1);
+  CHECK_EQ(def[0], 2);
+  CHECK_EQ(shoal__ps_sched_end(&S[2]), -1); /* C: nothing planned */
+  CHECK_EQ(rs_workers(&S[1], 0, 0), 0);
+  CHECK_EQ(rs_workers(&S[1], 2, 0), 1);
+  CHECK_EQ(shoal__ps_sched_end(&S[1]), 2);
+  CHECK_EQ(rs_workers(&S[0], 0, 0), 2);
+  CHECK_EQ(rs_workers(&S[0], 1, 0), 2);
+  CHECK_EQ(rs_workers(&S[0], 2, 0), 1);
+  CHECK_EQ(shoal__ps_sched_end(&S[0]), 3);
+  CHECK(shoal__ps_sched_work(&jobs[0], &S[0]) >= 6 - 1e-9);
+  CHECK_OK(residual_matches(&c, jobs, 3, S, 8));
+  for (int i = 0; i < 3; i++) shoal__ps_sched_free(&S[i]);
+  shoal__ps_cluster_free(&c);
+}

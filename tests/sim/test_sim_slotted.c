@@ -32,7 +32,7 @@ TEST(slotted_hand_computed_timeline) {
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 2);
   shoal_sim_result_t r;
-  run_policy(&w, &cs, sp, "greedy", "slot=100", 0, &r);
+  run_policy(&w, &cs, sp, "greedy", "slot=100:replan=0", 0, &r);
   CHECK_JCT(&w, 0, 300);
   CHECK_JCT(&w, 1, 250);
   CHECK_EQ(r.finished, 2);
@@ -93,10 +93,10 @@ static void run_timeline(const tjob_t t[3], const timeline_case_t *cases, size_t
 TEST(slotted_pull_forward_and_nogap_timeline) {
   const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 40, 0}, {60, 1, 60, 0}};
   const timeline_case_t cases[] = {
-      {"greedy", "slot=100:backfill=0", {50, 140, 160}, NULL},
-      {"greedy", "slot=100:backfill=0:nogap=1", {50, 140, 200}, NULL},
-      {"greedy", "slot=100:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
-      {"greedy", "slot=100:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
+      {"greedy", "slot=100:replan=0:backfill=0", {50, 140, 160}, NULL},
+      {"greedy", "slot=100:replan=0:backfill=0:nogap=1", {50, 140, 200}, NULL},
+      {"greedy", "slot=100:replan=0:backfill=0:pull=1", {50, 90, 90}, "pulled=2"},
+      {"greedy", "slot=100:replan=0:backfill=0:pull=1:nogap=1", {50, 90, 90}, "pulled=2"},
   };
   run_timeline(t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -113,12 +113,12 @@ TEST(slotted_pull_forward_and_nogap_timeline) {
 TEST(slotted_backfill_timeline) {
   const tjob_t t[] = {{0, 1, 50, 0}, {0, 1, 100, 0}, {1, 1, 30, 0}};
   const timeline_case_t cases[] = {
-      {"greedy", "slot=100:backfill=0", {50, 200, 229}, NULL},
-      {"greedy", "slot=100:backfill=1", {50, 150, 179}, "backfilled=2"},
-      {"greedy", "slot=100", {50, 180, 79}, "backfilled=2"}, /* the default: backfill=2 */
-      {"greedy", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
+      {"greedy", "slot=100:replan=0:backfill=0", {50, 200, 229}, NULL},
+      {"greedy", "slot=100:replan=0:backfill=1", {50, 150, 179}, "backfilled=2"},
+      {"greedy", "slot=100:replan=0", {50, 180, 79}, "backfilled=2"}, /* the default: backfill=2 */
+      {"greedy", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
       {"larr", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
-      {"oasis", "slot=100:backfill=2", {50, 180, 79}, "backfilled=2"},
+      {"oasis", "slot=100:replan=0:backfill=2", {50, 180, 79}, "backfilled=2"},
   };
   run_timeline(t, cases, sizeof cases / sizeof cases[0]);
 }
@@ -174,17 +174,19 @@ static void slotted_variants(const char *const (*pols)[2], int npols) {
 }
 
 TEST_T(slotted_commit_on_arrival_invariants_and_determinism, 110) {
-  const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600"}, {"oasis", "slot=1800:units=16"},
-                                 {"greedy", "slot=600:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:pull=1:nogap=1"},
-                                 {"greedy", "slot=600:backfill=1"}, {"oasis", "slot=1800:units=16:backfill=0"}};
+  const char *const pols[][2] = {{"larr", "slot=600:replan=0"}, {"greedy", "slot=600:replan=0"}, {"oasis", "slot=1800:units=16:replan=0"},
+                                 {"greedy", "slot=600:replan=0:pull=1:nogap=1"}, {"oasis", "slot=1800:units=16:replan=0:pull=1:nogap=1"},
+                                 {"greedy", "slot=600:replan=0:backfill=1"}, {"oasis", "slot=1800:units=16:replan=0:backfill=0"}};
   slotted_variants(pols, 7);
 }
 
 TEST_T(slotted_replanning_invariants_and_determinism, 110) {
   const char *const pols[][2] = {{"larr", "slot=600"}, {"greedy", "slot=600:replan=1"}, {"larr", "slot=600:estimate=1800"},
                                  {"larr", "slot=600:pull=1"}, {"larr", "slot=600:backfill=0"}, {"larr", "slot=600:backfill=1:pull=1"},
-                                 {"larr", "slot=600:restart=1:hold=1:fit=0.5"}, {"greedy", "slot=600:restart=1:hold=1:fit=0.5"}};
-  slotted_variants(pols, 8);
+                                 {"larr", "slot=600:restart=1:hold=1:fit=0.5"}, {"greedy", "slot=600:restart=1:hold=1:fit=0.5"},
+                                 {"larr", "slot=600:restart=0:fit=0"}, {"oasis", "slot=1800:units=16:replan=1"},
+                                 {"oasis", "slot=1800:units=16:replan=1:restart=1:hold=1:fit=0.5"}};
+  slotted_variants(pols, 11);
 }
 
 static int slurp(const char *path, char *buf, size_t cap, size_t *len) {
@@ -241,7 +243,7 @@ TEST(slotted_fit_rates_to_the_speed_model) {
   shoal_workload_t w;
   memset(&w, 0, sizeof w);
   tiny_workload(&w, t, 1);
-  const char *params[] = {"slot=100:backfill=0", "slot=100:backfill=0:fit=0.5"};
+  const char *params[] = {"slot=100:backfill=0:fit=0", "slot=100:backfill=0:fit=0.5"};
   const double jct[] = {120, 100};
   for (int c = 0; c < 2; c++) {
     shoal_sim_result_t r;

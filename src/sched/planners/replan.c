@@ -19,6 +19,18 @@ void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p) {
   p->replan_lp = 0;
   p->replan_key = 1;
   p->release_next = 0;
+  p->plan_new = NULL;
+  p->plan_new_arg = NULL;
+}
+
+/* How plan_in_order plans one job. */
+enum { BY_GREEDY, BY_LP, BY_NEW };
+
+static int plan_by(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, const shoal__ps_replan_params_t *p, int by,
+                   shoal__ps_larr_stats_t *st, shoal__ps_sched_t *R) {
+  if (by == BY_NEW) return p->plan_new(p->plan_new_arg, c, j, t, R);
+  if (by == BY_LP) return shoal__ps_larr(c, j, t, &p->larr, R, st);
+  return shoal__ps_greedy(c, j, t, p->larr.hmax, p->larr.theta, R);
 }
 
 
@@ -146,13 +158,12 @@ static void smallest_first(rp_item_t *it, int m, char *isnew, int *ord, rp_item_
 
 /* Restart cost in the objective (jobs with restart > 0): the jobs planned after item ord[q] that run now
  * (held) keep their placement in slot t if the job planned before them can do without it. Their held
- * placements (where they still fit) are reserved in slot t while jr is planned (lp: by larr, else the
- * greedy) into *R; the plan stands if it ends no later than the greedy's plan without the reservation
+ * placements (where they still fit) are reserved in slot t while jr is planned (`by`: plan_by) into *R; the plan stands if it ends no later than the greedy's plan without the reservation
  * (the earliest end any plan reaches): then nobody is moved for nothing. Returns 0 with *R, 1 when the
  * plan must be made without the reservation (nothing reserved, or reserving delays jr: SRPT's
  * preemption), or an error (SHOAL_ERR_INFEASIBLE passed on). */
 static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, const rp_item_t *it, const double *rem,
-                            const int *ord, int q, int m, int t, const shoal__ps_replan_params_t *p, int lp,
+                            const int *ord, int q, int m, int t, const shoal__ps_replan_params_t *p, int by,
                             shoal__ps_larr_stats_t *st, const shoal__ps_job_t *jr, shoal__ps_sched_t *R) {
   if (!(jr->restart > 0)) return 1;
   shoal__ps_sched_t H;
@@ -170,7 +181,7 @@ static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs,
   }
   int out = 1;
   if (!rc && nres) {
-    int prc = lp ? shoal__ps_larr(c, jr, t, &p->larr, R, st) : shoal__ps_greedy(c, jr, t, p->larr.hmax, p->larr.theta, R);
+    int prc = plan_by(c, jr, t, p, by, st, R);
     if (prc == 0) out = 0;
     else if (prc != SHOAL_ERR_INFEASIBLE) rc = prc;
   }
@@ -198,9 +209,9 @@ static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs,
   return out;
 }
 
-/* Plan the items in order from t (released ones from t + 1 with release_next): new jobs by larr's LP (or
- * the greedy with greedy_new), released ones by the greedy (or the LP with replan_lp); a job that does not
- * fit within hmax is deferred. */
+/* Plan the items in order from t (released ones from t + 1 with release_next): new jobs by p->plan_new, or
+ * larr's LP (the greedy with greedy_new), released ones by the greedy (or the LP with replan_lp); a job that
+ * does not fit within hmax (or that plan_new does not take now) is deferred. */
 static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const rp_item_t *it,
                          const double *rem, const char *isnew, const int *ord, int m, int t,
                          const shoal__ps_replan_params_t *p, int greedy_new, shoal__ps_larr_stats_t *st, int *deferred,
@@ -213,12 +224,10 @@ static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, sh
     jr.work = rem[x];
     if (jr.arrival < ts) jr.arrival = ts;
     shoal__ps_sched_t R;
-    int lp = (isnew[x] && !greedy_new) || (!isnew[x] && p->replan_lp);
-    int prc = plan_around_held(c, jobs, it, rem, ord, q, m, ts, p, lp, st, &jr, &R);
-    if (prc == 1) {
-      if (lp) prc = shoal__ps_larr(c, &jr, ts, &p->larr, &R, st);
-      else prc = shoal__ps_greedy(c, &jr, ts, p->larr.hmax, p->larr.theta, &R);
-    }
+    int by = isnew[x] ? (p->plan_new ? BY_NEW : greedy_new ? BY_GREEDY : BY_LP) : p->replan_lp ? BY_LP : BY_GREEDY;
+    /* plan_new is asked once per offer (OASiS counts each answer as an offer of the job) */
+    int prc = by == BY_NEW ? 1 : plan_around_held(c, jobs, it, rem, ord, q, m, ts, p, by, st, &jr, &R);
+    if (prc == 1) prc = plan_by(c, &jr, ts, p, by, st, &R);
     if (prc == SHOAL_ERR_INFEASIBLE) {
       if (ts == t) deferred[(*ndef)++] = i; /* else it keeps slot t: its plan runs out there */
       continue;

@@ -14,6 +14,11 @@ typedef struct {
   int replan_lp;          /* 1: released jobs re-planned through larr's LP too; 0: the greedy (0) */
   int replan_key;         /* order: 0 remaining standalone time, 1 remaining GPU-slots at the best rate (1) */
   int release_next;       /* 1: committed jobs keep slot t and are released from t + 1 on (0) */
+  /* NULL: new jobs are planned by larr's LP (the greedy with greedy_new). Else by this planner (OASiS's
+   * DP with its admission): 0 with *out, SHOAL_ERR_INFEASIBLE (deferred to the next slot: nothing fits,
+   * or the planner does not take the job now) or an error. */
+  int (*plan_new)(void *arg, const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, shoal__ps_sched_t *out);
+  void *plan_new_arg;
 } shoal__ps_replan_params_t;
 void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p);
 
@@ -26,7 +31,7 @@ double shoal__ps_size_key(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
  * batch[0..nb-1] are jobs to plan now (new, deferred, or earlier released
  * and deferred; S[i] holds their executed part, committed). Work done before
  * t is never touched: a job's remaining work is Q - work of its slots < t.
- * New jobs (batch) are planned by larr's LP, released ones by the greedy
+ * New jobs (batch) are planned by larr's LP (or p->plan_new), released ones by the greedy
  * (replan_lp = 0) or the LP. Jobs that cannot be planned within hmax are
  * written to deferred (*ndef), with S[i] cut at t. rate_best[i] caches the
  * job's best one-slot rate on an empty machine (0 = not yet computed).

@@ -1,6 +1,6 @@
 /* Policy "greedy": the exact single-job greedy of planners/greedy.c (most work in every slot from the
- * arrival), optionally with larr's re-planning (replan=1, an ablation), in the engine's slotted mode
- * (policies/slotted.c); docs/scheduling.md. */
+ * arrival) with larr's re-planning on arrivals (replan=1, the default; replan=0 commits on arrival), in the
+ * engine's slotted mode (policies/slotted.c); docs/scheduling.md. */
 #include "sched/planners/greedy.h"
 #include "sched/policies/slotted.h"
 
@@ -15,7 +15,7 @@ static int greedy_configure(void *own, const shoal_sched_t *s, const char *param
   greedy_t *g = own;
   shoal__ps_replan_params_t *rp = &g->rp;
   shoal__ps_replan_defaults(rp);
-  long replan = 0, rk = rp->replan_k;
+  long replan = 1, rk = rp->replan_k;
   int rc;
   if ((rc = shoal__param_double("greedy", params, "theta", rp->larr.theta, 1e-6, 1e6, &rp->larr.theta)) ||
       (rc = shoal__param_long("greedy", params, "replan", replan, 0, 1, &replan)) ||
@@ -43,8 +43,8 @@ static const shoal__ps_replan_params_t *greedy_replan_params(void *own, int *gre
 }
 
 static const shoal__slot_planner_t planner = {"greedy", keys, sizeof(greedy_t), greedy_configure, greedy_plan,
-                                              greedy_replan_params, NULL, 0, 2, 0};
+                                              greedy_replan_params, NULL, 0, 2, 1, 0, 0.5};
 
 SHOAL__SLOTTED_POLICY(greedy, planner,
-                      "exact single-job greedy: most work in every slot from arrival (locality-aware)",
-                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=0 replank=32: re-planning as larr (ablation); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=0: 1 puts the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0: >0 fits wmax and the per-worker rate to the speed model (the least per-worker efficiency kept, e.g. 0.5)");
+                      "exact single-job greedy: most work in every slot (locality-aware); re-plans on arrivals as larr",
+                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=1 replank=32: re-planning as larr, new jobs through the greedy (0: commit on arrival, the seed's greedy); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=1: the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job; 0: off); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0.5: wmax and the per-worker rate fitted to the speed model (the least per-worker efficiency kept; 0: the rates at the requested size)");

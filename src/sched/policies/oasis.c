@@ -1,6 +1,8 @@
 /* Policy "oasis": the primal-dual planner of planners/oasis.c (exponential prices, a per-job DP) with
  * admission by positive payoff: a rejected job is offered again at the next slot, and admitted anyway
- * after `force` rejections; in the engine's slotted mode (policies/slotted.c); docs/scheduling.md. */
+ * after `force` rejections; with larr's re-planning on arrivals (replan=1, the default: new jobs through
+ * the DP, released ones through the greedy), in the engine's slotted mode (policies/slotted.c);
+ * docs/scheduling.md. */
 #include <stdio.h>
 
 #include "sched/planners/oasis.h"
@@ -11,26 +13,33 @@ typedef struct {
   shoal__ps_oasis_est_t est; /* price bounds from the jobs seen so far */
   int force_after;           /* admit a job rejected this many times anyway */
   long rejections, forced;
+  shoal__ps_replan_params_t rp; /* replan=1: larr's re-planning, new jobs through oasis_plan (the DP) */
+  shoal__ps_larr_stats_t st;
 } oasis_t;
 
-static const char *const keys[] = {"slot", "mult", "force", "units", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
+static const char *const keys[] = {"slot", "mult", "force", "units", "replan", "replank", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
 
 static int oasis_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan) {
   oasis_t *o = own;
-  (void)s;
   shoal__ps_oasis_defaults(&o->op);
-  long force = 20, units = 64;
+  shoal__ps_replan_defaults(&o->rp);
+  long force = 20, units = 64, rp = 1, rk = o->rp.replan_k;
   int rc;
   if ((rc = shoal__param_double("oasis", params, "mult", 1, 1e-6, 1e6, &o->op.mult)) ||
       (rc = shoal__param_long("oasis", params, "force", force, 1, 1000000, &force)) ||
-      (rc = shoal__param_long("oasis", params, "units", units, 1, 4096, &units)))
+      (rc = shoal__param_long("oasis", params, "units", units, 1, 4096, &units)) ||
+      (rc = shoal__param_long("oasis", params, "replan", rp, 0, 1, &rp)) ||
+      (rc = shoal__param_long("oasis", params, "replank", rk, 0, 100000, &rk)))
     return rc;
+  o->rp.larr.seed = s->seed;
+  o->rp.larr.hmax = hmax;
+  o->rp.replan_k = (int)rk;
   o->force_after = (int)force;
   o->op.units = (int)units;
   o->op.hmax = hmax;
   o->op.T = 2000;
   shoal__ps_oasis_est_init(&o->est);
-  *replan = 0;
+  *replan = (int)rp;
   return 0;
 }
 
@@ -50,14 +59,21 @@ static int oasis_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_
   return 0;
 }
 
+static const shoal__ps_replan_params_t *oasis_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+  oasis_t *o = own;
+  *greedy_new = 2; /* new jobs through oasis_plan */
+  *st = &o->st;
+  return &o->rp;
+}
+
 static void oasis_stats(const void *own, char *buf, size_t cap) {
   const oasis_t *o = own;
   snprintf(buf, cap, " rejections=%ld forced=%ld", o->rejections, o->forced);
 }
 
-static const shoal__slot_planner_t planner = {"oasis", keys, sizeof(oasis_t), oasis_configure, oasis_plan, NULL,
-                                              oasis_stats, 0, 2, 0};
+static const shoal__slot_planner_t planner = {"oasis", keys, sizeof(oasis_t), oasis_configure, oasis_plan,
+                                              oasis_replan_params, oasis_stats, 0, 2, 1, 0, 0.5};
 
 SHOAL__SLOTTED_POLICY(oasis, planner,
-                      "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot)",
-                      "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=0: 1 puts the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0: >0 fits wmax and the per-worker rate to the speed model (the least per-worker efficiency kept, e.g. 0.5)");
+                      "OASiS primal-dual: exponential prices, per-job DP, admission by positive payoff (retry per slot); re-plans on arrivals as larr",
+                      "slot=3600: slot length (s); mult=1: multiplier on the price bounds U, L; force=20: admit after this many rejections; units=64: work units of the DP; replan=1 replank=32: re-planning as larr, new jobs through the DP (0: one job at a time, OASiS as specified); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=1: the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job; 0: off); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0.5: wmax and the per-worker rate fitted to the speed model (the least per-worker efficiency kept; 0: the rates at the requested size)");

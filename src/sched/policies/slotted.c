@@ -108,8 +108,8 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
   if ((rc = shoal__param_double(name, params, "slot", 3600, 1, 1e7, &p->slot_s)) ||
       (rc = shoal__param_long(name, params, "backfill", pl->backfill, 0, 2, &backfill)) ||
       (rc = shoal__param_long(name, params, "restart", pl->restart, 0, 1, &restart)) ||
-      (rc = shoal__param_long(name, params, "hold", 0, 0, 1, &hold)) ||
-      (rc = shoal__param_double(name, params, "fit", 0, 0, 1, &p->fit)) ||
+      (rc = shoal__param_long(name, params, "hold", pl->hold, 0, 1, &hold)) ||
+      (rc = shoal__param_double(name, params, "fit", pl->fit, 0, 1, &p->fit)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
       (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 2, &pull)) ||
       (rc = shoal__param_long(name, params, "nogap", 0, 0, 1, &nogap)) ||
@@ -537,6 +537,14 @@ static double work_before(const slotted_t *p, int id, int k) {
   return w;
 }
 
+/* A new job of a re-planning batch through the planner's own plan (replan_params' greedy_new = 2): a job it
+ * declines waits for the next slot, as a deferred one. */
+static int plan_new_own(void *arg, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, shoal__ps_sched_t *out) {
+  slotted_t *p = arg;
+  int rc = p->pl->plan(p->own, pc, j, k, &p->tries[j->id], out);
+  return rc == SHOAL__SLOT_DECLINED ? SHOAL_ERR_INFEASIBLE : rc;
+}
+
 /* Re-planning batch (shoal__ps_replan) over pend[from..npend): committed
  * jobs' views are refreshed so that their remaining work is the engine's
  * (Q = remaining now + planned work before slot k). */
@@ -572,6 +580,7 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
     return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
   shoal__ps_replan_params_t rpk = *rp;
   rpk.release_next = p->hold && s->now > k * p->slot_s + 1e-9; /* between boundaries */
+  if (greedy_new == 2) rpk.plan_new = plan_new_own, rpk.plan_new_arg = p, greedy_new = 0;
   rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &rpk, greedy_new, p->rate_best, st, def, &ndef,
                         &nrel, p->rel);
   if (rc) return rc;

@@ -36,14 +36,17 @@ typedef struct shoal__slot_planner {
    * SHOAL__SLOT_DECLINED or an error. *declined counts the times this job was declined. */
   int (*plan)(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, int *declined,
               shoal__ps_sched_t *out);
-  /* With re-planning: shoal__ps_replan's parameters, whether new jobs go through the greedy, and where
-   * its counters go. NULL: never re-plans. */
+  /* With re-planning: shoal__ps_replan's parameters, how new jobs are planned (*greedy_new: 0 larr's LP,
+   * 1 the greedy, 2 plan above, a decline deferring the job to the next slot), and where its counters go.
+   * NULL: never re-plans. */
   const shoal__ps_replan_params_t *(*replan_params)(void *own, int *greedy_new, shoal__ps_larr_stats_t **st);
   /* Its counters, appended to the mode's (plans, deferrals, re-planning). NULL: none. */
   void (*stats)(const void *own, char *buf, size_t cap);
   int pull;     /* default of the mode's pull= (pull-forward into room freed by early finishes) */
   int backfill; /* default of the mode's backfill= (the current slot's free room to jobs holding nothing) */
   int restart;  /* default of the mode's restart= (restart cost in the planners' objective) */
+  int hold;     /* default of the mode's hold= (the current slot's plans kept between boundaries) */
+  double fit;   /* default of the mode's fit= (rates fitted to the speed model; 0: off) */
 } shoal__slot_planner_t;
 
 /* The policy operations of a slot-planner policy (create names the planner; the rest are shared). */
