@@ -84,6 +84,9 @@ typedef struct shoal_partial_params {
   int ntrees;                    /* the relay trees (min, max, prod with a rank out): 0 chosen by the cost
                                     model; else the number of reduction trees */
   int fanout;                    /* 0: chosen with ntrees; 1: chains, 2: binary trees, up to 8: k-ary trees */
+  int excuse_late;               /* 1: once tau has passed, each rank still busy with a step it was late for
+                                    (late in the step before, nothing reported in this one) lowers min_ready
+                                    by one, down to 1; 0 (default): min_ready holds */
 } shoal_partial_params_t;
 
 void shoal_partial_params_init(shoal_partial_params_t *p);

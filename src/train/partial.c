@@ -69,7 +69,7 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
   if (!P) return shoal__seterr(SHOAL_ERR_NOMEM, "sync partial: out of memory");
   s->impl = P;
   shoal_partial_params_init(&P->prm);
-  long carry, ahead, skip, minr, trees, fanout;
+  long carry, ahead, skip, minr, excuse, trees, fanout;
   double tau_ms;
   const char *win = shoal__cfg_str(cfg, "window"), *log = shoal__cfg_str(cfg, "log");
   int rc = 0;
@@ -77,6 +77,7 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
     return shoal__seterr(rc, "sync config partial: window=%s: expected measured, faithful or fixed", win);
   if ((rc = shoal__cfg_int(cfg, "carry", 1, 0, 2, &carry)) || (rc = shoal__cfg_int(cfg, "ahead", 0, 0, MAX_AHEAD, &ahead)) ||
       (rc = shoal__cfg_int(cfg, "skip", 1, 0, 1, &skip)) || (rc = shoal__cfg_int(cfg, "min_ready", 1, 1, 1 << 20, &minr)) ||
+      (rc = shoal__cfg_int(cfg, "excuse_late", 0, 0, 1, &excuse)) ||
       (rc = shoal__cfg_int(cfg, "trees", 0, 0, 1 << 20, &trees)) || (rc = shoal__cfg_int(cfg, "fanout", 0, 0, 8, &fanout)) ||
       (rc = shoal__cfg_double(cfg, "tau_ms", 0, 0, 1e9, &tau_ms)))
     return rc;
@@ -88,6 +89,7 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
   if (trees > W) return shoal__seterr(SHOAL_ERR_INVALID, "sync config partial: trees=%ld: only %d workers", trees, W);
   P->prm.carry = (shoal_partial_carry_t)carry;
   P->prm.min_ready = (int)minr;
+  P->prm.excuse_late = (int)excuse;
   P->prm.ntrees = (int)trees;
   P->prm.fanout = (int)fanout;
   P->prm.tau_s = tau_ms * 1e-3;
@@ -314,7 +316,7 @@ static int p_final(shoal_sync_t *s) {
 
 const shoal__strategy_t shoal__strategy_partial = {
     .name = "partial",
-    .keys = "window, tau_ms, min_ready, carry, ahead, skip, trees, fanout, log",
+    .keys = "window, tau_ms, min_ready, excuse_late, carry, ahead, skip, trees, fanout, log",
     .create = p_create,
     .destroy = p_destroy,
     .setup = p_setup,

@@ -12,7 +12,7 @@
  *   equal to the definition, the same bits on every rank and run after run;
  * - a late rank relays and receives the result (the coordinator and a
  *   tree root included); drop counts it, carry adds it to the next step,
- *   carry-wait loses nothing;
+ *   carry-wait loses nothing; excuse_late does not wait for a rank still busy with an earlier step;
  * - withdraw/cancel; errors named; two threads per rank under random delays
  *   keep every rank's bits equal and lose nothing with carry-wait.
  * Nothing here depends on timing: a "late" rank arrives only after its own
@@ -433,6 +433,63 @@ TEST_T(partial_carry_adds_late_data_to_next_step, 60) {
   p2p_world_arg_t a = {.shm = 0};
   P2P_RUN(3, rank_carry, &a, 50);
   P2P_RUN(4, rank_carry, &a, 50);
+}
+
+/* excuse_late (4 ranks, min_ready 3, tau 0): rank 3 is late in step 0 and still busy with it in step 1
+ * (it has arrived nothing), where rank 2 is late too. Step 1 closes on ranks 0 and 1 alone: rank 3 was
+ * late before and has reported nothing, so min_ready drops to 2. Without the excuse step 1 waits for a
+ * third ready rank, which comes only after the call returns: it times out. */
+static int rank_excuse(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  g_rank = rank;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  size_t n = 1001;
+  float *d0 = malloc(n * sizeof(float)), *d1 = malloc(n * sizeof(float)), *d2 = malloc(n * sizeof(float)),
+        *out = malloc(n * sizeof(float));
+  shoal_partial_params_t prm;
+  shoal_partial_params_init(&prm);
+  prm.window = SHOAL_PARTIAL_FIXED;
+  prm.min_ready = 3;
+  prm.carry = SHOAL_PARTIAL_CARRY;
+  prm.excuse_late = 1;
+  shoal_partial_t *pa = NULL;
+  if (shoal_partial_create(c, n, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa)) FAILR("create: %s", shoal_last_error());
+  fill(d0, n, rank, 0);
+  fill(d1, n, rank, 1);
+  fill(d2, n, rank, 2);
+  shoal_partial_info_t info;
+  if (rank != 3 && shoal_partial_arrive(pa, 0, d0, 0)) FAILR("arrive 0: %s", shoal_last_error());
+  if (shoal_partial_allreduce(pa, 0, out, &info)) FAILR("step 0: %s", shoal_last_error());
+  if (info.fresh != 3 || (info.ranks[3] & 1)) FAILR("step 0: %d fresh, rank 3 flags %d", info.fresh, info.ranks[3]);
+  if (rank < 2 && shoal_partial_arrive(pa, 1, d1, 0)) FAILR("arrive 1: %s", shoal_last_error());
+  if (shoal_partial_allreduce(pa, 1, out, &info)) FAILR("step 1: %s", shoal_last_error());
+  if (info.fresh != 2 || info.carried != 0 || info.ranks[0] != 1 || info.ranks[1] != 1 || info.ranks[2] || info.ranks[3])
+    FAILR("step 1: %d fresh, %d carried, flags %d %d %d %d (expected ranks 0 and 1 alone)", info.fresh, info.carried,
+          info.ranks[0], info.ranks[1], info.ranks[2], info.ranks[3]);
+  for (size_t i = 0; i < n; i++) {
+    float want = (float)((int)((i * 7 + 0 + 5) % 17) - 8) + (float)((int)((i * 7 + 13 + 5) % 17) - 8);
+    if (out[i] != want) FAILR("step 1 element %zu: %g, expected %g", i, out[i], want);
+  }
+  /* the late ones catch up; step 2 with everyone: the same bits on every rank */
+  if (rank == 3 && shoal_partial_arrive(pa, 0, d0, 0)) FAILR("late arrive 0: %s", shoal_last_error());
+  if (rank >= 2 && shoal_partial_arrive(pa, 1, d1, 0)) FAILR("late arrive 1: %s", shoal_last_error());
+  if (shoal_partial_arrive(pa, 2, d2, 0)) FAILR("arrive 2: %s", shoal_last_error());
+  if (shoal_partial_allreduce(pa, 2, out, &info)) FAILR("step 2: %s", shoal_last_error());
+  if (info.fresh < 3) FAILR("step 2: %d fresh (min_ready 3, nobody out)", info.fresh);
+  if (!same_everywhere(c, out, n * sizeof(float))) FAILR("step 2: ranks differ");
+  shoal_partial_destroy(pa);
+  free(d0);
+  free(d1);
+  free(d2);
+  free(out);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(partial_excuse_late_does_not_wait_for_a_rank_still_out, 60) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 10};
+  P2P_RUN(4, rank_excuse, &a, 50);
 }
 
 /* ---- steps with a rank out or carried data: the chooser's algorithm, against the definition ---- */

@@ -198,6 +198,8 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
   if (prm.min_ready < 0 || prm.min_ready > p)
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: min_ready %d on %d ranks", prm.min_ready, p);
   if (prm.min_ready == 0) prm.min_ready = 1;
+  if (prm.excuse_late != 0 && prm.excuse_late != 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: excuse_late %d (expected 0 or 1)", prm.excuse_late);
   shoal__coll_ctx_t x;
   shoal__coll_ctx(c, &x);
   shoal__relay_shape_t shape;
@@ -667,6 +669,16 @@ static int send_to_others(shoal_partial_t *pa, const shoal__op_t *op, unsigned c
   return 0;
 }
 
+/* Ranks late in the step before that have reported nothing in this one: still busy with the step they were
+ * late for (their CARRY report comes when that step's data arrives), so they could only skip this one. */
+static int ranks_still_out(const shoal_partial_t *pa) {
+  int n = 0;
+  for (int i = 0; i < pa->p; i++)
+    n += pa->late[i] && !pa->final_kind[i] &&
+         (pa->carry_state[i] == CS_EXPECTED || pa->prm.carry == SHOAL_PARTIAL_DROP);
+  return n;
+}
+
 /* Before the decision: tell the others the step is under way, cancel it (every rank paused, none ready),
  * or close the window and send the decision. *wake: when the window closes (0: no timer). */
 static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tally_t *t, uint64_t now, uint64_t *wake,
@@ -683,6 +695,16 @@ static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tall
   } else if (!cancel && t->m >= 1) {
     int need = pa->prm.min_ready < p - t->nskip - t->npause ? pa->prm.min_ready : p - t->nskip - t->npause;
     double win = window_of(pa, t->m);
+    if (pa->prm.excuse_late && need > 1 && t->m < need) {
+      /* a second straggler while one is still out: past tau, the one still out is not waited for twice */
+      double tau = tau_of(pa);
+      if (w >= tau) {
+        need -= ranks_still_out(pa);
+        if (need < 1) need = 1;
+      } else {
+        *wake = t->t_first + (uint64_t)(tau * 1e9) + 1;
+      }
+    }
     if (t->m >= need && w >= win) close = 1;
     else if (t->m >= need) *wake = t->t_first + (uint64_t)(win * 1e9) + 1;
   }
