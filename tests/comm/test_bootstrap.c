@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -365,6 +366,60 @@ TEST_T(store_set_get_wait, 30) {
   CHECK_EQ(shoal__store_connect("127.0.0.1", (struct in_addr){htonl(INADDR_LOOPBACK)}, port, &bad, shoal__deadline_in(5), &c), SHOAL_ERR_AUTH);
   CHECK_CONTAINS(shoal_last_error(), "wrong SHOAL_TOKEN");
   shoal__store_server_stop(s);
+}
+
+/* The port's previous owner closes with a rank's connection in its queue (a finished job's listener, or
+ * another process's, on the port rank 0's store is about to take): the rank sees a reset before any greeting,
+ * connects again and reaches the store started a moment later. A port where something accepts and closes
+ * every connection is named at the deadline. */
+TEST_T(store_connect_outlives_the_ports_previous_owner, 30) {
+  shoal__authkey_t key;
+  shoal__auth_key("k", &key);
+  struct in_addr lo = {htonl(0x7f000001)};
+  int old_lfd, port;
+  CHECK_OK(shoal__sock_listen(lo, 0, &old_lfd, &port));
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(old_lfd); /* the parent's close must end the listener */
+    shoal__store_client_t c;
+    if (shoal__store_connect("127.0.0.1", lo, port, &key, shoal__deadline_in(10), &c)) {
+      fprintf(stderr, "rank: %s\n", shoal_last_error());
+      _exit(1);
+    }
+    _exit(shoal__store_set(&c, "k", "v", 1, shoal__deadline_in(5)) ? 2 : 0);
+  }
+  struct pollfd pf = {old_lfd, POLLIN, 0};
+  CHECK_EQ(poll(&pf, 1, 10000), 1); /* the rank's connection sits in the old listener's queue */
+  close(old_lfd);                   /* ... which resets it */
+  shoal__sleep_s(0.2);
+  int lfd, port2;
+  CHECK_OK(shoal__sock_listen(lo, port, &lfd, &port2));
+  CHECK_EQ(port2, port);
+  shoal__store_server_t *s;
+  CHECK_OK(shoal__store_server_start(lfd, &key, 1, "", &s));
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the rank did not reach the store (status 0x%x)", st);
+  shoal__store_server_stop(s);
+  /* something that accepts and closes every connection: named when the deadline passes */
+  int cl_lfd, cl_port;
+  CHECK_OK(shoal__sock_listen(lo, 0, &cl_lfd, &cl_port));
+  pid = fork();
+  if (pid == 0) {
+    for (int i = 0; i < 200; i++) { /* bounded */
+      struct pollfd p = {cl_lfd, POLLIN, 0};
+      if (poll(&p, 1, 3000) != 1) break;
+      int fd = accept(cl_lfd, NULL, NULL);
+      if (fd >= 0) close(fd);
+    }
+    _exit(0);
+  }
+  shoal__store_client_t c;
+  CHECK(shoal__store_connect("127.0.0.1", lo, cl_port, &key, shoal__deadline_in(1.0), &c) != 0);
+  CHECK_CONTAINS(shoal_last_error(), "closed before any store greeted them");
+  close(cl_lfd);
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
 }
 
 /* A stray client at a rank's own listening port during the mesh setup: it

@@ -3,6 +3,7 @@
  * buffer, so a slow or hostile client never stalls the others. */
 #include "comm/bootstrap/store.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -47,6 +48,13 @@ struct shoal__store_server {
   int size;                       /* rank 0's world size */
   char job[SHOAL__JOB_ID_MAX + 1]; /* rank 0's SHOAL_JOB_ID ("" if unset) */
 };
+
+/* A store of this process that closed its listener (it could not take a rank in): its port and reason. Rank
+ * 0's own client, which connects again after a reset, fails at once with the reason instead of waiting out
+ * its deadline at a port that will not open again. */
+static pthread_mutex_t closed_door_mu = PTHREAD_MUTEX_INITIALIZER;
+static int closed_door_port;
+static char closed_door_why[200];
 
 static void put_hdr(unsigned char *h, uint32_t len, int type) {
   memset(h, 0, HDR);
@@ -297,6 +305,14 @@ static void on_accept(struct shoal__store_server *s) {
              "ulimit -n)", strerror(errno));
     SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", why);
     abandon(s, "the store", SHOAL_ERR_SYSTEM, why, 1);
+    struct sockaddr_in la;
+    socklen_t ll = sizeof la;
+    if (getsockname(s->lfd, (struct sockaddr *)&la, &ll) == 0) {
+      pthread_mutex_lock(&closed_door_mu);
+      closed_door_port = ntohs(la.sin_port);
+      snprintf(closed_door_why, sizeof closed_door_why, "%s", why);
+      pthread_mutex_unlock(&closed_door_mu);
+    }
     /* the connections still queued are reset at once rather than left to their deadline (shutdown, not only
      * close: `shoal launch` holds the listening socket too) */
     shutdown(s->lfd, SHUT_RDWR);
@@ -373,6 +389,13 @@ int shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, int si
     return shoal__seterr(SHOAL_ERR_SYSTEM, "store: pipe: %s", strerror(errno));
   }
   shoal__sock_set_nonblock(listen_fd);
+  struct sockaddr_in la;
+  socklen_t ll = sizeof la;
+  if (getsockname(listen_fd, (struct sockaddr *)&la, &ll) == 0) { /* this port's door is open again */
+    pthread_mutex_lock(&closed_door_mu);
+    if (closed_door_port == ntohs(la.sin_port)) closed_door_port = 0;
+    pthread_mutex_unlock(&closed_door_mu);
+  }
   int rc = pthread_create(&s->thread, NULL, serve, s);
   if (rc) {
     close(s->wake[0]);
@@ -456,12 +479,39 @@ int shoal__store_connect(const char *host, struct in_addr ip, int port, const sh
   snprintf(c.addr, sizeof c.addr, "%s:%d", host, port);
   char what[96];
   snprintf(what, sizeof what, "the rendezvous store (rank 0)");
-  rc = shoal__sock_connect(ip, port, dl, what, &c.fd);
-  if (rc) return rc;
   unsigned char buf[256];
   size_t len = 0;
   int type = 0;
-  rc = read_frame(&c, &type, buf, sizeof buf, &len, dl);
+  /* A connection closed or reset before the store's greeting reached a listener that was not the store: the
+   * port's previous owner closing with this connection in its queue (a finished job's, or another process's
+   * ephemeral listener) before rank 0 bound it. That is a store not up yet, like a refused connection:
+   * connect again until the deadline. A store always greets first, so nothing of it is lost. */
+  int early_closes = 0;
+  double backoff = 0.01;
+  for (;;) {
+    rc = shoal__sock_connect(ip, port, dl, what, &c.fd);
+    if (rc) break;
+    rc = read_frame(&c, &type, buf, sizeof buf, &len, dl);
+    if (rc != SHOAL_ERR_PEER_CLOSED) break;
+    close(c.fd);
+    c.fd = -1;
+    early_closes++;
+    pthread_mutex_lock(&closed_door_mu);
+    if (closed_door_port == port)
+      rc = shoal__seterr(SHOAL_ERR_SYSTEM, "the store at %s closed its door: %s", c.addr, closed_door_why);
+    pthread_mutex_unlock(&closed_door_mu);
+    if (rc == SHOAL_ERR_SYSTEM) return rc;
+    int ms = shoal__deadline_ms_left(dl);
+    if (ms == 0) break;
+    shoal__sleep_s(backoff < ms / 1000.0 ? backoff : ms / 1000.0);
+    backoff = backoff * 2 > 0.5 ? 0.5 : backoff * 2;
+  }
+  if (rc && early_closes) {
+    char last[160];
+    snprintf(last, sizeof last, "%s", shoal_last_error());
+    rc = shoal__seterr(rc, "%s: %d connection(s) were closed before any store greeted them (the last attempt: %s); "
+                       "is rank 0's shoal store at this port?", c.addr, early_closes, last);
+  }
   if (rc) goto close_fd;
   if (type != SHOAL__STORE_CHALLENGE || len != 4 + SHOAL__NONCE_BYTES || shoal__get_u32(buf) != SHOAL__STORE_MAGIC) {
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s is not a shoal rendezvous store (bad greeting)", c.addr);
@@ -502,7 +552,7 @@ int shoal__store_connect(const char *host, struct in_addr ip, int port, const sh
   *out = c;
   return 0;
 close_fd:
-  close(c.fd);
+  if (c.fd >= 0) close(c.fd);
   return rc;
 }
 
