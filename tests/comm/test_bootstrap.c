@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -420,6 +421,48 @@ TEST_T(store_connect_outlives_the_ports_previous_owner, 30) {
   close(cl_lfd);
   kill(pid, SIGKILL);
   waitpid(pid, &st, 0);
+}
+
+/* Rank 0's store out of file descriptors: every rank that connects, before or after the store ran out, is
+ * told why at once (the store gives up a reserve descriptor to answer each), instead of a reset for the
+ * queued ones and refused connects until the deadline for the rest. */
+TEST_T(store_out_of_descriptors_tells_every_rank_why, 30) {
+  shoal__authkey_t key;
+  shoal__auth_key("k", &key);
+  struct in_addr lo = {htonl(0x7f000001)};
+  int lfd, port, ready[2], done[2];
+  CHECK_OK(shoal__sock_listen(lo, 0, &lfd, &port));
+  CHECK(pipe(ready) == 0 && pipe(done) == 0);
+  pid_t pid = fork();
+  if (pid == 0) { /* rank 0's process: the store, then not one descriptor more */
+    shoal__store_server_t *s;
+    if (shoal__store_server_start(lfd, &key, 4, "", &s)) _exit(1);
+    int k = dup(0);
+    close(k);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = (rlim_t)k; /* every descriptor below k is open: the next accept fails with EMFILE */
+    if (setrlimit(RLIMIT_NOFILE, &rl)) _exit(2);
+    char b = 1;
+    if (write(ready[1], &b, 1) != 1) _exit(3);
+    struct pollfd p = {done[0], POLLIN, 0};
+    poll(&p, 1, 20000);
+    shoal__store_server_stop(s);
+    _exit(0);
+  }
+  close(lfd);
+  char b;
+  CHECK_EQ(read(ready[0], &b, 1), 1);
+  for (int r = 0; r < 3; r++) {
+    shoal__store_client_t c;
+    CHECK_EQ(shoal__store_connect("127.0.0.1", lo, port, &key, shoal__deadline_in(10), &c), SHOAL_ERR_ABORTED);
+    CHECK_CONTAINS(shoal_last_error(), "the rendezvous was abandoned by rank 0: rank 0's store cannot accept");
+    CHECK_CONTAINS(shoal_last_error(), "Too many open files");
+  }
+  CHECK_EQ(write(done[1], &b, 1), 1);
+  int st;
+  waitpid(pid, &st, 0);
+  CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the store's process: status 0x%x", st);
 }
 
 /* A stray client at a rank's own listening port during the mesh setup: it

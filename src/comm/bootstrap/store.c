@@ -3,7 +3,6 @@
  * buffer, so a slow or hostile client never stalls the others. */
 #include "comm/bootstrap/store.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -45,16 +44,11 @@ struct shoal__store_server {
   int ncl, capcl;
   kv_t *kv;
   int nkv, capkv;
+  int reserve;                    /* /dev/null, given up to take one connection in when out of descriptors */
+  char door_closed[200];          /* why the store turns every new connection away ("" while it takes them) */
   int size;                       /* rank 0's world size */
   char job[SHOAL__JOB_ID_MAX + 1]; /* rank 0's SHOAL_JOB_ID ("" if unset) */
 };
-
-/* A store of this process that closed its listener (it could not take a rank in): its port and reason. Rank
- * 0's own client, which connects again after a reset, fails at once with the reason instead of waiting out
- * its deadline at a port that will not open again. */
-static pthread_mutex_t closed_door_mu = PTHREAD_MUTEX_INITIALIZER;
-static int closed_door_port;
-static char closed_door_why[200];
 
 static void put_hdr(unsigned char *h, uint32_t len, int type) {
   memset(h, 0, HDR);
@@ -293,6 +287,15 @@ static void on_readable(struct shoal__store_server *s, int i) {
   c->in_len -= off;
 }
 
+/* A connection the store will not serve: told why (the ERROR frame, as its first frame) and closed. */
+static void turn_away(struct shoal__store_server *s, int fd) {
+  store_client_t c = {.fd = fd};
+  unsigned char st[4];
+  shoal__put_u32(st, (uint32_t)-SHOAL_ERR_SYSTEM);
+  reply(&c, SHOAL__STORE_ERROR, st, sizeof st, s->door_closed, strlen(s->door_closed));
+  close(fd);
+}
+
 static void on_accept(struct shoal__store_server *s) {
   struct sockaddr_in a;
   socklen_t len = sizeof a;
@@ -300,24 +303,32 @@ static void on_accept(struct shoal__store_server *s) {
   if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
     /* a rank that cannot be taken in: the rendezvous is abandoned with the reason (waiting for the
      * connect deadline while the still-readable listener kept this thread spinning said only "timed out") */
-    char why[200];
-    snprintf(why, sizeof why, "rank 0's store cannot accept a rank's connection: %s (raise the open-file limit, "
-             "ulimit -n)", strerror(errno));
-    SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", why);
-    abandon(s, "the store", SHOAL_ERR_SYSTEM, why, 1);
-    struct sockaddr_in la;
-    socklen_t ll = sizeof la;
-    if (getsockname(s->lfd, (struct sockaddr *)&la, &ll) == 0) {
-      pthread_mutex_lock(&closed_door_mu);
-      closed_door_port = ntohs(la.sin_port);
-      snprintf(closed_door_why, sizeof closed_door_why, "%s", why);
-      pthread_mutex_unlock(&closed_door_mu);
+    if (!s->door_closed[0]) {
+      snprintf(s->door_closed, sizeof s->door_closed, "rank 0's store cannot accept a rank's connection: %s "
+               "(raise the open-file limit, ulimit -n)", strerror(errno));
+      SHOAL_WARN("INIT", "store: %s; the rendezvous is abandoned", s->door_closed);
+      abandon(s, "the store", SHOAL_ERR_SYSTEM, s->door_closed, 1);
     }
-    /* the connections still queued are reset at once rather than left to their deadline (shutdown, not only
-     * close: `shoal launch` holds the listening socket too) */
+    /* every connection, queued or still to come (rank 0's own too), is told why: the reserve descriptor is
+     * given up to take one in, then taken back */
+    if (s->reserve >= 0) {
+      close(s->reserve);
+      s->reserve = -1;
+      fd = accept4(s->lfd, (struct sockaddr *)&a, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int e = errno;
+      if (fd >= 0) turn_away(s, fd);
+      s->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0 || e == EAGAIN || e == EINTR) return;
+    }
+    /* no descriptor to spare: the connections still queued are reset at once rather than left to their
+     * deadline (shutdown, not only close: `shoal launch` holds the listening socket too) */
     shutdown(s->lfd, SHUT_RDWR);
     close(s->lfd);
     s->lfd = -1;
+    return;
+  }
+  if (fd >= 0 && s->door_closed[0]) {
+    turn_away(s, fd);
     return;
   }
   if (fd < 0) return;
@@ -384,22 +395,18 @@ int shoal__store_server_start(int listen_fd, const shoal__authkey_t *key, int si
   snprintf(s->job, sizeof s->job, "%s", job ? job : "");
   s->lfd = listen_fd;
   s->key = *key;
+  s->reserve = open("/dev/null", O_RDONLY | O_CLOEXEC); /* (-1: the door is reset instead of answered) */
   if (pipe2(s->wake, O_CLOEXEC) < 0) {
+    if (s->reserve >= 0) close(s->reserve);
     free(s);
     return shoal__seterr(SHOAL_ERR_SYSTEM, "store: pipe: %s", strerror(errno));
   }
   shoal__sock_set_nonblock(listen_fd);
-  struct sockaddr_in la;
-  socklen_t ll = sizeof la;
-  if (getsockname(listen_fd, (struct sockaddr *)&la, &ll) == 0) { /* this port's door is open again */
-    pthread_mutex_lock(&closed_door_mu);
-    if (closed_door_port == ntohs(la.sin_port)) closed_door_port = 0;
-    pthread_mutex_unlock(&closed_door_mu);
-  }
   int rc = pthread_create(&s->thread, NULL, serve, s);
   if (rc) {
     close(s->wake[0]);
     close(s->wake[1]);
+    if (s->reserve >= 0) close(s->reserve);
     free(s);
     return shoal__seterr(SHOAL_ERR_SYSTEM, "store: pthread_create: %s", strerror(rc));
   }
@@ -421,6 +428,7 @@ void shoal__store_server_stop(shoal__store_server_t *s) {
   free(s->kv);
   free(s->cl);
   if (s->lfd >= 0) close(s->lfd);
+  if (s->reserve >= 0) close(s->reserve);
   close(s->wake[0]);
   close(s->wake[1]);
   free(s);
@@ -496,11 +504,6 @@ int shoal__store_connect(const char *host, struct in_addr ip, int port, const sh
     close(c.fd);
     c.fd = -1;
     early_closes++;
-    pthread_mutex_lock(&closed_door_mu);
-    if (closed_door_port == port)
-      rc = shoal__seterr(SHOAL_ERR_SYSTEM, "the store at %s closed its door: %s", c.addr, closed_door_why);
-    pthread_mutex_unlock(&closed_door_mu);
-    if (rc == SHOAL_ERR_SYSTEM) return rc;
     int ms = shoal__deadline_ms_left(dl);
     if (ms == 0) break;
     shoal__sleep_s(backoff < ms / 1000.0 ? backoff : ms / 1000.0);
@@ -513,6 +516,11 @@ int shoal__store_connect(const char *host, struct in_addr ip, int port, const sh
                        "is rank 0's shoal store at this port?", c.addr, early_closes, last);
   }
   if (rc) goto close_fd;
+  if (type == SHOAL__STORE_ERROR && len >= 4) { /* the store turns connections away (rank 0 out of descriptors) */
+    buf[len < sizeof buf - 1 ? len : sizeof buf - 1] = '\0';
+    rc = shoal__seterr(SHOAL_ERR_ABORTED, "the rendezvous was abandoned by rank 0: %s", (char *)buf + 4);
+    goto close_fd;
+  }
   if (type != SHOAL__STORE_CHALLENGE || len != 4 + SHOAL__NONCE_BYTES || shoal__get_u32(buf) != SHOAL__STORE_MAGIC) {
     rc = shoal__seterr(SHOAL_ERR_PROTOCOL, "%s is not a shoal rendezvous store (bad greeting)", c.addr);
     goto close_fd;
