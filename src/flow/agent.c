@@ -23,6 +23,7 @@
 
 #define EST_SLOTS 5    /* the estimate is the best delivery rate of the last 5 slots */
 #define MAX_SOCKETS 2048
+#define BG_SLOTS 10    /* the background is measured every 10 slots */
 
 typedef struct agent {
   const shoal__fagent_opts_t *o;
@@ -42,6 +43,9 @@ typedef struct agent {
   shoal__tcpstat_t *socks;       /* this slot's dump */
   uint64_t (*prev_acked)[2];     /* previous dump: cookie, bytes_acked, sorted by cookie */
   int nprev;
+  double bg_at;                  /* the last dump (monotonic s), 0: none yet */
+  uint64_t bg_bps;               /* the background it measured */
+  shoal__tcpdiag_t *diag;        /* for the flows' lookups, NULL: not open */
   uint16_t ctl_lport;            /* our end of the controller connection (not background) */
   FILE *log;
   int64_t slot;
@@ -192,40 +196,35 @@ static int cookie_cmp(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* TCP_INFO into the report's flows, the estimate, and the host's background rate (bytes acked per second
- * on sockets that are no flow of the segment, the controller connection and loopback excluded). */
-static uint64_t telemetry(agent_t *a, shoal__fp_report_t *r) {
+/* TCP_INFO of one reported flow into its report entry and its estimate. */
+static void flow_info(agent_t *a, shoal__fp_flow_t *f, int seg_i, const shoal__tcpstat_t *t) {
+  /* the monitor counts bytes handed to the socket, which can hold megabytes: what is not acknowledged
+   * yet has not crossed the network (progress and the end of the phase are told by the wire) */
+  f->sent = f->sent > t->wqueue ? f->sent - t->wqueue : 0;
+  f->rtt_us = t->rtt_us;
+  f->delivered_bps = t->delivery_rate;
+  double *e = a->est[seg_i];
+  memmove(e + 1, e, (EST_SLOTS - 1) * sizeof *e);
+  e[0] = (double)t->delivery_rate - a->o->bias_bps / 8;
+  double best = 0;
+  for (int k = 0; k < EST_SLOTS; k++) best = e[k] > best ? e[k] : best;
+  f->e_bps = a->o->estimate ? (uint64_t)best : 0;
+}
+
+/* The host's background rate: bytes acknowledged per second on TCP sockets that are no flow of the
+ * segment (the controller connection and loopback excluded), between two dumps of every socket. */
+static void background(agent_t *a) {
   int n = shoal__tcp_sockets(a->socks, MAX_SOCKETS);
   if (n < 0) {
-    SHOAL_DEBUG("FLOW", "telemetry skipped this slot: %s", shoal_last_error());
-    return 0;
+    SHOAL_DEBUG("FLOW", "background not measured this slot: %s", shoal_last_error());
+    return;
   }
   static uint64_t cur[MAX_SOCKETS][2];
-  double bg = 0;
+  double bg = 0, now = shoal__now_s();
   for (int s = 0; s < n; s++) {
     const shoal__tcpstat_t *t = &a->socks[s];
     cur[s][0] = t->cookie;
     cur[s][1] = t->bytes_acked;
-    int flow = -1;
-    for (uint32_t i = 0; i < r->n && flow < 0; i++)
-      if (a->seg->flow[a->idx[i]].src_port == t->sport && a->seg->flow[a->idx[i]].dst_port == t->dport &&
-          r->flows[i].dst_ip == t->dst_ip)
-        flow = (int)i;
-    if (flow >= 0) {
-      shoal__fp_flow_t *f = &r->flows[flow];
-      /* the monitor counts bytes handed to the socket, which can hold megabytes: what is not acknowledged
-       * yet has not crossed the network (progress and the end of the phase are told by the wire) */
-      f->sent = f->sent > t->wqueue ? f->sent - t->wqueue : 0;
-      f->rtt_us = t->rtt_us;
-      f->delivered_bps = t->delivery_rate;
-      double *e = a->est[a->idx[flow]];
-      memmove(e + 1, e, (EST_SLOTS - 1) * sizeof *e);
-      e[0] = (double)t->delivery_rate - a->o->bias_bps / 8;
-      double best = 0;
-      for (int k = 0; k < EST_SLOTS; k++) best = e[k] > best ? e[k] : best;
-      f->e_bps = a->o->estimate ? (uint64_t)best : 0;
-      continue;
-    }
     int mine = 0;
     for (uint32_t i = 0; i < a->seg->nflows && !mine; i++)
       mine = a->seg->flow[i].src_port == t->sport && a->seg->flow[i].dst_port == t->dport &&
@@ -235,10 +234,36 @@ static uint64_t telemetry(agent_t *a, shoal__fp_report_t *r) {
     uint64_t(*old)[2] = a->nprev ? bsearch(key, a->prev_acked, (size_t)a->nprev, sizeof *a->prev_acked, cookie_cmp) : NULL;
     if (old && t->bytes_acked > (*old)[1]) bg += (double)(t->bytes_acked - (*old)[1]);
   }
+  if (a->bg_at > 0 && now > a->bg_at) a->bg_bps = (uint64_t)(bg / (now - a->bg_at));
+  a->bg_at = now;
   memcpy(a->prev_acked, cur, (size_t)n * sizeof *cur);
   a->nprev = n;
   qsort(a->prev_acked, (size_t)n, sizeof *a->prev_acked, cookie_cmp);
-  return (uint64_t)(bg / a->slot_s);
+}
+
+/* TCP_INFO into the report's flows (one lookup per flow, every slot) and the host's background rate (a
+ * dump of every socket, every BG_SLOTS slots: a dump walks the kernel's whole established table, 1.3 ms of
+ * CPU with no socket in it on the testbed's machine, which at 10 slots a second was most of the agent's
+ * cost). */
+static uint64_t telemetry(agent_t *a, shoal__fp_report_t *r) {
+  if (!a->diag && !(a->diag = shoal__tcpdiag_open())) {
+    SHOAL_DEBUG("FLOW", "telemetry skipped this slot: %s", shoal_last_error());
+    return a->bg_bps;
+  }
+  for (uint32_t i = 0; i < r->n; i++) {
+    const shoal__flowseg_flow_t *s = &a->seg->flow[a->idx[i]];
+    shoal__tcpstat_t t;
+    int rc = shoal__tcp_socket(a->diag, r->flows[i].src_ip, s->src_port, r->flows[i].dst_ip, s->dst_port, &t);
+    if (rc == 0) flow_info(a, &r->flows[i], a->idx[i], &t);
+    else if (rc != SHOAL_ERR_NOT_FOUND) { /* a broken netlink socket: a new one next slot */
+      SHOAL_DEBUG("FLOW", "telemetry skipped this slot: %s", shoal_last_error());
+      shoal__tcpdiag_close(a->diag);
+      a->diag = NULL;
+      break;
+    }
+  }
+  if (a->slot % BG_SLOTS == 0 || a->bg_at == 0) background(a);
+  return a->bg_bps;
 }
 
 /* ---- the slot ---- */
@@ -371,6 +396,7 @@ int shoal__fagent_run(const shoal__fagent_opts_t *o) {
   }
   if (a->log && fclose(a->log) != 0 && !rc)
     rc = shoal__seterr(SHOAL_ERR_IO, "--log %s: cannot write: %s", o->log_path, strerror(errno));
+  shoal__tcpdiag_close(a->diag);
   free(a->socks);
   free(a->prev_acked);
   free(a);

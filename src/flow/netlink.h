@@ -31,4 +31,14 @@ typedef struct shoal__tcpstat {
  * status. */
 int shoal__tcp_sockets(shoal__tcpstat_t *out, int cap);
 
+/* A sock_diag netlink socket kept open for lookups of single sockets (NULL on failure, with the error). */
+typedef struct shoal__tcpdiag shoal__tcpdiag_t;
+shoal__tcpdiag_t *shoal__tcpdiag_open(void);
+void shoal__tcpdiag_close(shoal__tcpdiag_t *d);
+/* The established IPv4 TCP socket src_ip:sport -> dst_ip:dport (addresses in network order, ports in host
+ * order) of this namespace into *out: a hash lookup, its cost independent of how many sockets the kernel
+ * holds (a dump walks the whole established table). 0, SHOAL_ERR_NOT_FOUND, or another negative status. */
+int shoal__tcp_socket(shoal__tcpdiag_t *d, uint32_t src_ip, uint16_t sport, uint32_t dst_ip, uint16_t dport,
+                      shoal__tcpstat_t *out);
+
 #endif
