@@ -579,8 +579,19 @@ static double equal_rate(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) 
   return alone ? 0 : r;
 }
 
+/* What the planner may hand out on f's path, bytes/s: its narrowest link's capacity less the background and
+ * queue feedback measured there. */
+static double path_avail(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  double c = INFINITY;
+  for (int j = 0; j < f->npath; j++)
+    if (p->link[f->path[j]].avail < c) c = p->link[f->path[j]].avail;
+  return c;
+}
+
 /* The rate of f in the current slot: its own reservation plus what nobody reserved on its path. No limit
- * when that is (nearly) the whole path; never below the floor. */
+ * when that is (nearly) the whole path, or all the planner may hand out on it (no other flow holds any of
+ * the slot there: a limit would only leave the link idle under a background estimate); never below the
+ * floor. */
 static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   if (f->npath == 0) return 0;
   if (p->cfg.policy == SHOAL__FPOL_EQUAL) return equal_rate(p, f);
@@ -591,7 +602,7 @@ static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   if (f->active && f->V > 0 && f->sent >= 0.5 * f->V && f->V - f->sent <= f->e * T) return 0;
   double own = f->active ? f->sched[slot_idx(p, p->now)] : 0;
   double bytes = own + room(p, f, 0);
-  if (bytes >= 0.95 * cap * T) return 0;
+  if (bytes >= 0.95 * cap * T || bytes >= 0.99 * path_avail(p, f) * T) return 0;
   double fl = p->cfg.floor_frac * cap;
   return bytes / T > fl ? bytes / T : fl;
 }
@@ -646,8 +657,12 @@ void shoal__fplan_feedback(shoal__fplan_t *p, int l, double tx_bps, double backl
   double T = p->cfg.slot_s;
   /* the qdisc counts frames (Ethernet, IP and TCP headers: 1514 bytes per 1448 of payload), the agents
    * acknowledged payload; their readings are a few ms apart, hence the dead band */
-  double bg = tx_bps / 8 - 1.046 * L->shoal_bytes / T;
-  if (bg < 0.1 * L->cap) bg = 0;
+  double raw = tx_bps / 8 - 1.046 * L->shoal_bytes / T;
+  if (raw < 0.1 * L->cap) raw = 0;
+  /* background is what shows in two slots in a row: a flow's report read 20 ms later than the qdisc puts
+   * a tenth of a busy link into one slot's difference and takes it out of the next one's */
+  double bg = raw < L->bg_raw ? raw : L->bg_raw;
+  L->bg_raw = raw;
   L->bg = 0.5 * L->bg + 0.5 * bg;
   L->drops = drops;
   L->backlog = backlog_bytes;

@@ -40,6 +40,7 @@ typedef struct shoal__fplan_link {
   double cap;   /* bytes/s, > 0 */
   double avail; /* bytes/s the planner may hand out: cap minus measured background and queue */
   double bg;    /* smoothed background (traffic that is not a planned flow's), bytes/s */
+  double bg_raw; /* the last slot's unsmoothed background reading (feedback), bytes/s */
   double resv[SHOAL__FPLAN_MAX_K]; /* bytes reserved per slot, indexed by absolute slot mod K */
   double shoal_cur;                /* bytes the flows on it reported in the current slot's reports */
   double shoal_bytes;              /* the same for the previous slot (feedback subtracts it) */

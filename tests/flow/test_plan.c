@@ -406,6 +406,28 @@ TEST(plan_feedback_counts_the_end_of_an_iteration) {
   shoal__fplan_free(&p);
 }
 
+/* A flow that holds all the planner may hand out on its link goes unlimited even when background feedback
+ * took part of the link away: a limit at what is left would only keep the link idle whenever the estimate
+ * is wrong (a report read late against the qdisc). A flow of another job, with nothing left, waits at the
+ * floor. */
+TEST(plan_lone_flow_is_not_held_under_a_background_estimate) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0, a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  /* 2 MB/s that no flow reported, in two slots: 1 MB/s of background (smoothed by half), 9 MB/s left */
+  shoal__fplan_advance(&p, 1);
+  shoal__fplan_feedback(&p, 0, 16e6, 0, 0);
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_feedback(&p, 0, 16e6, 0, 0);
+  CHECK_NEAR(p.link[0].avail, 9 * MB, 1);
+  /* job 1 plans 2 MB: the whole 0.9 MB of this slot is its own; no limit (before: 9 MB/s) */
+  CHECK_EQ(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0), 0);
+  CHECK_NEAR(sched_at(&p, a, 0), 0.9 * MB, 1);
+  /* job 2 starts in the same slot: nothing left to it, the floor (2% of the link) */
+  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0), 0.2 * MB, 1);
+  shoal__fplan_free(&p);
+}
+
 TEST(plan_equal_share_and_feedback) {
   shoal__fplan_t p;
   plan_one_link(&p, SHOAL__FPOL_EQUAL);
@@ -416,10 +438,13 @@ TEST(plan_equal_share_and_feedback) {
   shoal__fplan_report(&p, f[1], SHOAL__FS_IDLE, 1, MB, 0, 0);
   shoal__fplan_report(&p, f[2], SHOAL__FS_IDLE, 1, MB, 0, 0);
   CHECK_NEAR(shoal__fplan_report(&p, f[0], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0), 10 * MB / 3, 1);
-  /* feedback: the qdisc carried 40 Mbit/s while the flows reported nothing: 5 MB/s of background,
-   * smoothed by half: 2.5 MB/s; the 3 flows share the 7.5 MB/s left */
+  /* feedback: the qdisc carried 40 Mbit/s while the flows reported nothing, two slots in a row: 5 MB/s
+   * of background, smoothed by half: 2.5 MB/s; the 3 flows share the 7.5 MB/s left */
   shoal__fplan_advance(&p, 1);
   shoal__fplan_advance(&p, 2);
+  shoal__fplan_feedback(&p, 0, 40e6, 0, 0);
+  CHECK_NEAR(p.link[0].avail, 10 * MB, 1); /* one slot of it is no background yet */
+  shoal__fplan_advance(&p, 3);
   shoal__fplan_feedback(&p, 0, 40e6, 0, 0);
   CHECK_NEAR(p.link[0].avail, 7.5 * MB, 1);
   CHECK_NEAR(shoal__fplan_report(&p, f[1], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0), 2.5 * MB, 1);
@@ -428,7 +453,7 @@ TEST(plan_equal_share_and_feedback) {
   CHECK_NEAR(p.link[0].avail, 10 * MB - 3.75 * MB - 5 * MB, 1);
   CHECK_EQ(p.link[0].drops, 3);
   /* flows that stop reporting are forgotten after SHOAL__FPLAN_FORGET_SLOTS slots */
-  shoal__fplan_advance(&p, 2 + SHOAL__FPLAN_FORGET_SLOTS + 1);
+  shoal__fplan_advance(&p, 3 + SHOAL__FPLAN_FORGET_SLOTS + 1);
   CHECK_EQ(p.nflows, 0);
   shoal__fplan_free(&p);
 }
