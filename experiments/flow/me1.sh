@@ -10,7 +10,8 @@
 # under `quiet`.
 #
 #   experiments/flow/me1.sh [--jobs J] [--ring 2|4] [--compute-ms C] [--iters N] [--rate RATE] [--reps R]
-#                           [--slot-ms MS] [--modes "cubic reno bbr equal mlcc"] [--name NAME] [--out DIR]
+#                           [--slot-ms MS] [--modes "cubic reno bbr equal mlcc"] [--slow-start-after-idle 0|1]
+#                           [--name NAME] [--out DIR]
 #   experiments/flow/me1.sh --bound [--rate RATE]     the formula's limits for 2-4 jobs and computes 0-5000 ms
 # The formula (2-rank rings): a job alone moves its gradients over the uplink in T = 2143272 B / (RATE x
 # 1448/1514, TCP's goodput); n jobs whose phases collide share it, C + nT a step; perfectly interleaved,
@@ -18,12 +19,15 @@
 # --reps R runs the list of modes R times over (modes alternate, so a drift of the machine falls on all);
 # then a last table gives per mode the mean of the runs' average JCTs and their range.
 # --slot-ms: the flow controller's slot (100 ms).
+# --slow-start-after-idle: net.ipv4.tcp_slow_start_after_idle in every host's namespace, for every mode
+# alike (default 1, the kernel's: a connection idle for an RTO, as in every compute phase, restarts from its
+# initial window).
 # modes: cubic, reno, bbr   SHOAL_TCP_CONGESTION, no flow control
 #        equal              static equal-share pacing (testbed up --flow --flow-policy equal), cubic underneath
 #        mlcc, greedy       the flow controller's policies, cubic underneath
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bound=0 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit slot=100 modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+bound=0 ssai=1 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit slot=100 modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
 while [ $# -gt 0 ]; do
   case "$1" in
     --bound) bound=1; shift ;;
@@ -34,10 +38,11 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --slot-ms) slot=$2; shift 2 ;;
+    --slow-start-after-idle) ssai=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -58,6 +63,7 @@ fi
 case $jobs in 1|2|3|4) ;; *) echo "me1.sh: --jobs $jobs: 1 to 4" >&2; exit 2 ;; esac
 case $ring in 2) ;; 4) [ "$jobs" -le 2 ] || { echo "me1.sh: --ring 4: at most 2 jobs (8 hosts)" >&2; exit 2; } ;;
   *) echo "me1.sh: --ring $ring: 2 or 4" >&2; exit 2 ;; esac
+case $ssai in 0|1) ;; *) echo "me1.sh: --slow-start-after-idle $ssai: 0 or 1" >&2; exit 2 ;; esac
 case $reps in [1-9]|1[0-9]|20) ;; *) echo "me1.sh: --reps $reps: 1 to 20" >&2; exit 2 ;; esac
 hosts_of() { if [ "$ring" = 2 ]; then echo "h$(($1 - 1)),h$(($1 + 3))"; else echo "h$((2 * $1 - 2)),h$((2 * $1 + 2)),h$((2 * $1 - 1)),h$((2 * $1 + 3))"; fi; }
 S=$PWD/build/shoal
@@ -68,8 +74,8 @@ trap '$S testbed down --name $name >/dev/null 2>&1 || true' EXIT
 # mean step time of a job from its rank 0's iteration log (wall clock between steps, the first step left out)
 step_ms() { awk -F, 'NR > 2 { d = $10 - prev; s += d; n++ } NR > 1 { prev = $10 } END { printf "%.0f", n ? 1000 * s / n : 0 }' "$1"; }
 
-printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step\n' \
-  "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate"
+printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step, tcp_slow_start_after_idle %s\n' \
+  "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate" "$ssai"
 read -r lim_c lim_i lim_g <<< "$(limits "$jobs" "$compute" "$(t_ms "$rate")")"
 printf '# the formula: T = %d ms alone; phases colliding %d ms a step, perfectly interleaved %d (-%s%%)\n' \
   "$(t_ms "$rate")" "$lim_c" "$lim_i" "$lim_g"
@@ -85,6 +91,9 @@ for mode in $modes; do
   esac
   $S testbed down --name "$name" >/dev/null 2>&1 || true
   $S testbed up --name "$name" --hosts 8 --racks 2 --rate "$rate" --oversub 4 $flow >/dev/null
+  for h in 0 1 2 3 4 5 6 7; do
+    $S testbed exec --name "$name" "h$h" -- sysctl -q -w net.ipv4.tcp_slow_start_after_idle="$ssai" >/dev/null
+  done
   d=$out/$mode-j$jobs-r$ring-c$compute-$rep; rm -rf "$d"; mkdir -p "$d"
   t0=$(date +%s.%N)
   for j in $(seq 1 "$jobs"); do
