@@ -447,6 +447,8 @@ TEST(plan_equal_share_and_feedback) {
   shoal__fplan_advance(&p, 3);
   shoal__fplan_feedback(&p, 0, 40e6, 0, 0);
   CHECK_NEAR(p.link[0].avail, 7.5 * MB, 1);
+  shoal__fplan_report(&p, f[0], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0); /* all three still reporting */
+  shoal__fplan_report(&p, f[2], SHOAL__FS_IDLE, 1, MB, 0, 0);
   CHECK_NEAR(shoal__fplan_report(&p, f[1], SHOAL__FS_RESCHEDULE, 1, MB, 0, 0), 2.5 * MB, 1);
   /* a queue of 1 MB (50 ms of the link is 0.5 MB): the excess 0.5 MB is drained over a slot */
   shoal__fplan_feedback(&p, 0, 40e6, 1 * MB, 3);
