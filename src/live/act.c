@@ -25,34 +25,63 @@ static int place_of(shoal_live_ctl_t *L, const shoal_place_t *p, int n, shoal_li
   return k < cap ? 0 : (free(mp->node), free(g), -1);
 }
 
-int live_start(shoal_live_ctl_t *L, lj_t *x, const shoal_place_t *p, int n) {
-  shoal_live_place_t mp;
-  char jp[SHOAL_LIVE_RECORD_MAX - 64], nodes[4096];
-  if (place_of(L, p, n, &mp, jp, sizeof jp)) {
-    live_log(L, "job %ld: placement on %d nodes does not fit a journal record", x->sid, n);
-    return -1;
-  }
-  shoal__live_place_str(&mp, nodes, sizeof nodes);
+/* journaled, then started through the manager; the job's phase follows (a failure keeps it held, retried) */
+static int start_on(shoal_live_ctl_t *L, lj_t *x, const shoal_live_place_t *mp, const char *jp, int workers) {
+  char nodes[4096];
+  shoal__live_place_str(mp, nodes, sizeof nodes);
   int rc = live_journal(L, "start %ld %.3f %s", x->sid, L->s.now, jp);
-  if (!rc && !L->cfg.dry_run) rc = L->mgr.ops->start(L->mgr.impl, x->sid, &mp);
-  free(mp.node);
-  free((void *)mp.gpus);
+  if (!rc && !L->cfg.dry_run) rc = L->mgr.ops->start(L->mgr.impl, x->sid, mp);
   if (rc) {
     L->act_failed++;
     if (!x->start_failing && !L->fatal)
       live_log(L, "job %ld: start on %s failed (%s); it stays held and is retried", x->sid, nodes, shoal_last_error());
     x->start_failing = 1;
-    if (p != x->want) memcpy(x->want, p, (size_t)n * sizeof *x->want);
-    x->nwant = n;
     return -1;
   }
   x->phase = PH_RELEASED;
-  x->nwant = 0;
+  x->nwant = 0, x->nloan = 0;
   x->start_failing = 0;
   x->ran = 0;
   x->starts++;
-  live_log(L, "%sstart job %ld on %s (%d workers)", L->cfg.dry_run ? "would " : "", x->sid, nodes, x->j.alloc.workers);
+  live_log(L, "%sstart job %ld on %s (%d workers)", L->cfg.dry_run ? "would " : "", x->sid, nodes, workers);
   return 0;
+}
+
+int live_start(shoal_live_ctl_t *L, lj_t *x, const shoal_place_t *p, int n) {
+  shoal_live_place_t mp;
+  char jp[SHOAL_LIVE_RECORD_MAX - 64];
+  if (place_of(L, p, n, &mp, jp, sizeof jp)) {
+    live_log(L, "job %ld: placement on %d nodes does not fit a journal record", x->sid, n);
+    return -1;
+  }
+  int rc = start_on(L, x, &mp, jp, x->j.alloc.workers);
+  free(mp.node);
+  free((void *)mp.gpus);
+  if (rc) {
+    if (p != x->want) memcpy(x->want, p, (size_t)n * sizeof *x->want);
+    x->nwant = n;
+    x->nloan = 0;
+  }
+  return rc;
+}
+
+int live_start_loan(shoal_live_ctl_t *L, lj_t *x) {
+  char jp[SHOAL_LIVE_RECORD_MAX - 64];
+  size_t k = 0;
+  int workers = 0;
+  for (int i = 0; i < x->nloan; i++) {
+    k += (size_t)snprintf(jp + k, k < sizeof jp ? sizeof jp - k : 0, "%s%s:%d", i ? "," : "", x->loan_node[i],
+                          x->loan_gpus[i]);
+    workers += x->loan_gpus[i];
+  }
+  if (k >= sizeof jp) {
+    live_log(L, "job %ld: placement on %d nodes does not fit a journal record", x->sid, x->nloan);
+    return -1;
+  }
+  shoal_live_place_t mp = {.n = x->nloan, .node = x->loan_node, .gpus = x->loan_gpus};
+  int n = x->nloan, rc = start_on(L, x, &mp, jp, workers);
+  if (rc) x->nloan = n; /* kept: retried */
+  return rc;
 }
 
 void live_stop(shoal_live_ctl_t *L, lj_t *x, const char *why) {

@@ -110,6 +110,7 @@ static int placement_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj, const s
   if (n > 0 || !e || !e->open) return n;
   for (int k = 0; k < e->n && n < L->nnodes; k++) {
     int m = live_node_index(L, e->node[k]);
+    if (m < 0 && L->lend) continue; /* lent (a loan's restart started it there) */
     if (m < 0) return 0;
     p[n].machine = m, p[n].workers = (int16_t)e->workers[k], p[n++].ps = 0;
   }

@@ -115,7 +115,7 @@ void live_finish(shoal_live_ctl_t *L, lj_t *x, const char *final) {
  * state starts afresh (Tiresias: queue 0). */
 void live_forced_off(shoal_live_ctl_t *L, lj_t *x, int preempted) {
   shoal_job_t *j = &x->j;
-  x->nwant = 0;
+  x->nwant = 0, x->nloan = 0;
   if (!x->in_policy) return;
   live_advance(L, j);
   unassign(L, j);

@@ -458,6 +458,8 @@ void shoal__live_ctl_abandon(shoal_live_ctl_t *L) {
   for (int i = 0; i < L->njobs; i++) {
     free(L->jobs[i]->j.alloc.p);
     free(L->jobs[i]->want);
+    free(L->jobs[i]->loan_node);
+    free(L->jobs[i]->loan_gpus);
     free(L->jobs[i]);
   }
   free(L->jobs);

@@ -55,6 +55,11 @@ typedef struct lj {
   char user[32], account[32];
   shoal_place_t *want;  /* placement to start it on once its previous run is requeued */
   int nwant;
+  /* a loan's restart (lend.c): the manager's nodes and GPUs (its policy placement and the hosts lent to it) to
+   * start it on once its run is requeued, when the policy gave no placement meanwhile (nwant 0) */
+  int nloan;
+  char (*loan_node)[SHOAL_LIVE_NAME];
+  int *loan_gpus;
   shoal_job_t j;
 } lj_t;
 
@@ -162,6 +167,8 @@ int live_node_index(const shoal_live_ctl_t *L, const char *name);
 
 /* ---- act.c ---- */
 int live_start(shoal_live_ctl_t *L, lj_t *x, const shoal_place_t *p, int n);
+/* start it on its loan placement (x->loan_node; hosts outside the controller's partition included) */
+int live_start_loan(shoal_live_ctl_t *L, lj_t *x);
 void live_stop(shoal_live_ctl_t *L, lj_t *x, const char *why);
 int live_requeue(shoal_live_ctl_t *L, lj_t *x, const char *why, int restarts);
 int live_hold(shoal_live_ctl_t *L, lj_t *x);

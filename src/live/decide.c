@@ -35,6 +35,7 @@ static void note(shoal_live_ctl_t *L, const char *verb, long sid, const char *ex
 static void apply_change(shoal_live_ctl_t *L, lj_t *x, const shoal_alloc_t *old) {
   shoal_job_t *j = &x->j;
   j->version++;
+  x->nloan = 0; /* the policy's placement replaces a loan's restart still to come */
   if (j->alloc.n == 0) {
     j->state = SHOAL_JOB_WAIT;
     j->rate = 0;

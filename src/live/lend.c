@@ -8,10 +8,34 @@
  * comment says so) and the lent hosts are the borrower's, so a restarted
  * controller finds both where the manager shows them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "live/ctl.h"
+
+/* A borrower's resize the manager cannot make in place (loan.h's restart): the controller's own stop, a checkpoint
+ * at the job's next iteration boundary (its run's end is then a stop it asked for, not a failure), and a start
+ * on p once the manager shows the run requeued (observe.c). */
+static int loan_restart(void *arg, long id, const shoal_live_place_t *p) {
+  shoal_live_ctl_t *L = arg;
+  lj_t *x = live_find(L, id);
+  if (!x || x->phase != PH_RELEASED || !x->ran || p->n < 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: job %ld does not run for the controller: not restarted", id);
+  char (*node)[SHOAL_LIVE_NAME] = realloc(x->loan_node, (size_t)p->n * sizeof *node);
+  if (node) x->loan_node = node;
+  int *gpus = node ? realloc(x->loan_gpus, (size_t)p->n * sizeof *gpus) : NULL;
+  if (!gpus) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning: out of memory");
+  x->loan_gpus = gpus;
+  memcpy(x->loan_node, p->node, (size_t)p->n * sizeof *node);
+  memcpy(x->loan_gpus, p->gpus, (size_t)p->n * sizeof *gpus);
+  char where[1024];
+  shoal__live_place_str(p, where, sizeof where);
+  live_log(L, "loaning: job %ld checkpoints and restarts on %s", x->sid, where);
+  live_stop(L, x, "loan");
+  x->nwant = 0, x->nloan = p->n; /* (after the stop: a dry run's stop is done at once) */
+  return 0;
+}
 
 int live_lend_setup(shoal_live_ctl_t *L) {
   const shoal_live_loan_opts_t *o = &L->cfg.loan;
@@ -30,7 +54,7 @@ int live_lend_setup(shoal_live_ctl_t *L) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the oracle predictor knows the future: simulation only");
   shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv, .router = o->router,
                                 .replica_argc = o->replica_argc, .service_s = o->service_s, .slo_s = o->slo_s,
-                                .slo_q = o->slo_q, .hold_s = o->hold_s};
+                                .slo_q = o->slo_q, .hold_s = o->hold_s, .restart = loan_restart, .restart_arg = L};
   if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;
   live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request, predictor %s, hold %.3g s",
            o->partition, 100 * o->slo_q, o->slo_s, o->service_s, shoal__forecast_name(L->lend_fc), o->hold_s);

@@ -26,7 +26,17 @@ struct shoal_live_loan {
     long id;
     char node[SHOAL_LIVE_NAME];
   } rep[LOAN_MAX_HOSTS];        /* our replica jobs and the host each was started on */
+  int npromised;
+  struct {
+    long id;
+    int restarts;               /* the job's restarts when it was asked to restart */
+    double since;
+    char node[SHOAL_LIVE_NAME];
+  } promised[LOAN_MAX_HOSTS];   /* hosts lent by a restart still to come: the job's next run starts on them */
 };
+
+/* a promise is kept this long at most (the restart's checkpoint, requeue and start take seconds) */
+#define LOAN_PROMISE_S 300
 
 int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast_t *fc, shoal_live_loan_t **out) {
   if (!cfg->infer_partition || !*cfg->infer_partition)
@@ -73,8 +83,24 @@ static int host_index(const hosts_t *h, const char *name) {
   return -1;
 }
 
+/* Hosts lent by a restart still to come are busy (nothing else may start there before the borrower's next run);
+ * a promise ends once that run is seen (on them or, placed anew, elsewhere), or the job is gone. */
+static void keep_promises(shoal_live_loan_t *L, const shoal_live_jobs_t *jobs, double now, hosts_t *h) {
+  int k = 0;
+  for (int i = 0; i < L->npromised; i++) {
+    const shoal_live_job_t *j = shoal__live_jobs_find(jobs, L->promised[i].id);
+    int restarted = j && j->restarts > L->promised[i].restarts && j->run == SHOAL_LIVE_RUNNING;
+    if (!j || restarted || now - L->promised[i].since > LOAN_PROMISE_S) continue;
+    L->promised[k++] = L->promised[i];
+    int x = host_index(h, L->promised[i].node);
+    if (x >= 0) h->busy[x] = 1;
+  }
+  L->npromised = k;
+}
+
 /* Our replica jobs still alive (forget the ended ones) and the hosts' classes. */
-static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, const shoal_live_jobs_t *jobs, hosts_t *h) {
+static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, const shoal_live_jobs_t *jobs, double now,
+                     hosts_t *h) {
   memset(h, 0, sizeof *h);
   for (int i = 0; i < nodes->n && h->n < LOAN_MAX_HOSTS; i++)
     if (nodes->node[i].usable && shoal__live_list_has(nodes->node[i].partitions, L->c.infer_partition))
@@ -118,10 +144,13 @@ static void classify(shoal_live_loan_t *L, const shoal_live_nodes_t *nodes, cons
       if (b < L->nb && h->job[b]) h->lent[x] = 1 + b;
     }
   }
+  keep_promises(L, jobs, now, h);
 }
 
-/* Resize borrower k to its hosts outside VC_infer plus the VC_infer hosts marked lent to it in h. */
-static int resize_train(shoal_live_manager_t *mgr, const hosts_t *h, int k) {
+/* Resize borrower k to its hosts outside VC_infer plus the VC_infer hosts marked lent to it in h: in place when
+ * the manager can (shrinking: `reclaiming`), else by a restart through the job's owner. */
+static int resize_train(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const hosts_t *h, int k, int reclaiming,
+                        double now) {
   const shoal_live_job_t *t = h->job[k];
   char names[2 * LOAN_MAX_HOSTS][SHOAL_LIVE_NAME];
   int gpus[2 * LOAN_MAX_HOSTS], n = 0;
@@ -131,7 +160,16 @@ static int resize_train(shoal_live_manager_t *mgr, const hosts_t *h, int k) {
     if (h->lent[x] == 1 + k) snprintf(names[n], SHOAL_LIVE_NAME, "%s", h->name[x]), gpus[n++] = h->gpus[x];
   if (n == 0) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "loaning: job %ld would keep no host", t->id);
   shoal_live_place_t p = {.n = n, .node = names, .gpus = gpus};
-  return mgr->ops->resize(mgr->impl, t->id, &p);
+  unsigned in_place = reclaiming ? SHOAL_LIVE_CAP_SHRINK : SHOAL_LIVE_CAP_GROW;
+  if ((mgr->ops->caps & in_place) || !L->c.restart) return mgr->ops->resize(mgr->impl, t->id, &p);
+  int rc = L->c.restart(L->c.restart_arg, t->id, &p);
+  for (int x = 0; !rc && x < h->n && L->npromised < LOAN_MAX_HOSTS; x++) { /* the lent hosts it keeps or gets */
+    if (h->lent[x] != 1 + k) continue;
+    L->promised[L->npromised].id = t->id, L->promised[L->npromised].restarts = t->restarts;
+    L->promised[L->npromised].since = now;
+    snprintf(L->promised[L->npromised++].node, SHOAL_LIVE_NAME, "%s", h->name[x]);
+  }
+  return rc;
 }
 
 static int start_replica(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const char *node) {
@@ -160,14 +198,14 @@ static double speedup_of(void *arg, int k, int g) {
 /* Resize every borrower whose hosts this step changed (h->fresh), once each, and count it in o; a reclaimed
  * host gets a replica. On an error the borrower's hosts go back as they were and the rest is left for the next
  * step (which reads the manager again). */
-static int resize_changed(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, int reclaiming,
+static int resize_changed(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, int reclaiming, double now,
                           shoal_live_loan_step_t *o) {
   int rc = 0;
   for (int k = 0; k < L->nb && !rc; k++) {
     int any = 0;
     for (int x = 0; x < h->n; x++) any |= h->fresh[x] == 1 + k;
     if (!any) continue;
-    int failed = resize_train(mgr, h, k);
+    int failed = resize_train(L, mgr, h, k, reclaiming, now);
     for (int x = 0; x < h->n; x++) {
       if (h->fresh[x] != 1 + k) continue;
       if (failed && reclaiming) {
@@ -188,7 +226,8 @@ static int resize_changed(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts
 }
 
 /* Reclaim: free hosts first, then lent ones, each from the borrower whose speedup drops least. */
-static int reclaim(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, int *have, shoal_live_loan_step_t *o) {
+static int reclaim(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, double now, int *have,
+                   shoal_live_loan_step_t *o) {
   int rc = 0;
   for (int x = 0; x < h->n && *have < o->want && !rc; x++) {
     if (h->serving[x] || h->busy[x]) continue;
@@ -207,16 +246,16 @@ static int reclaim(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, 
     h->lent[x] = 0, h->fresh[x] = 1 + v, h->held[v] -= h->gpus[x], taking++;
   }
   int before = o->started;
-  if (!rc) rc = resize_changed(L, mgr, h, 1, o);
+  if (!rc) rc = resize_changed(L, mgr, h, 1, now, o);
   *have += o->started - before;
   return rc;
 }
 
 /* Lend idle hosts, each to the borrower whose speedup rises most within its room: in place one host per step
  * (each grow restarts the job's rendezvous); by a restart (Slurm) every idle host at once, one restart each. */
-static int lend(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, shoal_live_loan_step_t *o) {
+static int lend(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, double now, shoal_live_loan_step_t *o) {
   int in_place = (mgr->ops->caps & SHOAL_LIVE_CAP_GROW) != 0;
-  if (!in_place && !(mgr->ops->caps & SHOAL_LIVE_CAP_GROW_RESTART)) return 0;
+  if (!in_place && !(mgr->ops->caps & SHOAL_LIVE_CAP_GROW_RESTART) && !L->c.restart) return 0;
   int lent_gpus[SHOAL_LIVE_LOAN_MAX_BORROWERS] = {0}, step[SHOAL_LIVE_LOAN_MAX_BORROWERS], nmax[SHOAL_LIVE_LOAN_MAX_BORROWERS];
   for (int x = 0; x < h->n; x++)
     if (h->lent[x]) lent_gpus[h->lent[x] - 1] += h->gpus[x];
@@ -233,13 +272,14 @@ static int lend(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, sho
     h->lent[x] = 1 + w, h->fresh[x] = 1 + w, h->busy[x] = 1, h->held[w] += h->gpus[x], lent_gpus[w] += h->gpus[x];
     if (in_place) break;
   }
-  return resize_changed(L, mgr, h, 0, o);
+  return resize_changed(L, mgr, h, 0, now, o);
 }
 
 /* The step's actions in order: reclaim, stop extra replicas after the hold, lend idle hosts. */
-static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, double dt, shoal_live_loan_step_t *o) {
+static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, double now, double dt,
+               shoal_live_loan_step_t *o) {
   int have = L->nrep;
-  int rc = reclaim(L, mgr, h, &have, o);
+  int rc = reclaim(L, mgr, h, now, &have, o);
   if (have > o->want) L->calm += dt;
   else L->calm = 0;
   if (have > o->want && L->calm >= L->c.hold_s - 1e-9) { /* stop the extra replicas; their hosts are lent when free */
@@ -247,7 +287,7 @@ static int act(shoal_live_loan_t *L, shoal_live_manager_t *mgr, hosts_t *h, doub
       if (!(rc = mgr->ops->stop(mgr->impl, L->rep[r].id, SHOAL_LIVE_STOP_KILL))) have--, o->stopped++;
     L->calm = 0;
   }
-  if (!rc && have >= o->want) rc = lend(L, mgr, h, o);
+  if (!rc && have >= o->want) rc = lend(L, mgr, h, now, o);
   o->replicas = have;
   o->nb = L->nb;
   for (int k = 0; k < L->nb; k++) o->b[k].id = L->b[k].id;
@@ -264,14 +304,14 @@ int shoal__live_loan_step(shoal_live_loan_t *L, shoal_live_manager_t *mgr, doubl
   if (!rc) rc = mgr->ops->jobs(mgr->impl, &jobs);
   if (rc) goto free_views;
   hosts_t h;
-  classify(L, &nodes, &jobs, &h);
+  classify(L, &nodes, &jobs, now, &h);
   shoal__forecast_observe(L->fc, rate);
   int cap = h.n > 0 ? h.n : 1;
   int by_rate = shoal__slo_replicas(shoal__forecast_next(L->fc, rate), L->c.service_s, L->c.slo_s, L->c.slo_q, cap);
   int by_queue = shoal__slo_replicas_waiting(waiting, rate, L->c.service_s, L->c.slo_s, cap);
   shoal_live_loan_step_t o = {.want = by_rate > by_queue ? by_rate : by_queue};
   if (o.want > h.n) o.want = h.n;
-  rc = act(L, mgr, &h, L->seen ? now - L->last : 0, &o);
+  rc = act(L, mgr, &h, now, L->seen ? now - L->last : 0, &o);
   L->last = now, L->seen = 1;
   if (!rc && out) *out = o;
 free_views:

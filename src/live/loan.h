@@ -21,6 +21,13 @@ typedef struct shoal_live_loan_config {
   const char *router;          /* the router the replicas join (SHOAL_SERVE_ROUTER in their environment); NULL: none */
   double service_s, slo_s, slo_q; /* one request on one replica; the P99 SLO */
   double hold_s;               /* replicas above the need this long are stopped and their hosts lent */
+  /* A borrower's resize the manager cannot make in place (caps: SHOAL_LIVE_CAP_GROW for a grow,
+   * SHOAL_LIVE_CAP_SHRINK for a shrink) goes to the job's owner: restart(arg, id, p) asks job `id` to checkpoint
+   * at its next iteration boundary and starts it on p once its run ended (the controller's own stop and start, so
+   * the run's end is a stop it asked for, not a failure, and no work is lost). 0, or an error (nothing done).
+   * NULL: the manager's resize is called anyway (Slurm's grows by a restart, its shrink kills the dropped tasks). */
+  int (*restart)(void *arg, long id, const shoal_live_place_t *p);
+  void *restart_arg;
 } shoal_live_loan_config_t;
 
 typedef struct shoal_live_loan shoal_live_loan_t;

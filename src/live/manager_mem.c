@@ -32,6 +32,7 @@ typedef struct mjob {
   shoal_live_use_t use[MEM_MAX_NODES];
   int workers;
   double progress, last_t;
+  double saved;                /* progress at its last checkpoint */
   double exit_at;              /* a requested exit (checkpoint) comes at this time; 0: none */
   int exit_code;
   double completing_until;
@@ -50,6 +51,7 @@ typedef struct fault {
 struct shoal_live_mem {
   double now, completing_s, forget_s;
   int down;
+  int slurm_resize;        /* resize() as Slurm's (shoal__live_mem_set_slurm_resize) */
   mnode_t node[MEM_MAX_NODES];
   int nnodes;
   mjob_t **job;
@@ -217,7 +219,10 @@ static void try_start(shoal_live_mem_t *m, mjob_t *j) {
 static void step_job(shoal_live_mem_t *m, mjob_t *j) {
   if (j->v.run == SHOAL_LIVE_RUNNING) {
     progress(j, m->now);
-    if (j->exit_at > 0 && m->now >= j->exit_at) end_run(m, j, "FAILED", MEM_EXIT(j->exit_code));
+    if (j->exit_at > 0 && m->now >= j->exit_at) {
+      end_run(m, j, "FAILED", MEM_EXIT(j->exit_code));
+      if (j->exit_code == 75) j->saved = j->progress;
+    }
     else if (j->b.work > 0 && j->progress >= j->b.work)
       end_run(m, j, j->b.fail_exit ? "FAILED" : "COMPLETED", MEM_EXIT(j->b.fail_exit));
   }
@@ -396,7 +401,7 @@ int shoal__live_mem_user_set_partition(shoal_live_mem_t *m, long id, const char 
 /* requeue-hold: an ended or running run goes back, held, one restart more */
 static int requeue_hold(shoal_live_mem_t *m, mjob_t *j) {
   if (j->v.run == SHOAL_LIVE_PENDING) return shoal__seterr(SHOAL_ERR_INVALID, "requeuehold: job %ld is pending", j->v.id);
-  if (j->v.run == SHOAL_LIVE_RUNNING) end_run(m, j, "REQUEUED", 0);
+  if (j->v.run == SHOAL_LIVE_RUNNING) end_run(m, j, "REQUEUED", 0), j->saved = j->progress; /* (SIGTERM: saved) */
   j->v.nuse = 0;
   j->v.restarts++;
   j->v.held = 1;
@@ -517,6 +522,26 @@ static int mem_release(void *impl, long id) {
   return rc ? rc : shoal__live_mem_user_release(m, id);
 }
 
+
+/* Slurm's resize: a shrink kills the tasks on the dropped nodes and the step fails whole, the job's work since
+ * its last checkpoint lost; a grow requeues the job (a checkpointing one saves on the SIGTERM) and starts it on
+ * the new nodes. */
+static int slurm_resize(shoal_live_mem_t *m, mjob_t *j, const shoal_live_place_t *p) {
+  int subset = p->n <= j->v.nuse;
+  for (int i = 0; subset && i < p->n; i++) {
+    int found = 0;
+    for (int k = 0; k < j->v.nuse; k++) found |= !strcmp(j->use[k].node, p->node[i]);
+    subset = found;
+  }
+  if (subset) {
+    end_run(m, j, "FAILED", MEM_EXIT(137));
+    j->progress = j->saved;
+    return 0;
+  }
+  int rc = requeue_hold(m, j);
+  return rc ? rc : mem_start(m, j->v.id, p);
+}
+
 static int mem_resize(void *impl, long id, const shoal_live_place_t *p) {
   shoal_live_mem_t *m = impl;
   int rc = enter(m, "resize");
@@ -524,6 +549,7 @@ static int mem_resize(void *impl, long id, const shoal_live_place_t *p) {
   mjob_t *j = find(m, id);
   if (!j || j->v.run != SHOAL_LIVE_RUNNING) return shoal__seterr(SHOAL_ERR_INVALID, "resize: job %ld is not running", id);
   progress(j, m->now);
+  if (m->slurm_resize) return slurm_resize(m, j, p);
   for (int i = 0; i < p->n; i++) {
     mnode_t *nd = node_named(m, p->node[i]);
     int ug, uc, mine = 0;
@@ -639,10 +665,31 @@ static const shoal_live_manager_ops_t mem_ops = {
     .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW | SHOAL_LIVE_CAP_SHARES,
 };
 
+/* the same with Slurm's resize and capabilities: no resize in place, a grow by a restart */
+static const shoal_live_manager_ops_t mem_slurm_ops = {
+    .name = "memory",
+    .nodes = mem_nodes,
+    .jobs = mem_jobs,
+    .start = mem_start,
+    .stop = mem_stop,
+    .requeue = mem_requeue,
+    .hold = mem_hold,
+    .release = mem_release,
+    .resize = mem_resize,
+    .claim = mem_claim,
+    .lease = mem_lease,
+    .shares = mem_shares,
+    .submit = mem_submit,
+    .destroy = mem_destroy,
+    .caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
+};
+
 shoal_live_manager_t shoal__live_mem_manager(shoal_live_mem_t *m) {
-  shoal_live_manager_t mg = {&mem_ops, m};
+  shoal_live_manager_t mg = {m->slurm_resize ? &mem_slurm_ops : &mem_ops, m};
   return mg;
 }
+
+void shoal__live_mem_set_slurm_resize(shoal_live_mem_t *m, int on) { m->slurm_resize = on; }
 
 /* ---- inspection ---- */
 

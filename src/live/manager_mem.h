@@ -44,6 +44,12 @@ double shoal__live_mem_now(const shoal_live_mem_t *m);
 /* seconds an ended job stays COMPLETING (0.5 by default) */
 void shoal__live_mem_set_completing(shoal_live_mem_t *m, double s);
 
+/* 1: managers made from m from now on resize as Slurm's does (manager_slurm.c): no in-place resize in their
+ * capabilities; resize() grows by a requeue (a checkpointing job keeps its progress) and a start on the new
+ * nodes, and shrinks by killing the dropped tasks, which fails the run and loses its work since its last
+ * checkpoint */
+void shoal__live_mem_set_slurm_resize(shoal_live_mem_t *m, int on);
+
 /* ---- faults ---- */
 /* 1: every call fails as a manager that does not answer (slurmctld down) */
 void shoal__live_mem_set_down(shoal_live_mem_t *m, int down);

@@ -97,9 +97,65 @@ static int sl_jobs(void *impl, shoal_live_jobs_t *out) {
 
 /* ---- actions ---- */
 
+static int update_field(long id, const char *field, const char *value) {
+  char job[48], arg[1024];
+  snprintf(job, sizeof job, "JobId=%ld", id);
+  snprintf(arg, sizeof arg, "%s=%s", field, value);
+  const char *argv[] = {"scontrol", "update", job, arg, NULL};
+  return run(NULL, NULL, argv);
+}
+
+/* the partition that holds every node of p, `own` first ("" none: Slurm runs a job inside one partition) */
+static int common_partition(void *impl, const shoal_live_place_t *p, const char *own, char *out, size_t cap) {
+  shoal_live_nodes_t nodes = {0, NULL};
+  int rc = sl_nodes(impl, &nodes);
+  if (rc) return rc;
+  out[0] = 0;
+  const shoal_live_node_t *first = NULL;
+  for (int i = 0; i < nodes.n; i++)
+    if (!strcmp(nodes.node[i].name, p->node[0])) first = &nodes.node[i];
+  char cands[320], *save = NULL;
+  snprintf(cands, sizeof cands, "%s,%s", own, first ? first->partitions : "");
+  for (char *c = strtok_r(cands, ",", &save); c && !out[0]; c = strtok_r(NULL, ",", &save)) {
+    int all = *c != 0;
+    for (int k = 0; all && k < p->n; k++) {
+      int has = 0;
+      for (int i = 0; i < nodes.n; i++) has |= !strcmp(nodes.node[i].name, p->node[k]) && shoal__live_list_has(nodes.node[i].partitions, c);
+      all = has;
+    }
+    if (all) snprintf(out, cap, "%s", c);
+  }
+  shoal__live_nodes_free(&nodes);
+  return 0;
+}
+
+/* Move job id to a partition that holds every node of p if its own does not (Slurm runs a job inside one
+ * partition: a borrower started on hosts lent from another partition). own: its partition ("": read it). */
+static int fit_partition(void *impl, long id, const char *own, const shoal_live_place_t *p) {
+  char mine[SHOAL_LIVE_NAME], part[SHOAL_LIVE_NAME], nodes[8192];
+  snprintf(mine, sizeof mine, "%s", own);
+  if (!mine[0]) {
+    shoal_live_jobs_t jobs = {0, NULL};
+    int rc = sl_jobs(impl, &jobs);
+    const shoal_live_job_t *j = rc ? NULL : shoal__live_jobs_find(&jobs, id);
+    if (j) snprintf(mine, sizeof mine, "%s", j->partition);
+    shoal__live_jobs_free(&jobs);
+    if (rc) return rc;
+    if (!j) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "slurm: no job %ld", id);
+  }
+  int rc = common_partition(impl, p, mine, part, sizeof part);
+  if (rc) return rc;
+  shoal__live_place_str(p, nodes, sizeof nodes);
+  if (!part[0])
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: no partition holds all of %s (a job runs inside one "
+                         "partition: give the lent hosts a partition with the borrower's)", id, nodes);
+  return strcmp(part, mine) ? update_field(id, "Partition", part) : 0;
+}
+
 static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
-  (void)impl;
   char nodes[8192];
+  int fit = p->n > 1 ? fit_partition(impl, id, "", p) : 0; /* (one node: its own partition holds it) */
+  if (fit) return fit;
   int maxw = 1;
   shoal__live_place_str(p, nodes, sizeof nodes);
   for (int i = 0; i < p->n; i++)
@@ -137,37 +193,6 @@ static int sl_requeue(void *impl, long id) { return (void)impl, scontrol_job("re
 static int sl_hold(void *impl, long id) { return (void)impl, scontrol_job("hold", id); }
 static int sl_release(void *impl, long id) { return (void)impl, scontrol_job("release", id); }
 
-static int update_field(long id, const char *field, const char *value) {
-  char job[48], arg[1024];
-  snprintf(job, sizeof job, "JobId=%ld", id);
-  snprintf(arg, sizeof arg, "%s=%s", field, value);
-  const char *argv[] = {"scontrol", "update", job, arg, NULL};
-  return run(NULL, NULL, argv);
-}
-
-/* the partition that holds every node of p, `own` first ("" none: Slurm runs a job inside one partition) */
-static int common_partition(void *impl, const shoal_live_place_t *p, const char *own, char *out, size_t cap) {
-  shoal_live_nodes_t nodes = {0, NULL};
-  int rc = sl_nodes(impl, &nodes);
-  if (rc) return rc;
-  out[0] = 0;
-  const shoal_live_node_t *first = NULL;
-  for (int i = 0; i < nodes.n; i++)
-    if (!strcmp(nodes.node[i].name, p->node[0])) first = &nodes.node[i];
-  char cands[320], *save = NULL;
-  snprintf(cands, sizeof cands, "%s,%s", own, first ? first->partitions : "");
-  for (char *c = strtok_r(cands, ",", &save); c && !out[0]; c = strtok_r(NULL, ",", &save)) {
-    int all = *c != 0;
-    for (int k = 0; all && k < p->n; k++) {
-      int has = 0;
-      for (int i = 0; i < nodes.n; i++) has |= !strcmp(nodes.node[i].name, p->node[k]) && shoal__live_list_has(nodes.node[i].partitions, c);
-      all = has;
-    }
-    if (all) snprintf(out, cap, "%s", c);
-  }
-  shoal__live_nodes_free(&nodes);
-  return 0;
-}
 
 /* the job pending and held again after its requeue (its run ended: Slurm signalled it, waited KillWait, cleaned
  * up), at most SHOAL_LIVE_SLURM_GROW_WAIT_S */
@@ -193,22 +218,17 @@ static int wait_requeued(void *impl, long id) {
 /* Grow: Slurm adds no node to a running job's tasks (its own expansion, permit_job_expansion, only merges
  * allocations: the tasks must be restarted anyway). So the job is requeued held (Slurm sends SIGTERM: `shoal
  * train --preemptible` checkpoints and exits 75 within KillWait), moved to a partition that holds all its new
- * nodes if its own does not, and started on them: it resumes from its checkpoint at the new size. */
+ * nodes if its own does not (sl_start), and started on them: it resumes from its checkpoint at the new size. */
 static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t *p) {
-  char part[SHOAL_LIVE_NAME], nodes[8192];
-  shoal__live_place_str(p, nodes, sizeof nodes);
-  int rc = common_partition(impl, p, j->partition, part, sizeof part);
-  if (rc) return rc;
-  if (!part[0])
-    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: no partition holds all of %s (a job runs inside one "
-                         "partition: give the lent hosts a partition with the borrower's)", j->id, nodes);
   long id = j->id;
-  if ((rc = scontrol_job("requeuehold", id)) || (rc = wait_requeued(impl, id))) return rc;
-  if (strcmp(part, j->partition) && (rc = update_field(id, "Partition", part))) return rc;
-  return sl_start(impl, id, p);
+  int rc = scontrol_job("requeuehold", id);
+  if (!rc) rc = wait_requeued(impl, id);
+  return rc ? rc : sl_start(impl, id, p);
 }
 
 /* Shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others.
+ * An srun step whose task is killed fails whole (--kill-on-bad-exit), losing the work since the job's last
+ * checkpoint: hence no SHOAL_LIVE_CAP_SHRINK (the loaning controller shrinks by a checkpoint and a restart).
  * Anything else is a grow (above). */
 static int sl_resize(void *impl, long id, const shoal_live_place_t *p) {
   shoal_live_jobs_t jobs = {0, NULL};
@@ -487,7 +507,7 @@ static const shoal_live_manager_ops_t slurm_ops = {
     .shares = sl_shares,
     .submit = sl_submit,
     .destroy = sl_destroy,
-    .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
+    .caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
 };
 
 int shoal__live_slurm_create(shoal_live_manager_t *out) {

@@ -164,6 +164,7 @@ static void observe_job(shoal_live_ctl_t *L, lj_t *x, const shoal_live_job_t *mj
   }
   if (x->phase == PH_REQUEUED && pending && held) {
     if (x->nwant > 0) live_start(L, x, x->want, x->nwant);
+    else if (x->nloan > 0) live_start_loan(L, x); /* a loan's restart: on its hosts and the lent ones */
     else x->phase = PH_HELD;
   }
 }

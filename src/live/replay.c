@@ -69,7 +69,7 @@ static void close_start(shoal_live_jjob_t *e, double t, const char *why) {
 }
 
 static int is_why(const char *w) {
-  static const char *const ok[] = {"preempt", "resize", "drain", "foreign", "outside", "own", "unstarted", NULL};
+  static const char *const ok[] = {"preempt", "resize", "drain", "foreign", "outside", "own", "unstarted", "loan", NULL};
   for (int i = 0; ok[i]; i++)
     if (!strcmp(w, ok[i])) return 1;
   return 0;

@@ -411,3 +411,37 @@ TEST(live_loan_needs_its_own_partition) {
   CHECK_CONTAINS(shoal_last_error(), "loaning:");
   world_fini(&w);
 }
+
+/* On a manager that resizes as Slurm does (no resize in place: its shrink kills the dropped tasks and fails the
+ * step, losing the work since the last checkpoint), the controller's round grows a borrower by the controller's
+ * own checkpoint-and-restart, and reclaims by a checkpoint at the job's iteration boundary and a restart on its
+ * own hosts: no run end is taken for a failure (no retry), and the job's progress is never lost. */
+TEST(live_loan_restarts_through_the_controller_without_failures_or_lost_work) {
+  world_t w;
+  load_t load = {0};
+  loan_world(&w, &load);
+  shoal__live_mem_set_slurm_resize(w.m, 1);
+  w.mgr = shoal__live_mem_manager(w.m);
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 1, 1, 4, 1e7, 1); /* elastic, checkpointing (1 s), 1..4 workers */
+  world_run(&w, 10, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0,i1,i2") || !strcmp(holds(&w, a), "h0,i2,i1"), "job on %s: %s", holds(&w, a),
+            world_log(&w));
+  CHECK_LOGGED(&w, "loaning: job %ld checkpoints and restarts on h0", a);
+  CHECK_EQ(replicas_running(&w), 1);
+  world_run(&w, 3, 0);
+  shoal_live_mem_stats_t before, after;
+  CHECK_OK(shoal__live_mem_stats(w.m, a, &before));
+  CHECK(before.gpus == 3 && before.progress > 0);
+  /* 12 requests waiting, 2/s: both lent hosts reclaimed; the job checkpoints and goes on on h0 alone */
+  load.rate = 2, load.waiting = 12;
+  world_run(&w, 8, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_EQ(replicas_running(&w), 3);
+  CHECK_LOGGED(&w, "2 reclaimed from job %ld", a);
+  CHECK_OK(shoal__live_mem_stats(w.m, a, &after));
+  CHECK_MSG(after.progress >= before.progress, "progress %.1f after the reclaim, %.1f before: work lost",
+            after.progress, before.progress);
+  CHECK_MSG(!world_logged(&w, "(retry "), "a loan's restart taken for a failure: %s", world_log(&w));
+  world_fini(&w);
+}
