@@ -52,6 +52,7 @@ struct shoal_live_mem {
   double now, completing_s, forget_s;
   int down;
   int slurm_resize;        /* resize() as Slurm's (shoal__live_mem_set_slurm_resize) */
+  shoal_live_manager_ops_t ops; /* the manager's operations, with the capabilities of the resize chosen */
   mnode_t node[MEM_MAX_NODES];
   int nnodes;
   mjob_t **job;
@@ -665,27 +666,11 @@ static const shoal_live_manager_ops_t mem_ops = {
     .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW | SHOAL_LIVE_CAP_SHARES,
 };
 
-/* the same with Slurm's resize and capabilities: no resize in place, a grow by a restart */
-static const shoal_live_manager_ops_t mem_slurm_ops = {
-    .name = "memory",
-    .nodes = mem_nodes,
-    .jobs = mem_jobs,
-    .start = mem_start,
-    .stop = mem_stop,
-    .requeue = mem_requeue,
-    .hold = mem_hold,
-    .release = mem_release,
-    .resize = mem_resize,
-    .claim = mem_claim,
-    .lease = mem_lease,
-    .shares = mem_shares,
-    .submit = mem_submit,
-    .destroy = mem_destroy,
-    .caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
-};
-
 shoal_live_manager_t shoal__live_mem_manager(shoal_live_mem_t *m) {
-  shoal_live_manager_t mg = {m->slurm_resize ? &mem_slurm_ops : &mem_ops, m};
+  /* with Slurm's resize, Slurm's capabilities: no resize in place, a grow by a restart */
+  m->ops = mem_ops;
+  if (m->slurm_resize) m->ops.caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES;
+  shoal_live_manager_t mg = {&m->ops, m};
   return mg;
 }
 
