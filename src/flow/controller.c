@@ -26,6 +26,12 @@ typedef struct agent_conn {
   double since; /* accepted at (monotonic s) */
   size_t have;
   unsigned char in[SHOAL__FP_HDR + SHOAL__FP_MAX_PAYLOAD];
+  /* its report of the current slot, held until every agent's is in (gather) */
+  int pending;
+  int64_t pslot; /* the slot it came in */
+  shoal__fp_report_t rep;
+  shoal__fp_flow_t flows[SHOAL__FP_MAX_FLOWS];
+  uint64_t rate_v[SHOAL__FP_MAX_FLOWS];
 } agent_conn_t;
 
 typedef struct server {
@@ -39,9 +45,12 @@ typedef struct server {
   int qlink[2 * SHOAL__FTOPO_MAX_HOSTS + 2 * SHOAL__FTOPO_MAX_RACKS];
   int nq, fb_warned;
   int64_t slot;
-  shoal__fp_flow_t flows[SHOAL__FP_MAX_FLOWS];
+  int64_t answered; /* the last slot whose gathered reports were answered */
   shoal__fp_rate_t rates[SHOAL__FP_MAX_FLOWS];
-  uint64_t rate_v[SHOAL__FP_MAX_FLOWS];
+  /* the gathered reports handed to the planner */
+  shoal__fp_report_t rep[SHOAL__FCTL_MAX_AGENTS];
+  int rhost[SHOAL__FCTL_MAX_AGENTS], rfrom[SHOAL__FCTL_MAX_AGENTS];
+  uint64_t *rrate[SHOAL__FCTL_MAX_AGENTS];
   unsigned char out[SHOAL__FP_HDR + SHOAL__FP_MAX_PAYLOAD];
 } server_t;
 
@@ -105,15 +114,59 @@ static void log_flows(server_t *s, const shoal__fp_report_t *r) {
 }
 
 static int on_report(server_t *s, int i, const unsigned char *f, int len) {
-  shoal__fp_report_t r = {.flows = s->flows};
+  agent_conn_t *c = s->ag[i];
+  shoal__fp_report_t r = {.flows = c->flows};
   int rc = shoal__fp_decode_report(f, (size_t)len, &r, SHOAL__FP_MAX_FLOWS);
   if (rc) return rc;
-  shoal__fctl_handle(&s->ctl, shoal__fctl_slot(&s->ctl, wall()), s->ag[i]->host, &r, s->rate_v);
-  shoal__fp_rates_t out = {.seq = r.seq, .slot = s->ctl.plan.now, .n = r.n, .rates = s->rates};
-  for (uint32_t k = 0; k < r.n; k++)
-    s->rates[k] = (shoal__fp_rate_t){r.flows[k].job, r.flows[k].src_rank, r.flows[k].dst_rank, s->rate_v[k]};
-  log_flows(s, &r);
-  return reply(s, i, s->out, shoal__fp_encode_rates(s->out, sizeof s->out, &out));
+  c->rep = r;
+  c->pending = 1;
+  c->pslot = shoal__fctl_slot(&s->ctl, wall());
+  return 0;
+}
+
+/* Answer the gathered reports of the current slot: all of them into the plan, then every agent its RATES.
+ * An agent whose answer cannot be sent is dropped. */
+static void answer(server_t *s) {
+  int n = 0;
+  for (int i = 0; i < s->nag; i++) {
+    agent_conn_t *c = s->ag[i];
+    if (!c->pending || c->pslot > s->slot) continue; /* one of the next slot: answered in it */
+    s->rep[n] = c->rep;
+    s->rhost[n] = c->host;
+    s->rrate[n] = c->rate_v;
+    s->rfrom[n++] = i;
+  }
+  if (n == 0) return;
+  s->answered = s->slot;
+  if (shoal__fctl_handle(&s->ctl, s->slot, n, s->rhost, s->rep, s->rrate)) {
+    SHOAL_WARN("FLOW", "slot %lld not answered: %s", (long long)s->slot, shoal_last_error());
+    for (int k = 0; k < n; k++) s->ag[s->rfrom[k]]->pending = 0;
+    return;
+  }
+  for (int k = n - 1; k >= 0; k--) { /* from the end: drop() moves the last connection into i */
+    int i = s->rfrom[k];
+    agent_conn_t *c = s->ag[i];
+    const shoal__fp_report_t *r = &c->rep;
+    shoal__fp_rates_t out = {.seq = r->seq, .slot = s->ctl.plan.now, .n = r->n, .rates = s->rates};
+    for (uint32_t q = 0; q < r->n; q++)
+      s->rates[q] = (shoal__fp_rate_t){r->flows[q].job, r->flows[q].src_rank, r->flows[q].dst_rank, c->rate_v[q]};
+    c->pending = 0;
+    log_flows(s, r);
+    if (reply(s, i, s->out, shoal__fp_encode_rates(s->out, sizeof s->out, &out))) drop(s, i, shoal_last_error());
+  }
+}
+
+/* Are the reports of the slot in? Every agent that said HELLO has reported, or the gather window is
+ * over; a report that comes after its slot was answered is answered alone. */
+static int gathered(const server_t *s, double now) {
+  int waiting = 0, pending = 0;
+  for (int i = 0; i < s->nag; i++) {
+    int in = s->ag[i]->pending && s->ag[i]->pslot <= s->slot;
+    pending += in;
+    waiting += s->ag[i]->hello && !in;
+  }
+  if (!pending) return 0;
+  return !waiting || s->answered == s->slot || now >= ((double)s->slot + SHOAL__FCTL_GATHER) * s->o->cfg.slot_s;
 }
 
 /* Read what agent i sent and answer every whole frame; -1 when the connection was dropped. */
@@ -224,8 +277,14 @@ static void loop(server_t *s) {
   while (!(o->stop && *o->stop) && !(o->duration_s > 0 && shoal__now_s() - t0 >= o->duration_s)) {
     double now = wall();
     int64_t slot = shoal__fctl_slot(&s->ctl, now);
-    if (slot > s->slot) tick(s, slot);
-    int ms = (int)ceil(((double)(slot + 1) * T - now) * 1e3);
+    if (slot > s->slot) {
+      answer(s); /* the last slot's reports: a late agent's answer is late, not lost */
+      tick(s, slot);
+    }
+    int pending = 0;
+    for (int i = 0; i < s->nag; i++) pending += s->ag[i]->pending;
+    double until = pending && s->answered < slot ? ((double)slot + SHOAL__FCTL_GATHER) * T : (double)(slot + 1) * T;
+    int ms = (int)ceil((until - now) * 1e3);
     pfd[0] = (struct pollfd){s->lfd, POLLIN, 0};
     for (int i = 0; i < s->nag; i++) pfd[1 + i] = (struct pollfd){s->ag[i]->fd, POLLIN, 0};
     int n = s->nag;
@@ -237,6 +296,7 @@ static void loop(server_t *s) {
       if (pfd[1 + i].revents) serve(s, i);
     for (int i = s->nag - 1; i >= 0; i--)
       if (!s->ag[i]->hello && shoal__now_s() - s->ag[i]->since > SHOAL__FCTL_HELLO_S) drop(s, i, "no HELLO within 2 s");
+    if (shoal__fctl_slot(&s->ctl, wall()) == s->slot && gathered(s, wall())) answer(s);
     if (pfd[0].revents & POLLIN) on_accept(s);
   }
 }
@@ -260,6 +320,7 @@ int shoal__fctl_run(const shoal__fctl_opts_t *o) {
   if (!rc) rc = listen_on(s);
   if (!rc) {
     s->slot = shoal__fctl_slot(&s->ctl, wall()) - 1;
+    s->answered = s->slot;
     loop(s);
   }
   while (s->nag > 0) drop(s, s->nag - 1, NULL);

@@ -1,6 +1,6 @@
 /* The controller daemon (docs/flow.md#the-controller): the emulated switch. One thread, one poll loop:
- * it accepts agents (at most SHOAL__FCTL_MAX_AGENTS), answers each agent's REPORT with RATES from the
- * planner (ctl.h), and at every slot boundary reads the qdiscs named in the topology for in-network
+ * it accepts agents (at most SHOAL__FCTL_MAX_AGENTS), gathers the agents' REPORTs of a slot and answers them
+ * together with RATES from the planner (ctl.h), and at every slot boundary reads the qdiscs named in the topology for in-network
  * feedback. Every connection has an input bound (one frame) and a deadline for its HELLO; a connection
  * that breaks the protocol is sent ERROR and closed, naming its address and the reason. */
 #ifndef SHOAL_FLOW_CONTROLLER_H
@@ -13,6 +13,9 @@
 
 #define SHOAL__FCTL_MAX_AGENTS 256
 #define SHOAL__FCTL_HELLO_S 2.0 /* an agent must say HELLO within this long after connecting */
+/* The reports of a slot are answered together when every agent's is in, or this far into the slot (as a
+ * fraction of it): the agents wait for their answer until 0.9 of the slot. */
+#define SHOAL__FCTL_GATHER 0.4
 
 typedef struct shoal__fctl_opts {
   char listen_addr[64]; /* "0.0.0.0" or an address of this host */

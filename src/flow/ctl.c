@@ -35,28 +35,65 @@ void shoal__fctl_free(shoal__fctl_t *c) {
   free(c->fb_drops);
   free(c->fb_at);
   free(c->fb_prev_bps);
+  free(c->fi);
+  c->fi = NULL;
+  c->capfi = 0;
   c->fb_bytes = c->fb_drops = NULL;
   c->fb_at = c->fb_prev_bps = NULL;
 }
 
 int64_t shoal__fctl_slot(const shoal__fctl_t *c, double t) { return (int64_t)floor(t / c->plan.cfg.slot_s); }
 
-void shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int host, const shoal__fp_report_t *r, uint64_t *rates) {
-  shoal__fplan_advance(&c->plan, slot);
-  if (host >= 0 && c->topo.host[host].up_bps > 0) shoal__fplan_background(&c->plan, host, (double)r->background_bps);
-  for (uint32_t i = 0; i < r->n; i++) {
-    const shoal__fp_flow_t *f = &r->flows[i];
-    int a = shoal__ftopo_host_of(&c->topo, f->src_ip), b = shoal__ftopo_host_of(&c->topo, f->dst_ip);
-    rates[i] = 0;
-    if (a < 0 || b < 0 || a == b) continue; /* not in the topology: left alone */
-    int path[SHOAL__FTOPO_MAX_PATH];
-    int n = shoal__ftopo_path(&c->topo, a, b, path);
-    int fi = shoal__fplan_flow(&c->plan, f->job, f->src_rank, f->dst_rank, a, b, path, n);
-    if (fi < 0) continue;
-    double rate = shoal__fplan_report(&c->plan, fi, f->status, f->iter, (double)f->volume, (double)f->sent,
-                                      (double)f->e_bps);
-    rates[i] = rate > 0 ? (uint64_t)ceil(rate) : 0;
+/* The planner's flow of report flow f, -1 when the flow is not in the topology (left alone). */
+static int flow_of(shoal__fctl_t *c, const shoal__fp_flow_t *f) {
+  int a = shoal__ftopo_host_of(&c->topo, f->src_ip), b = shoal__ftopo_host_of(&c->topo, f->dst_ip);
+  if (a < 0 || b < 0 || a == b) return -1;
+  int path[SHOAL__FTOPO_MAX_PATH];
+  int n = shoal__ftopo_path(&c->topo, a, b, path);
+  int fi = shoal__fplan_flow(&c->plan, f->job, f->src_rank, f->dst_rank, a, b, path, n);
+  return fi < 0 ? -1 : fi;
+}
+
+int shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int n, const int *hosts, const shoal__fp_report_t *r,
+                       uint64_t *const *rates) {
+  size_t total = 0;
+  for (int k = 0; k < n; k++) total += r[k].n;
+  if (total > c->capfi) {
+    int *fi = realloc(c->fi, total * sizeof *fi);
+    if (!fi) return shoal__seterr(SHOAL_ERR_NOMEM, "flow controller: out of memory for %zu flows", total);
+    c->fi = fi;
+    c->capfi = total;
   }
+  shoal__fplan_advance(&c->plan, slot);
+  size_t at = 0;
+  for (int k = 0; k < n; k++) {
+    if (hosts[k] >= 0 && c->topo.host[hosts[k]].up_bps > 0)
+      shoal__fplan_background(&c->plan, hosts[k], (double)r[k].background_bps);
+    for (uint32_t i = 0; i < r[k].n; i++) c->fi[at++] = flow_of(c, &r[k].flows[i]);
+  }
+  /* fi x 2 + 1 for a flow that holds a plan (decided before any report is taken: one report may end or
+   * start its job-mates' phases) */
+  for (size_t q = 0; q < at; q++)
+    if (c->fi[q] >= 0) c->fi[q] = 2 * c->fi[q] + (c->plan.flow[c->fi[q]].active || c->plan.flow[c->fi[q]].open);
+  /* the flows that hold a plan (a phase under way) first: a phase that ended frees its slots before the
+   * flows starting one are planned around them; then the rest, in the order the reports came */
+  for (int pass = 0; pass < 2; pass++) {
+    at = 0;
+    for (int k = 0; k < n; k++)
+      for (uint32_t i = 0; i < r[k].n; i++, at++) {
+        if (c->fi[at] < 0 || (c->fi[at] & 1) != (pass == 0)) continue;
+        const shoal__fp_flow_t *f = &r[k].flows[i];
+        shoal__fplan_take(&c->plan, c->fi[at] / 2, f->status, f->iter, (double)f->volume, (double)f->sent,
+                          (double)f->e_bps);
+      }
+  }
+  at = 0;
+  for (int k = 0; k < n; k++)
+    for (uint32_t i = 0; i < r[k].n; i++, at++) {
+      double rate = c->fi[at] >= 0 ? shoal__fplan_grant(&c->plan, c->fi[at] / 2) : 0;
+      rates[k][i] = rate > 0 ? (uint64_t)ceil(rate) : 0;
+    }
+  return 0;
 }
 
 void shoal__fctl_qdisc(shoal__fctl_t *c, int link, double t, uint64_t bytes, uint64_t drops, uint64_t backlog) {

@@ -17,15 +17,20 @@ typedef struct shoal__fctl {
   uint64_t *fb_bytes, *fb_drops;
   double *fb_at; /* when they were read, seconds (0: never) */
   double *fb_prev_bps; /* the rate over the interval before (-1: none), which the reports match */
+  int *fi;             /* scratch: the planner's flow of each flow of a slot's reports */
+  size_t capfi;
 } shoal__fctl_t;
 
 int shoal__fctl_init(shoal__fctl_t *c, const shoal__ftopo_t *topo, const shoal__fplan_cfg_t *cfg);
 void shoal__fctl_free(shoal__fctl_t *c);
 /* The current slot number at time t (seconds): floor(t / slot). */
 int64_t shoal__fctl_slot(const shoal__fctl_t *c, double t);
-/* Answer one agent's report in slot: rates[i] (bytes/s, 0 = no limit) for r->flows[i]. host is the
- * agent's host in the topology (-1: unknown), whose uplink carries the background it reports. */
-void shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int host, const shoal__fp_report_t *r, uint64_t *rates);
+/* Answer the n reports of one slot together: every report is taken into the plan first (the flows that
+ * hold a plan before the others), then rates[k][i] (bytes/s, 0 = no limit) is granted for r[k].flows[i].
+ * hosts[k] is report k's agent's host in the topology (-1: unknown), whose uplink carries the background
+ * it reports. 0, or SHOAL_ERR_NOMEM (no rate set). */
+int shoal__fctl_handle(shoal__fctl_t *c, int64_t slot, int n, const int *hosts, const shoal__fp_report_t *r,
+                       uint64_t *const *rates);
 /* A link's qdisc counters read at time t (seconds): cumulative bytes and drops, the queue in bytes. */
 void shoal__fctl_qdisc(shoal__fctl_t *c, int link, double t, uint64_t bytes, uint64_t drops, uint64_t backlog);
 

@@ -40,6 +40,13 @@ typedef struct sim {
   int64_t slot;
   shoal_rng_t rng;
   double *cap;                    /* link capacity x eff, bytes/s */
+  /* a slot's reports, one per host with flows */
+  shoal__fp_flow_t (*rflows)[SHOAL__FP_MAX_FLOWS];
+  int (*ridx)[SHOAL__FP_MAX_FLOWS];
+  uint64_t (*rrates)[SHOAL__FP_MAX_FLOWS];
+  shoal__fp_report_t *rep;
+  int *rhost;
+  uint64_t **rrate;
 } sim_t;
 
 void shoal__fsim_cfg_default(shoal__fsim_cfg_t *cfg) {
@@ -227,22 +234,28 @@ out:
   free(frozen);
 }
 
-/* A slot boundary: the simulated agents report with the agent's code, the controller answers with its. */
-static void slot_boundary(sim_t *m) {
-  static shoal__fp_flow_t flows[SHOAL__FP_MAX_FLOWS];
-  static int idx[SHOAL__FP_MAX_FLOWS];
-  static uint64_t rates[SHOAL__FP_MAX_FLOWS];
+/* A slot boundary: the simulated agents report with the agent's code, the controller answers all of the
+ * slot's reports together with its. */
+static int slot_boundary(sim_t *m) {
   const shoal__ftopo_t *t = &m->cfg->topo;
+  int n = 0;
   for (int h = 0; h < t->nhosts; h++) {
-    shoal__fp_report_t r = {.seq = (uint64_t)m->slot, .flows = flows};
-    shoal__fagent_collect(&m->seg[h], m->mem[h], &r, idx);
-    if (r.n == 0) continue;
-    shoal__fctl_handle(&m->ctl, m->slot, h, &r, rates);
-    for (uint32_t i = 0; i < r.n; i++) atomic_store_explicit(&m->seg[h].flow[idx[i]].rate, rates[i], memory_order_relaxed);
+    shoal__fp_report_t *r = &m->rep[n];
+    *r = (shoal__fp_report_t){.seq = (uint64_t)m->slot, .flows = m->rflows[h]};
+    shoal__fagent_collect(&m->seg[h], m->mem[h], r, m->ridx[h]);
+    if (r->n == 0) continue;
+    m->rhost[n] = h;
+    m->rrate[n++] = m->rrates[h];
   }
+  int rc = n ? shoal__fctl_handle(&m->ctl, m->slot, n, m->rhost, m->rep, m->rrate) : 0;
+  if (rc) return rc;
+  for (int k = 0; k < n; k++)
+    for (uint32_t i = 0; i < m->rep[k].n; i++)
+      atomic_store_explicit(&m->seg[m->rhost[k]].flow[m->ridx[m->rhost[k]][i]].rate, m->rrate[k][i], memory_order_relaxed);
   for (int ji = 0; ji < m->n; ji++)
     for (int r = 0; r < m->jobs[ji].nhosts; r++)
       if (m->s[ji].slot[r]) m->s[ji].cap[r] = (double)atomic_load_explicit(&m->s[ji].slot[r]->rate, memory_order_relaxed);
+  return 0;
 }
 
 /* The fluid model has no socket buffer: bytes handed to the socket are bytes delivered. */
@@ -304,7 +317,16 @@ static int setup(sim_t *m, const shoal__fsim_cfg_t *cfg, shoal__fsim_job_t *jobs
   m->seg = calloc((size_t)t->nhosts, sizeof *m->seg);
   m->mem = calloc((size_t)t->nhosts, sizeof *m->mem);
   m->cap = calloc((size_t)nl, sizeof *m->cap);
-  if (!m->s || !m->free_gpus || !m->seg || !m->mem || !m->cap) return shoal__seterr(SHOAL_ERR_NOMEM, "flow simulator: out of memory");
+  size_t nh = (size_t)t->nhosts;
+  m->rflows = calloc(nh, sizeof *m->rflows);
+  m->ridx = calloc(nh, sizeof *m->ridx);
+  m->rrates = calloc(nh, sizeof *m->rrates);
+  m->rep = calloc(nh, sizeof *m->rep);
+  m->rhost = calloc(nh, sizeof *m->rhost);
+  m->rrate = calloc(nh, sizeof *m->rrate);
+  if (!m->s || !m->free_gpus || !m->seg || !m->mem || !m->cap || !m->rflows || !m->ridx || !m->rrates || !m->rep ||
+      !m->rhost || !m->rrate)
+    return shoal__seterr(SHOAL_ERR_NOMEM, "flow simulator: out of memory");
   shoal_rng_seed(&m->rng, cfg->seed);
   for (int h = 0; h < t->nhosts; h++) {
     m->free_gpus[h] = cfg->gpus_per_host;
@@ -351,7 +373,7 @@ int shoal__fsim_run(const shoal__fsim_cfg_t *cfg, shoal__fsim_job_t *jobs, int n
     if ((rc = admit(&m))) break;
     if (policy_on && m.t >= (double)(m.slot + 1) * cfg->plan.slot_s - 1e-12) {
       m.slot = (int64_t)floor(m.t / cfg->plan.slot_s + 1e-9);
-      slot_boundary(&m);
+      if ((rc = slot_boundary(&m))) break;
       changed = 1;
     }
     (void)changed;
@@ -363,6 +385,12 @@ int shoal__fsim_run(const shoal__fsim_cfg_t *cfg, shoal__fsim_job_t *jobs, int n
   free(m.seg);
   free(m.mem);
   free(m.cap);
+  free(m.rflows);
+  free(m.ridx);
+  free(m.rrates);
+  free(m.rep);
+  free(m.rhost);
+  free(m.rrate);
   return rc;
 }
 

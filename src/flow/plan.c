@@ -384,15 +384,37 @@ static void open_end(shoal__fplan_t *p, shoal__fplan_flow_t *f) {
   finish(p, f);
 }
 
+/* f reports the iteration after its open phase's: a rank of the job has finished that phase, so the job's
+ * phase is over on every hop (a ring's hops end within one chunk of each other, and what a rank's hop still
+ * has to send is in its socket already, which the pacing does not hold). The job's other open flows give
+ * the link up now, not at their own next report (measured: a hop that reported its last bytes just before
+ * its job-mate's new iteration held every slot ahead until the next slot's report, and the next job
+ * waited for it); their volume is left unknown until their own next report brings the measured one (the
+ * bytes they reported so far may be short of it). f's volume is the agent's measured one when it has it. */
+static void open_end_job(shoal__fplan_t *p, shoal__fplan_flow_t *f, double volume) {
+  for (int a = 0; a < p->nflows; a++) {
+    shoal__fplan_flow_t *g = &p->flow[a];
+    if (g == f || g->job != f->job || !g->open) continue;
+    g->open = 0;
+    finish(p, g);
+  }
+  if (volume > 0) f->sent = volume;
+  open_end(p, f);
+}
+
 /* A report of a flow in an open phase. The job's open phase ends when none of its open flows sent anything
  * over its last slot (after the reporting flow's second report; one that never started, after 5): a hop
  * alone may pause while it waits for its ring neighbour's bytes (measured: a hop of a waiting job sent its
  * first quarter and stopped, and a volume of a quarter was taken for the iteration's), so a hop stopping is
  * not the end. Ended by a new iteration too. Else the job's room is claimed again from now. Returns 1 when
  * the report was handled here. */
-static int open_report(shoal__fplan_t *p, int fi, uint64_t iter, double sent) {
+static int open_report(shoal__fplan_t *p, int fi, uint64_t iter, double volume, double sent) {
   shoal__fplan_flow_t *f = &p->flow[fi];
   if (!f->open) return 0;
+  if (iter > f->iter) {
+    open_end_job(p, f, volume);
+    return 0;
+  }
   if (iter != f->iter) {
     open_end(p, f);
     return 0;
@@ -607,7 +629,7 @@ static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   return bytes / T > fl ? bytes / T : fl;
 }
 
-double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
+void shoal__fplan_take(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
   shoal__fplan_flow_t *f = &p->flow[fi];
   double T = p->cfg.slot_s;
   /* bytes sent during the last slot; across an iteration boundary the end of the previous iteration
@@ -629,7 +651,7 @@ double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter,
   if (p->cfg.policy == SHOAL__FPOL_EQUAL) {
     f->iter = iter;
     f->sent = sent;
-  } else if (open_report(p, fi, iter, sent)) {
+  } else if (open_report(p, fi, iter, volume, sent)) {
     /* an open phase under way */
   } else if (status != SHOAL__FS_IDLE && iter > 0 && !(f->V > 0) && (iter > f->iter || (!f->active && iter != f->iter))) {
     open_start(p, fi, iter, sent); /* the job's first phase: its volume is not known yet */
@@ -648,8 +670,17 @@ double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter,
   } else {
     f->sent = sent;
   }
+}
+
+double shoal__fplan_grant(shoal__fplan_t *p, int fi) {
+  shoal__fplan_flow_t *f = &p->flow[fi];
   f->rate = grant(p, f);
   return f->rate;
+}
+
+double shoal__fplan_report(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
+  shoal__fplan_take(p, fi, status, iter, volume, sent, e_bps);
+  return shoal__fplan_grant(p, fi);
 }
 
 void shoal__fplan_feedback(shoal__fplan_t *p, int l, double tx_bps, double backlog_bytes, uint64_t drops) {

@@ -98,7 +98,13 @@ int shoal__fplan_flow(shoal__fplan_t *p, uint64_t job, uint32_t src, uint32_t ds
 
 /* One flow's report for the current slot (status SHOAL__FS_*, proto.h): the iteration it is in, the
  * previous iteration's volume (0: unknown), the bytes sent in this iteration, the agent's rate estimate
- * (0: the path's capacity). Returns the rate for this slot in bytes/s, 0 meaning no limit. */
+ * (0: the path's capacity), taken into the plan. The rates of a slot are granted after every report of the
+ * slot is taken (shoal__fplan_grant): a flow granted as its report came in got its rate from reservations
+ * that a later report of the same slot freed (a job whose phase had just ended). */
+void shoal__fplan_take(shoal__fplan_t *p, int f, int status, uint64_t iter, double volume, double sent, double e_bps);
+/* f's rate for the current slot in bytes/s, 0 meaning no limit. */
+double shoal__fplan_grant(shoal__fplan_t *p, int f);
+/* shoal__fplan_take, then shoal__fplan_grant: a slot with this one report. */
 double shoal__fplan_report(shoal__fplan_t *p, int f, int status, uint64_t iter, double volume, double sent, double e_bps);
 
 /* In-network feedback for link l over the last slot: bytes/s it carried, its queue, its drops so far

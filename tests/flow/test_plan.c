@@ -209,18 +209,20 @@ TEST(plan_a_job_is_planned_as_one_ring) {
       {.job = 2, .src_rank = 0, .dst_rank = 1, .src_ip = t.host[1].ip, .dst_ip = t.host[3].ip},
       {.job = 1, .src_rank = 1, .dst_rank = 0, .src_ip = t.host[2].ip, .dst_ip = t.host[0].ip},
   };
-  uint64_t rates[1];
-  /* iteration 1 carried 1 MB on each flow (volumes become known) */
+  uint64_t rates[1], *rate = rates;
+  int host = -1;
+  /* iteration 1 carried 1 MB on each flow (volumes become known); each report alone in its batch, the
+   * order in which they are taken is the test's */
   for (int i = 0; i < 4; i++) {
     fl[i].status = SHOAL__FS_IDLE, fl[i].iter = 1, fl[i].volume = 1000000, fl[i].sent = 1000000;
     shoal__fp_report_t r = {.seq = 1, .n = 1, .flows = &fl[i]};
-    shoal__fctl_handle(&c, 10, -1, &r, rates);
+    CHECK_OK(shoal__fctl_handle(&c, 10, 1, &host, &r, &rate));
   }
   /* iteration 2 starts on all four in slot 11; reports arrive job 1, job 2, job 2, job 1 */
   for (int i = 0; i < 4; i++) {
     fl[i].status = SHOAL__FS_NEW_ITER, fl[i].iter = 2, fl[i].volume = 1000000, fl[i].sent = 0;
     shoal__fp_report_t r = {.seq = 2, .n = 1, .flows = &fl[i]};
-    shoal__fctl_handle(&c, 11, -1, &r, rates);
+    CHECK_OK(shoal__fctl_handle(&c, 11, 1, &host, &r, &rate));
     /* job 1 reported first: both its flows own slot 11 (hosts 40 Mbit/s = 0.5 MB a slot: no limit);
      * job 2 waits at the floor on both */
     if (fl[i].job == 1) CHECK_EQ(rates[0], 0);
@@ -244,6 +246,126 @@ TEST(plan_a_job_is_planned_as_one_ring) {
     CHECK_EQ(p->flow[f].succ, other); /* the ring: each hop feeds the other */
     CHECK_EQ(p->flow[f].pred, other);
   }
+  shoal__fctl_free(&c);
+}
+
+/* Two racks (h0 h1 | h2 h3), hosts and uplinks 40 Mbit/s (0.5 MB a slot), job 1 a ring h0 <-> h2, job 2 a
+ * ring h1 <-> h3: both cross both uplinks. fl[0..1]: job 1's hops, fl[2..3]: job 2's. */
+static void two_jobs(shoal__fctl_t *c, shoal__ftopo_t *t, shoal__fp_flow_t fl[4]) {
+  CHECK_OK(shoal__ftopo_uniform(4, 2, 40e6, 2, t));
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  CHECK_OK(shoal__fctl_init(c, t, &cfg));
+  shoal__fp_flow_t f[4] = {
+      {.job = 1, .src_rank = 0, .dst_rank = 1, .src_ip = t->host[0].ip, .dst_ip = t->host[2].ip},
+      {.job = 1, .src_rank = 1, .dst_rank = 0, .src_ip = t->host[2].ip, .dst_ip = t->host[0].ip},
+      {.job = 2, .src_rank = 0, .dst_rank = 1, .src_ip = t->host[1].ip, .dst_ip = t->host[3].ip},
+      {.job = 2, .src_rank = 1, .dst_rank = 0, .src_ip = t->host[3].ip, .dst_ip = t->host[1].ip},
+  };
+  memcpy(fl, f, sizeof f);
+}
+
+static void set(shoal__fp_flow_t *f, int status, uint64_t iter, double volume, double sent) {
+  f->status = (uint8_t)status, f->iter = iter, f->volume = (uint64_t)volume, f->sent = (uint64_t)sent;
+}
+
+/* The reports of one slot in the order they came: together (one batch: rates granted once every report is
+ * in) or one by one, each answered as it came. rates[i] for fl[order[i]]. */
+static void slot_reports(shoal__fctl_t *c, int64_t slot, shoal__fp_flow_t fl[4], const int *order, int n, int together,
+                         uint64_t *rates) {
+  shoal__fp_report_t r[4];
+  int hosts[4];
+  uint64_t *out[4];
+  for (int i = 0; i < n; i++) {
+    r[i] = (shoal__fp_report_t){.seq = (uint64_t)slot, .n = 1, .flows = &fl[order[i]]};
+    hosts[i] = -1;
+    out[i] = &rates[i];
+  }
+  if (together) CHECK_OK(shoal__fctl_handle(c, slot, n, hosts, r, out));
+  else
+    for (int i = 0; i < n; i++) CHECK_OK(shoal__fctl_handle(c, slot, 1, &hosts[i], &r[i], &out[i]));
+}
+
+/* Job 1 holds the uplinks; in slot 13 its phase ends, and job 2's agents, whose new iteration starts in
+ * that slot, report before job 1's. Answered as they come, job 2 got its rate from job 1's reservation
+ * that job 1's own report, a few ms later, freed: 0.1 MB of a 0.5 MB slot, and the link idled. Answered
+ * together, job 1's end frees the slot first and job 2 has the whole link. Returns job 2's rates in slot
+ * 13 (bytes/s, 0: no limit). */
+static void phase_end_in_a_slot(int together, uint64_t job2[2]) {
+  shoal__ftopo_t t;
+  shoal__fctl_t c;
+  shoal__fp_flow_t fl[4];
+  two_jobs(&c, &t, fl);
+  int all[4] = {0, 1, 2, 3};
+  uint64_t rates[4];
+  for (int i = 0; i < 4; i++) set(&fl[i], SHOAL__FS_IDLE, 1, 1e6, 1e6); /* volumes known: 1 MB */
+  slot_reports(&c, 10, fl, all, 4, together, rates);
+  /* slot 11: job 1's iteration 2 starts; job 2 still computes */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0);
+  slot_reports(&c, 11, fl, all, 4, together, rates);
+  CHECK_EQ(rates[0], 0);
+  CHECK_EQ(rates[1], 0);
+  /* slot 12: job 1 sent 0.1 MB: the 0.9 MB left is planned into slots 12 (0.5) and 13 (0.4) */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.1e6);
+  slot_reports(&c, 12, fl, all, 4, together, rates);
+  CHECK_NEAR(shoal__fplan_reserved(&c.plan, 8, 1), 0.4e6, 1); /* r0's uplink (link 2 x 4 hosts + 0), slot 13 */
+  /* slot 13: job 2's reports (its new iteration) first, then job 1's: done */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 1e6);
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0.02e6);
+  int order[4] = {2, 3, 0, 1};
+  slot_reports(&c, 13, fl, order, 4, together, rates);
+  job2[0] = rates[0], job2[1] = rates[1];
+  /* either way job 1 is done and holds nothing: on r0's uplink only job 2's hop h1 -> h3 is planned */
+  CHECK_EQ(c.plan.flow[0].active, 0);
+  CHECK_EQ(c.plan.flow[1].active, 0);
+  CHECK_NEAR(shoal__fplan_reserved(&c.plan, 8, 0), c.plan.flow[2].sched[13 % 10], 1);
+  shoal__fctl_free(&c);
+}
+
+TEST(ctl_reports_of_a_slot_are_granted_together) {
+  uint64_t alone[2], together[2];
+  phase_end_in_a_slot(0, alone);
+  phase_end_in_a_slot(1, together);
+  /* one by one (what the controller did): job 2 limited to the 0.1 MB job 1's plan left in slot 13 */
+  CHECK_NEAR((double)alone[0], 1e6, 1);
+  CHECK_NEAR((double)alone[1], 1e6, 1);
+  /* together: no limit, the link is job 2's */
+  CHECK_EQ(together[0], 0);
+  CHECK_EQ(together[1], 0);
+}
+
+/* A job's first phase (volume unknown, open) ends for the whole job at the first report of the next
+ * iteration by any of its hops: job 1's hop h0 -> h2 reports its last bytes of iteration 1 in slot 12
+ * (its job-mate's rank has begun iteration 2 in the same slot); job 2, whose first phase started while
+ * job 1 held the uplinks, must get them in slot 12, not wait at the floor for a slot in which hop
+ * h0 -> h2 sends nothing. */
+TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
+  shoal__ftopo_t t;
+  shoal__fctl_t c;
+  shoal__fp_flow_t fl[4];
+  two_jobs(&c, &t, fl);
+  int all[4] = {0, 1, 2, 3};
+  uint64_t rates[4];
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 1, 0, 0.1e6); /* job 1 starts first */
+  slot_reports(&c, 10, fl, all, 2, 1, rates);
+  CHECK_EQ(c.plan.flow[0].open, 1);
+  CHECK_EQ(rates[0], 0);
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 1, 0, 0.6e6);
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 1, 0, 0.01e6); /* job 2 starts: it waits */
+  slot_reports(&c, 11, fl, all, 4, 1, rates);
+  CHECK_EQ(rates[0], 0);
+  CHECK_NEAR((double)rates[2], 0.02 * 5e6, 1);
+  CHECK_NEAR((double)rates[3], 0.02 * 5e6, 1);
+  /* slot 12: job 2, then job 1's hop 0 (its last bytes: 1.1 MB), then hop 1 in iteration 2 (1.1 MB) */
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 1, 0, 0.02e6);
+  set(&fl[0], SHOAL__FS_RESCHEDULE, 1, 0, 1.1e6);
+  set(&fl[1], SHOAL__FS_IDLE, 2, 1.1e6, 0);
+  slot_reports(&c, 12, fl, all, 4, 1, rates); /* rates[k] for fl[k] */
+  CHECK_EQ(c.plan.flow[0].open, 0);
+  CHECK_EQ(c.plan.flow[1].open, 0);
+  CHECK_NEAR(c.plan.flow[1].V, 1.1e6, 1);
+  CHECK_EQ(rates[2], 0);
+  CHECK_EQ(rates[3], 0);
   shoal__fctl_free(&c);
 }
 
