@@ -214,9 +214,11 @@ static void flow_info(agent_t *a, shoal__fp_flow_t *f, int seg_i, const shoal__t
 /* The host's background rate: bytes acknowledged per second on TCP sockets that are no flow of the
  * segment (the controller connection and loopback excluded), between two dumps of every socket. */
 static void background(agent_t *a) {
-  int n = shoal__tcp_sockets(a->socks, MAX_SOCKETS);
-  if (n < 0) {
+  int n = shoal__tcp_sockets(a->diag, a->socks, MAX_SOCKETS);
+  if (n < 0) { /* the rest of a dump cut short would answer the next query: a new socket next slot */
     SHOAL_DEBUG("FLOW", "background not measured this slot: %s", shoal_last_error());
+    shoal__tcpdiag_close(a->diag);
+    a->diag = NULL;
     return;
   }
   static uint64_t cur[MAX_SOCKETS][2];
@@ -242,9 +244,9 @@ static void background(agent_t *a) {
 }
 
 /* TCP_INFO into the report's flows (one lookup per flow, every slot) and the host's background rate (a
- * dump of every socket, every BG_SLOTS slots: a dump walks the kernel's whole established table, 1.3 ms of
- * CPU with no socket in it on the testbed's machine, which at 10 slots a second was most of the agent's
- * cost). */
+ * dump of every socket, every BG_SLOTS slots, on the same netlink socket: a dump walks the kernel's whole
+ * established table, 1.3 ms of CPU with no socket in it on the testbed's machine, which at 10 slots a second
+ * was most of the agent's cost). */
 static uint64_t telemetry(agent_t *a, shoal__fp_report_t *r) {
   if (!a->diag && !(a->diag = shoal__tcpdiag_open())) {
     SHOAL_DEBUG("FLOW", "telemetry skipped this slot: %s", shoal_last_error());
@@ -262,7 +264,7 @@ static uint64_t telemetry(agent_t *a, shoal__fp_report_t *r) {
       break;
     }
   }
-  if (a->slot % BG_SLOTS == 0 || a->bg_at == 0) background(a);
+  if (a->diag && (a->slot % BG_SLOTS == 0 || a->bg_at == 0)) background(a);
   return a->bg_bps;
 }
 

@@ -36,9 +36,11 @@ static struct mnl_socket *open_nl(int bus, const char *what) {
   return nl;
 }
 
-/* Send the request in buf and run cb over the answer until the dump's end. */
-static int dump(struct mnl_socket *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data, const char *what) {
+/* Send the request nlh and run cb over the answer: until the dump's end (a request with NLM_F_DUMP), or
+ * over the one answer of a single request. */
+static int ask(struct mnl_socket *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data, const char *what) {
   unsigned seq = nlh->nlmsg_seq, portid = mnl_socket_get_portid(nl);
+  int is_dump = (nlh->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP;
   if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
     return shoal__seterr(SHOAL_ERR_SYSTEM, "%s: netlink send: %s", what, strerror(errno));
   char buf[MNL_SOCKET_BUFFER_SIZE];
@@ -48,8 +50,9 @@ static int dump(struct mnl_socket *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *
       return shoal__seterr(errno == EAGAIN ? SHOAL_ERR_TIMEOUT : SHOAL_ERR_SYSTEM, "%s: netlink receive: %s", what,
                            errno == EAGAIN ? "no answer within 500 ms" : strerror(errno));
     int rc = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
-    if (rc == MNL_CB_STOP) return 0;
+    if (rc < 0 && errno == ENOENT) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "%s: no such socket", what);
     if (rc < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "%s: netlink: %s", what, strerror(errno));
+    if (rc == MNL_CB_STOP || !is_dump) return 0;
   }
 }
 
@@ -107,7 +110,7 @@ int shoal__qdisc_read(shoal__qstat_t *st, int n) {
   tcm->tcm_family = AF_UNSPEC;
   for (int i = 0; i < n; i++) st[i].found = 0;
   qdump_t d = {st, n};
-  int rc = dump(nl, nlh, qdisc_cb, &d, "qdisc statistics");
+  int rc = ask(nl, nlh, qdisc_cb, &d, "qdisc statistics");
   mnl_socket_close(nl);
   return rc;
 }
@@ -148,40 +151,19 @@ static int tcp_cb(const struct nlmsghdr *nlh, void *data) {
   return MNL_CB_OK;
 }
 
-/* One socket by its addresses: the kernel looks it up in its hash (inet_diag_find_one_icsk) instead of
- * walking every bucket of the established table as a dump does (the table is the whole kernel's, not this
- * namespace's: about 1.3 ms of CPU per dump here with no socket at all). */
-int shoal__tcp_socket(shoal__tcpdiag_t *d, uint32_t src_ip, uint16_t sport, uint32_t dst_ip, uint16_t dport,
-                      shoal__tcpstat_t *out) {
-  struct mnl_socket *nl = (struct mnl_socket *)d;
-  char buf[256];
-  struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-  nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  nlh->nlmsg_flags = NLM_F_REQUEST;
-  nlh->nlmsg_seq = (unsigned)time(NULL);
-  struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(nlh, sizeof *req);
+/* The sock_diag request for established IPv4 TCP sockets with their TCP_INFO, into buf (256 bytes):
+ * every socket (flags NLM_F_REQUEST | NLM_F_DUMP) or one by its addresses (NLM_F_REQUEST; set its id). */
+static struct inet_diag_req_v2 *tcp_request(char *buf, unsigned flags, struct nlmsghdr **nlh) {
+  *nlh = mnl_nlmsg_put_header(buf);
+  (*nlh)->nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  (*nlh)->nlmsg_flags = (uint16_t)flags;
+  (*nlh)->nlmsg_seq = (unsigned)time(NULL);
+  struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(*nlh, sizeof *req);
   req->sdiag_family = AF_INET;
   req->sdiag_protocol = IPPROTO_TCP;
-  req->idiag_states = 1u << 1;
+  req->idiag_states = 1u << 1; /* TCP_ESTABLISHED (include/net/tcp_states.h, not a uapi header) */
   req->idiag_ext = 1u << (INET_DIAG_INFO - 1);
-  req->id.idiag_src[0] = src_ip;
-  req->id.idiag_dst[0] = dst_ip;
-  req->id.idiag_sport = htons(sport);
-  req->id.idiag_dport = htons(dport);
-  req->id.idiag_cookie[0] = req->id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  unsigned seq = nlh->nlmsg_seq, portid = mnl_socket_get_portid(nl);
-  if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-    return shoal__seterr(SHOAL_ERR_SYSTEM, "TCP_INFO of a socket: netlink send: %s", strerror(errno));
-  char in[MNL_SOCKET_BUFFER_SIZE];
-  ssize_t n = mnl_socket_recvfrom(nl, in, sizeof in);
-  if (n < 0)
-    return shoal__seterr(errno == EAGAIN ? SHOAL_ERR_TIMEOUT : SHOAL_ERR_SYSTEM, "TCP_INFO of a socket: netlink receive: %s",
-                         errno == EAGAIN ? "no answer within 500 ms" : strerror(errno));
-  tdump_t t = {out, 1, 0};
-  int rc = mnl_cb_run(in, (size_t)n, seq, portid, tcp_cb, &t);
-  if (rc < 0 && errno == ENOENT) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "TCP_INFO of a socket: no such socket");
-  if (rc < 0) return shoal__seterr(SHOAL_ERR_SYSTEM, "TCP_INFO of a socket: netlink: %s", strerror(errno));
-  return t.n == 1 ? 0 : shoal__seterr(SHOAL_ERR_NOT_FOUND, "TCP_INFO of a socket: no such socket");
+  return req;
 }
 
 shoal__tcpdiag_t *shoal__tcpdiag_open(void) {
@@ -192,21 +174,30 @@ void shoal__tcpdiag_close(shoal__tcpdiag_t *d) {
   if (d) mnl_socket_close((struct mnl_socket *)d);
 }
 
-int shoal__tcp_sockets(shoal__tcpstat_t *out, int cap) {
-  struct mnl_socket *nl = open_nl(NETLINK_SOCK_DIAG, "TCP_INFO of the host's sockets");
-  if (!nl) return SHOAL_ERR_SYSTEM;
+/* One socket by its addresses: the kernel looks it up in its hash (inet_diag_find_one_icsk) instead of
+ * walking every bucket of the established table as a dump does (the table is the whole kernel's, not this
+ * namespace's: about 1.3 ms of CPU per dump here with no socket at all). */
+int shoal__tcp_socket(shoal__tcpdiag_t *d, uint32_t src_ip, uint16_t sport, uint32_t dst_ip, uint16_t dport,
+                      shoal__tcpstat_t *out) {
   char buf[256];
-  struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-  nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  nlh->nlmsg_seq = (unsigned)time(NULL);
-  struct inet_diag_req_v2 *req = mnl_nlmsg_put_extra_header(nlh, sizeof *req);
-  req->sdiag_family = AF_INET;
-  req->sdiag_protocol = IPPROTO_TCP;
-  req->idiag_states = 1u << 1; /* TCP_ESTABLISHED (include/net/tcp_states.h, not a uapi header) */
-  req->idiag_ext = 1u << (INET_DIAG_INFO - 1);
-  tdump_t d = {out, cap, 0};
-  int rc = dump(nl, nlh, tcp_cb, &d, "TCP_INFO of the host's sockets");
-  mnl_socket_close(nl);
-  return rc ? rc : d.n;
+  struct nlmsghdr *nlh;
+  struct inet_diag_req_v2 *req = tcp_request(buf, NLM_F_REQUEST, &nlh);
+  req->id.idiag_src[0] = src_ip;
+  req->id.idiag_dst[0] = dst_ip;
+  req->id.idiag_sport = htons(sport);
+  req->id.idiag_dport = htons(dport);
+  req->id.idiag_cookie[0] = req->id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  tdump_t t = {out, 1, 0};
+  int rc = ask((struct mnl_socket *)d, nlh, tcp_cb, &t, "TCP_INFO of a socket");
+  if (rc) return rc;
+  return t.n == 1 ? 0 : shoal__seterr(SHOAL_ERR_NOT_FOUND, "TCP_INFO of a socket: no such socket");
+}
+
+int shoal__tcp_sockets(shoal__tcpdiag_t *d, shoal__tcpstat_t *out, int cap) {
+  char buf[256];
+  struct nlmsghdr *nlh;
+  tcp_request(buf, NLM_F_REQUEST | NLM_F_DUMP, &nlh);
+  tdump_t t = {out, cap, 0};
+  int rc = ask((struct mnl_socket *)d, nlh, tcp_cb, &t, "TCP_INFO of the host's sockets");
+  return rc ? rc : t.n;
 }

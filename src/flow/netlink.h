@@ -27,14 +27,13 @@ typedef struct shoal__tcpstat {
   uint64_t pacing_rate, max_pacing_rate; /* bytes/s */
 } shoal__tcpstat_t;
 
-/* Every established IPv4 TCP socket of this network namespace, at most cap; their number, or a negative
- * status. */
-int shoal__tcp_sockets(shoal__tcpstat_t *out, int cap);
-
-/* A sock_diag netlink socket kept open for lookups of single sockets (NULL on failure, with the error). */
+/* A sock_diag netlink socket kept open for the queries below (NULL on failure, with the error). */
 typedef struct shoal__tcpdiag shoal__tcpdiag_t;
 shoal__tcpdiag_t *shoal__tcpdiag_open(void);
 void shoal__tcpdiag_close(shoal__tcpdiag_t *d);
+/* Every established IPv4 TCP socket of this network namespace, at most cap; their number, or a negative
+ * status. */
+int shoal__tcp_sockets(shoal__tcpdiag_t *d, shoal__tcpstat_t *out, int cap);
 /* The established IPv4 TCP socket src_ip:sport -> dst_ip:dport (addresses in network order, ports in host
  * order) of this namespace into *out: a hash lookup, its cost independent of how many sockets the kernel
  * holds (a dump walks the whole established table). 0, SHOAL_ERR_NOT_FOUND, or another negative status. */

@@ -50,7 +50,7 @@ TEST(tcp_socket_lookup_finds_one_connection) {
   CHECK_EQ(t.dport, ntohs(sa.sin_port));
   CHECK_EQ(t.bytes_acked, sizeof data + 1); /* the SYN counts one */
   /* the dump of every socket sees the same connection with the same bytes */
-  int n = shoal__tcp_sockets(all, 2048), found = 0;
+  int n = shoal__tcp_sockets(d, all, 2048), found = 0;
   CHECK(n > 0);
   for (int i = 0; i < n; i++)
     if (all[i].sport == t.sport && all[i].dport == t.dport) {
