@@ -18,8 +18,10 @@
  * gone is refused at once (its host answers); silence this long means its host or the network is gone. */
 #define SHOAL__PROBE_S 5.0
 
-/* A fresh listener on `ip` (the address this rank advertises), and the registration that names it. */
-int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, int *fd_out, shoal__reg_t reg);
+/* A fresh listener on `ip` (the address this rank advertises), and the registration that names it; never
+ * on an address another rank of `was` (the world being rebuilt, or NULL) advertised. */
+int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, const shoal__world_t *was, int *fd_out,
+                         shoal__reg_t reg);
 
 /* Build world `id` of n members from their registrations (regs[rank] is this rank's, `lfd` its listener;
  * the world takes the listener over): the full mesh, then the owners (topology, shm segment, tuning

@@ -62,7 +62,7 @@ int shoal_comm_grow(shoal_comm_t *c, shoal_comm_t **out) {
   total = n + (int)hdr[0];
   uint64_t id = (uint64_t)hdr[1];
   struct in_addr ip;
-  if ((rc = my_ip(w, &ip)) || (rc = shoal__reform_listen(w->cfg, ip, &lfd, regs[me]))) {
+  if ((rc = my_ip(w, &ip)) || (rc = shoal__reform_listen(w->cfg, ip, w, &lfd, regs[me]))) {
     /* this rank cannot take part: fail the communicator, so the others stop too (they would wait) */
     rc = shoal__comm_reject(c, shoal__err_prefix(rc, "rank %d: grow: ", me));
     goto close_joiners;
@@ -129,7 +129,7 @@ static int join_once(const shoal__boot_cfg_t *cfg, const shoal__authkey_t *key, 
   int lfd = -1;
   shoal__reg_t reg;
   if ((rc = shoal__boot_pick_addr(cfg->ifname, cfg->ifname_src, local.sin_addr, &ip, how, sizeof how)) ||
-      (rc = shoal__reform_listen(cfg, ip, &lfd, reg)))
+      (rc = shoal__reform_listen(cfg, ip, NULL, &lfd, reg)))
     goto close_client;
   size_t jl = strlen(cfg->job_id);
   unsigned char jh[1 + SHOAL__JOB_ID_MAX];

@@ -15,16 +15,42 @@
 #include "core/error.h"
 #include "core/log.h"
 
-int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, int *fd_out, shoal__reg_t reg) {
-  int fd, port, rc;
-  if ((rc = shoal__sock_listen(ip, 0, &fd, &port))) return rc; /* kernel buffers: see mesh.c */
-  char ip_s[INET_ADDRSTRLEN];
+/* The kernel may hand a fresh listener the port a lost rank of the old world listened on (it is free once
+ * that process is gone). Shrink's coordinator would then take the connection that port accepts for the
+ * lost rank being alive and wait for it until the deadline; so a port an old peer advertised on this
+ * address is held aside (the kernel then offers another) and released once a clean one is bound. */
+#define REFORM_HELD_MAX 8
+
+static int was_a_peers(const shoal__world_t *was, const char *addr) {
+  for (int r = 0; was && r < was->size; r++)
+    if (r != was->rank && !strcmp(was->peers[r].addr, addr)) return 1;
+  return 0;
+}
+
+int shoal__reform_listen(const shoal__boot_cfg_t *cfg, struct in_addr ip, const shoal__world_t *was, int *fd_out,
+                         shoal__reg_t reg) {
+  int fd, port, rc, held[REFORM_HELD_MAX], nheld = 0;
+  char ip_s[INET_ADDRSTRLEN], addr[64];
   inet_ntop(AF_INET, &ip, ip_s, sizeof ip_s);
+  for (;;) {
+    if ((rc = shoal__sock_listen(ip, 0, &fd, &port))) goto close_held; /* kernel buffers: see mesh.c */
+    snprintf(addr, sizeof addr, "%s:%d", ip_s, port);
+    if (!was_a_peers(was, addr)) break;
+    if (nheld == REFORM_HELD_MAX) {
+      close(fd);
+      rc = shoal__seterr(SHOAL_ERR_ADDR_IN_USE, "listen %s: the kernel offered %d ports in a row that ranks of "
+                         "the old world listened on", ip_s, REFORM_HELD_MAX + 1);
+      goto close_held;
+    }
+    held[nheld++] = fd;
+  }
   memset(reg, 0, SHOAL__REG_BYTES);
-  snprintf(reg, SHOAL__REG_BYTES, "%s:%d %s %s %d %s", ip_s, port, cfg->hostname[0] ? cfg->hostname : "unknown",
+  snprintf(reg, SHOAL__REG_BYTES, "%s %s %s %d %s", addr, cfg->hostname[0] ? cfg->hostname : "unknown",
            cfg->boot_id[0] ? cfg->boot_id : "unknown", (int)getpid(), cfg->rack[0] ? cfg->rack : "-");
   *fd_out = fd;
-  return 0;
+close_held:
+  while (nheld > 0) close(held[--nheld]);
+  return rc;
 }
 
 static int parse_reg(const shoal__reg_t reg, shoal__peer_info_t *p) {

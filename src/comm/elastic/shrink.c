@@ -585,7 +585,7 @@ int shoal_comm_shrink(shoal_comm_t *c, shoal_comm_t **out) {
   struct in_addr ip;
   int lfd = -1;
   shoal__reg_t myreg;
-  if ((rc = my_ip(w, &ip)) || (rc = shoal__reform_listen(w->cfg, ip, &lfd, myreg))) {
+  if ((rc = my_ip(w, &ip)) || (rc = shoal__reform_listen(w->cfg, ip, w, &lfd, myreg))) {
     shoal__reform_release(w);
     return shoal__err_prefix(rc, "rank %d: shrink: ", me);
   }
