@@ -24,7 +24,8 @@ says how far apart two measurements of one pair are (with independent errors, a 
 true slowdowns would score about this / sqrt(2) against one repetition, / sqrt(2n) against the mean of
 n). Reported per level where a pair was measured more than once (the "noise" field).
 
-  fit.py measured [--csv FILE] [--out data/interference-measured.json]
+  fit.py measured [--csv FILE] [--out build/interference-measured.json]   (the shipped model, data/interference-
+             measured.json, is reduced.sh's fit: results/reduced/measured.csv, --nic-form link)
   fit.py gavel [--throughputs FILE] [--gpu v100] [--out FILE]
   fit.py measured --nic-form link [--rate 200mbit] [--test-csv FILE --test-rate RATE]   (FILE's nic rows, measured
              at another link rate, predicted by the fitted form)
@@ -379,7 +380,7 @@ def main():
         obs, reps, a.alone = load_measured(a.csv)
         noise = noise_floor(reps)
         src = "measured on shoal testbed (experiments/interference/measure.sh, %s)" % a.csv
-        out = a.out or "data/interference-measured.json"
+        out = a.out or "build/interference-measured.json"
     else:
         obs = load_gavel(a.throughputs, a.gpu)
         src = "Gavel co-located throughputs, %s (%s; MIT, see its NOTICE)" % (a.gpu, a.throughputs)

@@ -17,9 +17,9 @@
 #            (--rep 1 and 2), kept apart for the noise floor
 #   idle     a run waits at most 3 s for an idle machine (the full script: 60 s); the busy share is recorded
 # Rows: experiments/interference/results/reduced/measured.csv (measure.sh's columns); the model fitted from them, its
-# nic level as a shared shaped link (fit.py --nic-form link): build/interference-reduced.json; the same rows with
-# every level in the low-rank form, for comparison: build/interference-reduced-lowrank.json (the shipped model,
-# data/interference-measured.json, stays the full matrix's).
+# nic level as a shared shaped link (fit.py --nic-form link), is the shipped model: data/interference-measured.json
+# (rebuild the library after it changes; the shipped weights were trained with it); the same rows with every level
+# in the low-rank form, for comparison: build/interference-reduced-lowrank.json.
 #   quiet experiments/interference/reduced.sh [--fit-only]      env: ROUNDS (1), TOGGLE (1), REPS ("1 2"), NAME (mrl2),
 #                                                                 LEVELS ("socket nic": the levels measured, the others' rows kept)
 set -euo pipefail
@@ -37,8 +37,8 @@ case ${1:-} in
   -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "reduced.sh: unknown argument '$1' (--fit-only, --help)" >&2; exit 2 ;;
 esac
-echo "# measured, reduced matrix ($out/measured.csv), nic as a shared link"
-/usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --nic-form link --out build/interference-reduced.json
+echo "# measured, reduced matrix ($out/measured.csv), nic as a shared link: the shipped model"
+/usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --nic-form link --out data/interference-measured.json
 echo "# the same rows, every level low-rank"
 /usr/bin/python3 experiments/interference/fit.py measured --csv "$out/measured.csv" --out build/interference-reduced-lowrank.json
 echo "# the same pairs and levels from the full matrix (experiments/interference/results/measured.csv)"

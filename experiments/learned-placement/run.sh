@@ -3,7 +3,9 @@
 # heuristics on Philly days not used in training, interference on and off), RE3 (trained on 8 GPUs per server
 # and 2:1 uplinks, tested on 4 per server and 4:1, against a policy trained there), RE4 (1/2/4/8 agents on
 # 512 GPUs: decision time per job against JCT; run it under `quiet`, the times are measured).
-#   experiments/learned-placement/run.sh train      the three weights files (8x2, 4x4, 8x2-small), ~6, ~8, ~5 min
+#   experiments/learned-placement/run.sh train [T..] the three weights files (8x2, 4x4, 8x2-small), ~6, ~8, ~5 min
+#   experiments/learned-placement/run.sh ship       the shipped weights from scratch (SEED, default 1): the 8x2 file,
+#                                                 its agents line set to 1, as data/marl-default.weights (rebuild after)
 #   experiments/learned-placement/run.sh re2|re3|re4
 #   experiments/learned-placement/run.sh live     the live point: `shoal sched serve --policy marl` and the FIFO queue
 #                                                 with consolidation (policy fifo) on the testbed's Slurm, back to back on
@@ -28,7 +30,12 @@ train() { # topology out
     --topology "$1" --agents 2 --windows "$WINDOWS" --log "${2%.weights}.log.csv"
 }
 case ${1:-} in
-  train) train 8x2 "$W8"; train 4x4 "$W4"; train 8x2-small "$W16" ;;
+  train) # [TOPOLOGY...]: only these (8x2, 4x4, 8x2-small)
+    shift; for t in ${@:-8x2 4x4 8x2-small}; do
+      case $t in 8x2) train 8x2 "$W8" ;; 4x4) train 4x4 "$W4" ;; 8x2-small) train 8x2-small "$W16" ;;
+        *) echo "run.sh train: unknown topology '$t' (8x2, 4x4, 8x2-small)" >&2; exit 2 ;; esac
+    done ;;
+  ship) train 8x2 "$W8"; sed 's/^agents 2$/agents 1/' "$W8" > data/marl-default.weights ;;
   re2)
     for c in "32 8 $W8" "16 4 $W16"; do
       set -- $c
@@ -69,5 +76,5 @@ case ${1:-} in
     $S sim --trace "$t" --machines "$hosts" --gpus-per-machine "$gpus" --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
       --speed table --throughputs experiments/live-slurm/throughputs.json --gpu testbed --raw-spread --start-cost 12 \
       --restart-cost 16 --policy "$HEUR,marl" --no-progress --csv --no-header 2>/dev/null | cut -d, -f2,5 ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac
