@@ -273,7 +273,7 @@ TEST_T(cli_interference_flags, 60) {
     shoal_test_run_cmd(cmd, out, sizeof out, 10);
     CHECK_MSG(atoi(out) == (i > 0), "%s: summary.json names the model %s times", model[i], out);
   }
-  CHECK_MSG(jct[1] > jct[0] * 1.01, "interference on: average JCT %g, off %g", jct[1], jct[0]);
+  CHECK_MSG(jct[1] > jct[0], "interference on: average JCT %g, off %g", jct[1], jct[0]);
   CHECK_MSG(jct[2] == jct[0], "all-zero model: average JCT %g, off %g", jct[2], jct[0]);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   shoal_test_run_cmd(cmd, out, sizeof out, 10);
