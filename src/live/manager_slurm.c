@@ -129,10 +129,11 @@ static int common_partition(void *impl, const shoal_live_place_t *p, const char 
   return 0;
 }
 
-/* Move job id to a partition that holds every node of p if its own does not (Slurm runs a job inside one
- * partition: a borrower started on hosts lent from another partition). own: its partition ("": read it). */
-static int fit_partition(void *impl, long id, const char *own, const shoal_live_place_t *p) {
-  char mine[SHOAL_LIVE_NAME], part[SHOAL_LIVE_NAME], nodes[8192];
+/* The partition job id runs in on p's nodes: its own (`own`; "" read from Slurm) when that holds them all, else
+ * one that does (Slurm runs a job inside one partition: a borrower started on hosts lent from another partition).
+ * An error when none does; nothing is changed either way. */
+static int partition_for(void *impl, long id, const char *own, const shoal_live_place_t *p, char *part, size_t cap) {
+  char mine[SHOAL_LIVE_NAME], nodes[8192];
   snprintf(mine, sizeof mine, "%s", own);
   if (!mine[0]) {
     shoal_live_jobs_t jobs = {0, NULL};
@@ -143,35 +144,42 @@ static int fit_partition(void *impl, long id, const char *own, const shoal_live_
     if (rc) return rc;
     if (!j) return shoal__seterr(SHOAL_ERR_NOT_FOUND, "slurm: no job %ld", id);
   }
-  int rc = common_partition(impl, p, mine, part, sizeof part);
+  if (p->n <= 1) return snprintf(part, cap, "%s", mine), 0; /* (one node: its own partition holds it) */
+  int rc = common_partition(impl, p, mine, part, cap);
   if (rc) return rc;
   shoal__live_place_str(p, nodes, sizeof nodes);
   if (!part[0])
     return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: no partition holds all of %s (a job runs inside one "
                          "partition: give the lent hosts a partition with the borrower's)", id, nodes);
-  return strcmp(part, mine) ? update_field(id, "Partition", part) : 0;
+  return 0;
 }
 
-static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
-  char nodes[8192];
-  int fit = p->n > 1 ? fit_partition(impl, id, "", p) : 0; /* (one node: its own partition holds it) */
-  if (fit) return fit;
+/* Start held job id on p in partition `part` (moved there first unless it is `own`), one scontrol process for
+ * every command (it fails if any does). NumCPUs too: a requeued job keeps the CPU count of its last run, and k
+ * nodes with fewer CPUs than that never run it (BadConstraints). Gres is per node: the most workers any node has.
+ * StartTime=now: Slurm keeps a requeued job ineligible for 121 s otherwise. */
+static int start_in(long id, const char *own, const char *part, const shoal_live_place_t *p) {
+  char nodes[8192], move[SHOAL_LIVE_NAME + 64] = "";
   int maxw = 1;
   shoal__live_place_str(p, nodes, sizeof nodes);
   for (int i = 0; i < p->n; i++)
     if (p->gpus[i] > maxw) maxw = p->gpus[i];
-  /* one scontrol process for both commands (it fails if either does). NumCPUs too: a requeued job keeps the CPU
-   * count of its last run, and k nodes with fewer CPUs than that never run it (BadConstraints). Gres is per node:
-   * the most workers any node has. StartTime=now: Slurm keeps a requeued job ineligible for 121 s otherwise. */
-  size_t cap = strlen(nodes) + 256;
+  if (part[0] && strcmp(part, own)) snprintf(move, sizeof move, "update JobId=%ld Partition=%s\n", id, part);
+  size_t cap = strlen(nodes) + strlen(move) + 256;
   char *in = malloc(cap);
   if (!in) return shoal__seterr(SHOAL_ERR_NOMEM, "scontrol: out of memory");
-  snprintf(in, cap, "update JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d StartTime=now\n"
-           "release %ld\n", id, p->n, p->n, p->n, p->n, nodes, maxw, id);
+  snprintf(in, cap, "%supdate JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d "
+           "StartTime=now\nrelease %ld\n", move, id, p->n, p->n, p->n, p->n, nodes, maxw, id);
   const char *argv[] = {"scontrol", "-Q", NULL};
   int rc = run(NULL, in, argv);
   free(in);
   return rc;
+}
+
+static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
+  char part[SHOAL_LIVE_NAME] = "";
+  int rc = p->n > 1 ? partition_for(impl, id, "", p, part, sizeof part) : 0;
+  return rc ? rc : start_in(id, "", part, p);
 }
 
 static int sl_stop(void *impl, long id, shoal_live_stop_t how) {
@@ -216,14 +224,16 @@ static int wait_requeued(void *impl, long id) {
 }
 
 /* Grow: Slurm adds no node to a running job's tasks (its own expansion, permit_job_expansion, only merges
- * allocations: the tasks must be restarted anyway). So the job is requeued held (Slurm sends SIGTERM: `shoal
- * train --preemptible` checkpoints and exits 75 within KillWait), moved to a partition that holds all its new
- * nodes if its own does not (sl_start), and started on them: it resumes from its checkpoint at the new size. */
+ * allocations: the tasks must be restarted anyway). So the partition that holds all the new nodes is found first
+ * (none: the job is left running, an error), then the job is requeued held (Slurm sends SIGTERM: `shoal train
+ * --preemptible` checkpoints and exits 75 within KillWait) and started on them in that partition: it resumes
+ * from its checkpoint at the new size. */
 static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t *p) {
-  long id = j->id;
-  int rc = scontrol_job("requeuehold", id);
-  if (!rc) rc = wait_requeued(impl, id);
-  return rc ? rc : sl_start(impl, id, p);
+  char part[SHOAL_LIVE_NAME];
+  int rc = partition_for(impl, j->id, j->partition, p, part, sizeof part);
+  if (!rc) rc = scontrol_job("requeuehold", j->id);
+  if (!rc) rc = wait_requeued(impl, j->id);
+  return rc ? rc : start_in(j->id, j->partition, part, p);
 }
 
 /* Shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others.

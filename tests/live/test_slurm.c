@@ -6,6 +6,8 @@
  * every job completed once, the preempted one resumed from its checkpoint,
  * nothing was started twice, and that no Slurm process or file is left.
  * Skipped (with the reason) without root, ip, namespaces or Slurm. */
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "core/error.h"
+#include "live/manager_slurm.h"
 #include "slurm_util.h"
 
 static char out[1 << 16];
@@ -269,4 +273,79 @@ TEST_T(live_slurm_failed_start_is_retried, 120) {
   CHECK_CONTAINS(out, "serve-rc=0");
   CHECK_CONTAINS(out, "1 jobs seen, 1 completed, 0 failed");
   CHECK_CONTAINS(out, "runs: 1");
+}
+
+/* The Slurm manager's resize of node list p (in job id's testbed N, a child process entering its fabric as
+ * `shoal submit --testbed` does): the manager's status, and its error message in msg. */
+static int resize_in_testbed(const char *name, long id, const shoal_live_place_t *p, char *msg, size_t cap) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    char path[160];
+    snprintf(path, sizeof path, "/run/netns/%s-net", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 127;
+    snprintf(path, sizeof path, "/run/shoal-testbed/%s/slurm/slurm.conf", name);
+    setenv("SLURM_CONF", path, 1);
+    shoal_live_manager_t m;
+    if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && shoal__live_slurm_create(&m) == 0) {
+      rc = m.ops->resize(m.impl, id, p);
+      shoal__live_manager_destroy(&m);
+    }
+    const char *e = rc == 127 ? "could not enter the testbed" : shoal_last_error();
+    if (write(fds[1], e, strlen(e)) < 0) rc = 127;
+    _exit(rc < 0 ? -rc : rc);
+  }
+  close(fds[1]);
+  ssize_t n = pid > 0 ? read(fds[0], msg, cap - 1) : -1;
+  msg[n > 0 ? n : 0] = 0;
+  close(fds[0]);
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
+  return -WEXITSTATUS(st);
+}
+
+/* A grow onto nodes no partition holds together (Slurm runs a job inside one partition) is refused before
+ * the job is touched: it goes on running, not requeued (its restart count stays 0). */
+TEST_T(live_slurm_grow_without_a_common_partition_leaves_the_job_running, 120) {
+  char cmd[4096], name[32], dir[96];
+  slurm_test_begin("experiments/live-slurm/ckjob.sh", "sg", name, sizeof name, dir, sizeof dir);
+  snprintf(cmd, sizeof cmd,
+           TESTBED_SH
+           "set -- $(X sinfo -h -N -o %%N | sort -u); echo nodes $1 $2\n"
+           "for p in $(X sinfo -h -o %%R); do X scontrol delete PartitionName=$p; done\n"
+           "X scontrol create PartitionName=pa Nodes=$1 State=UP Default=YES\n"
+           "X scontrol create PartitionName=pb Nodes=$2 State=UP\n"
+           "A=$(sub --partition pa --gpus 1 -- $CK $D 60 0.5); echo job $A\n"
+           "X scontrol release $A; state $A RUNNING && echo running\n",
+           shoal_test_cli(), name, dir, 1);
+  shoal_test_run_cmd(cmd, out, sizeof out, 80);
+  char n0[64] = "", n1[64] = "", msg[1024] = "";
+  long id = 0;
+  const char *nl = strstr(out, "nodes "), *jl = strstr(out, "job ");
+  int ready = nl && jl && sscanf(nl, "nodes %63s %63s", n0, n1) == 2 && sscanf(jl, "job %ld", &id) == 1 &&
+              strstr(out, "running") != NULL;
+  int rc = 0;
+  if (ready) {
+    char nodes[2][SHOAL_LIVE_NAME];
+    int gpus[2] = {1, 1};
+    snprintf(nodes[0], sizeof nodes[0], "%s", n0);
+    snprintf(nodes[1], sizeof nodes[1], "%s", n1);
+    shoal_live_place_t p = {.n = 2, .node = nodes, .gpus = gpus};
+    rc = resize_in_testbed(name, id, &p, msg, sizeof msg);
+  }
+  char after[4096];
+  snprintf(cmd, sizeof cmd,
+           "S=$(realpath %s); N=%s; D=%s\n"
+           "X() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"
+           "X squeue -h -t all -j %ld -o 'state=%%T'; X scontrol show job %ld | grep -o 'Restarts=[0-9]*'\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, id, id);
+  shoal_test_run_cmd(cmd, after, sizeof after, 40);
+  CHECK_MSG(ready, "the job did not run on one of two partitions: %s", out);
+  CHECK_MSG(rc == SHOAL_ERR_UNSUPPORTED, "resize: %d (%s)", rc, msg);
+  CHECK_CONTAINS(msg, "no partition holds all of");
+  CHECK_CONTAINS(after, "state=RUNNING");
+  CHECK_CONTAINS(after, "Restarts=0");
 }
