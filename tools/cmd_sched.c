@@ -147,7 +147,7 @@ static int decide_replan(decide_t *D, int k, shoal__ps_larr_stats_t *st, long *r
   for (int q = 0; q < D->i && !rc; q++) rc = shoal__ps_sched_copy(&Sc[q], &D->Spre[q]);
   if (!rc) {
     double t0 = shoal__now_s(), c0 = cpu_s();
-    rc = shoal__ps_replan(&cc, D->pj, Sc, D->act, D->na, batch, 1, 0, &D->rp, 0, D->rate, st, def, &ndef, &nrel, NULL);
+    rc = shoal__ps_replan(&cc, D->pj, Sc, D->act, D->na, batch, 1, 0, &D->rp, D->rate, st, def, &ndef, &nrel, NULL);
     *dt = shoal__now_s() - t0;
     *dcpu = cpu_s() - c0;
   }

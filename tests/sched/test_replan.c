@@ -64,9 +64,10 @@ TEST_T(larr_replan_never_touches_executed_work, 60) {
     rp.larr.hmax = 200;
     rp.larr.trials = 4;
     rp.replan_k = 1 + inst % 4;
+    if (inst % 5 == 4) rp.new_by = SHOAL__PS_NEW_BY_GREEDY;
     double rate[8] = {0};
     shoal__ps_larr_stats_t st = {0};
-    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, n0, batch, nn, t, &rp, inst % 5 == 4, rate, &st, def, &ndef, &nrel, NULL));
+    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, n0, batch, nn, t, &rp, rate, &st, def, &ndef, &nrel, NULL));
     CHECK_EQ(ndef, 0);
     CHECK(nrel <= rp.replan_k);
     released_total += nrel;
@@ -180,9 +181,10 @@ TEST(slot_replan_restart_cost_moves_nobody_for_nothing) {
       shoal__ps_replan_params_t rp;
       shoal__ps_replan_defaults(&rp);
       rp.larr.hmax = 20;
+      rp.new_by = SHOAL__PS_NEW_BY_GREEDY;
       double rate[2] = {0, 0};
       int active[1] = {0}, batch[1] = {1}, def[2], ndef, nrel;
-      CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, 1, rate, NULL, def, &ndef, &nrel, NULL));
+      CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, rate, NULL, def, &ndef, &nrel, NULL));
       CHECK_EQ(ndef, 0);
       CHECK_EQ(nrel, 1);
       CHECK_EQ(shoal__ps_sched_end(&S[1]), 0); /* B ends in slot 0 either way */
@@ -218,9 +220,10 @@ TEST(slot_replan_release_next_keeps_the_current_slot) {
     shoal__ps_replan_defaults(&rp);
     rp.larr.hmax = 20;
     rp.release_next = next;
+    rp.new_by = SHOAL__PS_NEW_BY_GREEDY;
     double rate[2] = {0, 0};
     int active[1] = {0}, batch[1] = {1}, def[2], ndef, nrel;
-    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, 1, rate, NULL, def, &ndef, &nrel, NULL));
+    CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 1, 0, &rp, rate, NULL, def, &ndef, &nrel, NULL));
     CHECK_EQ(ndef, 0);
     CHECK_EQ(rs_workers(&S[0], 0, 0), next ? 2 : 1);
     CHECK_EQ(rs_workers(&S[1], 0, 0), next ? 0 : 1);
@@ -263,11 +266,12 @@ TEST(slot_replan_new_jobs_through_plan_new) {
   shoal__ps_replan_defaults(&rp);
   rp.larr.hmax = 20;
   int calls = 0;
+  rp.new_by = SHOAL__PS_NEW_BY_PLAN_NEW;
   rp.plan_new = late_or_declined;
   rp.plan_new_arg = &calls;
   double rate[3] = {0, 0, 0};
   int active[1] = {0}, batch[2] = {1, 2}, def[3], ndef, nrel;
-  CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 2, 0, &rp, 0, rate, NULL, def, &ndef, &nrel, NULL));
+  CHECK_OK(shoal__ps_replan(&c, jobs, S, active, 1, batch, 2, 0, &rp, rate, NULL, def, &ndef, &nrel, NULL));
   CHECK_EQ(calls, 2);
   CHECK_EQ(nrel, 1);
   CHECK_EQ(ndef, 1);

@@ -19,21 +19,18 @@ void shoal__ps_replan_defaults(shoal__ps_replan_params_t *p) {
   p->replan_lp = 0;
   p->replan_key = 1;
   p->release_next = 0;
+  p->new_by = SHOAL__PS_NEW_BY_LP;
   p->plan_new = NULL;
   p->plan_new_arg = NULL;
 }
 
-/* How plan_in_order plans one job. */
-enum { BY_GREEDY, BY_LP, BY_NEW };
-
-static int plan_by(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, const shoal__ps_replan_params_t *p, int by,
-                   shoal__ps_larr_stats_t *st, shoal__ps_sched_t *R) {
-  if (by == BY_NEW) return p->plan_new(p->plan_new_arg, c, j, t, R);
-  if (by == BY_LP) return shoal__ps_larr(c, j, t, &p->larr, R, st);
+/* Plan job j from slot t into *R the way `by` says. */
+static int plan_by(shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, const shoal__ps_replan_params_t *p,
+                   shoal__ps_new_by_t by, shoal__ps_larr_stats_t *st, shoal__ps_sched_t *R) {
+  if (by == SHOAL__PS_NEW_BY_PLAN_NEW) return p->plan_new(p->plan_new_arg, c, j, t, R);
+  if (by == SHOAL__PS_NEW_BY_LP) return shoal__ps_larr(c, j, t, &p->larr, R, st);
   return shoal__ps_greedy(c, j, t, p->larr.hmax, p->larr.theta, R);
 }
-
-
 
 /* Drop the slots >= t of a schedule (not the capacity: release first). */
 static void sched_cut(shoal__ps_sched_t *S, int t) {
@@ -116,7 +113,8 @@ static int batch_items(const shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs
  * it[*m..) (marked by a negative arrival) and listed in released when not
  * NULL; returns how many. */
 static int release_larger(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
-                          int na, int t, const shoal__ps_replan_params_t *p, double *rate_best, double thr, rp_item_t *it, double *rem, int *m, int *released) {
+                          int na, int t, const shoal__ps_replan_params_t *p, double *rate_best, double thr,
+                          rp_item_t *it, double *rem, int *m, int *released) {
   int nc = 0;
   rp_item_t *cand = it + *m;
   for (int q = 0; q < na; q++) {
@@ -158,13 +156,15 @@ static void smallest_first(rp_item_t *it, int m, char *isnew, int *ord, rp_item_
 
 /* Restart cost in the objective (jobs with restart > 0): the jobs planned after item ord[q] that run now
  * (held) keep their placement in slot t if the job planned before them can do without it. Their held
- * placements (where they still fit) are reserved in slot t while jr is planned (`by`: plan_by) into *R; the plan stands if it ends no later than the greedy's plan without the reservation
- * (the earliest end any plan reaches): then nobody is moved for nothing. Returns 0 with *R, 1 when the
- * plan must be made without the reservation (nothing reserved, or reserving delays jr: SRPT's
- * preemption), or an error (SHOAL_ERR_INFEASIBLE passed on). */
+ * placements (where they still fit) are reserved in slot t while jr is planned (as `by` says) into *R;
+ * the plan stands if it ends no later than the greedy's plan without the reservation (the earliest end
+ * any plan reaches): then nobody is moved for nothing. Returns 0 with *R, 1 when the plan must be made
+ * without the reservation (nothing reserved, or reserving delays jr: SRPT's preemption), or an error
+ * (SHOAL_ERR_INFEASIBLE passed on). */
 static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, const rp_item_t *it, const double *rem,
-                            const int *ord, int q, int m, int t, const shoal__ps_replan_params_t *p, int by,
-                            shoal__ps_larr_stats_t *st, const shoal__ps_job_t *jr, shoal__ps_sched_t *R) {
+                            const int *ord, int q, int m, int t, const shoal__ps_replan_params_t *p,
+                            shoal__ps_new_by_t by, shoal__ps_larr_stats_t *st, const shoal__ps_job_t *jr,
+                            shoal__ps_sched_t *R) {
   if (!(jr->restart > 0)) return 1;
   shoal__ps_sched_t H;
   int nres = 0, rc = 0, *resv = malloc(sizeof(int) * (size_t)m);
@@ -209,13 +209,12 @@ static int plan_around_held(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs,
   return out;
 }
 
-/* Plan the items in order from t (released ones from t + 1 with release_next): new jobs by p->plan_new, or
- * larr's LP (the greedy with greedy_new), released ones by the greedy (or the LP with replan_lp); a job that
- * does not fit within hmax (or that plan_new does not take now) is deferred. */
+/* Plan the items in order from t (released ones from t + 1 with release_next): new jobs as p->new_by says,
+ * released ones by the greedy (or the LP with replan_lp); a job that does not fit within hmax (or that
+ * plan_new does not take now) is deferred. */
 static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const rp_item_t *it,
                          const double *rem, const char *isnew, const int *ord, int m, int t,
-                         const shoal__ps_replan_params_t *p, int greedy_new, shoal__ps_larr_stats_t *st, int *deferred,
-                         int *ndef) {
+                         const shoal__ps_replan_params_t *p, shoal__ps_larr_stats_t *st, int *deferred, int *ndef) {
   int rc = 0;
   for (int q = 0; q < m && !rc; q++) {
     int x = ord[q], i = it[x].i;
@@ -224,9 +223,10 @@ static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, sh
     jr.work = rem[x];
     if (jr.arrival < ts) jr.arrival = ts;
     shoal__ps_sched_t R;
-    int by = isnew[x] ? (p->plan_new ? BY_NEW : greedy_new ? BY_GREEDY : BY_LP) : p->replan_lp ? BY_LP : BY_GREEDY;
+    shoal__ps_new_by_t by = isnew[x] ? p->new_by : p->replan_lp ? SHOAL__PS_NEW_BY_LP : SHOAL__PS_NEW_BY_GREEDY;
     /* plan_new is asked once per offer (OASiS counts each answer as an offer of the job) */
-    int prc = by == BY_NEW ? 1 : plan_around_held(c, jobs, it, rem, ord, q, m, ts, p, by, st, &jr, &R);
+    int prc = by == SHOAL__PS_NEW_BY_PLAN_NEW ? 1
+                                              : plan_around_held(c, jobs, it, rem, ord, q, m, ts, p, by, st, &jr, &R);
     if (prc == 1) prc = plan_by(c, &jr, ts, p, by, st, &R);
     if (prc == SHOAL_ERR_INFEASIBLE) {
       if (ts == t) deferred[(*ndef)++] = i; /* else it keeps slot t: its plan runs out there */
@@ -242,11 +242,13 @@ static int plan_in_order(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, sh
 }
 
 int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal__ps_sched_t *S, const int *active,
-                     int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, int greedy_new, double *rate_best,
+                     int na, const int *batch, int nb, int t, const shoal__ps_replan_params_t *p, double *rate_best,
                      shoal__ps_larr_stats_t *st, int *deferred, int *ndef, int *nrel, int *released) {
   *ndef = 0;
   *nrel = 0;
   if (nb <= 0) return 0;
+  if (p->new_by == SHOAL__PS_NEW_BY_PLAN_NEW && !p->plan_new)
+    return shoal__seterr(SHOAL_ERR_INVALID, "replan: new jobs by plan_new, and no plan_new given");
   size_t cap = (size_t)(na + nb);
   rp_item_t *it = malloc(sizeof *it * cap), *tmp = malloc(sizeof *tmp * cap);
   double *rem = malloc(sizeof(double) * cap);
@@ -257,9 +259,10 @@ int shoal__ps_replan(shoal__ps_cluster_t *c, const shoal__ps_job_t *jobs, shoal_
   } else {
     double thr;
     int m = batch_items(c, jobs, S, batch, nb, t, p->replan_key, rate_best, it, rem, &thr);
-    *nrel = release_larger(c, jobs, S, active, na, t + (p->release_next ? 1 : 0), p, rate_best, thr, it, rem, &m, released);
+    *nrel = release_larger(c, jobs, S, active, na, t + (p->release_next ? 1 : 0), p, rate_best, thr, it, rem, &m,
+                           released);
     smallest_first(it, m, isnew, ord, tmp);
-    rc = plan_in_order(c, jobs, S, it, rem, isnew, ord, m, t, p, greedy_new, st, deferred, ndef);
+    rc = plan_in_order(c, jobs, S, it, rem, isnew, ord, m, t, p, st, deferred, ndef);
   }
   free(it);
   free(tmp);

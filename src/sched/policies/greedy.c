@@ -24,6 +24,7 @@ static int greedy_configure(void *own, const shoal_sched_t *s, const char *param
   rp->larr.seed = s->seed;
   rp->larr.hmax = hmax;
   rp->replan_k = (int)rk;
+  rp->new_by = SHOAL__PS_NEW_BY_GREEDY; /* new jobs through the greedy too */
   *replan_out = (int)replan;
   return 0;
 }
@@ -35,9 +36,8 @@ static int greedy_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps
   return shoal__ps_greedy(pc, j, k, g->rp.larr.hmax, g->rp.larr.theta, out);
 }
 
-static const shoal__ps_replan_params_t *greedy_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+static const shoal__ps_replan_params_t *greedy_replan_params(void *own, shoal__ps_larr_stats_t **st) {
   greedy_t *g = own;
-  *greedy_new = 1; /* new jobs through the greedy too */
   *st = &g->st;
   return &g->rp;
 }

@@ -53,9 +53,8 @@ static int larr_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_j
   return shoal__ps_larr(pc, j, k, &l->rp.larr, out, &l->st);
 }
 
-static const shoal__ps_replan_params_t *larr_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+static const shoal__ps_replan_params_t *larr_replan_params(void *own, shoal__ps_larr_stats_t **st) {
   larr_t *l = own;
-  *greedy_new = 0;
   *st = &l->st;
   return &l->rp;
 }

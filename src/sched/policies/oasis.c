@@ -34,6 +34,7 @@ static int oasis_configure(void *own, const shoal_sched_t *s, const char *params
   o->rp.larr.seed = s->seed;
   o->rp.larr.hmax = hmax;
   o->rp.replan_k = (int)rk;
+  o->rp.new_by = SHOAL__PS_NEW_BY_PLAN_NEW; /* new jobs through oasis_plan */
   o->force_after = (int)force;
   o->op.units = (int)units;
   o->op.hmax = hmax;
@@ -59,9 +60,8 @@ static int oasis_plan(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_
   return 0;
 }
 
-static const shoal__ps_replan_params_t *oasis_replan_params(void *own, int *greedy_new, shoal__ps_larr_stats_t **st) {
+static const shoal__ps_replan_params_t *oasis_replan_params(void *own, shoal__ps_larr_stats_t **st) {
   oasis_t *o = own;
-  *greedy_new = 2; /* new jobs through oasis_plan */
   *st = &o->st;
   return &o->rp;
 }

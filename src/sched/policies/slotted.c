@@ -537,7 +537,7 @@ static double work_before(const slotted_t *p, int id, int k) {
   return w;
 }
 
-/* A new job of a re-planning batch through the planner's own plan (replan_params' greedy_new = 2): a job it
+/* A new job of a re-planning batch through the planner's own plan (SHOAL__PS_NEW_BY_PLAN_NEW): a job it
  * declines waits for the next slot, as a deferred one. */
 static int plan_new_own(void *arg, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, shoal__ps_sched_t *out) {
   slotted_t *p = arg;
@@ -573,16 +573,15 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
     shoal__ps_sched_init(&p->plan[id], k);
     batch[q] = id;
   }
-  int greedy_new = 0;
   shoal__ps_larr_stats_t *st = NULL;
-  const shoal__ps_replan_params_t *rp = p->pl->replan_params(p->own, &greedy_new, &st);
+  const shoal__ps_replan_params_t *rp = p->pl->replan_params(p->own, &st);
   if (!p->rel && !(p->rel = malloc(sizeof *p->rel * (size_t)(rp->replan_k + 1))))
     return shoal__seterr(SHOAL_ERR_NOMEM, "%s: out of memory", p->name);
   shoal__ps_replan_params_t rpk = *rp;
   rpk.release_next = p->hold && s->now > k * p->slot_s + 1e-9; /* between boundaries */
-  if (greedy_new == 2) rpk.plan_new = plan_new_own, rpk.plan_new_arg = p, greedy_new = 0;
-  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &rpk, greedy_new, p->rate_best, st, def, &ndef,
-                        &nrel, p->rel);
+  if (rpk.new_by == SHOAL__PS_NEW_BY_PLAN_NEW) rpk.plan_new = plan_new_own, rpk.plan_new_arg = p;
+  rc = shoal__ps_replan(&p->pc, p->pj, p->plan, act, na, batch, nb, k, &rpk, p->rate_best, st, def, &ndef, &nrel,
+                        p->rel);
   if (rc) return rc;
   if (release) p->replans++;
   p->released += nrel;

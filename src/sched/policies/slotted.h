@@ -36,10 +36,10 @@ typedef struct shoal__slot_planner {
    * SHOAL__SLOT_DECLINED or an error. *declined counts the times this job was declined. */
   int (*plan)(void *own, const shoal__ps_cluster_t *pc, const shoal__ps_job_t *j, int k, int *declined,
               shoal__ps_sched_t *out);
-  /* With re-planning: shoal__ps_replan's parameters, how new jobs are planned (*greedy_new: 0 larr's LP,
-   * 1 the greedy, 2 plan above, a decline deferring the job to the next slot), and where its counters go.
-   * NULL: never re-plans. */
-  const shoal__ps_replan_params_t *(*replan_params)(void *own, int *greedy_new, shoal__ps_larr_stats_t **st);
+  /* With re-planning: shoal__ps_replan's parameters (their new_by says how new jobs are planned; with
+   * SHOAL__PS_NEW_BY_PLAN_NEW by plan above, a decline deferring the job to the next slot) and where its
+   * counters go. NULL: never re-plans. */
+  const shoal__ps_replan_params_t *(*replan_params)(void *own, shoal__ps_larr_stats_t **st);
   /* Its counters, appended to the mode's (plans, deferrals, re-planning). NULL: none. */
   void (*stats)(const void *own, char *buf, size_t cap);
   int pull;     /* default of the mode's pull= (pull-forward into room freed by early finishes) */
