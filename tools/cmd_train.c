@@ -178,11 +178,12 @@ static const shoal_opt_t train_opts[] = {
                .expect = "a file"),
     OPT_FLAG("--quiet", o.quiet, "no per-epoch lines"),
     OPT_INT("--threads", "N", o.blas_threads, 1, 256, "OpenBLAS threads per rank"),
-    OPT_GROUP("preemption (bsp; for schedulers such as `shoal sched serve`):"),
+    OPT_GROUP("preemption (bsp, ps; for schedulers such as `shoal sched serve`):"),
     OPT_FLAG("--preemptible", preemptible,
-             "on SIGUSR1 or SIGTERM every rank stops after the same iteration, rank 0 writes\n"
-             "--checkpoint FILE, and the run exits " SHOAL_LIVE_EXIT_REQUEUE_STR " (\"checkpointed, requeue me\"); a run starts\n"
-             "from FILE when it exists, at any worker count. %j in FILE is replaced by $SLURM_JOB_ID.\n"
+             "on SIGUSR1 or SIGTERM every worker stops after the same iteration, rank 0 writes\n"
+             "--checkpoint FILE (ps: every worker and server its own FILE.*), and the run exits " SHOAL_LIVE_EXIT_REQUEUE_STR "\n"
+             "(\"checkpointed, requeue me\"); a run starts from FILE when it exists, at any worker count\n"
+             "(ps: the same workers and servers). %j in FILE is replaced by $SLURM_JOB_ID.\n"
              "A signal while the data is read or the ranks join exits " SHOAL_LIVE_EXIT_REQUEUE_STR " at once (nothing trained yet)"),
     OPT_GROUP("failures (bsp):"),
     OPT_ENUM("--on-failure", "abort|shrink", o.on_failure_shrink, "abort|shrink",
@@ -308,8 +309,9 @@ static int setup_preemption(shoal_train_opts_t *o) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR1, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  if (o->sync != SHOAL_SYNC_BSP) {
-    fprintf(stderr, "shoal train: --preemptible: bsp only (this run is --sync %s)\n", shoal_sync_kind_name(o->sync));
+  if (o->sync != SHOAL_SYNC_BSP && o->sync != SHOAL_SYNC_PS) {
+    fprintf(stderr, "shoal train: --preemptible: bsp and ps only (this run is --sync %s)\n",
+            shoal_sync_kind_name(o->sync));
     return 2;
   }
   if (!o->ckpt_path) {
@@ -317,7 +319,7 @@ static int setup_preemption(shoal_train_opts_t *o) {
     return 2;
   }
   o->stop_flag = &stop_requested;
-  o->elastic = 1;
+  o->elastic = o->sync == SHOAL_SYNC_BSP; /* bsp resumes at any worker count; ps at its own (the servers' state) */
   if (!o->resume_path && access(o->ckpt_path, F_OK) == 0) o->resume_path = o->ckpt_path;
   return 0;
 }

@@ -128,10 +128,15 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
                                               "(the servers' state is consistent there)");
     if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
   }
-  if ((o->stop_flag || o->elastic) && o->sync != SHOAL_SYNC_BSP && wsize > 1)
-    return shoal__seterr(SHOAL_ERR_INVALID, "%s: bsp only (this run is --sync %s: its workers' models or the servers' "
-                                            "state would have to be checkpointed together)",
-                         o->stop_flag ? "stopping on a signal to checkpoint" : "elastic resume", shoal_sync_kind_name(o->sync));
+  /* ps: the workers agree on the iteration to stop after, and the servers checkpoint their shards at that clock */
+  if (o->stop_flag && o->sync != SHOAL_SYNC_BSP && o->sync != SHOAL_SYNC_PS && wsize > 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "stopping on a signal to checkpoint: bsp and ps only (this run is --sync "
+                                            "%s: its workers' models would have to be checkpointed together)",
+                         shoal_sync_kind_name(o->sync));
+  if (o->elastic && o->sync != SHOAL_SYNC_BSP && wsize > 1)
+    return shoal__seterr(SHOAL_ERR_INVALID, "elastic resume: bsp only (this run is --sync %s: its workers' models or "
+                                            "the servers' state would have to be checkpointed together)",
+                         shoal_sync_kind_name(o->sync));
   if (o->on_failure_shrink && o->sync != SHOAL_SYNC_BSP)
     return shoal__seterr(SHOAL_ERR_INVALID, "--on-failure shrink: bsp only (this run is --sync %s: a lost "
                                             "worker's model or server shard cannot be taken over from the others)",
@@ -838,6 +843,9 @@ static int step_stop_request(run_t *r, epoch_t *ep) {
   if (o->ckpt_path &&
       (rc = save_ckpt(r, ep->e, r->iter, used_after(r, ep), r->total_train + shoal__now_s() - ep->t_epoch)))
     return rc;
+  /* ps: every worker has had its reply for this iteration (the agreement above follows each worker's step), so
+   * the servers' shards hold exactly the pushes up to here: they are written at this clock */
+  if (o->ckpt_path && o->sync == SHOAL_SYNC_PS && r->sync && (rc = shoal_sync_checkpoint(r->sync))) return rc;
   /* nobody leaves before rank 0's checkpoint is on disk (a launcher may kill the others' peers as soon as one
    * exits) */
   if (r->multi && (rc = shoal_barrier(r->wcomm))) return comm_fail(r->wcomm, rc, "barrier after the stop checkpoint");
@@ -1126,8 +1134,9 @@ int shoal_train_run(const shoal_train_opts_t *o, shoal_comm_t *world, shoal_trai
     if ((rc = run_epoch(r, e))) break;
   }
   if (rc == PHASE_STOP) {
-    rc = 0;
-    report_stop(r);
+    /* ps: the servers end once every worker is done (they write their shards first) */
+    rc = r->sync && o->sync == SHOAL_SYNC_PS ? shoal_sync_final(r->sync) : 0;
+    if (!rc) report_stop(r);
   } else if (rc == PHASE_LEAVE) {
     rc = 0;
   } else if (!rc || rc == PHASE_TARGET) {

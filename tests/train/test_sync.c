@@ -639,6 +639,50 @@ TEST_T(ps_resume_equals_straight_run, 150) {
   unlink(sv);
 }
 
+/* PS stop request (--preemptible): one worker's request stops every worker after the same iteration inside
+ * an epoch; each worker writes its position and the server its shard at that clock, and the server ends with
+ * the workers. Resuming there (same workers and servers) equals the straight run (sync mode is deterministic). */
+TEST_T(ps_stop_request_and_resume_equals_straight_run, 150) {
+  load_fmnist();
+  char a[256], b[256], ck[256], sv[300];
+  tmpname(a, "psSA");
+  tmpname(b, "psSB");
+  tmpname(ck, "psSC");
+  job_t j = {.n = 3, .want_max_stale_le = -1, .want_max_stale_ge = -1};
+  base_opts(&j.o, a);
+  j.o.train_subset = 2048;
+  j.o.batch = 32;
+  j.o.epochs = 2;
+  j.o.sync = SHOAL_SYNC_PS;
+  j.o.servers = 1;
+  run_ranks(&j, 100);
+  job_t s = j;
+  s.stop_rank1 = 2, s.want_stopped = 1;
+  s.o.params_out = NULL;
+  s.o.ckpt_path = ck;
+  run_ranks(&s, 100);
+  shoal__ckpt_meta_t m, ms;
+  snprintf(sv, sizeof sv, "%s.server0", ck);
+  CHECK_OK(shoal__ckpt_peek(ck, &m));
+  CHECK_OK(shoal__ckpt_peek(sv, &ms));
+  CHECK_MSG(m.iters_done == 1 && m.epochs_done == 0 && m.epoch_samples == 64 && ms.iters_done == 1,
+            "stop checkpoint at iteration %llu, epoch %u, %llu samples, server clock %llu; expected 1, 0, 64, 1",
+            (unsigned long long)m.iters_done, m.epochs_done, (unsigned long long)m.epoch_samples,
+            (unsigned long long)ms.iters_done);
+  job_t r = j;
+  r.o.resume_path = ck;
+  r.o.params_out = b;
+  run_ranks(&r, 100);
+  float *pa = read_params(a), *pb = read_params(b);
+  CHECK_MSG(!memcmp(pa, pb, mlp_n() * sizeof(float)), "resumed ps parameters differ by %g", max_diff(pa, pb));
+  free(pa);
+  free(pb);
+  unlink_all(a, 2);
+  unlink_all(b, 2);
+  unlink_all(ck, 2);
+  unlink(sv);
+}
+
 /* A stop request seen by one rank stops every rank after the same iteration
  * with a checkpoint of the position (samples of the epoch used); an elastic
  * resume on another number of workers continues at that sample, drops the
