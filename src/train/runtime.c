@@ -124,8 +124,8 @@ static int check_opts(const shoal_train_opts_t *o, int wsize) {
       return shoal__seterr(SHOAL_ERR_INVALID, "--servers %d: need 1..%d servers and at least one worker among %d ranks",
                            o->servers, wsize - 1, wsize);
     if (o->ckpt_every > 0)
-      return shoal__seterr(SHOAL_ERR_INVALID, "--checkpoint-every: ps checkpoints are written at epoch ends only "
-                                              "(the servers' state is consistent there)");
+      return shoal__seterr(SHOAL_ERR_INVALID, "--checkpoint-every: ps checkpoints are written at epoch ends and "
+                                              "stops only (the servers' state is consistent there)");
     if (o->staleness < 0) return shoal__seterr(SHOAL_ERR_INVALID, "--staleness %d: expected >= 0", o->staleness);
   }
   /* ps: the workers agree on the iteration to stop after, and the servers checkpoint their shards at that clock */
