@@ -93,6 +93,35 @@ TEST(srtf_hand_computed) {
   shoal__speed_destroy(sp);
 }
 
+/* SRTF's tie rules on 3 GPUs, restart cost 0. J0 t=0 1 GPU 101 s; J1 t=0 1 GPU 190 s; J2 t=1 1 GPU 300 s;
+ * J3 t=2 2 GPUs 200 s. t=2: J3 (200) ranks before J2 (299) but does not fit: J2 runs. t=101 (J0 ends): J2
+ * and J3 both have 200 s left.
+ *  ties=id:   J2 before J3: J2 keeps running, ends 301; J3 starts when J1 ends (190), ends 390. JCT 300, 388.
+ *  ties=prev: J3 before J2 (the previous order): J3 runs 101-301, J2 is preempted and resumes at 190 (J1
+ *             ends), 200 s left: ends 390. JCT 389, 299 (the Tiresias authors' simulator's answer). */
+TEST(srtf_ties_by_id_or_previous_order) {
+  tjob_t t[] = {{0, 1, 101, 0}, {0, 1, 190, 0}, {1, 1, 300, 0}, {2, 2, 200, 0}};
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 1, 3);
+  shoal_speed_t *sp = linear_speed(1);
+  shoal_sim_result_t r;
+  shoal_workload_t w;
+  const char *ties[] = {NULL, "ties=id", "ties=prev"};
+  for (int k = 0; k < 3; k++) {
+    tiny_workload(&w, t, 4);
+    run_policy(&w, &cs, sp, "srtf", ties[k], 0, &r);
+    int prev = k == 2;
+    CHECK_JCT(&w, 0, 101);
+    CHECK_JCT(&w, 1, 190);
+    CHECK_JCT(&w, 2, prev ? 389 : 300);
+    CHECK_JCT(&w, 3, prev ? 299 : 388);
+    CHECK_EQ(r.preemptions, prev ? 1 : 0);
+    shoal__sim_result_free(&r);
+    shoal__workload_free(&w);
+  }
+  shoal__speed_destroy(sp);
+}
+
 /* Tiresias, 2 GPUs, thresholds=100 GPU-s (2 queues), no starvation guard.
  *  J0 t=0 2 GPUs 100 s (200 steps): Q0, runs; a = 2t reaches 100 at t=50.
  *  J1 t=10 2 GPUs 40 s: Q0 but J0 (running, Q0) comes first: waits.

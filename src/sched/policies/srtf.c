@@ -5,6 +5,10 @@
  * free = total GPUs, select a job when its GPUs <= free (backfill), preempt
  * running jobs not selected, start selected ones (consolidated).
  * Parameter srgf=1: SRGF variant, priority x GPUs (remaining GPU-time).
+ * Parameter ties=prev: equal keys keep the order of the previous decision, new
+ * jobs after the others (the Tiresias authors' simulator: a stable sort of one
+ * list, arrivals appended); ties=id (the default) is the spec's rule, which
+ * does not depend on the history. ties=prev walks every job at every decision.
  *
  * Speed (the result is the plain walk's): a waiting job's key does not
  * change while it waits, so waiting jobs sit in one heap per requested size
@@ -20,6 +24,7 @@
  * free GPUs the walk would select them all: they are started in order. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "sched/policies/common.h"
@@ -38,7 +43,9 @@ struct sclass {
 };
 
 typedef struct {
-  int srgf, oom;
+  int srgf, oom, ties_prev;
+  shoal_job_t **list; /* ties=prev: every live job, in the previous decision's order (arrivals appended) */
+  int nlist, listcap;
   struct sclass *cls; /* sorted by size */
   int ncls, clscap;
   long waiting_gpus, nwaiting;
@@ -68,16 +75,21 @@ static int grow(srtf_t *p, shoal_job_t ***a, int *cap, int need) {
 }
 
 static int srtf_create(shoal_sched_t *s, const char *params, void **state) {
-  static const char *const keys[] = {"srgf", NULL};
+  static const char *const keys[] = {"srgf", "ties", NULL};
   int rc = shoal__param_check("srtf", params, keys);
   long srgf;
+  char ties[8];
   if (rc || (rc = shoal__param_long("srtf", params, "srgf", 0, 0, 1, &srgf))) return rc;
+  if (shoal__param_str(params, "ties", ties, sizeof ties) < 0 ||
+      (ties[0] && strcmp(ties, "id") && strcmp(ties, "prev")))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "policy srtf: ties: expected id or prev");
   srtf_t *p = calloc(1, sizeof *p);
   if (!p || !(p->buf = malloc((size_t)s->cluster->nmachines * sizeof *p->buf))) {
     free(p);
     return shoal__seterr(SHOAL_ERR_NOMEM, "srtf: out of memory");
   }
   p->srgf = (int)srgf;
+  p->ties_prev = !strcmp(ties, "prev");
   *state = p;
   return 0;
 }
@@ -92,6 +104,7 @@ static void srtf_destroy(void *state) {
   free(p->order);
   free(p->want);
   free(p->buf);
+  free(p->list);
   free(p);
 }
 
@@ -110,6 +123,13 @@ static int cmp_key(const void *a, const void *b) {
   const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
   if (x->pkey[1] != y->pkey[1]) return x->pkey[1] < y->pkey[1] ? -1 : 1;
   return (x->id > y->id) - (x->id < y->id);
+}
+
+/* ties=prev: equal keys by the position in the previous decision's order (pint[1]) */
+static int cmp_prev(const void *a, const void *b) {
+  const shoal_job_t *x = *(shoal_job_t *const *)a, *y = *(shoal_job_t *const *)b;
+  if (x->pkey[1] != y->pkey[1]) return x->pkey[1] < y->pkey[1] ? -1 : 1;
+  return (x->pint[1] > y->pint[1]) - (x->pint[1] < y->pint[1]);
 }
 
 static int sent_less(const sent_t *a, const sent_t *b) { return a->key < b->key || (a->key == b->key && a->id < b->id); }
@@ -238,6 +258,10 @@ static void srtf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
   srtf_t *p = state;
   j->pkey[0] = shoal__ref_rate(s, j); /* S_ref, cached */
   j->pint[0] = -1;
+  if (p->ties_prev) {
+    if (!grow(p, &p->list, &p->listcap, p->nlist + 1)) p->list[p->nlist++] = j;
+    return;
+  }
   if (grow(p, &p->pend, &p->pendcap, p->npend + 1)) return;
   p->pend[p->npend++] = j;
   p->waiting_gpus += j->gpus;
@@ -246,6 +270,13 @@ static void srtf_arrive(void *state, shoal_sched_t *s, shoal_job_t *j) {
 
 static void srtf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   srtf_t *p = state;
+  if (p->ties_prev) { /* out of the list, the others' order kept */
+    int k = 0;
+    for (int i = 0; i < p->nlist; i++)
+      if (p->list[i] != j) p->list[k++] = p->list[i];
+    p->nlist = k;
+    return;
+  }
   if (j->pint[0] >= 0) {
     hold_remove(p, j);
   } else { /* ended while it waited (a live controller: cancelled): out of the counts; its entry is dropped when met */
@@ -254,11 +285,35 @@ static void srtf_finish(void *state, shoal_sched_t *s, shoal_job_t *j) {
   }
 }
 
+/* ties=prev: the plain walk over every job, sorted stably from the previous decision's order */
+static int schedule_prev(srtf_t *p, shoal_sched_t *s) {
+  int n = p->nlist;
+  for (int i = 0; i < n; i++) {
+    p->list[i]->pint[1] = i;
+    set_key(p, s, p->list[i]);
+  }
+  if (n > 1) qsort(p->list, (size_t)n, sizeof *p->list, cmp_prev);
+  if (p->wantcap < n) {
+    char *w = realloc(p->want, (size_t)n);
+    if (!w) return shoal__seterr(SHOAL_ERR_NOMEM, "srtf: out of memory");
+    p->want = w;
+    p->wantcap = n;
+  }
+  long free_gpus = s->cluster->gpus_total;
+  for (int i = 0; i < n; i++) {
+    p->want[i] = p->list[i]->gpus <= free_gpus;
+    if (p->want[i]) free_gpus -= p->list[i]->gpus;
+  }
+  int rc = shoal__apply_selection(s, p->list, p->want, n, p->buf);
+  return rc < 0 ? rc : 0;
+}
+
 static int srtf_schedule(void *state, shoal_sched_t *s) {
   srtf_t *p = state;
   int rc;
   if (p->oom) return shoal__seterr(SHOAL_ERR_NOMEM, "srtf: out of memory");
   if (!(s->events & (SHOAL_EV_ARRIVAL | SHOAL_EV_FINISH))) return 0;
+  if (p->ties_prev) return schedule_prev(p, s);
   /* arrivals and last decision's preempted jobs: their key is final now */
   for (int i = 0; i < p->npend; i++) {
     if (p->pend[i]->state == SHOAL_JOB_DONE) continue;
@@ -339,7 +394,8 @@ static int srtf_schedule(void *state, shoal_sched_t *s) {
 const shoal_policy_ops_t shoal__policy_srtf = {
     "srtf",
     "SRTF oracle: shortest remaining time at the requested size first, preemptive, backfill",
-    "srgf=0: 1 = order by remaining GPU-time (remaining time x GPUs)",
+    "srgf=0: 1 = order by remaining GPU-time (remaining time x GPUs); ties=id: equal keys by job id (prev: in the "
+    "previous decision's order, new jobs last: the Tiresias authors' simulator; every job walked at every decision)",
     srtf_create,
     srtf_destroy,
     srtf_arrive,
