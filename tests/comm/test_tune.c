@@ -471,6 +471,80 @@ TEST_T(tune_watch_holds_off_and_drops_a_worse_plan, 90) {
   CHECK_EQ(shoal_test_fork_ranks(4, rank_watch, &a, 80, st), 4);
 }
 
+/* The stale matrix: a re-profile measured a link in a dip and its plan stays after the link is back (the
+ * window after it sets the reference, so the stale plan never drifts from it), slower than the previous plan
+ * ran when calm. Driven like the test above on 4 emulated hosts: host 2 "cut off" (rd at 4 MiB) is the
+ * previous plan A, calm at 1.0 per byte; the real re-profile measures host 2 back (plan B, not rd), kept on
+ * probation against A's drifted window (3.0). B then runs at 1.5, slower than A's calm 1.0: A's matrix is
+ * tried for one window, exactly, and kept when it measures faster (1.2). Then A runs at 2.0, slower than
+ * B's 1.5: B is tried, loses (3.0), A is back exactly, and the next try waits one check. */
+static int rank_watch_try(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  setenv("SHOAL_REPROFILE", "on", 1);
+  setenv("SHOAL_REPROFILE_CALLS", "4", 1);
+  setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
+  setenv("SHOAL_PROFILE_BYTES", "2097152", 1);
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 2;
+  shoal__tune_t *t = c->w->tune;
+  shoal__watch_stats_t s;
+  int bad = 0, H = t->nh;
+  size_t nn = (size_t)(H * H);
+#define EXPECT(cond, ...) \
+  if (!bad && !(cond)) bad = fprintf(stderr, "rank %d: " #cond ": ", rank) + fprintf(stderr, __VA_ARGS__)
+  double *slowm = malloc(sizeof *slowm * nn * 2), *newm = slowm + nn;
+  for (int j = 0; j < H; j++)
+    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
+  memcpy(slowm, t->bw, sizeof *slowm * nn);
+  shoal__tune_changed(c->w);
+  EXPECT(watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "4 MiB with host 2 cut off: %s\n",
+         shoal_algo_name(watch_pick(c, WATCH_BIG)));
+  watch_window(c, WATCH_BIG, 1.0); /* A's reference, calm */
+  watch_window(c, WATCH_BIG, 3.0); /* drifted: host 2 measured again, B on probation */
+  watch_window(c, WATCH_BIG, 1.5); /* faster than A's drifted window: B kept */
+  shoal__tune_watch_stats(c->w, &s);
+  memcpy(newm, t->bw, sizeof *newm * nn);
+  EXPECT(s.reprofiles == 1 && !s.probation && !s.reverts && !s.tries && watch_pick(c, WATCH_BIG) != SHOAL_ALGO_RD,
+         "B kept: reprofiles %u probation %d reverts %u tries %u pick %s\n", s.reprofiles, s.probation, s.reverts,
+         s.tries, shoal_algo_name(watch_pick(c, WATCH_BIG)));
+  watch_window(c, WATCH_BIG, 1.5); /* B's reference, slower than A's calm: A is tried */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.trying && s.tries == 1 && !memcmp(t->bw, slowm, sizeof *slowm * nn) &&
+         watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "A tried: trying %d tries %u pick %s\n", s.trying, s.tries,
+         shoal_algo_name(watch_pick(c, WATCH_BIG)));
+  watch_window(c, WATCH_BIG, 1.2); /* A faster than B's 1.5: kept */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(!s.trying && s.tries_kept == 1 && !memcmp(t->bw, slowm, sizeof *slowm * nn) && s.reprofiles == 1,
+         "A kept: trying %d kept %u reprofiles %u\n", s.trying, s.tries_kept, s.reprofiles);
+  watch_window(c, WATCH_BIG, 2.0); /* A's new reference, slower than B's 1.5: B is tried */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.trying && s.tries == 2 && !memcmp(t->bw, newm, sizeof *newm * nn), "B tried: trying %d tries %u\n",
+         s.trying, s.tries);
+  watch_window(c, WATCH_BIG, 3.0); /* B slower: A back */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(!s.trying && s.tries_kept == 1 && !memcmp(t->bw, slowm, sizeof *slowm * nn), "B lost: trying %d kept %u\n",
+         s.trying, s.tries_kept);
+  watch_window(c, WATCH_BIG, 2.0); /* held off one check */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(!s.trying && s.tries == 2, "held off: trying %d tries %u\n", s.trying, s.tries);
+  watch_window(c, WATCH_BIG, 2.0); /* B tried again */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.trying && s.tries == 3 && s.reprofiles == 1, "tried again: trying %d tries %u reprofiles %u\n", s.trying,
+         s.tries, s.reprofiles);
+#undef EXPECT
+  if (bad) dump_matrix(rank, t);
+  free(slowm);
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+TEST_T(tune_watch_tries_the_previous_plan_when_the_new_one_runs_slower, 90) {
+  tune_arg_t a = {.n = 4, .hosts = {"wA", "wB", "wC", "wD"}, .mode = NULL, .file = ""};
+  a.port = shoal_test_free_port();
+  int st[4];
+  CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_try, &a, 80, st), 4);
+}
+
 /* Which hosts moved after a drift, from round 1's figures (no timing here: synthetic figures). 8 hosts with
  * 1 GB/s links; the round ran on a busy CPU (every flow 20-34 % slower, each by its own amount); only h7's
  * link dropped to a third: h7 alone is flagged, where a bare 30 % test against the matrix would flag the

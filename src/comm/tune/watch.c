@@ -12,16 +12,24 @@
  * whose links changed: links.c), every rank takes the new matrix at the same call, and the chooser prices the algorithms again (a
  * new algorithm, or trees over a new order). Links that change every few
  * seconds must not cost more in re-profiles than they give back:
- * - a re-profile after which the chooser runs the same algorithm for the
- *   watched size holds the watch off for 1, 2, 4 ... up to HOLDOFF_MAX checks
- *   (a re-profile that changes the choice resets it);
- * - a re-profile that changes the choice is on probation: the next window's
+ * - a re-profile after which the chooser runs the same plan for the watched
+ *   size (the algorithm and its plan: trees over another order are another
+ *   plan) holds the watch off for 1, 2, 4 ... up to HOLDOFF_MAX checks (a
+ *   re-profile that changes the plan resets it);
+ * - a re-profile that changes the plan is on probation: the next window's
  *   time per byte (slowest rank's median) is compared with the calls of the
  *   window that triggered it that had drifted (the previous plan under the new
  *   conditions: a window straddling the change also holds old ones); unless
  *   the new plan is at least as fast (within KEEP_MARGIN), the previous matrix
  *   and so the previous plan come back, and the watch holds off as above;
- * - after a re-profile the reference is set again by the next window checked.
+ * - after a re-profile the reference is set again by the next window checked;
+ * - the matrix a re-profile replaced is kept with its plan's time per byte from the last window that had not
+ *   drifted (the other plan's calm time): while the running plan's windows measure more than TRY_MARGIN
+ *   slower than that, the other matrix is tried for one window, and kept if it measures at least KEEP_MARGIN
+ *   faster than the window before; else the running one comes back and the next try waits 1, 2, 4 ... up
+ *   to TRY_HOLDOFF_MAX checks. A matrix measured in a short dip (a link slowed for a second) stays
+ *   otherwise: the window after it sets the reference, and the plan built around the dip never drifts from
+ *   its own reference once the link is back; the try brings the previous plan back when it is faster.
  * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls when
  * the watch is not held off: the window that holds it, then a window all
  * after it. Only the world communicator is watched: its calls are in the
@@ -43,6 +51,8 @@
 #define NWIN 4
 #define HOLDOFF_MAX 16  /* checks skipped at most after a re-profile that changed nothing */
 #define KEEP_MARGIN 0.03 /* a new plan is kept unless it is more than 3 % slower per byte */
+#define TRY_MARGIN 0.05  /* the other plan is tried when the running one is this much slower than its calm time */
+#define TRY_HOLDOFF_MAX 8 /* checks between two tries at most, after tries that lost */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -57,6 +67,7 @@ typedef struct shoal__watch {
     double ratio[MAX_CALLS];
     double spb[MAX_CALLS]; /* seconds per byte of the same calls (comparable across plans) */
     double base;           /* the reference ratio (time / prediction); 0: not yet */
+    double calm_spb;       /* the slowest rank's median s/B of the last window checked that had not drifted */
     unsigned long used;
   } win[NWIN];
   unsigned long calls_seen;
@@ -64,9 +75,16 @@ typedef struct shoal__watch {
   int skip, holdoff;   /* checks still skipped; the next hold-off */
   int probation;       /* the last re-profile changed the choice: the next check judges it */
   double before_spb;   /* the window that triggered it (the previous plan, new conditions) */
-  double *old_lat, *old_bw, old_v[SHOAL__TUNE_NVALS]; /* the matrix before it */
+  double *old_lat, *old_bw, old_v[SHOAL__TUNE_NVALS]; /* the other matrix: the one before the last re-profile,
+                                                       * or the one a try or a probation dropped */
+  int has_old;         /* old_* holds a matrix that can be tried */
+  size_t old_bytes;    /* the size whose windows judge the tries */
+  double old_spb;      /* the other plan's calm time per byte at that size */
+  int trying;          /* the other matrix runs for one window */
+  double try_spb;      /* the window of the plan the try interrupted */
+  int try_skip, try_holdoff;
   unsigned long views; /* transient views made (their ids) */
-  unsigned checks, reprofiles, reverts;
+  unsigned checks, reprofiles, reverts, tries, tries_kept;
   double reprofile_s;  /* time spent re-profiling */
   int suspects;        /* hosts whose pairs the last re-profile measured */
 } shoal__watch_t;
@@ -89,6 +107,7 @@ int shoal__tune_watch_init(shoal__world_t *w) {
   if (!wt) return shoal__seterr(SHOAL_ERR_NOMEM, "tune: out of memory");
   wt->mode = m, wt->calls = (int)calls, wt->factor = factor, wt->min_bytes = (size_t)min_bytes;
   wt->holdoff = 1; /* the first re-profile that changes nothing holds off one check */
+  wt->try_holdoff = 1;
   w->tune->watch = wt;
   w->tune->watching = watching;
   w->tune->observe = observe;
@@ -147,12 +166,19 @@ static double drift_side_spb(const struct shoal__watch_win *x, double factor, in
   return n ? median_of(s, n) : -1;
 }
 
-static shoal_algo_t pick_for(shoal_comm_t *c, size_t bytes) {
+/* The plan the chooser runs for the watched size, in words (the algorithm and its plan: trees over another
+ * order are another plan). */
+static void plan_for(shoal_comm_t *c, size_t bytes, char *out, size_t cap) {
   shoal__coll_ctx_t x;
   shoal__choice_t ch;
+  char d[160];
   shoal__coll_ctx(c, &x);
-  shoal__coll_price(&x, bytes, SHOAL__CHOOSE_NOPLAN | SHOAL__CHOOSE_QUIET, &ch);
-  return ch.algo;
+  if (shoal__coll_price(&x, bytes, SHOAL__CHOOSE_QUIET, &ch)) {
+    snprintf(out, cap, "?");
+    return;
+  }
+  shoal__plan_describe(ch.algo, &x, &ch.plan, d, sizeof d);
+  snprintf(out, cap, "%s%s%s", shoal_algo_name(ch.algo), d[0] ? ": " : "", d);
 }
 
 static void hold_off(shoal__watch_t *wt) {
@@ -160,61 +186,129 @@ static void hold_off(shoal__watch_t *wt) {
   wt->holdoff = wt->holdoff * 2 > HOLDOFF_MAX ? HOLDOFF_MAX : wt->holdoff * 2;
 }
 
-/* The probation of a re-profile that changed the choice: keep the new plan, or bring the old matrix back. */
-static void judge(shoal__world_t *w, shoal__watch_t *wt, double spb) {
+/* Put the other matrix in place and keep the running one as the other. */
+static void swap_other(shoal__world_t *w, shoal__watch_t *wt) {
   shoal__tune_t *t = w->tune;
+  size_t nn = (size_t)(t->nh * t->nh);
+  for (size_t i = 0; i < nn; i++) {
+    double l = t->lat[i], b = t->bw[i];
+    t->lat[i] = wt->old_lat[i], t->bw[i] = wt->old_bw[i];
+    wt->old_lat[i] = l, wt->old_bw[i] = b;
+  }
+  for (int i = 0; i < SHOAL__TUNE_NVALS; i++) {
+    double v = t->v[i];
+    t->v[i] = wt->old_v[i], wt->old_v[i] = v;
+  }
+  t->links_gen++;
+  shoal__tune_changed(w);
+}
+
+static void reset_refs(shoal__watch_t *wt) {
+  for (int i = 0; i < NWIN; i++) wt->win[i].base = 0; /* the next window checked sets the reference again */
+}
+
+/* The probation of a re-profile that changed the choice: keep the new plan, or bring the old matrix back
+ * (the dropped one stays as the other, with the time it measured). */
+static void judge(shoal__world_t *w, shoal__watch_t *wt, double spb) {
   wt->probation = 0;
-  for (int i = 0; i < NWIN; i++) wt->win[i].base = 0;
+  reset_refs(wt);
   if (spb <= wt->before_spb * (1 + KEEP_MARGIN)) {
     wt->holdoff = 1;
     SHOAL_INFO("TUNING", "link watch: the new plan is kept (%.3g s/MB against %.3g before)", spb * 1e6,
                wt->before_spb * 1e6);
     return;
   }
-  size_t nn = (size_t)(t->nh * t->nh);
-  memcpy(t->lat, wt->old_lat, sizeof *t->lat * nn);
-  memcpy(t->bw, wt->old_bw, sizeof *t->bw * nn);
-  memcpy(t->v, wt->old_v, sizeof t->v);
-  t->links_gen++;
-  shoal__tune_changed(w);
+  swap_other(w, wt);
+  wt->old_spb = spb;
   wt->reverts++;
   hold_off(wt);
   SHOAL_INFO("TUNING", "link watch: the new plan was slower (%.3g s/MB against %.3g): the previous one is back, "
              "the watch holds off %d check(s)", spb * 1e6, wt->before_spb * 1e6, wt->skip);
 }
 
+/* A window of the watched size that did not drift: when it is slower than the other plan's calm time, try
+ * the other matrix for the next window (unless tries are held off). */
+static void maybe_try(shoal__world_t *w, shoal__watch_t *wt, size_t bytes, double spb) {
+  if (!wt->has_old || bytes != wt->old_bytes || !(spb > wt->old_spb * (1 + TRY_MARGIN))) return;
+  if (wt->try_skip > 0) {
+    wt->try_skip--;
+    return;
+  }
+  wt->trying = 1, wt->try_spb = spb, wt->tries++;
+  swap_other(w, wt);
+  SHOAL_INFO("TUNING", "link watch: the plan runs at %.3g s/MB, slower than the other plan's %.3g when calm: the "
+             "other matrix is tried for one window", spb * 1e6, wt->old_spb * 1e6);
+}
+
+/* The window of a try: keep the tried matrix if it measured faster than the window before it, else the
+ * running one comes back and the next try waits longer. */
+static void judge_try(shoal__world_t *w, shoal__watch_t *wt, double spb) {
+  wt->trying = 0;
+  if (spb * (1 + KEEP_MARGIN) <= wt->try_spb) {
+    wt->tries_kept++;
+    wt->old_spb = wt->try_spb; /* the plan now the other one, as it ran just before */
+    wt->try_holdoff = 1;
+    reset_refs(wt);
+    SHOAL_INFO("TUNING", "link watch: the tried plan is kept (%.3g s/MB against %.3g)", spb * 1e6, wt->try_spb * 1e6);
+    return;
+  }
+  swap_other(w, wt);
+  wt->try_skip = wt->try_holdoff;
+  wt->try_holdoff = wt->try_holdoff * 2 > TRY_HOLDOFF_MAX ? TRY_HOLDOFF_MAX : wt->try_holdoff * 2;
+  SHOAL_INFO("TUNING", "link watch: the tried plan was not faster (%.3g s/MB against %.3g): the running one is back, "
+             "the next try after %d check(s)", spb * 1e6, wt->try_spb * 1e6, wt->try_skip);
+}
+
 /* Measure the links again on the view v; hold off if the choice for the watched size stays, else put the
  * new plan on probation against the window that triggered it. */
-static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double ref, double r, double spb) {
+static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double ref, double r, double spb,
+                     double calm_spb) {
   shoal__world_t *w = v->w;
   shoal__tune_t *t = w->tune;
   size_t nn = (size_t)(t->nh * t->nh);
   if (!wt->old_lat) wt->old_lat = malloc(sizeof *wt->old_lat * nn), wt->old_bw = malloc(sizeof *wt->old_bw * nn);
-  if (!wt->old_lat || !wt->old_bw) return shoal__seterr(SHOAL_ERR_NOMEM, "link watch: out of memory");
-  memcpy(wt->old_lat, t->lat, sizeof *t->lat * nn);
-  memcpy(wt->old_bw, t->bw, sizeof *t->bw * nn);
-  memcpy(wt->old_v, t->v, sizeof t->v);
-  shoal_algo_t before = pick_for(v, bytes);
+  double *prev = malloc(sizeof *prev * (2 * nn + SHOAL__TUNE_NVALS)); /* the matrix before it */
+  if (!wt->old_lat || !wt->old_bw || !prev) {
+    free(prev);
+    return shoal__seterr(SHOAL_ERR_NOMEM, "link watch: out of memory");
+  }
+  memcpy(prev, t->lat, sizeof *t->lat * nn);
+  memcpy(prev + nn, t->bw, sizeof *t->bw * nn);
+  memcpy(prev + 2 * nn, t->v, sizeof t->v);
+  char before[200], after[200];
+  plan_for(v, bytes, before, sizeof before);
   uint64_t t0 = shoal__now_ns();
   int suspects = 0, rc = shoal__tune_reprobe_links(v, &suspects);
-  if (rc) return rc;
+  if (rc) {
+    free(prev);
+    return rc;
+  }
   double took = (double)(shoal__now_ns() - t0) * 1e-9;
   wt->reprofile_s += took;
   wt->suspects = suspects;
   double moved = 0;
   for (size_t i = 0; i < nn; i++) { /* how far the links moved */
-    if ((wt->old_bw[i] > 0) != (t->bw[i] > 0)) moved = 1;
-    else if (wt->old_bw[i] > 0 && fabs(t->bw[i] / wt->old_bw[i] - 1) > moved) moved = fabs(t->bw[i] / wt->old_bw[i] - 1);
+    double o = prev[nn + i];
+    if ((o > 0) != (t->bw[i] > 0)) moved = 1;
+    else if (o > 0 && fabs(t->bw[i] / o - 1) > moved) moved = fabs(t->bw[i] / o - 1);
   }
-  shoal_algo_t after = pick_for(v, bytes);
+  plan_for(v, bytes, after, sizeof after);
+  int same = !strcmp(before, after);
   wt->reprofiles++;
-  for (int i = 0; i < NWIN; i++) wt->win[i].base = 0; /* the next window checked sets the reference again */
-  if (after == before) hold_off(wt);
+  reset_refs(wt);
+  if (!same) { /* the matrix it replaced is the other one now, with its plan's calm time */
+    memcpy(wt->old_lat, prev, sizeof *prev * nn);
+    memcpy(wt->old_bw, prev + nn, sizeof *prev * nn);
+    memcpy(wt->old_v, prev + 2 * nn, sizeof wt->old_v);
+    wt->has_old = calm_spb > 0, wt->old_bytes = bytes, wt->old_spb = calm_spb, wt->try_skip = 0, wt->try_holdoff = 1;
+  }
+  free(prev);
+  if (same) hold_off(wt);
   else wt->probation = 1, wt->before_spb = spb, wt->prob_bytes = bytes;
   SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); the pairs of %d "
              "host(s) whose links changed measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s",
-             r / ref, ref, r, suspects, took * 1e3, moved * 100, wt->reprofiles, shoal_algo_name(before),
-             shoal_algo_name(after), after == before ? ", the watch holds off" : ", on probation");
+             r / ref, ref, r, suspects, took * 1e3, moved * 100, wt->reprofiles, before, after,
+             same ? ", the watch holds off" : ", on probation");
   return 0;
 }
 
@@ -240,8 +334,9 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   double agree[5] = {median_of(x->ratio, x->n), 0, median_of(x->spb, x->n), slow, fast};
   agree[1] = -agree[0];
   x->n = 0;
-  if (wt->probation && bytes != wt->prob_bytes) return 0; /* only the size that triggered it judges it */
-  if (wt->skip > 0 && !wt->probation) { /* held off: no agreement either (every rank skips the same checks) */
+  /* only the size that triggered it judges a probation, and the tried size a try */
+  if ((wt->probation && bytes != wt->prob_bytes) || (wt->trying && bytes != wt->old_bytes)) return 0;
+  if (wt->skip > 0 && !wt->probation && !wt->trying) { /* held off: no agreement either (every rank skips the same checks) */
     wt->skip--;
     return 0;
   }
@@ -253,13 +348,19 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
     double r = agree[0];
     if (wt->probation) {
       judge(w, wt, agree[2]);
-    } else if (x->base <= 0) {
-      x->base = r;
-      SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
-                  wt->calls);
-    } else if (r >= wt->factor * x->base || r * wt->factor <= x->base) {
+    } else if (wt->trying) {
+      judge_try(w, wt, agree[2]);
+    } else if (x->base > 0 && (r >= wt->factor * x->base || r * wt->factor <= x->base)) {
       double side = r >= x->base ? agree[3] : agree[4]; /* the slowest rank's, as the median */
-      rc = reprofile(v, wt, bytes, x->base, r, side > 0 ? side : agree[2]);
+      rc = reprofile(v, wt, bytes, x->base, r, side > 0 ? side : agree[2], x->calm_spb);
+    } else {
+      if (x->base <= 0) {
+        x->base = r;
+        SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
+                    wt->calls);
+      }
+      x->calm_spb = agree[2];
+      maybe_try(w, wt, bytes, agree[2]);
     }
   }
   if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
@@ -272,6 +373,6 @@ void shoal__tune_watch_stats(const shoal__world_t *w, shoal__watch_stats_t *out)
   const shoal__watch_t *wt = w->tune ? w->tune->watch : NULL;
   memset(out, 0, sizeof *out);
   if (!wt) return;
-  *out = (shoal__watch_stats_t){wt->checks, wt->reprofiles, wt->reverts, wt->skip, wt->probation, wt->suspects,
-                                wt->reprofile_s};
+  *out = (shoal__watch_stats_t){wt->checks,   wt->reprofiles, wt->reverts,  wt->tries,      wt->tries_kept,
+                                wt->skip,     wt->probation,  wt->trying,   wt->suspects,   wt->reprofile_s};
 }
