@@ -1,0 +1,41 @@
+#!/bin/bash
+# FE2 live, every policy in one run: static, pollux and fapes back to back on the same workload
+# (experiments/fapes/fe2-live.sh, its environment variables passed on), then one table with fapes against
+# the best baseline: training avg JCT (goal: at least 20% lower), SLO attainment (goal: no lower, and at
+# least 99%), goodput against static (goal: at least 1.5x), and the controller's retries (a loan's restart
+# is not one). About 3 x (DURATION + 2 min).
+#   fe2-live-all.sh [OUT]   (default build/experiments/fapes-fe2-live)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*) echo "fe2-live-all.sh: unknown option $1 (--help)" >&2; exit 2;; esac
+out=$(realpath -m "${1:-build/experiments/fapes-fe2-live}")
+mkdir -p "$out" || exit 1
+for p in static pollux fapes; do
+  echo "== $p $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$here/fe2-live.sh" "$p" "$out/$p" > "$out/$p.log" 2>&1 || { echo "fe2-live-all.sh: $p failed:"; tail -5 "$out/$p.log"; exit 1; }
+  tail -2 "$out/$p.log"
+done
+/usr/bin/python3 - "$out" <<'PY' | tee "$out/table.txt"
+import os, re, sys
+d = sys.argv[1]
+row = {}
+for p in ("static", "pollux", "fapes"):
+    t = open(os.path.join(d, p, "fe2.txt")).read()
+    m = re.search(r"avg_jct_s\s+([\d.]+)\s+done (\d+)/(\d+)\s+makespan_s\s+([\d.]+)\s+goodput ([\d.]+).*slo_minutes (\d+)/(\d+)", t)
+    log = open(os.path.join(d, p, "serve.log")).read()
+    r = re.search(r"retries (\d+)", log)
+    row[p] = dict(jct=float(m[1]), done="%s/%s" % (m[2], m[3]), span=float(m[4]), good=float(m[5]),
+                  met=int(m[6]), mins=int(m[7]), retries=int(r[1]) if r else -1)
+print("| policy | avg JCT (s) | done | makespan (s) | goodput (worker-steps/s) | SLO minutes | retries |")
+print("|---|---|---|---|---|---|---|")
+for p, v in row.items():
+    print("| %s | %.1f | %s | %.1f | %.1f | %d/%d | %d |" % (p, v["jct"], v["done"], v["span"], v["good"], v["met"], v["mins"], v["retries"]))
+att = {p: v["met"] / v["mins"] if v["mins"] else 0 for p, v in row.items()}
+best = min(("static", "pollux"), key=lambda p: row[p]["jct"])
+f = row["fapes"]
+print("fapes avg JCT %.1f%% below the best baseline (%s; goal 20%%): %s" % (100 * (1 - f["jct"] / row[best]["jct"]), best,
+      "met" if f["jct"] <= 0.8 * row[best]["jct"] else "not met"))
+print("fapes SLO attainment %.1f%%, best baseline %.1f%% (goal: no lower, and at least 99%%): %s" % (100 * att["fapes"],
+      100 * max(att["static"], att["pollux"]), "met" if att["fapes"] >= max(att["static"], att["pollux"]) and att["fapes"] >= 0.99 else "not met"))
+print("fapes goodput %.2fx static (goal 1.5x): %s" % (f["good"] / row["static"]["good"], "met" if f["good"] >= 1.5 * row["static"]["good"] else "not met"))
+PY
