@@ -445,3 +445,69 @@ TEST(live_loan_restarts_through_the_controller_without_failures_or_lost_work) {
   CHECK_MSG(!world_logged(&w, "(retry "), "a loan's restart taken for a failure: %s", world_log(&w));
   world_fini(&w);
 }
+
+/* Two borrowers on a manager that resizes as Slurm does: each grows by the controller's checkpoint-and-restart;
+ * then one more replica is wanted, and the host comes back from one borrower only, at its iteration boundary
+ * (checkpoint, restart on its own hosts): its progress is not lost, the other borrower keeps its hosts and its
+ * run (not restarted), and no run's end is taken for a failure. Then every lent host is reclaimed. */
+TEST(live_loan_reclaims_from_one_of_two_borrowers_without_lost_work) {
+  world_t w;
+  load_t load = {0};
+  world_init(&w, 2, 1, "fifo");
+  shoal__live_mem_set_slurm_resize(w.m, 1);
+  w.mgr = shoal__live_mem_manager(w.m);
+  for (int i = 0; i < 3; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
+  }
+  shoal_live_loan_opts_t *o = &w.cfg.loan;
+  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
+  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
+  o->load = scripted_load, o->load_arg = &load;
+  CHECK_OK(world_start(&w));
+  long id[2] = {world_submit(&w, 1, 1, 2, 1e7, 1), world_submit(&w, 1, 1, 2, 1e7, 1)}; /* room 1 each */
+  world_run(&w, 12, 0);
+  CHECK_EQ(replicas_running(&w), 1);
+  char held[2][256];
+  for (int k = 0; k < 2; k++) {
+    snprintf(held[k], sizeof held[k], "%s", holds(&w, id[k]));
+    CHECK_MSG(strstr(held[k], ",i") != NULL, "job %ld on %s, not grown: %s", id[k], held[k], world_log(&w));
+    CHECK_LOGGED(&w, "loaning: job %ld checkpoints and restarts on", id[k]);
+  }
+  world_run(&w, 3, 0);
+  shoal_live_mem_stats_t before[2], after[2];
+  for (int k = 0; k < 2; k++) CHECK_OK(shoal__live_mem_stats(w.m, id[k], &before[k]));
+  CHECK(before[0].gpus == 2 && before[1].gpus == 2 && before[0].progress > 0 && before[1].progress > 0);
+  /* 0.5 requests/s: two replicas (P99 2.5 s under the 4 s SLO): one lent host back, from one borrower */
+  load.rate = 0.5;
+  world_run(&w, 8, 0);
+  CHECK_EQ(replicas_running(&w), 2);
+  int from = world_loggedf(&w, "1 reclaimed from job %ld", id[0]) ? 0 : 1, other = 1 - from;
+  CHECK_MSG(world_loggedf(&w, "1 reclaimed from job %ld", id[from]), "no reclaim logged: %s", world_log(&w));
+  CHECK_MSG(!world_loggedf(&w, "reclaimed from job %ld", id[other]), "both borrowers shrunk: %s", world_log(&w));
+  CHECK_MSG(strchr(holds(&w, id[from]), ',') == NULL, "job %ld still on %s: %s", id[from], holds(&w, id[from]),
+            world_log(&w));
+  CHECK_MSG(!strcmp(holds(&w, id[other]), held[other]), "job %ld moved from %s to %s: %s", id[other], held[other],
+            holds(&w, id[other]), world_log(&w));
+  for (int k = 0; k < 2; k++) CHECK_OK(shoal__live_mem_stats(w.m, id[k], &after[k]));
+  CHECK_MSG(after[from].progress >= before[from].progress, "progress %.1f after the reclaim, %.1f before: work lost",
+            after[from].progress, before[from].progress);
+  CHECK_EQ(after[from].runs, before[from].runs + 1); /* the reclaim's restart on its own host */
+  CHECK_EQ(after[other].runs, before[other].runs);   /* the other borrower was not touched */
+  CHECK(after[other].progress > before[other].progress);
+  /* requests wait: the other lent host is reclaimed too, from the other borrower */
+  load.rate = 2, load.waiting = 12;
+  world_run(&w, 8, 0);
+  CHECK_EQ(replicas_running(&w), 3);
+  CHECK_LOGGED(&w, "reclaimed from job %ld", id[other]);
+  for (int k = 0; k < 2; k++) {
+    CHECK_MSG(strchr(holds(&w, id[k]), ',') == NULL, "job %ld still on %s", id[k], holds(&w, id[k]));
+    shoal_live_mem_stats_t now;
+    CHECK_OK(shoal__live_mem_stats(w.m, id[k], &now));
+    CHECK_MSG(now.progress >= after[k].progress, "job %ld: progress %.1f, %.1f before: work lost", id[k], now.progress,
+              after[k].progress);
+  }
+  CHECK_MSG(!world_logged(&w, "(retry "), "a loan's restart taken for a failure: %s", world_log(&w));
+  world_fini(&w);
+}
