@@ -15,11 +15,13 @@
 # Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
 # its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), replicas.csv (the router's live
 # replicas every 2 s), serve.log (the controller), fe2.txt (one line: avg JCT, SLO attainment per minute,
-# goodput = the jobs' work in worker-steps / the makespan). Needs root; about RUN_S + 2 min.
-#   fe2-live.sh POLICY [OUT]  env: SHOAL (build/shoal), JOBS (12), SEED (8), WINDOW (240), SCALE (0.5),
-#     CPU (0.2), TRAIN (4), INFER (3), SPEEDUP (8), DURATION (450: load seconds), RATE_SCALE (0.15),
+# goodput = the jobs' work in worker-steps / the makespan). Needs root; about DURATION + 1 min. The defaults
+# are a contended workload: 10 jobs, 650 GPU-s at their requested sizes arriving within 81 s on 4 GPUs,
+# beside the whole trace hour (3,600 s / SPEEDUP 20).
+#   fe2-live.sh POLICY [OUT]  env: SHOAL (build/shoal), JOBS (10), SEED (8), WINDOW (60), SCALE (0.5),
+#     CPU (0.2), TRAIN (4), INFER (3), SPEEDUP (20), DURATION (180: load seconds), RATE_SCALE (0.15),
 #     ROWS (64), SLO_MS (500), SERVICE (0.05: seconds a request on one replica), HOLD (20), NAME (svfe),
-#     PORT (35001), MAX_TIME (720), DATA (Fashion-MNIST unpacked; default a temporary directory)
+#     PORT (35001), MAX_TIME (420), DATA (Fashion-MNIST unpacked; default a temporary directory)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 live=$here/../live-slurm
@@ -28,10 +30,10 @@ policy=$1
 case $policy in static) tpol=fifo;; pollux|fapes) tpol=elastic;; *) echo "fe2-live.sh: unknown policy '$policy' (static, pollux, fapes)" >&2; exit 2;; esac
 S=$(realpath "${SHOAL:-build/shoal}")
 out=$(realpath -m "${2:-build/experiments/fapes-fe2-live/$policy}")
-N=${JOBS:-12} SEED=${SEED:-8} WINDOW=${WINDOW:-240} SCALE=${SCALE:-0.5} CPU=${CPU:-0.2}
-TRAIN=${TRAIN:-4} INFER=${INFER:-3} SPEEDUP=${SPEEDUP:-8} DURATION=${DURATION:-450} RATE_SCALE=${RATE_SCALE:-0.15}
+N=${JOBS:-10} SEED=${SEED:-8} WINDOW=${WINDOW:-60} SCALE=${SCALE:-0.5} CPU=${CPU:-0.2}
+TRAIN=${TRAIN:-4} INFER=${INFER:-3} SPEEDUP=${SPEEDUP:-20} DURATION=${DURATION:-180} RATE_SCALE=${RATE_SCALE:-0.15}
 ROWS=${ROWS:-64} SLO_MS=${SLO_MS:-500} SERVICE=${SERVICE:-0.05} HOLD=${HOLD:-20} NAME=${NAME:-svfe}
-PORT=${PORT:-35001} RPORT=35100 MAX_TIME=${MAX_TIME:-720} RETRIES=${RETRIES:-50}
+PORT=${PORT:-35001} RPORT=35100 MAX_TIME=${MAX_TIME:-420} RETRIES=${RETRIES:-50}
 TP=$(realpath "$live/throughputs.json") REQ=$(realpath "${REQUESTS:-../shared/data/azure-llm-2023/code.csv}")
 HOSTS=$((TRAIN + INFER + 1))
 DATA=${DATA:-} keep_data=1
