@@ -383,6 +383,10 @@ static int setup_jobs(run_t *u, const shoal_workload_t *w) {
     double d = src->duration > 0 ? src->duration : 1;
     j->work = d * shoal__goodput_at(&j->g, j->g.n_req, j->g.b0); /* the trace's run time, rigid at the tuned batch */
     j->arrival = src->arrival, j->finish = -1;
+    double best = 0;
+    for (int k = 1; k <= j->g.nmax; k++) best = fmax(best, shoal__goodput(&j->g, k, NULL));
+    double floor_t = j->arrival + j->work / best;
+    if (floor_t > u->r->t_floor) u->r->t_floor = floor_t, u->r->floor_job = i;
   }
   return 0;
 }

@@ -75,6 +75,9 @@ typedef struct shoal_loan_result {
   double speedup_avg;      /* mean summed speedup over [0, t_end] */
   int infer_gpus;          /* VC_infer as run */
   double t_end;            /* last completion, or the horizon */
+  double t_floor;          /* no policy ends before this: the latest of each job's arrival plus its run alone on
+                            * its best worker count (at most nmax) and batch, without a pause */
+  long floor_job;          /* the job that sets t_floor (its index in the workload) */
   shoal_loan_point_t *tl;
   int ntl;
 } shoal_loan_result_t;
