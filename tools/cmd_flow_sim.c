@@ -17,7 +17,7 @@
 typedef struct sim_cli {
   const char *topo, *jobs, *trace;
   int hosts, racks, per_job;
-  double rate, oversub, slot_ms, eff, jitter, max_s;
+  double rate, oversub, slot_ms, eff, jitter, max_s, ramp_ms;
   shoal_opts_list_t policies;
   shoal__fsim_cfg_t cfg;
 } sim_cli_t;
@@ -41,6 +41,9 @@ static const shoal_opt_t sim_opts[] = {
     OPT_DOUBLE("--floor", "F", cfg.plan.floor_frac, 1e-6, 1, "rate of a flow told to wait, as a fraction of its path"),
     OPT_GROUP("The model:"),
     OPT_DOUBLE("--eff", "E", eff, 0.01, 1, "TCP's goodput as a fraction of a link's rate"),
+    OPT_DOUBLE("--tcp-ramp-ms", "MS", ramp_ms, 0, 1e6, "a phase's first MS ms under TCP hold a part of the share\n"
+               "of the flows that sent before it (0: equal shares at once)"),
+    OPT_DOUBLE("--tcp-ramp-share", "F", cfg.tcp_ramp_share, 1e-3, 1, "that part"),
     OPT_DOUBLE("--jitter", "S", jitter, 0, 2, "lognormal sigma of each compute phase (0: none)"),
     OPT_U64("--seed", "N", cfg.seed, 0, UINT64_MAX, "placement and jitter"),
     OPT_DOUBLE("--max-s", "S", max_s, 0, 1e9, "stop at this simulated time (0: when every job ends)"),
@@ -66,7 +69,8 @@ static const shoal_opts_spec_t sim_spec = {
     .name = "shoal flow sim",
     .usage = "usage: shoal flow sim --jobs FILE (--topo FILE | [--hosts H] [--racks R] --rate RATE [--oversub X])\n"
              "         [--policy tcp|equal|mlcc|greedy ...] [--slot-ms MS] [--horizon K] [--factor F] [--floor F]\n"
-             "         [--eff E] [--jitter S] [--seed N] [--max-s S] [--per-job] [--trace FILE]\n"
+             "         [--eff E] [--tcp-ramp-ms MS] [--tcp-ramp-share F] [--jitter S] [--seed N] [--max-s S]\n"
+             "         [--per-job] [--trace FILE]\n"
              "The flow-level simulator: the jobs of FILE on the network, under each policy (the planner is the\n"
              "controller's own code); the average JCT per policy and its ratio to TCP's (docs/flow.md#the-simulator).\n",
     .opts = sim_opts,
@@ -113,10 +117,11 @@ static int run_policy(const sim_cli_t *c, int pol, const shoal__fsim_job_t *jobs
 int shoal_cmd_flow_sim(int argc, char **argv) {
   sim_cli_t c = {.hosts = 8, .racks = 2, .oversub = 1};
   shoal__fsim_cfg_default(&c.cfg);
-  c.slot_ms = c.cfg.plan.slot_s * 1e3, c.eff = c.cfg.eff;
+  c.slot_ms = c.cfg.plan.slot_s * 1e3, c.eff = c.cfg.eff, c.ramp_ms = c.cfg.tcp_ramp_s * 1e3;
   int st = shoal_opts_parse(&sim_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
   c.cfg.plan.slot_s = c.slot_ms / 1e3, c.cfg.eff = c.eff, c.cfg.jitter = c.jitter, c.cfg.max_s = c.max_s;
+  c.cfg.tcp_ramp_s = c.ramp_ms / 1e3;
   const char *defaults[] = {"tcp", "equal", "mlcc"};
   int pols[SIM_MAX_POLICIES], np = 0;
   for (int i = 0; i < (c.policies.n ? c.policies.n : 3); i++) {

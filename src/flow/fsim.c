@@ -20,6 +20,7 @@ typedef struct sjob {
   double until;     /* end of the compute phase */
   double V, sent;   /* bytes per hop this iteration, and sent so far */
   double rate;      /* bytes/s of every hop of the ring now */
+  double comm_s;    /* when its communication phase began */
   double it_start;
   int iter;
   int nl, link[4 * SHOAL__FSIM_MAX_JOB_HOSTS], cnt[4 * SHOAL__FSIM_MAX_JOB_HOSTS]; /* links of its hops, hops per link */
@@ -54,6 +55,8 @@ void shoal__fsim_cfg_default(shoal__fsim_cfg_t *cfg) {
   cfg->policy = SHOAL__FSIM_POLICY_TCP;
   shoal__fplan_cfg_default(&cfg->plan);
   cfg->eff = 0.95;
+  cfg->tcp_ramp_s = 0.3;
+  cfg->tcp_ramp_share = 0.1;
   cfg->gpus_per_host = 2;
   cfg->seed = 1;
 }
@@ -184,9 +187,17 @@ static int admit(sim_t *m) {
 
 /* ---- rates ---- */
 
-/* Per-flow max-min fair rates with every ring moving as one: progressive filling raises every
- * communicating job's rate together; a job stops rising at its lowest pacing cap or when a link it
- * crosses fills (a job with k hops on a link takes k shares of it, as k TCP flows would). */
+/* A job's weight in TCP's sharing: a phase that began less than tcp_ramp_s ago holds tcp_ramp_share of
+ * the share of a flow that was sending before it (TCP's windows converge to fairness over many round
+ * trips, and the queue the incumbents built is the newcomer's round trip), then an equal share. */
+static double weight(const sim_t *m, const sjob_t *s) {
+  return m->cfg->tcp_ramp_s > 0 && m->t < s->comm_s + m->cfg->tcp_ramp_s - 1e-12 ? m->cfg->tcp_ramp_share : 1;
+}
+
+/* Per-flow weighted max-min fair rates with every ring moving as one: progressive filling raises every
+ * communicating job's rate together, each in proportion to its weight; a job stops rising at its lowest
+ * pacing cap or when a link it crosses fills (a job with k hops on a link takes k shares of it, as k TCP
+ * flows would). */
 static void allocate(sim_t *m) {
   int nl = shoal__ftopo_nlinks(&m->cfg->topo);
   double *used = calloc((size_t)nl, sizeof *used), *k = calloc((size_t)nl, sizeof *k);
@@ -202,30 +213,32 @@ static void allocate(sim_t *m) {
   while (left > 0) {
     memset(k, 0, (size_t)nl * sizeof *k);
     for (int ji = 0; ji < m->n; ji++)
-      for (int a = 0; !frozen[ji] && a < m->s[ji].nl; a++) k[m->s[ji].link[a]] += m->s[ji].cnt[a];
+      for (int a = 0; !frozen[ji] && a < m->s[ji].nl; a++) k[m->s[ji].link[a]] += m->s[ji].cnt[a] * weight(m, &m->s[ji]);
     double level = INFINITY;
     for (int l = 0; l < nl; l++)
       if (k[l] > 0 && (m->cap[l] - used[l]) / k[l] < level) level = (m->cap[l] - used[l]) / k[l];
     for (int ji = 0; ji < m->n; ji++) {
       if (frozen[ji]) continue;
+      double w = weight(m, &m->s[ji]);
       for (int r = 0; r < m->jobs[ji].nhosts; r++)
-        if (m->s[ji].cap[r] > 0 && m->s[ji].cap[r] < level) level = m->s[ji].cap[r];
+        if (m->s[ji].cap[r] > 0 && m->s[ji].cap[r] / w < level) level = m->s[ji].cap[r] / w;
     }
     if (level < 0) level = 0;
     for (int ji = 0; ji < m->n; ji++) {
       sjob_t *s = &m->s[ji];
       if (frozen[ji]) continue;
+      double w = weight(m, s);
       int stop = 0;
-      for (int r = 0; r < m->jobs[ji].nhosts && !stop; r++) stop = s->cap[r] > 0 && s->cap[r] <= level * (1 + 1e-9);
+      for (int r = 0; r < m->jobs[ji].nhosts && !stop; r++) stop = s->cap[r] > 0 && s->cap[r] <= w * level * (1 + 1e-9);
       for (int a = 0; a < s->nl && !stop; a++) {
         int l = s->link[a];
         stop = m->cap[l] - used[l] - k[l] * level <= 1e-9 * m->cap[l];
       }
       if (!stop) continue;
-      s->rate = level;
+      s->rate = w * level;
       frozen[ji] = 1;
       left--;
-      for (int a = 0; a < s->nl; a++) used[s->link[a]] += s->cnt[a] * level;
+      for (int a = 0; a < s->nl; a++) used[s->link[a]] += s->cnt[a] * w * level;
     }
   }
 out:
@@ -281,6 +294,8 @@ static double next_event(const sim_t *m, int policy_on) {
     if (s->phase == J_QUEUED && j->arrival_s > m->t + 1e-12 && j->arrival_s < next) next = j->arrival_s;
     if (s->phase == J_COMPUTE && s->until < next) next = s->until;
     if (s->phase == J_COMM && s->rate > 0 && m->t + (s->V - s->sent) / s->rate < next) next = m->t + (s->V - s->sent) / s->rate;
+    double ramp_end = s->comm_s + m->cfg->tcp_ramp_s;
+    if (s->phase == J_COMM && m->cfg->tcp_ramp_s > 0 && ramp_end > m->t + 1e-12 && ramp_end < next) next = ramp_end;
   }
   double T = m->cfg->plan.slot_s;
   if (policy_on && (double)(m->slot + 1) * T < next) next = (double)(m->slot + 1) * T;
@@ -295,6 +310,7 @@ static int fire(sim_t *m) {
     if (s->phase == J_COMPUTE && s->until <= m->t + 1e-12) {
       s->phase = J_COMM;
       s->sent = 0;
+      s->comm_s = m->t;
       changed = 1;
     }
     if (s->phase == J_COMM && isinf(s->rate)) s->sent = s->V; /* only unlimited links: no time */

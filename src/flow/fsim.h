@@ -1,7 +1,8 @@
 /* The flow-level simulator (docs/flow.md#the-simulator): training jobs whose iterations are a compute
  * phase then a ring allreduce over their hosts, on the controller's two-tier topology. Rates are fluid:
  * between events they are constant, and every job's ring moves at one rate (a ring is as fast as its
- * slowest hop), shared max-min fairly per flow on every link as TCP shares a link between flows. Under a
+ * slowest hop), shared max-min fairly per flow on every link as TCP shares a link between flows (a phase
+ * that just began weighs less than the flows sending before it: cfg tcp_ramp_s). Under a
  * flow policy the simulated agents build their reports from simulated flow segments with the agent's own
  * code (agent_flows.c) and the rates come from the controller's own code (ctl.c, plan.c): the simulator
  * evaluates the decisions the testbed runs, not a copy of them.
@@ -39,6 +40,8 @@ typedef struct shoal__fsim_cfg {
   int policy;               /* SHOAL__FSIM_POLICY_TCP or a SHOAL__FPOL_* */
   shoal__fplan_cfg_t plan;
   double eff;               /* goodput TCP gets from a link, as a fraction of its rate (tbf: measured) */
+  double tcp_ramp_s;        /* a phase's first tcp_ramp_s seconds hold tcp_ramp_share of the share of the flows */
+  double tcp_ramp_share;    /* sending before it (0 s: equal shares at once) */
   double jitter;            /* lognormal sigma of each compute phase (0: none) */
   int gpus_per_host;        /* for placement (2) */
   uint64_t seed;

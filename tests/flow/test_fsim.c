@@ -78,3 +78,26 @@ TEST(fsim_places_arriving_jobs) {
   shoal__fsim_job_t huge = {.gpus = 18, .iters = 1, .grad_bytes = 1};
   CHECK(shoal__fsim_run(&c, &huge, 1) < 0);
 }
+
+/* TCP's sharing as the testbed shows it: two identical jobs that start 50 ms apart. With equal shares at
+ * once they collide in every step; with the ramp
+ * (the job already sending keeps most of the link over the newcomer's first 300 ms) the first job
+ * finishes earlier each step and the two drift apart towards taking turns. */
+TEST(fsim_tcp_ramp_lets_jobs_drift_apart) {
+  double it[2];
+  for (int ramp = 0; ramp < 2; ramp++) {
+    shoal__fsim_cfg_t c;
+    two_racks(&c, SHOAL__FSIM_POLICY_TCP);
+    if (!ramp) c.tcp_ramp_s = 0;
+    CHECK(ramp == 0 || (c.tcp_ramp_s > 0 && c.tcp_ramp_share < 1)); /* the default model ramps */
+    shoal__fsim_job_t j[2] = {ring(0, 2, 1000), ring(1, 3, 1000)};
+    j[1].arrival_s = 0.05;
+    CHECK_OK(shoal__fsim_run(&c, j, 2));
+    it[ramp] = (j[0].iter_sum_s + j[1].iter_sum_s) / 20;
+  }
+  /* one phase alone: 2 MB at 2.375 MB/s, 842 ms; two colliding: 1684 */
+  CHECK_MSG(it[0] > 1.0 + 1.5 * 0.842, "equal shares: %.3f s a step (collide: 2.684)", it[0]);
+  /* taking turns: 1.842; the ramp's jobs drift part of the way there (the testbed's TCP: 1727-1757 ms a step
+   * at 448 ms a phase, colliding 1896, taking turns 1448) */
+  CHECK_MSG(it[1] < 1.0 + 1.4 * 0.842, "ramp: %.3f s a step (colliding 2.684, taking turns 1.842)", it[1]);
+}
