@@ -248,7 +248,8 @@ typedef struct router_load {
   char words[4096];
 } router_load_t;
 
-/* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests waiting for a replica, ...} */
+/* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests held beyond one per live
+ * replica, ...} */
 static int read_router(void *arg, double *rate, double *waiting) {
   router_load_t *r = arg;
   char *body = NULL;

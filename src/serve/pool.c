@@ -196,11 +196,11 @@ static void dispatch(shoal__pool_t *p, double now) {
     f->next = NULL;
     int i = now < f->deadline ? pick(p, f) : -1;
     if (now >= f->deadline) {
-      p->c.waiting--;
+      p->c.in_line--;
       fail(p, f, 503, "no replica answered within the request timeout (%g s)%s%s", p->o.request_timeout_s,
            f->err[0] ? "; last: " : "", f->err);
     } else if (i >= 0 && start_try(p, f, i, now) == 0) {
-      p->c.waiting--;
+      p->c.in_line--;
     } else {
       if (keep_tail) keep_tail->next = f;
       else keep_head = f;
@@ -288,7 +288,7 @@ static void try_done(shoal__pool_t *p, fwd_t *f, CURLcode res, long code, double
     return;
   }
   p->c.retries++;
-  p->c.waiting++;
+  p->c.in_line++;
   f->next = p->wait_head; /* first in line: it has waited longest */
   p->wait_head = f;
   if (!p->wait_tail) p->wait_tail = f;
@@ -398,7 +398,7 @@ void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req) {
   p->in_tail = f;
   p->held++;
   p->c.accepted++;
-  p->c.waiting++;
+  p->c.in_line++;
   pthread_mutex_unlock(&p->mu);
   curl_multi_wakeup(p->multi);
 }
@@ -474,11 +474,26 @@ int shoal__pool_replicas(shoal__pool_t *p, shoal__replica_info_t *out, int max) 
   return n;
 }
 
+/* "waiting" is the queue of the model the loaning policy sizes replicas by (sched/serving/slo.c: M/M/c, each
+ * replica serving one request at a time in the measured service time; the simulator's backlog is the same
+ * queue as a fluid): a live replica holding requests serves one of them, every other held request waits, in the
+ * router's line or behind another on a replica. Not up to a replica's batch capacity: the router does not know
+ * it (a replica's --max-batch, in rows, and a request's rows vary), a batch's compute grows with its rows, and
+ * the policy's service time is per request; counted so, a burst that two replicas batching 32 rows take at once
+ * would read 0 waiting however long their batches grow. The requests on a replica
+ * that is not live (a failed try marked it) are counted as waiting: they are retried elsewhere or stuck. */
 void shoal__pool_counts(shoal__pool_t *p, shoal__pool_counts_t *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->c;
   out->live = 0;
-  for (int i = 0; i < SHOAL__POOL_MAX_REPLICAS; i++) out->live += p->rep[i] && p->rep[i]->live && !p->rep[i]->draining;
+  int serving = 0;
+  for (int i = 0; i < SHOAL__POOL_MAX_REPLICAS; i++) {
+    const replica_t *r = p->rep[i];
+    if (!r) continue;
+    out->live += r->live && !r->draining;
+    serving += r->live && r->outstanding > 0; /* a draining replica still serves what it holds */
+  }
+  out->waiting = p->held - serving;
   pthread_mutex_unlock(&p->mu);
 }
 

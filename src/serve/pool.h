@@ -36,7 +36,10 @@ typedef struct shoal__replica_info {
 
 typedef struct shoal__pool_counts {
   uint64_t accepted, answered, ok, failed, retries, refused;
-  int waiting, in_flight, live;
+  int in_line;   /* held, on no replica: not yet sent, back from a failed try, or no replica live */
+  int in_flight; /* on a replica now */
+  int waiting;   /* held and not being served: every held request but one per live replica holding any (pool.c) */
+  int live;      /* replicas live and not draining */
 } shoal__pool_counts_t;
 
 int  shoal__pool_start(const shoal__pool_opts_t *o, shoal__latwin_t *lat, shoal__pool_t **out);

@@ -63,8 +63,9 @@ static char *replicas_json(shoal__router_t *r, size_t *len) {
 static char *stats_json(shoal__router_t *r, size_t *len) {
   shoal__router_stats_t st;
   shoal__router_stats(r, &st);
-  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f}", "p50_ms", 1e3 * st.p50_s, "p99_ms",
-                        1e3 * st.p99_s, "rate", st.rate, "waiting", st.c.waiting, "window_s", r->o.window_s, "accepted",
+  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f}", "p50_ms", 1e3 * st.p50_s,
+                        "p99_ms", 1e3 * st.p99_s, "rate", st.rate, "waiting", st.c.waiting, "in_line", st.c.in_line,
+                        "window_s", r->o.window_s, "accepted",
                         (json_int_t)st.c.accepted, "answered", (json_int_t)st.c.answered, "ok", (json_int_t)st.c.ok,
                         "failed", (json_int_t)st.c.failed, "retries", (json_int_t)st.c.retries, "refused",
                         (json_int_t)st.c.refused, "in_flight", st.c.in_flight, "live_replicas", st.c.live,
@@ -91,6 +92,8 @@ static char *metrics_text(shoal__router_t *r, size_t *len) {
           (unsigned long long)st.c.retries);
   fprintf(f, "# TYPE shoal_router_live_replicas gauge\nshoal_router_live_replicas %d\n", st.c.live);
   fprintf(f, "# TYPE shoal_router_in_flight gauge\nshoal_router_in_flight %d\n", st.c.in_flight);
+  fprintf(f, "# HELP shoal_router_waiting held requests beyond one per live replica holding any\n");
+  fprintf(f, "# TYPE shoal_router_waiting gauge\nshoal_router_waiting %d\n", st.c.waiting);
   fprintf(f, "# HELP shoal_router_latency_window_seconds P50/P99 over the last %d s\n", r->o.window_s);
   fprintf(f, "# TYPE shoal_router_latency_window_seconds gauge\n");
   fprintf(f, "shoal_router_latency_window_seconds{quantile=\"0.5\"} %.6f\n", st.p50_s);

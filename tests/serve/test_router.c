@@ -1,5 +1,6 @@
 /* The router: a replica killed while it holds requests (they are retried on another, each answered once),
- * replicas added and dropped under load without a request lost, requests held while no replica is live. */
+ * replicas added and dropped under load without a request lost, requests held while no replica is live, the
+ * requests beyond one per live replica counted as waiting. */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -125,6 +126,72 @@ TEST(a_replica_killed_mid_request_is_retried_on_another) {
   unlink(params);
 }
 
+/* "waiting", the loaning controller's on-demand signal: the requests held beyond one per live replica holding any
+ * (each replica serves one at a time in the policy's model), not only those no replica has taken: a burst handed
+ * to too few replicas at once is demand. */
+TEST(requests_beyond_one_per_live_replica_count_as_waiting) {
+  char params[] = "/tmp/shoal-serve-XXXXXX";
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  pid_t pid[2];
+  int holder[2];
+  for (int k = 0; k < 2; k++) CHECK((holder[k] = fork_replica(params, 600, &pid[k])) > 0); /* batches never fill */
+  shoal__server_t *other = start_server(params, 32, 0.001, 64);
+  shoal__router_t *r = start_router();
+  add(r, holder[0]);
+  add(r, holder[1]);
+  wait_live(r, 2);
+  shoal__router_stats_t st;
+  shoal__router_stats(r, &st);
+  CHECK_EQ(st.c.waiting, 0);
+  enum { N = 6 };
+  pthread_t t[N];
+  req_arg_t a[N];
+  char *body = infer_body(1);
+  for (int i = 0; i < N; i++) {
+    a[i] = (req_arg_t){shoal__router_port(r), 0, body, NULL};
+    pthread_create(&t[i], NULL, post_thread, &a[i]);
+  }
+  do { /* all N on the two replicas (the fewest outstanding first: 3 each), none answered */
+    shoal__sleep_s(0.01);
+    shoal__router_stats(r, &st);
+  } while (st.c.in_flight < N);
+  CHECK_EQ(st.c.in_line, 0);
+  CHECK_EQ(st.c.live, 2);
+  CHECK_EQ(st.c.waiting, N - 2); /* each replica serves one, the other four wait behind them */
+  char url[128], *ans = NULL;
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/router/stats", shoal__router_port(r));
+  CHECK_EQ(http_do("GET", url, NULL, &ans), 200); /* what the controller reads */
+  CHECK_CONTAINS(ans, "\"waiting\":4");
+  CHECK_CONTAINS(ans, "\"in_line\":0");
+  free(ans);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", shoal__router_port(r));
+  CHECK_EQ(http_do("GET", url, NULL, &ans), 200);
+  CHECK_CONTAINS(ans, "shoal_router_waiting 4\n");
+  free(ans);
+  add(r, shoal__server_port(other)); /* live but idle: the four still wait where they are */
+  wait_live(r, 3);
+  shoal__router_stats(r, &st);
+  CHECK_EQ(st.c.waiting, N - 2);
+  for (int k = 0; k < 2; k++) {
+    kill(pid[k], SIGKILL);
+    waitpid(pid[k], NULL, 0);
+  }
+  for (int i = 0; i < N; i++) { /* retried on the third */
+    pthread_join(t[i], NULL);
+    CHECK_EQ(a[i].status, 200);
+    free(a[i].ans);
+  }
+  shoal__router_stats(r, &st);
+  CHECK_EQ(st.c.answered, N);
+  CHECK_EQ(st.c.waiting, 0);
+  CHECK_EQ(st.c.in_line, 0);
+  free(body);
+  shoal__router_stop(r, 5);
+  shoal__server_stop(other);
+  unlink(params);
+}
+
 TEST(a_request_waits_while_no_replica_is_live) {
   char params[] = "/tmp/shoal-serve-XXXXXX";
   CHECK(mkstemp(params) >= 0);
@@ -141,6 +208,8 @@ TEST(a_request_waits_while_no_replica_is_live) {
     shoal__sleep_s(0.01);
     shoal__router_stats(r, &st);
   } while (st.c.accepted < 1);
+  CHECK_EQ(st.c.waiting, 1); /* no replica serves it */
+  CHECK_EQ(st.c.in_line, 1);
   shoal__server_t *s = start_server(params, 32, 0.001, 64);
   add(r, shoal__server_port(s));
   pthread_join(t, NULL);
