@@ -443,9 +443,10 @@ static int steps_loop(run_t *R) {
     shoal__watch_stats_t ws;
     shoal__tune_watch_stats(R->c->w, &ws);
     printf("# steps %ld, allreduce time %.3f s in all, mean %.2f ms, wall %.3f s; link watch: %u checks, %u "
-           "re-profiles (%.2f s), %u new plans dropped, %u other plans tried (%u kept)\n", done, total,
-           done ? total / (double)done * 1e3 : 0, (double)(shoal__now_ns() - start) * 1e-9, ws.checks, ws.reprofiles,
-           ws.reprofile_s, ws.reverts, ws.tries, ws.tries_kept);
+           "re-profiles (%.2f s), %u new plans dropped, %u other plans tried (%u kept), %u probations or tries "
+           "ended by other sizes\n", done, total, done ? total / (double)done * 1e3 : 0,
+           (double)(shoal__now_ns() - start) * 1e-9, ws.checks, ws.reprofiles, ws.reprofile_s, ws.reverts, ws.tries,
+           ws.tries_kept, ws.ended_away);
   }
   fflush(stdout);
   if (!rc) rc = shoal_barrier(R->c);

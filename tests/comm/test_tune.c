@@ -545,6 +545,86 @@ TEST_T(tune_watch_tries_the_previous_plan_when_the_new_one_runs_slower, 90) {
   CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_try, &a, 80, st), 4);
 }
 
+/* A probation or a try whose size stops: judged by a window of its own size only, it would never end, and
+ * the other sizes' checks would stay suspended (a try's matrix in force for good). Driven like the test
+ * above (4 calls a window, so 4 windows' worth of other sizes is 16 calls), with 1 MiB as the other size:
+ * B's probation sees no 4 MiB call: after 16 calls of 1 MiB it still runs, at the 17th it ends and B stays;
+ * 1 MiB is checked again. B's reference (1.5) is slower than A's calm 1.0: A is tried, 2 calls of 4 MiB run
+ * at 1.2, then only 1 MiB: the try is judged on those 2 calls and kept. A's reference (2.0) is slower than
+ * B's 1.5: B is tried, no 4 MiB call follows: given up, A is back exactly. */
+#define WATCH_OTHER (1u << 20)
+static void watch_other_calls(shoal_comm_t *c, int n) {
+  for (int i = 0; i < n; i++) c->w->tune->observe(c, WATCH_OTHER, 1e-3, 1e-3);
+}
+
+static int rank_watch_away(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  setenv("SHOAL_REPROFILE", "on", 1);
+  setenv("SHOAL_REPROFILE_CALLS", "4", 1);
+  setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
+  setenv("SHOAL_PROFILE_BYTES", "2097152", 1);
+  shoal_comm_t *c = join(rank, a);
+  if (!c) return 2;
+  shoal__tune_t *t = c->w->tune;
+  shoal__watch_stats_t s;
+  int bad = 0, H = t->nh;
+  size_t nn = (size_t)(H * H);
+#define EXPECT(cond, ...) \
+  if (!bad && !(cond)) bad = fprintf(stderr, "rank %d: " #cond ": ", rank) + fprintf(stderr, __VA_ARGS__)
+  double *slowm = malloc(sizeof *slowm * nn * 2), *newm = slowm + nn;
+  for (int j = 0; j < H; j++)
+    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
+  memcpy(slowm, t->bw, sizeof *slowm * nn);
+  shoal__tune_changed(c->w);
+  watch_window(c, WATCH_BIG, 1.0); /* A's reference, calm */
+  watch_window(c, WATCH_BIG, 3.0); /* drifted: host 2 measured again, B on probation */
+  memcpy(newm, t->bw, sizeof *newm * nn);
+  watch_other_calls(c, 16);
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.reprofiles == 1 && s.probation && s.checks == 2 && !s.ended_away && memcmp(newm, slowm, sizeof *slowm * nn),
+         "4 windows away: reprofiles %u probation %d checks %u ended %u\n", s.reprofiles, s.probation, s.checks,
+         s.ended_away);
+  watch_other_calls(c, 1); /* one more: no 4 MiB call, the probation ends, B stays */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(!s.probation && s.ended_away == 1 && !s.reverts && s.checks == 2 && !memcmp(t->bw, newm, sizeof *newm * nn),
+         "probation ended: probation %d ended %u reverts %u checks %u\n", s.probation, s.ended_away, s.reverts,
+         s.checks);
+  watch_other_calls(c, 4); /* 1 MiB checked again (its reference) */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.checks == 3 && s.reprofiles == 1, "1 MiB checked: checks %u reprofiles %u\n", s.checks, s.reprofiles);
+  watch_window(c, WATCH_BIG, 1.5); /* B's reference, slower than A's calm: A is tried */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.trying && s.tries == 1 && !memcmp(t->bw, slowm, sizeof *slowm * nn), "A tried: trying %d tries %u\n",
+         s.trying, s.tries);
+  for (int i = 0; i < 2; i++) c->w->tune->observe(c, WATCH_BIG, 1e-3, 1.2e-3);
+  watch_other_calls(c, 17);
+  shoal__tune_watch_stats(c->w, &s); /* judged on A's 2 calls (1.2 against B's 1.5): kept */
+  EXPECT(!s.trying && s.tries_kept == 1 && s.ended_away == 2 && s.checks == 5 &&
+             !memcmp(t->bw, slowm, sizeof *slowm * nn),
+         "A judged on 2 calls: trying %d kept %u ended %u checks %u\n", s.trying, s.tries_kept, s.ended_away, s.checks);
+  watch_window(c, WATCH_BIG, 2.0); /* A's reference, slower than B's 1.5: B is tried */
+  shoal__tune_watch_stats(c->w, &s);
+  EXPECT(s.trying && s.tries == 2 && !memcmp(t->bw, newm, sizeof *newm * nn), "B tried: trying %d tries %u\n",
+         s.trying, s.tries);
+  watch_other_calls(c, 17);
+  shoal__tune_watch_stats(c->w, &s); /* no 4 MiB call: given up, A back */
+  EXPECT(!s.trying && s.tries_kept == 1 && s.ended_away == 3 && s.reprofiles == 1 &&
+         !memcmp(t->bw, slowm, sizeof *slowm * nn), "B given up: trying %d kept %u ended %u reprofiles %u\n", s.trying,
+         s.tries_kept, s.ended_away, s.reprofiles);
+#undef EXPECT
+  if (bad) dump_matrix(rank, t);
+  free(slowm);
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+TEST_T(tune_watch_ends_a_probation_or_try_whose_size_stops, 90) {
+  tune_arg_t a = {.n = 4, .hosts = {"wA", "wB", "wC", "wD"}, .mode = NULL, .file = ""};
+  a.port = shoal_test_free_port();
+  int st[4];
+  CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_away, &a, 80, st), 4);
+}
+
 /* Which hosts moved after a drift, from round 1's figures (no timing here: synthetic figures). 8 hosts with
  * 1 GB/s links; the round ran on a busy CPU (every flow 20-34 % slower, each by its own amount); only h7's
  * link dropped to a third: h7 alone is flagged, where a bare 30 % test against the matrix would flag the

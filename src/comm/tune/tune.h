@@ -47,10 +47,11 @@ int  shoal__tune_profile(shoal_comm_t *c, int write_cache);
  * c, one column per algorithm of the table (shoal bench --explain, shoal tune). */
 void shoal__tune_explain(shoal_comm_t *c, FILE *f);
 /* The watch over real allreduces (watch.c): agreements made, re-profiles triggered, new plans dropped on
- * probation, other matrices tried and tries kept so far; checks still held off; a new plan on probation now;
- * a try running now; the hosts whose pairs the last re-profile measured; seconds spent re-profiling. */
+ * probation, other matrices tried and tries kept so far, probations and tries ended by calls of other sizes
+ * (their own size stopped or ran too rarely); checks still held off; a new plan on probation now; a try
+ * running now; the hosts whose pairs the last re-profile measured; seconds spent re-profiling. */
 typedef struct shoal__watch_stats {
-  unsigned checks, reprofiles, reverts, tries, tries_kept;
+  unsigned checks, reprofiles, reverts, tries, tries_kept, ended_away;
   int skip, probation, trying, suspects;
   double reprofile_s;
 } shoal__watch_stats_t;

@@ -3,7 +3,7 @@
  * Every allreduce of at least SHOAL_REPROFILE_MIN_BYTES on the world
  * communicator of a multi-host world records its time over the chooser's
  * prediction. Every SHOAL_REPROFILE_CALLS such calls the ranks agree (a
- * 16-byte MAX allreduce on a transient view of the world, so the users'
+ * 40-byte MAX allreduce on a transient view of the world, so the users'
  * sequence numbers are untouched) on the slowest rank's median ratio. The
  * first agreement after the start-up profile is the reference (how far the
  * model is off on this system); when a later one drifts from it by
@@ -29,7 +29,17 @@
  *   faster than the window before; else the running one comes back and the next try waits 1, 2, 4 ... up
  *   to TRY_HOLDOFF_MAX checks. A matrix measured in a short dip (a link slowed for a second) stays
  *   otherwise: the window after it sets the reference, and the plan built around the dip never drifts from
- *   its own reference once the link is back; the try brings the previous plan back when it is faster.
+ *   its own reference once the link is back; the try brings the previous plan back when it is faster;
+ * - a probation or a try is judged by a window of its own size, and calls of other sizes are not checked
+ *   meanwhile; when more than AWAY_WINDOWS windows' worth of calls of other sizes (AWAY_WINDOWS x
+ *   SHOAL_REPROFILE_CALLS) pass before that window is full, it ends there: judged on the calls of its size
+ *   it has (their median, the slowest rank's), or, with none, given up (a probation keeps the new plan, the
+ *   re-profile's measure of the links now; a try puts back the plan it interrupted), and every window
+ *   starts afresh. The bound is NWIN windows: in a loop over as many sizes as there are windows, the
+ *   others make at most (NWIN - 1) x SHOAL_REPROFILE_CALLS calls while the judging size fills its window, so
+ *   a size making at least one in NWIN + 1 of the watched calls, evenly spread, is still judged on a full
+ *   window; a size that stopped (the last step's size, a sweep) holds the other sizes' checks for NWIN
+ *   windows' worth of their calls and one more, at most.
  * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls when
  * the watch is not held off: the window that holds it, then a window all
  * after it. Only the world communicator is watched: its calls are in the
@@ -53,6 +63,7 @@
 #define KEEP_MARGIN 0.03 /* a new plan is kept unless it is more than 3 % slower per byte */
 #define TRY_MARGIN 0.05  /* the other plan is tried when the running one is this much slower than its calm time */
 #define TRY_HOLDOFF_MAX 8 /* checks between two tries at most, after tries that lost */
+#define AWAY_WINDOWS NWIN /* windows' worth of calls of other sizes after which a probation or a try ends (above) */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -83,8 +94,10 @@ typedef struct shoal__watch {
   int trying;          /* the other matrix runs for one window */
   double try_spb;      /* the window of the plan the try interrupted */
   int try_skip, try_holdoff;
+  long away;           /* watched calls of other sizes since the probation or the try began */
   unsigned long views; /* transient views made (their ids) */
   unsigned checks, reprofiles, reverts, tries, tries_kept;
+  unsigned ended_away; /* probations and tries ended by calls of other sizes */
   double reprofile_s;  /* time spent re-profiling */
   int suspects;        /* hosts whose pairs the last re-profile measured */
 } shoal__watch_t;
@@ -234,7 +247,7 @@ static void maybe_try(shoal__world_t *w, shoal__watch_t *wt, size_t bytes, doubl
     wt->try_skip--;
     return;
   }
-  wt->trying = 1, wt->try_spb = spb, wt->tries++;
+  wt->trying = 1, wt->try_spb = spb, wt->tries++, wt->away = 0;
   swap_other(w, wt);
   SHOAL_INFO("TUNING", "link watch: the plan runs at %.3g s/MB, slower than the other plan's %.3g when calm: the "
              "other matrix is tried for one window", spb * 1e6, wt->old_spb * 1e6);
@@ -304,12 +317,69 @@ static int reprofile(shoal_comm_t *v, shoal__watch_t *wt, size_t bytes, double r
   }
   free(prev);
   if (same) hold_off(wt);
-  else wt->probation = 1, wt->before_spb = spb, wt->prob_bytes = bytes;
+  else wt->probation = 1, wt->before_spb = spb, wt->prob_bytes = bytes, wt->away = 0;
   SHOAL_INFO("TUNING", "link watch: allreduce times drifted x%.2f from the reference (%.2f -> %.2f); the pairs of %d "
              "host(s) whose links changed measured again in %.0f ms, largest change %.0f %% (re-profile %u): %s -> %s%s",
              r / ref, ref, r, suspects, took * 1e3, moved * 100, wt->reprofiles, before, after,
              same ? ", the watch holds off" : ", on probation");
   return 0;
+}
+
+/* The ranks' agreement: v[0..n) becomes its maximum over the world, on a transient view (the users' sequence
+ * numbers are untouched); the view is handed back for a re-profile. */
+static int agree_max(shoal_comm_t *c, shoal__watch_t *wt, double *v, int n, shoal_comm_t **view) {
+  shoal_comm_t *vw = world_view(c, wt);
+  if (!vw) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, NULL, -1, "link watch: out of memory");
+  int rc = shoal_allreduce_algo(vw, SHOAL_IN_PLACE, v, n, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
+  wt->checks++;
+  *view = vw;
+  return rc;
+}
+
+static int view_done(shoal_comm_t *c, shoal_comm_t *v, int rc) {
+  if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
+  if (rc && !c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", shoal_last_error());
+  free(v);
+  return rc;
+}
+
+/* Calls of other sizes went on for more than AWAY_WINDOWS windows while the probation's or the try's size
+ * did not fill its window: judge on the calls of that size there are, or give up without any (the plan the
+ * try interrupted comes back; the new plan of a probation stays). Every rank sees the same calls in the
+ * same order, so all take the same path. */
+static int end_away(shoal_comm_t *c, shoal__watch_t *wt) {
+  shoal__world_t *w = c->w;
+  size_t jb = wt->probation ? wt->prob_bytes : wt->old_bytes;
+  const char *what = wt->probation ? "probation" : "try";
+  struct shoal__watch_win *j = NULL;
+  for (int i = 0; i < NWIN; i++)
+    if (wt->win[i].bytes == jb && wt->win[i].n > 0) j = &wt->win[i];
+  int n = j ? j->n : 0, rc = 0;
+  wt->ended_away++;
+  if (!n) {
+    SHOAL_INFO("TUNING", "link watch: no call of %zu B in the %ld watched calls of other sizes since the %s began: "
+               "%s", jb, wt->away, what, wt->probation ? "the new plan stays" : "the plan it interrupted is back");
+    if (wt->probation) {
+      wt->probation = 0;
+      reset_refs(wt);
+    } else {
+      wt->trying = 0;
+      swap_other(w, wt);
+    }
+  } else {
+    double spb = median_of(j->spb, n);
+    shoal_comm_t *v = NULL;
+    rc = agree_max(c, wt, &spb, 1, &v);
+    if (!rc) {
+      SHOAL_INFO("TUNING", "link watch: %d of %d calls of %zu B against %ld watched calls of other sizes since the %s "
+                 "began: judged on those", n, wt->calls, jb, wt->away, what);
+      if (wt->probation) judge(w, wt, spb);
+      else judge_try(w, wt, spb);
+    }
+    if (v) rc = view_done(c, v, rc);
+  }
+  for (int i = 0; i < NWIN; i++) wt->win[i].n = 0; /* their calls ran under a plan that may have changed */
+  return rc;
 }
 
 static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double elapsed_s) {
@@ -329,21 +399,22 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
   x->used = ++wt->calls_seen;
   x->spb[x->n] = elapsed_s / (double)(bytes ? bytes : 1);
   x->ratio[x->n++] = elapsed_s / predicted_s;
+  /* only the size that triggered it judges a probation, and the tried size a try: for a bounded time */
+  if ((wt->probation && bytes != wt->prob_bytes) || (wt->trying && bytes != wt->old_bytes))
+    if (++wt->away > (long)AWAY_WINDOWS * wt->calls) return end_away(c, wt);
   if (x->n < wt->calls) return 0;
   double slow = drift_side_spb(x, wt->factor, 1), fast = drift_side_spb(x, wt->factor, -1);
   double agree[5] = {median_of(x->ratio, x->n), 0, median_of(x->spb, x->n), slow, fast};
   agree[1] = -agree[0];
   x->n = 0;
-  /* only the size that triggered it judges a probation, and the tried size a try */
   if ((wt->probation && bytes != wt->prob_bytes) || (wt->trying && bytes != wt->old_bytes)) return 0;
   if (wt->skip > 0 && !wt->probation && !wt->trying) { /* held off: no agreement either (every rank skips the same checks) */
     wt->skip--;
     return 0;
   }
-  shoal_comm_t *v = world_view(c, wt);
-  if (!v) return shoal__comm_fail(c, SHOAL_ERR_NOMEM, NULL, -1, "link watch: out of memory");
-  int rc = shoal_allreduce_algo(v, SHOAL_IN_PLACE, agree, 5, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD);
-  wt->checks++;
+  shoal_comm_t *v = NULL;
+  int rc = agree_max(c, wt, agree, 5, &v);
+  if (!v) return rc;
   if (!rc) {
     double r = agree[0];
     if (wt->probation) {
@@ -363,16 +434,15 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
       maybe_try(w, wt, bytes, agree[2]);
     }
   }
-  if (rc && !c->errmsg[0] && v->errmsg[0]) memcpy(c->errmsg, v->errmsg, sizeof c->errmsg);
-  if (rc && !c->errmsg[0]) snprintf(c->errmsg, sizeof c->errmsg, "%s", shoal_last_error());
-  free(v);
-  return rc;
+  return view_done(c, v, rc);
 }
 
 void shoal__tune_watch_stats(const shoal__world_t *w, shoal__watch_stats_t *out) {
   const shoal__watch_t *wt = w->tune ? w->tune->watch : NULL;
   memset(out, 0, sizeof *out);
   if (!wt) return;
-  *out = (shoal__watch_stats_t){wt->checks,   wt->reprofiles, wt->reverts,  wt->tries,      wt->tries_kept,
-                                wt->skip,     wt->probation,  wt->trying,   wt->suspects,   wt->reprofile_s};
+  *out = (shoal__watch_stats_t){.checks = wt->checks,     .reprofiles = wt->reprofiles, .reverts = wt->reverts,
+                                .tries = wt->tries,       .tries_kept = wt->tries_kept, .ended_away = wt->ended_away,
+                                .skip = wt->skip,         .probation = wt->probation,   .trying = wt->trying,
+                                .suspects = wt->suspects, .reprofile_s = wt->reprofile_s};
 }
