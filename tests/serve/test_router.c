@@ -77,6 +77,14 @@ static void *post_thread(void *arg) {
   return NULL;
 }
 
+/* n requests posted at once, each from its own thread (a[i] holds its answer once t[i] is joined) */
+static void post_all(shoal__router_t *r, char *body, req_arg_t *a, pthread_t *t, int n) {
+  for (int i = 0; i < n; i++) {
+    a[i] = (req_arg_t){shoal__router_port(r), 0, body, NULL};
+    pthread_create(&t[i], NULL, post_thread, &a[i]);
+  }
+}
+
 TEST(a_replica_killed_mid_request_is_retried_on_another) {
   char params[] = "/tmp/shoal-serve-XXXXXX";
   CHECK(mkstemp(params) >= 0);
@@ -92,10 +100,7 @@ TEST(a_replica_killed_mid_request_is_retried_on_another) {
   pthread_t t[N];
   req_arg_t a[N];
   char *body = infer_body(1);
-  for (int i = 0; i < N; i++) {
-    a[i] = (req_arg_t){shoal__router_port(r), 0, body, NULL};
-    pthread_create(&t[i], NULL, post_thread, &a[i]);
-  }
+  post_all(r, body, a, t, N);
   shoal__router_stats_t st;
   do { /* all N sit in the dying replica's queue */
     shoal__sleep_s(0.01);
@@ -148,10 +153,7 @@ TEST(requests_beyond_one_per_live_replica_count_as_waiting) {
   pthread_t t[N];
   req_arg_t a[N];
   char *body = infer_body(1);
-  for (int i = 0; i < N; i++) {
-    a[i] = (req_arg_t){shoal__router_port(r), 0, body, NULL};
-    pthread_create(&t[i], NULL, post_thread, &a[i]);
-  }
+  post_all(r, body, a, t, N);
   do { /* all N on the two replicas (the fewest outstanding first: 3 each), none answered */
     shoal__sleep_s(0.01);
     shoal__router_stats(r, &st);
