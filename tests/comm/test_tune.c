@@ -385,13 +385,30 @@ static void dump_matrix(int rank, const shoal__tune_t *t) {
   }
 }
 
-static int rank_watch(int rank, void *arg) {
-  tune_arg_t *a = arg;
+/* A rank of the watch tests: re-profiling on, windows of 4 calls of any size, 16 messages timed per pair
+ * (steadier figures). */
+static shoal_comm_t *watch_join(int rank, tune_arg_t *a) {
   setenv("SHOAL_REPROFILE", "on", 1);
   setenv("SHOAL_REPROFILE_CALLS", "4", 1);
   setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
-  setenv("SHOAL_PROFILE_BYTES", "2097152", 1); /* 16 messages timed per pair: steadier figures */
-  shoal_comm_t *c = join(rank, a);
+  setenv("SHOAL_PROFILE_BYTES", "2097152", 1);
+  return join(rank, a);
+}
+
+/* Host 2's pairs as if measured while it was nearly cut off (1/50 of the rate, 1 s latency), that matrix
+ * copied into slowm[hosts x hosts], and the chooser told. */
+static void cut_off_host2(shoal_comm_t *c, double *slowm) {
+  shoal__tune_t *t = c->w->tune;
+  int H = t->nh;
+  for (int j = 0; j < H; j++)
+    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
+  memcpy(slowm, t->bw, sizeof *slowm * (size_t)(H * H));
+  shoal__tune_changed(c->w);
+}
+
+static int rank_watch(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  shoal_comm_t *c = watch_join(rank, a);
   if (!c) return 2;
   shoal__tune_t *t = c->w->tune;
   shoal__watch_stats_t s;
@@ -421,10 +438,7 @@ static int rank_watch(int rank, void *arg) {
   size_t nn = (size_t)(H * H);
   double *good = malloc(sizeof *good * nn * 2), *slowm = good + nn;
   memcpy(good, t->bw, sizeof *good * nn);
-  for (int j = 0; j < H; j++)
-    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
-  memcpy(slowm, t->bw, sizeof *slowm * nn);
-  shoal__tune_changed(c->w);
+  cut_off_host2(c, slowm);
   EXPECT(watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "4 MiB with host 2 cut off: %s\n",
          shoal_algo_name(watch_pick(c, WATCH_BIG)));
   for (int round = 0; round < 2 && !bad; round++) { /* 0: the new plan is slower and dropped; 1: kept */
@@ -480,11 +494,7 @@ TEST_T(tune_watch_holds_off_and_drops_a_worse_plan, 90) {
  * B's 1.5: B is tried, loses (3.0), A is back exactly, and the next try waits one check. */
 static int rank_watch_try(int rank, void *arg) {
   tune_arg_t *a = arg;
-  setenv("SHOAL_REPROFILE", "on", 1);
-  setenv("SHOAL_REPROFILE_CALLS", "4", 1);
-  setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
-  setenv("SHOAL_PROFILE_BYTES", "2097152", 1);
-  shoal_comm_t *c = join(rank, a);
+  shoal_comm_t *c = watch_join(rank, a);
   if (!c) return 2;
   shoal__tune_t *t = c->w->tune;
   shoal__watch_stats_t s;
@@ -493,10 +503,7 @@ static int rank_watch_try(int rank, void *arg) {
 #define EXPECT(cond, ...) \
   if (!bad && !(cond)) bad = fprintf(stderr, "rank %d: " #cond ": ", rank) + fprintf(stderr, __VA_ARGS__)
   double *slowm = malloc(sizeof *slowm * nn * 2), *newm = slowm + nn;
-  for (int j = 0; j < H; j++)
-    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
-  memcpy(slowm, t->bw, sizeof *slowm * nn);
-  shoal__tune_changed(c->w);
+  cut_off_host2(c, slowm);
   EXPECT(watch_pick(c, WATCH_BIG) == SHOAL_ALGO_RD, "4 MiB with host 2 cut off: %s\n",
          shoal_algo_name(watch_pick(c, WATCH_BIG)));
   watch_window(c, WATCH_BIG, 1.0); /* A's reference, calm */
@@ -559,11 +566,7 @@ static void watch_other_calls(shoal_comm_t *c, int n) {
 
 static int rank_watch_away(int rank, void *arg) {
   tune_arg_t *a = arg;
-  setenv("SHOAL_REPROFILE", "on", 1);
-  setenv("SHOAL_REPROFILE_CALLS", "4", 1);
-  setenv("SHOAL_REPROFILE_MIN_BYTES", "0", 1);
-  setenv("SHOAL_PROFILE_BYTES", "2097152", 1);
-  shoal_comm_t *c = join(rank, a);
+  shoal_comm_t *c = watch_join(rank, a);
   if (!c) return 2;
   shoal__tune_t *t = c->w->tune;
   shoal__watch_stats_t s;
@@ -572,10 +575,7 @@ static int rank_watch_away(int rank, void *arg) {
 #define EXPECT(cond, ...) \
   if (!bad && !(cond)) bad = fprintf(stderr, "rank %d: " #cond ": ", rank) + fprintf(stderr, __VA_ARGS__)
   double *slowm = malloc(sizeof *slowm * nn * 2), *newm = slowm + nn;
-  for (int j = 0; j < H; j++)
-    if (j != 2) t->bw[2 * H + j] /= 50, t->bw[j * H + 2] /= 50, t->lat[2 * H + j] = t->lat[j * H + 2] = 1.0;
-  memcpy(slowm, t->bw, sizeof *slowm * nn);
-  shoal__tune_changed(c->w);
+  cut_off_host2(c, slowm);
   watch_window(c, WATCH_BIG, 1.0); /* A's reference, calm */
   watch_window(c, WATCH_BIG, 3.0); /* drifted: host 2 measured again, B on probation */
   memcpy(newm, t->bw, sizeof *newm * nn);
