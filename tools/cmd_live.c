@@ -34,7 +34,7 @@ static int enter_testbed(const char *cmd, const char *tb) {
 
 typedef struct submit_cli {
   const char *tb, *name, *model, *output, *partition, *account;
-  long gpus, minw, maxw;
+  long gpus, minw, maxw, servers;
   double work;
 } submit_cli_t;
 
@@ -46,6 +46,9 @@ static const shoal_opt_t submit_opts[] = {
              .def = "--gpus"),
     OPT_LONG("--max", "N", maxw, 1, SHOAL_LIVE_WORKERS_MAX, "most workers the job runs with (elastic policies)",
              .def = "--gpus"),
+    OPT_LONG("--servers", "S", servers, 1, SHOAL_LIVE_WORKERS_MAX, "a parameter-server job with S servers (no GPU\n"
+             "each; rigid: --min and --max are --gpus): the tasks are one per worker and per server, on the\n"
+             "nodes the controller's plan gives them, SHOAL_PS_SERVERS=S in their environment", .def = "0: all-reduce"),
     OPT_STRING("--model", "NAME", model, "the job's model in the controller's speed model (analytic: resnet50,\n"
                "vgg16, bert-base, ... (shoal sim --help); its --throughputs table's: mlp, cnn for\n"
                "experiments/live-slurm/throughputs.json)", .def = "none: the speed model's first", .expect = "a model name"),
@@ -60,9 +63,9 @@ static const shoal_opt_t submit_opts[] = {
 
 static const shoal_opts_spec_t submit_spec = {
     .name = "shoal submit",
-    .usage = "usage: shoal submit [--testbed NAME] [--partition P] [--gpus N] [--min N] [--max N] [--model NAME]\n"
-             "                    [--work STEPS] [--account A] [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
-             "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..[:model=..][:work=..]'\n"
+    .usage = "usage: shoal submit [--testbed NAME] [--partition P] [--gpus N] [--min N] [--max N] [--servers S]\n"
+             "                    [--model NAME] [--work STEPS] [--account A] [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
+             "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..[:ps=S][:model=..][:work=..]'\n"
              "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
              "allocation (one task per node, --gres gpu:<workers on that node>, SHOAL_MASTER_ADDR = the first node);\n"
              "a USR1 to the batch script asks for a checkpoint before a preemption or resize: the job exits\n"
@@ -112,7 +115,7 @@ int shoal_cmd_submit(int argc, char **argv) {
   if (st != SHOAL_OPTS_GO) return st;
   if (res.ncmd < 1) return fprintf(stderr, "shoal submit: no command (shoal submit --gpus 2 -- shoal train ...)\n"), 2;
   shoal_live_params_t p = {.gpus = (int)c.gpus, .min = (int)(c.minw ? c.minw : c.gpus),
-                           .max = (int)(c.maxw ? c.maxw : c.gpus), .work = c.work};
+                           .max = (int)(c.maxw ? c.maxw : c.gpus), .work = c.work, .ps = (int)c.servers};
   char why[256], comment[256];
   snprintf(p.model, sizeof p.model, "%s", c.model);
   if (strlen(c.model) >= sizeof p.model || shoal__live_params_check(&p, why, sizeof why))

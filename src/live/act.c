@@ -12,17 +12,27 @@
 static int place_of(shoal_live_ctl_t *L, const shoal_place_t *p, int n, shoal_live_place_t *mp, char *jbuf, size_t cap) {
   mp->n = n;
   mp->node = calloc((size_t)(n ? n : 1), sizeof *mp->node);
-  int *g = calloc((size_t)(n ? n : 1), sizeof *g);
+  int *g = calloc((size_t)(n ? n : 1), sizeof *g), *sv = NULL, servers = 0;
+  for (int i = 0; i < n; i++) servers += p[i].ps;
+  if (servers && !(sv = calloc((size_t)n, sizeof *sv))) return free(mp->node), free(g), -1;
   mp->gpus = g;
-  if (!mp->node || !g) return free(mp->node), free(g), -1;
+  mp->servers = sv;
+  if (!mp->node || !g) return free(mp->node), free(g), free(sv), -1;
   size_t k = 0;
   jbuf[0] = 0;
   for (int i = 0; i < n; i++) {
     memcpy(mp->node[i], L->node[p[i].machine], SHOAL_LIVE_NAME);
     g[i] = p[i].workers;
+    if (sv) sv[i] = p[i].ps;
     k += (size_t)snprintf(jbuf + k, k < cap ? cap - k : 0, "%s%s:%d", i ? "," : "", L->node[p[i].machine], p[i].workers);
   }
-  return k < cap ? 0 : (free(mp->node), free(g), -1);
+  return k < cap ? 0 : (free(mp->node), free(g), free(sv), -1);
+}
+
+static void place_free(shoal_live_place_t *mp) {
+  free(mp->node);
+  free((void *)mp->gpus);
+  free((void *)mp->servers);
 }
 
 /* journaled, then started through the manager; the job's phase follows (a failure keeps it held, retried) */
@@ -43,7 +53,13 @@ static int start_on(shoal_live_ctl_t *L, lj_t *x, const shoal_live_place_t *mp, 
   x->start_failing = 0;
   x->ran = 0;
   x->starts++;
-  live_log(L, "%sstart job %ld on %s (%d workers)", L->cfg.dry_run ? "would " : "", x->sid, nodes, workers);
+  char sv[1024] = "";
+  size_t k = 0;
+  for (int i = 0; mp->servers && i < mp->n; i++)
+    if (mp->servers[i] > 0)
+      k += (size_t)snprintf(sv + k, k < sizeof sv ? sizeof sv - k : 0, "%s %d on %s", k ? "," : "; servers:",
+                            mp->servers[i], mp->node[i]);
+  live_log(L, "%sstart job %ld on %s (%d workers%s)", L->cfg.dry_run ? "would " : "", x->sid, nodes, workers, sv);
   return 0;
 }
 
@@ -55,8 +71,7 @@ int live_start(shoal_live_ctl_t *L, lj_t *x, const shoal_place_t *p, int n) {
     return -1;
   }
   int rc = start_on(L, x, &mp, jp, x->j.alloc.workers);
-  free(mp.node);
-  free((void *)mp.gpus);
+  place_free(&mp);
   if (rc) {
     if (p != x->want) memcpy(x->want, p, (size_t)n * sizeof *x->want);
     x->nwant = n;

@@ -63,13 +63,15 @@ static void check_params(shoal_live_ctl_t *L, lj_t *x, const shoal_live_job_t *m
   shoal_job_t *j = &x->j;
   if (shoal__live_params_parse(mj->comment, &p, why, sizeof why)) {
     snprintf(x->unsched, sizeof x->unsched, "its parameters do not read: %s", why);
-    p.gpus = p.min = p.max = 1, p.work = 0, p.model[0] = 0;
+    p.gpus = p.min = p.max = 1, p.work = 0, p.model[0] = 0, p.ps = 0;
   }
   j->gpus = p.gpus, j->min_workers = p.min, j->max_workers = p.max;
   j->work = p.work > 0 ? p.work : 1e9; /* 0 = unknown: ranked as very long */
-  j->arch = SHOAL_ARCH_ALLREDUCE;
-  j->sync = 1;
+  j->arch = p.ps > 0 ? SHOAL_ARCH_PS : SHOAL_ARCH_ALLREDUCE;
+  j->ps = p.ps;
+  j->sync = 1; /* (ps jobs too: `shoal train --sync ps` in its default sync mode) */
   j->worker_demand.gpus = 1;
+  j->ps_demand.gpus = 0; /* a server holds no GPU */
   int m = p.model[0] ? shoal__speed_find_model(L->speed, p.model) : 0;
   if (m < 0 && !x->unsched[0]) {
     char known[256];
@@ -98,6 +100,28 @@ static int tenant_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj) {
   return 0;
 }
 
+/* A ps job's servers into its placement p[0..n): where the layout its manager wrote at its start says (the
+ * comment's layout=NODE/WORKERS/SERVERS,...), else all on its first node; n, or 0 if the layout names a node
+ * outside the placement. */
+static int servers_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj, shoal_place_t *p, int n) {
+  shoal_live_params_t q;
+  char why[160], *sv = NULL;
+  if (n == 0 || shoal__live_params_parse(mj->comment, &q, why, sizeof why) || q.ps == 0) return n;
+  int placed = 0;
+  for (char *t = strtok_r(q.layout, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+    char node[SHOAL_LIVE_NAME];
+    int w = 0, s = 0, at = -1;
+    if (sscanf(t, "%63[^/]/%d/%d", node, &w, &s) != 3 || s <= 0) continue;
+    int m = live_node_index(L, node);
+    for (int i = 0; i < n && m >= 0; i++)
+      if (p[i].machine == m) at = i;
+    if (at < 0) return 0;
+    p[at].ps = (int16_t)(p[at].ps + s), placed += s;
+  }
+  if (!placed) p[0].ps = (int16_t)q.ps;
+  return n;
+}
+
 /* the placement the manager shows a running job on, or the journal's; 0 entries if neither fits */
 static int placement_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj, const shoal_live_jjob_t *e, shoal_place_t *p) {
   int n = 0;
@@ -107,14 +131,14 @@ static int placement_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj, const s
     if (m < 0) return 0;
     p[n].machine = m, p[n].workers = (int16_t)(mj->use[k].gpus > 0 ? mj->use[k].gpus : 1), p[n++].ps = 0;
   }
-  if (n > 0 || !e || !e->open) return n;
+  if (n > 0 || !e || !e->open) return servers_of(L, mj, p, n);
   for (int k = 0; k < e->n && n < L->nnodes; k++) {
     int m = live_node_index(L, e->node[k]);
     if (m < 0 && L->lend) continue; /* lent (a loan's restart started it there) */
     if (m < 0) return 0;
     p[n].machine = m, p[n].workers = (int16_t)e->workers[k], p[n++].ps = 0;
   }
-  return n;
+  return servers_of(L, mj, p, n);
 }
 
 /* a job the manager runs (or has released) that the controller started before: its placement back */

@@ -73,11 +73,14 @@ typedef struct shoal_live_jobs {
   shoal_live_job_t *job;
 } shoal_live_jobs_t;
 
-/* Where to run a job: nodes and GPUs (workers) on each; one task per node. */
+/* Where to run a job: nodes and GPUs (workers) on each; one task per node. A parameter-server job also has its
+ * servers per node (no GPU each; a node may hold only servers when the manager can run them so): one task per
+ * worker and per server, the workers' ranks first (docs/live.md). */
 typedef struct shoal_live_place {
   int n;
   char (*node)[SHOAL_LIVE_NAME];
   const int *gpus;
+  const int *servers;      /* [n]; NULL: none (an all-reduce job) */
 } shoal_live_place_t;
 
 typedef enum shoal_live_stop {

@@ -154,22 +154,44 @@ static int partition_for(void *impl, long id, const char *own, const shoal_live_
   return 0;
 }
 
+/* "NODE/WORKERS/SERVERS,..." of a ps placement into the job's comment (its layout= field replaced): the batch
+ * script reads it at the start and runs the tasks there (batch_script). 0, or an error if it does not fit. */
+static int comment_with_layout(const char *comment, const shoal_live_place_t *p, char *out, size_t cap) {
+  const char *old = strstr(comment, ":layout=");
+  size_t keep = old ? (size_t)(old - comment) : strlen(comment), k;
+  const char *rest = old ? strchr(old + 1, ':') : NULL;
+  int n = snprintf(out, cap, "%.*s%s:layout=", (int)keep, comment, rest ? rest : "");
+  k = n < 0 ? cap : (size_t)n;
+  for (int i = 0; i < p->n && k < cap; i++)
+    k += (size_t)snprintf(out + k, cap - k, "%s%s/%d/%d", i ? "," : "", p->node[i], p->gpus[i], p->servers[i]);
+  if (k >= cap || strchr(out, ' ') || strchr(out, '\n'))
+    return shoal__seterr(SHOAL_ERR_INVALID, "slurm: the layout of %d nodes does not fit the job's comment", p->n);
+  return 0;
+}
+
 /* Start held job id on p in partition `part` (moved there first unless it is `own`), one scontrol process for
  * every command (it fails if any does). NumCPUs too: a requeued job keeps the CPU count of its last run, and k
  * nodes with fewer CPUs than that never run it (BadConstraints). Gres is per node: the most workers any node has.
- * StartTime=now: Slurm keeps a requeued job ineligible for 121 s otherwise. */
-static int start_in(long id, const char *own, const char *part, const shoal_live_place_t *p) {
-  char nodes[8192], move[SHOAL_LIVE_NAME + 64] = "";
+ * StartTime=now: Slurm keeps a requeued job ineligible for 121 s otherwise. A ps job (p->servers) also gets its
+ * layout in its comment (`comment` is its current one). */
+static int start_in(long id, const char *own, const char *part, const char *comment, const shoal_live_place_t *p) {
+  char nodes[8192], move[SHOAL_LIVE_NAME + 64] = "", layout[600] = "";
   int maxw = 1;
   shoal__live_place_str(p, nodes, sizeof nodes);
   for (int i = 0; i < p->n; i++)
     if (p->gpus[i] > maxw) maxw = p->gpus[i];
   if (part[0] && strcmp(part, own)) snprintf(move, sizeof move, "update JobId=%ld Partition=%s\n", id, part);
-  size_t cap = strlen(nodes) + strlen(move) + 256;
+  if (p->servers) {
+    char c[512];
+    int rc = comment_with_layout(comment ? comment : "", p, c, sizeof c);
+    if (rc) return rc;
+    snprintf(layout, sizeof layout, "update JobId=%ld Comment=%s\n", id, c);
+  }
+  size_t cap = strlen(nodes) + strlen(move) + strlen(layout) + 256;
   char *in = malloc(cap);
   if (!in) return shoal__seterr(SHOAL_ERR_NOMEM, "scontrol: out of memory");
-  snprintf(in, cap, "%supdate JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d "
-           "StartTime=now\nrelease %ld\n", move, id, p->n, p->n, p->n, p->n, nodes, maxw, id);
+  snprintf(in, cap, "%s%supdate JobId=%ld NumNodes=%d-%d NumTasks=%d NumCPUs=%d ReqNodeList=%s Gres=gpu:%d "
+           "StartTime=now\nrelease %ld\n", move, layout, id, p->n, p->n, p->n, p->n, nodes, maxw, id);
   const char *argv[] = {"scontrol", "-Q", NULL};
   int rc = run(NULL, in, argv);
   free(in);
@@ -177,9 +199,17 @@ static int start_in(long id, const char *own, const char *part, const shoal_live
 }
 
 static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
-  char part[SHOAL_LIVE_NAME] = "";
-  int rc = p->n > 1 ? partition_for(impl, id, "", p, part, sizeof part) : 0;
-  return rc ? rc : start_in(id, "", part, p);
+  char part[SHOAL_LIVE_NAME] = "", comment[512] = "";
+  int rc = 0;
+  if (p->servers) { /* its comment, to write the layout into */
+    shoal_live_jobs_t jobs = {0, NULL};
+    const shoal_live_job_t *j = (rc = sl_jobs(impl, &jobs)) ? NULL : shoal__live_jobs_find(&jobs, id);
+    if (j) snprintf(comment, sizeof comment, "%s", j->comment);
+    shoal__live_jobs_free(&jobs);
+    if (!rc && !j) rc = shoal__seterr(SHOAL_ERR_NOT_FOUND, "slurm: no job %ld", id);
+  }
+  if (!rc && p->n > 1) rc = partition_for(impl, id, "", p, part, sizeof part);
+  return rc ? rc : start_in(id, "", part, comment, p);
 }
 
 static int sl_stop(void *impl, long id, shoal_live_stop_t how) {
@@ -233,7 +263,7 @@ static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t 
   int rc = partition_for(impl, j->id, j->partition, p, part, sizeof part);
   if (!rc) rc = scontrol_job("requeuehold", j->id);
   if (!rc) rc = wait_requeued(impl, j->id);
-  return rc ? rc : start_in(j->id, j->partition, part, p);
+  return rc ? rc : start_in(j->id, j->partition, part, j->comment, p);
 }
 
 /* Shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others.
@@ -445,11 +475,14 @@ static int shq(char *dst, size_t cap, const char *s) {
 
 /* The batch script: srun runs the command once per node of the allocation; it forwards USR1 (the checkpoint
  * request) to the tasks and gives them the rendezvous: the allocation's first node, a port from the job id, and a
- * job identity per run (a rank left over from an earlier run of a requeued job cannot join the next one). */
+ * job identity per run (a rank left over from an earlier run of a requeued job cannot join the next one). A ps
+ * job's comment has a layout= (start_in): one task per worker and per server instead, on the nodes it names (srun's
+ * arbitrary distribution, a host file of one line per rank: the workers first, then the servers), with
+ * SHOAL_PS_SERVERS set to the server count and the rendezvous on rank 0's node. */
 static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap) {
   char cmd[8192], q[2048];
-  size_t n = (size_t)snprintf(cmd, sizeof cmd,
-                              "srun --kill-on-bad-exit=1 -N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1");
+  size_t n = 0;
+  cmd[0] = 0;
   for (int k = 0; k < req->argc; k++) {
     if (shq(q, sizeof q, req->argv[k])) return shoal__seterr(SHOAL_ERR_INVALID, "submit: argument %d too long", k + 1);
     n += (size_t)snprintf(cmd + n, n < sizeof cmd ? sizeof cmd - n : 0, " %s", q);
@@ -466,8 +499,16 @@ static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap
                    "%strap 'scancel --signal=USR1 $SLURM_JOB_ID.0 2>/dev/null' USR1; "
                    "export SHOAL_MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
                    "SHOAL_MASTER_PORT=$((20000 + SLURM_JOB_ID %% 20000)) SHOAL_JOB_ID=slurm:$SLURM_JOB_ID.r${SLURM_RESTART_COUNT:-0}; "
+                   "o=\"-N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1\" hf=; "
+                   "l=$(squeue -h -j $SLURM_JOB_ID -o %%k); case $l in *:layout=*) l=${l##*:layout=}; l=${l%%%%:*};; *) l=;; esac; "
+                   "if [ -n \"$l\" ]; then hf=${TMPDIR:-/tmp}/shoal-hosts.$SLURM_JOB_ID; : > $hf; s=0; "
+                   "for e in $(echo $l | tr , ' '); do r=${e#*/}; i=0; while [ $i -lt ${r%%%%/*} ]; do echo ${e%%%%/*} >> $hf; i=$((i+1)); done; done; "
+                   "for e in $(echo $l | tr , ' '); do i=0; while [ $i -lt ${e##*/} ]; do echo ${e%%%%/*} >> $hf; i=$((i+1)); done; s=$((s+${e##*/})); done; "
+                   "export SLURM_HOSTFILE=$hf SHOAL_PS_SERVERS=$s SHOAL_MASTER_ADDR=$(head -n 1 $hf); "
+                   "o=\"-O -m arbitrary -n $(wc -l < $hf)\"; fi; "
                    "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
-                   "%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || exit $rc; done",
+                   "srun --kill-on-bad-exit=1 $o%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
+                   "[ -n \"$hf\" ] && rm -f $hf; exit $rc",
                    env, cmd);
   return k < 0 || (size_t)k >= cap ? shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long") : 0;
 }

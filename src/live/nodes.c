@@ -75,6 +75,9 @@ static int build_cluster(shoal_live_ctl_t *L, shoal_live_node_t **v, int n) {
   if (L->cfg.oversub >= 1) cs.net.oversub = L->cfg.oversub;
   int rc = shoal__cluster_create(&cs, &L->c);
   if (rc) return shoal__seterr(rc, "live: the cluster of %d nodes: %s", n, shoal_last_error());
+  /* Slurm gives every node of a job the same GPUs: a node holding only a job's servers would hold GPUs the
+   * policy thinks free. So servers go beside the job's workers (docs/design.md, "Parameter-server jobs live"). */
+  L->c->ps_with_workers = 1;
   return 0;
 }
 

@@ -45,6 +45,15 @@ static int read_field(shoal_live_params_t *p, char *t, char *why, size_t cap) {
     snprintf(p->model, sizeof p->model, "%s", eq);
     return 0;
   }
+  if (!strcmp(t, "ps")) return read_count(t, eq, &p->ps, why, cap);
+  if (!strcmp(t, "layout")) {
+    if (strlen(eq) >= sizeof p->layout) {
+      snprintf(why, cap, "layout longer than %zu characters", sizeof p->layout - 1);
+      return SHOAL_ERR_PARSE;
+    }
+    snprintf(p->layout, sizeof p->layout, "%s", eq);
+    return 0;
+  }
   if (!strcmp(t, "work")) {
     char *e = NULL;
     p->work = strtod(eq, &e);
@@ -54,7 +63,7 @@ static int read_field(shoal_live_params_t *p, char *t, char *why, size_t cap) {
     }
     return 0;
   }
-  snprintf(why, cap, "unknown field '%s' (known: gpus, min, max, model, work)", t);
+  snprintf(why, cap, "unknown field '%s' (known: gpus, min, max, ps, model, work, layout)", t);
   return SHOAL_ERR_PARSE;
 }
 
@@ -98,6 +107,15 @@ int shoal__live_params_check(const shoal_live_params_t *p, char *why, size_t cap
       snprintf(why, cap, "model '%s': no ':', '=', ',', quote, space or control character", p->model);
       return SHOAL_ERR_INVALID;
     }
+  if (p->ps < 0 || p->ps > SHOAL_LIVE_WORKERS_MAX) {
+    snprintf(why, cap, "servers must be 0..%d", SHOAL_LIVE_WORKERS_MAX);
+    return SHOAL_ERR_INVALID;
+  }
+  if (p->ps > 0 && (p->min != p->gpus || p->max != p->gpus)) {
+    snprintf(why, cap, "a parameter-server job runs at its requested size only (it resumes with the same workers and "
+             "servers): min and max must be gpus (%d), not %d..%d", p->gpus, p->min, p->max);
+    return SHOAL_ERR_INVALID;
+  }
   if (!(p->work >= 0) || !isfinite(p->work)) {
     snprintf(why, cap, "work must be a number of steps >= 0");
     return SHOAL_ERR_INVALID;
@@ -107,8 +125,10 @@ int shoal__live_params_check(const shoal_live_params_t *p, char *why, size_t cap
 
 int shoal__live_params_format(const shoal_live_params_t *p, char *buf, size_t cap) {
   int k = snprintf(buf, cap, SHOAL_LIVE_COMMENT_TAG "gpus=%d:min=%d:max=%d", p->gpus, p->min, p->max);
+  if (k >= 0 && (size_t)k < cap && p->ps > 0) k += snprintf(buf + k, cap - (size_t)k, ":ps=%d", p->ps);
   if (k >= 0 && (size_t)k < cap && p->model[0]) k += snprintf(buf + k, cap - (size_t)k, ":model=%s", p->model);
   if (k >= 0 && (size_t)k < cap && p->work > 0) k += snprintf(buf + k, cap - (size_t)k, ":work=%.0f", p->work);
+  if (k >= 0 && (size_t)k < cap && p->layout[0]) k += snprintf(buf + k, cap - (size_t)k, ":layout=%s", p->layout);
   if (k < 0 || (size_t)k >= cap) return shoal__seterr(SHOAL_ERR_INVALID, "shoal parameters do not fit in %zu bytes", cap);
   return 0;
 }

@@ -1,7 +1,10 @@
 /* A job's shoal parameters as they travel in the manager's comment field:
- *     shoal:gpus=N:min=A:max=B[:model=NAME][:work=STEPS]
+ *     shoal:gpus=N:min=A:max=B[:ps=S][:model=NAME][:work=STEPS][:layout=...]
  * written by `shoal submit`, read by the controller. The convention is the
- * only thing a job needs to opt in (docs/live.md). */
+ * only thing a job needs to opt in (docs/live.md). ps=S makes it a
+ * parameter-server job (S servers, rigid: min = max = gpus). layout= is the
+ * manager's, rewritten at each start of a ps job (the nodes of its workers
+ * and servers: manager_slurm.c); the parser keeps it but no decision reads it. */
 #ifndef SHOAL_LIVE_PARAMS_H
 #define SHOAL_LIVE_PARAMS_H
 
@@ -15,6 +18,8 @@ typedef struct shoal_live_params {
   int min, max;            /* elastic range; min = max = gpus for a job that cannot resize */
   char model[64];          /* "" when not given */
   double work;             /* worker-steps; 0 = unknown */
+  int ps;                  /* parameter servers; 0: an all-reduce job */
+  char layout[256];        /* the manager's layout= ("" none) */
 } shoal_live_params_t;
 
 /* 1 if the comment opts in (starts with the tag) */

@@ -122,6 +122,7 @@ static int assign(shoal_sched_t *s, shoal_job_t *j, const shoal_place_t *p, int 
     np[i] = p[i];
   }
   n = shoal__place_normalize(np, n);
+  if (s->cluster->ps_with_workers) n = shoal__place_ps_with_workers(np, n);
   int workers = 0, ps = 0;
   for (int i = 0; i < n; i++) {
     workers += np[i].workers;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../runner.h"
+#include "live/params.h"
 #include "world.h"
 
 TEST(live_fifo_runs_every_job_once) {
@@ -405,4 +406,36 @@ TEST(live_readme_models_with_the_testbed_table) {
   world_run(&w, 5, 0);
   CHECK_LOGGED(&w, "job %ld: unschedulable: model 'mlp' is not in the analytic speed model (resnet50", c);
   world_fini(&w);
+}
+
+/* A job whose comment has ps=S is a parameter-server job for the policy; its start names its servers, beside its
+ * workers (the live cluster runs servers only there: docs/design.md); the job runs once and completes. */
+TEST(live_ps_job_starts_with_its_servers_beside_its_workers) {
+  world_t w;
+  world_init(&w, 3, 1, "fifo");
+  CHECK_OK(world_start(&w));
+  long a = world_submit_comment(&w, "shoal:gpus=2:min=2:max=2:ps=3:model=resnet50:work=20", 20, 1);
+  world_run(&w, 120, 1);
+  CHECK_EQ(w.rc, 0);
+  CHECK_EQ(world_completions(&w, a), 1);
+  CHECK_EQ(world_runs(&w, a), 1);
+  /* 2 workers on 2 nodes, 3 servers: 2 on the first node, 1 on the second */
+  CHECK_LOGGED(&w, "start job %ld on h0,h1 (2 workers; servers: 2 on h0, 1 on h1)", a);
+  world_fini(&w);
+}
+
+/* The comment's ps= and the manager's layout= read back as written; a ps job that asks to be elastic is refused
+ * with the reason (it resumes only with the same workers and servers). */
+TEST(live_params_ps_and_layout) {
+  shoal_live_params_t p;
+  char why[256], c[512];
+  CHECK_OK(shoal__live_params_parse("shoal:gpus=2:ps=1:model=mlp:layout=h0/1/0,h1/1/1", &p, why, sizeof why));
+  CHECK(p.gpus == 2 && p.min == 2 && p.max == 2 && p.ps == 1);
+  CHECK_MSG(!strcmp(p.layout, "h0/1/0,h1/1/1"), "layout %s", p.layout);
+  CHECK_OK(shoal__live_params_format(&p, c, sizeof c));
+  CHECK_MSG(!strcmp(c, "shoal:gpus=2:min=2:max=2:ps=1:model=mlp:layout=h0/1/0,h1/1/1"), "comment %s", c);
+  CHECK_EQ(shoal__live_params_parse("shoal:gpus=2:min=1:max=4:ps=1", &p, why, sizeof why), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(why, "a parameter-server job runs at its requested size only");
+  CHECK_EQ(shoal__live_params_parse("shoal:gpus=2:ps=0", &p, why, sizeof why), SHOAL_ERR_PARSE);
+  CHECK_CONTAINS(why, "ps='0' is not a count");
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../runner.h"
@@ -277,7 +278,9 @@ TEST_T(live_slurm_failed_start_is_retried, 120) {
 
 /* The Slurm manager's resize of node list p (in job id's testbed N, a child process entering its fabric as
  * `shoal submit --testbed` does): the manager's status, and its error message in msg. */
-static int resize_in_testbed(const char *name, long id, const shoal_live_place_t *p, char *msg, size_t cap) {
+/* The Slurm manager's start ('s') or resize ('r') of job id on p, called from a child inside the testbed's fabric
+ * namespace (where slurmctld answers): 0 or its negative status, its message in msg. */
+static int manager_in_testbed(const char *name, char verb, long id, const shoal_live_place_t *p, char *msg, size_t cap) {
   int fds[2];
   if (pipe(fds)) return -1;
   pid_t pid = fork();
@@ -290,7 +293,7 @@ static int resize_in_testbed(const char *name, long id, const shoal_live_place_t
     setenv("SLURM_CONF", path, 1);
     shoal_live_manager_t m;
     if (fd >= 0 && setns(fd, CLONE_NEWNET) == 0 && shoal__live_slurm_create(&m) == 0) {
-      rc = m.ops->resize(m.impl, id, p);
+      rc = verb == 's' ? m.ops->start(m.impl, id, p) : m.ops->resize(m.impl, id, p);
       shoal__live_manager_destroy(&m);
     }
     const char *e = rc == 127 ? "could not enter the testbed" : shoal_last_error();
@@ -333,7 +336,7 @@ TEST_T(live_slurm_grow_without_a_common_partition_leaves_the_job_running, 120) {
     snprintf(nodes[0], sizeof nodes[0], "%s", n0);
     snprintf(nodes[1], sizeof nodes[1], "%s", n1);
     shoal_live_place_t p = {.n = 2, .node = nodes, .gpus = gpus};
-    rc = resize_in_testbed(name, id, &p, msg, sizeof msg);
+    rc = manager_in_testbed(name, 'r', id, &p, msg, sizeof msg);
   }
   char after[4096];
   snprintf(cmd, sizeof cmd,
@@ -348,4 +351,82 @@ TEST_T(live_slurm_grow_without_a_common_partition_leaves_the_job_running, 120) {
   CHECK_CONTAINS(msg, "no partition holds all of");
   CHECK_CONTAINS(after, "state=RUNNING");
   CHECK_CONTAINS(after, "Restarts=0");
+}
+
+/* A parameter-server job (`shoal submit --servers`) started by the Slurm manager on a plan's placement runs one
+ * task per worker and per server where the plan put them: `shoal train --sync ps` (experiments/live-slurm/trainjob.sh)
+ * with 2 workers, one on each node, and its server on the second node (not the first, where one task per node
+ * would put rank 2 if it ran at all). A first job runs to its end (exit 0); a second, asked to checkpoint mid-run
+ * as the controller does, ends with the requeue status 75 (every task: servers too, or the step's status would
+ * say finished), its server's shard written, and runs again on the same layout after its requeue. */
+TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
+  char cmd[4096], name[32], dir[96];
+  slurm_test_begin("experiments/live-slurm/trainjob.sh", "sp", name, sizeof name, dir, sizeof dir);
+#define PS_SH "S=$(realpath %s); N=%s; D=%s\nX() { timeout 30 $S testbed exec --name $N h0 -- \"$@\"; }\n"   \
+              "ended() { i=0; while [ $i -lt 300 ]; do case $(X squeue -h -t all -j $1 -o %%T) in COMPLETED|FAILED|" \
+              "CANCELLED|TIMEOUT|NODE_FAIL) return 0;; esac; sleep 0.2; i=$((i+1)); done; return 1; }\n"
+  snprintf(cmd, sizeof cmd,
+           TESTBED_SH
+           "mkdir -p $D/data; for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do "
+           "gunzip -c $f > $D/data/$(basename $f .gz) || exit 1; done\n"
+           "T=$PWD/experiments/live-slurm/trainjob.sh\n"
+           "A=$(sub --gpus 2 --servers 1 --model mlp --name A -- $T $S $D/data $D mlp 1 1024); echo job $A\n"
+           "B=$(sub --gpus 2 --servers 1 --model mlp --name B -- $T $S $D/data $D mlp 40 4096); echo job $B\n"
+           "set -- $(X sinfo -h -N -o %%N | sort -u); echo nodes $1 $2\n"
+           "X squeue -h -j $A -o 'comment %%k'\n",
+           shoal_test_cli(), name, dir, 1);
+  shoal_test_run_cmd(cmd, out, sizeof out, 80);
+  char n[2][SHOAL_LIVE_NAME] = {"", ""}, msg[1024] = "", a_msg[1024] = "";
+  long a = 0, b = 0;
+  const char *nl = strstr(out, "nodes "), *ja = strstr(out, "job "), *jb = ja ? strstr(ja + 4, "job ") : NULL;
+  int ready = nl && ja && jb && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
+              sscanf(jb, "job %ld", &b) == 1;
+  CHECK_MSG(ready, "no testbed, nodes or jobs: %s", out);
+  CHECK_CONTAINS(out, ":ps=1");
+  int gpus[2] = {1, 1}, servers[2] = {0, 1}, rca = -1, rcb = -1;
+  shoal_live_place_t p = {.n = 2, .node = n, .gpus = gpus, .servers = servers};
+  if (ready) rca = manager_in_testbed(name, 's', a, &p, a_msg, sizeof a_msg);
+  if (ready) rcb = manager_in_testbed(name, 's', b, &p, msg, sizeof msg);
+  snprintf(cmd, sizeof cmd,
+           PS_SH
+           "ended %ld; X scontrol show job %ld | grep -o 'ExitCode=[0-9:]*' | sed 's/^/A /'; cat $D/%ld.log\n"
+           "i=0; while [ $i -lt 300 ] && [ $(cat $D/%ld.log 2>/dev/null | grep -c '^task') -lt 3 ]; do sleep 0.2; "
+           "i=$((i+1)); done; sleep 2\n"
+           "X scancel --signal=USR1 --batch %ld; ended %ld; X scontrol show job %ld | grep -o 'ExitCode=[0-9:]*' | "
+           "sed 's/^/B /'; ls $D/%ld.ck.server0 && echo B-server-shard\n"
+           "X scontrol requeuehold %ld\n",
+           shoal_test_cli(), name, dir, a, a, a, b, b, b, b, b, b);
+  char mid[1 << 14] = "";
+  if (ready) shoal_test_run_cmd(cmd, mid, sizeof mid, 80);
+  /* the requeued run: held again, then started on the same layout */
+  int rcb2 = -1;
+  for (int i = 0; ready && i < 100 && rcb2; i++) {
+    rcb2 = manager_in_testbed(name, 's', b, &p, msg, sizeof msg);
+    if (rcb2) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL); /* (still ending its first run) */
+  }
+  snprintf(cmd, sizeof cmd,
+           PS_SH
+           "i=0; while [ $i -lt 300 ] && [ $(cat $D/%ld.log 2>/dev/null | grep -c '^task . .* 1$') -lt 3 ]; do "
+           "sleep 0.2; i=$((i+1)); done; cat $D/%ld.log | sed 's/^/B: /'\n"
+           "X scancel %ld\n" TESTBED_SH_END,
+           shoal_test_cli(), name, dir, b, b, b);
+  char end[1 << 14] = "";
+  shoal_test_run_cmd(cmd, end, sizeof end, 80);
+  CHECK_MSG(rca == 0 && rcb == 0, "start: %d (%s) %d (%s)", rca, a_msg, rcb, msg);
+  char want[160];
+  /* job A: both workers, one per node, its server on the second node, and its end */
+  CHECK_CONTAINS(mid, "A ExitCode=0:0");
+  snprintf(want, sizeof want, "task 0 %s worker 0", n[0]);
+  CHECK_MSG(strstr(mid, want) != NULL, "no '%s': %s", want, mid);
+  snprintf(want, sizeof want, "task 1 %s worker 0", n[1]);
+  CHECK_MSG(strstr(mid, want) != NULL, "no '%s': %s", want, mid);
+  snprintf(want, sizeof want, "task 2 %s server 0", n[1]);
+  CHECK_MSG(strstr(mid, want) != NULL, "no '%s': %s", want, mid);
+  CHECK_CONTAINS(mid, "exit 0 ");
+  /* job B: stopped with the requeue status, the server's shard written, and started again on its layout */
+  CHECK_CONTAINS(mid, "B ExitCode=75:0");
+  CHECK_CONTAINS(mid, "B-server-shard");
+  CHECK_MSG(rcb2 == 0, "restart after the requeue: %d (%s)", rcb2, msg);
+  snprintf(want, sizeof want, "B: task 2 %s server 1", n[1]);
+  CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
 }

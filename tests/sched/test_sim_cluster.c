@@ -275,6 +275,22 @@ TEST(placement_respects_cpu_and_places_ps) {
   shoal__cluster_destroy(c);
 }
 
+/* Servers on machines without the job's workers move beside them (the live controller on Slurm): each to the worker
+ * machine with the fewest servers, ties to the lowest id; the emptied machines leave the placement. */
+TEST(placement_ps_with_workers_moves_servers_beside_them) {
+  shoal_place_t p[4] = {{0, 3, 1}, {1, 0, 1}};
+  CHECK_EQ(shoal__place_ps_with_workers(p, 2), 1);
+  CHECK(p[0].machine == 0 && p[0].workers == 3 && p[0].ps == 2);
+  shoal_place_t q[4] = {{0, 1, 0}, {1, 0, 2}, {2, 1, 1}, {3, 0, 1}};
+  CHECK_EQ(shoal__place_ps_with_workers(q, 4), 2);
+  /* the two of machine 1: to 0 (0 servers), then to 0 again (1 = machine 2's 1, lower id); machine 3's: to 2 */
+  CHECK(q[0].machine == 0 && q[0].workers == 1 && q[0].ps == 2);
+  CHECK(q[1].machine == 2 && q[1].workers == 1 && q[1].ps == 2);
+  shoal_place_t r[2] = {{0, 2, 0}, {5, 1, 1}}; /* every server beside workers already: unchanged */
+  CHECK_EQ(shoal__place_ps_with_workers(r, 2), 2);
+  CHECK(r[0].ps == 0 && r[1].machine == 5 && r[1].ps == 1);
+}
+
 TEST(analytic_speed_model_formulas) {
   shoal_speed_t *s;
   CHECK_OK(shoal__speed_analytic_create(&s));

@@ -54,6 +54,9 @@ typedef struct shoal_cluster {
    * (best fit in O(max GPUs per machine * nmachines/64), lowest id first) */
   int words;                /* 64-bit words per bucket */
   uint64_t *bucket;         /* [(max_gpus_per_machine+1) * words] */
+  int ps_with_workers;      /* 1: a job's parameter servers run only on machines holding its workers: every
+                             * assignment moves the others there (the live controller on Slurm, which gives every
+                             * node of a job the same GPUs: docs/design.md) */
 } shoal_cluster_t;
 
 /* Description of a cluster to build (from flags or a config file). Machines

@@ -223,6 +223,24 @@ int shoal__place_normalize(shoal_place_t *p, int n) {
   return k;
 }
 
+int shoal__place_ps_with_workers(shoal_place_t *p, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (p[i].workers > 0 || p[i].ps == 0) continue;
+    for (int s = p[i].ps; s > 0; s--) { /* each server to the worker machine with the fewest (ties: lowest id) */
+      int best = -1;
+      for (int m = 0; m < n; m++)
+        if (p[m].workers > 0 && (best < 0 || p[m].ps < p[best].ps)) best = m;
+      if (best < 0) return n; /* no workers at all: nothing to move to */
+      p[best].ps++;
+    }
+    p[i].ps = 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (p[i].workers > 0 || p[i].ps > 0) p[k++] = p[i];
+  return k;
+}
+
 int shoal__place_equal(const shoal_place_t *a, int na, const shoal_place_t *b, int nb) {
   if (na != nb) return 0;
   for (int i = 0; i < na; i++)

@@ -36,6 +36,10 @@ int shoal__place_ps_job(const shoal_cluster_t *c, const shoal_job_t *j, int work
 
 /* Sort by machine, merge repeated machines, drop empty entries; returns the new count. */
 int shoal__place_normalize(shoal_place_t *p, int n);
+/* The servers of a normalized placement that sit on machines without the job's workers, moved one by one to its
+ * worker machine with the fewest servers (ties: the lowest id); the machines left empty dropped. Returns the new
+ * count (n unchanged when no entry has workers). For managers that run a job's servers only beside its workers. */
+int shoal__place_ps_with_workers(shoal_place_t *p, int n);
 /* 1 if two normalized placements are equal. */
 int shoal__place_equal(const shoal_place_t *a, int na, const shoal_place_t *b, int nb);
 
