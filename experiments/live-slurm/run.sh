@@ -16,6 +16,7 @@
 #                              THROUGHPUTS (experiments/live-slurm/throughputs.json), NAME (live),
 #                              ACCOUNTING (0), OTHER (0), OTHER_S (30), MAX_TIME (1700),
 #                              SCALE (1: every job's length x SCALE, workload.py --scale),
+#                              PS (0: the fraction of parameter-server jobs, workload.py --ps; `shoal submit --servers`),
 #                              DATA (a directory to keep Fashion-MNIST unpacked in; default: a temporary one),
 #                              HOSTS (8), GPUS (1: emulated GPUs per host; the CPU limit CPU is per host, shared by
 #                              the jobs on it; utilization then counts hosts held, not GPUs)
@@ -36,7 +37,7 @@ rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
 for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do
   b=$(basename "$f" .gz); [ -s "$DATA/$b" ] || gunzip -c "$f" > "$DATA/$b" || exit 1
 done
-/usr/bin/python3 "$here/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" --window "$WINDOW" --scale "${SCALE:-1}" | tee "$out/workload.txt"
+/usr/bin/python3 "$here/workload.py" "$TP" "$out" --jobs "$N" --seed "$SEED" --window "$WINDOW" --scale "${SCALE:-1}" --ps "${PS:-0}" | tee "$out/workload.txt"
 pid=
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
@@ -64,12 +65,13 @@ if [ "$OTHER" -gt 0 ]; then # the second user's plain jobs, at seeded random tim
     X sbatch --parsable --uid=nobody -A other -N 1 -o /dev/null --wrap "sleep $OTHER_S" >> "$out/other-submitted"
   done &
 fi
-while read -r i arr g lo hi model epochs subset work expect; do
+while read -r i arr g lo hi model epochs subset work expect servers; do
   case $i in \#*) continue;; esac
+  ps=(); [ "${servers:-0}" -gt 0 ] && ps=(--servers "$servers")
   now=$(date +%s.%N)
   wait_s=$(awk -v a="$arr" -v t0="$t0" -v n="$now" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')
   sleep "$wait_s"
-  id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" \
+  id=$("$S" submit --testbed "$NAME" --gpus "$g" --min "$lo" --max "$hi" --model "$model" --work "$work" --name "j$i" "${ps[@]}" \
        --output "$out/%j.out" -- "$here/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
   echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
   if [ "$sched" = slurm ]; then

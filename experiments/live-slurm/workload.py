@@ -11,11 +11,15 @@ rigid. Lengths are at the requested size, turned into samples with the
 measured speeds (throughputs.json, the table `shoal sim --speed table` reads:
 worker-steps/s of batch 64). Arrivals: a Poisson process over WINDOW seconds,
 the first job at 0. --scale F multiplies every length by F (a shorter run).
+--ps F makes a fraction F of the jobs parameter-server jobs (`shoal train
+--sync ps`, rigid at their requested size, ceil(workers/2) servers; drawn
+from a second seeded stream, so the rest of the workload is the same as
+without it); their lengths use the same speeds (the table has no ps rows).
 
 Writes OUT/jobs.txt (one line per job for run.sh: index arrival gpus min max
 model epochs train_subset work expected_s) and OUT/trace.csv (the same jobs as a
-shoal job CSV for `shoal sim --trace`).
-  workload.py THROUGHPUTS OUT [--jobs N] [--seed S] [--window W] [--scale F]"""
+shoal job CSV for `shoal sim --trace`); jobs.txt's last column is the server count (0: bsp).
+  workload.py THROUGHPUTS OUT [--jobs N] [--seed S] [--window W] [--scale F] [--ps F]"""
 import argparse, json, math, random, re
 
 ap = argparse.ArgumentParser()
@@ -25,6 +29,7 @@ ap.add_argument("--jobs", type=int, default=30)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--window", type=float, default=240)
 ap.add_argument("--scale", type=float, default=1)
+ap.add_argument("--ps", type=float, default=0)
 a = ap.parse_args()
 
 t = json.load(open(a.throughputs))
@@ -60,15 +65,21 @@ for i in range(a.jobs):
     epochs = max(1, math.ceil(samples / 60000))
     subset = max(1024, int(round(samples / epochs / 256)) * 256)
     work = epochs * subset // 64
-    jobs.append((i, arr[i], g, lo, hi, model, epochs, subset, work, work / speed[(model, g)]))
+    jobs.append([i, arr[i], g, lo, hi, model, epochs, subset, work, work / speed[(model, g)], 0])
+ps_rng = random.Random(a.seed * 7919 + 1)
+for j in jobs:
+    if ps_rng.random() < a.ps:
+        j[3] = j[4] = j[2]  # rigid: a ps job resumes with the same workers and servers only
+        j[10] = (j[2] + 1) // 2
 
 with open(a.out + "/jobs.txt", "w") as f:
-    f.write("# index arrival_s gpus min max model epochs train_subset work_worker_steps expected_s\n")
+    f.write("# index arrival_s gpus min max model epochs train_subset work_worker_steps expected_s servers\n")
     for j in jobs:
-        f.write("%d %.1f %d %d %d %s %d %d %d %.1f\n" % j)
+        f.write("%d %.1f %d %d %d %s %d %d %d %.1f %d\n" % tuple(j))
 with open(a.out + "/trace.csv", "w") as f:
-    f.write("arrival,gpus,work,model,min_workers,max_workers,worker_cpus,worker_mem_gb\n")
+    f.write("arrival,gpus,work,model,min_workers,max_workers,worker_cpus,worker_mem_gb,arch,ps\n")
     for j in jobs:
-        f.write("%.1f,%d,%d,%s,%d,%d,1,1\n" % (j[1], j[2], j[8], j[5], j[3], j[4]))
+        f.write("%.1f,%d,%d,%s,%d,%d,1,1,%s,%d\n" % (j[1], j[2], j[8], j[5], j[3], j[4], "ps" if j[10] else "allreduce", j[10]))
 gs = sum(j[2] * j[9] for j in jobs)
-print("%d jobs over %.0f s, %.0f GPU-s of training at the requested sizes (%.0f s of 8 GPUs)" % (len(jobs), arr[-1], gs, gs / 8))
+print("%d jobs (%d parameter-server) over %.0f s, %.0f GPU-s of training at the requested sizes (%.0f s of 8 GPUs)" %
+      (len(jobs), sum(1 for j in jobs if j[10]), arr[-1], gs, gs / 8))

@@ -478,7 +478,9 @@ static int shq(char *dst, size_t cap, const char *s) {
  * job identity per run (a rank left over from an earlier run of a requeued job cannot join the next one). A ps
  * job's comment has a layout= (start_in): one task per worker and per server instead, on the nodes it names (srun's
  * arbitrary distribution, a host file of one line per rank: the workers first, then the servers), with
- * SHOAL_PS_SERVERS set to the server count and the rendezvous on rank 0's node. */
+ * SHOAL_PS_SERVERS set to the server count and the rendezvous on rank 0's node. A ps job started by Slurm itself
+ * (no layout= in its comment, ps=S) runs one worker per node of its allocation and the servers round robin over
+ * them, in node order. */
 static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap) {
   char cmd[8192], q[2048];
   size_t n = 0;
@@ -500,11 +502,15 @@ static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap
                    "export SHOAL_MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1) "
                    "SHOAL_MASTER_PORT=$((20000 + SLURM_JOB_ID %% 20000)) SHOAL_JOB_ID=slurm:$SLURM_JOB_ID.r${SLURM_RESTART_COUNT:-0}; "
                    "o=\"-N $SLURM_JOB_NUM_NODES -n $SLURM_JOB_NUM_NODES --ntasks-per-node=1\" hf=; "
-                   "l=$(squeue -h -j $SLURM_JOB_ID -o %%k); case $l in *:layout=*) l=${l##*:layout=}; l=${l%%%%:*};; *) l=;; esac; "
+                   "c=$(squeue -h -j $SLURM_JOB_ID -o %%k) l= s=0; "
+                   "case $c in *:layout=*) l=${c##*:layout=}; l=${l%%%%:*};; esac; case $c in *:ps=*) s=${c##*:ps=}; s=${s%%%%:*};; esac; "
                    "if [ -n \"$l\" ]; then hf=${TMPDIR:-/tmp}/shoal-hosts.$SLURM_JOB_ID; : > $hf; s=0; "
                    "for e in $(echo $l | tr , ' '); do r=${e#*/}; i=0; while [ $i -lt ${r%%%%/*} ]; do echo ${e%%%%/*} >> $hf; i=$((i+1)); done; done; "
                    "for e in $(echo $l | tr , ' '); do i=0; while [ $i -lt ${e##*/} ]; do echo ${e%%%%/*} >> $hf; i=$((i+1)); done; s=$((s+${e##*/})); done; "
-                   "export SLURM_HOSTFILE=$hf SHOAL_PS_SERVERS=$s SHOAL_MASTER_ADDR=$(head -n 1 $hf); "
+                   "elif [ \"$s\" -gt 0 ]; then hf=${TMPDIR:-/tmp}/shoal-hosts.$SLURM_JOB_ID; "
+                   "scontrol show hostnames \"$SLURM_JOB_NODELIST\" > $hf; k=$(wc -l < $hf) i=0; "
+                   "while [ $i -lt $s ]; do head -n $((i %% k + 1)) $hf | tail -n 1 >> $hf; i=$((i+1)); done; fi; "
+                   "if [ -n \"$hf\" ]; then export SLURM_HOSTFILE=$hf SHOAL_PS_SERVERS=$s SHOAL_MASTER_ADDR=$(head -n 1 $hf); "
                    "o=\"-O -m arbitrary -n $(wc -l < $hf)\"; fi; "
                    "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
                    "srun --kill-on-bad-exit=1 $o%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "

@@ -358,7 +358,8 @@ TEST_T(live_slurm_grow_without_a_common_partition_leaves_the_job_running, 120) {
  * with 2 workers, one on each node, and its server on the second node (not the first, where one task per node
  * would put rank 2 if it ran at all). A first job runs to its end (exit 0); a second, asked to checkpoint mid-run
  * as the controller does, ends with the requeue status 75 (every task: servers too, or the step's status would
- * say finished), its server's shard written, and runs again on the same layout after its requeue. */
+ * say finished), its server's shard written, and runs again on the same layout after its requeue. A third, released
+ * to Slurm's own scheduling (no layout), runs its workers one per node and its server on the first. */
 TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
   char cmd[4096], name[32], dir[96];
   slurm_test_begin("experiments/live-slurm/trainjob.sh", "sp", name, sizeof name, dir, sizeof dir);
@@ -372,15 +373,17 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
            "T=$PWD/experiments/live-slurm/trainjob.sh\n"
            "A=$(sub --gpus 2 --servers 1 --model mlp --name A -- $T $S $D/data $D mlp 1 1024); echo job $A\n"
            "B=$(sub --gpus 2 --servers 1 --model mlp --name B -- $T $S $D/data $D mlp 40 4096); echo job $B\n"
+           "C=$(sub --gpus 2 --servers 1 --model mlp --name C -- $T $S $D/data $D mlp 1 1024); echo job $C\n"
            "set -- $(X sinfo -h -N -o %%N | sort -u); echo nodes $1 $2\n"
            "X squeue -h -j $A -o 'comment %%k'\n",
            shoal_test_cli(), name, dir, 1);
   shoal_test_run_cmd(cmd, out, sizeof out, 80);
   char n[2][SHOAL_LIVE_NAME] = {"", ""}, msg[1024] = "", a_msg[1024] = "";
-  long a = 0, b = 0;
+  long a = 0, b = 0, c = 0;
   const char *nl = strstr(out, "nodes "), *ja = strstr(out, "job "), *jb = ja ? strstr(ja + 4, "job ") : NULL;
-  int ready = nl && ja && jb && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
-              sscanf(jb, "job %ld", &b) == 1;
+  const char *jc = jb ? strstr(jb + 4, "job ") : NULL;
+  int ready = nl && ja && jb && jc && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
+              sscanf(jb, "job %ld", &b) == 1 && sscanf(jc, "job %ld", &c) == 1;
   CHECK_MSG(ready, "no testbed, nodes or jobs: %s", out);
   CHECK_CONTAINS(out, ":ps=1");
   int gpus[2] = {1, 1}, servers[2] = {0, 1}, rca = -1, rcb = -1;
@@ -408,8 +411,11 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
            PS_SH
            "i=0; while [ $i -lt 300 ] && [ $(cat $D/%ld.log 2>/dev/null | grep -c '^task . .* 1$') -lt 3 ]; do "
            "sleep 0.2; i=$((i+1)); done; cat $D/%ld.log | sed 's/^/B: /'\n"
-           "X scancel %ld\n" TESTBED_SH_END,
-           shoal_test_cli(), name, dir, b, b, b);
+           "X scancel %ld; ended %ld\n"
+           "X scontrol update JobId=%ld NumNodes=2-2 NumTasks=2 StartTime=now; X scontrol release %ld; ended %ld\n"
+           "X scontrol show job %ld | grep -o 'ExitCode=[0-9:]*' | sed 's/^/C /'; cat $D/%ld.log | sed 's/^/C: /'\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, b, b, b, b, c, c, c, c, c);
   char end[1 << 14] = "";
   shoal_test_run_cmd(cmd, end, sizeof end, 80);
   CHECK_MSG(rca == 0 && rcb == 0, "start: %d (%s) %d (%s)", rca, a_msg, rcb, msg);
@@ -428,5 +434,9 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
   CHECK_CONTAINS(mid, "B-server-shard");
   CHECK_MSG(rcb2 == 0, "restart after the requeue: %d (%s)", rcb2, msg);
   snprintf(want, sizeof want, "B: task 2 %s server 1", n[1]);
+  CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
+  /* job C, started by Slurm itself (no layout): one worker per node, the server on the first */
+  CHECK_CONTAINS(end, "C ExitCode=0:0");
+  snprintf(want, sizeof want, "C: task 2 %s server 0", n[0]);
   CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
 }
