@@ -194,6 +194,76 @@ TEST(marl_sees_and_routes_to_consolidation) {
   shoal__speed_destroy(sp);
 }
 
+/* a decider that spreads: the first feasible socket of a server the job does not use yet, else the first */
+static int spread_out(void *arg, const shoal__marl_step_t *st) {
+  (void)arg;
+  const shoal_marl_obs_t *o = st->obs;
+  int first = -1;
+  for (int k = 0; k < o->nsock; k++) {
+    if (!o->mask[k]) continue;
+    if (first < 0) first = k;
+    if (o->xm[(size_t)o->sock_serv[k] * SHOAL_MARL_FM + 1] == 0) return k; /* none of its workers there */
+  }
+  return first;
+}
+
+TEST(marl_keeps_consolidations_machine_count) {
+  /* 4 idle 8-GPU machines: a 4-GPU job fits on one, a 12-GPU job on two. A decider that spreads every worker
+   * to a new server gets them on 4 machines each with spread=1; the mask (spread=0) keeps them to 1 and 2. */
+  shoal_speed_t *sp = linear_speed(0.9);
+  tjob_t t[] = {{0, 4, 100, 0}, {200, 12, 100, 0}};
+  for (int spread = 0; spread < 2; spread++) {
+    shoal_workload_t w;
+    memset(&w, 0, sizeof w);
+    tiny_workload(&w, t, 2);
+    shoal_cluster_spec_t cs;
+    one_machine(&cs, 4, 8);
+    shoal__marl_set_decider(spread_out, NULL);
+    shoal_sim_result_t r;
+    run_with(&w, &cs, sp, "marl", spread ? "spread=1:wait=0" : "wait=0", NULL, &r);
+    shoal__marl_set_decider(NULL, NULL);
+    CHECK_EQ(r.finished, 2);
+    CHECK_EQ(w.jobs[0].max_machines, spread ? 4 : 1);
+    CHECK_EQ(w.jobs[1].max_machines, spread ? 4 : 2);
+    shoal__sim_result_free(&r);
+    shoal__workload_free(&w);
+  }
+  shoal__speed_destroy(sp);
+}
+
+TEST(marl_waits_rather_than_share_a_nic) {
+  /* 3 8-GPU machines. Job 0 (12 GPUs) spans machines 0 and 1 (8 + 4), job 1 (6) takes machine 2. Job 2 (5)
+   * fits on a machine but none has 5 free GPUs: it would span machine 1 (beside job 0, which spans: a NIC
+   * term) and machine 2. wait=1: it waits for job 1 to end (t = 101) and runs on one machine; wait=0: it
+   * starts at once over two. */
+  shoal_interference_t *im;
+  CHECK_OK(shoal__interference_parse("m.json", MODEL, strlen(MODEL), &im));
+  shoal_speed_t *sp = linear_speed(0.9);
+  tjob_t t[] = {{0, 12, 1000, 0}, {1, 6, 100, 0}, {2, 5, 100, 0}};
+  for (int wait = 0; wait < 2; wait++) {
+    shoal_workload_t w;
+    memset(&w, 0, sizeof w);
+    tiny_workload(&w, t, 3);
+    shoal_cluster_spec_t cs;
+    one_machine(&cs, 3, 8);
+    hint_seen_t h;
+    shoal__marl_set_decider(follow_hint, &h);
+    shoal_sim_result_t r;
+    run_with(&w, &cs, sp, "marl", wait ? "wait=1" : "wait=0", im, &r);
+    shoal__marl_set_decider(NULL, NULL);
+    CHECK_EQ(r.finished, 3);
+    CHECK_EQ(w.jobs[0].max_machines, 2);
+    CHECK_EQ(w.jobs[2].max_machines, wait ? 1 : 2);
+    if (wait) CHECK(w.jobs[2].first_start >= 101);
+    else CHECK_NEAR(w.jobs[2].first_start, 2, 1e-9);
+    CHECK_CONTAINS(r.policy_stats, wait ? "waits=1" : "waits=0");
+    shoal__sim_result_free(&r);
+    shoal__workload_free(&w);
+  }
+  shoal__speed_destroy(sp);
+  shoal__interference_free(im);
+}
+
 TEST(marl_falls_back_when_no_agent_can_place) {
   /* 4 racks of one 8-GPU machine, 4 agents: a 16-GPU job fits in no agent's partition */
   shoal_speed_t *sp = linear_speed(0.9);

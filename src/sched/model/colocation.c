@@ -41,7 +41,8 @@ void shoal__colo_socket(const shoal__colo_t *x, const shoal__slots_t *sl, const 
   *imposed = im;
 }
 
-double shoal__colo_nic(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m) {
+/* the sum over the other jobs on m that span machines of g_nic(j, k) (suffered) or g_nic(k, j) */
+static double nic_sum(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m, int suffered) {
   int g = sl->c->m[m].cap.gpus, cj = shoal__colo_class(x, j);
   const shoal_job_t *seen[SHOAL_MAX_GPUS_PER_MACHINE];
   int ns = 0;
@@ -53,9 +54,19 @@ double shoal__colo_nic(const shoal__colo_t *x, const shoal__slots_t *sl, const s
     for (int i = 0; i < ns; i++) dup |= seen[i] == h;
     if (dup) continue;
     seen[ns++] = h;
-    sum += shoal__interference_term(x->im, SHOAL_IL_NIC, cj, shoal__colo_class(x, h));
+    int ch = shoal__colo_class(x, h);
+    sum += suffered ? shoal__interference_term(x->im, SHOAL_IL_NIC, cj, ch)
+                    : shoal__interference_term(x->im, SHOAL_IL_NIC, ch, cj);
   }
   return sum;
+}
+
+double shoal__colo_nic(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m) {
+  return nic_sum(x, sl, j, m, 1);
+}
+
+double shoal__colo_nic_imposed(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m) {
+  return nic_sum(x, sl, j, m, 0);
 }
 
 double shoal__colo_slowdown(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j) {

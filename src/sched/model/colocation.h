@@ -46,5 +46,8 @@ double shoal__colo_pick_sockets(const shoal__colo_t *x, const shoal__slots_t *sl
                                 uint8_t *want);
 /* The NIC term a worker of j on machine m would suffer if j spans machines. */
 double shoal__colo_nic(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m);
+/* What j spanning machines would add to the NIC terms of the jobs on m that span machines (the sum of
+ * g_nic(k, j) over them). */
+double shoal__colo_nic_imposed(const shoal__colo_t *x, const shoal__slots_t *sl, const shoal_job_t *j, int m);
 
 #endif

@@ -39,6 +39,11 @@ typedef struct {
   int n_prev;
   long jobs, decisions, fallbacks;
   int said;                           /* a fallback was reported */
+  int spread;                         /* a job may use more machines than consolidation would give it */
+  int nic_aware;                      /* the hint steers jobs that span machines off shared NICs (nic_aware) */
+  int wait;                           /* 1: a job that fits on a machine waits rather than span machines sharing
+                                         a NIC with another such job; 2: rather than span machines at all */
+  long waits;
 } marl_t;
 
 static void marl_destroy(void *state) {
@@ -95,7 +100,7 @@ static int fallback_create(marl_t *p, shoal_sched_t *s, const char *params) {
 }
 
 static int marl_create(shoal_sched_t *s, const char *params, void **state) {
-  static const char *const keys[] = {"weights", "agents", "fallback", NULL};
+  static const char *const keys[] = {"weights", "agents", "fallback", "spread", "nic", "wait", NULL};
   int rc = shoal__param_check("marl", params, keys);
   if (rc) return rc;
   marl_t *p = calloc(1, sizeof *p);
@@ -104,10 +109,17 @@ static int marl_create(shoal_sched_t *s, const char *params, void **state) {
   p->decide_arg = tls_decide_arg;
   const shoal_interference_t *im;
   int M = s->cluster->nmachines;
-  if ((rc = load_net(p, s, params)) || (rc = fallback_create(p, s, params)) ||
+  long spread, nic, wait;
+  if ((rc = shoal__param_long("marl", params, "spread", 0, 0, 1, &spread)) ||
+      (rc = shoal__param_long("marl", params, "nic", 1, 0, 1, &nic)) ||
+      (rc = shoal__param_long("marl", params, "wait", 1, 0, 2, &wait)) || (rc = load_net(p, s, params)) ||
+      (rc = fallback_create(p, s, params)) ||
       (rc = shoal__marl_parts(s->cluster, p->agents, &p->parts)) || (rc = shoal__placer_model(s, &im, &p->owned)) ||
       (rc = shoal__colo_init(&p->colo, im, s->speed)))
     goto fail;
+  p->spread = (int)spread;
+  p->nic_aware = (int)nic;
+  p->wait = (int)wait;
   p->views = calloc((size_t)p->agents, sizeof *p->views);
   p->buf = malloc((size_t)M * sizeof *p->buf);
   p->cons = malloc((size_t)M * sizeof *p->cons);
@@ -162,6 +174,35 @@ static void consolidated(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j
   p->cons[0].machine = best;
 }
 
+/* the NIC interference j spanning machines would suffer and cause on m */
+static double nic_cost(const marl_t *p, const shoal_sched_t *s, const shoal_job_t *j, int m) {
+  return shoal__colo_nic(&p->colo, s->slots, j, m) + shoal__colo_nic_imposed(&p->colo, s->slots, j, m);
+}
+
+/* A job consolidation spreads over machines shares each one's NIC with the other jobs there that span
+ * machines (the model's largest terms). Each of its machines where that costs something is swapped, in
+ * partition a, for the machine not in the placement with room for the same workers, the least such
+ * interference, then the fewest free GPUs (the machine count and the split stay consolidation's). */
+static void nic_aware(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j, int a) {
+  const shoal__marl_part_t *pt = &p->parts[a];
+  const shoal_cluster_t *c = s->cluster;
+  for (int k = 0; k < p->ncons; k++) {
+    double cost = nic_cost(p, s, j, p->cons[k].machine);
+    if (cost <= 0) continue;
+    int best = -1, best_free = 0;
+    for (int i = 0; i < pt->nserv; i++) {
+      int m = pt->serv_m[i], in = 0;
+      for (int q = 0; q < p->ncons && !in; q++) in = p->cons[q].machine == m;
+      if (in || shoal__place_room(c, j, m) < p->cons[k].workers) continue;
+      double mc = nic_cost(p, s, j, m);
+      int f = c->m[m].free.gpus;
+      if (mc < cost - 1e-12 || (best >= 0 && mc <= cost + 1e-12 && f < best_free)) best = m, cost = mc, best_free = f;
+    }
+    if (best >= 0) p->cons[k].machine = best;
+  }
+  shoal__place_normalize(p->cons, p->ncons);
+}
+
 /* the partition that holds all of consolidation's machines for j (p->cons), else the one with the most
  * free GPUs that has as many free GPUs as j needs; -1 if none */
 static int route(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
@@ -170,6 +211,7 @@ static int route(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
   int home = p->ncons > 0 ? part_of(p, c->m[p->cons[0].machine].rack) : -1;
   for (int k = 1; k < p->ncons && home >= 0; k++)
     if (part_of(p, c->m[p->cons[k].machine].rack) != home) home = -1;
+  if (home >= 0 && p->ncons > 1 && p->nic_aware) nic_aware(p, s, j, home);
   if (home >= 0) return home;
   int best = -1, best_free = -1;
   for (int a = 0; a < p->agents; a++) {
@@ -200,10 +242,18 @@ static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   if (j->gpus > s->cluster->gpus_free) return 0;
   if (j->arch == SHOAL_ARCH_PS) return fallback(p, s, j, "is a parameter-server job (the agents place all-reduce workers)");
   int a = route(p, s, j);
+  if (p->wait && p->ncons > 1 && j->gpus <= s->cluster->max_gpus_per_machine) {
+    double cost = 0;
+    for (int k = 0; p->wait == 1 && k < p->ncons; k++) cost += nic_cost(p, s, j, p->cons[k].machine);
+    if (p->wait == 2 || cost > 0) {
+      p->waits++;
+      return 0;
+    }
+  }
   if (a < 0) return fallback(p, s, j, "fits in no agent's partition");
   shoal__marl_view_t *v = &p->views[a];
   const shoal__marl_part_t *pt = &p->parts[a];
-  shoal__marl_view_job(v, s, &p->colo, j, p->queued_gpus, p->cons, p->ncons > 0 ? p->ncons : 0);
+  shoal__marl_view_job(v, s, &p->colo, j, p->queued_gpus, p->cons, p->ncons > 0 ? p->ncons : 0, !p->spread);
   p->jobs++;
   shoal_marl_obs_t o;
   for (int w = 0; w < j->gpus; w++) {
@@ -232,7 +282,8 @@ static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
 
 static void marl_stats(void *state, char *buf, size_t cap) {
   marl_t *p = state;
-  snprintf(buf, cap, "agents=%d jobs=%ld decisions=%ld fallbacks=%ld", p->agents, p->jobs, p->decisions, p->fallbacks);
+  snprintf(buf, cap, "agents=%d jobs=%ld decisions=%ld fallbacks=%ld waits=%ld", p->agents, p->jobs, p->decisions,
+           p->fallbacks, p->waits);
 }
 
 const shoal_placer_ops_t shoal__placer_marl = {
@@ -262,7 +313,11 @@ const shoal_policy_ops_t shoal__policy_marl = {
     "learned placement: FIFO queue (backfill), one agent per group of racks places each job worker by worker "
     "(hierarchical graph network, interference-aware features; docs/learned-placement.md)",
     "weights=shipped: weights file (python/shoal/marl.py writes it); agents=the file's: agents, each on a group of "
-    "whole racks; fallback=consolidate: placer for a job no agent can place (consolidate, firstfit, loadbal, pack)",
+    "whole racks; fallback=consolidate: placer for a job no agent can place (consolidate, firstfit, loadbal, pack); "
+    "spread=0: 1 lets a job use more machines than consolidation would give it (0: at most as many); nic=1: the "
+    "consolidation feature of a job that spans machines avoids machines whose NIC other such jobs use (0: off); "
+    "wait=1: a job that fits on one machine waits rather than span machines where it would share a NIC with "
+    "another job that spans machines (2: rather than span at all; 0: never waits)",
     policy_create,
     shoal__fifo_destroy,
     shoal__fifo_arrive,

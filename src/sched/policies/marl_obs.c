@@ -94,7 +94,9 @@ int shoal__marl_view_init(shoal__marl_view_t *v, const shoal__marl_part_t *p) {
   v->imposed = malloc(S * sizeof *v->imposed);
   v->nic = malloc(M * sizeof *v->nic);
   v->xjobs = malloc(R * sizeof *v->xjobs);
-  if (!v->xs || !v->xm || !v->xr || !v->mask || !v->t_sock || !v->t_serv || !v->t_rack || !v->hint || !v->own || !v->imposed ||
+  v->rooms = malloc(M * sizeof *v->rooms);
+  v->serv_ok = malloc(M);
+  if (!v->rooms || !v->serv_ok || !v->xs || !v->xm || !v->xr || !v->mask || !v->t_sock || !v->t_serv || !v->t_rack || !v->hint || !v->own || !v->imposed ||
       !v->nic || !v->xjobs) {
     shoal__marl_view_fini(v);
     return shoal__seterr(SHOAL_ERR_NOMEM, "marl: out of memory");
@@ -115,6 +117,8 @@ void shoal__marl_view_fini(shoal__marl_view_t *v) {
   free(v->imposed);
   free(v->nic);
   free(v->xjobs);
+  free(v->rooms);
+  free(v->serv_ok);
   memset(v, 0, sizeof *v);
 }
 
@@ -148,7 +152,7 @@ static void cross_rack_jobs(shoal__marl_view_t *v, shoal_sched_t *s) {
 }
 
 void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__colo_t *x, const shoal_job_t *j,
-                          double queued_gpus, const shoal_place_t *cons, int ncons) {
+                          double queued_gpus, const shoal_place_t *cons, int ncons, int keep_machines) {
   const shoal__marl_part_t *p = v->part;
   const shoal__slots_t *sl = s->slots;
   for (int i = 0; i < p->nsock; i++) {
@@ -164,9 +168,11 @@ void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__
     v->hint[i] = 0;
   }
   /* the partition's servers are its machines [serv_m[0], serv_m[0] + nserv) */
+  v->limit = keep_machines ? ncons : 0;
   for (int k = 0; k < ncons; k++) {
     int i = cons[k].machine - p->serv_m[0];
     if (i >= 0 && i < p->nserv) v->hint[i] = cons[k].workers;
+    else v->limit = 0;
   }
   for (int r = 0; r < p->nrack; r++) v->t_rack[r] = 0;
   cross_rack_jobs(v, s);
@@ -189,12 +195,49 @@ void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__
   v->xj[6] = (float)((q < 4 ? q : 4) / 4);
 }
 
+static int by_room_desc(const void *a, const void *b) {
+  return *(const int *)b - *(const int *)a;
+}
+
+/* With a server limit: which servers may take the next worker (ok[i]). A server the job uses already may;
+ * a new one only while fewer than the limit are used, and if the job's remaining workers still fit on
+ * the servers it uses, this one and the roomiest of the others it could still add. Consolidation's
+ * placement fits within the limit, so some server may, and that stays true after every choice. */
+static void servers_within_limit(shoal__marl_view_t *v, const shoal_cluster_t *c, const shoal_job_t *j, uint8_t *ok) {
+  const shoal__marl_part_t *p = v->part;
+  int rem = j->gpus - v->placed, used = 0, open_room = 0, n = 0;
+  for (int i = 0; i < p->nserv; i++) {
+    int room = shoal__place_room(c, j, p->serv_m[i]) - v->t_serv[i];
+    if (room < 0) room = 0;
+    if (v->t_serv[i]) used++, open_room += room;
+    else if (room > 0) v->rooms[n++] = room;
+  }
+  int k = v->limit - used - 1; /* new servers allowed after this one */
+  if (k >= 0) qsort(v->rooms, (size_t)n, sizeof *v->rooms, by_room_desc);
+  long top_k = 0, top_k1 = 0;
+  for (int q = 0; k >= 0 && q < n && q <= k; q++) {
+    if (q < k) top_k += v->rooms[q];
+    top_k1 += v->rooms[q];
+  }
+  for (int i = 0; i < p->nserv; i++) {
+    int room = shoal__place_room(c, j, p->serv_m[i]) - v->t_serv[i];
+    if (v->t_serv[i] || room <= 0 || k < 0) {
+      ok[i] = v->t_serv[i] > 0;
+      continue;
+    }
+    /* the roomiest k others: the top k, or the top k + 1 without this one if it is among them */
+    long others = k > 0 && (k >= n || room >= v->rooms[k - 1]) ? top_k1 - room : top_k;
+    ok[i] = open_room + room + others >= rem;
+  }
+}
+
 int shoal__marl_view_step(shoal__marl_view_t *v, shoal_sched_t *s, const shoal_job_t *j, shoal_marl_obs_t *o) {
   const shoal__marl_part_t *p = v->part;
   const shoal_cluster_t *c = s->cluster;
   const shoal__slots_t *sl = s->slots;
   float g = (float)j->gpus;
   int rem = j->gpus - v->placed, feasible = 0;
+  if (v->limit) servers_within_limit(v, c, j, v->serv_ok);
   for (int i = 0; i < p->nserv; i++) {
     const shoal_machine_t *m = &c->m[p->serv_m[i]];
     int room = shoal__place_room(c, j, m->id) - v->t_serv[i];
@@ -219,7 +262,7 @@ int shoal__marl_view_step(shoal__marl_view_t *v, shoal_sched_t *s, const shoal_j
     x[3] = v->imposed[i];
     x[4] = (float)held / (float)slots;
     x[5] = (float)slots / 8;
-    v->mask[i] = left > 0 && room > 0;
+    v->mask[i] = left > 0 && room > 0 && (!v->limit || v->serv_ok[srv]);
     feasible += v->mask[i];
   }
   for (int r = 0; r < p->nrack; r++) {

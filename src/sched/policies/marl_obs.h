@@ -33,17 +33,23 @@ typedef struct shoal__marl_view {
   int16_t *hint;                       /* per server: the workers consolidation would put there */
   float *own, *imposed, *nic;          /* per job: per socket, per socket, per server */
   float *xjobs;                        /* per rack: cross-rack jobs there */
+  int *rooms;                          /* scratch: rooms of the servers the job does not use yet */
+  uint8_t *serv_ok;                    /* per server: may take the next worker (with a limit) */
   int placed;                          /* workers placed so far */
+  int limit;                           /* at most this many servers for the job (0: any number) */
 } shoal__marl_view_t;
 
 int  shoal__marl_view_init(shoal__marl_view_t *v, const shoal__marl_part_t *p);
 void shoal__marl_view_fini(shoal__marl_view_t *v);
 /* Start placing job j: the features that do not change while its workers are placed. queued_gpus:
  * the GPUs of the jobs waiting in the queue; cons[0..ncons): where consolidation would put j's workers
- * (machines outside the partition are ignored; ncons 0: nowhere). */
+ * (machines outside the partition are ignored; ncons 0: nowhere). keep_machines: when all of cons lies
+ * in the partition, the job gets at most ncons servers (the mask keeps the rest reachable). */
 void shoal__marl_view_job(shoal__marl_view_t *v, shoal_sched_t *s, const shoal__colo_t *x, const shoal_job_t *j,
-                          double queued_gpus, const shoal_place_t *cons, int ncons);
-/* The observation for the next worker; returns the number of feasible sockets. */
+                          double queued_gpus, const shoal_place_t *cons, int ncons, int keep_machines);
+/* The observation for the next worker; returns the number of feasible sockets. A socket is feasible
+ * when it has a free slot, its server room for one more worker of j, and (with a server limit) choosing
+ * it leaves room for the job's other workers on at most the limit's servers. */
 int  shoal__marl_view_step(shoal__marl_view_t *v, shoal_sched_t *s, const shoal_job_t *j, shoal_marl_obs_t *o);
 /* The next worker goes to socket i (feasible). */
 void shoal__marl_view_take(shoal__marl_view_t *v, int i);
