@@ -11,7 +11,7 @@
 #
 #   experiments/flow/me1.sh [--jobs J] [--ring 2|4] [--compute-ms C] [--iters N] [--rate RATE] [--reps R]
 #                           [--slot-ms MS] [--modes "cubic reno bbr equal mlcc"] [--slow-start-after-idle 0|1]
-#                           [--name NAME] [--out DIR]
+#                           [--queue-ms MS] [--name NAME] [--out DIR]
 #   experiments/flow/me1.sh --bound [--rate RATE]     the formula's limits for 2-4 jobs and computes 0-5000 ms
 # The formula (2-rank rings): a job alone moves its gradients over the uplink in T = 2143272 B / (RATE x
 # 1448/1514, TCP's goodput); n jobs whose phases collide share it, C + nT a step; perfectly interleaved,
@@ -19,6 +19,9 @@
 # --reps R runs the list of modes R times over (modes alternate, so a drift of the machine falls on all);
 # then a last table gives per mode the mean of the runs' average JCTs and their range.
 # --slot-ms: the flow controller's slot (100 ms).
+# --queue-ms: the uplinks' queue (tbf latency; the testbed's default 50 ms). A datacenter switch port holds
+# well under 1% of an allreduce phase; 50 ms is 11% of a 448 ms phase, enough for TCP's windows to take
+# several phases to even out (the job that sent first keeps the uplink, and identical jobs drift apart).
 # --slow-start-after-idle: net.ipv4.tcp_slow_start_after_idle in every host's namespace, for every mode
 # alike (default 1, the kernel's: a connection idle for an RTO, as in every compute phase, restarts from its
 # initial window).
@@ -27,7 +30,7 @@
 #        mlcc, greedy       the flow controller's policies, cubic underneath
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bound=0 ssai=1 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit slot=100 modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
+bound=0 queue= ssai=1 jobs=2 ring=2 reps=1 compute=500 iters=20 rate=40mbit slot=100 modes="cubic reno bbr equal mlcc" name=flowme out=/tmp/flow-me1
 while [ $# -gt 0 ]; do
   case "$1" in
     --bound) bound=1; shift ;;
@@ -39,10 +42,11 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --slot-ms) slot=$2; shift 2 ;;
     --slow-start-after-idle) ssai=$2; shift 2 ;;
+    --queue-ms) queue=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "me1.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -63,10 +67,13 @@ fi
 case $jobs in 1|2|3|4) ;; *) echo "me1.sh: --jobs $jobs: 1 to 4" >&2; exit 2 ;; esac
 case $ring in 2) ;; 4) [ "$jobs" -le 2 ] || { echo "me1.sh: --ring 4: at most 2 jobs (8 hosts)" >&2; exit 2; } ;;
   *) echo "me1.sh: --ring $ring: 2 or 4" >&2; exit 2 ;; esac
+case $queue in '') ;; [1-9]|[1-9][0-9]|[1-4][0-9][0-9]|500) ;; *) echo "me1.sh: --queue-ms $queue: 1 to 500" >&2; exit 2 ;; esac
 case $ssai in 0|1) ;; *) echo "me1.sh: --slow-start-after-idle $ssai: 0 or 1" >&2; exit 2 ;; esac
 case $reps in [1-9]|1[0-9]|20) ;; *) echo "me1.sh: --reps $reps: 1 to 20" >&2; exit 2 ;; esac
 hosts_of() { if [ "$ring" = 2 ]; then echo "h$(($1 - 1)),h$(($1 + 3))"; else echo "h$((2 * $1 - 2)),h$((2 * $1 + 2)),h$((2 * $1 - 1)),h$((2 * $1 + 3))"; fi; }
 S=$PWD/build/shoal
+burst=$(awk -v r="$rate" 'BEGIN { m = r + 0; u = r; sub(/^[0-9.]+/, "", u); f = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : 1
+  b = m * f / 8 * 5e-3; printf "%.0f", b < 32768 ? 32768 : b }')
 [ -x "$S" ] || { echo "me1.sh: $S not built (make -j2)" >&2; exit 2; }
 mkdir -p "$out"
 trap '$S testbed down --name $name >/dev/null 2>&1 || true' EXIT
@@ -74,8 +81,8 @@ trap '$S testbed down --name $name >/dev/null 2>&1 || true' EXIT
 # mean step time of a job from its rank 0's iteration log (wall clock between steps, the first step left out)
 step_ms() { awk -F, 'NR > 2 { d = $10 - prev; s += d; n++ } NR > 1 { prev = $10 } END { printf "%.0f", n ? 1000 * s / n : 0 }' "$1"; }
 
-printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step, tcp_slow_start_after_idle %s\n' \
-  "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate" "$ssai"
+printf '# ME1: %d job(s), %d-rank rings, %d steps of %d ms compute, host links %s, uplinks 4:1 (= %s), 2.1 MB allreduce per step, uplink queue %s ms, tcp_slow_start_after_idle %s\n' \
+  "$jobs" "$ring" "$iters" "$compute" "$rate" "$rate" "${queue:-50}" "$ssai"
 read -r lim_c lim_i lim_g <<< "$(limits "$jobs" "$compute" "$(t_ms "$rate")")"
 printf '# the formula: T = %d ms alone; phases colliding %d ms a step, perfectly interleaved %d (-%s%%)\n' \
   "$(t_ms "$rate")" "$lim_c" "$lim_i" "$lim_g"
@@ -94,6 +101,10 @@ for mode in $modes; do
   for h in 0 1 2 3 4 5 6 7; do
     $S testbed exec --name "$name" "h$h" -- sysctl -q -w net.ipv4.tcp_slow_start_after_idle="$ssai" >/dev/null
   done
+  # the uplinks' queue (both racks, both ways); burst as the testbed sets it (5 ms at the rate, at least 32 kB)
+  if [ -n "$queue" ]; then for dev in up0 dn0 up1 dn1; do
+    tc -n "$name-net" qdisc replace dev "$dev" root handle 1: tbf rate "$rate" burst "$burst" latency "${queue}ms"
+  done; fi
   d=$out/$mode-j$jobs-r$ring-c$compute-$rep; rm -rf "$d"; mkdir -p "$d"
   t0=$(date +%s.%N)
   for j in $(seq 1 "$jobs"); do

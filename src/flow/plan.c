@@ -384,20 +384,47 @@ static void open_end(shoal__fplan_t *p, shoal__fplan_flow_t *f) {
   finish(p, f);
 }
 
+/* Do the flows in members[] (one job's) go around a ring of hosts, one flow into and one out of each, by
+ * their hosts alone? (is_ring reads the links relink makes, which wait for known volumes.) */
+static int hosts_form_ring(const shoal__fplan_t *p, const int *members, int nm) {
+  for (int m = 0; m < nm; m++) {
+    const shoal__fplan_flow_t *f = &p->flow[members[m]];
+    int ns = 0, np = 0;
+    for (int q = 0; q < nm; q++) {
+      const shoal__fplan_flow_t *g = &p->flow[members[q]];
+      if (q == m) continue;
+      ns += g->hsrc == f->hdst;
+      np += g->hdst == f->hsrc;
+    }
+    if (ns != 1 || np != 1) return 0;
+  }
+  return nm > 1;
+}
+
 /* f reports the iteration after its open phase's: a rank of the job has finished that phase, so the job's
  * phase is over on every hop (a ring's hops end within one chunk of each other, and what a rank's hop still
  * has to send is in its socket already, which the pacing does not hold). The job's other open flows give
  * the link up now, not at their own next report (measured: a hop that reported its last bytes just before
  * its job-mate's new iteration held every slot ahead until the next slot's report, and the next job
- * waited for it); their volume is left unknown until their own next report brings the measured one (the
- * bytes they reported so far may be short of it). f's volume is the agent's measured one when it has it. */
+ * waited for it). f's volume is the agent's measured one when it has it. The hops of a ring carry the
+ * same bytes an iteration (every rank sends its neighbour 2(n-1)/n of the gradients; the testbed's agents
+ * measured equal volumes on both hops of every iteration of every ME1 job), so f's measured volume is its
+ * ring-mates' too, and the next iteration plans the whole ring at once; the bytes the others reported so
+ * far may be short of it. A job whose flows are not one ring keeps their volumes unknown until their own
+ * next report brings the measured one. */
 static void open_end_job(shoal__fplan_t *p, shoal__fplan_flow_t *f, double volume) {
+  int members[64], nm = 0;
   for (int a = 0; a < p->nflows; a++) {
     shoal__fplan_flow_t *g = &p->flow[a];
-    if (g == f || g->job != f->job || !g->open) continue;
+    if (g->job != f->job) continue;
+    if (nm < 64) members[nm++] = a;
+    if (g == f || !g->open) continue;
     g->open = 0;
     finish(p, g);
   }
+  if (volume > 0 && nm < 64 && hosts_form_ring(p, members, nm))
+    for (int m = 0; m < nm; m++)
+      if (!(p->flow[members[m]].V > 0)) p->flow[members[m]].V = volume;
   if (volume > 0) f->sent = volume;
   open_end(p, f);
 }

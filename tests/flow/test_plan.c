@@ -366,6 +366,20 @@ TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
   CHECK_NEAR(c.plan.flow[1].V, 1.1e6, 1);
   CHECK_EQ(rates[2], 0);
   CHECK_EQ(rates[3], 0);
+  /* the hops of a ring carry equal volumes: hop 0, whose rank has not marked iteration 2 yet, takes hop
+   * 1's measured 1.1 MB; when hop 1 starts sending iteration 2 (slot 13, hop 0's agent not heard from
+   * yet) both hops are planned together, in the same slots */
+  CHECK_NEAR(c.plan.flow[0].V, 1.1e6, 1);
+  set(&fl[1], SHOAL__FS_NEW_ITER, 2, 1.1e6, 0.1e6);
+  slot_reports(&c, 13, fl, (int[]){1}, 1, 1, rates);
+  CHECK_EQ(c.plan.flow[0].active, 1);
+  CHECK_EQ(c.plan.flow[0].iter, 2);
+  double both = 0;
+  for (int k = 0; k < c.plan.cfg.horizon; k++) {
+    CHECK_NEAR(sched_at(&c.plan, 0, k), sched_at(&c.plan, 1, k), 1);
+    both += sched_at(&c.plan, 0, k);
+  }
+  CHECK(both > 0); /* job 2's open phase holds the rest of the horizon */
   shoal__fctl_free(&c);
 }
 
