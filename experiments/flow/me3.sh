@@ -29,7 +29,7 @@ trap 'rm -f "$f"' EXIT
 for j in $(seq 1 "$jobs"); do echo "0 h$((j - 1)),h$((j + 3)) $iters $compute 2143272" >> "$f"; done
 sim() { "$S" flow sim --jobs "$f" --hosts 8 --racks 2 --rate 40mbit --oversub 4 --jitter "$jitter" "$@" | awk '$2 == "avg" { print $3 }'; }
 tcp=$(sim --policy tcp)
-printf '# ME3: %d jobs, %d steps of %d ms compute, jitter %s; %s average JCT against TCP (fluid fair share) %.2f s\n' \
+printf '# ME3: %d jobs, %d steps of %d ms compute, jitter %s; %s average JCT against TCP (the simulator's model) %.2f s\n' \
   "$jobs" "$iters" "$compute" "$jitter" "$policy" "$tcp"
 printf '%-8s %6s %8s %9s\n' setting value jct_s vs_tcp
 row() { local j; j=$(sim --policy "$policy" "--$1" "$2"); printf '%-8s %6s %8.2f %+8.1f%%\n' "$1" "$2" "$j" "$(awk -v a="$j" -v b="$tcp" 'BEGIN { print 100 * (a / b - 1) }')"; }
