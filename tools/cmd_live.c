@@ -144,8 +144,8 @@ typedef struct serve_cli {
   long until, retries;
   int raw_spread, dry_run, recover;
   /* loaning */
-  const char *loan_from, *loan_router, *loan_replica, *loan_predictor;
-  double loan_service, loan_slo, loan_q, loan_hold, loan_every, loan_alpha, loan_z;
+  const char *loan_from, *loan_router, *loan_replica, *loan_predictor, *loan_autoscale;
+  double loan_service, loan_slo, loan_q, loan_hold, loan_every, loan_alpha, loan_z, loan_react_lo, loan_react_hi;
 } serve_cli_t;
 
 static int on_table(const void *c) { return ((const serve_cli_t *)c)->throughputs != NULL; }
@@ -214,6 +214,11 @@ static const shoal_opt_t serve_opts[] = {
     OPT_DOUBLE("--loan-hold", "S", loan_hold, 0, 1e6, "replicas above the need this long are stopped, their hosts lent",
                LOAN),
     OPT_DOUBLE("--loan-every", "S", loan_every, 0.1, 3600, "seconds between loaning steps", LOAN),
+    OPT_CHOICE("--loan-autoscale", "KIND", loan_autoscale, "slo|reactive", "the replicas wanted: slo (the forecast's\n"
+               "M/M/c need and the waiting requests') or reactive (threshold autoscaling on the\n"
+               "last step's utilization, the baseline)", LOAN),
+    OPT_DOUBLE("--loan-react-high", "U", loan_react_hi, 1e-3, 1, "reactive: add replicas above this utilization", LOAN),
+    OPT_DOUBLE("--loan-react-low", "U", loan_react_lo, 1e-3, 1, "reactive: remove replicas below this utilization", LOAN),
     OPT_END,
 };
 #undef LOAN
@@ -303,6 +308,12 @@ static int loan_config(const serve_cli_t *c, router_load_t *r, shoal_live_config
   o->router = c->loan_router;
   o->forecast = c->loan_predictor, o->alpha = c->loan_alpha, o->z = c->loan_z;
   o->service_s = c->loan_service, o->slo_s = c->loan_slo, o->slo_q = c->loan_q, o->hold_s = c->loan_hold;
+  if (!strcmp(c->loan_autoscale, "reactive")) {
+    if (!(c->loan_react_lo < c->loan_react_hi))
+      return fprintf(stderr, "shoal sched serve: --loan-react-low %g must be below --loan-react-high %g\n",
+                     c->loan_react_lo, c->loan_react_hi), 2;
+    o->react_lo = c->loan_react_lo, o->react_hi = c->loan_react_hi;
+  }
   o->every = c->loan_every, o->load = read_router, o->load_arg = r;
   return 0;
 }
@@ -320,7 +331,8 @@ int shoal_sched_serve(int argc, char **argv) {
   serve_cli_t c = {.policy = "fifo", .journal = "shoal-live.journal", .gpu = "v100", .tick = 0.5, .grace = 5,
                    .restart_cost = 10, .retries = 1, .lease = 60, .tenants = "account",
                    .shares_every = 30, .loan_service = 0.01, .loan_slo = 0.1, .loan_q = 0.99,
-                   .loan_predictor = "holt", .loan_alpha = 0.5, .loan_hold = 30, .loan_every = 2};
+                   .loan_predictor = "holt", .loan_alpha = 0.5, .loan_hold = 30, .loan_every = 2,
+                   .loan_autoscale = "slo", .loan_react_lo = 0.4, .loan_react_hi = 0.8};
   int st = shoal_opts_parse(&serve_spec, argc, argv, &c, NULL);
   if (st != SHOAL_OPTS_GO) return st;
   shoal_live_config_t cfg;

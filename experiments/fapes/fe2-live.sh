@@ -10,12 +10,18 @@
 # ROWS images a request) against the router, open loop.
 #   static  INFER replicas for the whole run; training by `--policy fifo` (rigid, FIFO) on VC_train
 #   pollux  INFER replicas for the whole run; training by `--policy elastic` (grows and shrinks jobs)
+#   reactive  training by `--policy elastic`, and the controller loans as fapes does, but the replicas wanted are
+#           reactive threshold autoscaling's (`--loan-autoscale reactive`: the utilization of the router's last
+#           10 s between 0.4 and 0.8, a decision every 10 s): no forecast, no waiting requests
 #   fapes   training by `--policy elastic`, and the controller loans: replicas started when the router's
 #           rate or waiting requests need them, idle VC_infer hosts lent to running elastic jobs, reclaimed
 # Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
-# its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), replicas.csv (the router's live
-# replicas every 2 s), serve.log (the controller), fe2.txt (one line: avg JCT, SLO attainment per minute,
-# goodput = the jobs' work in worker-steps / the makespan). Needs root; about DURATION + 1 min. The defaults
+# its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), requests.csv (each request's
+# scheduled time and latency), replicas.csv (the router's live replicas every 2 s), serve.log (the controller),
+# fe2.txt (one line: avg JCT, SLO attainment per live minute and per trace minute, goodput = the jobs' work in
+# worker-steps / the makespan). A trace minute is 60 / SPEEDUP s of the run (3 s at 20): the requests the trace
+# sends in one minute, so the run's DURATION of 180 s holds the trace hour's 60 SLO minutes; its P99 is the
+# nearest rank (ceil(0.99 n)-th latency, a failed request counting as infinite), as the loadgen's per window. Needs root; about DURATION + 1 min. The defaults
 # are a contended workload: 10 jobs, 650 GPU-s at their requested sizes arriving within 81 s on 4 GPUs,
 # beside the whole trace hour (3,600 s / SPEEDUP 20).
 #   fe2-live.sh POLICY [OUT]  env: SHOAL (build/shoal), JOBS (10), SEED (8), WINDOW (60), SCALE (0.5),
@@ -25,9 +31,10 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 live=$here/../live-slurm
-case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*|"") echo "fe2-live.sh: POLICY: static, pollux or fapes (--help)" >&2; exit 2;; esac
+case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*|"") echo "fe2-live.sh: POLICY: static, pollux, reactive or fapes (--help)" >&2; exit 2;; esac
 policy=$1
-case $policy in static) tpol=fifo;; pollux|fapes) tpol=elastic;; *) echo "fe2-live.sh: unknown policy '$policy' (static, pollux, fapes)" >&2; exit 2;; esac
+case $policy in static) tpol=fifo;; pollux|reactive|fapes) tpol=elastic;; *) echo "fe2-live.sh: unknown policy '$policy' (static, pollux, reactive, fapes)" >&2; exit 2;; esac
+loans=0; case $policy in reactive|fapes) loans=1;; esac
 S=$(realpath "${SHOAL:-build/shoal}")
 out=$(realpath -m "${2:-build/experiments/fapes-fe2-live/$policy}")
 N=${JOBS:-10} SEED=${SEED:-8} WINDOW=${WINDOW:-60} SCALE=${SCALE:-0.5} CPU=${CPU:-0.2}
@@ -74,7 +81,7 @@ router=http://$faddr:$PORT
 "$S" testbed exec --name "$NAME" $fh -- "$S" serve --router --port "$PORT" --health-every 0.1 > "$out/router.log" 2>&1 &
 pids+=($!)
 replica="$S serve --model cnn --params $params --port $RPORT --max-batch 64"
-if [ "$policy" != fapes ]; then # VC_infer: one replica per host for the whole run
+if [ $loans = 0 ]; then # VC_infer: one replica per host for the whole run
   for n in ${nodes[@]:$TRAIN:$INFER}; do
     X sbatch --parsable -p infer -w "$n" -o "$out/replica-%j.out" --export=ALL,SHOAL_SERVE_ROUTER="$router" \
       --wrap "exec $replica" >> "$out/replicas-submitted" || exit 1
@@ -84,12 +91,13 @@ live_replicas() {
   "$S" testbed exec --name "$NAME" $fh -- curl -s -m 2 "localhost:$PORT/router/stats" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("live_replicas", 0))' 2>/dev/null || echo 0
 }
-want=$([ "$policy" = fapes ] && echo 0 || echo "$INFER")
+want=$([ $loans = 1 ] && echo 0 || echo "$INFER")
 for _ in $(seq 120); do [ "$(live_replicas)" -ge "$want" ] && break; sleep 0.5; done
 [ "$(live_replicas)" -ge "$want" ] || { echo "fe2-live.sh: the router has not $want live replicas" >&2; exit 1; }
 loan=()
-[ "$policy" = fapes ] && loan=(--loan-from infer --loan-router "$router" --loan-replica "$replica"
+[ $loans = 1 ] && loan=(--loan-from infer --loan-router "$router" --loan-replica "$replica"
   --loan-service "$SERVICE" --loan-slo "$(awk -v m="$SLO_MS" 'BEGIN { print m / 1000 }')" --loan-hold "$HOLD" --loan-every 1)
+[ "$policy" = reactive ] && loan+=(--loan-autoscale reactive --loan-every 10)
 "$S" sched serve --testbed "$NAME" --partition train --policy "$tpol" --journal "$out/journal" --tick 0.5 --grace 5 \
   --restart-cost 10 --retries "$RETRIES" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time "$MAX_TIME" "${loan[@]}" \
   > "$out/serve.log" 2>&1 &
@@ -119,9 +127,9 @@ X squeue -t all -o '%i %j %P %T %N %k' > "$out/squeue.txt"
 uptime >> "$out/uptime"
 "$S" testbed down --name "$NAME" > /dev/null
 /usr/bin/python3 "$live/summary.py" "$out" "$TRAIN" "$policy" > "$out/result"
-/usr/bin/python3 - "$out" "$policy" <<'PY' | tee "$out/fe2.txt"
-import csv, os, sys
-d, pol = sys.argv[1], sys.argv[2]
+/usr/bin/python3 - "$out" "$policy" "$SPEEDUP" "$SLO_MS" <<'PY' | tee "$out/fe2.txt"
+import csv, math, os, sys
+d, pol, speedup, slo_ms = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 jobs = list(csv.DictReader(open(os.path.join(d, "jobs.csv"))))
 done = [j for j in jobs if j["jct_s"]]
 jct = sum(float(j["jct_s"]) for j in done) / len(done) if done else 0
@@ -131,9 +139,14 @@ tl = list(csv.DictReader(open(os.path.join(d, "timeline.csv"))))
 met = sum(int(r["slo_met"]) for r in tl if int(r["requests"]) > 0)
 n = sum(1 for r in tl if int(r["requests"]) > 0)
 req = sum(int(r["requests"]) for r in tl); fail = sum(int(r["failed"]) for r in tl)
-print("%-7s avg_jct_s %6.1f  done %d/%d  makespan_s %6.1f  goodput %.2f worker-steps/s  slo_minutes %d/%d (%.1f%%)  "
-      "requests %d failed %d" % (pol, jct, len(done), len(jobs), span, work / span if span else 0, met, n,
-                                  100.0 * met / n if n else 0, req, fail))
+win = {}  # trace minutes: windows of 60 / speedup s of scheduled time
+for r in csv.DictReader(open(os.path.join(d, "requests.csv"))):
+    lat = float(r["latency_ms"]) if r["status"] == "200" else math.inf
+    win.setdefault(int(float(r["t_s"]) // (60 / speedup)), []).append(lat)
+tmet = sum(1 for v in win.values() if sorted(v)[math.ceil(0.99 * len(v)) - 1] <= slo_ms)
+print("%-8s avg_jct_s %6.1f  done %d/%d  makespan_s %6.1f  goodput %.2f worker-steps/s  slo_minutes %d/%d (%.1f%%)  "
+      "slo_trace_minutes %d/%d (%.1f%%)  requests %d failed %d" % (pol, jct, len(done), len(jobs), span, work / span if span else 0,
+      met, n, 100.0 * met / n if n else 0, tmet, len(win), 100.0 * tmet / len(win) if win else 0, req, fail))
 PY
 # the simulator's prediction for the same scenario: the same jobs (arrival, GPUs, length at that size), the same
 # request trace, speed-up and scale, the same hosts, service time and SLO (its jobs' goodput models are its own;

@@ -54,10 +54,15 @@ int live_lend_setup(shoal_live_ctl_t *L) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the oracle predictor knows the future: simulation only");
   shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv, .router = o->router,
                                 .replica_argc = o->replica_argc, .service_s = o->service_s, .slo_s = o->slo_s,
-                                .slo_q = o->slo_q, .hold_s = o->hold_s, .restart = loan_restart, .restart_arg = L};
+                                .slo_q = o->slo_q, .hold_s = o->hold_s, .react_lo = o->react_lo, .react_hi = o->react_hi,
+                                .restart = loan_restart, .restart_arg = L};
   if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;
-  live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request, predictor %s, hold %.3g s",
-           o->partition, 100 * o->slo_q, o->slo_s, o->service_s, shoal__forecast_name(L->lend_fc), o->hold_s);
+  if (o->react_hi > 0)
+    live_log(L, "loaning from partition %s: reactive, replicas for a utilization in %.3g..%.3g at %.3g s a request, hold %.3g s",
+             o->partition, o->react_lo, o->react_hi, o->service_s, o->hold_s);
+  else
+    live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request, predictor %s, hold %.3g s",
+             o->partition, 100 * o->slo_q, o->slo_s, o->service_s, shoal__forecast_name(L->lend_fc), o->hold_s);
   return 0;
 }
 

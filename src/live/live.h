@@ -37,6 +37,7 @@ typedef struct shoal_live_loan_opts {
   double alpha, z;           /* its smoothing weight and headroom in standard deviations of its errors */
   double service_s, slo_s, slo_q; /* one request on one replica (measured); the SLO: quantile slo_q under slo_s */
   double hold_s;             /* replicas above the need this long are stopped and their hosts lent */
+  double react_lo, react_hi; /* react_hi > 0: reactive threshold autoscaling instead of the forecast (loan.h) */
   double every;              /* seconds between loaning steps (each reads the manager's nodes and jobs) */
   /* requests per second arrived lately and requests waiting now (the router's /router/stats); 0 or an error */
   int (*load)(void *arg, double *rate, double *waiting);

@@ -44,6 +44,9 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
   if (!(cfg->service_s > 0 && cfg->slo_s > cfg->service_s && cfg->slo_q > 0 && cfg->slo_q < 1 && cfg->hold_s >= 0))
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the SLO %g s at q %g must exceed the service time %g s (hold %g s)",
                          cfg->slo_s, cfg->slo_q, cfg->service_s, cfg->hold_s);
+  if (cfg->react_hi > 0 && !(cfg->react_lo > 0 && cfg->react_lo < cfg->react_hi && cfg->react_hi <= 1))
+    return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: reactive thresholds %g..%g: need 0 < low < high <= 1", cfg->react_lo,
+                         cfg->react_hi);
   if (cfg->replica_argc < 1 || !cfg->replica_argv) return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: no replica command");
   shoal_live_loan_t *L = calloc(1, sizeof *L);
   if (!L) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning: out of memory");
@@ -309,6 +312,8 @@ int shoal__live_loan_step(shoal_live_loan_t *L, shoal_live_manager_t *mgr, doubl
   int cap = h.n > 0 ? h.n : 1;
   int by_rate = shoal__slo_replicas(shoal__forecast_next(L->fc, rate), L->c.service_s, L->c.slo_s, L->c.slo_q, cap);
   int by_queue = shoal__slo_replicas_waiting(waiting, rate, L->c.service_s, L->c.slo_s, cap);
+  if (L->c.react_hi > 0) /* the baseline: the last step's utilization only */
+    by_rate = shoal__reactive_replicas(rate, L->c.service_s, L->nrep, L->c.react_lo, L->c.react_hi, cap), by_queue = 0;
   shoal_live_loan_step_t o = {.want = by_rate > by_queue ? by_rate : by_queue};
   if (o.want > h.n) o.want = h.n;
   rc = act(L, mgr, &h, now, L->seen ? now - L->last : 0, &o);

@@ -21,6 +21,9 @@ typedef struct shoal_live_loan_config {
   const char *router;          /* the router the replicas join (SHOAL_SERVE_ROUTER in their environment); NULL: none */
   double service_s, slo_s, slo_q; /* one request on one replica; the P99 SLO */
   double hold_s;               /* replicas above the need this long are stopped and their hosts lent */
+  /* react_hi > 0: reactive threshold autoscaling instead (the baseline): the replicas wanted by the utilization of
+   * the last step's rate (shoal__reactive_replicas, thresholds react_lo..react_hi); no forecast, no waiting */
+  double react_lo, react_hi;
   /* A borrower's resize the manager cannot make in place (caps: SHOAL_LIVE_CAP_GROW for a grow,
    * SHOAL_LIVE_CAP_SHRINK for a shrink) goes to the job's owner: restart(arg, id, p) asks job `id` to checkpoint
    * at its next iteration boundary and starts it on p once its run ended (the controller's own stop and start, so

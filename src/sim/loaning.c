@@ -129,11 +129,7 @@ static int infer_need(run_t *u, double rate_prev, double rate_now, int first) {
     shoal__forecast_observe(u->fc, rate_prev);
     return replicas_for(u, shoal__forecast_next(u->fc, rate_now));
   }
-  double util = rate_prev * c->service_s / u->replicas; /* reactive: thresholds on the last interval */
-  if (util <= c->react_hi && util >= c->react_lo) return u->replicas;
-  int want = (int)ceil(rate_prev * c->service_s / ((c->react_hi + c->react_lo) / 2));
-  if (want < 1) want = 1;
-  return want > c->gpus - 1 ? c->gpus - 1 : want;
+  return shoal__reactive_replicas(rate_prev, c->service_s, u->replicas, c->react_lo, c->react_hi, c->gpus - 1);
 }
 
 static int train_held(const run_t *u) {

@@ -210,6 +210,48 @@ TEST(live_loan_lends_to_several_borrowers_and_reclaims_each_on_its_own) {
   shoal__live_mem_destroy(m);
 }
 
+/* reactive autoscaling (the baseline): the replicas follow the last step's utilization (service 1 s, thresholds
+ * 0.4..0.8); waiting requests and the SLO model are not asked */
+TEST(live_loan_reactive_follows_the_utilization_only) {
+  shoal_live_mem_t *m;
+  CHECK_OK(shoal__live_mem_create(1000, &m));
+  shoal_live_manager_t mgr = shoal__live_mem_manager(m);
+  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
+  for (int i = 0; i < 4; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(m, name, 1, 4, 0, "infer"));
+  }
+  shoal__forecast_t *fc;
+  CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
+  shoal_live_loan_config_t c = {.infer_partition = "infer", .replica_argv = serve_argv, .replica_argc = 4,
+                                .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 0, .react_lo = 0.4,
+                                .react_hi = 0.8};
+  shoal_live_loan_t *L;
+  CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal_live_loan_step_t o;
+  /* idle, 30 requests waiting: one replica (the SLO model would want all four hosts) */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1000, 0, 30, &o));
+  CHECK_MSG(o.want == 1 && o.replicas == 1, "want %d replicas %d", o.want, o.replicas);
+  shoal__live_mem_advance(m, 1001);
+  /* 1.7/s on one replica: utilization 1.7, above 0.8: ceil(1.7 / 0.6) = 3 */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1001, 1.7, 0, &o));
+  CHECK_MSG(o.want == 3 && o.replicas == 3, "want %d replicas %d", o.want, o.replicas);
+  shoal__live_mem_advance(m, 1002);
+  /* 1.5/s on three: 0.5, within the thresholds: kept */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1002, 1.5, 0, &o));
+  CHECK_MSG(o.want == 3 && o.replicas == 3, "want %d replicas %d", o.want, o.replicas);
+  /* 0.6/s: 0.2, below: one (hold 0: the others stop) */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1003, 0.6, 0, &o));
+  CHECK_MSG(o.want == 1 && o.stopped == 2, "want %d stopped %d", o.want, o.stopped);
+  shoal__live_loan_destroy(L);
+  c.react_lo = 0.9;
+  CHECK(shoal__live_loan_create(&c, fc, &L) == SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "reactive thresholds");
+  shoal__forecast_free(fc);
+  shoal__live_mem_destroy(m);
+}
+
 TEST(live_loan_refuses_bad_settings) {
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));

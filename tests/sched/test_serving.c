@@ -218,3 +218,14 @@ TEST(serving_reclaim_keeps_jobs_running_and_grow_feeds_running_jobs) {
    * (gain 1) stays queued: a reclaim would stop it again */
   CHECK(m[0] == 2 && m[1] == 2 && m[2] == 0);
 }
+
+TEST(serving_reactive_replicas_follow_the_thresholds) {
+  /* 1 s a request, thresholds 0.4..0.8 (middle 0.6): 4 replicas at 2.4/s are at 0.6: kept */
+  CHECK_EQ(shoal__reactive_replicas(2.4, 1, 4, 0.4, 0.8, 100), 4);
+  CHECK_EQ(shoal__reactive_replicas(3.2, 1, 4, 0.4, 0.8, 100), 4);  /* 0.8: still kept */
+  CHECK_EQ(shoal__reactive_replicas(3.3, 1, 4, 0.4, 0.8, 100), 6);  /* above: ceil(3.3 / 0.6) = 6 */
+  CHECK_EQ(shoal__reactive_replicas(1.2, 1, 4, 0.4, 0.8, 100), 2);  /* 0.3, below: ceil(1.2 / 0.6) = 2 */
+  CHECK_EQ(shoal__reactive_replicas(0, 1, 4, 0.4, 0.8, 100), 1);    /* idle: one */
+  CHECK_EQ(shoal__reactive_replicas(60, 1, 4, 0.4, 0.8, 50), 50);   /* at most max */
+  CHECK_EQ(shoal__reactive_replicas(1.0, 1, 0, 0.4, 0.8, 100), 2);  /* none yet: sized to the middle */
+}

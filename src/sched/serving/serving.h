@@ -41,6 +41,11 @@ int shoal__slo_replicas(double rate, double service_s, double slo_s, double q, i
  * reclaims for at once, without waiting for a forecast. */
 int shoal__slo_replicas_waiting(double waiting, double rate, double service_s, double slo_s, int max);
 
+/* Reactive threshold autoscaling (the baseline without a forecast or an SLO model): the `have` replicas'
+ * utilization over the last interval, rate x service_s / have, kept while within [lo, hi]; outside it, the
+ * replicas that bring it to the middle, ceil(rate x service_s / ((lo + hi) / 2)), in 1..max. */
+int shoal__reactive_replicas(double rate, double service_s, int have, double lo, double hi, int max);
+
 /* ---------------- loan.c: goodput of a training job and the allocation ---------------- */
 /* A training job's measured model (Pollux's): one iteration of global batch b on n workers takes
  * t0 + t_sample x b / n + t_sync x log2(n) seconds; the gradient noise scale phi (reported by the training

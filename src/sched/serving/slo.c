@@ -42,3 +42,15 @@ int shoal__slo_replicas_waiting(double waiting, double rate, double service_s, d
   if (need < 1) return 1;
   return need > max ? max + 1 : (int)need;
 }
+
+int shoal__reactive_replicas(double rate, double service_s, int have, double lo, double hi, int max) {
+  if (max < 1) max = 1;
+  if (!(rate > 0)) rate = 0;
+  if (have > 0) {
+    double util = rate * service_s / have;
+    if (util <= hi && util >= lo) return have > max ? max : have;
+  }
+  int want = (int)ceil(rate * service_s / ((lo + hi) / 2));
+  if (want < 1) want = 1;
+  return want > max ? max : want;
+}
