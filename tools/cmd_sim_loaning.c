@@ -68,6 +68,8 @@ static const shoal_opt_t loan_opts[] = {
     OPT_DOUBLE("--reclaim", "S", cfg.reclaim_s, 0, 3600, "a loaned GPU to a serving replica (shrink at an iteration boundary)"),
     OPT_DOUBLE("--resize", "S", cfg.resize_s, 0, 86400, "an elastic job's pause when resized, seconds"),
     OPT_DOUBLE("--restart", "S", cfg.restart_s, 0, 86400, "a stopped job's pause when it runs again, seconds"),
+    OPT_DOUBLE("--critical", "S", cfg.critical_s, -1, 1e9, "fapes: the job that would end last even alone, once S seconds below its\n"
+               "requested GPUs, gets them first and loses them last (-1: off)"),
     OPT_DOUBLE("--react-high", "U", cfg.react_hi, 1e-3, 1, "reactive: add replicas above this utilization"),
     OPT_DOUBLE("--react-low", "U", cfg.react_lo, 1e-3, 1, "reactive: remove replicas below this utilization"),
     OPT_DOUBLE("--horizon", "S", cfg.horizon_s, 1, 1e9, "stop after S simulated seconds (unfinished jobs are counted)"),

@@ -38,6 +38,7 @@ void shoal__loan_config_default(shoal_loan_config_t *c) {
   c->service_s = 1, c->slo_s = 4, c->slo_q = 0.99;
   c->replica_start_s = 1, c->reclaim_s = 0.2, c->resize_s = 0.3, c->restart_s = 30; /* shrink: FE1 measured */
   c->react_hi = 0.8, c->react_lo = 0.4;
+  c->critical_s = -1;
   c->horizon_s = 30 * 86400.0;
   c->seed = 1;
 }
@@ -45,6 +46,9 @@ void shoal__loan_config_default(shoal_loan_config_t *c) {
 typedef struct tjob {
   shoal__goodput_job_t g;
   double arrival, work, done, finish, hold; /* hold: seconds of pause still to pay */
+  double best;                              /* its goodput at its best worker count (best_n, at most nmax) */
+  int best_n;
+  double below_s;                           /* seconds it spent arrived and unfinished below its requested GPUs */
   int n, batch, ran;
 } tjob_t;
 
@@ -177,6 +181,23 @@ static void allocate(run_t *u, int capacity, int mode) {
     tjob_t *j = &u->jobs[u->act[i]];
     u->gv[i] = j->g, u->nv[i] = j->n, total += j->n;
     u->gv[i].left_s = (j->work - j->done) / shoal__goodput_at(&j->g, 1, j->g.b0);
+    u->gv[i].n_min = 0;
+  }
+  /* fapes: the job that would end last even alone at its best size from now sets the run's end (and goodput over
+   * the run is its inverse); the marginal-speedup choice alone keeps such a long job, if it scales worse than the
+   * others, queued or on one GPU for as long as the early hours are contended. Once it has spent critical_s below
+   * its request, it gets its request (or its best size if smaller) before any speedup is weighed, and a reclaim
+   * takes from it last. */
+  if (c->policy == SHOAL_LOAN_FAPES && c->critical_s >= 0 && mode != ALLOC_GROW) {
+    int crit = -1;
+    double latest = 0;
+    for (int i = 0; i < u->nact; i++) {
+      const tjob_t *j = &u->jobs[u->act[i]];
+      double left = j->finish < 0 && j->best > 0 ? (j->work - j->done) / j->best : 0;
+      if (left > latest) latest = left, crit = i;
+    }
+    const tjob_t *j = crit >= 0 ? &u->jobs[u->act[crit]] : NULL;
+    if (j && j->below_s >= c->critical_s) u->gv[crit].n_min = j->best_n < j->g.n_req ? j->best_n : j->g.n_req;
   }
   if (mode == ALLOC_SHRINK) {
     shoal__loan_reclaim(u->gv, u->nact, total - capacity, u->nv, u->bv);
@@ -209,6 +230,7 @@ static void advance(run_t *u, double t, double dt, shoal_loan_point_t *pt) {
   for (int i = 0; i < u->nact; i++) {
     tjob_t *j = &u->jobs[u->act[i]];
     if (j->finish >= 0) continue;
+    if (j->n < j->g.n_req) j->below_s += dt;
     if (j->n == 0) {
       pt->queued_avg += w;
       continue;
@@ -379,9 +401,13 @@ static int setup_jobs(run_t *u, const shoal_workload_t *w) {
     double d = src->duration > 0 ? src->duration : 1;
     j->work = d * shoal__goodput_at(&j->g, j->g.n_req, j->g.b0); /* the trace's run time, rigid at the tuned batch */
     j->arrival = src->arrival, j->finish = -1;
-    double best = 0;
-    for (int k = 1; k <= j->g.nmax; k++) best = fmax(best, shoal__goodput(&j->g, k, NULL));
-    double floor_t = j->arrival + j->work / best;
+    double top = 0;
+    for (int k = 1; k <= j->g.nmax; k++) top = fmax(top, shoal__goodput(&j->g, k, NULL));
+    for (int k = 1; k <= j->g.nmax && !j->best_n; k++) { /* the fewest workers that give it */
+      double gp = shoal__goodput(&j->g, k, NULL);
+      if (gp >= top - 1e-12) j->best = gp, j->best_n = k;
+    }
+    double floor_t = j->arrival + j->work / top;
     if (floor_t > u->r->t_floor) u->r->t_floor = floor_t, u->r->floor_job = i;
   }
   return 0;

@@ -50,6 +50,9 @@ typedef struct shoal_loan_config {
   double resize_s;         /* an elastic job's pause when its worker count changes */
   double restart_s;        /* a stopped job's pause when it runs again (kill-restart from a checkpoint) */
   double react_hi, react_lo; /* reactive: replica utilization that adds / removes replicas */
+  double critical_s;       /* fapes: the job that would end last even alone at its best size, once it has spent this
+                            * long below its requested GPUs, gets them (its best size if fewer) before any speedup
+                            * is weighed, and a reclaim takes from it last; negative: off */
   double horizon_s;        /* stop here (unfinished jobs are counted) */
   uint64_t seed;
 } shoal_loan_config_t;

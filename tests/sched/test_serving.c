@@ -219,6 +219,31 @@ TEST(serving_reclaim_keeps_jobs_running_and_grow_feeds_running_jobs) {
   CHECK(m[0] == 2 && m[1] == 2 && m[2] == 0);
 }
 
+TEST(serving_floors_come_first_and_go_last) {
+  /* a 4-worker linear job fills the cluster; a queued saturating one gains 1 from a worker, the linear one loses 1:
+   * the goodput choice alone keeps it queued */
+  shoal__goodput_job_t jobs[2] = {linear, saturating};
+  jobs[0].nmax = 4;
+  int n[2] = {4, 0}, b[2];
+  CHECK_EQ(shoal__alloc_goodput(jobs, 2, 4, n, b), 0);
+  CHECK(n[0] == 4 && n[1] == 0);
+  /* its floor of 2: taken from the linear job, which keeps one; no move takes it back */
+  jobs[1].n_min = 2;
+  CHECK_EQ(shoal__alloc_goodput(jobs, 2, 4, n, b), 2);
+  CHECK_MSG(n[0] == 2 && n[1] == 2, "%d %d", n[0], n[1]);
+  /* a reclaim takes from the floor last: the linear job shrinks (1) and stops (0) although the saturating one
+   * would lose least (1/3); only then the floor gives one */
+  CHECK_EQ(shoal__loan_reclaim(jobs, 2, 2, n, b), 2);
+  CHECK_MSG(n[0] == 0 && n[1] == 2, "%d %d", n[0], n[1]);
+  CHECK_EQ(shoal__loan_reclaim(jobs, 2, 1, n, b), 1);
+  CHECK_MSG(n[0] == 0 && n[1] == 1, "%d %d", n[0], n[1]);
+  /* floors above the capacity: the capacity wins */
+  int m[2] = {0, 4};
+  jobs[1].n_min = 4;
+  shoal__alloc_goodput(jobs, 2, 3, m, b);
+  CHECK_MSG(m[0] + m[1] <= 3, "%d %d", m[0], m[1]);
+}
+
 TEST(serving_reactive_replicas_follow_the_thresholds) {
   /* 1 s a request, thresholds 0.4..0.8 (middle 0.6): 4 replicas at 2.4/s are at 0.6: kept */
   CHECK_EQ(shoal__reactive_replicas(2.4, 1, 4, 0.4, 0.8, 100), 4);

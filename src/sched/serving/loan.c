@@ -91,18 +91,41 @@ static int sum(const int *n, int nj) {
   return s;
 }
 
+/* The job other than `except` whose speedup drops least when it loses one worker, keeping max(min_n, its
+ * n_min); -1 if none. */
+static int victim_above(const shoal__goodput_job_t *jobs, int nj, const int *n, int min_n, int except) {
+  int v = -1;
+  double least = INFINITY;
+  for (int i = 0; i < nj; i++) {
+    int keep = jobs[i].n_min > min_n ? jobs[i].n_min : min_n;
+    if (i == except || n[i] - 1 < keep) continue;
+    double loss = speedup(&jobs[i], n[i]) - speedup(&jobs[i], n[i] - 1);
+    if (loss < least) least = loss, v = i;
+  }
+  return v;
+}
+
 int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch) {
   int before[nj > 0 ? nj : 1];
   for (int i = 0; i < nj; i++) before[i] = n[i];
   int total = sum(n, nj), v, w;
-  while (total > capacity && (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0) n[v]--, total--;
+  while (total > capacity && (v = victim_above(jobs, nj, n, 0, -1)) >= 0) n[v]--, total--;
+  while (total > capacity && (v = shoal__loan_victim(jobs, nj, n, 0)) >= 0) n[v]--, total--; /* floors above capacity */
+  for (int i = 0; i < nj; i++) { /* floors, in index (arrival) order */
+    int top = jobs[i].n_min < jobs[i].nmax || jobs[i].nmax <= 0 ? jobs[i].n_min : jobs[i].nmax;
+    while (n[i] < top) {
+      if (total < capacity) n[i]++, total++;
+      else if ((v = victim_above(jobs, nj, n, 1, i)) >= 0) n[v]--, n[i]++;
+      else break;
+    }
+  }
   while (total < capacity && (w = best_grower(jobs, nj, n, -1, 0, NULL)) >= 0) n[w]++, total++;
   /* Move a worker from the running job that loses least to the job that gains most (a queued job gains a
    * speedup of 1) while the gain is larger: each move raises the sum of speedups, so this ends; a running
    * job keeps one worker, so no job is stopped to start another. */
   for (int moves = 0; moves < 4 * capacity; moves++) {
     double gain;
-    if ((v = shoal__loan_victim(jobs, nj, n, 1)) < 0) break;
+    if ((v = victim_above(jobs, nj, n, 1, -1)) < 0) break;
     if ((w = best_grower(jobs, nj, n, v, 0, &gain)) < 0) break;
     double loss = speedup(&jobs[v], n[v]) - speedup(&jobs[v], n[v] - 1);
     if (gain <= loss + 1e-12) break;
@@ -137,14 +160,15 @@ int shoal__alloc_loaning(const shoal__goodput_job_t *jobs, int nj, int stable, i
 
 int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int *n, int *batch) {
   int taken = 0, v;
-  while (taken < count && (v = shoal__loan_victim(jobs, nj, n, 1)) >= 0) n[v]--, taken++;
+  while (taken < count && (v = victim_above(jobs, nj, n, 1, -1)) >= 0) n[v]--, taken++;
   while (taken < count) { /* stops: every one loses a speedup of 1; the one with the most work left */
     v = -1;
     for (int i = 0; i < nj; i++)
-      if (n[i] == 1 && (v < 0 || jobs[i].left_s > jobs[v].left_s)) v = i;
+      if (n[i] == 1 && jobs[i].n_min < 1 && (v < 0 || jobs[i].left_s > jobs[v].left_s)) v = i;
     if (v < 0) break;
     n[v] = 0, taken++;
   }
+  while (taken < count && (v = shoal__loan_victim(jobs, nj, n, 1)) >= 0) n[v]--, taken++; /* below the floors: the SLO first */
   for (int i = 0; i < nj; i++) shoal__goodput(&jobs[i], n[i], &batch[i]);
   return taken;
 }

@@ -57,6 +57,8 @@ typedef struct shoal__goodput_job {
   int nmax;      /* most workers it can use */
   int n_req;     /* the workers it asks for (rigid allocation) */
   double left_s; /* its work left, in seconds on one worker at b0 (0: unknown): which one-worker job a reclaim stops */
+  int n_min;     /* the goodput allocation's floor: it gets this many workers before any speedup is weighed (a
+                  * job kept below its request too long: n_req), taken from the others' least speedup; 0: none */
 } shoal__goodput_job_t;
 
 /* The goodput of n workers at global batch b (0 when either is 0). */
@@ -69,9 +71,11 @@ double shoal__goodput_lr(const shoal__goodput_job_t *j, int b, double lr0);
 
 /* Allocations of `capacity` workers over jobs[0..nj) in place, from the current n[] (moves are resizes):
  * - "goodput": while n sums above capacity, shrink the job whose speedup (goodput over its goodput on one
- *   worker) drops least; then grow, one worker at a time, the job whose speedup rises most; then move one
- *   worker at a time from the running job that loses least (keeping one) to the job that gains most (a
- *   queued one, n 0, gains 1) while the gain is larger.
+ *   worker) drops least; then raise each job below its n_min to it (in index order: free workers first, then
+ *   one at a time from the job that loses least, keeping one); then grow, one worker at a time, the job whose
+ *   speedup rises most; then move one worker at a time from the running job that loses least (keeping one)
+ *   to the job that gains most (a queued one, n 0, gains 1) while the gain is larger. No shrink or move takes
+ *   a job below its n_min unless the floors alone exceed the capacity.
  * - "fifo": rigid: jobs in index order (arrival) run with n_req or wait; when n sums above capacity the
  *   latest-arrived running jobs are stopped (n 0) first.
  * batch[] gets each job's batch (b0 for fifo). Returns the number of jobs whose n changed. */
