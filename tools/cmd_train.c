@@ -162,8 +162,9 @@ static const shoal_opt_t train_opts[] = {
                .expect = "key=value settings"),
     OPT_STRING("--straggle", "SPEC", o.straggle,
                "inject stragglers: slow:RANK:X (worker RANK's compute x (1+X)), jitter:SIGMA (lognormal),\n"
-               "spike:P:X (x X with probability P), comma list; delay = (factor - 1) x measured compute",
-               .expect = "slow:RANK:X, jitter:SIGMA or spike:P:X"),
+               "spike:P:X (every worker x X with probability P), spike1:P:LO[:HI] (in a share P of the steps\n"
+               "one random worker x U[LO,HI]), comma list; delay = (factor - 1) x measured compute",
+               .expect = "slow:RANK:X, jitter:SIGMA, spike:P:X or spike1:P:LO[:HI]"),
     OPT_DOUBLE("--compute-ms", "MS", o.compute_ms, 0, 1e6,
                "emulated accelerator: every step computes MS longer, sleeping (the CPU stays free)", .def = "0"),
     OPT_GROUP("output:"),

@@ -8,6 +8,7 @@
 #   jitter  lognormal jitter, sigma 0.2 (jitter:0.2)
 #   spike   rare 5x spikes             (spike:0.02:5)
 #   spikes  every worker 4x slower in 10% of its steps, drawn apart (spike:0.1:4)
+#   spike1  in 30% of the steps one worker, drawn anew each time, 2-5x slower (spike1:0.3:2:5)
 #   none    no injection (the cost of partial aggregation itself)
 # (3 = the last worker, hosts - 1). Slow-downs multiply the step's whole compute, --compute-ms included.
 # For each pattern it runs the strategies one after the other on the same
@@ -44,7 +45,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -60,8 +61,9 @@ spec_of() {
     jitter) echo "jitter:0.2" ;;
     spike) echo "spike:0.02:5" ;;
     spikes) echo "spike:0.1:4" ;;
+    spike1) echo "spike1:0.3:2:5" ;;
     none) echo "" ;;
-    *) echo "run.sh: unknown pattern '$1' (slow, slow2x, jitter, spike, spikes, none)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown pattern '$1' (slow, slow2x, jitter, spike, spikes, spike1, none)" >&2; exit 2 ;;
   esac
 }
 for p in $patterns; do spec_of "$p" >/dev/null; done

@@ -22,7 +22,7 @@ static double uni(const shoal__straggle_t *s, int w, long it, int k) {
 }
 
 int shoal__straggle_parse(const char *spec, uint64_t seed, int workers, shoal__straggle_t *out) {
-  shoal__straggle_t s = {.slow_rank = -1, .seed = seed};
+  shoal__straggle_t s = {.slow_rank = -1, .seed = seed, .workers = workers};
   const char *p = spec ? spec : "";
   while (*p) {
     const char *e = strchr(p, ',');
@@ -37,6 +37,7 @@ int shoal__straggle_parse(const char *spec, uint64_t seed, int workers, shoal__s
     for (char *t = strtok(item, ":"); t && nf < 4; t = strtok(NULL, ":")) f[nf++] = t;
     char *end;
     double a = nf > 1 ? strtod(f[1], &end) : NAN, b = nf > 2 ? strtod(f[2], &end) : NAN;
+    double c = nf > 3 ? strtod(f[3], &end) : b;
     if (!strcmp(f[0], "slow") && nf == 3 && a == floor(a) && a >= 0 && a < workers && b > 0 && b <= 100) {
       s.slow_rank = (int)a;
       s.slow_extra = b;
@@ -45,10 +46,16 @@ int shoal__straggle_parse(const char *spec, uint64_t seed, int workers, shoal__s
     } else if (!strcmp(f[0], "spike") && nf == 3 && a > 0 && a <= 1 && b >= 1 && b <= 1000) {
       s.spike_p = a;
       s.spike_x = b;
+    } else if (!strcmp(f[0], "spike1") && (nf == 3 || nf == 4) && a > 0 && a <= 1 && b >= 1 && c >= b &&
+               c <= 1000) {
+      s.one_p = a;
+      s.one_lo = b;
+      s.one_hi = c;
     } else {
       return shoal__seterr(SHOAL_ERR_INVALID,
                            "--straggle '%.*s': expected slow:RANK:X (RANK of the %d workers, 0 < X <= 100), "
-                           "jitter:SIGMA (0 < SIGMA <= 2) or spike:P:X (0 < P <= 1, 1 <= X <= 1000)",
+                           "jitter:SIGMA (0 < SIGMA <= 2), spike:P:X (0 < P <= 1, 1 <= X <= 1000) or "
+                           "spike1:P:LO[:HI] (0 < P <= 1, 1 <= LO <= HI <= 1000)",
                            (int)n, p, workers);
     }
     s.on = 1;
@@ -69,6 +76,9 @@ double shoal__straggle_factor(const shoal__straggle_t *s, int w, long it) {
     f *= j > 1 ? j : 1;
   }
   if (s->spike_p > 0 && uni(s, w, it, 2) < s->spike_p) f *= s->spike_x;
+  /* spike1: the step's draws belong to no worker (w = -1), so every worker sees the same choice */
+  if (s->one_p > 0 && uni(s, -1, it, 0) < s->one_p && (int)(uni(s, -1, it, 1) * s->workers) == w)
+    f *= s->one_lo + (s->one_hi - s->one_lo) * uni(s, -1, it, 2);
   return f;
 }
 

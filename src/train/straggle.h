@@ -7,6 +7,8 @@
  *                 (a lognormal of sigma S; median e^(2S) so that the delay, which
  *                 cannot be negative, is clipped in only 2.3 % of the draws)
  *   spike:P:X     every worker, each step with probability P: F = X
+ *   spike1:P:LO:HI  in a share P of the steps one worker, drawn anew each time,
+ *                 F uniform in [LO, HI] (spike1:P:X: F = X); the others F = 1
  * Draws are a pure function of (seed, worker, iteration), so two runs with
  * the same seed (say bsp and partial) see the same pattern. */
 #ifndef SHOAL_TRAIN_STRAGGLE_H
@@ -20,6 +22,8 @@ typedef struct shoal__straggle {
   double slow_extra;
   double jitter;      /* sigma; 0: none */
   double spike_p, spike_x;
+  double one_p, one_lo, one_hi; /* spike1; one_p 0: none */
+  int workers;
   uint64_t seed;
 } shoal__straggle_t;
 

@@ -243,6 +243,30 @@ TEST(straggle_patterns) {
     spikes += f == 5.0;
   }
   CHECK_MSG(spikes > 1700 && spikes < 2300, "%d spikes of 20000 at p = 0.1", spikes);
+  /* spike1: one worker per spiking step, each worker in turn, the factor spread over [2, 5] */
+  CHECK_OK(shoal__straggle_parse("spike1:0.2:2:5", 7, 4, &s));
+  int steps = 0, per[4] = {0}, low = 0, high = 0;
+  for (long it = 0; it < 20000; it++) {
+    int slow = 0;
+    for (int w = 0; w < 4; w++) {
+      double f = shoal__straggle_factor(&s, w, it);
+      if (f == 1.0) continue;
+      CHECK_MSG(f >= 2.0 && f <= 5.0, "factor %g", f);
+      slow++, per[w]++, low += f < 2.5, high += f > 4.5;
+    }
+    CHECK_MSG(slow <= 1, "%d workers slow in step %ld", slow, it);
+    steps += slow;
+  }
+  CHECK_MSG(steps > 3700 && steps < 4300, "%d spiking steps of 20000 at p = 0.2", steps);
+  for (int w = 0; w < 4; w++) CHECK_MSG(per[w] > 800 && per[w] < 1200, "worker %d spiked %d times", w, per[w]);
+  CHECK_MSG(low > 500 && high > 500, "%d factors under 2.5, %d over 4.5", low, high);
+  CHECK_OK(shoal__straggle_parse("spike1:0.5:3", 7, 4, &s));
+  for (long it = 0; it < 100; it++) {
+    double f = shoal__straggle_factor(&s, 2, it);
+    CHECK(f == 1.0 || f == 3.0);
+  }
+  CHECK_EQ(shoal__straggle_parse("spike1:0.2:5:2", 1, 4, &s), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "spike1:P:LO[:HI]");
   CHECK_OK(shoal__straggle_parse("jitter:0.2", 7, 4, &s));
   double sl = 0, sl2 = 0;
   int n = 20000, clipped = 0;
