@@ -306,16 +306,31 @@ static const char *ckpt_name(const run_t *r, const char *path, char *buf, size_t
 }
 
 typedef struct ready_arg {
-  shoal_sync_t *sync;
+  shoal_sync_t *sync;                 /* NULL: no strategy (the hook only slows the layers down) */
   const int *bucket_of_layer;
+  const shoal__straggle_t *straggle;  /* NULL: off */
+  int wrank;
+  long iter;
+  double mark;                        /* end of the compute slowed down so far */
   int rc;
 } ready_arg_t;
+
+/* A straggler computes F times as long: the compute since the last mark is stretched before its result
+ * counts, so that a slow worker's gradients come late (sleeping only after the whole backward pass would
+ * let the others reduce them meanwhile, and bsp would not wait for it). */
+static void straggle_since_mark(ready_arg_t *a) {
+  if (!a->straggle) return;
+  shoal__straggle_apply(a->straggle, a->wrank, a->iter, shoal__now_s() - a->mark);
+  a->mark = shoal__now_s();
+}
 
 /* Backward's hook: a layer whose gradients complete a bucket reports it. */
 static void layer_ready(int layer, void *arg) {
   ready_arg_t *a = arg;
+  straggle_since_mark(a);
   int b = a->bucket_of_layer[layer];
-  if (b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
+  if (a->sync && b >= 0 && !a->rc) a->rc = shoal_sync_bucket_ready(a->sync, b);
+  if (a->straggle) a->mark = shoal__now_s(); /* the report is not compute */
 }
 
 /* The strategy's configuration string as the options give it; full: a
@@ -760,10 +775,11 @@ static int train_step(run_t *r, epoch_t *ep, step_t *st, double *counted) {
     ep->loss_sum += st->loss;
     ep->lits++;
     *counted = st->loss;
-    ready_arg_t ra = {sync, r->bucket_of_layer, 0};
-    shoal__model_backward(r->m, r->xb, o->batch, sync ? layer_ready : NULL, &ra);
+    ready_arg_t ra = {sync, r->bucket_of_layer, r->straggle.on ? &r->straggle : NULL, r->wrank, r->iter, tc, 0};
+    straggle_since_mark(&ra); /* the emulated accelerator's share and the forward pass */
+    shoal__model_backward(r->m, r->xb, o->batch, sync || ra.straggle ? layer_ready : NULL, &ra);
     if (ra.rc) return ra.rc;
-    if (r->straggle.on) shoal__straggle_apply(&r->straggle, r->wrank, r->iter, shoal__now_s() - tc);
+    straggle_since_mark(&ra); /* backward's tail after its last layer */
   }
   if (sync && (rc = shoal_sync_finish(sync))) return rc;
   shoal__gns_after_step(&r->gns, r->m->grads, r->n, r->W * o->batch);

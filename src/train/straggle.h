@@ -1,6 +1,8 @@
 /* Straggler injection for experiments (`shoal train --straggle SPEC`): after
- * its forward and backward pass a worker sleeps (F - 1) x the time that pass
- * took, so its step takes F times its measured compute. SPEC is a comma list
+ * its forward pass and after each backward layer, before that layer's
+ * gradients are reported, a worker sleeps (F - 1) x the time that part took
+ * (runtime.c), so its step takes F times its measured compute and its
+ * gradients come late. SPEC is a comma list
  * of patterns, multiplied together:
  *   slow:R:X      worker R: F = 1 + X (one rank X x 100 % slower)
  *   jitter:S      every worker: F = exp(S (Z + 2)) with Z ~ N(0, 1), at least 1
