@@ -12,7 +12,8 @@
  *   equal to the definition, the same bits on every rank and run after run;
  * - a late rank relays and receives the result (the coordinator and a
  *   tree root included); drop counts it, carry adds it to the next step,
- *   carry-wait loses nothing; excuse_late does not wait for a rank still busy with an earlier step;
+ *   carry-wait loses nothing; excuse_late does not wait for a rank still busy with an earlier step, nor
+ *   for one whose late data came more than a window after the last step closed;
  * - withdraw/cancel; errors named; two threads per rank under random delays
  *   keep every rank's bits equal and lose nothing with carry-wait.
  * Nothing here depends on timing: a "late" rank arrives only after its own
@@ -490,6 +491,67 @@ static int rank_excuse(int rank, void *arg) {
 TEST_T(partial_excuse_late_does_not_wait_for_a_rank_still_out, 60) {
   p2p_world_arg_t a = {.shm = 0, .timeout_s = 10};
   P2P_RUN(4, rank_excuse, &a, 50);
+}
+
+/* excuse_late, a rank far behind (4 ranks, min_ready 3, a fixed window of tau = 2 s): rank 3 misses step 0
+ * (the window closes on ranks 0-2 after tau) and has still sent nothing when ranks 0-2 arrive in step 1,
+ * more than a window after step 0 closed. Step 1 closes as soon as ranks 0-2 are ready: waiting the
+ * window for rank 3 could not bring it in (without the rule the coordinator waits the whole tau: window_s
+ * >= 2 s). The sleep only orders events (ranks 0-2 arrive more than tau after step 0 closed); nothing is
+ * timed but the window the coordinator reports, which the rule makes end at the third ready rank. */
+static int rank_far_behind(int rank, void *arg) {
+  p2p_world_arg_t *a = arg;
+  g_rank = rank;
+  shoal_comm_t *c = p2p_join(rank, a);
+  if (!c) return 2;
+  size_t n = 1001;
+  const double tau = 2.0;
+  float *d0 = malloc(n * sizeof(float)), *d1 = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+  shoal_partial_params_t prm;
+  shoal_partial_params_init(&prm);
+  prm.window = SHOAL_PARTIAL_FIXED;
+  prm.tau_s = tau;
+  prm.min_ready = 3;
+  prm.carry = SHOAL_PARTIAL_CARRY;
+  prm.excuse_late = 1;
+  shoal_partial_t *pa = NULL;
+  if (shoal_partial_create(c, n, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa)) FAILR("create: %s", shoal_last_error());
+  fill(d0, n, rank, 0);
+  fill(d1, n, rank, 1);
+  shoal_partial_info_t info;
+  if (rank != 3 && shoal_partial_arrive(pa, 0, d0, 0)) FAILR("arrive 0: %s", shoal_last_error());
+  if (shoal_partial_allreduce(pa, 0, out, &info)) FAILR("step 0: %s", shoal_last_error());
+  if (info.fresh != 3 || (info.ranks[3] & 1)) FAILR("step 0: %d fresh, rank 3 flags %d", info.fresh, info.ranks[3]);
+  if (rank != 3) {
+    struct timespec ts = {2, 300000000}; /* more than tau after step 0 closed (before this call returned) */
+    nanosleep(&ts, NULL);
+    if (shoal_partial_arrive(pa, 1, d1, 0)) FAILR("arrive 1: %s", shoal_last_error());
+  }
+  if (shoal_partial_allreduce(pa, 1, out, &info)) FAILR("step 1: %s", shoal_last_error());
+  if (info.fresh != 3 || (info.ranks[3] & 1)) FAILR("step 1: %d fresh, rank 3 flags %d", info.fresh, info.ranks[3]);
+  if (!(info.window_s < tau))
+    FAILR("step 1: the window waited %.3f s for rank 3, which was more than a window behind", info.window_s);
+  /* rank 3 catches up; step 2 with everyone: the same bits on every rank */
+  float *d2 = malloc(n * sizeof(float));
+  fill(d2, n, rank, 2);
+  if (rank == 3 && (shoal_partial_arrive(pa, 0, d0, 0) || shoal_partial_arrive(pa, 1, d1, 0)))
+    FAILR("late arrivals: %s", shoal_last_error());
+  if (shoal_partial_arrive(pa, 2, d2, 0)) FAILR("arrive 2: %s", shoal_last_error());
+  if (shoal_partial_allreduce(pa, 2, out, &info)) FAILR("step 2: %s", shoal_last_error());
+  if (info.fresh < 3) FAILR("step 2: %d fresh (min_ready 3)", info.fresh);
+  if (!same_everywhere(c, out, n * sizeof(float))) FAILR("step 2: ranks differ");
+  shoal_partial_destroy(pa);
+  free(d0);
+  free(d1);
+  free(d2);
+  free(out);
+  shoal_comm_destroy(c);
+  return 0;
+}
+
+TEST_T(partial_excuse_late_does_not_wait_for_a_rank_far_behind, 60) {
+  p2p_world_arg_t a = {.shm = 0, .timeout_s = 20};
+  P2P_RUN(4, rank_far_behind, &a, 50);
 }
 
 /* ---- steps with a rank out or carried data: the chooser's algorithm, against the definition ---- */

@@ -100,6 +100,8 @@ struct shoal_partial {
   int *carry_state;       /* [p] CS_* for carry_state_step */
   long carry_state_step;
   unsigned char *late;    /* [p] late at the last completed step: a CARRY report is due next step */
+  uint64_t *carry_ns;     /* [p] when a late rank's CARRY report came in this step (0: not yet) */
+  uint64_t closed_ns;     /* when the last completed step's window closed */
   double comp[64];        /* compute times the ranks reported (MEASURED window) */
   int ncomp;
   shoal__req_t *rreq, *oreq, *dreq; /* [p] control receive, OPEN send, DECIDE send per rank */
@@ -233,6 +235,7 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
   pa->cov = calloc(P, 1);
   pa->has = calloc(P, 1);
   pa->late = calloc(P, 1);
+  pa->carry_ns = calloc(P, sizeof *pa->carry_ns);
   pa->final_kind = calloc(P, sizeof *pa->final_kind);
   pa->carry_state = calloc(P, sizeof *pa->carry_state);
   pa->rreq = calloc(P, sizeof *pa->rreq);
@@ -244,7 +247,7 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
   pa->rbuf = calloc(P, CTL_BYTES);
   pa->obuf = calloc(DEC_HEAD + P, 1);
   pa->dbuf = calloc(DEC_HEAD + P, 1);
-  int ok = pa->dec && pa->cov && pa->has && pa->late && pa->final_kind && pa->carry_state && pa->rreq && pa->oreq &&
+  int ok = pa->dec && pa->cov && pa->has && pa->late && pa->carry_ns && pa->final_kind && pa->carry_state && pa->rreq && pa->oreq &&
            pa->dreq && pa->rposted && pa->oposted && pa->dposted && pa->rbuf && pa->obuf && pa->dbuf;
   if (ok && prm.carry != SHOAL_PARTIAL_DROP) {
     pa->carry[0] = calloc(pa->bytes ? pa->bytes : 1, 1);
@@ -273,6 +276,7 @@ void shoal_partial_destroy(shoal_partial_t *pa) {
   free(pa->cov);
   free(pa->has);
   free(pa->late);
+  free(pa->carry_ns);
   free(pa->final_kind);
   free(pa->carry_state);
   free(pa->rreq);
@@ -601,8 +605,10 @@ static int post_report_recv(shoal_partial_t *pa, const shoal__op_t *op, int i) {
 static int coord_begin(shoal_partial_t *pa, const shoal__op_t *op, long k) {
   int p = pa->p, rc;
   if (pa->carry_state_step != k) { /* a new step (not a retry after a cancel): late ranks owe a CARRY report */
-    for (int i = 0; i < p; i++)
+    for (int i = 0; i < p; i++) {
       pa->carry_state[i] = pa->prm.carry != SHOAL_PARTIAL_DROP && pa->late[i] ? CS_EXPECTED : CS_NONE;
+      pa->carry_ns[i] = 0;
+    }
     pa->carry_state_step = k;
   }
   for (int i = 0; i < p; i++) {
@@ -618,8 +624,10 @@ static int coord_begin(shoal_partial_t *pa, const shoal__op_t *op, long k) {
 static void coord_own(shoal_partial_t *pa, long k, tally_t *t) {
   local_t l;
   read_local(pa, k, &l);
-  if (l.carry_ready && pa->carry_state[pa->rank] == CS_EXPECTED)
+  if (l.carry_ready && pa->carry_state[pa->rank] == CS_EXPECTED) {
     pa->carry_state[pa->rank] = l.carry_has ? CS_DATA : CS_EMPTY;
+    pa->carry_ns[pa->rank] = shoal__now_ns();
+  }
   if (!pa->final_kind[pa->rank] && !t->decided && (l.arr != ARR_NONE || l.withdrawn) &&
       pa->carry_state[pa->rank] != CS_EXPECTED) {
     int kind = l.arr == ARR_DATA ? M_READY : l.arr == ARR_SKIP ? M_SKIP : M_PAUSE;
@@ -647,6 +655,7 @@ static int coord_reports(shoal_partial_t *pa, const shoal__op_t *op, long k, tal
                               step, kind == M_LATE ? " before the decision" : "");
     if (kind == M_CARRY) {
       if (!t->decided) pa->carry_state[i] = flags & 1 ? CS_DATA : CS_EMPTY;
+      if (!pa->carry_ns[i]) pa->carry_ns[i] = shoal__now_ns();
       if ((rc = post_report_recv(pa, op, i))) return rc;
       continue;
     }
@@ -679,6 +688,19 @@ static int ranks_still_out(const shoal_partial_t *pa) {
   return n;
 }
 
+/* With excuse_late, once min_ready ranks are ready: is every rank not reported yet one whose late data of
+ * the last step came (or has not yet come) more than a window after that step's window closed? Such a rank
+ * started this step at least that much behind the others, so the window would wait its full length and
+ * most likely close without it anyway (a persistently slow worker: every step). */
+static int only_far_behind_missing(const shoal_partial_t *pa, uint64_t now, double win) {
+  for (int i = 0; i < pa->p; i++) {
+    if (pa->final_kind[i]) continue;
+    uint64_t came = pa->carry_ns[i] ? pa->carry_ns[i] : now;
+    if (!pa->late[i] || (double)(came - pa->closed_ns) * 1e-9 <= win) return 0;
+  }
+  return 1;
+}
+
 /* Before the decision: tell the others the step is under way, cancel it (every rank paused, none ready),
  * or close the window and send the decision. *wake: when the window closes (0: no timer). */
 static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tally_t *t, uint64_t now, uint64_t *wake,
@@ -705,7 +727,7 @@ static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tall
         *wake = t->t_first + (uint64_t)(tau * 1e9) + 1;
       }
     }
-    if (t->m >= need && w >= win) close = 1;
+    if (t->m >= need && (w >= win || (pa->prm.excuse_late && only_far_behind_missing(pa, now, win)))) close = 1;
     else if (t->m >= need) *wake = t->t_first + (uint64_t)(win * 1e9) + 1;
   }
   if (t->m >= 1 && !t->opened && !close) { /* tell the others the step is under way */
@@ -735,6 +757,7 @@ static int coord_decide(shoal_partial_t *pa, const shoal__op_t *op, long k, tall
     fill_dec(pa->dbuf, M_DECIDE, k, n, w, pa->dec, p);
     if ((rc = send_to_others(pa, op, pa->dbuf, pa->dreq, pa->dposted))) return rc;
     t->decided = 1;
+    pa->closed_ns = now;
     if (!pa->final_kind[pa->rank]) { /* this rank itself was late */
       pa->final_kind[pa->rank] = M_LATE;
       t->nfinal++;
