@@ -86,7 +86,10 @@ typedef struct shoal_partial_params {
   int fanout;                    /* 0: chosen with ntrees; 1: chains, 2: binary trees, up to 8: k-ary trees */
   int excuse_late;               /* 1: once tau has passed, each rank still busy with a step it was late for
                                     (late in the step before, nothing reported in this one) lowers min_ready
-                                    by one, down to 1; 0 (default): min_ready holds */
+                                    by one, down to 1; and once min_ready ranks are ready, the window does
+                                    not wait for ranks whose late data of the step before came (or has not
+                                    come) more than a window after it closed; 0 (default): min_ready and
+                                    the window hold */
 } shoal_partial_params_t;
 
 void shoal_partial_params_init(shoal_partial_params_t *p);
