@@ -25,7 +25,7 @@ const shoal__config_var_t shoal__config_vars[] = {
   {"SHOAL_NOTE_FD", "", "comm", "set by `shoal launch`: FD:INODE of a pipe where a rank whose peer closed, left or aborted first says so, and the launcher then blames that peer"},
   {"SHOAL_JOIN", "0", "comm", "1: shoal_comm_init joins the running job through its door instead of starting one (set by `shoal launch --on-failure restart` for restarted ranks)"},
   /* comm: collectives */
-  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), relay (reduction trees with relays), auto (read when the world is created)"},
+  {"SHOAL_ALGO", "auto", "comm", "force an allreduce algorithm: ring, rhd (halving-doubling), rd (recursive doubling), shm, hier, trees (multi-tree), relay (reduction trees with relays), cma (one host, single copy over cross-memory attach), auto (read when the world is created)"},
   {"SHOAL_ALPHA_US", "", "comm", "cost model: per-message latency in microseconds (default: built-in table)"},
   {"SHOAL_BETA_GBPS", "", "comm", "cost model: link bandwidth in GB/s (default: built-in table)"},
   {"SHOAL_GAMMA_GBPS", "", "comm", "cost model: reduction throughput in GB/s (default: built-in table)"},

@@ -7,9 +7,46 @@
  * plus the shm and hier allreduce algorithms explicitly at every dtype x op
  * x count (1, prime, 3 MiB), in place and not, with a tiny pipeline chunk
  * so that the large path runs many chunks with ragged slices (and copies
- * results out with non-temporal stores). */
+ * results out with non-temporal stores); the same for the single-copy cma
+ * algorithm, its refusal when a rank may not be read (cross-memory attach
+ * refused), and the chooser picking it only from a profile that measured it. */
 #define SHOAL_COLL_MATRIX_ONLY
 #include "test_coll.c"
+
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Whether this machine lets a process read a same-user process's memory (what the cma algorithm needs),
+ * found without shoal: read a word of a child. */
+static int cma_possible(void) {
+  static int known = -1;
+  if (known >= 0) return known;
+  int fds[2];
+  if (pipe(fds)) return known = 0;
+  volatile uint64_t word = 0x5eed5eed5eedull;
+  pid_t pid = fork();
+  if (pid == 0) {
+    char b;
+    close(fds[1]);
+    if (read(fds[0], &b, 1) < 0) _exit(1); /* stay alive until the parent has read */
+    _exit(0);
+  }
+  close(fds[0]);
+  uint64_t got = 0;
+  struct iovec lv = {&got, sizeof got}, rv = {(void *)&word, sizeof word};
+  int ok = pid > 0 && process_vm_readv(pid, &lv, 1, &rv, 1, 0) == (ssize_t)sizeof got && got == word;
+  close(fds[1]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+  return known = ok;
+}
+
+static shoal_algo_t cma_id(void) {
+  shoal_algo_t a = SHOAL_ALGO_AUTO;
+  if (shoal_algo_parse("cma", &a)) abort();
+  return a;
+}
 
 typedef struct layout {
   group_t g;
@@ -18,7 +55,36 @@ typedef struct layout {
   int full_matrix;      /* also run test_coll.c's whole matrix */
   const char *chunk;    /* SHOAL_SHM_CHUNK_BYTES, or NULL */
   const char *nt;       /* SHOAL_SHM_NT_BYTES, or NULL */
+  int cma;              /* also the cma algorithm at every dtype x op x count */
+  int undumpable;       /* this rank + 1 makes itself non-dumpable: nobody may read its memory */
+  const char *tune;     /* a profile entry for host "hcma" (every rank on it): SHOAL_TUNE=cache, then the pick */
 } layout_t;
+
+/* The chooser on a profile entry: cma only where its measured fit is the cheapest, never unmeasured. */
+static int cma_choice(shoal_comm_t *c, const char *entry) {
+  int fails = 0;
+  int fast = strstr(entry, " cma ") != NULL && cma_possible();
+  shoal_algo_t big = shoal_allreduce_choose(c, 4u << 20), tiny = shoal_allreduce_choose(c, 8);
+  if (big != (fast ? cma_id() : SHOAL_ALGO_SHM))
+    FAILF("profile '%s': picked %s for 4 MiB, expected %s", entry, shoal_algo_name(big), fast ? "cma" : "shm");
+  if (tiny != SHOAL_ALGO_SHM) FAILF("profile '%s': picked %s for 8 B, expected shm", entry, shoal_algo_name(tiny));
+  return fails;
+}
+
+/* A rank made itself non-dumpable before joining: the host group agreed that cma may not run, so an explicit
+ * request is refused on every rank naming the reason, and shm still runs. Last: the refusal aborts c. */
+static int cma_refused(shoal_comm_t *c) {
+  int fails = 0;
+  fails += t_allreduce(c, SHOAL_ALGO_AUTO, SHOAL_FLOAT32, SHOAL_SUM, BIG_BYTES / 4, 0);
+  fails += t_allreduce(c, SHOAL_ALGO_SHM, SHOAL_INT32, SHOAL_MAX, PRIME, 1);
+  float v = 1;
+  int rc = shoal_barrier(c);
+  if (rc == 0) rc = shoal_allreduce_algo(c, &v, &v, 1, SHOAL_FLOAT32, SHOAL_SUM, cma_id());
+  if ((rc != SHOAL_ERR_UNSUPPORTED && rc != SHOAL_ERR_PEER_CLOSED && rc != SHOAL_ERR_ABORTED) ||
+      (rc == SHOAL_ERR_UNSUPPORTED && !strstr(shoal_last_error(), "cross-memory attach")))
+    FAILF("cma with a non-dumpable rank: rc %d: %s", rc, shoal_last_error());
+  return fails;
+}
 
 /* Explicit shm (one host) or hier (several) at every dtype x op x count. */
 static int extra(shoal_comm_t *c, shoal_algo_t algo) {
@@ -64,9 +130,23 @@ static int layout_rank(int rank, void *arg) {
   setenv("SHOAL_SHM", l->shm ? "1" : "0", 1);
   if (l->chunk) setenv("SHOAL_SHM_CHUNK_BYTES", l->chunk, 1);
   if (l->nt) setenv("SHOAL_SHM_NT_BYTES", l->nt, 1);
+  if (l->undumpable == rank + 1 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) return 2;
+  char tune_file[128];
+  if (l->tune) {
+    snprintf(tune_file, sizeof tune_file, "%s/tune", l->g.dir);
+    FILE *f = rank == 0 ? fopen(tune_file, "w") : NULL;
+    if (f) fprintf(f, "hcma:%d\t%s\n", l->g.n, l->tune), fclose(f);
+    setenv("SHOAL_HOSTNAME", "hcma", 1);
+    setenv("SHOAL_TUNE", "cache", 1);
+    setenv("SHOAL_TUNE_FILE", tune_file, 1);
+  }
   shoal_comm_t *c;
   if (join(&l->g, rank, &c)) return 2;
   int fails = l->full_matrix ? matrix(c, &l->g) : 0;
+  if (l->tune) fails += cma_choice(c, l->tune);
+  if (l->cma && cma_possible()) fails += extra(c, cma_id());
+  if (l->undumpable) fails += cma_refused(c);
+  if (l->tune || l->undumpable) goto done;
   if (l->shm && l->g.n > 1) {
     int nhosts = 1;
     for (int i = 1; i < l->g.n && l->hosts[0]; i++) {
@@ -84,6 +164,7 @@ static int layout_rank(int rank, void *arg) {
         FAILF("shm on %d hosts: rc %d: %s", nhosts, rc, shoal_last_error());
     }
   }
+done:
   shoal_comm_destroy(c);
   if (fails) fprintf(stderr, "rank %d: %d failures\n", rank, fails);
   return fails ? 1 : 0;
@@ -112,8 +193,8 @@ TEST_T(shm_coll_matrix_tcp_only_4, 240) {
 }
 
 TEST_T(shm_coll_one_host_3_small_chunks, 240) {
-  /* and the non-temporal copy-out from 64 KiB (ragged heads and tails) */
-  layout_t l = {.g = {.n = 3}, .shm = 1, .chunk = "4096", .nt = "65536"};
+  /* and the non-temporal copy-out from 64 KiB (ragged heads and tails); cma's slices are ragged at 3 */
+  layout_t l = {.g = {.n = 3}, .shm = 1, .chunk = "4096", .nt = "65536", .cma = 1};
   run_layout(&l);
 }
 
@@ -132,6 +213,25 @@ TEST_T(shm_coll_mixed_unequal_6_matrix, 240) {
   layout_t l = {.g = {.n = 6}, .hosts = {"hA", "hB", "hA", "hC", "hC", "hA"}, .shm = 1, .full_matrix = 1,
                 .chunk = "4096"};
   run_layout(&l);
+}
+
+TEST_T(shm_coll_cma_2, 120) {
+  layout_t l = {.g = {.n = 2}, .shm = 1, .cma = 1};
+  run_layout(&l);
+}
+
+TEST_T(shm_coll_cma_refused_non_dumpable_3, 120) {
+  layout_t l = {.g = {.n = 3}, .shm = 1, .undumpable = 3}; /* rank 2: not the leader, whose file the others open */
+  run_layout(&l);
+}
+
+/* profile entries (values as `shoal tune` writes them): cma's fit faster than shm's at 4 MiB, or absent */
+TEST_T(shm_coll_cma_chosen_by_profile_2, 120) {
+  layout_t l = {.g = {.n = 2}, .shm = 1,
+                .tune = "2.9e-07 1.6e-10 -1 -1 3.4e-11 1.5e-07 1.75e-10 1.3e-07 cma 3.2e-06 9.3e-11"};
+  run_layout(&l);
+  layout_t none = {.g = {.n = 2}, .shm = 1, .tune = "2.9e-07 1.6e-10 -1 -1 3.4e-11 1.5e-07 1.75e-10 1.3e-07"};
+  run_layout(&none);
 }
 
 /* every rank alone on its host: hier is the leaders' allreduce only */

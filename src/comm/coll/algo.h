@@ -94,6 +94,9 @@ int shoal__trees_interior(const shoal__coll_ctx_t *x, const shoal__plan_t *plan,
 /* The plan of algorithm a in words (its describe, else its chunk). */
 void shoal__plan_describe(shoal_algo_t a, const shoal__coll_ctx_t *x, const shoal__plan_t *plan, char *out, size_t cap);
 
+/* The single-copy allreduce over cross-memory attach (allreduce_cma.c), which the tuning profile times. */
+extern const shoal__coll_algo_t shoal__algo_cma;
+
 /* ---- the table (algos.c) ---- */
 int shoal__algo_count(void);                            /* ids are 0 .. count-1; id 0 is AUTO */
 const shoal__coll_algo_t *shoal__algo(shoal_algo_t id); /* NULL for AUTO and out of range */

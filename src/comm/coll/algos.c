@@ -11,7 +11,7 @@
 #include "core/error.h"
 
 extern const shoal__coll_algo_t shoal__algo_ring, shoal__algo_rhd, shoal__algo_rd, shoal__algo_shm, shoal__algo_hier,
-    shoal__algo_trees, shoal__algo_relay;
+    shoal__algo_trees, shoal__algo_relay, shoal__algo_cma;
 
 static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_AUTO] = NULL, /* the chooser */
@@ -22,6 +22,7 @@ static const shoal__coll_algo_t *const table[] = {
     [SHOAL_ALGO_HIER] = &shoal__algo_hier,
     [SHOAL_ALGO_TREES] = &shoal__algo_trees,
     [SHOAL_ALGO_RELAY] = &shoal__algo_relay,
+    &shoal__algo_cma,
 };
 #define NALGO ((int)(sizeof table / sizeof table[0]))
 _Static_assert(NALGO <= SHOAL__ALGO_MAX, "raise SHOAL__ALGO_MAX");

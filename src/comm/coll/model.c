@@ -2,6 +2,7 @@
  * values where measured or cached, else built-in defaults. */
 #include "comm/coll/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,15 @@ void shoal__tune_class(const shoal__world_t *w, int shm, shoal__cost_t *out) {
 double shoal__tune_shm_allreduce_time(const shoal__world_t *w, double bytes) {
   const shoal__tune_t *t = w ? w->tune : NULL;
   return val_or(t, T_COLL_A, DEF_COLL_ALPHA) + bytes * val_or(t, T_COLL_B, DEF_COLL_BETA);
+}
+
+double shoal__tune_cma_allreduce_time(const shoal__world_t *w, double bytes) {
+  const shoal__tune_t *t = w ? w->tune : NULL;
+  /* no default: how it compares with the shm algorithm depends on the ranks per core and the size (faster
+   * from a few KiB at 2 ranks a core each, slower at 4 on 2 cores on the reference VM), so only a fit of
+   * this host group's own times may pick it */
+  if (!t || t->v[T_CMA_A] <= 0 || t->v[T_CMA_B] <= 0) return INFINITY;
+  return t->v[T_CMA_A] + bytes * t->v[T_CMA_B];
 }
 
 double shoal__tune_op_overhead(const shoal__world_t *w) {

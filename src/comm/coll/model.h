@@ -21,12 +21,12 @@ typedef struct shoal__cost {
 } shoal__cost_t;
 
 /* The values of a profile, in seconds and seconds per byte; < 0 unknown. */
-enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B, T_OP_O, SHOAL__TUNE_NVALS };
+enum { T_SHM_A, T_SHM_B, T_NET_A, T_NET_B, T_GAMMA, T_COLL_A, T_COLL_B, T_OP_O, T_CMA_A, T_CMA_B, SHOAL__TUNE_NVALS };
 
 typedef struct shoal__tune {
   int source;    /* 0 built-in defaults, 1 measured now, 2 from the cache file */
   char key[256]; /* host set: "hostA:2,hostB:2" */
-  /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o */
+  /* shm_alpha, shm_beta, net_alpha, net_beta, gamma, coll_alpha, coll_beta, op_o, cma_alpha, cma_beta */
   double v[SHOAL__TUNE_NVALS];
   shoal__cost_t env_net; /* the TCP defaults (SHOAL_ALPHA_US, ...), read once at creation */
   double uplink_bps;     /* SHOAL_RACK_UPLINK_GBPS in bytes/s, read at creation; <= 0: one host link's rate */
@@ -73,6 +73,9 @@ void shoal__tune_class(const struct shoal__world *w, int shm, shoal__cost_t *out
 /* The shared-memory-native allreduce of a host group: its fitted time for
  * `bytes` (it is not a point-to-point formula). */
 double shoal__tune_shm_allreduce_time(const struct shoal__world *w, double bytes);
+/* The single-copy allreduce over cross-memory attach (coll/allreduce_cma.c): the same kind of fit;
+ * INFINITY unless the profile measured it (no built-in default). */
+double shoal__tune_cma_allreduce_time(const struct shoal__world *w, double bytes);
 /* Software overhead of one collective on the point-to-point path. */
 double shoal__tune_op_overhead(const struct shoal__world *w);
 /* alpha (s) and beta (s/byte) between world ranks a != b: two ranks of one

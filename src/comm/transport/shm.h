@@ -31,6 +31,7 @@ typedef struct shoal__shm_ctrl {
   _Alignas(SHOAL__SHM_LINE) _Atomic uint32_t bell;     /* futex word: bumped by whoever wakes this rank */
   _Atomic uint32_t sleeping;                           /* this rank sleeps (or is about to) on bell */
   int32_t pid;
+  uint64_t base;                                       /* where this rank mapped the segment (the cma test) */
 } shoal__shm_ctrl_t;
 
 /* A rank's box for tiny allreduce inputs: the step number, the descriptor and
@@ -85,7 +86,14 @@ typedef struct shoal__shm {
   uint64_t *last_check_ns; /* [nlocal] rate limit of the liveness probes */
   int *pidfd;              /* [nlocal] pidfd of each same-host peer (-1: none, -2: gone already) */
   int oversub;             /* more ranks on this host than cores: spin with sched_yield, not pause */
+  /* Cross-memory attach (the cma allreduce, coll/allreduce_cma.c): every pair of the group may
+   * process_vm_readv/writev each other, tested and agreed at attach; the local buffer of its pieces. */
+  int cma_ok;
+  size_t cma_piece;        /* bytes per peer and piece */
+  char *cma_tmp;           /* [nlocal - 1][cma_piece] */
 } shoal__shm_t;
+
+#define SHOAL__SHM_CMA_MAXLOCAL 64 /* larger host groups run without cma */
 
 extern const shoal__transport_t shoal__shm_transport;
 

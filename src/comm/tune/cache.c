@@ -71,7 +71,7 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
     lineno++;
     if (line[0] == '#' || strncmp(line, key, kl) || line[kl] != '\t') continue;
     double t[SHOAL__TUNE_NVALS];
-    t[T_OP_O] = -1; /* entries written before the op overhead was measured have 7 numbers */
+    t[T_OP_O] = t[T_CMA_A] = t[T_CMA_B] = -1; /* older entries: 7 numbers (no op overhead), no cma */
     int used = 0;
     int got = sscanf(line + kl + 1, "%lg %lg %lg %lg %lg %lg %lg %lg%n", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5],
                      &t[6], &t[7], &used);
@@ -111,6 +111,9 @@ int shoal__tune_cache_read(const char *path, const char *key, int nh, const int 
       }
       free(m);
     }
+    double ca, cb; /* the cma fit, last on the line */
+    if (got == 8 && sscanf(p, " cma %lg %lg", &ca, &cb) == 2 && isfinite(ca) && isfinite(cb) && ca > 0 && cb > 0)
+      v[T_CMA_A] = ca, v[T_CMA_B] = cb;
   }
   free(line);
   fclose(f);
@@ -153,7 +156,7 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
   size_t cap = 0, kl = strlen(key);
   fprintf(out, "# shoal tuning profile: host set <TAB> shm_alpha shm_beta net_alpha net_beta gamma coll_alpha "
                "coll_beta op_o (seconds, seconds/byte; -1 unknown) [links H, H*H one-way latencies (s), H*H "
-               "bandwidths (bytes/s), hosts in the order of the host set]\n");
+               "bandwidths (bytes/s), hosts in the order of the host set] [cma cma_alpha cma_beta]\n");
   while (in && getline(&line, &cap, in) > 0) {
     if (line[0] == '#' || (!strncmp(line, key, kl) && line[kl] == '\t')) continue;
     fputs(line, out);
@@ -169,6 +172,8 @@ int shoal__tune_cache_write(const char *path, const char *key, int nh, const int
       for (int i = 0; i < nh; i++)
         for (int j = 0; j < nh; j++) fprintf(out, " %.6g", (k ? bw : lat)[sorted[i] * nh + sorted[j]]);
   }
+  /* last, so that a reader that knows only the links reads them and ignores it */
+  if (v[T_CMA_A] > 0 && v[T_CMA_B] > 0) fprintf(out, " cma %.6g %.6g", v[T_CMA_A], v[T_CMA_B]);
   fputc('\n', out);
   int bad = ferror(out);
   if (fclose(out) || bad || rename(tmp, path)) {

@@ -25,6 +25,12 @@ void shoal__tune_explain(shoal_comm_t *c, FILE *f) {
   double coll0 = shoal__tune_shm_allreduce_time(w, 0), coll_gb = shoal__tune_shm_allreduce_time(w, 1e9) - coll0;
   fprintf(f, "# shm allreduce fit: %.2f us + S / %.2f GB/s%s\n", coll0 * 1e6, 1.0 / coll_gb,
           t && t->v[T_COLL_A] > 0 ? " (fitted)" : " (default)");
+  double cma0 = shoal__tune_cma_allreduce_time(w, 0);
+  if (isfinite(cma0))
+    fprintf(f, "# cma allreduce fit: %.2f us + S / %.2f GB/s (fitted)\n", cma0 * 1e6,
+            1.0 / (shoal__tune_cma_allreduce_time(w, 1e9) - cma0));
+  else
+    fprintf(f, "# cma allreduce: not measured (only a profile of this host group's own times may pick it)\n");
   fprintf(f, "# op overhead (point-to-point algorithms, per collective): %.2f us%s\n",
           shoal__tune_op_overhead(w) * 1e6, t && t->v[T_OP_O] >= 0 ? " (measured)" : " (default)");
   const shoal__topo_t *tp = w->topo;

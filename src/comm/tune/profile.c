@@ -4,14 +4,16 @@
  * (relative errors, so the 64-byte point sets alpha and the large point
  * beta); between hosts: the matrix of every host pair (links.c), whose
  * medians are the net class; the shm-native allreduce fitted as T = a + b S
- * the same way; gamma from timing the float32 sum kernel; the overhead of one
- * point-to-point collective. Medians over iterations; the ranks agree on the
+ * the same way, and the single-copy one (cma) where it may run; gamma from
+ * timing the float32 sum kernel; the overhead of one point-to-point
+ * collective. Medians over iterations; the ranks agree on the
  * MAX of each value (conservative under contention). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/coll/algo.h"
 #include "comm/comm_impl.h"
+#include "comm/transport/shm.h"
 #include "comm/tune/tune.h"
 #include "comm/tune/tune_impl.h"
 #include "core/clock.h"
@@ -77,7 +79,19 @@ static int p2p_probe(shoal_comm_t *c, shoal__op_t *op, int a, int b, double *alp
   return 0;
 }
 
-static int coll_probe(shoal_comm_t *c, shoal__op_t *op, double *a, double *b) {
+/* A shared-memory-native allreduce of the host group (run: shm_coll.c's, or the cma algorithm's), timed
+ * end to end at coll_sizes and fitted as T = a + b S. */
+typedef int (*coll_run_t)(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count);
+
+static int run_shm(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count) {
+  return shoal__shm_allreduce(c, op, src, dst, count, -1);
+}
+
+static int run_cma(shoal_comm_t *c, const shoal__op_t *op, const void *src, void *dst, size_t count) {
+  return shoal__algo_cma.run(c, op, src, dst, count, NULL);
+}
+
+static int coll_probe(shoal_comm_t *c, shoal__op_t *op, coll_run_t run, double *a, double *b) {
   char *in = malloc(coll_sizes[NCOLL - 1]), *out = malloc(coll_sizes[NCOLL - 1]);
   int rc = 0;
   if (!in || !out) {
@@ -98,7 +112,7 @@ static int coll_probe(shoal_comm_t *c, shoal__op_t *op, double *a, double *b) {
       int brc = 0; /* start together, as after a barrier or a compute phase; back to back the ranks' waits overlap */
       if (shoal__shm_barrier(c, &cop, &brc) && brc) return free(in), free(out), brc;
       uint64_t t0 = shoal__now_ns();
-      rc = shoal__shm_allreduce(c, &cop, in, out, n, -1);
+      rc = run(c, &cop, in, out, n);
       if (it) samples[it - 1] = (double)(shoal__now_ns() - t0) * 1e-9;
     }
     x[k] = (double)coll_sizes[k];
@@ -169,7 +183,10 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   int pl = s->lrank ^ 1;
   if (w->shm && pl < s->nlocal)
     rc = p2p_probe(c, &op, s->l2w[s->lrank & ~1], s->l2w[s->lrank | 1], &v[T_SHM_A], &v[T_SHM_B]);
-  if (!rc && w->shm) rc = coll_probe(c, &op, &v[T_COLL_A], &v[T_COLL_B]);
+  if (!rc && w->shm) rc = coll_probe(c, &op, run_shm, &v[T_COLL_A], &v[T_COLL_B]);
+  /* the single-copy algorithm where the host group agreed it may run (w->shm->cma_ok, the same on every
+   * member): unmeasured, the chooser never picks it */
+  if (!rc && w->shm && w->shm->cma_ok) rc = coll_probe(c, &op, run_cma, &v[T_CMA_A], &v[T_CMA_B]);
   if (!rc) v[T_GAMMA] = gamma_probe();
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, v, SHOAL__TUNE_NVALS, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD)))
@@ -182,8 +199,10 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
   shoal__tune_changed(w); /* new values: forget the last choice */
   SHOAL_DEBUG("TUNING", "profile took %.1f ms", (double)(shoal__now_ns() - t0) * 1e-6);
   SHOAL_DEBUG("TUNING", "fitted: shm alpha %.2f us, %.2f GB/s; net alpha %.2f us, %.2f GB/s; gamma %.2f GB/s; "
-              "shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
+              "shm allreduce %.2f us + S / %.2f GB/s; cma allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us",
+              v[T_SHM_A] * 1e6, v[T_SHM_B] > 0 ? 1e-9 / v[T_SHM_B] : -1,
               w->tune->v[T_NET_A] * 1e6, w->tune->v[T_NET_B] > 0 ? 1e-9 / w->tune->v[T_NET_B] : -1, v[T_GAMMA] > 0 ? 1e-9 / v[T_GAMMA] : -1,
-              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, w->tune->v[T_OP_O] * 1e6);
+              v[T_COLL_A] * 1e6, v[T_COLL_B] > 0 ? 1e-9 / v[T_COLL_B] : -1, v[T_CMA_A] * 1e6,
+              v[T_CMA_B] > 0 ? 1e-9 / v[T_CMA_B] : -1, w->tune->v[T_OP_O] * 1e6);
   return write_cache ? shoal__tune_store(c) : 0;
 }

@@ -19,11 +19,13 @@
 
 static void log_params(const shoal__world_t *w, const shoal__tune_t *t) {
   SHOAL_DEBUG("TUNING", "profile (%s) of %s: shm alpha %.2f us beta %.2f GB/s; net alpha %.2f us beta %.2f GB/s; "
-              "gamma %.2f GB/s; shm allreduce %.2f us + S / %.2f GB/s; op overhead %.2f us", shoal__tune_source(w),
+              "gamma %.2f GB/s; shm allreduce %.2f us + S / %.2f GB/s; cma allreduce %.2f us + S / %.2f GB/s; op overhead "
+              "%.2f us", shoal__tune_source(w),
               t->key,
               t->v[T_SHM_A] * 1e6, t->v[T_SHM_B] > 0 ? 1e-9 / t->v[T_SHM_B] : -1, t->v[T_NET_A] * 1e6,
               t->v[T_NET_B] > 0 ? 1e-9 / t->v[T_NET_B] : -1, t->v[T_GAMMA] > 0 ? 1e-9 / t->v[T_GAMMA] : -1,
-              t->v[T_COLL_A] * 1e6, t->v[T_COLL_B] > 0 ? 1e-9 / t->v[T_COLL_B] : -1, t->v[T_OP_O] * 1e6);
+              t->v[T_COLL_A] * 1e6, t->v[T_COLL_B] > 0 ? 1e-9 / t->v[T_COLL_B] : -1, t->v[T_CMA_A] * 1e6,
+              t->v[T_CMA_B] > 0 ? 1e-9 / t->v[T_CMA_B] : -1, t->v[T_OP_O] * 1e6);
 }
 
 /* Rank 0's file decides for everyone: [found, values, latencies, bandwidths], agreed by MAX. 1 found, 0 not,
