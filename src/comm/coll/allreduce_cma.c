@@ -117,7 +117,7 @@ static int cma_run(shoal_comm_t *c, const shoal__op_t *op, const void *src_, voi
   size_t pe = s->cma_piece / es; /* elements per piece */
   for (size_t off = so; off < so + sn && !rc; off += pe) {
     size_t n = so + sn - off < pe ? so + sn - off : pe, nb = n * es;
-    const char *in[SHOAL__SHM_CMA_MAXLOCAL];
+    const char *in[SHOAL__SHM_CMA_MAXLOCAL] = {0}; /* [l]: local rank l's piece (mine: my source; else my buffer) */
     for (int l = 0, k = 0; l < p && !rc; l++) {
       if (l == me) {
         in[l] = src + off * es;
@@ -128,9 +128,11 @@ static int cma_run(shoal_comm_t *c, const shoal__op_t *op, const void *src_, voi
       in[l] = t;
     }
     if (rc) break;
-    char *out = dst + off * es;
-    shoal__reduce3(out, in[0], in[1], n, dt, ro);
-    for (int l = 2; l < p; l++) shoal__reduce3(out, out, in[l], n, dt, ro);
+    /* local-rank order, accumulated in a peer's piece that is read already; out only at the last step: in
+     * place, out is my own input, which step `me` still reads */
+    char *out = dst + off * es, *acc = p == 2 ? out : (char *)in[me == 0 ? 1 : 0];
+    shoal__reduce3(acc, in[0], in[1], n, dt, ro);
+    for (int l = 2; l < p; l++) shoal__reduce3(l == p - 1 ? out : acc, acc, in[l], n, dt, ro);
     if (ro == SHOAL_AVG) shoal__reduce_avg_finish(out, n, dt, p);
     for (int l = 0; l < p && !rc; l++)
       if (l != me) rc = move(c, op, l, 1, out, peer[l].dst + off * es, nb);
