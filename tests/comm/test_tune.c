@@ -142,6 +142,20 @@ TEST_T(tune_profile_cache_and_reuse_mixed_hosts, 90) {
   unlink(a.file);
 }
 
+/* A profile times the single-copy cma allreduce only where a host holds two ranks: at three it measured
+ * slower than the shm row at every size, and a profile under load could favour its fit (docs/shm.md). On
+ * the old rule this fails wherever cross-memory attach is allowed ("cma allreduce fit" in the explanation). */
+TEST_T(tune_profile_times_cma_only_at_two_ranks, 90) {
+  tune_arg_t a = {.n = 3, .hosts = {"hC", "hC", "hC"}, .mode = "force", .want_source = "measured"};
+  snprintf(a.file, sizeof a.file, "/tmp/shoal-tune-cma-%d", (int)getpid());
+  unlink(a.file);
+  a.want_extra = "cma allreduce: not measured";
+  run(&a);
+  CHECK(file_has(a.file, "hC:3\t"));
+  CHECK(!file_has(a.file, " cma "));
+  unlink(a.file);
+}
+
 TEST_T(tune_defaults_single_host_picks, 60) {
   tune_arg_t a = {.n = 4, .mode = "off", .file = "", .want_source = "built-in defaults"};
   run(&a);

@@ -185,8 +185,12 @@ int shoal__tune_profile(shoal_comm_t *c, int write_cache) {
     rc = p2p_probe(c, &op, s->l2w[s->lrank & ~1], s->l2w[s->lrank | 1], &v[T_SHM_A], &v[T_SHM_B]);
   if (!rc && w->shm) rc = coll_probe(c, &op, run_shm, &v[T_COLL_A], &v[T_COLL_B]);
   /* the single-copy algorithm where the host group agreed it may run (w->shm->cma_ok, the same on every
-   * member): unmeasured, the chooser never picks it */
-  if (!rc && w->shm && w->shm->cma_ok) rc = coll_probe(c, &op, run_cma, &v[T_CMA_A], &v[T_CMA_B]);
+   * member) and holds two ranks: unmeasured, the chooser never picks it. With more ranks on a host it
+   * measured slower than the shm row at every size (docs/shm.md), yet a profile taken under load can
+   * favour its fit, so it is not timed there (the host set's key holds the rank count: a 2-rank entry
+   * never serves a larger group) */
+  if (!rc && w->shm && w->shm->cma_ok && s->nlocal == 2)
+    rc = coll_probe(c, &op, run_cma, &v[T_CMA_A], &v[T_CMA_B]);
   if (!rc) v[T_GAMMA] = gamma_probe();
   if ((rc = shoal__op_end(c, &op, rc))) return rc;
   if ((rc = shoal_allreduce_algo(c, SHOAL_IN_PLACE, v, SHOAL__TUNE_NVALS, SHOAL_FLOAT64, SHOAL_MAX, SHOAL_ALGO_RD)))
