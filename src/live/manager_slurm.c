@@ -1,6 +1,7 @@
 /* The Slurm cluster manager (manager_slurm.h). */
 #include "live/manager_slurm.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,21 @@ static int comment_with_layout(const char *comment, const shoal_live_place_t *p,
   return 0;
 }
 
+/* Slurm revokes a job's credential when a run ends, and slurmd refuses a later run's credential created within
+ * the same whole second ("Killing non-startable batch JobId=N: Job credential revoked": the run fails with status
+ * 1). Slurm's own guard is to keep a requeued job ineligible for 121 s, which StartTime=now (start_in) lifts. A run
+ * that ended before this call ended within the current second at the latest, so a requeued job is released from
+ * the next whole second on (at most 1 s later). */
+static void past_the_revocation_second(void) {
+  struct timespec now, ts;
+  clock_gettime(CLOCK_REALTIME, &now);
+  ts.tv_sec = 0;
+  ts.tv_nsec = 1000000000L - now.tv_nsec + 2000000L; /* past the boundary by 2 ms */
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec = 1, ts.tv_nsec -= 1000000000L;
+  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  }
+}
+
 /* Start held job id on p in partition `part` (moved there first unless it is `own`), one scontrol process for
  * every command (it fails if any does). NumCPUs too: a requeued job keeps the CPU count of its last run, and k
  * nodes with fewer CPUs than that never run it (BadConstraints). Gres is per node: the most workers any node has.
@@ -200,15 +216,16 @@ static int start_in(long id, const char *own, const char *part, const char *comm
 
 static int sl_start(void *impl, long id, const shoal_live_place_t *p) {
   char part[SHOAL_LIVE_NAME] = "", comment[512] = "";
-  int rc = 0;
-  if (p->servers) { /* its comment, to write the layout into */
+  int rc = 0, restarted = 0;
+  { /* its comment (a ps job's layout goes into it) and whether it ran before */
     shoal_live_jobs_t jobs = {0, NULL};
     const shoal_live_job_t *j = (rc = sl_jobs(impl, &jobs)) ? NULL : shoal__live_jobs_find(&jobs, id);
-    if (j) snprintf(comment, sizeof comment, "%s", j->comment);
+    if (j) snprintf(comment, sizeof comment, "%s", j->comment), restarted = j->restarts > 0;
     shoal__live_jobs_free(&jobs);
     if (!rc && !j) rc = shoal__seterr(SHOAL_ERR_NOT_FOUND, "slurm: no job %ld", id);
   }
   if (!rc && p->n > 1) rc = partition_for(impl, id, "", p, part, sizeof part);
+  if (!rc && restarted) past_the_revocation_second();
   return rc ? rc : start_in(id, "", part, comment, p);
 }
 
@@ -263,6 +280,7 @@ static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t 
   int rc = partition_for(impl, j->id, j->partition, p, part, sizeof part);
   if (!rc) rc = scontrol_job("requeuehold", j->id);
   if (!rc) rc = wait_requeued(impl, j->id);
+  if (!rc) past_the_revocation_second();
   return rc ? rc : start_in(j->id, j->partition, part, j->comment, p);
 }
 
