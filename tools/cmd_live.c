@@ -145,6 +145,7 @@ typedef struct serve_cli {
   int raw_spread, dry_run, recover;
   /* loaning */
   const char *loan_from, *loan_router, *loan_replica, *loan_predictor, *loan_autoscale;
+  int loan_spare;
   double loan_service, loan_slo, loan_q, loan_hold, loan_every, loan_alpha, loan_z, loan_react_lo, loan_react_hi;
 } serve_cli_t;
 
@@ -203,7 +204,10 @@ static const shoal_opt_t serve_opts[] = {
                "request rate and the requests waiting", .expect = "http://HOST:PORT", LOAN),
     OPT_STRING("--loan-replica", "COMMAND", loan_replica, "what a replica job runs, words separated by spaces\n"
                "(shoal serve --model mlp --params FILE --port P)", .expect = "a command", LOAN),
-    OPT_DOUBLE("--loan-service", "S", loan_service, 1e-6, 3600, "seconds one request takes on one replica (measured)", LOAN),
+    OPT_DOUBLE("--loan-service", "S", loan_service, 1e-6, 3600, "seconds one request takes on one replica until the\n"
+               "replicas report their own measured time through the router", LOAN),
+    OPT_INT("--loan-spare", "N", loan_spare, 0, 64, "replicas kept ready beyond the SLO's need (a burst is served\n"
+            "while a reclaim runs; not with --loan-autoscale reactive)", LOAN),
     OPT_DOUBLE("--loan-slo", "S", loan_slo, 1e-6, 3600, "the latency SLO: --loan-quantile of the requests under S\n"
                "seconds (more than --loan-service)", LOAN),
     OPT_DOUBLE("--loan-quantile", "Q", loan_q, 0.5, 0.9999, "the SLO's quantile", LOAN),
@@ -257,8 +261,8 @@ typedef struct router_load {
 } router_load_t;
 
 /* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests held beyond one per live
- * replica, ...} */
-static int read_router(void *arg, double *rate, double *waiting) {
+ * replica, "service_s": the mean of the replicas' own measured seconds a request (0 or absent: none), ...} */
+static int read_router(void *arg, double *rate, double *waiting, double *service_s) {
   router_load_t *r = arg;
   char *body = NULL;
   shoal__live_get_fail_t f;
@@ -274,6 +278,8 @@ static int read_router(void *arg, double *rate, double *waiting) {
   if (!json_is_number(jr) || !json_is_number(jw))
     rc = shoal__seterr(SHOAL_ERR_PARSE, "router %s: no numbers \"rate\" and \"waiting\" in its answer", r->url);
   else *rate = json_number_value(jr), *waiting = json_number_value(jw);
+  json_t *js = json_object_get(j, "service_s");
+  *service_s = json_is_number(js) && json_number_value(js) > 0 ? json_number_value(js) : 0;
   json_decref(j);
   free(body);
   return rc;
@@ -308,6 +314,7 @@ static int loan_config(const serve_cli_t *c, router_load_t *r, shoal_live_config
   o->router = c->loan_router;
   o->forecast = c->loan_predictor, o->alpha = c->loan_alpha, o->z = c->loan_z;
   o->service_s = c->loan_service, o->slo_s = c->loan_slo, o->slo_q = c->loan_q, o->hold_s = c->loan_hold;
+  o->spare = c->loan_spare;
   if (!strcmp(c->loan_autoscale, "reactive")) {
     if (!(c->loan_react_lo < c->loan_react_hi))
       return fprintf(stderr, "shoal sched serve: --loan-react-low %g must be below --loan-react-high %g\n",

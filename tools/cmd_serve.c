@@ -131,9 +131,11 @@ static void wait_for_signal(double every, void (*print)(void *), void *arg, int 
 /* A replica joining its router: tried at once and then every second until the router takes it (a router
  * started after its replicas, or restarting, is joined when it answers); each new reason it fails is printed.
  * Once in, the join is repeated every `every` seconds (a no-op for a router that holds it), so a router that
- * removed it (its health checks went unanswered while it was cut off) takes it back once it answers again. */
+ * removed it (its health checks went unanswered while it was cut off) takes it back once it answers again; each
+ * join carries the replica's measured seconds a request (the loaning controller sizes the replicas by it). */
 typedef struct joining {
   const char *router;
+  shoal__server_t *server; /* whose measured service time each join reports */
   char self[256], last_err[256];
   double next, every;
   int joined;
@@ -143,7 +145,11 @@ static int join_tick(void *arg) {
   joining_t *j = arg;
   double now = shoal__now_s();
   if (now < j->next) return 1;
-  if (shoal__serve_announce(j->router, j->self, 1, 2) == 0) {
+  double service = 0;
+  shoal__server_stats_t *st = j->server ? malloc(sizeof *st) : NULL;
+  if (st) shoal__server_stats(j->server, st), service = st->busy_per_request_s;
+  free(st);
+  if (shoal__serve_announce(j->router, j->self, 1, service, 2) == 0) {
     if (!j->joined || j->last_err[0]) {
       printf("shoal serve: joined the router %s as %s%s\n", j->router, j->self, j->joined ? " (again)" : "");
       fflush(stdout);
@@ -230,10 +236,11 @@ static int run_server(shoal__server_opts_t *so, const char *port_file, double ev
     shoal__server_stop(s);
     return 1;
   }
+  j->server = s;
   wait_for_signal(every, print_server, s, j->router ? join_tick : NULL, j);
   /* leave the router before draining: it sends nothing new here, and a request it sent just before is still
    * answered by the drain (or, if it arrives after, refused with 503 and retried by the router elsewhere) */
-  if (j->joined && shoal__serve_announce(j->router, j->self, 0, 5))
+  if (j->joined && shoal__serve_announce(j->router, j->self, 0, 0, 5))
     fprintf(stderr, "shoal serve: leaving the router: %s\n", shoal_last_error());
   int rc = shoal__server_drain(s, 10);
   if (rc) fprintf(stderr, "shoal serve: %s\n", shoal_last_error());

@@ -64,6 +64,8 @@ static const shoal_opt_t loan_opts[] = {
                "the interval, its mean rate); the on-demand reclaims cover the bursts above"),
     OPT_DOUBLE("--hold", "S", cfg.hold_s, 0, 86400, "fapes: replicas above the waiting requests' need for S seconds go back to\n"
                "training (0: M/M/c on the last check's rate, held to the interval's end)"),
+    OPT_INT("--spare", "N", cfg.spare, 0, 1000000, "fapes: replicas kept ready beyond the need (bursts are served from\n"
+            "them while a reclaim runs)"),
     OPT_DOUBLE("--replica-start", "S", cfg.replica_start_s, 0, 3600, "a free GPU to a serving replica, seconds"),
     OPT_DOUBLE("--reclaim", "S", cfg.reclaim_s, 0, 3600, "a loaned GPU to a serving replica (shrink at an iteration boundary)"),
     OPT_DOUBLE("--resize", "S", cfg.resize_s, 0, 86400, "an elastic job's pause when resized, seconds"),

@@ -14,10 +14,13 @@
 #           reactive threshold autoscaling's (`--loan-autoscale reactive`: the utilization of the router's last
 #           10 s between 0.4 and 0.8, a decision every 10 s): no forecast, no waiting requests
 #   fapes   training by `--policy elastic`, and the controller loans: replicas started when the router's
-#           rate or waiting requests need them, idle VC_infer hosts lent to running elastic jobs, reclaimed
+#           rate or waiting requests need them (counted with the replicas' own measured seconds a request, which
+#           they report through the router; SERVICE until the first report) plus SPARE ready ones, idle VC_infer
+#           hosts lent to running elastic jobs, reclaimed
 # Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
 # its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), requests.csv (each request's
-# scheduled time and latency), replicas.csv (the router's live replicas every 2 s), serve.log (the controller),
+# scheduled time and latency), replicas.csv (the router's live replicas and their mean reported seconds a request,
+# every 2 s), serve.log (the controller),
 # fe2.txt (one line: avg JCT, SLO attainment per live minute and per trace minute, goodput = the jobs' work in
 # worker-steps / the makespan). A trace minute is 60 / SPEEDUP s of the run (3 s at 20): the requests the trace
 # sends in one minute, so the run's DURATION of 180 s holds the trace hour's 60 SLO minutes; its P99 is the
@@ -25,8 +28,9 @@
 # are a contended workload: 10 jobs, 650 GPU-s at their requested sizes arriving within 81 s on 4 GPUs,
 # beside the whole trace hour (3,600 s / SPEEDUP 20).
 #   fe2-live.sh POLICY [OUT]  env: SHOAL (build/shoal), JOBS (10), SEED (8), WINDOW (60), SCALE (0.5),
-#     CPU (0.2), TRAIN (4), INFER (3), SPEEDUP (20), DURATION (180: load seconds), RATE_SCALE (0.15),
-#     ROWS (64), SLO_MS (500), SERVICE (0.05: seconds a request on one replica), HOLD (20), NAME (svfe),
+#     CPU (0.2), TRAIN (4), INFER (3), SPEEDUP (20), DURATION (180: load seconds), RATE_SCALE (0.1),
+#     ROWS (64), SLO_MS (500), SERVICE (0.05: seconds a request on one replica until the replicas report theirs),
+#     SPARE (1: fapes' replicas ready beyond the need), HOLD (20), NAME (svfe),
 #     PORT (35001), MAX_TIME (420), DATA (Fashion-MNIST unpacked; default a temporary directory)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,8 +42,8 @@ loans=0; case $policy in reactive|fapes) loans=1;; esac
 S=$(realpath "${SHOAL:-build/shoal}")
 out=$(realpath -m "${2:-build/experiments/fapes-fe2-live/$policy}")
 N=${JOBS:-10} SEED=${SEED:-8} WINDOW=${WINDOW:-60} SCALE=${SCALE:-0.5} CPU=${CPU:-0.2}
-TRAIN=${TRAIN:-4} INFER=${INFER:-3} SPEEDUP=${SPEEDUP:-20} DURATION=${DURATION:-180} RATE_SCALE=${RATE_SCALE:-0.15}
-ROWS=${ROWS:-64} SLO_MS=${SLO_MS:-500} SERVICE=${SERVICE:-0.05} HOLD=${HOLD:-20} NAME=${NAME:-svfe}
+TRAIN=${TRAIN:-4} INFER=${INFER:-3} SPEEDUP=${SPEEDUP:-20} DURATION=${DURATION:-180} RATE_SCALE=${RATE_SCALE:-0.1}
+ROWS=${ROWS:-64} SLO_MS=${SLO_MS:-500} SERVICE=${SERVICE:-0.05} SPARE=${SPARE:-1} HOLD=${HOLD:-20} NAME=${NAME:-svfe}
 PORT=${PORT:-35001} RPORT=35100 MAX_TIME=${MAX_TIME:-420} RETRIES=${RETRIES:-50}
 TP=$(realpath "$live/throughputs.json") REQ=$(realpath "${REQUESTS:-../shared/data/azure-llm-2023/code.csv}")
 HOSTS=$((TRAIN + INFER + 1))
@@ -87,10 +91,12 @@ if [ $loans = 0 ]; then # VC_infer: one replica per host for the whole run
       --wrap "exec $replica" >> "$out/replicas-submitted" || exit 1
   done
 fi
-live_replicas() {
+router_stats() { # KEY...: their values in /router/stats, comma-separated (0 where unanswered)
   "$S" testbed exec --name "$NAME" $fh -- curl -s -m 2 "localhost:$PORT/router/stats" |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("live_replicas", 0))' 2>/dev/null || echo 0
+    /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print(",".join(str(j.get(k, 0)) for k in sys.argv[1:]))' "$@" 2>/dev/null ||
+    (IFS=,; a=("${@/*/0}"); echo "${a[*]}")
 }
+live_replicas() { router_stats live_replicas; }
 want=$([ $loans = 1 ] && echo 0 || echo "$INFER")
 for _ in $(seq 120); do [ "$(live_replicas)" -ge "$want" ] && break; sleep 0.5; done
 [ "$(live_replicas)" -ge "$want" ] || { echo "fe2-live.sh: the router has not $want live replicas" >&2; exit 1; }
@@ -98,6 +104,7 @@ loan=()
 [ $loans = 1 ] && loan=(--loan-from infer --loan-router "$router" --loan-replica "$replica"
   --loan-service "$SERVICE" --loan-slo "$(awk -v m="$SLO_MS" 'BEGIN { print m / 1000 }')" --loan-hold "$HOLD" --loan-every 1)
 [ "$policy" = reactive ] && loan+=(--loan-autoscale reactive --loan-every 10)
+[ "$policy" = fapes ] && loan+=(--loan-spare "$SPARE")
 "$S" sched serve --testbed "$NAME" --partition train --policy "$tpol" --journal "$out/journal" --tick 0.5 --grace 5 \
   --restart-cost 10 --retries "$RETRIES" --throughputs "$TP" --gpu testbed --raw-spread --until-done "$N" --max-time "$MAX_TIME" "${loan[@]}" \
   > "$out/serve.log" 2>&1 &
@@ -111,7 +118,7 @@ echo "$t0" > "$out/t0"
 lpid=$!
 pids+=($lpid)
 ( while kill -0 $cpid 2>/dev/null; do
-    echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(live_replicas)"; sleep 2
+    echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(router_stats live_replicas service_s)"; sleep 2
   done ) > "$out/replicas.csv" &
 pids+=($!)
 while read -r i arr g lo hi model epochs subset work expect; do

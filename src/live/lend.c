@@ -54,15 +54,17 @@ int live_lend_setup(shoal_live_ctl_t *L) {
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: the oracle predictor knows the future: simulation only");
   shoal_live_loan_config_t c = {.infer_partition = o->partition, .replica_argv = o->replica_argv, .router = o->router,
                                 .replica_argc = o->replica_argc, .service_s = o->service_s, .slo_s = o->slo_s,
-                                .slo_q = o->slo_q, .hold_s = o->hold_s, .react_lo = o->react_lo, .react_hi = o->react_hi,
+                                .slo_q = o->slo_q, .hold_s = o->hold_s, .spare = o->spare, .react_lo = o->react_lo,
+                                .react_hi = o->react_hi,
                                 .restart = loan_restart, .restart_arg = L};
   if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;
   if (o->react_hi > 0)
     live_log(L, "loaning from partition %s: reactive, replicas for a utilization in %.3g..%.3g at %.3g s a request, hold %.3g s",
              o->partition, o->react_lo, o->react_hi, o->service_s, o->hold_s);
   else
-    live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request, predictor %s, hold %.3g s",
-             o->partition, 100 * o->slo_q, o->slo_s, o->service_s, shoal__forecast_name(L->lend_fc), o->hold_s);
+    live_log(L, "loaning from partition %s: replicas for P%g under %.3g s at %.3g s a request (until the replicas "
+             "report theirs) and %d spare, predictor %s, hold %.3g s", o->partition, 100 * o->slo_q, o->slo_s,
+             o->service_s, o->spare, shoal__forecast_name(L->lend_fc), o->hold_s);
   return 0;
 }
 
@@ -117,9 +119,9 @@ static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const 
   if (o->stopped && k < sizeof did) k += (size_t)snprintf(did + k, sizeof did - k, ", %d replica%s stopped", o->stopped, o->stopped == 1 ? "" : "s");
   for (int i = 0; i < o->nb && k < sizeof did; i++)
     if (o->b[i].lent_now) k += (size_t)snprintf(did + k, sizeof did - k, ", %d lent to job %ld", o->b[i].lent_now, o->b[i].id);
-  live_log(L, "loaning: %.2f requests/s, %.0f waiting: %d replica%s wanted%s; now %d replica%s, %d host%s lent", rate,
-           waiting, o->want, o->want == 1 ? "" : "s", did, o->replicas, o->replicas == 1 ? "" : "s", o->lent,
-           o->lent == 1 ? "" : "s");
+  live_log(L, "loaning: %.2f requests/s, %.0f waiting, %.3f s a request: %d replica%s wanted%s; now %d replica%s, "
+           "%d host%s lent", rate, waiting, o->service_s, o->want, o->want == 1 ? "" : "s", did, o->replicas,
+           o->replicas == 1 ? "" : "s", o->lent, o->lent == 1 ? "" : "s");
 }
 
 void live_lend(shoal_live_ctl_t *L) {
@@ -127,14 +129,15 @@ void live_lend(shoal_live_ctl_t *L) {
   double w = live_wall(L);
   if (w < L->lend_next) return;
   L->lend_next = w + (L->cfg.loan.every > 0 ? L->cfg.loan.every : 2);
-  double rate = 0, waiting = 0;
-  int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting);
+  double rate = 0, waiting = 0, service = 0;
+  int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting, &service);
   shoal_live_loan_step_t o = {0};
   if (!rc) {
     shoal_live_borrower_t b[SHOAL_LIVE_LOAN_MAX_BORROWERS];
     int nb = borrowers(L, b);
     memcpy(L->lend_b, b, sizeof b), L->lend_nb = nb;
     shoal__live_loan_borrowers(L->lend, b, nb, borrower_speedup, L);
+    shoal__live_loan_measured(L->lend, service);
     rc = shoal__live_loan_step(L->lend, &L->mgr, w, rate, waiting, &o);
     if (!rc) L->lend_last = o, L->lend_steps++;
   } else {

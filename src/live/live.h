@@ -35,12 +35,15 @@ typedef struct shoal_live_loan_opts {
   const char *router;        /* the router the replica jobs join themselves (SHOAL_SERVE_ROUTER); NULL: none */
   const char *forecast;      /* the rate predictor: off, ewma, holt (sched/serving) */
   double alpha, z;           /* its smoothing weight and headroom in standard deviations of its errors */
-  double service_s, slo_s, slo_q; /* one request on one replica (measured); the SLO: quantile slo_q under slo_s */
+  double service_s, slo_s, slo_q; /* one request on one replica until the replicas report their own (load's
+                                   * service_s); the SLO: quantile slo_q under slo_s */
+  int spare;                 /* replicas kept ready beyond the need (a burst is served while a reclaim runs) */
   double hold_s;             /* replicas above the need this long are stopped and their hosts lent */
   double react_lo, react_hi; /* react_hi > 0: reactive threshold autoscaling instead of the forecast (loan.h) */
   double every;              /* seconds between loaning steps (each reads the manager's nodes and jobs) */
-  /* requests per second arrived lately and requests waiting now (the router's /router/stats); 0 or an error */
-  int (*load)(void *arg, double *rate, double *waiting);
+  /* requests per second arrived lately, requests waiting now and the replicas' own measured seconds a request
+   * (0: none reported yet) (the router's /router/stats); 0 or an error */
+  int (*load)(void *arg, double *rate, double *waiting, double *service_s);
   void *load_arg;
 } shoal_live_loan_opts_t;
 

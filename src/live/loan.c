@@ -14,6 +14,7 @@
 struct shoal_live_loan {
   shoal_live_loan_config_t c;
   shoal__forecast_t *fc;
+  double service_s;             /* the seconds a request counted with: configured, then the replicas' measured */
   shoal_live_borrower_t b[SHOAL_LIVE_LOAN_MAX_BORROWERS];
   int nb;
   shoal__speedup_fn speedup;
@@ -48,9 +49,11 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
     return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: reactive thresholds %g..%g: need 0 < low < high <= 1", cfg->react_lo,
                          cfg->react_hi);
   if (cfg->replica_argc < 1 || !cfg->replica_argv) return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: no replica command");
+  if (cfg->spare < 0 || cfg->spare > LOAN_MAX_HOSTS)
+    return shoal__seterr(SHOAL_ERR_CONFIG, "loaning: %d spare replicas: expected 0..%d", cfg->spare, LOAN_MAX_HOSTS);
   shoal_live_loan_t *L = calloc(1, sizeof *L);
   if (!L) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning: out of memory");
-  L->c = *cfg, L->fc = fc;
+  L->c = *cfg, L->fc = fc, L->service_s = cfg->service_s;
   if (!L->c.replica_name) L->c.replica_name = "shoal:serve";
   if (cfg->router && (size_t)snprintf(L->env, sizeof L->env, "SHOAL_SERVE_ROUTER=%s", cfg->router) >= sizeof L->env) {
     free(L);
@@ -61,6 +64,10 @@ int shoal__live_loan_create(const shoal_live_loan_config_t *cfg, shoal__forecast
 }
 
 void shoal__live_loan_destroy(shoal_live_loan_t *L) { free(L); }
+
+void shoal__live_loan_measured(shoal_live_loan_t *L, double service_s) {
+  if (service_s > 0) L->service_s = service_s;
+}
 
 void shoal__live_loan_borrowers(shoal_live_loan_t *L, const shoal_live_borrower_t *b, int n,
                                 shoal__speedup_fn speedup, void *arg) {
@@ -310,11 +317,12 @@ int shoal__live_loan_step(shoal_live_loan_t *L, shoal_live_manager_t *mgr, doubl
   classify(L, &nodes, &jobs, now, &h);
   shoal__forecast_observe(L->fc, rate);
   int cap = h.n > 0 ? h.n : 1;
-  int by_rate = shoal__slo_replicas(shoal__forecast_next(L->fc, rate), L->c.service_s, L->c.slo_s, L->c.slo_q, cap);
-  int by_queue = shoal__slo_replicas_waiting(waiting, rate, L->c.service_s, L->c.slo_s, cap);
+  double svc = L->service_s;
+  int by_rate = shoal__slo_replicas(shoal__forecast_next(L->fc, rate), svc, L->c.slo_s, L->c.slo_q, cap);
+  int by_queue = shoal__slo_replicas_waiting(waiting, rate, svc, L->c.slo_s, cap), spare = L->c.spare;
   if (L->c.react_hi > 0) /* the baseline: the last step's utilization only */
-    by_rate = shoal__reactive_replicas(rate, L->c.service_s, L->nrep, L->c.react_lo, L->c.react_hi, cap), by_queue = 0;
-  shoal_live_loan_step_t o = {.want = by_rate > by_queue ? by_rate : by_queue};
+    by_rate = shoal__reactive_replicas(rate, svc, L->nrep, L->c.react_lo, L->c.react_hi, cap), by_queue = 0, spare = 0;
+  shoal_live_loan_step_t o = {.want = (by_rate > by_queue ? by_rate : by_queue) + spare, .service_s = svc};
   if (o.want > h.n) o.want = h.n;
   rc = act(L, mgr, &h, now, L->seen ? now - L->last : 0, &o);
   L->last = now, L->seen = 1;

@@ -19,8 +19,9 @@ typedef struct shoal_live_loan_config {
   int replica_argc;
   const char *replica_name;    /* the replica jobs' name and comment ("shoal:serve") */
   const char *router;          /* the router the replicas join (SHOAL_SERVE_ROUTER in their environment); NULL: none */
-  double service_s, slo_s, slo_q; /* one request on one replica; the P99 SLO */
+  double service_s, slo_s, slo_q; /* one request on one replica (until measured: loan_measured); the P99 SLO */
   double hold_s;               /* replicas above the need this long are stopped and their hosts lent */
+  int spare;                   /* replicas ready beyond the SLO's need, at most the hosts (not with react_hi) */
   /* react_hi > 0: reactive threshold autoscaling instead (the baseline): the replicas wanted by the utilization of
    * the last step's rate (shoal__reactive_replicas, thresholds react_lo..react_hi); no forecast, no waiting */
   double react_lo, react_hi;
@@ -54,9 +55,16 @@ typedef struct shoal_live_borrower {
 void shoal__live_loan_borrowers(shoal_live_loan_t *L, const shoal_live_borrower_t *b, int n,
                                 shoal__speedup_fn speedup, void *arg);
 
+/* The replicas' own measured seconds a request (the router's mean of what they report): > 0 replaces the
+ * configured service_s in the SLO's replica count from the next step on (the SLO must still exceed it: a
+ * replica slower than the SLO wants every host); <= 0: no change. */
+void shoal__live_loan_measured(shoal_live_loan_t *L, double service_s);
+
 /* What one step did. */
 typedef struct shoal_live_loan_step {
-  int want;                    /* replicas wanted: the forecast's and the waiting requests' need, at most the hosts */
+  int want;                    /* replicas wanted: the forecast's and the waiting requests' need plus the spare, at
+                                * most the hosts */
+  double service_s;            /* the seconds a request the step counted with (measured, else configured) */
   int replicas;                /* replica jobs alive after the step (started ones included) */
   int lent;                    /* VC_infer hosts the borrowers hold after the step */
   int started, reclaimed, stopped, lent_now; /* this step's actions */

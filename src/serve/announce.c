@@ -17,7 +17,7 @@ static size_t discard(char *p, size_t s, size_t n, void *arg) {
   return s * n;
 }
 
-int shoal__serve_announce(const char *router, const char *self, int add, double timeout_s) {
+int shoal__serve_announce(const char *router, const char *self, int add, double service_s, double timeout_s) {
   size_t rl = router ? strlen(router) : 0;
   if (rl < 8 || rl > 400 || strncmp(router, "http://", 7))
     return shoal__seterr(SHOAL_ERR_INVALID, "router %s: expected http://HOST:PORT", router ? router : "(none)");
@@ -25,7 +25,8 @@ int shoal__serve_announce(const char *router, const char *self, int add, double 
     return shoal__seterr(SHOAL_ERR_INVALID, "replica '%s': expected http://HOST:PORT", self ? self : "(null)");
   char url[512], body[256];
   snprintf(url, sizeof url, "%.*s/router/replicas", (int)rl - (router[rl - 1] == '/'), router);
-  snprintf(body, sizeof body, "{\"%s\":\"%s\"}", add ? "add" : "drop", self);
+  if (add && service_s > 0) snprintf(body, sizeof body, "{\"add\":\"%s\",\"service_s\":%.6f}", self, service_s);
+  else snprintf(body, sizeof body, "{\"%s\":\"%s\"}", add ? "add" : "drop", self);
   CURL *e = curl_easy_init();
   if (!e) return shoal__seterr(SHOAL_ERR_NOMEM, "router %s: out of memory", router);
   char err[CURL_ERROR_SIZE] = "";

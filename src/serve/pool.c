@@ -20,6 +20,7 @@ typedef struct replica {
   int outstanding;
   int missed; /* health checks in a row without an answer */
   uint64_t answered, failed;
+  double service_s; /* its measured seconds a request, as it reported with its last join (0: none) */
   double next_check;
   CURL *health;
 } replica_t;
@@ -412,14 +413,15 @@ int shoal__pool_url_ok(const char *url) {
   return *end == 0 && port >= 1 && port <= 65535;
 }
 
-/* again_ok: a URL the pool holds (not draining) is no error, nothing changes */
-static int pool_add(shoal__pool_t *p, const char *url, int again_ok) {
+/* again_ok: a URL the pool holds (not draining) is no error, only its service time (> 0) is taken */
+static int pool_add(shoal__pool_t *p, const char *url, int again_ok, double service_s) {
   if (!url || !shoal__pool_url_ok(url))
     return shoal__seterr(SHOAL_ERR_INVALID, "replica '%s': expected http://HOST:PORT", url ? url : "(null)");
   pthread_mutex_lock(&p->mu);
   int free_slot = -1;
   for (int i = 0; i < SHOAL__POOL_MAX_REPLICAS; i++) {
     if (p->rep[i] && !strcmp(p->rep[i]->url, url) && !p->rep[i]->draining) {
+      if (again_ok && service_s > 0) p->rep[i]->service_s = service_s;
       pthread_mutex_unlock(&p->mu);
       return again_ok ? 0 : shoal__seterr(SHOAL_ERR_INVALID, "replica %s is in the pool already", url);
     }
@@ -432,6 +434,7 @@ static int pool_add(shoal__pool_t *p, const char *url, int again_ok) {
                          SHOAL__POOL_MAX_REPLICAS);
   }
   snprintf(r->url, sizeof r->url, "%s", url);
+  r->service_s = service_s > 0 ? service_s : 0;
   r->next_check = 0; /* checked at once */
   p->rep[free_slot] = r;
   pthread_mutex_unlock(&p->mu);
@@ -439,9 +442,9 @@ static int pool_add(shoal__pool_t *p, const char *url, int again_ok) {
   return 0;
 }
 
-int shoal__pool_add(shoal__pool_t *p, const char *url) { return pool_add(p, url, 0); }
+int shoal__pool_add(shoal__pool_t *p, const char *url) { return pool_add(p, url, 0, 0); }
 
-int shoal__pool_join(shoal__pool_t *p, const char *url) { return pool_add(p, url, 1); }
+int shoal__pool_join(shoal__pool_t *p, const char *url, double service_s) { return pool_add(p, url, 1, service_s); }
 
 int shoal__pool_drop(shoal__pool_t *p, const char *url) {
   pthread_mutex_lock(&p->mu);
@@ -466,7 +469,7 @@ int shoal__pool_replicas(shoal__pool_t *p, shoal__replica_info_t *out, int max) 
       shoal__replica_info_t *o = &out[n];
       snprintf(o->url, sizeof o->url, "%s", r->url);
       o->live = r->live, o->draining = r->draining, o->outstanding = r->outstanding, o->missed = r->missed;
-      o->answered = r->answered, o->failed = r->failed;
+      o->answered = r->answered, o->failed = r->failed, o->service_s = r->service_s;
     }
     n++;
   }
@@ -486,14 +489,17 @@ void shoal__pool_counts(shoal__pool_t *p, shoal__pool_counts_t *out) {
   pthread_mutex_lock(&p->mu);
   *out = p->c;
   out->live = 0;
-  int serving = 0;
+  int serving = 0, measured = 0;
+  double service = 0;
   for (int i = 0; i < SHOAL__POOL_MAX_REPLICAS; i++) {
     const replica_t *r = p->rep[i];
     if (!r) continue;
     out->live += r->live && !r->draining;
+    if (r->live && !r->draining && r->service_s > 0) service += r->service_s, measured++;
     serving += r->live && r->outstanding > 0; /* a draining replica still serves what it holds */
   }
   out->waiting = p->held - serving;
+  out->service_s = measured ? service / measured : 0;
   pthread_mutex_unlock(&p->mu);
 }
 

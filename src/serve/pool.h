@@ -32,6 +32,7 @@ typedef struct shoal__replica_info {
   int outstanding;
   int missed; /* health checks in a row without an answer */
   uint64_t answered, failed;
+  double service_s; /* its measured seconds a request, as it last reported (0: none) */
 } shoal__replica_info_t;
 
 typedef struct shoal__pool_counts {
@@ -40,6 +41,7 @@ typedef struct shoal__pool_counts {
   int in_flight; /* on a replica now */
   int waiting;   /* held and not being served: every held request but one per live replica holding any (pool.c) */
   int live;      /* replicas live and not draining */
+  double service_s; /* the mean of the live replicas' reported seconds a request (0: none reported) */
 } shoal__pool_counts_t;
 
 int  shoal__pool_start(const shoal__pool_opts_t *o, shoal__latwin_t *lat, shoal__pool_t **out);
@@ -48,9 +50,10 @@ void shoal__pool_submit(shoal__pool_t *p, shoal__http_req_t *req);
 /* url: http://HOST:PORT. Add: checked at once, used once ready. 0, or SHOAL_ERR_INVALID (bad URL, already
  * there, too many). */
 int  shoal__pool_add(shoal__pool_t *p, const char *url);
-/* As add, but a URL the pool holds (not draining) is no error and changes nothing: a replica's join, which it
- * repeats so that a router that removed it (missed health checks) or restarted takes it back. */
-int  shoal__pool_join(shoal__pool_t *p, const char *url);
+/* As add, but a URL the pool holds (not draining) is no error and changes nothing but its service time: a
+ * replica's join, which it repeats so that a router that removed it (missed health checks) or restarted takes it
+ * back. service_s > 0: the replica's own measured seconds a request (shoal__pool_counts averages them). */
+int  shoal__pool_join(shoal__pool_t *p, const char *url, double service_s);
 /* 1 if the pool takes url as a replica: http://HOST:PORT, port 1-65535, shorter than a replica's URL field
  * (a replica checks the URL it advertises with this before it asks a router to add it). */
 int  shoal__pool_url_ok(const char *url);

@@ -49,10 +49,10 @@ static char *replicas_json(shoal__router_t *r, size_t *len) {
   int n = shoal__pool_replicas(r->pool, ri, SHOAL__POOL_MAX_REPLICAS);
   json_t *a = json_array();
   for (int i = 0; a && i < n; i++)
-    json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:i,s:i,s:I,s:I}", "url", ri[i].url, "live", ri[i].live,
+    json_array_append_new(a, json_pack("{s:s,s:b,s:b,s:i,s:i,s:I,s:I,s:f}", "url", ri[i].url, "live", ri[i].live,
                                        "draining", ri[i].draining, "outstanding", ri[i].outstanding, "missed_checks",
                                        ri[i].missed, "answered", (json_int_t)ri[i].answered, "failed",
-                                       (json_int_t)ri[i].failed));
+                                       (json_int_t)ri[i].failed, "service_s", ri[i].service_s));
   free(ri);
   char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
   json_decref(a);
@@ -63,14 +63,14 @@ static char *replicas_json(shoal__router_t *r, size_t *len) {
 static char *stats_json(shoal__router_t *r, size_t *len) {
   shoal__router_stats_t st;
   shoal__router_stats(r, &st);
-  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f}", "p50_ms", 1e3 * st.p50_s,
+  json_t *j = json_pack("{s:f,s:f,s:f,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:f,s:f}", "p50_ms", 1e3 * st.p50_s,
                         "p99_ms", 1e3 * st.p99_s, "rate", st.rate, "waiting", st.c.waiting, "in_line", st.c.in_line,
                         "window_s", r->o.window_s, "accepted",
                         (json_int_t)st.c.accepted, "answered", (json_int_t)st.c.answered, "ok", (json_int_t)st.c.ok,
                         "failed", (json_int_t)st.c.failed, "retries", (json_int_t)st.c.retries, "refused",
                         (json_int_t)st.c.refused, "in_flight", st.c.in_flight, "live_replicas", st.c.live,
                         "total_p50_ms", 1e3 * shoal__histo_quantile(&st.total, 0.5), "total_p99_ms",
-                        1e3 * shoal__histo_quantile(&st.total, 0.99));
+                        1e3 * shoal__histo_quantile(&st.total, 0.99), "service_s", st.c.service_s);
   char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
   json_decref(j);
   if (s) *len = strlen(s);
@@ -105,21 +105,24 @@ static char *metrics_text(shoal__router_t *r, size_t *len) {
   return b;
 }
 
-/* POST /router/replicas {"add": URL} or {"drop": URL}; an add of a URL held already is a no-op (replicas repeat
- * their joins) */
+/* POST /router/replicas {"add": URL[, "service_s": S]} or {"drop": URL}; an add of a URL held already only takes
+ * its service time (replicas repeat their joins with their measured seconds a request) */
 static void change_replicas(shoal__router_t *r, shoal__http_req_t *req) {
   size_t len;
   const char *body = shoal__http_body(req, &len);
   json_error_t je;
   json_t *j = json_loadb(body, len, 0, &je);
   const char *add = json_string_value(json_object_get(j, "add")), *drop = json_string_value(json_object_get(j, "drop"));
+  json_t *svc = json_object_get(j, "service_s");
   int rc;
   if (!j)
     rc = shoal__seterr(SHOAL_ERR_PARSE, "the body is not JSON: line %d column %d: %s", je.line, je.column, je.text);
   else if (!add == !drop)
     rc = shoal__seterr(SHOAL_ERR_INVALID, "expected {\"add\": \"http://HOST:PORT\"} or {\"drop\": \"http://HOST:PORT\"}");
+  else if (svc && !(json_is_number(svc) && json_number_value(svc) >= 0 && json_number_value(svc) < 3600))
+    rc = shoal__seterr(SHOAL_ERR_INVALID, "\"service_s\": expected the replica's seconds a request, 0 to 3600");
   else
-    rc = add ? shoal__pool_join(r->pool, add) : shoal__pool_drop(r->pool, drop);
+    rc = add ? shoal__pool_join(r->pool, add, svc ? json_number_value(svc) : 0) : shoal__pool_drop(r->pool, drop);
   if (rc)
     shoal__http_reply_error(req, rc == SHOAL_ERR_NOT_FOUND ? 404 : 400, "%s", shoal_last_error());
   else

@@ -43,6 +43,8 @@ typedef struct shoal__server_stats {
   shoal__histo_t latency; /* received whole -> answered, of the answered infer requests */
   double service_s[SHOAL__SERVE_MAX_BATCH + 1]; /* summed forward time of batches of b rows */
   uint64_t service_n[SHOAL__SERVE_MAX_BATCH + 1];
+  double busy_per_request_s; /* its service time as it measures it: seconds busy (some infer request received whole
+                              * and not answered) per request answered, over its last few hundred; 0: none yet */
 } shoal__server_stats_t;
 
 /* Load the parameters (the file must hold exactly the model's parameter count of float32: else an error
@@ -60,9 +62,10 @@ void shoal__server_stop(shoal__server_t *s);
 
 /* ---- a replica's place in a router (announce.c) ------------------------------ */
 
-/* POST ROUTER/router/replicas {"add": self} (add = 1) or {"drop": self} within timeout_s: 0, or an error naming
- * the router and what it answered. A drop the router answers 404 (it does not hold self) is done: 0. */
-int shoal__serve_announce(const char *router, const char *self, int add, double timeout_s);
+/* POST ROUTER/router/replicas {"add": self, "service_s": S} (add = 1; S, the replica's measured seconds a request,
+ * only when service_s > 0) or {"drop": self} within timeout_s: 0, or an error naming the router and what it
+ * answered. A drop the router answers 404 (it does not hold self) is done: 0. */
+int shoal__serve_announce(const char *router, const char *self, int add, double service_s, double timeout_s);
 /* http://ADDR:PORT, the URL a router reaches a replica listening on addr:port at: addr itself unless it is
  * 0.0.0.0 (or NULL), else the first IPv4 address of an interface that is up and not loopback, else 127.0.0.1. */
 int shoal__serve_self_url(const char *addr, int port, char *out, size_t cap);

@@ -25,7 +25,13 @@ struct shoal__server {
   int draining;
   uint64_t ok, refused, overloaded;
   shoal__latwin_t lat;
+  /* the replica's own service time: the seconds it was busy (an infer request received whole and not yet
+   * answered) per request answered, over its recent requests (both halved every SERVICE_WINDOW answers) */
+  int inside;
+  double busy_since, busy_s, busy_n;
 };
+
+#define SERVICE_WINDOW 256
 
 typedef struct pending {
   shoal__http_req_t *req;
@@ -72,6 +78,10 @@ static void on_scores(void *arg, void *tag, const float *scores, int rows, int n
   size_t len = 0;
   char *body = rows ? shoal__oip_infer_response(s->name, p->id, scores, rows, nclass, &len) : NULL;
   double now = shoal__now_s(), lat = now - shoal__http_received_at(p->req);
+  pthread_mutex_lock(&s->mu);
+  s->busy_s += now - s->busy_since, s->busy_since = now, s->busy_n += 1, s->inside--;
+  if (s->busy_n >= SERVICE_WINDOW) s->busy_s /= 2, s->busy_n /= 2;
+  pthread_mutex_unlock(&s->mu);
   if (body) {
     shoal__latwin_add(&s->lat, now, lat);
     pthread_mutex_lock(&s->mu);
@@ -116,9 +126,15 @@ static void infer(shoal__server_t *s, shoal__http_req_t *req) {
   memcpy(p->id, in.id, sizeof p->id);
   pthread_mutex_lock(&s->mu);
   int draining = s->draining;
+  if (!draining && s->inside++ == 0) s->busy_since = shoal__http_received_at(req); /* a busy period begins */
   pthread_mutex_unlock(&s->mu);
   if (draining || shoal__batcher_submit(s->batcher, p, in.x, in.rows)) {
     if (draining) free(in.x);
+    else {
+      pthread_mutex_lock(&s->mu);
+      s->inside--;
+      pthread_mutex_unlock(&s->mu);
+    }
     free(p);
     count(s, &s->overloaded);
     shoal__http_reply_error(req, 503, draining ? "this replica is draining: send the request to another"
@@ -209,6 +225,7 @@ void shoal__server_stats(shoal__server_t *s, shoal__server_stats_t *out) {
   out->ok = s->ok;
   out->refused = s->refused;
   out->overloaded = s->overloaded;
+  out->busy_per_request_s = s->busy_n > 0 ? s->busy_s / s->busy_n : 0;
   pthread_mutex_unlock(&s->mu);
   shoal__http_counts_t hc;
   shoal__http_counts(s->http, &hc);
@@ -234,10 +251,10 @@ static char *stats_json(shoal__server_t *s, size_t *len) {
     return NULL;
   }
   fprintf(f, "{\"model_name\":\"%s\",\"inference_count\":%llu,\"execution_count\":%llu,\"refused\":%llu,"
-             "\"overloaded\":%llu,\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f},"
+             "\"overloaded\":%llu,\"busy_ms_per_request\":%.3f,\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f},"
              "\"batch_stats\":[",
           s->name, (unsigned long long)st->ok, (unsigned long long)st->batches, (unsigned long long)st->refused,
-          (unsigned long long)st->overloaded, 1e3 * shoal__histo_quantile(&st->latency, 0.5),
+          (unsigned long long)st->overloaded, 1e3 * st->busy_per_request_s, 1e3 * shoal__histo_quantile(&st->latency, 0.5),
           1e3 * shoal__histo_quantile(&st->latency, 0.9), 1e3 * shoal__histo_quantile(&st->latency, 0.99),
           1e3 * st->latency.max_s, st->latency.n ? 1e3 * st->latency.sum_s / (double)st->latency.n : 0.0);
   int first = 1;

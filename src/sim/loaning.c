@@ -124,14 +124,21 @@ static int replicas_for(const run_t *u, double rate) {
   return need > c->gpus - 1 ? c->gpus - 1 : need;
 }
 
+/* fapes' need plus its spare replicas, at most the GPUs but one */
+static int with_spare(const run_t *u, int need) {
+  int m = u->c->gpus - 1, w = need + u->c->spare;
+  return w > m ? m : w;
+}
+
 /* The replicas the inference side wants for the interval starting now. */
 static int infer_need(run_t *u, double rate_prev, double rate_now, int first) {
   const shoal_loan_config_t *c = u->c;
   if (c->policy == SHOAL_LOAN_STATIC || c->policy == SHOAL_LOAN_POLLUX) return u->vc_infer;
-  if (first) return replicas_for(u, rate_now); /* every policy starts provisioned for the first interval */
+  if (first) /* every policy starts provisioned for the first interval */
+    return c->policy == SHOAL_LOAN_FAPES ? with_spare(u, replicas_for(u, rate_now)) : replicas_for(u, rate_now);
   if (c->policy == SHOAL_LOAN_FAPES) {
     shoal__forecast_observe(u->fc, rate_prev);
-    return replicas_for(u, shoal__forecast_next(u->fc, rate_now));
+    return with_spare(u, replicas_for(u, shoal__forecast_next(u->fc, rate_now)));
   }
   return shoal__reactive_replicas(rate_prev, c->service_s, u->replicas, c->react_lo, c->react_hi, c->gpus - 1);
 }
@@ -357,6 +364,7 @@ static int check_config(const shoal_loan_config_t *c, const shoal__reqtimes_t *p
                          c->interval_s);
   if (!(c->service_s > 0 && c->slo_s > c->service_s))
     return shoal__seterr(SHOAL_ERR_INVALID, "loaning: the SLO %g s must exceed the service time %g s", c->slo_s, c->service_s);
+  if (c->spare < 0) return shoal__seterr(SHOAL_ERR_INVALID, "loaning: %d spare replicas: expected 0 or more", c->spare);
   if (!(c->react_lo > 0 && c->react_lo < c->react_hi && c->react_hi <= 1))
     return shoal__seterr(SHOAL_ERR_INVALID, "loaning: reactive thresholds %g..%g: need 0 < low < high <= 1", c->react_lo,
                          c->react_hi);
@@ -447,7 +455,7 @@ static int run_checks(run_t *u, double t, int base, int *want, shoal_loan_point_
     double rate = window_rate(u, ts, dt);
     u->backlog = fmax(0, u->backlog + (rate - *want / c->service_s) * dt);
     if (c->policy != SHOAL_LOAN_FAPES || s == steps - 1) continue;
-    int need = c->hold_s > 0 ? backlog_need(u, rate) : replicas_for(u, rate), keep = need > base ? need : base;
+    int need = with_spare(u, c->hold_s > 0 ? backlog_need(u, rate) : replicas_for(u, rate)), keep = need > base ? need : base;
     if (need > *want) {
       update_active(u, ts + dt);
       if ((rc = set_replicas(u, ts + dt, need, 0))) break;

@@ -44,6 +44,7 @@ typedef struct shoal_loan_config {
   double hold_s;           /* fapes: replicas above the need for this long go back to training; 0: the on-demand
                             * need is the M/M/c replicas of the last check's rate, held to the interval's end */
   double service_s;        /* one request on one replica (the policies' model takes it as the mean of an exponential) */
+  int spare;               /* fapes: replicas kept ready beyond the need (served from while a reclaim runs) */
   double slo_s, slo_q;     /* the latency SLO: quantile slo_q (0.99) at most slo_s */
   double replica_start_s;  /* a free GPU becomes a serving replica */
   double reclaim_s;        /* a loaned GPU becomes a serving replica: shrink at an iteration boundary + start */

@@ -252,6 +252,54 @@ TEST(live_loan_reactive_follows_the_utilization_only) {
   shoal__live_mem_destroy(m);
 }
 
+/* The replicas wanted count with the replicas' own measured seconds a request once they report one, and a spare
+ * replica is kept ready beyond the need (its host is not lent). Service 1 s configured, SLO 4 s, three hosts. */
+TEST(live_loan_counts_with_the_measured_service_time_and_keeps_a_spare) {
+  shoal_live_mem_t *m;
+  CHECK_OK(shoal__live_mem_create(1000, &m));
+  shoal_live_manager_t mgr = shoal__live_mem_manager(m);
+  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i0", 1, 4, 0, "infer"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i1", 1, 4, 0, "infer"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i2", 1, 4, 0, "infer"));
+  long train = start_elastic(m, &mgr, "t0");
+  shoal__live_mem_advance(m, 1001);
+  shoal__forecast_t *fc;
+  CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
+  shoal_live_loan_config_t c = {.infer_partition = "infer", .replica_argv = serve_argv, .replica_argc = 4,
+                                .service_s = 1, .slo_s = 4, .slo_q = 0.99, .hold_s = 0, .spare = 1};
+  shoal_live_loan_t *L;
+  CHECK_OK(shoal__live_loan_create(&c, fc, &L));
+  shoal_live_borrower_t bw = {.id = train, .room = 3};
+  shoal__live_loan_borrowers(L, &bw, 1, NULL, NULL);
+  shoal_live_loan_step_t o;
+  /* idle: one replica needed and one spare; the third host is lent */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1001, 0, 0, &o));
+  CHECK_MSG(o.want == 2 && o.started == 2 && o.lent_now == 1 && o.service_s == 1, "want %d started %d lent %d",
+            o.want, o.started, o.lent_now);
+  shoal__live_mem_advance(m, 1002);
+  CHECK(running_on(m, train, "t0,i2"));
+  /* 2 requests/s at the configured 1 s: at least three replicas (all hosts, the lent one reclaimed) */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1002, 2, 0, &o));
+  CHECK_MSG(o.want == 3 && o.reclaimed == 1 && o.replicas == 3, "want %d reclaimed %d", o.want, o.reclaimed);
+  shoal__live_mem_advance(m, 1003);
+  /* the replicas measure 0.1 s a request: 2/s needs one, plus the spare; the third stops and is lent */
+  shoal__live_loan_measured(L, 0.1);
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1003, 2, 0, &o));
+  CHECK_MSG(o.want == 2 && o.stopped == 1 && o.service_s == 0.1, "want %d stopped %d service %g", o.want, o.stopped,
+            o.service_s);
+  shoal__live_mem_advance(m, 1008); /* past the stopped job's clean-up */
+  shoal__live_loan_measured(L, 0); /* nothing reported: the last measurement stays */
+  CHECK_OK(shoal__live_loan_step(L, &mgr, 1008, 2, 0, &o));
+  CHECK(o.want == 2 && o.service_s == 0.1);
+  shoal__live_loan_destroy(L);
+  c.spare = -1;
+  CHECK(shoal__live_loan_create(&c, fc, &L) == SHOAL_ERR_CONFIG);
+  CHECK_CONTAINS(shoal_last_error(), "spare");
+  shoal__forecast_free(fc);
+  shoal__live_mem_destroy(m);
+}
+
 TEST(live_loan_refuses_bad_settings) {
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
@@ -273,10 +321,10 @@ typedef struct load {
   int fail;
 } load_t;
 
-static int scripted_load(void *arg, double *rate, double *waiting) {
+static int scripted_load(void *arg, double *rate, double *waiting, double *service_s) {
   load_t *l = arg;
   if (l->fail) return shoal__seterr(SHOAL_ERR_IO, "router 127.0.0.1:1: connection refused");
-  *rate = l->rate, *waiting = l->waiting;
+  *rate = l->rate, *waiting = l->waiting, *service_s = 0;
   return 0;
 }
 

@@ -278,3 +278,65 @@ TEST(a_replica_removed_after_missed_checks_rejoins_when_it_answers) {
   unlink(pa);
   unlink(params);
 }
+
+/* A replica measures its own service time (busy seconds per request answered) and reports it with each join;
+ * the router averages what its live replicas report. Requests sent one after another: a replica busy only while
+ * one is in it cannot report more than the client's mean round trip, nor nothing. */
+TEST(a_replica_reports_its_measured_service_time_to_the_router) {
+  if (access(SHOAL_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK))
+    shoal_test_skip("dataset-fashion-mnist is not installed");
+  char params[] = "/tmp/shoal-join-XXXXXX", pa[64];
+  CHECK(mkstemp(params) >= 0);
+  shoal_model_destroy(write_params(SHOAL_MODEL_MLP, 7, params));
+  snprintf(pa, sizeof pa, "%s.a", params);
+  int rport = shoal_test_free_port();
+  char router[64], ua[64], url[128], *ans = NULL;
+  snprintf(router, sizeof router, "http://127.0.0.1:%d", rport);
+  shoal__router_opts_t o;
+  shoal__router_opts_init(&o);
+  o.http.addr = "127.0.0.1";
+  o.http.port = rport;
+  o.pool.health_every_s = 0.05;
+  shoal__router_t *r = NULL;
+  CHECK_OK(shoal__router_start(&o, &r));
+  pid_t a = spawn_replica(params, router, 1, pa); /* rejoins every 2 s (the default) */
+  replica_url(pa, ua, sizeof ua);
+  wait_replicas(r, ua, NULL);
+  shoal__router_stats_t st;
+  shoal__router_stats(r, &st);
+  CHECK(st.c.service_s == 0); /* nothing measured yet */
+  char *body = infer_body(8);
+  snprintf(url, sizeof url, "%s/v2/models/mlp/infer", ua);
+  double t0 = shoal__now_s();
+  for (int i = 0; i < 20; i++) {
+    CHECK_EQ(http_do("POST", url, body, NULL), 200);
+  }
+  double round_trip = (shoal__now_s() - t0) / 20;
+  free(body);
+  for (int i = 0; i < 1000 && st.c.service_s == 0; i++) { /* its next join (2 s) carries it */
+    shoal__sleep_s(0.01);
+    shoal__router_stats(r, &st);
+  }
+  CHECK_MSG(st.c.service_s > 0 && st.c.service_s <= round_trip, "reported %g s a request, round trip %g s",
+            st.c.service_s, round_trip);
+  snprintf(url, sizeof url, "%s/v2/models/mlp/stats", ua);
+  CHECK_EQ(http_do("GET", url, NULL, &ans), 200);
+  json_t *j = json_loads(ans, 0, NULL);
+  double busy = json_number_value(json_object_get(j, "busy_ms_per_request"));
+  CHECK_MSG(busy > 0 && busy <= 1e3 * round_trip, "the replica says %g ms a request", busy);
+  json_decref(j);
+  free(ans);
+  snprintf(url, sizeof url, "%s/router/stats", router);
+  CHECK_EQ(http_do("GET", url, NULL, &ans), 200);
+  j = json_loads(ans, 0, NULL);
+  CHECK(json_number_value(json_object_get(j, "service_s")) == st.c.service_s);
+  json_decref(j);
+  free(ans);
+  stop_cleanly(a, "replica A");
+  wait_replicas(r, NULL, NULL);
+  shoal__router_stats(r, &st);
+  CHECK(st.c.service_s == 0); /* only live replicas count */
+  shoal__router_stop(r, 5);
+  unlink(pa);
+  unlink(params);
+}

@@ -245,6 +245,11 @@ TEST(bad_replica_changes_are_refused) {
   CHECK_EQ(http_do("POST", url, "[", &ans), 400);
   CHECK_CONTAINS(ans, "not JSON");
   free(ans);
+  CHECK_EQ(http_do("POST", url, "{\"add\":\"http://127.0.0.1:9\",\"service_s\":-1}", &ans), 400);
+  CHECK_CONTAINS(ans, "service_s");
+  free(ans);
+  CHECK_EQ(http_do("POST", url, "{\"add\":\"http://127.0.0.1:9\",\"service_s\":\"fast\"}", &ans), 400);
+  free(ans);
   shoal__router_stop(r, 1);
 }
 

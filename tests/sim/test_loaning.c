@@ -94,6 +94,34 @@ TEST(loaning_lends_idle_servers_and_reclaims_for_a_burst) {
   shoal__reqtimes_free(&q);
 }
 
+/* fapes with a spare replica: every interval holds one replica more than without (the quiet one 2, not 1), so
+ * less is lent; a negative spare is refused */
+TEST(loaning_fapes_keeps_its_spare_replicas_ready) {
+  shoal_workload_t w;
+  two_jobs(&w);
+  shoal__reqtimes_t q = {0};
+  add_requests(&q, 30, 31, 1);
+  add_requests(&q, 60, 120, 0.05);
+  shoal_loan_config_t c;
+  small_config(&c, SHOAL_LOAN_FAPES);
+  c.predictor = "off";
+  shoal_loan_result_t a, b;
+  CHECK_OK(shoal__loan_sim(&w, &q, 120, &c, &a));
+  c.spare = 1;
+  CHECK_OK(shoal__loan_sim(&w, &q, 120, &c, &b));
+  CHECK_MSG(a.tl[0].replicas == 1 && b.tl[0].replicas == 2, "quiet minute: %d and %d replicas", a.tl[0].replicas,
+            b.tl[0].replicas);
+  CHECK(b.loaned_gpu_s < a.loaned_gpu_s);
+  c.spare = -1;
+  shoal_loan_result_t r;
+  CHECK_EQ(shoal__loan_sim(&w, &q, 120, &c, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "spare");
+  shoal__loan_result_free(&a);
+  shoal__loan_result_free(&b);
+  shoal__workload_free(&w);
+  shoal__reqtimes_free(&q);
+}
+
 TEST(loaning_refuses_bad_settings) {
   shoal_workload_t w;
   two_jobs(&w);
