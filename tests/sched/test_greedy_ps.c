@@ -3,7 +3,9 @@
 #include "core/clock.h"
 #include "ps_testutil.h"
 #include "sched/planners/greedy.h"
+#include "sched/planners/larr.h"
 #include "sched/planners/lp.h"
+#include "sched/planners/oasis.h"
 
 TEST_T(larr_greedy_equals_mip_for_one_job, 120) {
   shoal_rng_t g;
@@ -137,4 +139,59 @@ TEST(larr_slot_best_memo_matches_fresh_scan) {
     shoal__ps_cluster_free(&c);
   }
   CHECK_MSG(coloc > 100 && dist > 10 && empty > 10, "co-located %ld, distributed %ld, empty %ld slots", coloc, dist, empty);
+}
+
+/* A rigid job (wmin = wmax = 2, one PS) on three 1-GPU machines, two of them taken in slots 0-1: each planner
+ * (the greedy, larr's LP and rounding, OASiS's DP) leaves slots 0-1 empty and runs 2 workers or none in
+ * every slot (a malleable plan, wmin 1, takes the third machine's one GPU in slot 0: the case is not
+ * empty). */
+TEST(planners_rigid_job_gets_all_its_workers_or_none) {
+  double cap[3 * SHOAL_PS_NRES];
+  for (int h = 0; h < 3; h++) ps_set_cap(cap, h, 1, 16, 64, 0);
+  shoal__ps_cluster_t c;
+  CHECK_OK(shoal__ps_cluster_init(&c, 3, cap));
+  shoal__ps_job_t blk = {.id = 9, .work = 1, .dw = {[SHOAL_PS_GPU] = 1}, .wmax = 2, .rho_in = 1, .rho_ex = 1};
+  shoal__ps_sched_t B;
+  shoal__ps_sched_init(&B, 0);
+  for (int t = 0; t < 2; t++) {
+    CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&B, t), 0, 1, 0));
+    CHECK_OK(shoal__ps_slot_add(shoal__ps_sched_slot(&B, t), 1, 1, 0));
+  }
+  CHECK_OK(shoal__ps_commit(&c, &blk, &B));
+  shoal__ps_job_t j = {.id = 1, .work = 30, .wmax = 2, .wmin = 2, .kappa = 0.5, .rho_in = 10, .rho_ex = 8};
+  j.dw[SHOAL_PS_GPU] = 1, j.dw[SHOAL_PS_CPU] = 1, j.dw[SHOAL_PS_MEM] = 1;
+  j.dp[SHOAL_PS_CPU] = 1, j.dp[SHOAL_PS_MEM] = 1;
+  shoal__ps_larr_params_t lp;
+  shoal__ps_larr_defaults(&lp);
+  shoal__ps_oasis_params_t op;
+  shoal__ps_oasis_defaults(&op);
+  op.hmax = 50, op.T = 100;
+  shoal__ps_oasis_est_t est;
+  shoal__ps_oasis_est_init(&est);
+  shoal__ps_oasis_observe(&est, &c, &j, &op);
+  for (int wmin = 1; wmin <= 2; wmin++) {
+    j.wmin = wmin;
+    for (int planner = 0; planner < 3; planner++) {
+      shoal__ps_sched_t S;
+      double payoff;
+      if (planner == 0) CHECK_OK(shoal__ps_greedy(&c, &j, 0, 50, 1, &S));
+      if (planner == 1) CHECK_OK(shoal__ps_larr(&c, &j, 0, &lp, &S, NULL));
+      if (planner == 2) CHECK_OK(shoal__ps_oasis(&c, &j, 0, &op, &est, &payoff, &S));
+      CHECK_OK(shoal__ps_sched_check(&c, &j, &S, 1));
+      int w0 = 0, p0;
+      if (S.start == 0 && S.len > 0) shoal__ps_slot_totals(&S.slot[0], &w0, &p0);
+      printf("  wmin %d planner %d: start %d len %d, slot 0 %d workers\n", wmin, planner, S.start, S.len, w0);
+      if (wmin == 1 && planner == 0) CHECK_EQ(w0, 1); /* the malleable plan uses the crumb */
+      for (int k = 0; k < S.len && wmin == 2; k++) {
+        int W, P;
+        shoal__ps_slot_totals(&S.slot[k], &W, &P);
+        CHECK_MSG(W == 0 || W == 2, "planner %d slot %d: %d workers", planner, S.start + k, W);
+        CHECK_MSG(S.start + k >= 2 || W == 0, "planner %d slot %d: %d workers where one GPU is free", planner,
+                  S.start + k, W);
+      }
+      shoal__ps_sched_free(&S);
+    }
+  }
+  shoal__ps_sched_free(&B);
+  shoal__ps_cluster_free(&c);
 }

@@ -255,3 +255,83 @@ TEST(slotted_fit_rates_to_the_speed_model) {
   shoal__workload_free(&w);
   sp->destroy(sp);
 }
+
+/* A rigid parameter-server job (2 workers, 1 server, min_workers = gpus: its training cannot resume at
+ * another worker count) on three 1-GPU machines beside two 1-GPU jobs, linear speed, slot 100 s, restart
+ * cost 10 s. A: 150 s at t=0, B: 250 s at t=0, C: the ps job, 100 s (200 steps) at t=1. Slot 0 has one
+ * machine free: a malleable plan gives C one worker there and grows it later. The planners give it both or
+ * none: it runs with both workers from its start to its end, once (no resize, n_realloc 0: 100 s), and
+ * --check holds every job to min_workers..max_workers at every step. Committing on arrival, C waits for A,
+ * whose finish at t=150 frees a second machine (backfill: GPUs no plan holds in the current slot go to
+ * planned jobs holding nothing there): 150-250, JCT 249. Re-planning may stop B for it instead. Each
+ * planner, with and without re-planning. */
+TEST(slotted_rigid_job_runs_all_its_workers_or_none) {
+  shoal_speed_t *sp = linear_speed(1.0);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 3, 1);
+  const tjob_t t[] = {{0, 1, 150, 0}, {0, 1, 250, 0}, {1, 2, 100, 0}};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, 3);
+  shoal_job_t *c = &w.jobs[2];
+  c->arch = SHOAL_ARCH_PS, c->ps = 1, c->min_workers = c->max_workers = 2;
+  const char *const pols[][2] = {{"larr", "slot=100:replan=0"}, {"larr", "slot=100"},
+                                 {"larr", "slot=100:hold=1:restart=1"}, {"greedy", "slot=100:replan=0"},
+                                 {"greedy", "slot=100"}, {"oasis", "slot=100:replan=0"}, {"oasis", "slot=100"}};
+  for (size_t q = 0; q < sizeof pols / sizeof pols[0]; q++) {
+    shoal_sim_result_t r;
+    printf("  %s:%s\n", pols[q][0], pols[q][1]);
+    run_policy(&w, &cs, sp, pols[q][0], pols[q][1], 10, &r);
+    CHECK_EQ(r.finished, 3);
+    printf("    C: start %.3f finish %.3f reallocs %d machines %d; A %.3f B %.3f\n", c->first_start, c->finish,
+           c->n_realloc, c->max_machines, w.jobs[0].finish, w.jobs[1].finish);
+    CHECK_EQ(c->n_realloc, 0);
+    CHECK_NEAR(c->finish - c->first_start, 100, 1e-6); /* both workers from its start to its end, no pause */
+    if (!strcmp(pols[q][1], "slot=100:replan=0")) CHECK_JCT(&w, 2, 249);
+    shoal__sim_result_free(&r);
+  }
+  shoal__workload_free(&w);
+  sp->destroy(sp);
+}
+
+/* Starvation: the rigid job C of 2 workers on two 1-GPU machines behind A (1 GPU, 60 s at t=0) and a stream
+ * of 1-GPU jobs of 30 s, one every 25 s from t=2 to t=977 (40 jobs: 1.2 of the 2 GPUs busy on average, at
+ * least one busy at almost every moment), linear speed, slot 100 s, restart cost 10 s. Re-planning releases
+ * C at every arrival (it is larger than the newcomer) and plans it behind the newcomer: with age=0 it starts
+ * after the stream, at 1007. With the default (age=1: once it has waited its own 100 s it keeps its plan) it
+ * starts by t=300 and runs its 100 s with both workers, once, under each planner and mode. */
+TEST(slotted_rigid_job_is_not_starved) {
+  shoal_speed_t *sp = linear_speed(1.0);
+  shoal_cluster_spec_t cs;
+  one_machine(&cs, 2, 1);
+  enum { N = 42 };
+  tjob_t t[N] = {{0, 1, 60, 0}, {1, 2, 100, 0}};
+  for (int i = 2; i < N; i++) t[i] = (tjob_t){2 + 25.0 * (i - 2), 1, 30, 0};
+  shoal_workload_t w;
+  memset(&w, 0, sizeof w);
+  tiny_workload(&w, t, N);
+  shoal_job_t *c = &w.jobs[1];
+  c->arch = SHOAL_ARCH_PS, c->ps = 1, c->min_workers = c->max_workers = 2;
+  const char *const pols[][2] = {{"larr", "slot=100:replan=0"}, {"larr", "slot=100"}, {"larr", "slot=100:hold=1"},
+                                 {"larr", "slot=60:hold=1"},      {"greedy", "slot=100:replan=0"}, {"greedy", "slot=100"},
+                                 {"oasis", "slot=100:replan=0"},  {"oasis", "slot=100"}};
+  for (size_t q = 0; q < sizeof pols / sizeof pols[0]; q++) {
+    shoal_sim_result_t r;
+    printf("  %s:%s\n", pols[q][0], pols[q][1]);
+    run_policy(&w, &cs, sp, pols[q][0], pols[q][1], 10, &r);
+    CHECK_EQ(r.finished, N);
+    printf("    C: start %.3f finish %.3f reallocs %d; last finish %.3f\n", c->first_start, c->finish, c->n_realloc,
+           r.t_last);
+    CHECK_MSG(c->first_start <= 300 + 1e-6, "C started at %.3f", c->first_start);
+    CHECK_EQ(c->n_realloc, 0);
+    CHECK_NEAR(c->finish - c->first_start, 100, 1e-6);
+    shoal__sim_result_free(&r);
+  }
+  shoal_sim_result_t r; /* the guard off: C waits for the stream's end */
+  run_policy(&w, &cs, sp, "larr", "slot=100:age=0", 10, &r);
+  CHECK_EQ(r.finished, N);
+  CHECK_MSG(c->first_start > 1000, "C started at %.3f", c->first_start);
+  shoal__sim_result_free(&r);
+  shoal__workload_free(&w);
+  sp->destroy(sp);
+}

@@ -281,7 +281,7 @@ int shoal__ps_slot_equal(const shoal__ps_slot_t *a, const shoal__ps_slot_t *b) {
 int shoal__ps_slot_fits(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_slot_t *sl, int t) {
   int W, P;
   shoal__ps_slot_totals(sl, &W, &P);
-  if (W < 1 || W > j->wmax || P != shoal__ps_count(j->kappa, W)) return 0;
+  if (W < 1 || !shoal__ps_w_ok(j, W) || P != shoal__ps_count(j->kappa, W)) return 0;
   for (int e = 0; e < sl->n; e++) {
     const double *res = shoal__ps_res(c, t, sl->pl[e].h);
     for (int r = 0; r < SHOAL_PS_NRES; r++)
@@ -339,6 +339,8 @@ int shoal__ps_sched_check(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j
     int t = s->start + k, W, P;
     shoal__ps_slot_totals(sl, &W, &P);
     if (W > j->wmax) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "job %d slot %d: %d workers > wmax %d", j->id, t, W, j->wmax);
+    if (!shoal__ps_w_ok(j, W))
+      return shoal__seterr(SHOAL_ERR_INFEASIBLE, "job %d slot %d: %d workers < wmin %d", j->id, t, W, j->wmin);
     if (W == 0 && P > 0) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "job %d slot %d: %d PSs without workers", j->id, t, P);
     if (W > 0 && (P > W || P < shoal__ps_count(j->kappa, W)))
       return shoal__seterr(SHOAL_ERR_INFEASIBLE, "job %d slot %d: %d PSs for %d workers (kappa %g)", j->id, t, P, W, j->kappa);
@@ -513,7 +515,7 @@ int shoal__ps_slot_trim(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, 
       if ((rc = fix_ps_down(c, j, &tmp, t, s, theta))) goto out;
       int W, P;
       shoal__ps_slot_totals(&tmp, &W, &P);
-      if (W == 0 || shoal__ps_slot_work(j, &tmp) < need * (1 - EPS)) continue;
+      if (W == 0 || !shoal__ps_w_ok(j, W) || shoal__ps_slot_work(j, &tmp) < need * (1 - EPS)) continue;
       double cst = shoal__ps_unit_cost(c, t, sl->pl[e].h, s, theta, j->dw);
       if (cst > bc) bc = cst, best = e;
     }

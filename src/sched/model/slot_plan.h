@@ -24,6 +24,8 @@ typedef struct {
   double dw[SHOAL_PS_NRES];   /* demand of one worker */
   double dp[SHOAL_PS_NRES];   /* demand of one PS */
   int wmax;                   /* most concurrent workers */
+  int wmin;                   /* fewest workers of a busy slot (0 or 1: any; a rigid job, wmin = wmax, runs
+                               * all its workers or none): a slot holds 0 or wmin..wmax workers */
   double kappa;               /* PS:worker ratio, P = clamp(ceil(kappa W), 1, W) */
   double rho_in, rho_ex;      /* mini-batches per worker per slot, co-located / distributed */
   /* Restart cost in the objective (0: placement changes are free, the spec's model): the fraction of a
@@ -38,6 +40,11 @@ typedef struct {
  * tau_in = tc + 2g/b_in, tau_ex = tc + 2g/b_ex, rho = slot_s / tau. */
 int shoal__ps_job_set_rates(shoal__ps_job_t *j, double tc_s, double grad_bytes, double b_in, double b_ex,
                             double slot_s);
+
+/* 1 if a slot may hold W workers of j: 0, or wmin..wmax. */
+static inline int shoal__ps_w_ok(const shoal__ps_job_t *j, int W) {
+  return W == 0 || (W >= (j->wmin > 1 ? j->wmin : 1) && W <= j->wmax);
+}
 
 /* PSs a slot with W workers needs: clamp(ceil(kappa W), 1, W); 0 when W = 0
  * or kappa <= 0 (all-reduce jobs, no PSs). */
@@ -133,7 +140,7 @@ int shoal__ps_sched_end(const shoal__ps_sched_t *s);
 int shoal__ps_sched_finish(const shoal__ps_job_t *j, const shoal__ps_sched_t *s);
 
 /* Check a schedule against the residual capacity: machine capacities,
- * W <= wmax, ceil(kappa W) <= P <= W, nothing before the arrival, and (if
+ * W = 0 or wmin <= W <= wmax, ceil(kappa W) <= P <= W, nothing before the arrival, and (if
  * need_cover) work >= Q. Returns 0 or SHOAL_ERR_INFEASIBLE with a message
  * naming the slot, machine and row. */
 int shoal__ps_sched_check(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, const shoal__ps_sched_t *s,
@@ -167,7 +174,7 @@ double shoal__ps_sched_cost(const shoal__ps_cluster_t *c, const shoal__ps_job_t 
                             int s0, double theta);
 
 /* Reduce slot t so that it still processes >= need mini-batches (if it does
- * now) with the fewest workers, dropping from the priciest machines, and the
+ * now) with the fewest workers (never below wmin), dropping from the priciest machines, and the
  * PSs to exactly clamp(ceil(kappa W),1,W). */
 int shoal__ps_slot_trim(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal__ps_slot_t *sl, int t, int s,
                         double theta, double need);

@@ -37,7 +37,8 @@ static int worker_room(const shoal__ps_job_t *j, const double *res, int cap_w) {
 /* Distributed DP of §5: F[a] = most PSs placeable when exactly a workers are
  * placed over the machines seen so far. Stops as soon as wmax workers with
  * their PSs are reachable (nothing better exists). Writes the placement of
- * the largest feasible W into out; returns W (0: none). */
+ * the largest feasible W into out; returns W (0: none; the caller drops a W
+ * below the job's wmin: no larger W fits either). */
 static int dist_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
                      shoal__ps_slot_t *out, int *err) {
   int Wm = j->wmax, H = c->H;
@@ -222,7 +223,7 @@ int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t
     shoal__ps_slot_clear(out);
     return 0;
   }
-  int bw = m->bw;
+  int bw = shoal__ps_w_ok(j, m->bw) ? m->bw : 0; /* fewer than the job's wmin co-located: none */
   /* co-located: the machine fitting most workers, ties to the cheaper by
    * more than EPS (the first of equal ones) */
   int bh = -1;
@@ -259,7 +260,7 @@ int shoal__ps_slot_best_memo(const shoal__ps_cluster_t *c, const shoal__ps_job_t
       m->dist_w = W;
     }
     if (err) return err;
-    if (W > 0 && shoal__ps_slot_work(j, out) > coloc_work + EPS) return 0;
+    if (W > 0 && shoal__ps_w_ok(j, W) && shoal__ps_slot_work(j, out) > coloc_work + EPS) return 0;
     shoal__ps_slot_clear(out);
   }
   if (bw > 0) return shoal__ps_slot_add(out, bh, bw, shoal__ps_count(j->kappa, bw));
@@ -321,6 +322,7 @@ int shoal__ps_greedy(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int
       double bcost = shoal__ps_slot_cost(c, j, sl, t, s, theta);
       int need_in = (int)ceil(need / j->rho_in - EPS), bh = -1;
       if (need_in < 1) need_in = 1;
+      if (need_in < j->wmin) need_in = j->wmin;
       for (int h = 0; h < c->H && need_in <= j->wmax; h++) {
         if (shoal__ps_max_coloc(j, shoal__ps_res(c, t, h)) < need_in) continue;
         double cost = shoal__ps_unit_cost(c, t, h, s, theta, j->dw) * need_in;

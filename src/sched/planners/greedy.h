@@ -8,7 +8,8 @@
 
 /* The most productive configuration of job j in slot t (co-located on the
  * machine fitting most workers, or distributed by the DP over machines),
- * written into out (cleared first). Ties: cheaper under prices (theta, s0). */
+ * written into out (cleared first; left empty when fewer than j->wmin
+ * workers fit). Ties: cheaper under prices (theta, s0). */
 int shoal__ps_slot_best(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int t, int s0, double theta,
                         shoal__ps_slot_t *out);
 

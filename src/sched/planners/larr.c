@@ -103,7 +103,7 @@ static int fix_ps(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal_
 }
 
 /* REPAIR_PACK of one slot (§4.6): no machine over its residual, W <= wmax,
- * ceil(kappa W) <= P <= W. Moves PSs off overfull machines first, then drops
+ * ceil(kappa W) <= P <= W; a slot left with fewer than wmin workers is emptied. Moves PSs off overfull machines first, then drops
  * workers. */
 static int repair_pack(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal__ps_slot_t *sl, int t, int s,
                        double theta, const int *mach, int nm) {
@@ -145,6 +145,7 @@ static int repair_pack(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, s
   }
   if (err) return err;
   shoal__ps_slot_totals(sl, &W, &P);
+  if (!shoal__ps_w_ok(j, W)) W = 0; /* fewer than wmin workers: the slot holds none (cover repair fills it whole) */
   if (W == 0) shoal__ps_slot_clear(sl);
   return 0;
 }

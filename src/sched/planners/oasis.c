@@ -221,6 +221,7 @@ static int slot_costs(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, in
   double lastc = 0;
   for (int q = 0; q <= e1; q++) {
     int n = (int)ceil(q * u / j->rho_ex - EPS);
+    if (n > 0 && n < j->wmin) n = j->wmin; /* a rigid job deploys all its workers (more work than q) */
     if (n > j->wmax) n = j->wmax + 1;
     if (n != lastn) lastc = n > j->wmax || !(lastc < INFINITY) ? INFINITY : deploy(c, j, t, &o, n, NULL, &err), lastn = n;
     if (err) break;
@@ -249,6 +250,28 @@ static void dp_slot(const double *cost_e, int e1, int D, const double *prev, dou
   }
 }
 
+/* The DP prices each slot on its own, so two slots with the same worker count may sit on different machines:
+ * a move (a restart) in the middle of a plan. A slot whose worker count is the one of the slot before (the
+ * placement the job holds, before the first) takes that placement when it fits and does as much work. */
+static int keep_placements(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, shoal__ps_sched_t *S) {
+  const shoal__ps_slot_t *prev = j->held && j->held->n ? j->held : NULL;
+  for (int k = 0; k < S->len; k++) {
+    shoal__ps_slot_t *sl = &S->slot[k];
+    int W, P, Wp, Pp;
+    shoal__ps_slot_totals(sl, &W, &P);
+    if (prev && W > 0 && !shoal__ps_slot_equal(prev, sl)) {
+      shoal__ps_slot_totals(prev, &Wp, &Pp);
+      if (Wp == W && shoal__ps_slot_fits(c, j, prev, S->start + k) &&
+          shoal__ps_slot_work(j, prev) >= shoal__ps_slot_work(j, sl) - EPS) {
+        int rc = shoal__ps_slot_copy(sl, prev);
+        if (rc) return rc;
+      }
+    }
+    prev = sl->n ? sl : prev;
+  }
+  return 0;
+}
+
 /* The schedule of the best end s + best_k, slot by slot back from D units. */
 static int dp_schedule(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, int s, const shoal__ps_oasis_params_t *p,
                        const shoal__ps_oasis_est_t *e, const int *arg, int D, double u, int best_k, shoal__ps_sched_t *out) {
@@ -262,10 +285,12 @@ static int dp_schedule(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j, i
     if (!sl) rc = shoal__seterr(SHOAL_ERR_NOMEM, "oasis schedule");
     if (rc || q == 0) continue;
     int n = (int)ceil(q * u / j->rho_ex - EPS);
+    if (n < j->wmin) n = j->wmin;
     if (n > j->wmax) n = j->wmax;
     if (!(shoal__ps_oasis_deploy_cost(c, j, s + k, p, e, n, sl) < INFINITY))
       rc = shoal__seterr(SHOAL_ERR_INTERNAL, "oasis: slot %d deployment of %d workers vanished", s + k, n);
   }
+  if (!rc) rc = keep_placements(c, j, &S);
   if (!rc) rc = shoal__ps_sched_trim(c, j, &S, s, 16);
   if (rc) {
     shoal__ps_sched_free(&S);

@@ -52,7 +52,7 @@ static double best_rate(const shoal__ps_cluster_t *c, const shoal__ps_job_t *j) 
   double r = j->wmax * j->rho_ex;
   for (int h = 0; h < c->H; h++) {
     int w = shoal__ps_max_coloc(j, shoal__ps_cap(c, h));
-    if (w * j->rho_in > r) r = w * j->rho_in;
+    if (shoal__ps_w_ok(j, w) && w * j->rho_in > r) r = w * j->rho_in;
     if (w == j->wmax) break; /* nothing co-located beats wmax on one machine */
   }
   return r;

@@ -9,7 +9,7 @@ typedef struct {
   shoal__ps_larr_stats_t st;    /* filled by re-planning, not shown */
 } greedy_t;
 
-static const char *const keys[] = {"slot", "theta", "replan", "replank", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", NULL};
+static const char *const keys[] = {"slot", "theta", "replan", "replank", "estimate", "pull", "pullk", "nogap", "backfill", "restart", "hold", "fit", "age", NULL};
 
 static int greedy_configure(void *own, const shoal_sched_t *s, const char *params, int hmax, int *replan_out) {
   greedy_t *g = own;
@@ -47,4 +47,4 @@ static const shoal__slot_planner_t planner = {"greedy", keys, sizeof(greedy_t), 
 
 SHOAL__SLOTTED_POLICY(greedy, planner,
                       "exact single-job greedy: most work in every slot (locality-aware); re-plans on arrivals as larr",
-                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=1 replank=32: re-planning as larr, new jobs through the greedy (0: commit on arrival, the seed's greedy); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=1: the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job; 0: off); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; fit=0.5: wmax and the per-worker rate fitted to the speed model (the least per-worker efficiency kept; 0: the rates at the requested size)");
+                      "slot=3600: slot length (s); theta=0.125: price base of the last-slot trim; replan=1 replank=32: re-planning as larr, new jobs through the greedy (0: commit on arrival, the seed's greedy); estimate=0: as larr; pull=0 pullk=32: 1 offers room freed by early finishes to jobs planned to start later (at most pullk re-planned per decision); nogap=0: 1 plans without pauses (a job waits instead); backfill=2: GPUs no plan holds in the current slot go to planned jobs holding nothing there, shortest remaining first (1: oldest first, 0: off; no planned start moves); restart=1: the restart cost in the planners' objective (a placement change loses it; running jobs keep their placement unless that delays a smaller job; 0: off); hold=0: 1 leaves the current slot's plans to re-planning between boundaries; age=1: a waiting rigid job (min_workers > 1) is no longer released by re-planning once it has waited its remaining standalone time (0: off); fit=0.5: wmax and the per-worker rate fitted to the speed model (the least per-worker efficiency kept; 0: the rates at the requested size)");

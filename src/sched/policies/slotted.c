@@ -34,6 +34,8 @@ typedef struct {
                        * s->restart_cost of its slot's work */
   double fit;         /* > 0: wmax and the per-worker rates fitted to the speed model (fit=, the least
                        * efficiency kept) */
+  double age;         /* a waiting rigid job is not released once it has waited age times its remaining
+                       * standalone time (age=; 0: off) */
   int hold;           /* a re-planning batch between slot boundaries leaves the current slot's plans
                        * (hold=): newcomers get its free room, moves wait for the boundary */
   shoal__ps_cluster_t pc;
@@ -110,6 +112,7 @@ int shoal__slotted_create(const shoal__slot_planner_t *pl, shoal_sched_t *s, con
       (rc = shoal__param_long(name, params, "restart", pl->restart, 0, 1, &restart)) ||
       (rc = shoal__param_long(name, params, "hold", pl->hold, 0, 1, &hold)) ||
       (rc = shoal__param_double(name, params, "fit", pl->fit, 0, 1, &p->fit)) ||
+      (rc = shoal__param_double(name, params, "age", 1, 0, 1e6, &p->age)) ||
       (rc = shoal__param_double(name, params, "estimate", 0, 0, 1e9, &p->est_s)) ||
       (rc = shoal__param_long(name, params, "pull", pl->pull, 0, 2, &pull)) ||
       (rc = shoal__param_long(name, params, "nogap", 0, 0, 1, &nogap)) ||
@@ -345,6 +348,9 @@ void shoal__ps_view(const shoal_sched_t *s, const shoal_job_t *j, double slot_s,
   int W = j->max_workers > j->gpus ? j->max_workers : j->gpus;
   if (W > s->cluster->gpus_total) W = s->cluster->gpus_total;
   pj->wmax = W < 1 ? 1 : W;
+  /* the job's elastic range is honoured: a rigid job (min_workers = gpus, a parameter-server job whose
+   * training cannot resume at another worker count) runs all its workers or none */
+  pj->wmin = j->min_workers < 1 ? 1 : j->min_workers > pj->wmax ? pj->wmax : j->min_workers;
   pj->dw[SHOAL_PS_GPU] = j->worker_demand.gpus;
   pj->dw[SHOAL_PS_CPU] = j->worker_demand.cpus;
   pj->dw[SHOAL_PS_MEM] = j->worker_demand.mem_gb;
@@ -417,16 +423,17 @@ static int held_slot(slotted_t *p, const shoal_job_t *j) {
 /* Rates fitted to the speed model (fit=): the slot model's work is linear in the workers (rho per worker),
  * the speed model's is not (a second worker of a communication-bound job may even slow it down). The rates
  * at the requested size over- or underestimate every other size, so a plan that widens a job falls behind
- * and is planned again (a restart each time). Fitted: wmax is the most workers whose per-worker rate is at
- * least `fit` of one worker's alone, and rho the least per-worker rate up to wmax, so that the model is a
- * lower bound of the speed model at every size it plans (the spread penalty rho_ex/rho_in is kept). */
+ * and is planned again (a restart each time). Fitted: wmax is the most workers (at least wmin) whose
+ * per-worker rate is at least `fit` of one worker's alone, and rho the least per-worker rate up to wmax, so
+ * that the model is a lower bound of the speed model at every size it plans (the spread penalty
+ * rho_ex/rho_in is kept). */
 static void fit_rates(const slotted_t *p, const shoal_sched_t *s, const shoal_job_t *j, shoal__ps_job_t *pj) {
   double r1 = shoal_sched_rate_consolidated(s, j, 1, shoal__ps_count(pj->kappa, 1)), lo = r1;
   if (!(r1 > 0)) return;
   int w = 2;
   for (; w <= pj->wmax; w++) {
     double rw = shoal_sched_rate_consolidated(s, j, w, shoal__ps_count(pj->kappa, w)) / w;
-    if (!(rw >= p->fit * r1)) break;
+    if (w > pj->wmin && !(rw >= p->fit * r1)) break; /* (the job's own floor is kept, whatever its rate) */
     if (rw < lo) lo = rw;
   }
   double spread = pj->rho_in > 0 ? pj->rho_ex / pj->rho_in : 1;
@@ -545,6 +552,18 @@ static int plan_new_own(void *arg, const shoal__ps_cluster_t *pc, const shoal__p
   return rc == SHOAL__SLOT_DECLINED ? SHOAL_ERR_INFEASIBLE : rc;
 }
 
+/* A rigid job (wmin > 1) cannot run on the crumbs a stream of smaller jobs leaves: released by every
+ * arrival batch whose newcomers are smaller and planned again behind them, it waited as long as the
+ * stream lasted (two 1-GPU machines, one 1-GPU job every 25 s: a 2-worker job started after the last
+ * one). Such a job that has waited (since its arrival, less its time running) `age` times its remaining
+ * standalone time or more keeps its plan: newcomers are planned around it (age=; 0: off). */
+static int aged(const slotted_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+  if (!(p->age > 0) || p->pj[j->id].wmin <= 1) return 0;
+  /* (run_s counts up to the job's last change: a running job's wait is overstated, and it stays aged) */
+  double full = standalone_rate(s, j), waited = s->now - j->arrival - j->run_s - j->restart_s;
+  return full > 0 && waited >= p->age * shoal_job_remaining(j, s->now) / full;
+}
+
 /* Re-planning batch (shoal__ps_replan) over pend[from..npend): committed
  * jobs' views are refreshed so that their remaining work is the engine's
  * (Q = remaining now + planned work before slot k). */
@@ -556,7 +575,7 @@ static int plan_batch(slotted_t *p, shoal_sched_t *s, int from, int k, int relea
     for (int a = p->act.head; a >= 0; a = p->act.next[a]) {
       shoal_job_t *j = p->act.job[a];
       int id = j->id;
-      if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k) continue;
+      if (!p->planned[id] || shoal__ps_sched_end(&p->plan[id]) < k || aged(p, s, j)) continue;
       shoal__ps_job_t now;
       view(p, s, j, k, &now);
       p->pj[id].work = now.work + work_before(p, id, k);
@@ -733,6 +752,20 @@ static int held_fits(slotted_t *p, const shoal_job_t *j, int k, shoal__ps_slot_t
   return 1;
 }
 
+/* The placement of job id's next busy planned slot after k replaces *sl (slot k's best) when it fits slot
+ * k's residual and does as much work: the job backfilled there then keeps its placement into its plan (a
+ * different one would be a restart). */
+static void prefer_next(slotted_t *p, int id, int k, shoal__ps_slot_t *sl) {
+  const shoal__ps_sched_t *P = &p->plan[id];
+  const shoal__ps_job_t *pj = &p->pj[id];
+  int t = sched_next_busy(P, k + 1);
+  if (t < 0) return;
+  const shoal__ps_slot_t *nx = &P->slot[t - P->start];
+  if (shoal__ps_slot_fits(&p->pc, pj, nx, k) && shoal__ps_slot_work(pj, nx) >= shoal__ps_slot_work(pj, sl) * (1 - 1e-9) &&
+      shoal__ps_slot_copy(sl, nx))
+    p->err = SHOAL_ERR_NOMEM;
+}
+
 /* A backfill candidate: planned, holds nothing in slot k of its plan, busy later. */
 static int bf_candidate(const slotted_t *p, const shoal_job_t *j, int k) {
   int id = j->id;
@@ -779,7 +812,9 @@ static void bf_select(bf_item_t *it, int n, int m) {
  * them. They go to the planned jobs that hold nothing in slot k (not started yet, or paused between busy
  * slots), oldest first (backfill=1) or shortest remaining first (backfill=2, the default): each takes the most
  * productive placement the residual of slot k offers (the greedy's one-slot best; a job that held a placement in
- * slot k - 1 keeps it when it still fits, so it is not restarted), added to its plan for slot k only. Every
+ * slot k - 1 keeps it when it still fits, so it is not restarted, and else takes the placement of its next
+ * planned busy slot when that fits and does as much, so it is not moved there), added to its plan for slot k
+ * only. Every
  * other slot of every plan stays as it was, so no job's planned start or placement moves: the work is extra,
  * and a job that finishes on it gives its later slots back (as any early finish). Unplanned jobs (deferred, or
  * rejected by oasis) are not offered. The walk ends when no GPU of slot k is free, so it costs one look per
@@ -820,6 +855,8 @@ static int backfill(slotted_t *p, shoal_sched_t *s, int k) {
       if (p->err) break;
       if ((rc = shoal__ps_slot_best(&p->pc, &p->pj[id], k, k, 1, &sl))) break;
       if (!sl.n) continue;
+      prefer_next(p, id, k, &sl);
+      if (p->err) break;
     }
     shoal__ps_sched_t T;
     shoal__ps_sched_init(&T, k);
