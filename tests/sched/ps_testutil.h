@@ -26,6 +26,7 @@ static inline int ps_tiny_cluster(int H, shoal__ps_cluster_t *c) {
 
 /* Tiny job: 1-4 workers, 1-3 slots standalone, arrival in [0, amax]. */
 static inline void ps_tiny_job(shoal_rng_t *g, int id, int amax, shoal__ps_job_t *j) {
+  *j = (shoal__ps_job_t){0}; /* malleable (wmin 0), no restart cost, holds nothing */
   j->id = id;
   j->arrival = amax ? (int)shoal_rng_below(g, (uint64_t)amax + 1) : 0;
   j->wmax = 1 + (int)shoal_rng_below(g, 4);
