@@ -19,6 +19,8 @@
 #        TESTBED=pyb<pid> (the testbed's name: its namespaces are TESTBED-h<i>; brought up and down here)
 #        SHOAL_ARGS="" (extra arguments of every shoal side, e.g. "--bucket-mb 1")  OUT=/tmp/shoal-py-bench
 #        EXTRA_ARGS="" (extra arguments of every side, e.g. "--train-subset 20000")
+#        (with the none side, every setting ends with its limit line: the limit's samples/s over Gloo's,
+#        saying so where it is below 1.3x, the goal no backend can reach there)
 #        LOAD=0 (a busy machine: LOAD busy-loop processes run beside every run, started before it and
 #        stopped after it, unpinned: what other users' jobs cost each side)
 #
@@ -132,6 +134,12 @@ for s in $SETTINGS; do
     printf "  %-20s %-24s %-20s %7s %8s %9s | %7s %7s\n" "$label" "$side" "$(col "$side" 4 | sed 's/\..*//' | paste -sd' ')" \
       "${sps%.*}" "$tt" "$(col "$side" 6 | median)" "$r_sps" "$r_tt"
   done
+  # the limit: no communication at all over Gloo; below the goal no backend can reach the goal here
+  if [[ " ${SIDES[*]} " == *" none "* ]]; then
+    awk -v a="$(col none 4 | median)" -v b="$gloo_sps" -v l="$label" 'BEGIN { r = a / b
+      printf "  %-20s limit x%.2f (no communication / Gloo)%s\n", l, r,
+        r < 1.3 ? ": below the 1.3x goal, no backend can reach 1.3x in this setting" : "" }'
+  fi
 done
 cleanup
 

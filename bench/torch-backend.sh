@@ -20,6 +20,9 @@
 #   bench/torch-backend.sh [BUILD]
 #   env: PARTS="allreduce ddp"  RANKS="2 4"  MIN=1M  MAX=64M  REPS=3 (allreduce runs per side)
 #        PAIRED=8  PAIRED_ITERS=100 (binding)
+#        (RANKS of allreduce and binding: N = N ranks on this host; tb:HxK = H emulated hosts x K ranks on
+#        a `shoal testbed` of links RATE (default 1gbit), every side started by `shoal launch --testbed`;
+#        needs root. TESTBED=tba<pid> names it; it is brought up once and down at the end)
 #        MODELS="mlp cnn"  SETTINGS="1h:2 1h:4 tb:2x1 tb:4x1 tb:2x2"  EPOCHS=1  DDP_REPS=3  EXTRA_ARGS=""
 #        (EXTRA_ARGS go to every training run, e.g. "--train-subset 20000"; the rest of py-ddp-vs-gloo.sh's
 #        settings pass through)  OUT=/tmp/shoal-torch-bench
@@ -42,9 +45,49 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 SHOAL_LIBRARY=$build/libshoal.so
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 echo "# torch-backend: $(date -u +%FT%TZ) $(uname -n), $(getconf _NPROCESSORS_ONLN) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# one side of the allreduce sweep, ranks spawned by hand (every side alike): n side file
+# the testbed of the allreduce and binding parts (tb:HxK in RANKS), up once for every such setting
+tb=""
+cleanup() { [ -z "$tb" ] || "$build/shoal" testbed down --name "$tb" >/dev/null 2>&1; tb=""; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+tb_hosts=0
+if [[ " $PARTS " == *" allreduce "* || " $PARTS " == *" binding "* ]]; then
+  for s in $RANKS; do
+    case $s in
+      tb:*x*) h=${s#tb:}; h=${h%x*}; [ "$h" -gt "$tb_hosts" ] && tb_hosts=$h;;
+      *[!0-9]* | "") echo "torch-backend.sh: RANKS: '$s' is not N or tb:HxK" >&2; exit 2;;
+    esac
+  done
+fi
+if [ "$tb_hosts" -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || { echo "torch-backend.sh: RANKS tb:HxK needs root (network namespaces)" >&2; exit 2; }
+  tb=${TESTBED:-tba$(( $$ % 100000 ))}
+  "$build/shoal" testbed up --name "$tb" --hosts "$tb_hosts" --rate "${RATE:-1gbit}" >"$out/testbed.log" 2>&1 ||
+    { echo "torch-backend.sh: testbed up failed: $(tail -1 "$out/testbed.log")" >&2; tb=""; exit 1; }
+fi
+# setting -> its rank count; its label
+nranks() { case $1 in tb:*) local h=${1#tb:}; echo $(( ${h%x*} * ${h#*x} ));; *) echo "$1";; esac; }
+label() { case $1 in tb:*) local h=${1#tb:}; echo "${h%x*} hosts x ${h#*x} ranks, ${RATE:-1gbit} links";; *) echo "$1 ranks, one host (loopback + shared memory)";; esac; }
+
+# a testbed setting's ranks, all through `shoal launch` (only rank 0 prints): setting timeout out err CMD...
+tb_launch() {
+  local s=$1 t=$2 o=$3 e=$4 h k; shift 4
+  h=${s#tb:}; k=${h#*x}; h=${h%x*}
+  GLOO_SOCKET_IFNAME=eth0 timeout $((t + 30)) "$build/shoal" launch --timeout "$t" --no-prefix --testbed "$tb" \
+    --per-host "$k" --hosts "$(seq -s, 0 $((h - 1)) | sed 's/[0-9]*/h&/g')" -n $((h * k)) -- "$@" >"$o" 2>"$e"
+}
+
+# one side of the allreduce sweep, ranks spawned by hand (every side alike): setting side file
 run_side() {
-  local n=$1 side=$2 f=$3 port pids=() r
+  local s=$1 side=$2 f=$3 n port pids=() r
+  n=$(nranks "$s")
+  if [[ $s == tb:* ]]; then
+    if [ "$side" = c ]; then tb_launch "$s" 300 "$f.r0" "$f.err" "$build/shoal" bench allreduce -b "$MIN" -e "$MAX"
+    else tb_launch "$s" 300 "$f.r0" "$f.err" /usr/bin/python3 "$repo/bench/gloo_allreduce.py" --backend "$side" -b "$MIN" -e "$MAX"
+    fi || { echo "torch-backend.sh: $side run failed: $f.err" >&2; tail -5 "$f.err" >&2; exit 1; }
+    grep -E '^(#| +[0-9])' "$f.r0" >"$f"
+    return
+  fi
   port=$(free_port)
   for ((r = 0; r < n; r++)); do
     if [ "$side" = c ]; then
@@ -61,13 +104,14 @@ run_side() {
 }
 
 if [[ " $PARTS " == *" allreduce "* ]]; then
-  echo "# all_reduce float32 sum in place, loopback + shared memory, best p50 of $REPS alternating runs per side"
-  for n in $RANKS; do
+  echo "# all_reduce float32 sum in place, best p50 of $REPS alternating runs per side"
+  for s in $RANKS; do
+    n=${s/:/-}
     for rep in $(seq 1 "$REPS"); do
-      for side in c shoal gloo; do run_side "$n" "$side" "$out/ar-$side-$n.run$rep"; done
+      for side in c shoal gloo; do run_side "$s" "$side" "$out/ar-$side-$n.run$rep"; done
     done
     for side in c shoal gloo; do best_of 14 "$out/ar-$side-$n.txt" "$out"/ar-$side-$n.run*[0-9]; done
-    printf "# %d ranks\n# %10s | %12s %12s %12s | %9s %9s\n" "$n" "size(B)" "C busbw" "backend" "Gloo" \
+    printf "# %s\n# %10s | %12s %12s %12s | %9s %9s\n" "$(label "$s")" "size(B)" "C busbw" "backend" "Gloo" \
       "back/C" "back/Gloo"
     # in-place busbw is column 18 of every table (nccl-tests layout)
     join <(awk '!/^#/ { print $1, $18 }' "$out/ar-c-$n.txt" | sort -k1,1) \
@@ -78,8 +122,16 @@ if [[ " $PARTS " == *" allreduce "* ]]; then
 fi
 
 if [[ " $PARTS " == *" binding "* ]]; then
-  for n in $RANKS; do
-    port=$(free_port) pids=()
+  for s in $RANKS; do
+    if [[ $s == tb:* ]]; then
+      f=$out/binding-${s/:/-}
+      tb_launch "$s" 600 "$f.r0" "$f.err" /usr/bin/python3 "$repo/bench/gloo_allreduce.py" --backend shoal \
+        --paired "${PAIRED:-8}" -n "${PAIRED_ITERS:-100}" -b "$MIN" -e "$MAX" ||
+        { echo "torch-backend.sh: binding run failed: $f.err" >&2; tail -5 "$f.err" >&2; exit 1; }
+      echo "# $(label "$s")"; grep -E '^(#| +[0-9])' "$f.r0"
+      continue
+    fi
+    n=$s port=$(free_port) pids=()
     for ((r = 0; r < n; r++)); do
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=$n RANK=$r timeout 600 /usr/bin/python3 \
         "$repo/bench/gloo_allreduce.py" --backend shoal --paired "${PAIRED:-8}" -n "${PAIRED_ITERS:-100}" \
@@ -92,6 +144,7 @@ if [[ " $PARTS " == *" binding "* ]]; then
   done
 fi
 
+cleanup # py-ddp-vs-gloo.sh brings up its own testbed
 if [[ " $PARTS " == *" ddp "* ]]; then
   for model in $MODELS; do
     echo "# DDP, model $model: unmodified DistributedDataParallel over shoal (ddp-shoal) vs over Gloo"
