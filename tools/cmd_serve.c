@@ -147,7 +147,7 @@ static int join_tick(void *arg) {
   if (now < j->next) return 1;
   double service = 0;
   shoal__server_stats_t *st = j->server ? malloc(sizeof *st) : NULL;
-  if (st) shoal__server_stats(j->server, st), service = st->busy_per_request_s;
+  if (st) shoal__server_stats(j->server, st), service = st->service_per_request_s;
   free(st);
   if (shoal__serve_announce(j->router, j->self, 1, service, 2) == 0) {
     if (!j->joined || j->last_err[0]) {

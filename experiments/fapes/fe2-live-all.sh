@@ -4,7 +4,8 @@
 # the best baseline: training avg JCT (goal: at least 20% lower), SLO attainment per trace minute (goal: no
 # lower, and at least 99%; per live minute beside it), goodput against static (goal: at least 1.5x), and the
 # controller's retries (a loan's restart is not one), each beside the simulator's figure for the same
-# workload. About 4 x (DURATION + 1 min).
+# workload (experiments/fapes/fe2-sim.sh, run again here for every policy: its job lengths are the static run's).
+# About 4 x (DURATION + 1 min).
 #   fe2-live-all.sh [--table] [OUT]   (default build/experiments/fapes-fe2-live)
 #   env POLICIES (static pollux reactive fapes): the runs to make now, each into OUT/POLICY, so that each can be
 #   its own `quiet` command; --table: no run, the table from the four in OUT
@@ -20,6 +21,9 @@ for p in ${POLICIES-static pollux reactive fapes}; do
   echo "== $p $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
   "$here/fe2-live.sh" "$p" "$out/$p" > "$out/$p.log" 2>&1 || { echo "fe2-live-all.sh: $p failed:"; tail -5 "$out/$p.log"; exit 1; }
   tail -2 "$out/$p.log"
+done
+for p in static pollux reactive fapes; do
+  [ -s "$out/$p/jobs.txt" ] && "$here/fe2-sim.sh" "$out/$p" "$p" > /dev/null
 done
 /usr/bin/python3 - "$out" <<'PY' | tee "$out/table.txt"
 import os, re, sys
@@ -39,7 +43,7 @@ for p in base + ("fapes",):
     r = re.search(r"retries (\d+)", log)
     row[p] = dict(jct=float(m[1]), done="%s/%s" % (m[2], m[3]), span=float(m[4]), good=float(m[5]),
                   met=int(m[6]), mins=int(m[7]), tmet=int(m[8]), tmins=int(m[9]), retries=int(r[1]) if r else -1)
-print("| policy | avg JCT (s) | done | makespan (s) | goodput (worker-steps/s) | SLO trace minutes | SLO live minutes | retries | sim avg JCT (s) | sim SLO (10 s windows) |")
+print("| policy | avg JCT (s) | done | makespan (s) | goodput (worker-steps/s) | SLO trace minutes | SLO live minutes | retries | sim avg JCT (s) | sim SLO trace minutes |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for p, v in row.items():
     print("| %s | %.1f | %s | %.1f | %.1f | %d/%d | %d/%d | %d | %.1f (%+.0f%%) | %.1f%% |" % (p, v["jct"], v["done"], v["span"], v["good"],

@@ -17,12 +17,12 @@
 #           rate or waiting requests need them (counted with the replicas' own measured seconds a request, which
 #           they report through the router; SERVICE until the first report) plus SPARE ready ones, idle VC_infer
 #           hosts lent to running elastic jobs, reclaimed
-# Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
+# `fe2-live.sh --post POLICY OUT` summarizes the run in OUT again (no run). Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
 # its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), requests.csv (each request's
 # scheduled time and latency), replicas.csv (the router's live replicas and their mean reported seconds a request,
 # every 2 s), serve.log (the controller),
 # fe2.txt (one line: avg JCT, SLO attainment per live minute and per trace minute, goodput = the jobs' work in
-# worker-steps / the makespan). A trace minute is 60 / SPEEDUP s of the run (3 s at 20): the requests the trace
+# worker-steps / the makespan), sim.txt (experiments/fapes/fe2-sim.sh: the simulator on the same workload). A trace minute is 60 / SPEEDUP s of the run (3 s at 20): the requests the trace
 # sends in one minute, so the run's DURATION of 180 s holds the trace hour's 60 SLO minutes; its P99 is the
 # nearest rank (ceil(0.99 n)-th latency, a failed request counting as infinite), as the loadgen's per window. Needs root; about DURATION + 1 min. The defaults
 # are a contended workload: 10 jobs, 650 GPU-s at their requested sizes arriving within 81 s on 4 GPUs,
@@ -35,6 +35,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 live=$here/../live-slurm
+post=0; [ "${1:-}" = --post ] && { post=1; shift; }
 case ${1:-} in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; -*|"") echo "fe2-live.sh: POLICY: static, pollux, reactive or fapes (--help)" >&2; exit 2;; esac
 policy=$1
 case $policy in static) tpol=fifo;; pollux|reactive|fapes) tpol=elastic;; *) echo "fe2-live.sh: unknown policy '$policy' (static, pollux, reactive, fapes)" >&2; exit 2;; esac
@@ -47,6 +48,7 @@ ROWS=${ROWS:-64} SLO_MS=${SLO_MS:-500} SERVICE=${SERVICE:-0.05} SPARE=${SPARE:-1
 PORT=${PORT:-35001} RPORT=35100 MAX_TIME=${MAX_TIME:-420} RETRIES=${RETRIES:-50}
 TP=$(realpath "$live/throughputs.json") REQ=$(realpath "${REQUESTS:-../shared/data/azure-llm-2023/code.csv}")
 HOSTS=$((TRAIN + INFER + 1))
+if [ $post = 0 ]; then # the run (--post: only the summary of the run in OUT, below)
 DATA=${DATA:-} keep_data=1
 [ -n "$DATA" ] || { DATA=$(mktemp -d /tmp/shoal-fmnist-XXXXXX) && keep_data=0; } || exit 1
 rm -rf "$out"; mkdir -p "$out" "$DATA" || exit 1
@@ -121,7 +123,7 @@ pids+=($lpid)
     echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(router_stats live_replicas service_s)"; sleep 2
   done ) > "$out/replicas.csv" &
 pids+=($!)
-while read -r i arr g lo hi model epochs subset work expect; do
+while read -r i arr g lo hi model epochs subset work expect _; do
   case $i in \#*) continue;; esac
   sleep "$(awk -v a="$arr" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
   id=$("$S" submit --testbed "$NAME" --partition train --gpus "$g" --min "$lo" --max "$hi" --model "$model" \
@@ -133,6 +135,7 @@ wait $cpid; echo "controller exit $?" >> "$out/serve.log"
 X squeue -t all -o '%i %j %P %T %N %k' > "$out/squeue.txt"
 uptime >> "$out/uptime"
 "$S" testbed down --name "$NAME" > /dev/null
+fi
 /usr/bin/python3 "$live/summary.py" "$out" "$TRAIN" "$policy" > "$out/result"
 /usr/bin/python3 - "$out" "$policy" "$SPEEDUP" "$SLO_MS" <<'PY' | tee "$out/fe2.txt"
 import csv, math, os, sys
@@ -155,12 +158,6 @@ print("%-8s avg_jct_s %6.1f  done %d/%d  makespan_s %6.1f  goodput %.2f worker-s
       "slo_trace_minutes %d/%d (%.1f%%)  requests %d failed %d" % (pol, jct, len(done), len(jobs), span, work / span if span else 0,
       met, n, 100.0 * met / n if n else 0, tmet, len(win), 100.0 * tmet / len(win) if win else 0, req, fail))
 PY
-# the simulator's prediction for the same scenario: the same jobs (arrival, GPUs, length at that size), the same
-# request trace, speed-up and scale, the same hosts, service time and SLO (its jobs' goodput models are its own;
-# decisions every 10 s, as the jobs last tens of seconds, so its SLO is judged per 10 s, the live one per minute)
-awk 'NR > 1 && $1 !~ /^#/ { printf "%s,%s,%s\n", $2, $3, $10 }' "$out/jobs.txt" | sed '1i arrival,gpus,duration' > "$out/sim-trace.csv"
-"$S" sim loaning --trace "$out/sim-trace.csv" --requests "$REQ" --req-speedup "$SPEEDUP" --req-scale "$RATE_SCALE" \
-  --gpus $((TRAIN + INFER)) --infer-gpus "$INFER" --service "$SERVICE" --slo "$(awk -v m="$SLO_MS" 'BEGIN { print m / 1000 }')" \
-  --hold "$HOLD" --restart 10 --load-scale 1 --interval 10 --policy "$policy" --out "$out/sim" --csv > "$out/sim.csv" &&
-  awk -F, -v p="$policy" 'NR == 2 { printf "sim %-3s avg_jct_s %6.1f  done %d/%d  end_s %6.1f  goodput %.2f GPU-eq  slo_minutes %.1f%% of %d\n",
-    p, 3600 * $4, $3, $2, 3600 * $15, $11, 100 * $7, $8 }' "$out/sim.csv" | tee "$out/sim.txt"
+# the simulator's prediction for the same workload, its costs calibrated from the live runs (fe2-sim.sh)
+SHOAL=$S REQUESTS=$REQ SPEEDUP=$SPEEDUP RATE_SCALE=$RATE_SCALE TRAIN=$TRAIN INFER=$INFER SLO_MS=$SLO_MS SERVICE=$SERVICE \
+  HOLD=$HOLD SPARE=$SPARE "$here/fe2-sim.sh" "$out" "$policy"

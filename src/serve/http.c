@@ -33,6 +33,7 @@ typedef struct conn {
   int received;     /* the current request arrived whole: no deadline while we answer it */
   int exchanges;    /* requests answered on it */
   int begun;        /* the current request's line arrived (the library parsed its URI) */
+  double t_line;    /* when it arrived */
   int reaped;       /* shut down by the reaper */
   struct conn *prev, *next;
 } conn_t;
@@ -52,7 +53,7 @@ struct shoal__http_req {
   const char *ctype;
   char *rbody;
   size_t rlen;
-  double t_recv;
+  double t_begun, t_recv; /* its request line arrived; it arrived whole */
   struct shoal__http_req *prev, *next; /* in h->waiting while handed to the handler and not answered */
 };
 
@@ -145,6 +146,9 @@ static shoal__http_req_t *new_req(shoal__http_t *h, struct MHD_Connection *conn,
   snprintf(r->method, sizeof r->method, "%s", method);
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   r->c = ci ? (conn_t *)ci->socket_context : NULL;
+  pthread_mutex_lock(&h->mu);
+  r->t_begun = r->c && r->c->begun ? r->c->t_line : shoal__now_s();
+  pthread_mutex_unlock(&h->mu);
   return r;
 }
 
@@ -260,7 +264,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   (void)uri;
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   pthread_mutex_lock(&h->mu);
-  if (ci && ci->socket_context) ((conn_t *)ci->socket_context)->begun = 1;
+  conn_t *c = ci ? ci->socket_context : NULL;
+  if (c) c->begun = 1, c->t_line = shoal__now_s();
   pthread_mutex_unlock(&h->mu);
   return NULL;
 }
@@ -449,6 +454,8 @@ void shoal__http_stop(shoal__http_t *h) {
 const char *shoal__http_method(const shoal__http_req_t *r) { return r->method; }
 const char *shoal__http_url(const shoal__http_req_t *r) { return r->url; }
 double shoal__http_received_at(const shoal__http_req_t *r) { return r->t_recv; }
+
+double shoal__http_begun_at(const shoal__http_req_t *r) { return r->t_begun; }
 
 const char *shoal__http_body(const shoal__http_req_t *r, size_t *len) {
   if (len) *len = r->len;

@@ -52,6 +52,8 @@ const char *shoal__http_body(const shoal__http_req_t *r, size_t *len);
 const char *shoal__http_header(shoal__http_req_t *r, const char *name);
 /* When it was received whole (shoal__now_s). */
 double      shoal__http_received_at(const shoal__http_req_t *r);
+/* When its request line arrived (shoal__now_s): its body's arrival and reading are between the two. */
+double      shoal__http_begun_at(const shoal__http_req_t *r);
 /* Answer: takes body (malloc'ed; NULL with len 0: no body). A second reply to a request is ignored. */
 void shoal__http_reply(shoal__http_req_t *r, int status, const char *content_type, char *body, size_t len);
 /* Answer {"error": message} with the status. */

@@ -43,8 +43,13 @@ typedef struct shoal__server_stats {
   shoal__histo_t latency; /* received whole -> answered, of the answered infer requests */
   double service_s[SHOAL__SERVE_MAX_BATCH + 1]; /* summed forward time of batches of b rows */
   uint64_t service_n[SHOAL__SERVE_MAX_BATCH + 1];
-  double busy_per_request_s; /* its service time as it measures it: seconds busy (some infer request received whole
-                              * and not answered) per request answered, over its last few hundred; 0: none yet */
+  double busy_per_request_s; /* seconds busy (some infer request arriving or not answered) per request answered,
+                              * over its last few hundred; 0: none yet */
+  double cpu_per_request_s;  /* the process's CPU seconds per request answered, over the same requests */
+  double cpu_limit;          /* the CPUs its cgroup allows (0: no limit known) */
+  double service_per_request_s; /* its service time, as reported to a router: the larger of busy_per_request_s and
+                              * cpu_per_request_s / cpu_limit (a limited replica's capacity is its quota over its
+                              * CPU a request: it runs fast until throttled); 0: none yet */
 } shoal__server_stats_t;
 
 /* Load the parameters (the file must hold exactly the model's parameter count of float32: else an error
@@ -59,6 +64,10 @@ void shoal__server_stats(shoal__server_t *s, shoal__server_stats_t *out);
 int  shoal__server_drain(shoal__server_t *s, double timeout_s);
 /* Stop (after a drain, nothing is lost; otherwise what is left gets 503) and free. NULL: nothing. */
 void shoal__server_stop(shoal__server_t *s);
+
+/* The CPUs this process may use by its cgroup's CPU limit (cgroup v1's cpu controller, else v2's cpu.max; the
+ * tightest of its group and their ancestors), 0 when there is none or it cannot be read (cpulimit.c). */
+double shoal__serve_cpu_limit(void);
 
 /* ---- a replica's place in a router (announce.c) ------------------------------ */
 

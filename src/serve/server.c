@@ -25,10 +25,12 @@ struct shoal__server {
   int draining;
   uint64_t ok, refused, overloaded;
   shoal__latwin_t lat;
-  /* the replica's own service time: the seconds it was busy (an infer request received whole and not yet
-   * answered) per request answered, over its recent requests (both halved every SERVICE_WINDOW answers) */
+  /* the replica's own service time: the seconds it was busy (an infer request arriving or not yet answered) and
+   * the CPU seconds it used, per request answered, over its recent requests (the sums halved every
+   * SERVICE_WINDOW answers); its cgroup's CPU limit */
   int inside;
-  double busy_since, busy_s, busy_n;
+  double busy_since, busy_end, busy_s, cpu_last, cpu_s, busy_n;
+  double cpu_limit;
 };
 
 #define SERVICE_WINDOW 256
@@ -71,6 +73,11 @@ int shoal__serve_load_params(shoal_model_t *m, const char *path) {
   return 0;
 }
 
+static double process_cpu_s(void) {
+  struct timespec t;
+  return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) ? 0 : (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* The batcher's answer for one request: its scores as the protocol's response. */
 static void on_scores(void *arg, void *tag, const float *scores, int rows, int nclass) {
   shoal__server_t *s = arg;
@@ -78,9 +85,12 @@ static void on_scores(void *arg, void *tag, const float *scores, int rows, int n
   size_t len = 0;
   char *body = rows ? shoal__oip_infer_response(s->name, p->id, scores, rows, nclass, &len) : NULL;
   double now = shoal__now_s(), lat = now - shoal__http_received_at(p->req);
+  double cpu = process_cpu_s();
   pthread_mutex_lock(&s->mu);
-  s->busy_s += now - s->busy_since, s->busy_since = now, s->busy_n += 1, s->inside--;
-  if (s->busy_n >= SERVICE_WINDOW) s->busy_s /= 2, s->busy_n /= 2;
+  s->busy_s += now - s->busy_since, s->busy_since = now, s->busy_n += 1;
+  s->cpu_s += cpu - s->cpu_last, s->cpu_last = cpu;
+  if (--s->inside == 0) s->busy_end = now;
+  if (s->busy_n >= SERVICE_WINDOW) s->busy_s /= 2, s->cpu_s /= 2, s->busy_n /= 2;
   pthread_mutex_unlock(&s->mu);
   if (body) {
     shoal__latwin_add(&s->lat, now, lat);
@@ -126,7 +136,10 @@ static void infer(shoal__server_t *s, shoal__http_req_t *req) {
   memcpy(p->id, in.id, sizeof p->id);
   pthread_mutex_lock(&s->mu);
   int draining = s->draining;
-  if (!draining && s->inside++ == 0) s->busy_since = shoal__http_received_at(req); /* a busy period begins */
+  if (!draining && s->inside++ == 0) { /* a busy period began when this request's line arrived (or the last ended) */
+    double b = shoal__http_begun_at(req);
+    s->busy_since = b > s->busy_end ? b : s->busy_end;
+  }
   pthread_mutex_unlock(&s->mu);
   if (draining || shoal__batcher_submit(s->batcher, p, in.x, in.rows)) {
     if (draining) free(in.x);
@@ -226,6 +239,10 @@ void shoal__server_stats(shoal__server_t *s, shoal__server_stats_t *out) {
   out->refused = s->refused;
   out->overloaded = s->overloaded;
   out->busy_per_request_s = s->busy_n > 0 ? s->busy_s / s->busy_n : 0;
+  out->cpu_per_request_s = s->busy_n > 0 ? s->cpu_s / s->busy_n : 0;
+  out->cpu_limit = s->cpu_limit;
+  double by_cpu = s->cpu_limit > 0 ? out->cpu_per_request_s / s->cpu_limit : 0;
+  out->service_per_request_s = by_cpu > out->busy_per_request_s ? by_cpu : out->busy_per_request_s;
   pthread_mutex_unlock(&s->mu);
   shoal__http_counts_t hc;
   shoal__http_counts(s->http, &hc);
@@ -251,10 +268,11 @@ static char *stats_json(shoal__server_t *s, size_t *len) {
     return NULL;
   }
   fprintf(f, "{\"model_name\":\"%s\",\"inference_count\":%llu,\"execution_count\":%llu,\"refused\":%llu,"
-             "\"overloaded\":%llu,\"busy_ms_per_request\":%.3f,\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f},"
+             "\"overloaded\":%llu,\"service_ms_per_request\":%.3f,\"busy_ms_per_request\":%.3f,\"cpu_ms_per_request\":%.3f,\"cpu_limit\":%.3f,\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f},"
              "\"batch_stats\":[",
           s->name, (unsigned long long)st->ok, (unsigned long long)st->batches, (unsigned long long)st->refused,
-          (unsigned long long)st->overloaded, 1e3 * st->busy_per_request_s, 1e3 * shoal__histo_quantile(&st->latency, 0.5),
+          (unsigned long long)st->overloaded, 1e3 * st->service_per_request_s, 1e3 * st->busy_per_request_s,
+          1e3 * st->cpu_per_request_s, st->cpu_limit, 1e3 * shoal__histo_quantile(&st->latency, 0.5),
           1e3 * shoal__histo_quantile(&st->latency, 0.9), 1e3 * shoal__histo_quantile(&st->latency, 0.99),
           1e3 * st->latency.max_s, st->latency.n ? 1e3 * st->latency.sum_s / (double)st->latency.n : 0.0);
   int first = 1;
@@ -312,6 +330,7 @@ int shoal__server_start(const shoal__server_opts_t *o, shoal__server_t **out) {
   snprintf(s->name, sizeof s->name, "%s", o->name ? o->name : shoal_model_kind_name(o->kind));
   pthread_mutex_init(&s->mu, NULL);
   shoal__latwin_init(&s->lat);
+  s->cpu_limit = shoal__serve_cpu_limit(), s->cpu_last = process_cpu_s();
   shoal_model_t *m = NULL;
   openblas_set_num_threads(o->blas_threads > 0 ? o->blas_threads : 1);
   int rc = shoal_model_create(o->kind, s->o.rows, s->o.cols, s->o.nclass, o->max_batch, 1, &m);
