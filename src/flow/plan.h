@@ -61,6 +61,8 @@ typedef struct shoal__fplan_flow {
   double base;       /* bytes of this iteration before its current phase: 0, or the earlier phases' when the
                       * flow sent more after its phase ended (an extra phase: a final broadcast of the model) */
   double last_slot_bytes; /* bytes sent during the previous slot (measured rate x slot) */
+  double prev_slot_bytes; /* the same one report earlier: bytes sent in the slot before the previous one */
+  int nrep;               /* reports taken (up to 2): a flow's first report has no slot to compare with */
   uint64_t rep_iter; /* the iteration and bytes of its last report (for last_slot_bytes) */
   double rep_sent;
   double given;      /* bytes it was granted for the previous slot (0: not reported then) */
@@ -71,6 +73,7 @@ typedef struct shoal__fplan_flow {
   double rate;       /* answer for the current slot, bytes/s; 0: no limit */
   int active;        /* it has volume left in this iteration */
   int open;          /* a phase of a volume not known yet (its job's first): it holds the room until it stops */
+  int unpaced;       /* this phase followed its job's previous one with no gap: not planned, no limit */
   int64_t seen;      /* slot of its last report */
   int64_t slots_active; /* slots it has been active in this iteration */
 } shoal__fplan_flow_t;

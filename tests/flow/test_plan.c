@@ -367,11 +367,12 @@ TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
   CHECK_EQ(rates[2], 0);
   CHECK_EQ(rates[3], 0);
   /* the hops of a ring carry equal volumes: hop 0, whose rank has not marked iteration 2 yet, takes hop
-   * 1's measured 1.1 MB; when hop 1 starts sending iteration 2 (slot 13, hop 0's agent not heard from
-   * yet) both hops are planned together, in the same slots */
+   * 1's measured 1.1 MB; when hop 1 starts sending iteration 2 (slot 14, after a slot of compute; hop 0's
+   * agent has not seen the new iteration yet) both hops are planned together, in the same slots */
   CHECK_NEAR(c.plan.flow[0].V, 1.1e6, 1);
+  slot_reports(&c, 13, fl, (int[]){0, 1}, 2, 1, rates); /* computing: nothing sent in slot 12 */
   set(&fl[1], SHOAL__FS_NEW_ITER, 2, 1.1e6, 0.1e6);
-  slot_reports(&c, 13, fl, (int[]){1}, 1, 1, rates);
+  slot_reports(&c, 14, fl, (int[]){1}, 1, 1, rates);
   CHECK_EQ(c.plan.flow[0].active, 1);
   CHECK_EQ(c.plan.flow[0].iter, 2);
   double both = 0;
@@ -380,6 +381,59 @@ TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
     both += sched_at(&c.plan, 0, k);
   }
   CHECK(both > 0); /* job 2's open phase holds the rest of the horizon */
+  shoal__fctl_free(&c);
+}
+
+/* A job whose new phase starts right after its previous one (no compute between them) is not planned:
+ * its flows go unpaced and reserve nothing; a job that computed between its phases is planned and waits
+ * its turn. Volumes 1 MB on every hop, 0.5 MB a slot on every link. */
+TEST(plan_a_job_that_computes_for_no_time_goes_unpaced) {
+  shoal__ftopo_t t;
+  shoal__fctl_t c;
+  shoal__fp_flow_t fl[4];
+  two_jobs(&c, &t, fl);
+  int all[4] = {0, 1, 2, 3};
+  uint64_t rates[4];
+  for (int i = 0; i < 4; i++) set(&fl[i], SHOAL__FS_IDLE, 1, 1e6, 1e6);
+  slot_reports(&c, 10, fl, all, 4, 1, rates);
+  /* slot 11: job 1's iteration 2 starts (1.6 MB planned: slots 11-13 whole, 0.1 MB in 14); job 2 computes */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0);
+  slot_reports(&c, 11, fl, all, 4, 1, rates);
+  CHECK_EQ(rates[0], 0);
+  /* slot 12: job 1 sent 0.5 MB (its 0.5 MB left: slot 12); job 2's iteration 2 starts after a slot of
+   * compute: planned least loaded first (1.6 MB less the 0.02 sent: slots 13-15 whole, 0.08 MB in 16),
+   * it waits at the floor */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.5e6);
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0.02e6);
+  slot_reports(&c, 12, fl, all, 4, 1, rates);
+  CHECK_EQ(rates[0], 0);
+  CHECK_NEAR((double)rates[2], 0.02 * 5e6, 1);
+  CHECK_NEAR((double)rates[3], 0.02 * 5e6, 1);
+  CHECK_NEAR(sched_at(&c.plan, 2, 1), 0.5e6, 1);
+  CHECK_NEAR(sched_at(&c.plan, 2, 4), 0.08e6, 1);
+  /* slot 13: job 1 is done; job 2 (0.97 MB left) takes slot 13 and 0.47 MB of slot 14 */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 1e6);
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.03e6);
+  slot_reports(&c, 13, fl, all, 4, 1, rates);
+  CHECK_EQ(c.plan.flow[0].active, 0);
+  CHECK_EQ(rates[2], 0);
+  /* slot 14: job 1's iteration 3 starts right after its last bytes of iteration 2 (0.5 MB in slot 12):
+   * not planned, no limit; planned, it would be held to the 0.03 MB job 2 leaves in slot 14 and wait for
+   * slot 15. Job 2 keeps its plan, and has its whole path: no limit either */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 3, 1e6, 0.1e6);
+  for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.53e6);
+  slot_reports(&c, 14, fl, all, 4, 1, rates);
+  for (int i = 0; i < 4; i++) CHECK_EQ(rates[i], 0);
+  CHECK_EQ(c.plan.flow[0].active, 1);
+  CHECK_EQ(c.plan.flow[0].iter, 3);
+  CHECK_NEAR(shoal__fplan_reserved(&c.plan, 8, 0), 0.47e6, 1); /* r0's uplink: job 2's hop alone */
+  /* slot 15: still unpaced mid-phase, reserving nothing */
+  for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 3, 1e6, 0.4e6);
+  slot_reports(&c, 15, fl, all, 2, 1, rates);
+  for (int i = 0; i < 2; i++) {
+    CHECK_EQ(rates[i], 0);
+    for (int k = 0; k < c.plan.cfg.horizon; k++) CHECK_NEAR(sched_at(&c.plan, i, k), 0, 1e-9);
+  }
   shoal__fctl_free(&c);
 }
 
