@@ -37,8 +37,10 @@ static double group_limit(const char *root, const char *group, int v2) {
   return q > 0 && per > 0 ? (double)q / (double)per : 0;
 }
 
-double shoal__serve_cpu_limit(void) {
-  FILE *f = fopen("/proc/self/cgroup", "r");
+double shoal__serve_cpu_limit(void) { return shoal__serve_cpu_limit_at("/proc/self/cgroup", "/sys/fs/cgroup"); }
+
+double shoal__serve_cpu_limit_at(const char *proc_cgroup, const char *fs) {
+  FILE *f = fopen(proc_cgroup, "r");
   if (!f) return 0;
   char line[640], group[512] = "";
   int v2 = 0;
@@ -58,7 +60,8 @@ double shoal__serve_cpu_limit(void) {
   }
   fclose(f);
   if (!group[0]) return 0;
-  const char *root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu";
+  char root[256];
+  snprintf(root, sizeof root, "%s%s", fs, v2 ? "" : "/cpu");
   double lim = 0;
   for (;;) { /* the tightest limit of the group and its ancestors */
     double l = group_limit(root, strcmp(group, "/") ? group : "", v2);

@@ -68,6 +68,8 @@ void shoal__server_stop(shoal__server_t *s);
 /* The CPUs this process may use by its cgroup's CPU limit (cgroup v1's cpu controller, else v2's cpu.max; the
  * tightest of its group and their ancestors), 0 when there is none or it cannot be read (cpulimit.c). */
 double shoal__serve_cpu_limit(void);
+/* The same from a /proc/PID/cgroup file and a cgroup file system mounted at fs (v1's cpu controller at fs/cpu). */
+double shoal__serve_cpu_limit_at(const char *proc_cgroup, const char *fs);
 
 /* ---- a replica's place in a router (announce.c) ------------------------------ */
 
