@@ -209,10 +209,12 @@ static int spread_out(void *arg, const shoal__marl_step_t *st) {
 
 TEST(marl_keeps_consolidations_machine_count) {
   /* 4 idle 8-GPU machines: a 4-GPU job fits on one, a 12-GPU job on two. A decider that spreads every worker
-   * to a new server gets them on 4 machines each with spread=1; the mask (spread=0) keeps them to 1 and 2. */
+   * to a new server gets them on 4 machines each with spread=1; the mask (spread=0) keeps them to 1 and 2;
+   * net=0 does not ask it at all (consolidation's 1 and 2 even with spread=1). */
   shoal_speed_t *sp = linear_speed(0.9);
   tjob_t t[] = {{0, 4, 100, 0}, {200, 12, 100, 0}};
-  for (int spread = 0; spread < 2; spread++) {
+  const char *params[] = {"wait=0", "spread=1:wait=0", "spread=1:wait=0:net=0"};
+  for (int run = 0; run < 3; run++) {
     shoal_workload_t w;
     memset(&w, 0, sizeof w);
     tiny_workload(&w, t, 2);
@@ -220,11 +222,12 @@ TEST(marl_keeps_consolidations_machine_count) {
     one_machine(&cs, 4, 8);
     shoal__marl_set_decider(spread_out, NULL);
     shoal_sim_result_t r;
-    run_with(&w, &cs, sp, "marl", spread ? "spread=1:wait=0" : "wait=0", NULL, &r);
+    run_with(&w, &cs, sp, "marl", params[run], NULL, &r);
     shoal__marl_set_decider(NULL, NULL);
     CHECK_EQ(r.finished, 2);
-    CHECK_EQ(w.jobs[0].max_machines, spread ? 4 : 1);
-    CHECK_EQ(w.jobs[1].max_machines, spread ? 4 : 2);
+    CHECK_EQ(w.jobs[0].max_machines, run == 1 ? 4 : 1);
+    CHECK_EQ(w.jobs[1].max_machines, run == 1 ? 4 : 2);
+    CHECK_CONTAINS(r.policy_stats, run == 2 ? "decisions=0" : "decisions=16");
     shoal__sim_result_free(&r);
     shoal__workload_free(&w);
   }
@@ -234,32 +237,41 @@ TEST(marl_keeps_consolidations_machine_count) {
 TEST(marl_waits_rather_than_share_a_nic) {
   /* 3 8-GPU machines. Job 0 (12 GPUs) spans machines 0 and 1 (8 + 4), job 1 (6) takes machine 2. Job 2 (5)
    * fits on a machine but none has 5 free GPUs: it would span machine 1 (beside job 0, which spans: a NIC
-   * term) and machine 2. wait=1: it waits for job 1 to end (t = 101) and runs on one machine; wait=0: it
-   * starts at once over two. */
+   * term g each way) and machine 2. Spreading is predicted to cost 2g times its run time D.
+   * wait=0: it starts at once (t = 2) over two machines. wait=2: it waits for job 1 to end (t = 101) and
+   * runs on one. wait=1: the same when D = 1000 (2gD > 99 s), but when D = 100 it waits only 2gD (63 s)
+   * and then spreads. */
   shoal_interference_t *im;
   CHECK_OK(shoal__interference_parse("m.json", MODEL, strlen(MODEL), &im));
   shoal_speed_t *sp = linear_speed(0.9);
-  tjob_t t[] = {{0, 12, 1000, 0}, {1, 6, 100, 0}, {2, 5, 100, 0}};
-  for (int wait = 0; wait < 2; wait++) {
-    shoal_workload_t w;
-    memset(&w, 0, sizeof w);
-    tiny_workload(&w, t, 3);
-    shoal_cluster_spec_t cs;
-    one_machine(&cs, 3, 8);
-    hint_seen_t h;
-    shoal__marl_set_decider(follow_hint, &h);
-    shoal_sim_result_t r;
-    run_with(&w, &cs, sp, "marl", wait ? "wait=1" : "wait=0", im, &r);
-    shoal__marl_set_decider(NULL, NULL);
-    CHECK_EQ(r.finished, 3);
-    CHECK_EQ(w.jobs[0].max_machines, 2);
-    CHECK_EQ(w.jobs[2].max_machines, wait ? 1 : 2);
-    if (wait) CHECK(w.jobs[2].first_start >= 101);
-    else CHECK_NEAR(w.jobs[2].first_start, 2, 1e-9);
-    CHECK_CONTAINS(r.policy_stats, wait ? "waits=1" : "waits=0");
-    shoal__sim_result_free(&r);
-    shoal__workload_free(&w);
-  }
+  double g = log1p(exp(-1));
+  for (int d = 100; d <= 1000; d *= 10)
+    for (int wait = 0; wait < 3; wait++) {
+      tjob_t t[] = {{0, 12, 1000, 0}, {1, 6, 100, 0}, {2, 5, d, 0}};
+      shoal_workload_t w;
+      memset(&w, 0, sizeof w);
+      tiny_workload(&w, t, 3);
+      shoal_cluster_spec_t cs;
+      one_machine(&cs, 3, 8);
+      hint_seen_t h;
+      shoal__marl_set_decider(follow_hint, &h);
+      shoal_sim_result_t r;
+      char params[16];
+      snprintf(params, sizeof params, "wait=%d", wait);
+      run_with(&w, &cs, sp, "marl", params, im, &r);
+      shoal__marl_set_decider(NULL, NULL);
+      CHECK_EQ(r.finished, 3);
+      CHECK_EQ(w.jobs[0].max_machines, 2);
+      int waits_for_machine = wait == 2 || (wait == 1 && d == 1000);
+      CHECK_MSG(w.jobs[2].max_machines == (waits_for_machine ? 1 : 2), "D %d wait=%d: %d machines", d, wait,
+                w.jobs[2].max_machines);
+      if (waits_for_machine) CHECK(w.jobs[2].first_start >= 101);
+      else CHECK_NEAR(w.jobs[2].first_start, wait ? 2 + 2 * g * d : 2, 1e-6);
+      CHECK_CONTAINS(r.policy_stats, wait ? "waits=" : "waits=0");
+      if (wait) CHECK(!strstr(r.policy_stats, "waits=0"));
+      shoal__sim_result_free(&r);
+      shoal__workload_free(&w);
+    }
   shoal__speed_destroy(sp);
   shoal__interference_free(im);
 }

@@ -1,4 +1,5 @@
 /* The learned multi-agent placer and the `marl` policy (marl.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,11 @@ typedef struct {
   int said;                           /* a fallback was reported */
   int spread;                         /* a job may use more machines than consolidation would give it */
   int nic_aware;                      /* the hint steers jobs that span machines off shared NICs (nic_aware) */
-  int wait;                           /* 1: a job that fits on a machine waits rather than span machines sharing
-                                         a NIC with another such job; 2: rather than span machines at all */
+  int wait;                           /* a job that fits on a machine waits rather than span machines sharing a
+                                         NIC with another such job: 1 while it has waited less than that is
+                                         predicted to cost (hold_s), 2 with no limit */
+  int use_net;                        /* 0: the network is not asked, the job goes where the hint says */
+  double timer_at;                    /* the earliest hold's end a timer is pending for (HUGE_VAL: none) */
   long waits;
 } marl_t;
 
@@ -100,7 +104,7 @@ static int fallback_create(marl_t *p, shoal_sched_t *s, const char *params) {
 }
 
 static int marl_create(shoal_sched_t *s, const char *params, void **state) {
-  static const char *const keys[] = {"weights", "agents", "fallback", "spread", "nic", "wait", NULL};
+  static const char *const keys[] = {"weights", "agents", "fallback", "spread", "nic", "wait", "net", NULL};
   int rc = shoal__param_check("marl", params, keys);
   if (rc) return rc;
   marl_t *p = calloc(1, sizeof *p);
@@ -109,8 +113,9 @@ static int marl_create(shoal_sched_t *s, const char *params, void **state) {
   p->decide_arg = tls_decide_arg;
   const shoal_interference_t *im;
   int M = s->cluster->nmachines;
-  long spread, nic, wait;
+  long spread, nic, wait, net;
   if ((rc = shoal__param_long("marl", params, "spread", 0, 0, 1, &spread)) ||
+      (rc = shoal__param_long("marl", params, "net", 1, 0, 1, &net)) ||
       (rc = shoal__param_long("marl", params, "nic", 1, 0, 1, &nic)) ||
       (rc = shoal__param_long("marl", params, "wait", 1, 0, 2, &wait)) || (rc = load_net(p, s, params)) ||
       (rc = fallback_create(p, s, params)) ||
@@ -120,6 +125,8 @@ static int marl_create(shoal_sched_t *s, const char *params, void **state) {
   p->spread = (int)spread;
   p->nic_aware = (int)nic;
   p->wait = (int)wait;
+  p->use_net = (int)net;
+  p->timer_at = HUGE_VAL;
   p->views = calloc((size_t)p->agents, sizeof *p->views);
   p->buf = malloc((size_t)M * sizeof *p->buf);
   p->cons = malloc((size_t)M * sizeof *p->cons);
@@ -237,19 +244,54 @@ static int decide(marl_t *p, shoal_sched_t *s, const shoal_job_t *j, int a, cons
   return act;
 }
 
+/* Seconds the NIC sharing of consolidation's placement (p->cons) is predicted to cost: j's own slowdown
+ * there (its worst machine's NIC term) over its remaining run time alone, plus the terms it imposes on the
+ * jobs it would share a NIC with, over the time they would run beside it (at most j's run time).
+ * 0 when nothing is shared. */
+static double hold_s(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
+  double suffered = 0, imposed = 0;
+  for (int k = 0; k < p->ncons; k++) {
+    double x = shoal__colo_nic(&p->colo, s->slots, j, p->cons[k].machine);
+    if (x > suffered) suffered = x;
+    imposed += shoal__colo_nic_imposed(&p->colo, s->slots, j, p->cons[k].machine);
+  }
+  if (!(suffered + imposed > 0)) return 0;
+  double r = shoal_sched_rate_consolidated(s, j, j->gpus, 0), left = j->work - shoal_sched_work_done(s, j);
+  return r > 0 && left > 0 ? left / r * (suffered + imposed) : 0;
+}
+
+/* 1: j, which fits on one machine, is held rather than spread beside other jobs that span machines. With
+ * wait=1 only while it has waited (since it arrived) less than spreading is predicted to cost: waiting
+ * longer than that cannot pay (the ski-rental bound: at most twice the better choice's delay). A timer
+ * at the hold's end walks the queue again (policy_schedule), so a held job starts then at the latest. */
+static int held(marl_t *p, shoal_sched_t *s, const shoal_job_t *j) {
+  if (!p->wait || p->ncons < 2 || j->gpus > s->cluster->max_gpus_per_machine) return 0;
+  double cost = hold_s(p, s, j);
+  if (!(cost > 0)) return 0;
+  if (p->wait == 1) {
+    double end = j->arrival + cost;
+    if (s->now >= end) return 0;
+    if (end < p->timer_at && shoal_sched_timer(s, end, 0) == 0) p->timer_at = end;
+  }
+  p->waits++;
+  return 1;
+}
+
+/* the network is not asked (net=0): j goes where the hint says */
+static int place_hint(marl_t *p, shoal_sched_t *s, shoal_job_t *j) {
+  p->jobs++;
+  int rc = shoal_sched_assign(s, j, p->cons, p->ncons);
+  if (rc == SHOAL_ERR_INFEASIBLE) return fallback(p, s, j, "got an infeasible placement");
+  return rc ? rc : 1;
+}
+
 static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   marl_t *p = state;
   if (j->gpus > s->cluster->gpus_free) return 0;
   if (j->arch == SHOAL_ARCH_PS) return fallback(p, s, j, "is a parameter-server job (the agents place all-reduce workers)");
   int a = route(p, s, j);
-  if (p->wait && p->ncons > 1 && j->gpus <= s->cluster->max_gpus_per_machine) {
-    double cost = 0;
-    for (int k = 0; p->wait == 1 && k < p->ncons; k++) cost += nic_cost(p, s, j, p->cons[k].machine);
-    if (p->wait == 2 || cost > 0) {
-      p->waits++;
-      return 0;
-    }
-  }
+  if (held(p, s, j)) return 0;
+  if (!p->use_net && p->ncons > 0) return place_hint(p, s, j);
   if (a < 0) return fallback(p, s, j, "fits in no agent's partition");
   shoal__marl_view_t *v = &p->views[a];
   const shoal__marl_part_t *pt = &p->parts[a];
@@ -298,6 +340,12 @@ static int policy_create(shoal_sched_t *s, const char *params, void **state) {
 
 static int policy_schedule(void *state, shoal_sched_t *s) {
   marl_t *p = shoal__fifo_placer_state(state);
+  /* a hold's end (held()) is a reason to walk the queue, as a finish is */
+  unsigned events = s->events;
+  if (events & SHOAL_EV_TIMER) {
+    if (s->now >= p->timer_at) p->timer_at = HUGE_VAL;
+    s->events |= SHOAL_EV_FINISH;
+  }
   p->area += p->n_prev * (s->now - p->t_prev);
   p->t_prev = s->now;
   p->n_prev = s->nactive;
@@ -305,7 +353,9 @@ static int policy_schedule(void *state, shoal_sched_t *s) {
   for (int i = 0; i < s->nactive; i++)
     if (s->active[i]->state == SHOAL_JOB_WAIT) q += s->active[i]->gpus;
   p->queued_gpus = q;
-  return shoal__fifo_schedule(state, s);
+  int rc = shoal__fifo_schedule(state, s);
+  s->events = events;
+  return rc;
 }
 
 const shoal_policy_ops_t shoal__policy_marl = {
@@ -317,7 +367,9 @@ const shoal_policy_ops_t shoal__policy_marl = {
     "spread=0: 1 lets a job use more machines than consolidation would give it (0: at most as many); nic=1: the "
     "consolidation feature of a job that spans machines avoids machines whose NIC other such jobs use (0: off); "
     "wait=1: a job that fits on one machine waits rather than span machines where it would share a NIC with "
-    "another job that spans machines (2: rather than span at all; 0: never waits)",
+    "another job that spans machines, while it has waited less than that is predicted to cost (2: with no limit; "
+    "0: never waits); net=1: 0 places each job where the consolidation hint says, without the network (the "
+    "rules alone)",
     policy_create,
     shoal__fifo_destroy,
     shoal__fifo_arrive,
