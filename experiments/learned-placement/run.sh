@@ -10,10 +10,10 @@
 #   experiments/learned-placement/run.sh live     the live point: `shoal sched serve --policy marl` and the FIFO queue
 #                                                 with consolidation (policy fifo) on the testbed's Slurm, back to back on
 #                                                 the same jobs (experiments/live-slurm/run.sh, its piece: JOBS=20
-#                                                 WINDOW=90 SCALE=0.6 SEED=9 MAX_TIME=430), ~7 min each; POLICIES
+#                                                 WINDOW=90 SCALE=0.6, SEED_LIVE=3, MAX_TIME=430), ~4 min each; POLICIES
 #                                                 ("marl fifo") the policies, OUT (build/experiments/learned-placement) where
-#                                                 the runs go (live-<policy>/), NAME (mlive) the testbed, HOSTS (8),
-#                                                 GPUS (1) per host and CPU (0.2) limit per host
+#                                                 the runs go (live-<policy>/), NAME (mlive) the testbed, HOSTS (4),
+#                                                 GPUS (2) per host and CPU (0.4) limit per host
 # re2 runs on two clusters: the scenario's 32 x 8 GPUs (no queue to speak of: nothing at stake) and 16 x 8 GPUs
 # in 4 racks (jobs queue and co-locate), the shipped weights (`marl`, one agent) and those trained on the
 # cluster (W8 / W16, their 2 agents). Options (environment): W8=FILE W4=FILE W16=FILE (the weights; default
@@ -60,14 +60,14 @@ case ${1:-} in
     $S sim --scenario interference --window 3974400:4579200 --load-scale 1 --machines 64 --racks 16 \
       --policy "$p" --no-progress --out build/re4 2>/dev/null | grep -v "^ *agents=" ;;
   live)
-    # GPUS=1 (one GPU per host): no two jobs share a host, so placement chooses only which racks a job spans (the
-    # simulator, whose speeds do not depend on racks, gives every placer the same JCT on these jobs). GPUS=2 HOSTS=4
-    # CPU=0.4: jobs share hosts, and a host's CPU limit is shared by the jobs on it: placement matters.
-    out=${OUT:-build/experiments/learned-placement} hosts=${HOSTS:-8} gpus=${GPUS:-1}
+    # GPUS=2 HOSTS=4 CPU=0.4 (the default): jobs share hosts, and a host's CPU limit is shared by the jobs on it:
+    # placement matters. GPUS=1 (one GPU per host): no two jobs share a host, so placement chooses only which racks
+    # a job spans (the simulator, whose speeds do not depend on racks, gives every placer the same JCT there).
+    out=${OUT:-build/experiments/learned-placement} hosts=${HOSTS:-4} gpus=${GPUS:-2}
     for p in ${POLICIES:-marl fifo}; do
       echo "# $p: $(uptime)"
-      JOBS=${JOBS:-20} WINDOW=${WINDOW:-90} SCALE=${SCALE:-0.6} SEED=${SEED_LIVE:-9} MAX_TIME=${MAX_TIME:-430} \
-        RESTART_COST=${RESTART_COST:-16} NAME=${NAME:-mlive} HOSTS=$hosts GPUS=$gpus CPU=${CPU:-0.2} \
+      JOBS=${JOBS:-20} WINDOW=${WINDOW:-90} SCALE=${SCALE:-0.6} SEED=${SEED_LIVE:-3} MAX_TIME=${MAX_TIME:-430} \
+        RESTART_COST=${RESTART_COST:-16} NAME=${NAME:-mlive} HOSTS=$hosts GPUS=$gpus CPU=${CPU:-0.4} \
         experiments/live-slurm/run.sh "$p" "$out/live-${p//[:=]/-}" | tail -n 1 || echo "# $p: run.sh failed (see $out/live-${p//[:=]/-})"
     done
     t=$(ls "$out"/live-*/trace.csv 2>/dev/null | head -n 1)
