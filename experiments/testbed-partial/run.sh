@@ -95,7 +95,8 @@ for p in $patterns; do
     done
   done
   "$S" train --plot "$out/$p.svg" --title "MLP, $hosts hosts at $rate, straggler: ${spec:-none}" \
-    $(for st in $strategies; do ls "$out/$p-$st".csv "$out/$p-$st"-r*.csv 2>/dev/null; done) >/dev/null 2>&1 || true
+    $(for st in $strategies; do ls "$out/$p-$st".csv "$out/$p-$st"-r*.csv 2>/dev/null | grep -v -e '\.il\.' -e '\.pa\.'; done) \
+    >/dev/null 2>&1 || true
 done
 echo
 echo "## time to $target test accuracy (end of the first epoch at or above it), final accuracy, per-iteration figures"
@@ -104,6 +105,7 @@ for p in $patterns; do
   for st in $strategies; do
    for f in "$out/$p-$st".csv "$out/$p-$st"-r*.csv; do
     [ -e "$f" ] || continue
+    case $f in *.il.csv | *.pa.csv) continue ;; esac # the repetitions' iteration and window logs
     run=$(basename "$f" .csv)
     [ -s "$f" ] || { echo "$p $run: no result"; continue; }
     acc=$(awk -F, -v t="$target" 'NR > 1 { if (!hit && $9 >= t) hit = $7; last = $9; tm = $7 }
