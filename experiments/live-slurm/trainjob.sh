@@ -23,14 +23,13 @@ if [ -n "${SHOAL_PS_SERVERS:-}" ]; then
   set -- --sync ps --servers "$SHOAL_PS_SERVERS" "$@"
 fi
 echo "task $rank ${SLURMD_NODENAME:-?} $role ${SLURM_RESTART_COUNT:-0}" >> "$dir/$id.log"
-# the signals are shoal train's to handle; this shell only waits for it
-trap ':' USR1 TERM
-"$shoal" train --model "$model" --epochs "$epochs" --train-subset "$subset" --test-subset 500 --data "$data" \
-  --batch 64 --lr 0.05 --preemptible --checkpoint "$dir/$id.ck" --quiet "$@" &
-p=$!
-while :; do
-  wait $p; rc=$?
-  kill -0 $p 2>/dev/null || break
-done
+# The signals are shoal train's to handle (env gives them back their default action before it starts); this
+# shell ignores them and only waits. A trap would end the wait early, and when shoal train ends in the same
+# instant (a stop request during its start-up ends it at once with 75, and Slurm signals every process of the
+# step together) bash loses the status: the task ended 143 or 138 instead of 75.
+trap '' USR1 TERM
+env --default-signal=USR1,TERM "$shoal" train --model "$model" --epochs "$epochs" --train-subset "$subset" \
+  --test-subset 500 --data "$data" --batch 64 --lr 0.05 --preemptible --checkpoint "$dir/$id.ck" --quiet "$@" &
+wait $!; rc=$?
 [ "$rank" = 0 ] && echo "exit $rc $EPOCHREALTIME" >> "$dir/$id.log"
 exit $rc

@@ -498,7 +498,9 @@ static int shq(char *dst, size_t cap, const char *s) {
  * arbitrary distribution, a host file of one line per rank: the workers first, then the servers), with
  * SHOAL_PS_SERVERS set to the server count and the rendezvous on rank 0's node. A ps job started by Slurm itself
  * (no layout= in its comment, ps=S) runs one worker per node of its allocation and the servers round robin over
- * them, in node order. */
+ * them, in node order. srun's status reaches the script through a file written by the subshell that runs it: the
+ * USR1 trap ends the script's `wait` early, and when srun ends in that instant bash loses its status (the job
+ * would end 138, taken for a failure, instead of the tasks' 75 or 0). */
 static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap) {
   char cmd[8192], q[2048];
   size_t n = 0;
@@ -531,8 +533,10 @@ static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap
                    "if [ -n \"$hf\" ]; then export SLURM_HOSTFILE=$hf SHOAL_PS_SERVERS=$s SHOAL_MASTER_ADDR=$(head -n 1 $hf); "
                    "o=\"-O -m arbitrary -n $(wc -l < $hf)\"; fi; "
                    "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
-                   "srun --kill-on-bad-exit=1 $o%s & p=$!; while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
-                   "[ -n \"$hf\" ] && rm -f $hf; exit $rc",
+                   "st=${TMPDIR:-/tmp}/shoal-rc.$SLURM_JOB_ID; rm -f $st; "
+                   "(trap '' USR1; srun --kill-on-bad-exit=1 $o%s; echo $? > $st) & p=$!; "
+                   "while kill -0 $p 2>/dev/null; do wait $p; done; rc=$(cat $st 2>/dev/null); rm -f $st; "
+                   "[ -n \"$hf\" ] && rm -f $hf; exit ${rc:-1}",
                    env, cmd);
   return k < 0 || (size_t)k >= cap ? shoal__seterr(SHOAL_ERR_INVALID, "submit: command too long") : 0;
 }
