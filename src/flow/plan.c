@@ -660,24 +660,41 @@ static double path_avail(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) 
   return c;
 }
 
+/* Does another job that is planned (not unpaced) have a flow on a link of f's path? */
+static int others_planned_on_path(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
+  for (int a = 0; a < p->nflows; a++) {
+    const shoal__fplan_flow_t *g = &p->flow[a];
+    if (g->job == f->job || g->unpaced) continue;
+    for (int j = 0; j < f->npath; j++)
+      for (int q = 0; q < g->npath; q++)
+        if (g->path[q] == f->path[j]) return 1;
+  }
+  return 0;
+}
+
 /* The rate of f in the current slot: its own reservation plus what nobody reserved on its path. No limit
  * when that is (nearly) the whole path, or all the planner may hand out on it (no other flow holds any of
  * the slot there: a limit would only leave the link idle under a background estimate); never below the
- * floor. */
+ * floor. A phase on links that another planned job's flows also use is paced at SHOAL__FPLAN_TURN_FRAC of
+ * its path instead of unlimited: unpaced, TCP filled the uplinks' queues, the ACKs of the ring's other
+ * direction waited (and were dropped) behind its data there, and that direction moved 50-75% of a slot's
+ * link bytes (testbed, ME1 3 jobs at a 20 ms queue). A job alone on its links stays unlimited. */
 static double grant(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   if (f->npath == 0) return 0;
   if (p->cfg.policy == SHOAL__FPOL_EQUAL) return equal_rate(p, f);
   if (f->active && f->unpaced) return 0;
   double T = p->cfg.slot_s, cap = path_cap(p, f);
+  double turn = f->active && others_planned_on_path(p, f) ? SHOAL__FPLAN_TURN_FRAC * cap : 0;
   /* the last bytes of a phase (more than half sent, less than a slot left) go unlimited: held to a grant
    * that a slower hop or a later report cut short, they spill into slots already planned for another job
    * and stall this one until that job is done */
-  if (f->active && f->V > 0 && f->sent >= 0.5 * f->V && f->V - f->sent <= f->e * T) return 0;
+  if (f->active && f->V > 0 && f->sent >= 0.5 * f->V && f->V - f->sent <= f->e * T) return turn;
   double own = f->active ? f->sched[slot_idx(p, p->now)] : 0;
   double bytes = own + room(p, f, 0);
-  if (bytes >= 0.95 * cap * T || bytes >= 0.99 * path_avail(p, f) * T) return 0;
+  if (bytes >= 0.95 * cap * T || bytes >= 0.99 * path_avail(p, f) * T) return turn;
   double fl = p->cfg.floor_frac * cap;
-  return bytes / T > fl ? bytes / T : fl;
+  double r = bytes / T > fl ? bytes / T : fl;
+  return turn > 0 && r > turn ? turn : r;
 }
 
 void shoal__fplan_take(shoal__fplan_t *p, int fi, int status, uint64_t iter, double volume, double sent, double e_bps) {
