@@ -86,11 +86,6 @@ static void check_params(shoal_live_ctl_t *L, lj_t *x, const shoal_live_job_t *m
              L->capacity_gpus);
   if (!x->unsched[0] && !p.model[0])
     live_log(L, "job %ld: no model given: its speed is estimated as model %s's", x->sid, L->speed->models[0].name);
-  if (!x->unsched[0] && L->ops->malleable && j->min_workers > 1 && !L->warned_malleable) {
-    L->warned_malleable = 1; /* once: it holds for every such job */
-    live_log(L, "warning: job %ld asks for at least %d workers, but policy %s plans malleable jobs (any worker count "
-             "up to max, docs/scheduling.md): it may run such jobs with fewer", x->sid, j->min_workers, L->ops->name);
-  }
 }
 
 static int tenant_of(shoal_live_ctl_t *L, const shoal_live_job_t *mj) {

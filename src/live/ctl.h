@@ -113,7 +113,6 @@ struct shoal_live_ctl {
   long decisions, schedules, ticks, requeues;
   double decide_ms_sum, decide_ms_max;
   live_decision_t last;
-  int warned_malleable;
   double down_since, down_said;    /* the manager does not answer since (0: it does), last said */
   int down_reads;                  /* reads of its jobs retried while it does not answer */
   double slow_said;                /* a slow read of its jobs last said (0: never) */

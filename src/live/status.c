@@ -99,7 +99,7 @@ void shoal__live_ctl_summary(shoal_live_ctl_t *L) {
 
 static void why_waiting(const shoal_live_ctl_t *L, const lj_t *x, char *buf, size_t cap) {
   int free_gpus = L->c ? L->c->gpus_free : 0;
-  int need = L->ops->malleable || x->j.min_workers < x->j.gpus ? x->j.min_workers : x->j.gpus;
+  int need = x->j.min_workers < x->j.gpus ? x->j.min_workers : x->j.gpus;
   if (x->unsched[0]) snprintf(buf, cap, "%s", x->unsched);
   else if (x->phase == PH_HELD && x->start_failing) snprintf(buf, cap, "its start failed; retried every tick");
   else if (x->phase == PH_HELD && free_gpus < need)

@@ -137,11 +137,7 @@ typedef struct shoal_policy_ops {
   /* optional: policy-specific counters as "key=value key=value" (e.g. the
    * planners' deferrals and rejections), shown after a run; may be NULL */
   void (*stats)(void *state, char *buf, size_t cap);
-  /* 1: the policy plans malleable jobs, any worker count up to max_workers,
-   * and does not honour min_workers; 0 (every registered policy, the slot
-   * planners included): a job runs with min_workers..max_workers workers
-   * (the engine's --check holds it to that) */
-  int malleable;
+  /* Every policy runs a job with min_workers..max_workers workers (the engine's --check holds it to that). */
 } shoal_policy_ops_t;
 
 /* Registry (registry.c): the policy called name, NULL if none. */

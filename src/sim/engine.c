@@ -895,9 +895,8 @@ static int check_jobs(engine_t *e, double t, shoal_res_t *used, int *running) {
     if ((j->alloc.n > 0) != (j->state == SHOAL_JOB_RUN || j->state == SHOAL_JOB_RESTART))
       return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d state %d with %d machines", t, j->id, j->state, j->alloc.n);
     *running += j->alloc.n > 0;
-    /* a job runs within its elastic range (a rigid job, min = max = gpus, at its size); a malleable
-     * policy's only up to its maximum */
-    int maxw = j->max_workers > j->gpus ? j->max_workers : j->gpus, minw = e->ops->malleable ? 1 : j->min_workers;
+    /* a job runs within its elastic range (a rigid job, min = max = gpus, at its size) */
+    int maxw = j->max_workers > j->gpus ? j->max_workers : j->gpus, minw = j->min_workers;
     if (j->alloc.n > 0 && (j->alloc.workers < minw || j->alloc.workers > maxw))
       return shoal__seterr(SHOAL_ERR_INTERNAL, "sim check t=%.6f: job %d runs with %d workers, outside its range %d..%d", t,
                            j->id, j->alloc.workers, minw, maxw);

@@ -583,7 +583,7 @@ TEST_T(cli_scenario_names_replaced_settings, 60) {
   CHECK_CONTAINS(out, "; replaced by the command line: --synthetic\n");
 }
 
-/* Every policy but the malleable slot planners runs a job within min_workers..max_workers (a rigid job,
+/* Every policy, the slot planners included, runs a job within min_workers..max_workers (a rigid job,
  * min = max, at its size): the engine's --check holds them to it on jobs of every kind of range. */
 TEST_T(sim_policies_keep_jobs_in_their_elastic_range, 120) {
   const char *trace = "/tmp/shoal-test-minmax.csv";

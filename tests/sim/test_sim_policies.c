@@ -388,7 +388,7 @@ static int across_create(shoal_sched_t *s, const char *params, void **state) {
 }
 static void across_destroy(void *state) {}
 static const shoal_policy_ops_t across_policy = {"across", "test", "", across_create, across_destroy, NULL, NULL, NULL,
-                                                 across_schedule, NULL, 0};
+                                                 across_schedule, NULL};
 
 static double xrack_rate(const shoal_speed_t *s, const shoal_cluster_t *c, const shoal_job_t *j, const shoal_shape_t *sh) {
   if (sh->racks <= 1) return sh->workers;

@@ -178,5 +178,4 @@ const shoal_policy_ops_t shoal__policy_drf = {
     NULL,
     drf_schedule,
     NULL,
-    0, /* not malleable: min_workers..max_workers */
 };

@@ -608,5 +608,4 @@ const shoal_policy_ops_t shoal__policy_elastic = {
     .arrive = el_arrive,
     .finish = el_finish,
     .schedule = el_schedule,
-    .malleable = 0, /* min_workers..max_workers */
 };

@@ -203,5 +203,4 @@ const shoal_policy_ops_t shoal__policy_fifo = {
     NULL,
     shoal__fifo_schedule,
     shoal__fifo_stats,
-    0, /* not malleable: min_workers..max_workers */
 };

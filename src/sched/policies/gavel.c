@@ -443,5 +443,4 @@ const shoal_policy_ops_t shoal__policy_gavel = {
     gavel_timer,
     gavel_schedule,
     NULL,
-    0, /* not malleable: min_workers..max_workers */
 };

@@ -377,5 +377,4 @@ const shoal_policy_ops_t shoal__policy_marl = {
     NULL,
     policy_schedule,
     shoal__fifo_stats,
-    0,
 };

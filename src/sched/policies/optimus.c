@@ -501,5 +501,4 @@ const shoal_policy_ops_t shoal__policy_optimus = {
     NULL,
     optimus_schedule,
     NULL,
-    0, /* not malleable: min_workers..max_workers */
 };

@@ -73,8 +73,7 @@ void shoal__slotted_stats(void *state, char *buf, size_t cap);
                                                    shoal__slotted_finish,                                         \
                                                    shoal__slotted_timer,                                          \
                                                    shoal__slotted_schedule,                                       \
-                                                   shoal__slotted_stats,                                          \
-                                                   0 /* min_workers..max_workers */}
+                                                   shoal__slotted_stats}
 
 /* The planners' view of job j in slot `slot` of `slot_s` seconds, as of
  * s->now: remaining work in steps (est_s > 0: the remaining work of est_s

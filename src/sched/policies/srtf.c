@@ -403,5 +403,4 @@ const shoal_policy_ops_t shoal__policy_srtf = {
     NULL,
     srtf_schedule,
     NULL,
-    0, /* not malleable: min_workers..max_workers */
 };

@@ -1012,5 +1012,4 @@ const shoal_policy_ops_t shoal__policy_tiresias = {
     tiresias_timer,
     tiresias_schedule,
     NULL,
-    0, /* not malleable: min_workers..max_workers */
 };
