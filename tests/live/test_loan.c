@@ -40,6 +40,21 @@ static long start_elastic(shoal_live_mem_t *m, shoal_live_manager_t *mgr, const 
   return id;
 }
 
+/* train node t0 running an elastic job (its id), three idle infer nodes i0..i2 (the clock past its start) */
+static long trainer_beside_three_replica_hosts(shoal_live_mem_t **out, shoal_live_manager_t *mgr) {
+  shoal_live_mem_t *m;
+  CHECK_OK(shoal__live_mem_create(1000, &m));
+  *mgr = shoal__live_mem_manager(m);
+  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i0", 1, 4, 0, "infer"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i1", 1, 4, 0, "infer"));
+  CHECK_OK(shoal__live_mem_add_node(m, "i2", 1, 4, 0, "infer"));
+  long train = start_elastic(m, mgr, "t0");
+  shoal__live_mem_advance(m, 1001);
+  *out = m;
+  return train;
+}
+
 /* the controller dies and a new one starts once the old lease (1 s) has run out */
 static void restart_controller(world_t *w) {
   world_crash(w);
@@ -50,14 +65,8 @@ static void restart_controller(world_t *w) {
 
 TEST(live_loan_lends_idle_replica_hosts_and_reclaims_them) {
   shoal_live_mem_t *m;
-  CHECK_OK(shoal__live_mem_create(1000, &m));
-  shoal_live_manager_t mgr = shoal__live_mem_manager(m);
-  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i0", 1, 4, 0, "infer"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i1", 1, 4, 0, "infer"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i2", 1, 4, 0, "infer"));
-  long train = start_elastic(m, &mgr, "t0");
-  shoal__live_mem_advance(m, 1001);
+  shoal_live_manager_t mgr;
+  long train = trainer_beside_three_replica_hosts(&m, &mgr);
   CHECK_MSG(running_on(m, train, "t0"), "training job: %s %s", shoal__live_mem_job(m, train)->state,
             shoal__live_mem_job(m, train)->reason);
 
@@ -256,14 +265,8 @@ TEST(live_loan_reactive_follows_the_utilization_only) {
  * replica is kept ready beyond the need (its host is not lent). Service 1 s configured, SLO 4 s, three hosts. */
 TEST(live_loan_counts_with_the_measured_service_time_and_keeps_a_spare) {
   shoal_live_mem_t *m;
-  CHECK_OK(shoal__live_mem_create(1000, &m));
-  shoal_live_manager_t mgr = shoal__live_mem_manager(m);
-  CHECK_OK(shoal__live_mem_add_node(m, "t0", 1, 4, 0, "train"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i0", 1, 4, 0, "infer"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i1", 1, 4, 0, "infer"));
-  CHECK_OK(shoal__live_mem_add_node(m, "i2", 1, 4, 0, "infer"));
-  long train = start_elastic(m, &mgr, "t0");
-  shoal__live_mem_advance(m, 1001);
+  shoal_live_manager_t mgr;
+  long train = trainer_beside_three_replica_hosts(&m, &mgr);
   shoal__forecast_t *fc;
   CHECK_OK(shoal__forecast_create("off", 0.5, 0, &fc));
   shoal_live_loan_config_t c = {.infer_partition = "infer", .replica_argv = serve_argv, .replica_argc = 4,
