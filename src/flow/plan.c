@@ -528,13 +528,18 @@ static void new_iteration(shoal__fplan_t *p, int fi, uint64_t iter, double volum
  * grant unused: it is held up by something the plan does not control (a slow hop, a slow host), f can
  * only forward what it brings, and rate reserved beyond that would wait unused while other jobs could
  * have had it. A predecessor that used its grant is not a reason: capping f by a rate the plan itself
- * set would throttle the ring in a circle. */
+ * set would throttle the ring in a circle. Nor is one that moved less than a floor's worth: a slow hop
+ * moves, slowly; one that moved nothing is waiting, on its rank or on bytes that f brings (in a 2-host
+ * ring f is its predecessor's predecessor), and the cap would be the floor: f held there gives it nothing
+ * to forward, and it caps f again (testbed, 2 jobs at 0 ms compute: a 2-host ring's hops at the floor for
+ * 14 slots, each capped by the other). */
 static double per_slot_cap(const shoal__fplan_t *p, const shoal__fplan_flow_t *f) {
   double cap = f->e * p->cfg.slot_s;
   if (p->cfg.policy != SHOAL__FPOL_MLCC || f->pred < 0) return cap;
   const shoal__fplan_flow_t *g = &p->flow[f->pred];
   if (!g->active || g->iter != f->iter || g->slots_active < 2 || f->slots_active < 2) return cap;
   if (!(g->last_slot_bytes < 0.5 * g->given)) return cap;
+  if (g->last_slot_bytes < p->cfg.floor_frac * g->e * p->cfg.slot_s) return cap;
   /* nor is a predecessor starved by its own input that the plan held back (the hop before it had a grant
    * under twice what it delivered): in a ring that is the plan throttling itself in a circle (measured: a
    * 2-host ring's hops capping each other up by 1.25 a slot from the floor), not a slow hop */

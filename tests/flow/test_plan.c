@@ -522,6 +522,49 @@ TEST(plan_ring_rule_reserves_what_the_slow_hop_delivers) {
   CHECK_NEAR(reserved_after_slow_hop(SHOAL__FPOL_GREEDY), 1 * MB, 1);
 }
 
+/* A 2-host ring (hop a on link 0, hop b on link 1; 4 MB a hop an iteration) whose hop b moved nothing over
+ * a slot while its grant was the whole link: b waits on the bytes a brings (the second half of a 2-rank
+ * allreduce), it is not a slow hop. a keeps its plan at the link's rate; capped by b's delivery (the
+ * floor) it would leave its next slots to job 2's flow o, get the floor there and give b nothing to
+ * forward: the ring throttling itself in a circle. */
+TEST(plan_a_waiting_hop_does_not_cap_its_ring_to_the_floor) {
+  shoal__fplan_cfg_t cfg;
+  shoal__fplan_cfg_default(&cfg);
+  double caps[2] = {80e6, 80e6};
+  shoal__fplan_t p;
+  CHECK_OK(shoal__fplan_init(&p, &cfg, caps, 2));
+  int l0 = 0, l1 = 1;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l0, 1), b = shoal__fplan_flow(&p, 1, 1, 0, 1, 0, &l1, 1);
+  int o = shoal__fplan_flow(&p, 2, 0, 1, 5, 6, &l0, 1);
+  shoal__fplan_report(&p, a, SHOAL__FS_IDLE, 1, 4 * MB, 4 * MB, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_IDLE, 1, 4 * MB, 4 * MB, 0);
+  shoal__fplan_report(&p, o, SHOAL__FS_IDLE, 1, 2 * MB, 2 * MB, 0);
+  /* slot 1: job 1's iteration 2, 6.4 MB a hop planned at 1 MB a slot (slots 1-6, 0.4 MB in 7): a's turn
+   * beside job 2's flow is 90% of the link, b alone on link 1 has no limit */
+  shoal__fplan_advance(&p, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 2, 4 * MB, 0, 0), 0.9 * 10 * MB, 1);
+  CHECK_NEAR(sched_at(&p, b, 6), 0.4 * MB, 1);
+  CHECK_EQ(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 0, 0), 0);
+  /* slot 2: both hops moved 1 MB */
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 1 * MB, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 1 * MB, 0);
+  /* slot 3: a moved another 1 MB, b nothing (it waits on a's bytes); a has 2 MB left: 1 MB now (what it
+   * lags b's grants by) and 1 MB in slot 4, not 0.02 MB (the floor) in each slot ahead */
+  shoal__fplan_advance(&p, 3);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 1 * MB, 0);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 2 * MB, 0);
+  CHECK_NEAR(sched_at(&p, a, 0), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 1), 1 * MB, 1);
+  for (int k = 2; k < p.cfg.horizon; k++) CHECK_NEAR(sched_at(&p, a, k), 0, 1e-6);
+  /* job 2's iteration (3.2 MB planned) goes after a's: slots 5-7 whole, 0.2 MB in slot 8 */
+  shoal__fplan_report(&p, o, SHOAL__FS_NEW_ITER, 2, 2 * MB, 0, 0);
+  CHECK_NEAR(sched_at(&p, o, 1), 0, 1e-6);
+  for (int k = 2; k < 5; k++) CHECK_NEAR(sched_at(&p, o, k), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, o, 5), 0.2 * MB, 1);
+  shoal__fplan_free(&p);
+}
+
 /* Two 4-host rings across two racks (two hops of each on each uplink, as in ME2): job 1 is h0,h4,h1,h5
  * and h5's links carry a quarter of an uplink (0.25 MB a slot each way), job 2 is h2,h6,h3,h7. Links: 0
  * r0's uplink, 1 r1's (1 MB a slot), 2 into h5, 3 out of h5. Under mlcc job 1's hops are planned at its
