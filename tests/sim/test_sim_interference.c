@@ -234,44 +234,48 @@ TEST(marl_keeps_consolidations_machine_count) {
   shoal__speed_destroy(sp);
 }
 
-TEST(marl_waits_rather_than_share_a_nic) {
+TEST(waiting_rule_holds_rather_than_share_a_nic) {
   /* 3 8-GPU machines. Job 0 (12 GPUs) spans machines 0 and 1 (8 + 4), job 1 (6) takes machine 2. Job 2 (5)
    * fits on a machine but none has 5 free GPUs: it would span machine 1 (beside job 0, which spans: a NIC
    * term g each way) and machine 2. Spreading is predicted to cost 2g times its run time D.
-   * wait=0: it starts at once (t = 2) over two machines. wait=2: it waits for job 1 to end (t = 101) and
-   * runs on one. wait=1: the same when D = 1000 (2gD > 99 s), but when D = 100 it waits only 2gD (63 s)
-   * and then spreads. */
+   * Rule off: it starts at once (t = 2) over two machines. No limit (2): it waits for job 1 to end (t = 101)
+   * and runs on one. Bounded (1): the same when D = 1000 (2gD > 99 s), but when D = 100 it waits only 2gD
+   * (63 s, a time with no arrival or finish: the hold's timer walks the queue) and then spreads. One rule,
+   * the FIFO queue's: the learned policy's wait=, and the FIFO's hold= with consolidation and with the
+   * learned placer. */
   shoal_interference_t *im;
   CHECK_OK(shoal__interference_parse("m.json", MODEL, strlen(MODEL), &im));
   shoal_speed_t *sp = linear_speed(0.9);
   double g = log1p(exp(-1));
-  for (int d = 100; d <= 1000; d *= 10)
-    for (int wait = 0; wait < 3; wait++) {
-      tjob_t t[] = {{0, 12, 1000, 0}, {1, 6, 100, 0}, {2, 5, d, 0}};
-      shoal_workload_t w;
-      memset(&w, 0, sizeof w);
-      tiny_workload(&w, t, 3);
-      shoal_cluster_spec_t cs;
-      one_machine(&cs, 3, 8);
-      hint_seen_t h;
-      shoal__marl_set_decider(follow_hint, &h);
-      shoal_sim_result_t r;
-      char params[16];
-      snprintf(params, sizeof params, "wait=%d", wait);
-      run_with(&w, &cs, sp, "marl", params, im, &r);
-      shoal__marl_set_decider(NULL, NULL);
-      CHECK_EQ(r.finished, 3);
-      CHECK_EQ(w.jobs[0].max_machines, 2);
-      int waits_for_machine = wait == 2 || (wait == 1 && d == 1000);
-      CHECK_MSG(w.jobs[2].max_machines == (waits_for_machine ? 1 : 2), "D %d wait=%d: %d machines", d, wait,
-                w.jobs[2].max_machines);
-      if (waits_for_machine) CHECK(w.jobs[2].first_start >= 101);
-      else CHECK_NEAR(w.jobs[2].first_start, wait ? 2 + 2 * g * d : 2, 1e-6);
-      CHECK_CONTAINS(r.policy_stats, wait ? "waits=" : "waits=0");
-      if (wait) CHECK(!strstr(r.policy_stats, "waits=0"));
-      shoal__sim_result_free(&r);
-      shoal__workload_free(&w);
-    }
+  static const char *const policy[][2] = {{"marl", "wait=%d"}, {"fifo", "hold=%d"}, {"fifo", "place=marl:hold=%d"}};
+  for (int q = 0; q < 3; q++)
+    for (int d = 100; d <= 1000; d *= 10)
+      for (int wait = 0; wait < 3; wait++) {
+        tjob_t t[] = {{0, 12, 1000, 0}, {1, 6, 100, 0}, {2, 5, d, 0}};
+        shoal_workload_t w;
+        memset(&w, 0, sizeof w);
+        tiny_workload(&w, t, 3);
+        shoal_cluster_spec_t cs;
+        one_machine(&cs, 3, 8);
+        hint_seen_t h;
+        shoal__marl_set_decider(follow_hint, &h);
+        shoal_sim_result_t r;
+        char params[32];
+        snprintf(params, sizeof params, policy[q][1], wait);
+        run_with(&w, &cs, sp, policy[q][0], params, im, &r);
+        shoal__marl_set_decider(NULL, NULL);
+        CHECK_EQ(r.finished, 3);
+        CHECK_EQ(w.jobs[0].max_machines, 2);
+        int waits_for_machine = wait == 2 || (wait == 1 && d == 1000);
+        CHECK_MSG(w.jobs[2].max_machines == (waits_for_machine ? 1 : 2), "%s:%s D %d: %d machines", policy[q][0],
+                  params, d, w.jobs[2].max_machines);
+        if (waits_for_machine) CHECK(w.jobs[2].first_start >= 101);
+        else CHECK_NEAR(w.jobs[2].first_start, wait ? 2 + 2 * g * d : 2, 1e-6);
+        if (wait) CHECK(strstr(r.policy_stats, "holds=") && !strstr(r.policy_stats, "holds=0"));
+        else CHECK(!strstr(r.policy_stats, "holds="));
+        shoal__sim_result_free(&r);
+        shoal__workload_free(&w);
+      }
   shoal__speed_destroy(sp);
   shoal__interference_free(im);
 }

@@ -42,12 +42,7 @@ typedef struct {
   int said;                           /* a fallback was reported */
   int spread;                         /* a job may use more machines than consolidation would give it */
   int nic_aware;                      /* the hint steers jobs that span machines off shared NICs (nic_aware) */
-  int wait;                           /* a job that fits on a machine waits rather than span machines sharing a
-                                         NIC with another such job: 1 while it has waited less than that is
-                                         predicted to cost (hold_s), 2 with no limit */
   int use_net;                        /* 0: the network is not asked, the job goes where the hint says */
-  double timer_at;                    /* the earliest hold's end a timer is pending for (HUGE_VAL: none) */
-  long waits;
 } marl_t;
 
 static void marl_destroy(void *state) {
@@ -113,20 +108,18 @@ static int marl_create(shoal_sched_t *s, const char *params, void **state) {
   p->decide_arg = tls_decide_arg;
   const shoal_interference_t *im;
   int M = s->cluster->nmachines;
-  long spread, nic, wait, net;
+  long spread, nic, net; /* wait: the queue's (policy_create) */
   if ((rc = shoal__param_long("marl", params, "spread", 0, 0, 1, &spread)) ||
       (rc = shoal__param_long("marl", params, "net", 1, 0, 1, &net)) ||
       (rc = shoal__param_long("marl", params, "nic", 1, 0, 1, &nic)) ||
-      (rc = shoal__param_long("marl", params, "wait", 1, 0, 2, &wait)) || (rc = load_net(p, s, params)) ||
+      (rc = load_net(p, s, params)) ||
       (rc = fallback_create(p, s, params)) ||
       (rc = shoal__marl_parts(s->cluster, p->agents, &p->parts)) || (rc = shoal__placer_model(s, &im, &p->owned)) ||
       (rc = shoal__colo_init(&p->colo, im, s->speed)))
     goto fail;
   p->spread = (int)spread;
   p->nic_aware = (int)nic;
-  p->wait = (int)wait;
   p->use_net = (int)net;
-  p->timer_at = HUGE_VAL;
   p->views = calloc((size_t)p->agents, sizeof *p->views);
   p->buf = malloc((size_t)M * sizeof *p->buf);
   p->cons = malloc((size_t)M * sizeof *p->cons);
@@ -244,39 +237,6 @@ static int decide(marl_t *p, shoal_sched_t *s, const shoal_job_t *j, int a, cons
   return act;
 }
 
-/* Seconds the NIC sharing of consolidation's placement (p->cons) is predicted to cost: j's own slowdown
- * there (its worst machine's NIC term) over its remaining run time alone, plus the terms it imposes on the
- * jobs it would share a NIC with, over the time they would run beside it (at most j's run time).
- * 0 when nothing is shared. */
-static double hold_s(marl_t *p, const shoal_sched_t *s, const shoal_job_t *j) {
-  double suffered = 0, imposed = 0;
-  for (int k = 0; k < p->ncons; k++) {
-    double x = shoal__colo_nic(&p->colo, s->slots, j, p->cons[k].machine);
-    if (x > suffered) suffered = x;
-    imposed += shoal__colo_nic_imposed(&p->colo, s->slots, j, p->cons[k].machine);
-  }
-  if (!(suffered + imposed > 0)) return 0;
-  double r = shoal_sched_rate_consolidated(s, j, j->gpus, 0), left = j->work - shoal_sched_work_done(s, j);
-  return r > 0 && left > 0 ? left / r * (suffered + imposed) : 0;
-}
-
-/* 1: j, which fits on one machine, is held rather than spread beside other jobs that span machines. With
- * wait=1 only while it has waited (since it arrived) less than spreading is predicted to cost: waiting
- * longer than that cannot pay (the ski-rental bound: at most twice the better choice's delay). A timer
- * at the hold's end walks the queue again (policy_schedule), so a held job starts then at the latest. */
-static int held(marl_t *p, shoal_sched_t *s, const shoal_job_t *j) {
-  if (!p->wait || p->ncons < 2 || j->gpus > s->cluster->max_gpus_per_machine) return 0;
-  double cost = hold_s(p, s, j);
-  if (!(cost > 0)) return 0;
-  if (p->wait == 1) {
-    double end = j->arrival + cost;
-    if (s->now >= end) return 0;
-    if (end < p->timer_at && shoal_sched_timer(s, end, 0) == 0) p->timer_at = end;
-  }
-  p->waits++;
-  return 1;
-}
-
 /* the network is not asked (net=0): j goes where the hint says */
 static int place_hint(marl_t *p, shoal_sched_t *s, shoal_job_t *j) {
   p->jobs++;
@@ -290,7 +250,6 @@ static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
   if (j->gpus > s->cluster->gpus_free) return 0;
   if (j->arch == SHOAL_ARCH_PS) return fallback(p, s, j, "is a parameter-server job (the agents place all-reduce workers)");
   int a = route(p, s, j);
-  if (held(p, s, j)) return 0;
   if (!p->use_net && p->ncons > 0) return place_hint(p, s, j);
   if (a < 0) return fallback(p, s, j, "fits in no agent's partition");
   shoal__marl_view_t *v = &p->views[a];
@@ -324,28 +283,34 @@ static int marl_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
 
 static void marl_stats(void *state, char *buf, size_t cap) {
   marl_t *p = state;
-  snprintf(buf, cap, "agents=%d jobs=%ld decisions=%ld fallbacks=%ld waits=%ld", p->agents, p->jobs, p->decisions,
-           p->fallbacks, p->waits);
+  snprintf(buf, cap, "agents=%d jobs=%ld decisions=%ld fallbacks=%ld", p->agents, p->jobs, p->decisions,
+           p->fallbacks);
+}
+
+/* the spread the queue's waiting rule judges: the hint (consolidation's machines, NIC-aware with nic=1) */
+static int marl_spread(void *state, shoal_sched_t *s, const shoal_job_t *j, shoal_place_t *out, int cap) {
+  marl_t *p = state;
+  route(p, s, j);
+  int n = p->ncons < cap ? p->ncons : cap;
+  memcpy(out, p->cons, (size_t)n * sizeof *out);
+  return n;
 }
 
 const shoal_placer_ops_t shoal__placer_marl = {
     "marl", "the learned multi-agent placer (shipped weights; the policy `marl` takes its parameters)", marl_create,
-    marl_destroy, marl_start, marl_stats};
+    marl_destroy, marl_start, marl_stats, marl_spread};
 
 /* ---- the policy: the FIFO queue with this placer, and the team reward's clock ---- */
 
+/* wait: the queue's waiting rule (fifo.c held()), judging the placer's hint */
 static int policy_create(shoal_sched_t *s, const char *params, void **state) {
-  return shoal__fifo_with_placer(s, 0, &shoal__placer_marl, params, state);
+  long wait;
+  int rc = shoal__param_long("marl", params, "wait", 1, 0, 2, &wait);
+  return rc ? rc : shoal__fifo_with_placer(s, 0, (int)wait, &shoal__placer_marl, params, state);
 }
 
 static int policy_schedule(void *state, shoal_sched_t *s) {
   marl_t *p = shoal__fifo_placer_state(state);
-  /* a hold's end (held()) is a reason to walk the queue, as a finish is */
-  unsigned events = s->events;
-  if (events & SHOAL_EV_TIMER) {
-    if (s->now >= p->timer_at) p->timer_at = HUGE_VAL;
-    s->events |= SHOAL_EV_FINISH;
-  }
   p->area += p->n_prev * (s->now - p->t_prev);
   p->t_prev = s->now;
   p->n_prev = s->nactive;
@@ -353,9 +318,7 @@ static int policy_schedule(void *state, shoal_sched_t *s) {
   for (int i = 0; i < s->nactive; i++)
     if (s->active[i]->state == SHOAL_JOB_WAIT) q += s->active[i]->gpus;
   p->queued_gpus = q;
-  int rc = shoal__fifo_schedule(state, s);
-  s->events = events;
-  return rc;
+  return shoal__fifo_schedule(state, s);
 }
 
 const shoal_policy_ops_t shoal__policy_marl = {

@@ -27,6 +27,9 @@ typedef struct shoal_placer_ops {
   int (*start)(void *state, shoal_sched_t *s, shoal_job_t *j);
   /* optional counters ("key=value ..."), may be NULL */
   void (*stats)(void *state, char *buf, size_t cap);
+  /* optional: where it would put j (which would span machines) if it started now, into out[0..cap);
+   * returns the number of entries. The queue's waiting rule judges this spread (NULL: consolidation's). */
+  int (*spread)(void *state, shoal_sched_t *s, const shoal_job_t *j, shoal_place_t *out, int cap);
 } shoal_placer_ops_t;
 
 /* The placer called name, NULL if none; the i-th (0..), NULL past the end. */
@@ -39,10 +42,11 @@ const shoal_placer_ops_t *shoal__placer_at(int i);
 struct shoal_interference;
 int shoal__placer_model(shoal_sched_t *s, const struct shoal_interference **use, struct shoal_interference **owned);
 
-/* The FIFO queue (fifo.c) with a placer (NULL: consolidate), for policies that
- * are that queue with their own placer (marl); the rest of their ops are fifo's. */
-int  shoal__fifo_with_placer(shoal_sched_t *s, int strict, const shoal_placer_ops_t *placer, const char *pparams,
-                             void **state);
+/* The FIFO queue (fifo.c) with a placer (NULL: consolidate) and its waiting rule (hold: 0 off, 1 bounded,
+ * 2 no limit), for policies that are that queue with their own placer (marl); the rest of their ops are
+ * fifo's. */
+int  shoal__fifo_with_placer(shoal_sched_t *s, int strict, int hold, const shoal_placer_ops_t *placer,
+                             const char *pparams, void **state);
 void shoal__fifo_destroy(void *state);
 void shoal__fifo_arrive(void *state, shoal_sched_t *s, shoal_job_t *j);
 int  shoal__fifo_schedule(void *state, shoal_sched_t *s);

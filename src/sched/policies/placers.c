@@ -170,14 +170,14 @@ static int pack_start(void *state, shoal_sched_t *s, shoal_job_t *j) {
 
 static const shoal_placer_ops_t placer_consolidate = {
     "consolidate", "fewest machines: one machine (best fit), else one rack, else cluster-wide (Tiresias-like)",
-    simple_create, simple_destroy, consolidate_start, NULL};
+    simple_create, simple_destroy, consolidate_start, NULL, NULL};
 static const shoal_placer_ops_t placer_firstfit = {
-    "firstfit", "every worker on the lowest-numbered machine with room", simple_create, simple_destroy, firstfit_start, NULL};
+    "firstfit", "every worker on the lowest-numbered machine with room", simple_create, simple_destroy, firstfit_start, NULL, NULL};
 static const shoal_placer_ops_t placer_loadbal = {
-    "loadbal", "every worker on the machine with the most free GPUs", simple_create, simple_destroy, loadbal_start, NULL};
+    "loadbal", "every worker on the machine with the most free GPUs", simple_create, simple_destroy, loadbal_start, NULL, NULL};
 static const shoal_placer_ops_t placer_pack = {
     "pack", "interference-aware packing (Gandiva-like): least predicted interference, ties to the fullest machine",
-    pack_create, pack_destroy, pack_start, NULL};
+    pack_create, pack_destroy, pack_start, NULL, NULL};
 extern const shoal_placer_ops_t shoal__placer_marl;
 
 static const shoal_placer_ops_t *const placers[] = {&placer_consolidate, &placer_firstfit, &placer_loadbal, &placer_pack,
