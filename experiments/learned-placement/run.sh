@@ -4,8 +4,14 @@
 # and 2:1 uplinks, tested on 4 per server and 4:1, against a policy trained there), RE4 (1/2/4/8 agents on
 # 512 GPUs: decision time per job against JCT; run it under `quiet`, the times are measured).
 #   experiments/learned-placement/run.sh train [T..] the three weights files (8x2, 4x4, 8x2-small), ~6, ~8, ~5 min
-#   experiments/learned-placement/run.sh ship       the shipped weights from scratch (SEED, default 1): the 8x2 file,
-#                                                 its agents line set to 1, as data/marl-default.weights (rebuild after)
+#   experiments/learned-placement/run.sh ship       the shipped weights from scratch (SEED, default 1; ITERS, default 40:
+#                                                 the warm start; more adds REINFORCE iterations): the 8x2 file, its
+#                                                 agents line set to 1, replaces data/marl-default.weights only if it
+#                                                 is better on the held-out cases (`compare`; rebuild after)
+#   experiments/learned-placement/run.sh compare FILE  FILE (agents 1) against the shipped weights, default rules, on
+#                                                 the held-out cases: 512 GPUs days 46-53 and day 25 on 16 x 8,
+#                                                 interference on and off; exit 0 if the geometric mean of FILE's
+#                                                 average JCT over the shipped file's is below 1
 #   experiments/learned-placement/run.sh re2|re3|re4
 #   experiments/learned-placement/run.sh live     the live point: `shoal sched serve --policy marl` and the FIFO queue
 #                                                 with consolidation (policy fifo) on the testbed's Slurm, back to back on
@@ -21,12 +27,12 @@
 # the scenario interference) is never trained on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-S=build/shoal W8=${W8:-build/marl-8x2.weights} W4=${W4:-build/marl-4x4.weights} SEED=${SEED:-1}
+S=build/shoal W8=${W8:-build/marl-8x2.weights} W4=${W4:-build/marl-4x4.weights} SEED=${SEED:-1} ITERS=${ITERS:-40}
 W16=${W16:-experiments/learned-placement/marl-8x2-small.weights}
 WINDOWS=20-21,21-22,22-23,23-24,27-28,29-30,31-32,33-34
-HEUR=fifo,fifo:place=firstfit,fifo:place=loadbal,fifo:place=pack
+HEUR=fifo,fifo:place=firstfit,fifo:place=loadbal,fifo:place=pack,fifo:hold=1,fifo:place=pack:hold=1
 train() { # topology out
-  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python /usr/bin/python3 -m shoal.marl train --out "$2" --seed "$SEED" --iters 40 \
+  SHOAL_LIBRARY=$PWD/build/libshoal.so PYTHONPATH=python /usr/bin/python3 -m shoal.marl train --out "$2" --seed "$SEED" --iters "$ITERS" \
     --topology "$1" --agents 2 --windows "$WINDOWS" --log "${2%.weights}.log.csv"
 }
 case ${1:-} in
@@ -35,7 +41,23 @@ case ${1:-} in
       case $t in 8x2) train 8x2 "$W8" ;; 4x4) train 4x4 "$W4" ;; 8x2-small) train 8x2-small "$W16" ;;
         *) echo "run.sh train: unknown topology '$t' (8x2, 4x4, 8x2-small)" >&2; exit 2 ;; esac
     done ;;
-  ship) train 8x2 "$W8"; sed 's/^agents 2$/agents 1/' "$W8" > data/marl-default.weights ;;
+  ship)
+    train 8x2 "$W8"; sed 's/^agents 2$/agents 1/' "$W8" > build/marl-default.candidate.weights
+    if "$0" compare build/marl-default.candidate.weights; then
+      cp build/marl-default.candidate.weights data/marl-default.weights; echo "# shipped (rebuild the library)"
+    else echo "# not better on the held-out cases: data/marl-default.weights kept"; fi ;;
+  compare)
+    f=${2:?compare FILE}; prod=1
+    for c in "--window 3974400:4579200 --load-scale 1 --machines 64 --racks 16" "--machines 16 --racks 4"; do
+      for i in shipped off; do
+        r=$($S sim --scenario interference $c --interference $i --policy "marl,marl:weights=$f" --no-progress --csv \
+          2>/dev/null | awk -F, 'NR>1 {print $5}' | paste -sd' ')
+        echo "# $c, interference $i: shipped, $f: $r"
+        prod=$(echo "$prod $r" | awk '{print $1 * $3 / $2}')
+      done
+    done
+    echo "# geometric mean of the ratios: $(echo "$prod" | awk '{printf "%.4f", $1 ^ 0.25}')"
+    awk -v p="$prod" 'BEGIN {exit !(p < 1)}' ;;
   re2)
     for c in "32 8 $W8" "16 4 $W16"; do
       set -- $c
@@ -76,5 +98,5 @@ case ${1:-} in
     $S sim --trace "$t" --machines "$hosts" --gpus-per-machine "$gpus" --racks 2 --cpus-per-machine 4 --mem-gb-per-machine 16 \
       --speed table --throughputs experiments/live-slurm/throughputs.json --gpu testbed --raw-spread --start-cost 12 \
       --restart-cost 16 --policy "$HEUR,marl" --no-progress --csv --no-header 2>/dev/null | cut -d, -f2,5 ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -376,7 +376,7 @@ TEST(live_marl_places_every_job) {
     CHECK_EQ(world_runs(&w, ids[i]), 1);
   }
   shoal__live_ctl_summary(w.L);
-  CHECK_LOGGED(&w, "policy stats: agents=1 jobs=4 decisions=8 fallbacks=0");
+  CHECK_LOGGED(&w, "policy stats: holds=0 agents=1 jobs=4 decisions=8 fallbacks=0");
   world_fini(&w);
   world_init(&w, 2, 2, "marl:weights=/nonexistent/marl.weights");
   CHECK(world_start(&w) != 0);
