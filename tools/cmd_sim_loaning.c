@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/reqtimes.h"
 #include "shoal/shoal.h"
+#include "sched/model/speed.h"
 #include "sched/serving/serving.h"
 #include "sim/loaning.h"
 #include "sim/sim.h"
@@ -20,7 +21,8 @@
 typedef struct loan_cli {
   shoal_workload_opts_t wo;
   shoal_loan_config_t cfg;
-  const char *trace, *requests, *policies, *out;
+  const char *trace, *requests, *policies, *out, *throughputs, *gpu;
+  shoal_speed_t *speed;
   double load_scale, req_speedup, req_scale;
   int csv;
 } loan_cli_t;
@@ -40,6 +42,11 @@ static const shoal_opt_t loan_opts[] = {
     OPT_INT("--max-gpus", "G", wo.max_gpus, 1, 1000000, "drop jobs asking for more GPUs"),
     OPT_DOUBLE("--load-scale", "X", load_scale, 1e-3, 1e3, "divide every arrival time by X"),
     OPT_U64("--seed", "S", wo.seed, 0, 0, "seed of the sample, the jobs' models and the request copies"),
+    OPT_STRING("--throughputs", "FILE", throughputs, "measured throughput(n) of each job's model (a throughputs.json table,\n"
+               "its spread curve: one worker a host); the trace then names each job's model and its\n"
+               "work in worker-steps (default: built-in goodput models)", .expect = "a file"),
+    OPT_STRING("--gpu", "NAME", gpu, "the table's GPU key (with --throughputs)", .def = "testbed"),
+    OPT_DOUBLE("--startup", "S", cfg.startup_s, 0, 86400, "a job's first run: seconds before it trains (process start, data read)"),
     OPT_GROUP("inference requests:"),
     OPT_STRING("--requests", "FILE", requests, "request trace CSV (first column: the arrival), replayed again and again",
                .expect = "a file"),
@@ -70,6 +77,12 @@ static const shoal_opt_t loan_opts[] = {
     OPT_DOUBLE("--reclaim", "S", cfg.reclaim_s, 0, 3600, "a loaned GPU to a serving replica (shrink at an iteration boundary)"),
     OPT_DOUBLE("--resize", "S", cfg.resize_s, 0, 86400, "an elastic job's pause when resized, seconds"),
     OPT_DOUBLE("--restart", "S", cfg.restart_s, 0, 86400, "a stopped job's pause when it runs again, seconds"),
+    OPT_FLAG("--fifo-strict", cfg.fifo_strict, "FIFO training (static, reactive): no job passes a waiting one (default:\n"
+             "a waiting job that fits starts, as the live fifo)"),
+    OPT_FLAG("--reactive-elastic", cfg.reactive_goodput, "reactive: train by the goodput allocation (elastic jobs, a reclaim\n"
+             "shrinks one), as the live reactive, instead of rigid FIFO"),
+    OPT_FLAG("--partitions", cfg.partitions, "fapes, reactive: queued jobs start only outside VC_infer (--infer-gpus); a\n"
+             "loaned GPU only grows a running job (the live Slurm partitions)"),
     OPT_DOUBLE("--critical", "S", cfg.critical_s, -1, 1e9, "fapes: the job that would end last even alone, once S seconds below its\n"
                "requested GPUs, gets them first and loses them last (-1: off)"),
     OPT_DOUBLE("--react-high", "U", cfg.react_hi, 1e-3, 1, "reactive: add replicas above this utilization"),
@@ -146,7 +159,9 @@ static int make_runs(const loan_cli_t *c, loan_run_t **out, int *nout) {
 }
 
 static int load_inputs(loan_cli_t *c, shoal_workload_t *w, shoal__reqtimes_t *req, double *period_s) {
-  int rc = shoal__trace_read(c->trace, &c->wo, NULL, w);
+  int rc = 0;
+  if (c->throughputs && (rc = shoal__speed_table_create(c->throughputs, c->gpu, 0, &c->speed))) return rc;
+  rc = shoal__trace_read(c->trace, &c->wo, c->speed, w);
   if (rc) return rc;
   shoal__workload_scale_arrivals(w, c->load_scale);
   if (!w->njobs) return shoal__seterr(SHOAL_ERR_CONFIG, "%s: no training jobs left by --window/--sample/--max-gpus", c->trace);
@@ -289,6 +304,7 @@ static int loan_main(loan_cli_t *c, shoal_workload_t *w, shoal__reqtimes_t *req,
   if (!rc) rc = load_inputs(c, w, req, &period_s);
   for (int i = 0; !rc && i < *n; i++) {
     (*runs)[i].cfg.seed = c->wo.seed;
+    (*runs)[i].cfg.speed = c->speed;
     rc = shoal__loan_sim(w, req, period_s, &(*runs)[i].cfg, &(*runs)[i].r);
     if (!c->csv && isatty(2)) fprintf(stderr, "\r%s done (%d/%d)   %s", (*runs)[i].name, i + 1, *n, i + 1 == *n ? "\n" : "");
   }
@@ -302,7 +318,7 @@ static int loan_main(loan_cli_t *c, shoal_workload_t *w, shoal__reqtimes_t *req,
 
 int shoal_cmd_sim_loaning(int argc, char **argv) {
   loan_cli_t c = {.trace = "../shared/data/philly/philly.csv", .requests = "../shared/data/azure-llm-2023/code.csv",
-                  .policies = "fapes,static,reactive,pollux", .load_scale = 4, .req_speedup = 1, .req_scale = 1};
+                  .policies = "fapes,static,reactive,pollux", .gpu = "testbed", .load_scale = 4, .req_speedup = 1, .req_scale = 1};
   shoal__workload_opts_default(&c.wo);
   c.wo.window_start_s = 730 * 3600.0, c.wo.window_end_s = 738 * 3600.0;
   c.wo.pollux_filter = 1, c.wo.sample = 640, c.wo.max_gpus = 32;
@@ -316,6 +332,7 @@ int shoal_cmd_sim_loaning(int argc, char **argv) {
   int n = 0, rc = loan_main(&c, &w, &req, &runs, &n);
   for (int i = 0; i < n; i++) shoal__loan_result_free(&runs[i].r);
   free(runs);
+  if (c.speed) shoal__speed_destroy(c.speed);
   shoal__workload_free(&w);
   shoal__reqtimes_free(&req);
   if (!rc) return 0;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "sched/model/speed.h"
 #include "sched/serving/serving.h"
 #include "sim/loaning.h"
 
@@ -50,6 +51,7 @@ typedef struct tjob {
   int best_n;
   double below_s;                           /* seconds it spent arrived and unfinished below its requested GPUs */
   int n, batch, ran;
+  double *tput;                             /* its measured throughput(n) (config speed), or NULL */
 } tjob_t;
 
 typedef struct change {
@@ -159,7 +161,7 @@ static int set_replicas(run_t *u, double t, int want, int first) {
   else if (d > 0) {
     int free_now = c->gpus - u->replicas - train_held(u);
     int from_free = d < free_now ? d : free_now, from_loan = d - from_free;
-    double reclaim = c->policy == SHOAL_LOAN_REACTIVE ? c->replica_start_s : c->reclaim_s;
+    double reclaim = c->policy == SHOAL_LOAN_REACTIVE && !c->reactive_goodput ? c->replica_start_s : c->reclaim_s;
     rc = add_change(u, t + c->replica_start_s, from_free);
     if (!rc) rc = add_change(u, t + reclaim, from_loan);
     u->r->reclaims += from_loan;
@@ -183,7 +185,8 @@ static void update_active(run_t *u, double t) {
 enum { ALLOC_FULL, ALLOC_SHRINK, ALLOC_GROW };
 static void allocate(run_t *u, int capacity, int mode) {
   const shoal_loan_config_t *c = u->c;
-  int goodput = c->policy == SHOAL_LOAN_FAPES || c->policy == SHOAL_LOAN_POLLUX, total = 0;
+  int goodput = c->policy == SHOAL_LOAN_FAPES || c->policy == SHOAL_LOAN_POLLUX ||
+                (c->policy == SHOAL_LOAN_REACTIVE && c->reactive_goodput), total = 0;
   for (int i = 0; i < u->nact; i++) {
     tjob_t *j = &u->jobs[u->act[i]];
     u->gv[i] = j->g, u->nv[i] = j->n, total += j->n;
@@ -210,12 +213,14 @@ static void allocate(run_t *u, int capacity, int mode) {
     shoal__loan_reclaim(u->gv, u->nact, total - capacity, u->nv, u->bv);
   } else if (mode == ALLOC_GROW) {
     shoal__loan_grow(u->gv, u->nact, capacity - total, 1, u->nv, u->bv); /* loaned: running jobs only */
+  } else if (c->partitions && goodput && c->policy != SHOAL_LOAN_POLLUX) { /* queued jobs start on VC_train only */
+    shoal__alloc_loaning(u->gv, u->nact, c->gpus - u->vc_infer, capacity, u->nv, u->bv);
   } else if (c->policy == SHOAL_LOAN_FAPES) {
     shoal__alloc_loaning(u->gv, u->nact, c->gpus - u->peak_replicas, capacity, u->nv, u->bv);
   } else if (goodput) {
     shoal__alloc_goodput(u->gv, u->nact, capacity, u->nv, u->bv);
   } else {
-    shoal__alloc_fifo(u->gv, u->nact, capacity, u->nv, u->bv);
+    shoal__alloc_fifo(u->gv, u->nact, capacity, c->fifo_strict, u->nv, u->bv);
   }
   for (int i = 0; i < u->nact; i++) {
     tjob_t *j = &u->jobs[u->act[i]];
@@ -223,6 +228,7 @@ static void allocate(run_t *u, int capacity, int mode) {
       double pause = 0;
       if (j->n > 0 && u->nv[i] > 0) pause = c->resize_s, u->r->resizes++;
       else if (j->n == 0 && j->ran) pause = c->restart_s, u->r->restarts++;
+      else if (j->n == 0) pause = c->startup_s;
       j->hold = u->nv[i] > 0 ? pause : 0;
     }
     j->n = u->nv[i], j->batch = u->bv[i];
@@ -387,6 +393,27 @@ static int fixed_partition(run_t *u) {
   return replicas_for(u, most);
 }
 
+/* Job i's throughput(n) measured on the testbed (the table of its model), n = 1..nmax, one worker a host (a
+ * host has one GPU there); it trains a fixed number of samples (its epochs, as the live jobs do), so every
+ * sample counts (no noise scale), at batch 64 a worker (the table's worker-steps). */
+static int measured_job(const shoal_speed_t *sp, const shoal_job_t *src, int i, tjob_t *j) {
+  if (src->model < 0 || src->model >= sp->nmodels)
+    return shoal__seterr(SHOAL_ERR_INVALID, "loaning: job %d (trace row %lld) names no model of the throughput table "
+                         "(its 'model' column)", i, (long long)src->row);
+  int nmax = j->g.nmax, nreq = j->g.n_req;
+  if (!(j->tput = malloc((size_t)nmax * sizeof *j->tput))) return shoal__seterr(SHOAL_ERR_NOMEM, "loaning simulation: out of memory");
+  for (int n = 1; n <= nmax; n++) {
+    shoal_shape_t sh = {.workers = n, .machines = n, .racks = 1};
+    j->tput[n - 1] = sp->rate(sp, NULL, src, &sh);
+    if (!(j->tput[n - 1] > 0))
+      return shoal__seterr(SHOAL_ERR_INVALID, "loaning: job %d (trace row %lld): the throughput table gives model '%s' no "
+                           "speed on %d workers", i, (long long)src->row, sp->models[src->model].name, n);
+  }
+  j->g = (shoal__goodput_job_t){.phi = INFINITY, .b0 = 64, .bmax = 64 * nmax, .nmax = nmax, .n_req = nreq,
+                                .tput = j->tput, .ntput = nmax};
+  return 0;
+}
+
 static int setup_jobs(run_t *u, const shoal_workload_t *w) {
   u->nj = w->njobs;
   size_t n = (size_t)(w->njobs > 0 ? w->njobs : 1);
@@ -405,9 +432,15 @@ static int setup_jobs(run_t *u, const shoal_workload_t *w) {
     j->g = profiles[shoal_rng_below(&g, NPROFILES)];
     j->g.n_req = src->gpus > 0 ? src->gpus : 1;
     j->g.nmax = 4 * j->g.n_req < 64 ? 4 * j->g.n_req : 64;
+    if (u->c->speed && src->max_workers > 0) j->g.nmax = src->max_workers; /* a measured job keeps its own range */
     if (j->g.nmax > train_cap) j->g.nmax = train_cap;
+    if (u->c->speed) {
+      int rc = measured_job(u->c->speed, src, i, j);
+      if (rc) return rc;
+    }
     double d = src->duration > 0 ? src->duration : 1;
-    j->work = d * shoal__goodput_at(&j->g, j->g.n_req, j->g.b0); /* the trace's run time, rigid at the tuned batch */
+    if (u->c->speed && src->work > 0) j->work = src->work * j->g.b0; /* worker-steps of batch b0, in samples */
+    else j->work = d * shoal__goodput_at(&j->g, j->g.n_req, j->g.b0); /* the trace's run time, rigid at the tuned batch */
     j->arrival = src->arrival, j->finish = -1;
     double top = 0;
     for (int k = 1; k <= j->g.nmax; k++) top = fmax(top, shoal__goodput(&j->g, k, NULL));
@@ -547,6 +580,7 @@ int shoal__loan_sim(const shoal_workload_t *w, const shoal__reqtimes_t *period, 
   if (!rc) rc = finish_stats(&u);
   if (!rc) rc = serve_requests(&u, res.t_end);
   if (u.fc) shoal__forecast_free(u.fc);
+  for (int i = 0; u.jobs && i < u.nj; i++) free(u.jobs[i].tput);
   free(u.jobs), free(u.act), free(u.gv), free(u.nv), free(u.bv), free(u.ch), free(u.recent);
   if (rc) {
     shoal__loan_result_free(&res);

@@ -51,6 +51,16 @@ typedef struct shoal_loan_config {
   double resize_s;         /* an elastic job's pause when its worker count changes */
   double restart_s;        /* a stopped job's pause when it runs again (kill-restart from a checkpoint) */
   double react_hi, react_lo; /* reactive: replica utilization that adds / removes replicas */
+  int fifo_strict;         /* static, reactive (FIFO training): no job passes a waiting one; 0: every waiting job that
+                            * fits starts (backfill, as the live fifo policy) */
+  int reactive_goodput;    /* reactive: train by the goodput allocation (as the live reactive, elastic jobs) instead of
+                            * rigid FIFO; a reclaim then shrinks a job at an iteration boundary */
+  int partitions;          /* fapes, reactive: queued jobs start only on the GPUs outside VC_infer (infer_gpus); a loaned
+                            * GPU only grows a running job (the live controller's Slurm partitions) */
+  double startup_s;        /* a job's first run: its process start and data read, before it trains */
+  const struct shoal_speed *speed; /* measured throughput(n) of each job's model (a table: sched/model/speed.h); the
+                            * jobs' work is the trace's (worker-steps) and each worker keeps its tuned batch. NULL:
+                            * the built-in goodput models */
   double critical_s;       /* fapes: the job that would end last even alone at its best size, once it has spent this
                             * long below its requested GPUs, gets them (its best size if fewer) before any speedup
                             * is weighed, and a reclaim takes from it last; negative: off */

@@ -179,15 +179,28 @@ TEST(serving_alloc_fifo_is_rigid_and_in_order) {
   shoal__goodput_job_t jobs[3] = {linear, saturating, saturating};
   jobs[0].n_req = 2, jobs[1].n_req = 3, jobs[2].n_req = 1;
   int n[3] = {0, 0, 0}, b[3];
-  /* 4 free: the first starts, the second does not fit, the third may not pass it */
-  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 4, n, b), 1);
+  /* strict, 4 free: the first starts, the second does not fit, the third may not pass it */
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 4, 1, n, b), 1);
   CHECK(n[0] == 2 && n[1] == 0 && n[2] == 0);
   CHECK(b[0] == 64 && b[1] == 0);
-  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 6, n, b), 2);
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 6, 1, n, b), 2);
   CHECK(n[0] == 2 && n[1] == 3 && n[2] == 1);
   /* down to 3: the latest-arrived stop first (the third, then the second) */
-  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 3, n, b), 2);
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 3, 1, n, b), 2);
   CHECK(n[0] == 2 && n[1] == 0 && n[2] == 0);
+}
+
+TEST(serving_alloc_fifo_backfills_a_job_that_fits) {
+  shoal__goodput_job_t jobs[3] = {linear, saturating, saturating};
+  jobs[0].n_req = 2, jobs[1].n_req = 3, jobs[2].n_req = 1;
+  int n[3] = {0, 0, 0}, b[3];
+  /* 4 free: the second does not fit, the third does and starts (the live fifo's walk) */
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 4, 0, n, b), 2);
+  CHECK(n[0] == 2 && n[1] == 0 && n[2] == 1);
+  CHECK(b[2] == 64 && b[1] == 0);
+  /* the second starts once it fits; the first ones keep theirs */
+  CHECK_EQ(shoal__alloc_fifo(jobs, 3, 6, 0, n, b), 1);
+  CHECK(n[0] == 2 && n[1] == 3 && n[2] == 1);
 }
 
 TEST(serving_reclaim_keeps_jobs_running_and_grow_feeds_running_jobs) {

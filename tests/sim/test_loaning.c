@@ -1,12 +1,18 @@
 /* shoal sim loaning's driver on tiny cases worked out by hand: a static
- * partition with rigid FIFO jobs, loaning and an on-demand reclaim when a
- * burst comes, and the settings it refuses. */
+ * partition with rigid FIFO jobs (backfilled or strict), loaning and an
+ * on-demand reclaim when a burst comes, jobs at a measured throughput table,
+ * the live controller's partitions and elastic reactive, and the settings it
+ * refuses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include "../runner.h"
 #include "shoal/status.h"
+#include "sched/model/speed.h"
 #include "sched/serving/serving.h"
 #include "sim/loaning.h"
 
@@ -116,6 +122,132 @@ TEST(loaning_fapes_keeps_its_spare_replicas_ready) {
   shoal_loan_result_t r;
   CHECK_EQ(shoal__loan_sim(&w, &q, 120, &c, &r), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "spare");
+  shoal__loan_result_free(&a);
+  shoal__loan_result_free(&b);
+  shoal__workload_free(&w);
+  shoal__reqtimes_free(&q);
+}
+
+/* Static FIFO starts a queued job that fits behind one that does not (the live fifo); strict FIFO keeps it
+ * waiting until the one ahead starts. */
+TEST(loaning_static_backfills_a_job_that_fits_unless_strict) {
+  shoal_workload_t w;
+  CHECK_OK(shoal__workload_alloc(&w, 3));
+  w.jobs[0] = (shoal_job_t){.id = 0, .arrival = 0, .gpus = 4, .duration = 600};
+  w.jobs[1] = (shoal_job_t){.id = 1, .arrival = 0, .gpus = 4, .duration = 1200};
+  w.jobs[2] = (shoal_job_t){.id = 2, .arrival = 0, .gpus = 2, .duration = 300};
+  shoal__reqtimes_t q = {0};
+  add_requests(&q, 0.25, 60, 0.5);
+  shoal_loan_config_t c;
+  small_config(&c, SHOAL_LOAN_STATIC);
+  shoal_loan_result_t a, b;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &a));
+  c.fifo_strict = 1;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &b));
+  /* 7 training GPUs: job 0 (4) at once, job 1 (4) after it; job 2 (2) fits beside job 0 (backfill: 0-300) or
+   * waits for job 1 to start (strict: 600-900) */
+  CHECK_NEAR(a.jct[0], 300, 1e-6);
+  CHECK_NEAR(a.jct[1], 600, 1e-6);
+  CHECK_NEAR(a.jct[2], 1800, 1e-6);
+  CHECK_NEAR(b.jct[0], 600, 1e-6);
+  CHECK_NEAR(b.jct[1], 900, 1e-6);
+  CHECK_NEAR(b.jct[2], 1800, 1e-6);
+  shoal__loan_result_free(&a);
+  shoal__loan_result_free(&b);
+  shoal__workload_free(&w);
+  shoal__reqtimes_free(&q);
+}
+
+/* a throughput table (speeds.sh's format) in a temporary file, read by the real table reader */
+static shoal_speed_t *small_table(void) {
+  char path[] = "/tmp/shoal-loan-tp-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  const char *json = "{\"testbed\": {\"('m', 1)\": {\"null\": 10}},\n"
+                     " \"testbed_unconsolidated\": {\"('m', 2)\": {\"null\": 15}, \"('m', 4)\": {\"null\": 20}}}\n";
+  CHECK_EQ(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+  close(fd);
+  shoal_speed_t *sp = NULL;
+  CHECK_OK(shoal__speed_table_create(path, "testbed", 0, &sp));
+  unlink(path);
+  return sp;
+}
+
+/* With a measured table a job's work is the trace's worker-steps and it runs at the table's speed for its
+ * worker count (one worker a host: the spread curve), after its start-up; the goodput allocation grows it by
+ * the table's speedup, within the job's own range. */
+TEST(loaning_runs_jobs_at_their_measured_throughput) {
+  shoal_speed_t *sp = small_table();
+  shoal_workload_t w;
+  CHECK_OK(shoal__workload_alloc(&w, 1));
+  w.jobs[0] = (shoal_job_t){.id = 0, .arrival = 0, .gpus = 1, .min_workers = 1, .max_workers = 2, .work = 300};
+  w.jobs[0].model = (int16_t)shoal__speed_find_model(sp, "m");
+  CHECK_EQ(w.jobs[0].model, 0);
+  shoal__reqtimes_t q = {0};
+  add_requests(&q, 0.25, 60, 0.5);
+  shoal_loan_config_t c;
+  small_config(&c, SHOAL_LOAN_STATIC);
+  c.gpus = 4, c.infer_gpus = 1, c.startup_s = 5, c.speed = sp;
+  shoal_loan_result_t a, b;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &a));
+  c.policy = SHOAL_LOAN_POLLUX;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &b));
+  CHECK_NEAR(a.jct[0], 5 + 300 / 10.0, 1e-6); /* rigid on 1: 10 steps/s */
+  CHECK_NEAR(b.jct[0], 5 + 300 / 15.0, 1e-6); /* grown to its max, 2 of the 3 free: 15 steps/s */
+  w.jobs[0].model = 1;                        /* not in the table */
+  shoal_loan_result_t r;
+  CHECK_EQ(shoal__loan_sim(&w, &q, 60, &c, &r), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "names no model of the throughput table");
+  shoal__loan_result_free(&a);
+  shoal__loan_result_free(&b);
+  shoal__workload_free(&w);
+  shoal__reqtimes_free(&q);
+  shoal__speed_destroy(sp);
+}
+
+/* With the live partitions a queued job starts only on VC_train: the idle VC_infer GPUs grow running jobs
+ * instead of starting more. */
+TEST(loaning_partitions_start_queued_jobs_outside_vc_infer) {
+  shoal_workload_t w;
+  CHECK_OK(shoal__workload_alloc(&w, 6));
+  for (int i = 0; i < 6; i++) w.jobs[i] = (shoal_job_t){.id = i, .arrival = 0, .gpus = 1, .duration = 600};
+  shoal__reqtimes_t q = {0};
+  add_requests(&q, 0.25, 60, 0.5); /* one replica */
+  shoal_loan_config_t c;
+  small_config(&c, SHOAL_LOAN_FAPES);
+  c.predictor = "off", c.infer_gpus = 4;
+  shoal_loan_result_t a, b;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &a));
+  c.partitions = 1;
+  CHECK_OK(shoal__loan_sim(&w, &q, 60, &c, &b));
+  CHECK_EQ(a.tl[0].replicas, 1);
+  CHECK_NEAR(a.tl[0].queued_avg, 0, 1e-9); /* 7 GPUs not serving: all six start */
+  CHECK_NEAR(b.tl[0].queued_avg, 2, 1e-9); /* 4 outside VC_infer start four; the 3 lent grow them */
+  CHECK_NEAR(b.tl[0].train_avg, 7, 1e-9);
+  shoal__loan_result_free(&a);
+  shoal__loan_result_free(&b);
+  shoal__workload_free(&w);
+  shoal__reqtimes_free(&q);
+}
+
+/* Elastic reactive (the live one): the replicas for a burst (seen one interval late) come from shrinking a running
+ * job, not from stopping one. */
+TEST(loaning_reactive_elastic_shrinks_instead_of_stopping) {
+  shoal_workload_t w;
+  two_jobs(&w);
+  w.jobs[1].gpus = 3; /* training holds the 7 GPUs beside the one replica */
+  shoal__reqtimes_t q = {0};
+  add_requests(&q, 30, 31, 1);
+  add_requests(&q, 60, 120, 0.05);
+  shoal_loan_config_t c;
+  small_config(&c, SHOAL_LOAN_REACTIVE);
+  shoal_loan_result_t a, b;
+  CHECK_OK(shoal__loan_sim(&w, &q, 120, &c, &a));
+  c.reactive_goodput = 1;
+  CHECK_OK(shoal__loan_sim(&w, &q, 120, &c, &b));
+  CHECK_MSG(a.restarts > 0 && a.resizes == 0, "rigid: %ld restarts, %ld resizes", a.restarts, a.resizes);
+  CHECK_MSG(b.restarts == 0 && b.resizes > 0, "elastic: %ld restarts, %ld resizes", b.restarts, b.resizes);
+  CHECK(b.reclaims > 0);
   shoal__loan_result_free(&a);
   shoal__loan_result_free(&b);
   shoal__workload_free(&w);

@@ -8,11 +8,16 @@
 #include "sched/serving/serving.h"
 
 static double efficiency(const shoal__goodput_job_t *j, int b) {
+  if (isinf(j->phi)) return 1; /* no noise scale: every sample counts (a job that trains a fixed number of epochs) */
   return (j->phi + j->b0) / (j->phi + b);
 }
 
 double shoal__goodput_at(const shoal__goodput_job_t *j, int n, int b) {
   if (n <= 0 || b <= 0) return 0;
+  if (j->tput && j->ntput > 0) { /* measured: each worker steps at b0 */
+    double steps = j->tput[(n < j->ntput ? n : j->ntput) - 1];
+    return steps * j->b0 * efficiency(j, n * j->b0);
+  }
   double t = j->t0 + j->t_sample * (double)b / n + j->t_sync * log2((double)n);
   return (double)b / t * efficiency(j, b);
 }
@@ -21,6 +26,10 @@ double shoal__goodput(const shoal__goodput_job_t *j, int n, int *batch) {
   if (n <= 0) {
     if (batch) *batch = 0;
     return 0;
+  }
+  if (j->tput && j->ntput > 0) {
+    if (batch) *batch = n * j->b0;
+    return shoal__goodput_at(j, n, n * j->b0);
   }
   int best_b = 0;
   double best = -1;
@@ -173,15 +182,15 @@ int shoal__loan_reclaim(const shoal__goodput_job_t *jobs, int nj, int count, int
   return taken;
 }
 
-int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch) {
+int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int strict, int *n, int *batch) {
   int changed = 0, total = sum(n, nj);
   for (int i = nj - 1; i >= 0 && total > capacity; i--)
     if (n[i] > 0) total -= n[i], n[i] = 0, changed++;
   for (int i = 0; i < nj; i++) {
     if (n[i] == 0 && jobs[i].n_req > 0 && total + jobs[i].n_req <= capacity) {
       n[i] = jobs[i].n_req, total += n[i], changed++;
-    } else if (n[i] == 0 && jobs[i].n_req > 0) {
-      break; /* first come, first served: no job passes a waiting one */
+    } else if (n[i] == 0 && jobs[i].n_req > 0 && strict) {
+      break; /* strict: no job passes a waiting one */
     }
   }
   for (int i = 0; i < nj; i++) batch[i] = n[i] ? jobs[i].b0 : 0;

@@ -59,9 +59,13 @@ typedef struct shoal__goodput_job {
   double left_s; /* its work left, in seconds on one worker at b0 (0: unknown): which one-worker job a reclaim stops */
   int n_min;     /* the goodput allocation's floor: it gets this many workers before any speedup is weighed (a
                   * job kept below its request too long: n_req), taken from the others' least speedup; 0: none */
+  const double *tput; /* measured instead of modelled (NULL: the model above): tput[n - 1] worker-steps per second
+                       * on n workers (n = 1..ntput; more workers run as ntput), each worker at batch b0, so the
+                       * global batch is n x b0 and t0, t_sample, t_sync and bmax are not used */
+  int ntput;
 } shoal__goodput_job_t;
 
-/* The goodput of n workers at global batch b (0 when either is 0). */
+/* The goodput of n workers at global batch b (0 when either is 0; with a measured tput, the batch is n x b0). */
 double shoal__goodput_at(const shoal__goodput_job_t *j, int n, int b);
 /* The best goodput on n workers (0 for n == 0) and the batch (a power-of-two multiple of b0, at most bmax,
  * at least n; bmax when n > bmax) that gives it; *batch may be NULL. */
@@ -76,11 +80,13 @@ double shoal__goodput_lr(const shoal__goodput_job_t *j, int b, double lr0);
  *   speedup rises most; then move one worker at a time from the running job that loses least (keeping one)
  *   to the job that gains most (a queued one, n 0, gains 1) while the gain is larger. No shrink or move takes
  *   a job below its n_min unless the floors alone exceed the capacity.
- * - "fifo": rigid: jobs in index order (arrival) run with n_req or wait; when n sums above capacity the
- *   latest-arrived running jobs are stopped (n 0) first.
+ * - "fifo": rigid: jobs in index order (arrival) run with n_req or wait, and every waiting job that fits the
+ *   free workers starts (backfill, as the live controller's fifo policy); with strict, no job passes a waiting
+ *   one (head-of-line blocking); when n sums above capacity the latest-arrived running jobs are stopped (n 0)
+ *   first.
  * batch[] gets each job's batch (b0 for fifo). Returns the number of jobs whose n changed. */
 int shoal__alloc_goodput(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
-int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int *n, int *batch);
+int shoal__alloc_fifo(const shoal__goodput_job_t *jobs, int nj, int capacity, int strict, int *n, int *batch);
 /* Loaning's allocation of `capacity` workers, of which only `stable` (the servers expected to stay with
  * training) may start a queued job: "goodput" over `stable`, then the loaned rest grows only the running jobs
  * (shoal__loan_grow), so a reclaim shrinks a running job instead of stopping one it had started. */
