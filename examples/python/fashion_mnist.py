@@ -12,9 +12,12 @@ trains on its shard with a per-rank batch of --batch; shoal.ddp.DistributedDataP
 strategy (its C implementation, include/shoal/sync.h). --backend gloo runs the same model, data and
 schedule with torch.nn.parallel.DistributedDataParallel over Gloo instead (the benchmark's anchor), and
 --backend ddp-shoal the same unmodified DDP over shoal's torch.distributed backend (shoal.torch).
---backend none trains every rank's shard alone, with no communication at all (the ranks still run at
-once; samples/s from the slowest rank's training time, exchanged after it): the benchmark's limit, what
-a synchronous backend's samples/s stays under on the same cores.
+--backend none trains every rank's shard alone, with no communication while the clock runs (the ranks
+run at once, and a barrier outside the clock starts every timed stretch, between evaluations, on every
+rank together, as a synchronous job's ranks are; samples/s from the slowest rank's training time,
+exchanged after it): the benchmark's limit, what a synchronous backend's samples/s stays under on the
+same cores. Without the barriers, ranks sharing a core drift apart and one rank's evaluation (not
+timed) or startup gives the others its core, a speed no synchronous job has.
 The last line is a machine-readable summary: samples/s, time to --target accuracy, final accuracy.
 """
 import argparse
@@ -86,13 +89,25 @@ def main():
 
         def finish():
             net.final()
+
+        def line_up():
+            pass
     elif a.backend == "none":
         rank = int(os.environ.get("RANK", "0"))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         model = net = build_model(torch, a.model)
+        if world > 1:  # only to line the ranks up outside the clock and to exchange the times at the end
+            import torch.distributed as dist
+            port = a.gloo_port or int(os.environ.get("MASTER_PORT", "29500")) + 1
+            dist.init_process_group("gloo", init_method="tcp://%s:%d" % (os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                                                                         port), rank=rank, world_size=world)
 
         def allreduce_sum(t):  # no communication: this rank's count stands for every rank's
             t.mul_(world)
+
+        def line_up():  # outside the clock: every timed stretch starts on every rank together
+            if world > 1:
+                dist.barrier()
 
         def finish():
             pass
@@ -112,6 +127,9 @@ def main():
 
         def allreduce_sum(t):
             dist.all_reduce(t)
+
+        def line_up():  # the collectives keep the ranks in step
+            pass
 
         def finish():
             pass
@@ -139,6 +157,7 @@ def main():
     train_s, samples, t_target, acc = 0.0, 0, None, 0.0
     for epoch in range(a.epochs):
         perm = torch.randperm(shard, generator=gen)
+        line_up()
         t0 = time.perf_counter()
         loss_sum = 0.0
         for i in range(iters):
@@ -154,6 +173,7 @@ def main():
                 acc = evaluate()
                 if t_target is None and acc >= a.target:
                     t_target = train_s
+                line_up()
                 t0 = time.perf_counter()
         train_s += time.perf_counter() - t0
         if rank == 0 and not a.quiet:
@@ -163,10 +183,6 @@ def main():
     if a.backend == "none" and world > 1:
         # no communication while the clock ran; a synchronous job goes at its slowest rank's pace (the
         # cores need not be equally fast), so the limit counts the slowest rank's training time
-        import torch.distributed as dist
-        port = a.gloo_port or int(os.environ.get("MASTER_PORT", "29500")) + 1
-        dist.init_process_group("gloo", init_method="tcp://%s:%d" % (os.environ.get("MASTER_ADDR", "127.0.0.1"), port),
-                                rank=rank, world_size=world)
         slowest = torch.tensor([train_s], dtype=torch.float64)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         train_s = slowest.item()
