@@ -36,6 +36,7 @@ typedef struct submit_cli {
   const char *tb, *name, *model, *output, *partition, *account;
   long gpus, minw, maxw, servers;
   double work;
+  int leavable;
 } submit_cli_t;
 
 #define SHOAL_OPTS_STRUCT submit_cli_t
@@ -53,6 +54,9 @@ static const shoal_opt_t submit_opts[] = {
                "vgg16, bert-base, ... (shoal sim --help); its --throughputs table's: mlp, cnn for\n"
                "experiments/live-slurm/throughputs.json)", .def = "none: the speed model's first", .expect = "a model name"),
     OPT_DOUBLE("--work", "STEPS", work, 0, 1e15, "the job's length in worker-steps (0: unknown)", .def = "0"),
+    OPT_FLAG("--leavable", leavable, "its tasks leave on request (USR2: shoal train --on-failure shrink --leavable):\n"
+             "the controller shrinks it in place at an iteration boundary (a lent host reclaimed) instead of a\n"
+             "checkpoint and restart; srun runs it with --no-kill and without --kill-on-bad-exit (all-reduce jobs)"),
     OPT_STRING("--partition", "NAME", partition, "Slurm partition (the controller's)", .def = "Slurm's default",
                .expect = "a partition"),
     OPT_STRING("--account", "NAME", account, "Slurm account to charge", .def = "the user's default", .expect = "an account"),
@@ -64,8 +68,10 @@ static const shoal_opt_t submit_opts[] = {
 static const shoal_opts_spec_t submit_spec = {
     .name = "shoal submit",
     .usage = "usage: shoal submit [--testbed NAME] [--partition P] [--gpus N] [--min N] [--max N] [--servers S]\n"
-             "                    [--model NAME] [--work STEPS] [--account A] [--name NAME] [--output FILE] -- COMMAND [ARGS...]\n"
-             "Submits COMMAND to Slurm held (sbatch --hold) with comment 'shoal:gpus=N:min=..:max=..[:ps=S][:model=..][:work=..]'\n"
+             "                    [--model NAME] [--work STEPS] [--leavable] [--account A] [--name NAME] [--output FILE]\n"
+             "                    -- COMMAND [ARGS...]\n"
+             "Submits COMMAND to Slurm held (sbatch --hold) with comment\n"
+             "'shoal:gpus=N:min=..:max=..[:ps=S][:model=..][:work=..][:leave=1]'\n"
              "for `shoal sched serve` to place. The batch script runs `srun COMMAND` on every node of the\n"
              "allocation (one task per node, --gres gpu:<workers on that node>, SHOAL_MASTER_ADDR = the first node);\n"
              "a USR1 to the batch script asks for a checkpoint before a preemption or resize: the job exits\n"
@@ -115,7 +121,8 @@ int shoal_cmd_submit(int argc, char **argv) {
   if (st != SHOAL_OPTS_GO) return st;
   if (res.ncmd < 1) return fprintf(stderr, "shoal submit: no command (shoal submit --gpus 2 -- shoal train ...)\n"), 2;
   shoal_live_params_t p = {.gpus = (int)c.gpus, .min = (int)(c.minw ? c.minw : c.gpus),
-                           .max = (int)(c.maxw ? c.maxw : c.gpus), .work = c.work, .ps = (int)c.servers};
+                           .max = (int)(c.maxw ? c.maxw : c.gpus), .work = c.work, .ps = (int)c.servers,
+                           .leave = c.leavable};
   char why[256], comment[256];
   snprintf(p.model, sizeof p.model, "%s", c.model);
   if (strlen(c.model) >= sizeof p.model || shoal__live_params_check(&p, why, sizeof why))
@@ -261,8 +268,9 @@ typedef struct router_load {
 } router_load_t;
 
 /* GET ROUTER/router/stats: {"rate": requests/s over its window, "waiting": requests held beyond one per live
- * replica, "service_s": the mean of the replicas' own measured seconds a request (0 or absent: none), ...} */
-static int read_router(void *arg, double *rate, double *waiting, double *service_s) {
+ * replica, "service_s": the mean of the replicas' own measured seconds a request (0 or absent: none), "accepted"
+ * and "refused": requests since its start, ...} */
+static int read_router(void *arg, double *rate, double *waiting, double *service_s, double *arrived) {
   router_load_t *r = arg;
   char *body = NULL;
   shoal__live_get_fail_t f;
@@ -280,6 +288,8 @@ static int read_router(void *arg, double *rate, double *waiting, double *service
   else *rate = json_number_value(jr), *waiting = json_number_value(jw);
   json_t *js = json_object_get(j, "service_s");
   *service_s = json_is_number(js) && json_number_value(js) > 0 ? json_number_value(js) : 0;
+  json_t *ja = json_object_get(j, "accepted"), *jf = json_object_get(j, "refused");
+  *arrived = json_is_integer(ja) && json_is_integer(jf) ? (double)(json_integer_value(ja) + json_integer_value(jf)) : -1;
   json_decref(j);
   free(body);
   return rc;

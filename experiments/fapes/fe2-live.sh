@@ -11,12 +11,13 @@
 #   static  INFER replicas for the whole run; training by `--policy fifo` (rigid, FIFO) on VC_train
 #   pollux  INFER replicas for the whole run; training by `--policy elastic` (grows and shrinks jobs)
 #   reactive  training by `--policy elastic`, and the controller loans as fapes does, but the replicas wanted are
-#           reactive threshold autoscaling's (`--loan-autoscale reactive`: the utilization of the router's last
-#           10 s between 0.4 and 0.8, a decision every 10 s): no forecast, no waiting requests
-#   fapes   training by `--policy elastic`, and the controller loans: replicas started when the router's
-#           rate or waiting requests need them (counted with the replicas' own measured seconds a request, which
+#           reactive threshold autoscaling's (`--loan-autoscale reactive`: the utilization of the requests that
+#           arrived in the last 10 s between 0.4 and 0.8, a decision every 10 s): no forecast, no waiting requests
+#   fapes   training by `--policy elastic`, and the controller loans: replicas started when the forecast of the
+#           requests arriving (counted since its last decision, a second before) or the waiting requests need them (counted with the replicas' own measured seconds a request, which
 #           they report through the router; SERVICE until the first report) plus SPARE ready ones, idle VC_infer
-#           hosts lent to running elastic jobs, reclaimed
+#           hosts lent to running elastic jobs, reclaimed (reactive and fapes: the jobs are submitted --leavable, a
+#           reclaim shrinks the borrower in place at an iteration boundary; a lend grows it by a restart)
 # `fe2-live.sh --post POLICY OUT` summarizes the run in OUT again (no run). Per run (OUT): jobs.csv and result (experiments/live-slurm/summary.py: JCT from each job's submission to
 # its "exit 0"), timeline.csv (loadgen, one row per minute: P99, SLO met), requests.csv (each request's
 # scheduled time and latency), replicas.csv (the router's live replicas and their mean reported seconds a request,
@@ -123,11 +124,14 @@ pids+=($lpid)
     echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(router_stats live_replicas service_s)"; sleep 2
   done ) > "$out/replicas.csv" &
 pids+=($!)
+leave=() leave_train=() # loaning: a borrower gives a lent host back in place (its rank there leaves at an iteration boundary)
+[ $loans = 1 ] && leave=(--leavable) leave_train=(--on-failure shrink --grow-every 0 --leavable)
 while read -r i arr g lo hi model epochs subset work expect _; do
   case $i in \#*) continue;; esac
   sleep "$(awk -v a="$arr" -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { d = t0 + a - n; print (d > 0 ? d : 0) }')"
   id=$("$S" submit --testbed "$NAME" --partition train --gpus "$g" --min "$lo" --max "$hi" --model "$model" \
-       --work "$work" --name "j$i" --output "$out/%j.out" -- "$live/trainjob.sh" "$S" "$DATA" "$out" "$model" "$epochs" "$subset") || exit 1
+       --work "$work" --name "j$i" --output "$out/%j.out" "${leave[@]}" -- "$live/trainjob.sh" "$S" "$DATA" "$out" \
+       "$model" "$epochs" "$subset" "${leave_train[@]}") || exit 1
   echo "$id $i $g $lo $hi $model $work $expect $(date +%s.%N)" >> "$out/submitted"
 done < "$out/jobs.txt"
 wait $lpid; echo "loadgen exit $?" >> "$out/loadgen.log"

@@ -26,8 +26,10 @@ echo "task $rank ${SLURMD_NODENAME:-?} $role ${SLURM_RESTART_COUNT:-0}" >> "$dir
 # The signals are shoal train's to handle (env gives them back their default action before it starts); this
 # shell ignores them and only waits. A trap would end the wait early, and when shoal train ends in the same
 # instant (a stop request during its start-up ends it at once with 75, and Slurm signals every process of the
-# step together) bash loses the status: the task ended 143 or 138 instead of 75.
-trap '' USR1 TERM
+# step together) bash loses the status: the task ended 143 or 138 instead of 75. USR2 (leave the job: a
+# `shoal submit --leavable` job shrunk in place, with shoal train's --on-failure shrink --leavable) is ignored
+# here and by a shoal train that does not take it.
+trap '' USR1 TERM USR2
 env --default-signal=USR1,TERM "$shoal" train --model "$model" --epochs "$epochs" --train-subset "$subset" \
   --test-subset 500 --data "$data" --batch 64 --lr 0.05 --preemptible --checkpoint "$dir/$id.ck" --quiet "$@" &
 wait $!; rc=$?

@@ -130,6 +130,7 @@ struct shoal_live_ctl {
   int lend_nb;
   long lend_steps;
   double lend_next;
+  double lend_arrived, lend_arrived_at; /* the router's arrival count at the last step and when (count < 0: none) */
   shoal_live_loan_step_t lend_last;
   char lend_said[256];             /* the last error said */
   FILE *log;

@@ -58,6 +58,7 @@ int live_lend_setup(shoal_live_ctl_t *L) {
                                 .react_hi = o->react_hi,
                                 .restart = loan_restart, .restart_arg = L};
   if ((rc = shoal__live_loan_create(&c, L->lend_fc, &L->lend))) return rc;
+  L->lend_arrived = -1;
   if (o->react_hi > 0)
     live_log(L, "loaning from partition %s: reactive, replicas for a utilization in %.3g..%.3g at %.3g s a request, hold %.3g s",
              o->partition, o->react_lo, o->react_hi, o->service_s, o->hold_s);
@@ -124,15 +125,27 @@ static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const 
            o->replicas == 1 ? "" : "s", o->lent, o->lent == 1 ? "" : "s");
 }
 
+/* Requests per second that arrived since the last step, from the router's running count: a burst of a few
+ * seconds reads at its height (the router's own rate is the answers over its window, 10 s: a 3 s burst read as a
+ * third of itself, after the requests waited). The router's rate for the first step and after a count that went
+ * back (a restarted router). */
+static double arrival_rate(shoal_live_ctl_t *L, double now, double answered, double arrived) {
+  double last = L->lend_arrived, dt = now - L->lend_arrived_at;
+  int known = arrived >= 0 && last >= 0 && arrived >= last && dt > 0;
+  L->lend_arrived = arrived, L->lend_arrived_at = now;
+  return known ? (arrived - last) / dt : answered;
+}
+
 void live_lend(shoal_live_ctl_t *L) {
   if (!L->lend || L->cfg.dry_run) return;
   double w = live_wall(L);
   if (w < L->lend_next) return;
   L->lend_next = w + (L->cfg.loan.every > 0 ? L->cfg.loan.every : 2);
-  double rate = 0, waiting = 0, service = 0;
-  int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting, &service);
+  double rate = 0, waiting = 0, service = 0, arrived = -1;
+  int rc = L->cfg.loan.load(L->cfg.loan.load_arg, &rate, &waiting, &service, &arrived);
   shoal_live_loan_step_t o = {0};
   if (!rc) {
+    rate = arrival_rate(L, w, rate, arrived);
     shoal_live_borrower_t b[SHOAL_LIVE_LOAN_MAX_BORROWERS];
     int nb = borrowers(L, b);
     memcpy(L->lend_b, b, sizeof b), L->lend_nb = nb;

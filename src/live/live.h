@@ -41,9 +41,11 @@ typedef struct shoal_live_loan_opts {
   double hold_s;             /* replicas above the need this long are stopped and their hosts lent */
   double react_lo, react_hi; /* react_hi > 0: reactive threshold autoscaling instead of the forecast (loan.h) */
   double every;              /* seconds between loaning steps (each reads the manager's nodes and jobs) */
-  /* requests per second arrived lately, requests waiting now and the replicas' own measured seconds a request
-   * (0: none reported yet) (the router's /router/stats); 0 or an error */
-  int (*load)(void *arg, double *rate, double *waiting, double *service_s);
+  /* The router's /router/stats: requests per second answered over its window, requests waiting now, the
+   * replicas' own measured seconds a request (0: none reported yet) and the requests that arrived at it since it
+   * started (accepted or refused; < 0: not known). Each step counts with the arrivals since the step before
+   * (rate: the first step, or after a count that went back: a restarted router); 0 or an error. */
+  int (*load)(void *arg, double *rate, double *waiting, double *service_s, double *arrived);
   void *load_arg;
 } shoal_live_loan_opts_t;
 

@@ -171,7 +171,10 @@ static int resize_train(shoal_live_loan_t *L, shoal_live_manager_t *mgr, const h
   if (n == 0) return shoal__seterr(SHOAL_ERR_INFEASIBLE, "loaning: job %ld would keep no host", t->id);
   shoal_live_place_t p = {.n = n, .node = names, .gpus = gpus};
   unsigned in_place = reclaiming ? SHOAL_LIVE_CAP_SHRINK : SHOAL_LIVE_CAP_GROW;
-  if ((mgr->ops->caps & in_place) || !L->c.restart) return mgr->ops->resize(mgr->impl, t->id, &p);
+  if ((mgr->ops->caps & in_place) || !L->c.restart) {
+    int rc = mgr->ops->resize(mgr->impl, t->id, &p);
+    if (rc != SHOAL_ERR_UNSUPPORTED || !L->c.restart) return rc; /* (not this job in place: by a restart) */
+  }
   int rc = L->c.restart(L->c.restart_arg, t->id, &p);
   for (int x = 0; !rc && x < h->n && L->npromised < LOAN_MAX_HOSTS; x++) { /* the lent hosts it keeps or gets */
     if (h->lent[x] != 1 + k) continue;

@@ -29,7 +29,8 @@ typedef struct shoal_live_loan_config {
    * SHOAL_LIVE_CAP_SHRINK for a shrink) goes to the job's owner: restart(arg, id, p) asks job `id` to checkpoint
    * at its next iteration boundary and starts it on p once its run ended (the controller's own stop and start, so
    * the run's end is a stop it asked for, not a failure, and no work is lost). 0, or an error (nothing done).
-   * NULL: the manager's resize is called anyway (Slurm's grows by a restart, its shrink kills the dropped tasks). */
+   * Also a resize in place the manager refuses for this job (SHOAL_ERR_UNSUPPORTED: Slurm's shrink of a job whose
+   * tasks do not leave on request). NULL: the manager's resize is called anyway (Slurm's grows by a restart). */
   int (*restart)(void *arg, long id, const shoal_live_place_t *p);
   void *restart_arg;
 } shoal_live_loan_config_t;

@@ -124,7 +124,8 @@ typedef struct shoal_live_submit {
 enum { SHOAL_LIVE_LEASE_TAKE = 0, SHOAL_LIVE_LEASE_GIVE = 1, SHOAL_LIVE_LEASE_PEEK = 2 };
 
 enum {
-  SHOAL_LIVE_CAP_SHRINK = 1,   /* resize() can give back nodes of a running job in place */
+  SHOAL_LIVE_CAP_SHRINK = 1,   /* resize() can give back nodes of a running job in place (Slurm: of a job whose
+                                * tasks leave on request; another's is SHOAL_ERR_UNSUPPORTED) */
   SHOAL_LIVE_CAP_GROW = 2,     /* resize() can add nodes to a running job in place */
   SHOAL_LIVE_CAP_SHARES = 4,   /* shares() reads accounting (associations, fair share) */
   SHOAL_LIVE_CAP_GROW_RESTART = 8 /* resize() adds nodes by a restart: the job checkpoints, is requeued and resumes

@@ -524,9 +524,9 @@ static int mem_release(void *impl, long id) {
 }
 
 
-/* Slurm's resize: a shrink kills the tasks on the dropped nodes and the step fails whole, the job's work since
- * its last checkpoint lost; a grow requeues the job (a checkpointing one saves on the SIGTERM) and starts it on
- * the new nodes. */
+/* Slurm's resize (manager_slurm.c): a shrink in place only of a job whose tasks leave on request (leave=1 in its
+ * comment; 1 returned: the caller shrinks it as any manager does), another's is refused (SHOAL_ERR_UNSUPPORTED);
+ * a grow requeues the job (a checkpointing one saves on the SIGTERM) and starts it on the new nodes. */
 static int slurm_resize(shoal_live_mem_t *m, mjob_t *j, const shoal_live_place_t *p) {
   int subset = p->n <= j->v.nuse;
   for (int i = 0; subset && i < p->n; i++) {
@@ -534,11 +534,10 @@ static int slurm_resize(shoal_live_mem_t *m, mjob_t *j, const shoal_live_place_t
     for (int k = 0; k < j->v.nuse; k++) found |= !strcmp(j->use[k].node, p->node[i]);
     subset = found;
   }
-  if (subset) {
-    end_run(m, j, "FAILED", MEM_EXIT(137));
-    j->progress = j->saved;
-    return 0;
-  }
+  if (subset && strstr(j->v.comment, ":leave=1")) return 1;
+  if (subset)
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "resize: job %ld: its tasks do not leave on request: no shrink in "
+                         "place", j->v.id);
   int rc = requeue_hold(m, j);
   return rc ? rc : mem_start(m, j->v.id, p);
 }
@@ -550,7 +549,7 @@ static int mem_resize(void *impl, long id, const shoal_live_place_t *p) {
   mjob_t *j = find(m, id);
   if (!j || j->v.run != SHOAL_LIVE_RUNNING) return shoal__seterr(SHOAL_ERR_INVALID, "resize: job %ld is not running", id);
   progress(j, m->now);
-  if (m->slurm_resize) return slurm_resize(m, j, p);
+  if (m->slurm_resize && (rc = slurm_resize(m, j, p)) <= 0) return rc;
   for (int i = 0; i < p->n; i++) {
     mnode_t *nd = node_named(m, p->node[i]);
     int ug, uc, mine = 0;
@@ -667,9 +666,10 @@ static const shoal_live_manager_ops_t mem_ops = {
 };
 
 shoal_live_manager_t shoal__live_mem_manager(shoal_live_mem_t *m) {
-  /* with Slurm's resize, Slurm's capabilities: no resize in place, a grow by a restart */
+  /* with Slurm's resize, Slurm's capabilities: a shrink in place (of a job that leaves on request), a grow by a
+   * restart */
   m->ops = mem_ops;
-  if (m->slurm_resize) m->ops.caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES;
+  if (m->slurm_resize) m->ops.caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES;
   shoal_live_manager_t mg = {&m->ops, m};
   return mg;
 }

@@ -46,8 +46,8 @@ void shoal__live_mem_set_completing(shoal_live_mem_t *m, double s);
 
 /* 1: managers made from m from now on resize as Slurm's does (manager_slurm.c): no in-place resize in their
  * capabilities; resize() grows by a requeue (a checkpointing job keeps its progress) and a start on the new
- * nodes, and shrinks by killing the dropped tasks, which fails the run and loses its work since its last
- * checkpoint */
+ * nodes, and shrinks in place only a job whose comment has leave=1 (its tasks leave on request); another's
+ * shrink is SHOAL_ERR_UNSUPPORTED */
 void shoal__live_mem_set_slurm_resize(shoal_live_mem_t *m, int on);
 
 /* ---- faults ---- */

@@ -284,10 +284,49 @@ static int grow(void *impl, const shoal_live_job_t *j, const shoal_live_place_t 
   return rc ? rc : start_in(j->id, j->partition, part, j->comment, p);
 }
 
-/* Shrink in place: the job keeps the nodes given (a subset of its own); Slurm kills its tasks on the others.
- * An srun step whose task is killed fails whole (--kill-on-bad-exit), losing the work since the job's last
- * checkpoint: hence no SHOAL_LIVE_CAP_SHRINK (the loaning controller shrinks by a checkpoint and a restart).
- * Anything else is a grow (above). */
+/* Run on each node of `drop` (a step of job id beside its running one, srun --overlap): every process of the
+ * job's step 0 there gets USR2 (`shoal train --leavable` leaves after its current iteration; trainjob.sh's shell
+ * ignores it), then the step waits until they are all gone, at most 15 s. */
+#define LEAVE_SCRIPT                                                                                               \
+  "p=$(scontrol listpids $SLURM_JOB_ID.0 | awk 'NR > 1 { print $1 }'); [ -n \"$p\" ] || exit 0; "               \
+  "kill -USR2 $p 2>/dev/null; i=0; while [ $i -lt 1500 ]; do a=; for q in $p; do kill -0 $q 2>/dev/null && a=1; " \
+  "done; [ -z \"$a\" ] && exit 0; sleep 0.01; i=$((i+1)); done; "                                                 \
+  "echo \"$SLURMD_NODENAME: the task did not leave within 15 s (not shoal train --leavable?)\" >&2; exit 1"
+
+/* Shrink in place at an iteration boundary: the job keeps the nodes of p (a subset of its own). Only a job whose
+ * tasks leave on request (leave=1 in its comment; its step runs with --no-kill, batch_script): its tasks on the
+ * other nodes are asked to leave and waited for (the others shrink and go on in the same processes), then the
+ * job gives those nodes back (NodeList). Another job, or one that would lose its first node (rank 0: the
+ * rendezvous), is SHOAL_ERR_UNSUPPORTED, nothing done (the controller shrinks it by a checkpoint and a restart):
+ * Slurm would kill the tasks of a step that fails whole (--kill-on-bad-exit), losing the work since the job's
+ * last checkpoint. */
+static int shrink(long id, const shoal_live_job_t *j, const shoal_live_place_t *p) {
+  char drop[8192] = "", keep[8192];
+  int ndrop = 0, first_kept = 0;
+  for (int k = 0; k < j->nuse; k++) {
+    int kept = 0;
+    for (int i = 0; i < p->n; i++) kept |= !strcmp(j->use[k].node, p->node[i]);
+    if (k == 0) first_kept = kept;
+    if (!kept) snprintf(drop + strlen(drop), sizeof drop - strlen(drop), "%s%s", ndrop++ ? "," : "", j->use[k].node);
+  }
+  if (!strstr(j->comment, ":leave=1"))
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: its tasks do not leave on request (shoal submit "
+                         "--leavable): no shrink in place", id);
+  if (!first_kept)
+    return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: a shrink in place keeps its first node %s (rank 0, "
+                         "the rendezvous)", id, j->nuse ? j->use[0].node : "?");
+  shoal__live_place_str(p, keep, sizeof keep);
+  if (ndrop == 0) return 0;
+  char job[32], n[16];
+  snprintf(job, sizeof job, "--jobid=%ld", id);
+  snprintf(n, sizeof n, "%d", ndrop);
+  const char *argv[] = {"srun", job, "--overlap", "--quiet", "--kill-on-bad-exit=0", "-N", n, "-n", n,
+                        "--ntasks-per-node=1", "-w", drop, "sh", "-c", LEAVE_SCRIPT, NULL};
+  int rc = run(NULL, NULL, argv);
+  return rc ? rc : update_field(id, "NodeList", keep);
+}
+
+/* A subset of the job's nodes is a shrink in place (above); anything else a grow (by a restart, above). */
 static int sl_resize(void *impl, long id, const shoal_live_place_t *p) {
   shoal_live_jobs_t jobs = {0, NULL};
   int rc = sl_jobs(impl, &jobs);
@@ -300,12 +339,9 @@ static int sl_resize(void *impl, long id, const shoal_live_place_t *p) {
     subset = found;
   }
   if (!running) rc = shoal__seterr(SHOAL_ERR_INVALID, "slurm: job %ld: not running: nothing to resize", id);
-  else if (!subset) rc = grow(impl, j, p);
+  else rc = subset ? shrink(id, j, p) : grow(impl, j, p);
   shoal__live_jobs_free(&jobs);
-  if (rc || !subset) return rc;
-  char nodes[8192];
-  shoal__live_place_str(p, nodes, sizeof nodes);
-  return update_field(id, "NodeList", nodes);
+  return rc;
 }
 
 static int sl_claim(void *impl, long id, const char *claim) {
@@ -500,7 +536,9 @@ static int shq(char *dst, size_t cap, const char *s) {
  * (no layout= in its comment, ps=S) runs one worker per node of its allocation and the servers round robin over
  * them, in node order. srun's status reaches the script through a file written by the subshell that runs it: the
  * USR1 trap ends the script's `wait` early, and when srun ends in that instant bash loses its status (the job
- * would end 138, taken for a failure, instead of the tasks' 75 or 0). */
+ * would end 138, taken for a failure, instead of the tasks' 75 or 0). A job whose comment has leave=1 (its tasks
+ * leave on request: sl_resize's in-place shrink) runs its step with --no-kill and without --kill-on-bad-exit, so
+ * the step goes on when the job gives back the nodes of the tasks that left. */
 static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap) {
   char cmd[8192], q[2048];
   size_t n = 0;
@@ -534,7 +572,8 @@ static int batch_script(const shoal_live_submit_t *req, char *script, size_t cap
                    "o=\"-O -m arbitrary -n $(wc -l < $hf)\"; fi; "
                    "export MASTER_ADDR=$SHOAL_MASTER_ADDR MASTER_PORT=$SHOAL_MASTER_PORT; "
                    "st=${TMPDIR:-/tmp}/shoal-rc.$SLURM_JOB_ID; rm -f $st; "
-                   "(trap '' USR1; srun --kill-on-bad-exit=1 $o%s; echo $? > $st) & p=$!; "
+                   "k=--kill-on-bad-exit=1; case $c in *:leave=1|*:leave=1:*) k='--no-kill --kill-on-bad-exit=0';; esac; "
+                   "(trap '' USR1; srun $k $o%s; echo $? > $st) & p=$!; "
                    "while kill -0 $p 2>/dev/null; do wait $p; done; rc=$(cat $st 2>/dev/null); rm -f $st; "
                    "[ -n \"$hf\" ] && rm -f $hf; exit ${rc:-1}",
                    env, cmd);
@@ -586,7 +625,7 @@ static const shoal_live_manager_ops_t slurm_ops = {
     .shares = sl_shares,
     .submit = sl_submit,
     .destroy = sl_destroy,
-    .caps = SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
+    .caps = SHOAL_LIVE_CAP_SHRINK | SHOAL_LIVE_CAP_GROW_RESTART | SHOAL_LIVE_CAP_SHARES,
 };
 
 int shoal__live_slurm_create(shoal_live_manager_t *out) {

@@ -46,6 +46,14 @@ static int read_field(shoal_live_params_t *p, char *t, char *why, size_t cap) {
     return 0;
   }
   if (!strcmp(t, "ps")) return read_count(t, eq, &p->ps, why, cap);
+  if (!strcmp(t, "leave")) {
+    if (strcmp(eq, "1") && strcmp(eq, "0")) {
+      snprintf(why, cap, "leave='%s' is not 0 or 1", eq);
+      return SHOAL_ERR_PARSE;
+    }
+    p->leave = eq[0] == '1';
+    return 0;
+  }
   if (!strcmp(t, "layout")) {
     if (strlen(eq) >= sizeof p->layout) {
       snprintf(why, cap, "layout longer than %zu characters", sizeof p->layout - 1);
@@ -63,7 +71,7 @@ static int read_field(shoal_live_params_t *p, char *t, char *why, size_t cap) {
     }
     return 0;
   }
-  snprintf(why, cap, "unknown field '%s' (known: gpus, min, max, ps, model, work, layout)", t);
+  snprintf(why, cap, "unknown field '%s' (known: gpus, min, max, ps, model, work, leave, layout)", t);
   return SHOAL_ERR_PARSE;
 }
 
@@ -116,6 +124,10 @@ int shoal__live_params_check(const shoal_live_params_t *p, char *why, size_t cap
              "servers): min and max must be gpus (%d), not %d..%d", p->gpus, p->min, p->max);
     return SHOAL_ERR_INVALID;
   }
+  if (p->ps > 0 && p->leave) {
+    snprintf(why, cap, "a parameter-server job cannot leave in part (leave=1 is for all-reduce jobs)");
+    return SHOAL_ERR_INVALID;
+  }
   if (!(p->work >= 0) || !isfinite(p->work)) {
     snprintf(why, cap, "work must be a number of steps >= 0");
     return SHOAL_ERR_INVALID;
@@ -128,6 +140,7 @@ int shoal__live_params_format(const shoal_live_params_t *p, char *buf, size_t ca
   if (k >= 0 && (size_t)k < cap && p->ps > 0) k += snprintf(buf + k, cap - (size_t)k, ":ps=%d", p->ps);
   if (k >= 0 && (size_t)k < cap && p->model[0]) k += snprintf(buf + k, cap - (size_t)k, ":model=%s", p->model);
   if (k >= 0 && (size_t)k < cap && p->work > 0) k += snprintf(buf + k, cap - (size_t)k, ":work=%.0f", p->work);
+  if (k >= 0 && (size_t)k < cap && p->leave) k += snprintf(buf + k, cap - (size_t)k, ":leave=1");
   if (k >= 0 && (size_t)k < cap && p->layout[0]) k += snprintf(buf + k, cap - (size_t)k, ":layout=%s", p->layout);
   if (k < 0 || (size_t)k >= cap) return shoal__seterr(SHOAL_ERR_INVALID, "shoal parameters do not fit in %zu bytes", cap);
   return 0;

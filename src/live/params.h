@@ -1,8 +1,11 @@
 /* A job's shoal parameters as they travel in the manager's comment field:
- *     shoal:gpus=N:min=A:max=B[:ps=S][:model=NAME][:work=STEPS][:layout=...]
+ *     shoal:gpus=N:min=A:max=B[:ps=S][:model=NAME][:work=STEPS][:leave=1][:layout=...]
  * written by `shoal submit`, read by the controller. The convention is the
  * only thing a job needs to opt in (docs/live.md). ps=S makes it a
- * parameter-server job (S servers, rigid: min = max = gpus). layout= is the
+ * parameter-server job (S servers, rigid: min = max = gpus). leave=1: its
+ * tasks leave on request (USR2 to a task: `shoal train --on-failure shrink
+ * --leavable`), so the manager can shrink it in place at an iteration boundary
+ * (all-reduce jobs only). layout= is the
  * manager's, rewritten at each start of a ps job (the nodes of its workers
  * and servers: manager_slurm.c); the parser keeps it but no decision reads it. */
 #ifndef SHOAL_LIVE_PARAMS_H
@@ -19,6 +22,7 @@ typedef struct shoal_live_params {
   char model[64];          /* "" when not given */
   double work;             /* worker-steps; 0 = unknown */
   int ps;                  /* parameter servers; 0: an all-reduce job */
+  int leave;               /* 1: its tasks leave on request (USR2): shrinkable in place */
   char layout[256];        /* the manager's layout= ("" none) */
 } shoal_live_params_t;
 

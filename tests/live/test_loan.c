@@ -321,13 +321,17 @@ TEST(live_loan_refuses_bad_settings) {
 
 typedef struct load {
   double rate, waiting;
+  double arrived;   /* the router's running count of arrivals (< 0: not given) */
+  double per_read;  /* added to it at each read */
   int fail;
 } load_t;
 
-static int scripted_load(void *arg, double *rate, double *waiting, double *service_s) {
+static int scripted_load(void *arg, double *rate, double *waiting, double *service_s, double *arrived) {
   load_t *l = arg;
   if (l->fail) return shoal__seterr(SHOAL_ERR_IO, "router 127.0.0.1:1: connection refused");
   *rate = l->rate, *waiting = l->waiting, *service_s = 0;
+  if (l->arrived >= 0) l->arrived += l->per_read;
+  *arrived = l->arrived;
   return 0;
 }
 
@@ -366,6 +370,7 @@ static void loan_world(world_t *w, load_t *load) {
   o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
   o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
   o->load = scripted_load, o->load_arg = load;
+  load->arrived = -1; /* (the router's rate only, unless a test gives the count) */
 }
 
 /* The controller's round lends the idle inference hosts to its running elastic job and reclaims them when
@@ -406,6 +411,30 @@ TEST(live_loan_in_the_controller_round) {
   world_run(&w, 4, 0);
   CHECK_LOGGED(&w, "loaning: the request rate cannot be read: router 127.0.0.1:1: connection refused");
   CHECK_EQ(replicas_running(&w), 1);
+  world_fini(&w);
+}
+
+/* The controller counts with the requests that arrived since its last step (the router's running count), not
+ * the router's rate over its 10 s window: a burst that has just begun (the window's rate still low, nothing
+ * waiting yet) reclaims the lent hosts at once. */
+TEST(live_loan_counts_with_the_arrivals_since_its_last_step) {
+  world_t w;
+  load_t load = {0};
+  loan_world(&w, &load);
+  load.arrived = 100, load.per_read = 0.1; /* calm: a request in 10 s (a step a second) */
+  load.rate = 0.1;
+  CHECK_OK(world_start(&w));
+  long a = world_submit(&w, 1, 1, 4, 1e7, 1);
+  world_run(&w, 8, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0,i1,i2"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_EQ(replicas_running(&w), 1);
+  /* a burst: 3 requests a second arrive; the window's rate and the waiting count have not moved yet. At 1 s a
+   * request, P99 under 4 s at 3/s needs every host */
+  load.per_read = 3;
+  world_run(&w, 2, 0);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_EQ(replicas_running(&w), 3);
+  CHECK_LOGGED(&w, "loaning: 3.00 requests/s, 0 waiting");
   world_fini(&w);
 }
 
@@ -457,6 +486,7 @@ TEST(live_loan_several_borrowers_through_a_restart) {
   o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
   o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
   o->load = scripted_load, o->load_arg = &load;
+  load.arrived = -1;
   CHECK_OK(world_start(&w));
   long a = world_submit(&w, 1, 1, 3, 1e7, 1), b = world_submit(&w, 1, 1, 3, 1e7, 1); /* room 2 each */
   world_run(&w, 10, 0);
@@ -558,6 +588,7 @@ TEST(live_loan_reclaims_from_one_of_two_borrowers_without_lost_work) {
   o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
   o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
   o->load = scripted_load, o->load_arg = &load;
+  load.arrived = -1;
   CHECK_OK(world_start(&w));
   long id[2] = {world_submit(&w, 1, 1, 2, 1e7, 1), world_submit(&w, 1, 1, 2, 1e7, 1)}; /* room 1 each */
   world_run(&w, 12, 0);
@@ -602,5 +633,45 @@ TEST(live_loan_reclaims_from_one_of_two_borrowers_without_lost_work) {
               after[k].progress);
   }
   CHECK_MSG(!world_logged(&w, "(retry "), "a loan's restart taken for a failure: %s", world_log(&w));
+  world_fini(&w);
+}
+
+/* On a manager that resizes as Slurm does, a borrower whose tasks leave on request (leave=1: `shoal submit
+ * --leavable`) gives a lent host back in place at its iteration boundary: the same run goes on (no restart, no
+ * work lost); a borrower without it is shrunk by a restart (the test above). */
+TEST(live_loan_reclaims_in_place_from_a_borrower_that_leaves_on_request) {
+  world_t w;
+  load_t load = {0};
+  world_init(&w, 1, 1, "fifo");
+  shoal__live_mem_set_slurm_resize(w.m, 1);
+  w.mgr = shoal__live_mem_manager(w.m);
+  for (int i = 0; i < 3; i++) {
+    char name[8];
+    snprintf(name, sizeof name, "i%d", i);
+    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
+  }
+  shoal_live_loan_opts_t *o = &w.cfg.loan;
+  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
+  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
+  o->load = scripted_load, o->load_arg = &load;
+  load.arrived = -1;
+  CHECK_OK(world_start(&w));
+  long a = world_submit_comment(&w, "shoal:gpus=1:min=1:max=4:leave=1", 1e7, 1);
+  world_run(&w, 12, 0);
+  CHECK_EQ(replicas_running(&w), 1);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0,i1,i2"), "job on %s: %s", holds(&w, a), world_log(&w));
+  world_run(&w, 3, 0);
+  shoal_live_mem_stats_t before, after;
+  CHECK_OK(shoal__live_mem_stats(w.m, a, &before));
+  load.rate = 2, load.waiting = 12;
+  world_run(&w, 2, 0);
+  CHECK_EQ(replicas_running(&w), 3);
+  CHECK_MSG(!strcmp(holds(&w, a), "h0"), "job on %s: %s", holds(&w, a), world_log(&w));
+  CHECK_LOGGED(&w, "2 reclaimed from job %ld", a);
+  CHECK_OK(shoal__live_mem_stats(w.m, a, &after));
+  CHECK_EQ(after.runs, before.runs); /* in place: the same run */
+  CHECK(after.progress > before.progress);
+  CHECK_MSG(!world_loggedf(&w, "loaning: job %ld checkpoints and restarts on h0\n", a), "shrunk by a restart: %s",
+            world_log(&w));
   world_fini(&w);
 }

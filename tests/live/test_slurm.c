@@ -493,3 +493,75 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
   snprintf(want, sizeof want, "C: task 2 %s server 0", n[0]);
   CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
 }
+
+/* A job submitted --leavable (its tasks `shoal train --on-failure shrink --leavable`) shrinks in place: the
+ * Slurm manager's resize to its first node asks the task on the second to leave after its iteration, waits for
+ * it, and gives the node back; the job goes on on one node in the same run (no requeue), and a checkpoint
+ * request later ends it with the requeue status 75 (the leaver's exit did not end the step). A job that was not
+ * submitted --leavable is refused (SHOAL_ERR_UNSUPPORTED, the controller then shrinks it by a restart) and keeps
+ * both nodes. */
+TEST_T(live_slurm_leavable_job_shrinks_in_place_at_an_iteration_boundary, 120) {
+  char cmd[4096], name[32], dir[96];
+  slurm_test_begin("experiments/live-slurm/trainjob.sh", "sk", name, sizeof name, dir, sizeof dir);
+  snprintf(cmd, sizeof cmd,
+           TESTBED_SH
+           "mkdir -p $D/data; for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do "
+           "gunzip -c $f > $D/data/$(basename $f .gz) || exit 1; done\n"
+           "T=$PWD/experiments/live-slurm/trainjob.sh\n"
+           "A=$(sub --gpus 2 --min 1 --max 2 --leavable --model mlp --name A -- $T $S $D/data $D mlp 200 4096 "
+           "--on-failure shrink --grow-every 0 --leavable); echo job $A\n"
+           "B=$(sub --gpus 2 --min 1 --max 2 --model mlp --name B -- $T $S $D/data $D mlp 200 4096); echo job $B\n"
+           "set -- $(X sinfo -h -N -o %%N | sort -u); echo nodes $1 $2\n"
+           "X squeue -h -j $A -o 'comment %%k'\n",
+           shoal_test_cli(), name, dir, 2);
+  shoal_test_run_cmd(cmd, out, sizeof out, 80);
+  char n[2][SHOAL_LIVE_NAME] = {"", ""}, msg[1024] = "", bmsg[1024] = "";
+  long a = 0, b = 0;
+  const char *nl = strstr(out, "nodes "), *ja = strstr(out, "job "), *jb = ja ? strstr(ja + 4, "job ") : NULL;
+  int ready = nl && ja && jb && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
+              sscanf(jb, "job %ld", &b) == 1;
+  CHECK_MSG(ready, "no testbed, nodes or jobs: %s", out);
+  CHECK_CONTAINS(out, ":leave=1");
+  int gpus[2] = {1, 1}, rca = -1, rcb = -1, rsa = -1, rsb = -1;
+  shoal_live_place_t both = {.n = 2, .node = n, .gpus = gpus}, first = {.n = 1, .node = n, .gpus = gpus};
+  if (ready) rca = manager_in_testbed(name, 's', a, &both, msg, sizeof msg);
+  if (ready) rcb = manager_in_testbed(name, 's', b, &both, bmsg, sizeof bmsg);
+  CHECK_MSG(rca == 0 && rcb == 0, "start: %d (%s) %d (%s)", rca, msg, rcb, bmsg);
+  /* both jobs train on both nodes (each task has written its line, then some iterations) */
+  snprintf(cmd, sizeof cmd,
+           PS_SH
+           "for j in %ld %ld; do i=0; while [ $i -lt 300 ] && [ $(grep -c '^task' $D/$j.log 2>/dev/null) -lt 2 ]; do "
+           "sleep 0.2; i=$((i+1)); done; done; sleep 3; echo trained\n",
+           shoal_test_cli(), name, dir, a, b);
+  char mid[1 << 14] = "";
+  if (rca == 0 && rcb == 0) shoal_test_run_cmd(cmd, mid, sizeof mid, 80);
+  if (strstr(mid, "trained")) {
+    rsa = manager_in_testbed(name, 'r', a, &first, msg, sizeof msg);
+    rsb = manager_in_testbed(name, 'r', b, &first, bmsg, sizeof bmsg);
+  }
+  snprintf(cmd, sizeof cmd,
+           PS_SH
+           "X squeue -h -t all -j %ld -o 'A %%T on %%N'; X squeue -h -t all -j %ld -o 'B %%T on %%N'; sleep 2\n"
+           "X squeue -h -t all -j %ld -o 'A later %%T on %%N'\n"
+           "X scancel --signal=USR1 --batch %ld; ended %ld; X scontrol show job %ld | grep -o 'ExitCode=[0-9:]*' | "
+           "sed 's/^/A /'; X scontrol show job %ld | grep -o 'Restarts=[0-9]*' | sed 's/^/A /'; cat $D/%ld.log\n"
+           "X scancel %ld; ended %ld\n"
+           TESTBED_SH_END,
+           shoal_test_cli(), name, dir, a, b, a, a, a, a, a, a, b, b);
+  char end[1 << 14] = "";
+  shoal_test_run_cmd(cmd, end, sizeof end, 80);
+  CHECK_MSG(rsa == 0, "shrink of the leavable job: %d (%s); %s", rsa, msg, mid);
+  char want[160];
+  snprintf(want, sizeof want, "A RUNNING on %s\n", n[0]);
+  CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
+  snprintf(want, sizeof want, "A later RUNNING on %s\n", n[0]);
+  CHECK_MSG(strstr(end, want) != NULL, "no '%s': %s", want, end);
+  CHECK_CONTAINS(end, "A ExitCode=75:0");
+  CHECK_CONTAINS(end, "A Restarts=0");
+  CHECK_CONTAINS(end, "exit 75 ");
+  CHECK_MSG(rsb == SHOAL_ERR_UNSUPPORTED, "shrink of the other job: %d (%s)", rsb, bmsg);
+  CHECK_CONTAINS(bmsg, "do not leave on request");
+  CHECK_CONTAINS(end, "B RUNNING on");
+  snprintf(want, sizeof want, "B RUNNING on %s\n", n[0]);
+  CHECK_MSG(strstr(end, want) == NULL, "job B lost its second node: %s", end);
+}
