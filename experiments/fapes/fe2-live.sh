@@ -124,6 +124,11 @@ pids+=($lpid)
     echo "$(awk -v t0="$t0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - t0 }'),$(router_stats live_replicas service_s)"; sleep 2
   done ) > "$out/replicas.csv" &
 pids+=($!)
+# the router's live replicas every 0.2 s, wall clock (reclaims.txt: each reclaim's time to a serving replica)
+"$S" testbed exec --name "$NAME" $fh -- bash -c "for i in \$(seq $(( (MAX_TIME + 60) * 5 ))); do
+  echo \"\$(date +%s.%N) \$(curl -s -m 1 localhost:$PORT/router/stats | grep -o '\"live_replicas\":[0-9]*' | cut -d: -f2)\"
+  sleep 0.2; done" > "$out/live.txt" 2>/dev/null &
+pids+=($!)
 leave=() leave_train=() # loaning: a borrower gives a lent host back in place (its rank there leaves at an iteration boundary)
 [ $loans = 1 ] && leave=(--leavable) leave_train=(--on-failure shrink --grow-every 0 --leavable)
 while read -r i arr g lo hi model epochs subset work expect _; do
@@ -141,6 +146,30 @@ uptime >> "$out/uptime"
 "$S" testbed down --name "$NAME" > /dev/null
 fi
 /usr/bin/python3 "$live/summary.py" "$out" "$TRAIN" "$policy" > "$out/result"
+# Each reclaim (a step whose log line says "reclaimed"): from the step's start (its log time, controller clock ~
+# t0, minus what the step took) to the first poll where the router has more live replicas than just before it.
+[ -s "$out/live.txt" ] && /usr/bin/python3 - "$out" <<'PY' | tee "$out/reclaims.txt"
+import os, re, sys
+d = sys.argv[1]
+t0 = float(open(os.path.join(d, "t0")).read())
+live = []
+for l in open(os.path.join(d, "live.txt")):
+    f = l.split()
+    if len(f) == 2: live.append((float(f[0]) - t0, int(f[1])))
+out = []
+for l in open(os.path.join(d, "serve.log")):
+    m = re.match(r"\[\s*([0-9.]+)\] loaning: .*reclaimed from job.*\(the step took ([0-9.]+) s\)", l)
+    if not m: continue
+    start = float(m.group(1)) - float(m.group(2))
+    before = [n for t, n in live if t <= start]
+    if not before: continue
+    up = [t for t, n in live if t > start and n > before[-1]]
+    out.append((start, up[0] - start if up else None))
+for s, v in out: print("reclaim at %.1f s: a replica serving after %s" % (s, "%.2f s" % v if v is not None else "never"))
+v = [x for s, x in out if x is not None]
+print("reclaims %d, serving after %s s (mean %s, max %s; polled every 0.2 s)" % (len(out), " ".join("%.2f" % x for x in v),
+      "%.2f" % (sum(v) / len(v)) if v else "-", "%.2f" % max(v) if v else "-"))
+PY
 /usr/bin/python3 - "$out" "$policy" "$SPEEDUP" "$SLO_MS" <<'PY' | tee "$out/fe2.txt"
 import csv, math, os, sys
 d, pol, speedup, slo_ms = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])

@@ -102,7 +102,7 @@ static double borrower_speedup(void *arg, int k, int g) {
 }
 
 /* one line for what a step changed, one for an error that is new */
-static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const shoal_live_loan_step_t *o) {
+static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const shoal_live_loan_step_t *o, double took) {
   if (rc) {
     char msg[sizeof L->lend_said];
     snprintf(msg, sizeof msg, "%s", shoal_last_error());
@@ -121,8 +121,8 @@ static void say(shoal_live_ctl_t *L, int rc, double rate, double waiting, const 
   for (int i = 0; i < o->nb && k < sizeof did; i++)
     if (o->b[i].lent_now) k += (size_t)snprintf(did + k, sizeof did - k, ", %d lent to job %ld", o->b[i].lent_now, o->b[i].id);
   live_log(L, "loaning: %.2f requests/s, %.0f waiting, %.3f s a request: %d replica%s wanted%s; now %d replica%s, "
-           "%d host%s lent", rate, waiting, o->service_s, o->want, o->want == 1 ? "" : "s", did, o->replicas,
-           o->replicas == 1 ? "" : "s", o->lent, o->lent == 1 ? "" : "s");
+           "%d host%s lent (the step took %.2f s)", rate, waiting, o->service_s, o->want, o->want == 1 ? "" : "s", did,
+           o->replicas, o->replicas == 1 ? "" : "s", o->lent, o->lent == 1 ? "" : "s", took);
 }
 
 /* Requests per second that arrived since the last step, from the router's running count: a burst of a few
@@ -158,5 +158,5 @@ void live_lend(shoal_live_ctl_t *L) {
     snprintf(why, sizeof why, "%s", shoal_last_error());
     rc = shoal__seterr(rc, "the request rate cannot be read: %s", why);
   }
-  say(L, rc, rate, waiting, &o);
+  say(L, rc, rate, waiting, &o, live_wall(L) - w);
 }
