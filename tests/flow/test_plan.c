@@ -33,7 +33,7 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   CHECK_NEAR(sched_at(&p, a, 2), 1 * MB, 1);
   CHECK_NEAR(sched_at(&p, a, 3), 0.2 * MB, 1);
   CHECK_NEAR(sched_at(&p, a, 4), 0, 1e-9);
-  CHECK_NEAR(ra, 0.9 * 10 * MB, 1); /* the whole path, shared with job 2's flow: 90% of it */
+  CHECK_NEAR(ra, 0.94 * 10 * MB, 1); /* the whole path, shared with job 2's flow: 94% of it */
   /* B: 1 MB, planned 1.6 MB: the empty slots 4 and 5 (load 0, earliest first), not the 0.8 MB left in slot 3 */
   double rb = shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 1 * MB, 0, 0);
   CHECK_NEAR(sched_at(&p, b, 3), 0, 1e-9);
@@ -44,10 +44,10 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   CHECK_NEAR(shoal__fplan_reserved(&p, 0, 3), 0.2 * MB, 1);
   /* slot 1: A sent 1 MB; what is untransmitted of its measured 2 MB, 1 MB, goes to slot 1 (the factor's
    * margin was the first plan's): slots 2 and 3 are nobody's again; A has its whole path while B's phase
-   * waits on the link: paced at 90% of it */
+   * waits on the link: paced at 94% of it */
   shoal__fplan_advance(&p, 1);
   CHECK_NEAR(p.flow[a].granted, 1 * MB, 1);
-  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1 * MB, 0), 0.9 * 10 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1 * MB, 0), 0.94 * 10 * MB, 1);
   CHECK_NEAR(sched_at(&p, a, 0), 1 * MB, 1);
   CHECK_NEAR(sched_at(&p, a, 1), 0, 1e-6);
   CHECK_NEAR(shoal__fplan_reserved(&p, 0, 2), 0, 1e-6);
@@ -59,7 +59,7 @@ TEST(plan_new_iter_fills_least_loaded_slots) {
   rb = shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 1 * MB, 0.01 * MB, 0);
   CHECK_NEAR(sched_at(&p, b, 0), 0.99 * MB, 1);
   CHECK_NEAR(sched_at(&p, b, 1), 0, 1e-6);
-  CHECK_NEAR(rb, 0.9 * 10 * MB, 1);
+  CHECK_NEAR(rb, 0.94 * 10 * MB, 1);
   shoal__fplan_free(&p);
 }
 
@@ -135,7 +135,7 @@ TEST(plan_first_phases_take_turns) {
   CHECK_NEAR(p.flow[a].V, 1.1 * MB, 1);
   CHECK_NEAR(p.flow[a2].V, 1.0 * MB, 1);
   CHECK_NEAR(sched_at(&p, a2, 0), 0, 1e-9);
-  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.05 * MB, 0), 0.9 * 10 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 0, 0.05 * MB, 0), 0.94 * 10 * MB, 1);
   CHECK_NEAR(sched_at(&p, b, 0), 1 * MB, 1);
   shoal__fplan_free(&p);
   /* a holder that claims less than the link (its agent estimates 4 MB/s): the next job claims nothing of
@@ -180,7 +180,7 @@ TEST(plan_shared_slot_and_spare_capacity) {
   /* A: 0.25 MB an iteration, planned 0.4 MB in slot 0: 0.6 MB of the slot is nobody's */
   int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
   double ra = shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 0.25 * MB, 0, 0);
-  CHECK_NEAR(ra, 0.9 * 10 * MB, 1); /* 0.4 own + 0.6 spare: the whole link, shared with job 2: 90% */
+  CHECK_NEAR(ra, 0.94 * 10 * MB, 1); /* 0.4 own + 0.6 spare: the whole link, shared with job 2: 94% */
   /* B: 2 MB, planned 3.2: loads are 0.4 (slot 0) and 0 elsewhere: slots 1, 2, 3 whole, 0.2 in slot 4 */
   double rb = shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
   CHECK_NEAR(sched_at(&p, b, 0), 0, 1e-9);
@@ -188,9 +188,9 @@ TEST(plan_shared_slot_and_spare_capacity) {
   CHECK_NEAR(sched_at(&p, b, 4), 0.2 * MB, 1);
   CHECK_NEAR(rb, 6 * MB, 1); /* B may use the unreserved 0.6 MB of slot 0: 6 MB/s */
   /* A reports again in slot 0 (a second agent's view): its rate is its 0.4 MB + the 0.6 MB spare, the
-   * whole link, paced at 90% of it */
+   * whole link, paced at 94% of it */
   ra = shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 0.25 * MB, 0, 0);
-  CHECK_NEAR(ra, 0.9 * 10 * MB, 1);
+  CHECK_NEAR(ra, 0.94 * 10 * MB, 1);
   shoal__fplan_free(&p);
 }
 
@@ -226,8 +226,8 @@ TEST(plan_a_job_is_planned_as_one_ring) {
     shoal__fp_report_t r = {.seq = 2, .n = 1, .flows = &fl[i]};
     CHECK_OK(shoal__fctl_handle(&c, 11, 1, &host, &r, &rate));
     /* job 1 reported first: both its flows own slot 11 (hosts 40 Mbit/s = 0.5 MB a slot; the uplinks
-     * carry job 2's flows too: 90% of the path); job 2 waits at the floor */
-    if (fl[i].job == 1) CHECK_NEAR((double)rates[0], 0.9 * 5e6, 1);
+     * carry job 2's flows too: 94% of the path); job 2 waits at the floor */
+    if (fl[i].job == 1) CHECK_NEAR((double)rates[0], 0.94 * 5e6, 1);
     else CHECK_NEAR((double)rates[0], 0.02 * 5e6, 1);
   }
   const shoal__fplan_t *p = &c.plan;
@@ -305,8 +305,8 @@ static void phase_end_in_a_slot(int together, uint64_t job2[2]) {
   /* slot 11: job 1's iteration 2 starts; job 2 still computes */
   for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0);
   slot_reports(&c, 11, fl, all, 4, together, rates);
-  CHECK_NEAR((double)rates[0], 0.9 * 5e6, 1); /* the uplinks carry job 2's flows too: 90% of the path */
-  CHECK_NEAR((double)rates[1], 0.9 * 5e6, 1);
+  CHECK_NEAR((double)rates[0], 0.94 * 5e6, 1); /* the uplinks carry job 2's flows too: 94% of the path */
+  CHECK_NEAR((double)rates[1], 0.94 * 5e6, 1);
   /* slot 12: job 1 sent 0.1 MB: the 0.9 MB left is planned into slots 12 (0.5) and 13 (0.4) */
   for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.1e6);
   slot_reports(&c, 12, fl, all, 4, together, rates);
@@ -331,9 +331,9 @@ TEST(ctl_reports_of_a_slot_are_granted_together) {
   /* one by one (what the controller did): job 2 limited to the 0.1 MB job 1's plan left in slot 13 */
   CHECK_NEAR((double)alone[0], 1e6, 1);
   CHECK_NEAR((double)alone[1], 1e6, 1);
-  /* together: the link is job 2's (90% of it: job 1's flows are on it too) */
-  CHECK_NEAR((double)together[0], 0.9 * 5e6, 1);
-  CHECK_NEAR((double)together[1], 0.9 * 5e6, 1);
+  /* together: the link is job 2's (94% of it: job 1's flows are on it too) */
+  CHECK_NEAR((double)together[0], 0.94 * 5e6, 1);
+  CHECK_NEAR((double)together[1], 0.94 * 5e6, 1);
 }
 
 /* A job's first phase (volume unknown, open) ends for the whole job at the first report of the next
@@ -355,7 +355,7 @@ TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
   for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 1, 0, 0.6e6);
   for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 1, 0, 0.01e6); /* job 2 starts: it waits */
   slot_reports(&c, 11, fl, all, 4, 1, rates);
-  CHECK_NEAR((double)rates[0], 0.9 * 5e6, 1); /* job 1's turn: 90% of the path while job 2 waits */
+  CHECK_NEAR((double)rates[0], 0.94 * 5e6, 1); /* job 1's turn: 94% of the path while job 2 waits */
   CHECK_NEAR((double)rates[2], 0.02 * 5e6, 1);
   CHECK_NEAR((double)rates[3], 0.02 * 5e6, 1);
   /* slot 12: job 2, then job 1's hop 0 (its last bytes: 1.1 MB), then hop 1 in iteration 2 (1.1 MB) */
@@ -366,8 +366,8 @@ TEST(ctl_first_phase_ends_for_the_whole_job_at_a_new_iteration) {
   CHECK_EQ(c.plan.flow[0].open, 0);
   CHECK_EQ(c.plan.flow[1].open, 0);
   CHECK_NEAR(c.plan.flow[1].V, 1.1e6, 1);
-  CHECK_NEAR((double)rates[2], 0.9 * 5e6, 1);
-  CHECK_NEAR((double)rates[3], 0.9 * 5e6, 1);
+  CHECK_NEAR((double)rates[2], 0.94 * 5e6, 1);
+  CHECK_NEAR((double)rates[3], 0.94 * 5e6, 1);
   /* the hops of a ring carry equal volumes: hop 0, whose rank has not marked iteration 2 yet, takes hop
    * 1's measured 1.1 MB; when hop 1 starts sending iteration 2 (slot 14, after a slot of compute; hop 0's
    * agent has not seen the new iteration yet) both hops are planned together, in the same slots */
@@ -401,14 +401,14 @@ TEST(plan_a_job_that_computes_for_no_time_goes_unpaced) {
   /* slot 11: job 1's iteration 2 starts (1.6 MB planned: slots 11-13 whole, 0.1 MB in 14); job 2 computes */
   for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0);
   slot_reports(&c, 11, fl, all, 4, 1, rates);
-  CHECK_NEAR((double)rates[0], 0.9 * 5e6, 1);
+  CHECK_NEAR((double)rates[0], 0.94 * 5e6, 1);
   /* slot 12: job 1 sent 0.5 MB (its 0.5 MB left: slot 12); job 2's iteration 2 starts after a slot of
    * compute: planned least loaded first (1.6 MB less the 0.02 sent: slots 13-15 whole, 0.08 MB in 16),
    * it waits at the floor */
   for (int i = 0; i < 2; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.5e6);
   for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_NEW_ITER, 2, 1e6, 0.02e6);
   slot_reports(&c, 12, fl, all, 4, 1, rates);
-  CHECK_NEAR((double)rates[0], 0.9 * 5e6, 1); /* its turn, with job 2 waiting: 90% of the path */
+  CHECK_NEAR((double)rates[0], 0.94 * 5e6, 1); /* its turn, with job 2 waiting: 94% of the path */
   CHECK_NEAR((double)rates[2], 0.02 * 5e6, 1);
   CHECK_NEAR((double)rates[3], 0.02 * 5e6, 1);
   CHECK_NEAR(sched_at(&c.plan, 2, 1), 0.5e6, 1);
@@ -418,7 +418,7 @@ TEST(plan_a_job_that_computes_for_no_time_goes_unpaced) {
   for (int i = 2; i < 4; i++) set(&fl[i], SHOAL__FS_RESCHEDULE, 2, 1e6, 0.03e6);
   slot_reports(&c, 13, fl, all, 4, 1, rates);
   CHECK_EQ(c.plan.flow[0].active, 0);
-  CHECK_NEAR((double)rates[2], 0.9 * 5e6, 1); /* its turn: 90% of the path beside job 1's flows */
+  CHECK_NEAR((double)rates[2], 0.94 * 5e6, 1); /* its turn: 94% of the path beside job 1's flows */
   /* slot 14: job 1's iteration 3 starts right after its last bytes of iteration 2 (0.5 MB in slot 12):
    * not planned, no limit; planned, it would be held to the 0.03 MB job 2 leaves in slot 14 and wait for
    * slot 15. Job 2 keeps its plan, and has its whole path; with job 1 unplanned it is the only planned
@@ -540,9 +540,9 @@ TEST(plan_a_waiting_hop_does_not_cap_its_ring_to_the_floor) {
   shoal__fplan_report(&p, b, SHOAL__FS_IDLE, 1, 4 * MB, 4 * MB, 0);
   shoal__fplan_report(&p, o, SHOAL__FS_IDLE, 1, 2 * MB, 2 * MB, 0);
   /* slot 1: job 1's iteration 2, 6.4 MB a hop planned at 1 MB a slot (slots 1-6, 0.4 MB in 7): a's turn
-   * beside job 2's flow is 90% of the link, b alone on link 1 has no limit */
+   * beside job 2's flow is 94% of the link, b alone on link 1 has no limit */
   shoal__fplan_advance(&p, 1);
-  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 2, 4 * MB, 0, 0), 0.9 * 10 * MB, 1);
+  CHECK_NEAR(shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 2, 4 * MB, 0, 0), 0.94 * 10 * MB, 1);
   CHECK_NEAR(sched_at(&p, b, 6), 0.4 * MB, 1);
   CHECK_EQ(shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 2, 4 * MB, 0, 0), 0);
   /* slot 2: both hops moved 1 MB */
