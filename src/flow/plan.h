@@ -14,7 +14,8 @@
 #define SHOAL__FPLAN_MAX_K 64
 #define SHOAL__FPLAN_MAX_PATH 4
 #define SHOAL__FPLAN_FORGET_SLOTS 50 /* a flow not reported for this many slots is dropped */
-#define SHOAL__FPLAN_EXTRA_BYTES 65536 /* sent beyond a finished phase's volume: an extra phase starts */
+#define SHOAL__FPLAN_EXTRA_BYTES 65536 /* sent beyond a finished phase's volume (at most; 1% of it if less):
+                                         * an extra phase starts */
 /* rate of a phase whose grant is its whole path while another planned job has flows there, as a fraction
  * of the path's capacity (which counts frames: TCP's payload is 1448 of 1514 bytes, so 0.94 is 98% of it;
  * the ACKs of the ring's other direction, about 2% more, fit beside it). Measured on the testbed (ME1, 3

@@ -103,6 +103,38 @@ TEST(plan_bytes_after_a_phase_are_planned) {
   shoal__fplan_free(&p);
 }
 
+/* An extra phase starts once a flow sent 1% of its volume beyond its phase (at most 64 KiB): held at the
+ * floor behind another job's plan (0.01 MB a slot here), it took 64 KiB to get planned. A few hundred
+ * bytes beyond the phase (the statistics after the last step) start none. */
+TEST(plan_an_extra_phase_starts_at_a_hundredth_of_the_volume) {
+  shoal__fplan_t p;
+  plan_one_link(&p, SHOAL__FPOL_MLCC);
+  int l = 0;
+  int a = shoal__fplan_flow(&p, 1, 0, 1, 0, 1, &l, 1), b = shoal__fplan_flow(&p, 2, 0, 1, 2, 3, &l, 1);
+  shoal__fplan_report(&p, a, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_NEW_ITER, 1, 2 * MB, 0, 0);
+  /* slot 2: A's phase is over (and 136 bytes more); B's 2 MB go to slots 2 and 3 */
+  shoal__fplan_advance(&p, 2);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 2 * MB + 136, 0);
+  CHECK_EQ(p.flow[a].active, 0);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 0, 0);
+  /* slot 3: still 136 bytes beyond: no extra phase */
+  shoal__fplan_advance(&p, 3);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1 * MB, 0);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 2 * MB + 136, 0);
+  CHECK_EQ(p.flow[a].active, 0);
+  /* slot 4: A sent 0.03 MB beyond (more than 0.02, a hundredth of 2 MB): its extra phase of 2 MB, 1.97
+   * left, planned from now: the 0.5 MB B leaves of this slot, slot 5 whole, 0.47 MB in slot 6 */
+  shoal__fplan_advance(&p, 4);
+  shoal__fplan_report(&p, b, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 1.5 * MB, 0);
+  shoal__fplan_report(&p, a, SHOAL__FS_RESCHEDULE, 1, 2 * MB, 2.03 * MB, 0);
+  CHECK_EQ(p.flow[a].active, 1);
+  CHECK_NEAR(sched_at(&p, a, 0), 0.5 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 1), 1 * MB, 1);
+  CHECK_NEAR(sched_at(&p, a, 2), 0.47 * MB, 1);
+  shoal__fplan_free(&p);
+}
+
 /* Jobs whose volume is not known yet (their first phase) take the link in turn: the first to report holds
  * every slot's room until none of its flows sent anything over a slot (one of them pausing while it waits
  * for the other is not the end), the other waits at the floor, then takes it. Job A: flows a and a2 (the
