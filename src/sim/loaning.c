@@ -35,11 +35,11 @@ void shoal__loan_config_default(shoal_loan_config_t *c) {
   c->predictor = "holt";
   c->alpha = 0.5, c->z = 1;
   c->gpus = 128;
-  c->interval_s = 60, c->burst_s = 10, c->check_s = 1, c->hold_s = 10, c->base_s = 0, c->stable_n = 0;
+  c->interval_s = 60, c->burst_s = 10, c->check_s = 1, c->hold_s = 2, c->base_s = 0, c->stable_n = 0;
   c->service_s = 1, c->slo_s = 4, c->slo_q = 0.99;
   c->replica_start_s = 1, c->reclaim_s = 0.2, c->resize_s = 0.3, c->restart_s = 30; /* shrink: FE1 measured */
   c->react_hi = 0.8, c->react_lo = 0.4;
-  c->critical_s = -1;
+  c->critical_s = 1800; /* chosen on a held-out trace window (docs/serving.md) */
   c->horizon_s = 30 * 86400.0;
   c->seed = 1;
 }
