@@ -3,13 +3,14 @@
 # arrivals, GPUs, elastic ranges, models and work, the same request trace, speed-up and scale, hosts, SLO, hold and
 # spare replicas), trained and loaned as the live controller does, with its costs measured on the testbed:
 #   throughput(n) each job's model's measured worker-steps/s on n hosts (TP, a speeds.sh table, one worker a host);
-#                 each model's curve scaled by its jobs' speed in a finished live run (STATIC: the run's sibling
-#                 directory static/ when it holds one, else experiments/live-slurm/results/slurm-quiet-jobs.csv, a
-#                 quiet run of the same kinds of jobs on the 8-host testbed): jobs run once on their requested GPUs,
-#                 their work over the run's time less the start-up, against the table's (RUN/sim-throughputs.json)
-#   start-up      a run's process start and data read before it trains: the mean of SPEEDS' start-up column;
-#                 paid by a job's first run (--startup) and by every restart and resize (a resize on Slurm is a
-#                 checkpoint and a restart)
+#                 scaled, with the start-up, by a least-squares fit on a finished live run's jobs that ran once on
+#                 their requested GPUs (run time = start-up + the table's time / scale; STATIC: a run directory or a
+#                 jobs.csv, default the run's sibling static/ when it holds one, else
+#                 experiments/live-slurm/results/slurm-quiet-jobs.csv, a quiet run of the same kinds of jobs);
+#                 RUN/sim-throughputs.json
+#   start-up      a run's process start and data read before it trains: that fit's intercept (fewer than 3 jobs:
+#                 the mean of SPEEDS' start-up column, the scale 1); paid by a job's first run (--startup) and by
+#                 every restart and resize (a resize on Slurm is a checkpoint and a restart)
 #   service       the median of the replicas' own reported seconds a request over the run (replicas.csv), else
 #                 SERVICE
 #   resize        the mean pause of a resize in the run: a borrower's or a grown job's exit 75 (its checkpoint)
@@ -51,19 +52,21 @@ table = json.load(open(tp))
 def speed(model, n):  # the table's worker-steps/s on n hosts (one worker a host)
     cls = "testbed" if n == 1 else "testbed_unconsolidated"
     return table[cls]["('%s', %d)" % (model, n)]["null"]
-jobs = [l.split() for l in open(os.path.join(out, "jobs.txt")) if l.strip() and not l.startswith("#")]
-ratio = {}  # model -> [measured speed / the table's], from the static run's rigid jobs
+xs, ys = [], []  # the calibration run's jobs that ran once on their requested GPUs: table seconds, run seconds
 try:
     for r in csv.DictReader(open(static if static.endswith(".csv") else os.path.join(static, "jobs.csv"))):
         if r["first_run"] and r["end"] and r["runs"] == "1" and r["nodes_per_run"] == r["gpus"]:
-            run = float(r["end"]) - float(r["first_run"]) - startup
-            if run > 0: ratio.setdefault(r["model"], []).append(int(r["work"]) / run / speed(r["model"], int(r["gpus"])))
+            xs.append(int(r["work"]) / speed(r["model"], int(r["gpus"])))
+            ys.append(float(r["end"]) - float(r["first_run"]))
 except (OSError, KeyError, ValueError):
     pass
-scale = {m: statistics.median(v) for m, v in ratio.items()}
+scale, fitted = 1.0, False
+if len(xs) >= 3 and max(xs) > min(xs):  # least squares: run = start-up + table seconds / scale
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    if b > 0 and my - b * mx >= 0: scale, startup, fitted = 1 / b, my - b * mx, True
 for cls in table.values():
-    for k, v in cls.items():
-        v["null"] *= scale.get(re.match(r"\('(.+)', \d+\)", k).group(1), 1.0)
+    for v in cls.values(): v["null"] *= scale
 json.dump(table, open(os.path.join(out, "sim-throughputs.json"), "w"), indent=1)
 svc = []
 try:
@@ -92,11 +95,10 @@ try:
         if ex: frees.append(min(ex) - epoch - t)
 except (OSError, ValueError, IndexError):
     pass
-print("service %.4f (%s) pause %.2f (%d measured) free %.2f (%d measured) startup %.2f (%d runs of %s) speed %s" % (
+print("service %.4f (%s) pause %.2f (%d measured) free %.2f (%d measured) startup %.2f speed x%.2f (%s)" % (
       statistics.median(svc) if svc else service, "measured" if svc else "configured",
       statistics.mean(pauses) if pauses else pause0, len(pauses), statistics.mean(frees) if frees else free0, len(frees),
-      startup, len(startups), os.path.basename(speeds),
-      " ".join("%s x%.2f (%d jobs of %s)" % (m, scale[m], len(ratio[m]), static) for m in sorted(scale)) or "as " + os.path.basename(tp)))
+      startup, scale, "fitted on %d jobs of %s" % (len(xs), static) if fitted else "start-up: the mean of " + speeds))
 PY
 read -r _ svc _ _ pause _ _ _ free _ _ _ startup _ < "$out/sim-calibration.txt"
 restart=$(awk -v a="$pause" -v b="$startup" 'BEGIN { print a + b }')
