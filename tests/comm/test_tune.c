@@ -668,3 +668,16 @@ TEST(tune_moved_hosts_only_the_moved_link) {
   before[3 * H + 4] = -1, now[3] = 3e9;
   CHECK_EQ(shoal__tune_moved_hosts(H, before, now, sel), 0);
 }
+
+/* A re-profile's message size per pair: full at half the fastest link's rate or more; a pair at a tenth of it
+ * streams 2/10 of 128 KiB rounded up to 16 KiB (32 KiB); never below 16 KiB; full when a figure is missing. */
+TEST(tune_stream_msg_scales_with_the_pair_rate) {
+  const size_t full = 128u << 10;
+  CHECK_EQ(shoal__tune_stream_msg(1e9, 1e9), full);
+  CHECK_EQ(shoal__tune_stream_msg(0.5e9, 1e9), full);
+  CHECK_EQ(shoal__tune_stream_msg(0.4e9, 1e9), (size_t)(112u << 10));
+  CHECK_EQ(shoal__tune_stream_msg(0.1e9, 1e9), (size_t)(32u << 10));
+  CHECK_EQ(shoal__tune_stream_msg(0.001e9, 1e9), (size_t)(16u << 10));
+  CHECK_EQ(shoal__tune_stream_msg(-1, 1e9), full);
+  CHECK_EQ(shoal__tune_stream_msg(0.1e9, 0), full);
+}

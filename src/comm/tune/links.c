@@ -14,7 +14,13 @@
  * below both of their ends' best are measured again, one at a time, except
  * in the quick profile of SHOAL_TUNE=auto (half the lead-in, none measured
  * again). After a drift (the link watch) round 1 alone says which hosts'
- * links changed, and only their pairs are measured again. */
+ * links changed, and only their pairs are measured again. Those streams
+ * (and round 1's repeat) take their message size from round 1's rates:
+ * a pair at a fraction f of the fastest link's rate sends messages of
+ * about 2f of 128 KiB (at least 16 KiB), so its stream lasts about as long
+ * as the fast links' instead of 1/f times as long. The factor 2 keeps the
+ * timed part past a token bucket's burst when the pair is faster than its
+ * ends' round-1 figures say. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +36,7 @@
 #define NPING 20
 #define STREAM_MSG (128u << 10) /* message size of the stream */
 #define LEAD_MSGS 8             /* the lead-in: 1 MiB */
+#define STREAM_UNIT (16u << 10) /* a re-profile's smaller messages are multiples of this */
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -84,8 +91,8 @@ static int ping_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, 
  * make later completions look bunched. So the rate is the slope of the
  * lower envelope through the last completion: the largest time per message
  * from any earlier message to the last one. */
-static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, int nmsg, int lead, char *sbuf,
-                        char *rbuf, double *bw) {
+static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src, int nmsg, int lead, size_t smsg,
+                        size_t rmsg, char *sbuf, char *rbuf, double *bw) {
   shoal__req_t *s = calloc((size_t)nmsg * 2, sizeof *s), *r = s ? s + nmsg : NULL;
   uint64_t *at = calloc((size_t)nmsg, sizeof *at);
   if (!s || !at) {
@@ -94,8 +101,8 @@ static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src
   }
   int rc = 0;
   uint64_t t_post = shoal__now_ns();
-  for (int k = 0; k < nmsg && src >= 0 && !rc; k++) rc = shoal__irecv(c, op, src, rbuf, STREAM_MSG, &r[k]);
-  for (int k = 0; k < nmsg && dst >= 0 && !rc; k++) rc = shoal__isend(c, op, dst, sbuf, STREAM_MSG, &s[k]);
+  for (int k = 0; k < nmsg && src >= 0 && !rc; k++) rc = shoal__irecv(c, op, src, rbuf, rmsg, &r[k]);
+  for (int k = 0; k < nmsg && dst >= 0 && !rc; k++) rc = shoal__isend(c, op, dst, sbuf, smsg, &s[k]);
   for (int seen = 0; src >= 0 && !rc && seen < nmsg;) { /* every completion's time, as soon as it is seen */
     shoal__req_t *head = &r[seen];
     rc = shoal__waitany(c, op, &head, 1);
@@ -111,7 +118,7 @@ static int stream_pairs(shoal_comm_t *c, const shoal__op_t *op, int dst, int src
     }
     if (per <= 0) /* everything arrived at once (a link faster than this process): the whole stream's time */
       per = (double)(at[nmsg - 1] - t_post + 1) * 1e-9 / nmsg;
-    *bw = STREAM_MSG / per;
+    *bw = (double)rmsg / per;
   }
   free(s), free(at);
   return rc;
@@ -156,8 +163,8 @@ static int remeasure_outliers(shoal_comm_t *c, const int *leader, int H, double 
       if ((rc = shoal__op_begin(c, &op))) break;
       if (leader[me] == w->rank && (i == me || j == me)) {
         double b = -1;
-        rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, LEAD_MSGS, buf, buf + STREAM_MSG,
-                          &b);
+        rc = stream_pairs(c, &op, i == me ? leader[j] : -1, j == me ? leader[i] : -1, nmsg, LEAD_MSGS, STREAM_MSG,
+                          STREAM_MSG, buf, buf + STREAM_MSG, &b);
         if (!rc && j == me) again[k] = b;
       }
       if ((rc = shoal__op_end(c, &op, rc)) || (rc = shoal_barrier(c))) break;
@@ -194,7 +201,23 @@ typedef struct probe {
   int H, G, nsub, lead, nmsg, me;
   const int *leader;
   char *buf;
+  const double *now; /* NULL: every stream in STREAM_MSG messages; else [H] round 1's rates (host h to h + 1), which
+                      * size each pair's messages (shoal__tune_stream_msg) */
+  double best;       /* the largest of now */
 } probe_t;
+
+size_t shoal__tune_stream_msg(double est, double best) {
+  if (!(est > 0) || !(best > 0) || 2 * est >= best) return STREAM_MSG;
+  size_t m = (size_t)ceil(2 * est / best * (STREAM_MSG / STREAM_UNIT)) * STREAM_UNIT;
+  return m < STREAM_MSG / 8 ? STREAM_MSG / 8 : m;
+}
+
+/* The message size of the stream from host s to host d: full unless P->now gives both ends' rates. */
+static size_t pair_msg(const probe_t *P, int s, int d) {
+  if (!P->now) return STREAM_MSG;
+  double out = P->now[s], in = P->now[(d - 1 + P->H) % P->H];
+  return shoal__tune_stream_msg(out < in ? out : in, P->best);
+}
 
 static int probe_rounds(shoal_comm_t *c, const probe_t *P, const unsigned char *sel, int rmin, int rmax, double *m) {
   shoal__world_t *w = c->w;
@@ -221,8 +244,8 @@ static int probe_rounds(shoal_comm_t *c, const probe_t *P, const unsigned char *
       if ((rc = ping_pairs(c, &pop, pd, ps, &lat))) break;
       if (pd >= 0) m[me * H + d] = lat;
       if (pd >= 0 && d == sh) m[d * H + me] = lat; /* the pair's one latency, both directions */
-      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, P->nmsg, P->lead, P->buf,
-                             P->buf + STREAM_MSG, &bw)))
+      if ((rc = stream_pairs(c, &bop, send ? leader[d] : -1, recv ? leader[sh] : -1, P->nmsg, P->lead,
+                             pair_msg(P, me, d), pair_msg(P, sh, me), P->buf, P->buf + STREAM_MSG, &bw)))
         break;
       if (recv) m[H * H + sh * H + me] = bw;
     }
@@ -244,6 +267,7 @@ static int probe_init(shoal_comm_t *c, probe_t *P) {
   P->lead = t->profile_quick ? LEAD_MSGS / 2 : LEAD_MSGS;
   P->nmsg = P->lead + (int)((stream_bytes + STREAM_MSG - 1) / STREAM_MSG);
   P->me = tp->host_of[w->rank];
+  P->now = NULL, P->best = 0;
   int *leader = malloc(sizeof *leader * (size_t)H);
   P->buf = malloc(2 * (size_t)STREAM_MSG);
   if (!leader || !P->buf) {
@@ -340,13 +364,22 @@ int shoal__tune_moved_hosts(int H, const double *before, const double *now, unsi
   return n;
 }
 
+/* Streams sized from round 1's rates from here on (both ends of every pair compute the same sizes: every
+ * rank has the agreed figures). A pair with no figure keeps full messages. */
+static void use_rates(probe_t *P, const double *now) {
+  P->now = now, P->best = 0;
+  for (int h = 0; h < P->H; h++)
+    if (now[h] > P->best) P->best = now[h];
+}
+
 /* Round 1 (every host to the next, at once) measured REPEATS times, each pair's best kept: a pair measured
  * while its processes waited for a CPU comes out slower, never faster. now[h]: host h to h + 1. */
 #define REPEATS 2
-static int ring_best(shoal_comm_t *c, const probe_t *P, double *m, double *now) {
+static int ring_best(shoal_comm_t *c, probe_t *P, double *m, double *now) {
   int H = P->H, rc;
   for (int h = 0; h < H; h++) now[h] = -1;
   for (int k = 0; k < REPEATS; k++) {
+    if (k) use_rates(P, now); /* the repeats after the first: each pair's messages sized from its rate */
     if ((rc = probe_rounds(c, P, NULL, 1, 1, m))) return rc;
     for (int h = 0; h < H; h++) {
       double b = m[H * H + h * H + (h + 1) % H];
@@ -389,7 +422,8 @@ int shoal__tune_reprobe_links(shoal_comm_t *c, int *nsuspects) {
     free(m), free(sel), probe_free(&P);
     return shoal__tune_probe_links(c);
   }
-  /* their pairs: round 1 is measured already */
+  /* their pairs: round 1 is measured already; a pair that round 1 found slow streams fewer bytes */
+  use_rates(&P, ring);
   if ((rc = probe_rounds(c, &P, sel, 2, H - 1, m2))) goto out;
   for (int i = 0; i < H; i++)
     for (int j = 0; j < H; j++) {

@@ -35,6 +35,10 @@ int shoal__tune_reprobe_links(shoal_comm_t *c, int *nsuspects);
  * are then beyond 30 % either way, else both ends of a pair that is. Sets sel[H] (1: moved); returns how
  * many hosts, or a negative error code. */
 int shoal__tune_moved_hosts(int H, const double *before, const double *now, unsigned char *sel);
+/* The message size of a re-profile's stream for a pair estimated at est bytes/s when the fastest link
+ * measured best: 128 KiB when est >= best / 2, else 2 est / best of it rounded up to 16 KiB, at least
+ * 16 KiB (full size when either is unknown). */
+size_t shoal__tune_stream_msg(double est, double best);
 
 /* watch.c */
 int  shoal__tune_watch_init(struct shoal__world *w);
