@@ -90,6 +90,9 @@ typedef struct shoal_partial_params {
                                     not wait for ranks whose late data of the step before came (or has not
                                     come) more than a window after it closed; 0 (default): min_ready and
                                     the window hold */
+  double carry_weight;           /* (0, 1]: a carried data set counts this much: its data is scaled by it and,
+                                    for an average, the divisor counts it so (fresh + w x carried sets);
+                                    below 1 needs a floating dtype; 0 counts as 1 */
 } shoal_partial_params_t;
 
 void shoal_partial_params_init(shoal_partial_params_t *p);

@@ -70,7 +70,7 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
   s->impl = P;
   shoal_partial_params_init(&P->prm);
   long carry, ahead, skip, minr, excuse, trees, fanout;
-  double tau_ms;
+  double tau_ms, carry_weight;
   const char *win = shoal__cfg_str(cfg, "window"), *log = shoal__cfg_str(cfg, "log");
   int rc = 0;
   if (win && (rc = shoal_partial_window_parse(win, &P->prm.window)))
@@ -79,7 +79,8 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
       (rc = shoal__cfg_int(cfg, "skip", 1, 0, 1, &skip)) || (rc = shoal__cfg_int(cfg, "min_ready", 1, 1, 1 << 20, &minr)) ||
       (rc = shoal__cfg_int(cfg, "excuse_late", 0, 0, 1, &excuse)) ||
       (rc = shoal__cfg_int(cfg, "trees", 0, 0, 1 << 20, &trees)) || (rc = shoal__cfg_int(cfg, "fanout", 0, 0, 8, &fanout)) ||
-      (rc = shoal__cfg_double(cfg, "tau_ms", 0, 0, 1e9, &tau_ms)))
+      (rc = shoal__cfg_double(cfg, "tau_ms", 0, 0, 1e9, &tau_ms)) ||
+      (rc = shoal__cfg_double(cfg, "carry_weight", 1, 1e-6, 1, &carry_weight)))
     return rc;
   if (log && strlen(log) >= sizeof P->log_path)
     return shoal__seterr(SHOAL_ERR_INVALID, "sync config partial: log=%s: path too long", log);
@@ -93,6 +94,7 @@ static int p_create(shoal_sync_t *s, shoal__cfg_t *cfg) {
   P->prm.ntrees = (int)trees;
   P->prm.fanout = (int)fanout;
   P->prm.tau_s = tau_ms * 1e-3;
+  P->prm.carry_weight = carry_weight;
   P->ahead = (int)ahead;
   P->skip_late = (int)skip;
   if (log) snprintf(P->log_path, sizeof P->log_path, "%s", log);
@@ -316,7 +318,7 @@ static int p_final(shoal_sync_t *s) {
 
 const shoal__strategy_t shoal__strategy_partial = {
     .name = "partial",
-    .keys = "window, tau_ms, min_ready, excuse_late, carry, ahead, skip, trees, fanout, log",
+    .keys = "window, tau_ms, min_ready, excuse_late, carry, carry_weight, ahead, skip, trees, fanout, log",
     .create = p_create,
     .destroy = p_destroy,
     .setup = p_setup,

@@ -391,7 +391,8 @@ TEST_T(partial_late_rank_relays_and_receives, 60) {
 
 /* carry: rank 2 is late at step 0; at step 1 the others have nothing and
  * rank 2 arrives, so the window waits for its report, which follows its
- * CARRY: step 1 holds rank 2's data of both steps. */
+ * CARRY: step 1 holds rank 2's data of both steps. Third mode: an average with
+ * carried data weighted 0.5, (fresh + 0.5 carried) / 1.5. */
 static int rank_carry(int rank, void *arg) {
   p2p_world_arg_t *a = arg;
   g_rank = rank;
@@ -399,10 +400,17 @@ static int rank_carry(int rank, void *arg) {
   if (!c) return 2;
   size_t n = 3001;
   float *d0 = malloc(n * sizeof(float)), *d1 = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
-  for (int mode = 0; mode < 2; mode++) {
+  for (int mode = 0; mode < 3; mode++) {
     shoal_partial_carry_t carry = mode ? SHOAL_PARTIAL_CARRY_WAIT : SHOAL_PARTIAL_CARRY;
-    shoal_partial_t *pa = make_pa(c, n, SHOAL_FLOAT32, SHOAL_SUM, 0, 0, carry, a->n - 1, 0);
-    if (!pa) return 1;
+    shoal_redop_t op = mode == 2 ? SHOAL_AVG : SHOAL_SUM;
+    shoal_partial_params_t prm;
+    shoal_partial_params_init(&prm);
+    prm.window = SHOAL_PARTIAL_FIXED;
+    prm.min_ready = a->n - 1;
+    prm.carry = carry;
+    prm.carry_weight = mode == 2 ? 0.5 : 0;
+    shoal_partial_t *pa = NULL;
+    if (shoal_partial_create(c, n, SHOAL_FLOAT32, op, &prm, &pa)) FAILR("create: %s", shoal_last_error());
     fill(d0, n, rank, 0);
     fill(d1, n, rank, 1);
     shoal_partial_info_t info;
@@ -416,7 +424,8 @@ static int rank_carry(int rank, void *arg) {
       FAILR("carry %d step 1: %d contributions (%d fresh, %d carried), rank 2 flags %d", (int)carry,
             info.contributions, info.fresh, info.carried, info.ranks[2]);
     for (size_t i = 0; i < n; i++) {
-      float want = (float)((int)((i * 7 + 26 + 0) % 17) - 8) + (float)((int)((i * 7 + 26 + 5) % 17) - 8);
+      float fresh = (float)((int)((i * 7 + 26 + 5) % 17) - 8), carried = (float)((int)((i * 7 + 26 + 0) % 17) - 8);
+      float want = mode == 2 ? (fresh + carried * 0.5f) / 1.5f : carried + fresh;
       if (out[i] != want) FAILR("carry %d step 1 element %zu: %g, expected %g", (int)carry, i, out[i], want);
     }
     if (info.dropped) FAILR("carry %d: %d dropped", (int)carry, info.dropped);
@@ -725,6 +734,14 @@ TEST(partial_invalid_arguments) {
   prm.carry = SHOAL_PARTIAL_CARRY;
   CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_MAX, &prm, &pa), SHOAL_ERR_INVALID);
   CHECK_CONTAINS(shoal_last_error(), "carry needs sum or avg");
+  shoal_partial_params_init(&prm);
+  prm.carry = SHOAL_PARTIAL_CARRY;
+  prm.carry_weight = 1.5;
+  CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_AVG, &prm, &pa), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "carry_weight 1.5");
+  prm.carry_weight = 0.5;
+  CHECK_EQ(shoal_partial_create(c, 10, SHOAL_INT32, SHOAL_AVG, &prm, &pa), SHOAL_ERR_INVALID);
+  CHECK_CONTAINS(shoal_last_error(), "needs a floating dtype");
   shoal_partial_params_init(&prm);
   prm.min_ready = 2;
   CHECK_EQ(shoal_partial_create(c, 10, SHOAL_FLOAT32, SHOAL_SUM, &prm, &pa), SHOAL_ERR_INVALID);

@@ -202,6 +202,14 @@ int shoal_partial_create(shoal_comm_t *c, size_t count, shoal_dtype_t dtype, sho
   if (prm.min_ready == 0) prm.min_ready = 1;
   if (prm.excuse_late != 0 && prm.excuse_late != 1)
     return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: excuse_late %d (expected 0 or 1)", prm.excuse_late);
+  if (prm.carry_weight == 0) prm.carry_weight = 1;
+  if (!(prm.carry_weight > 0 && prm.carry_weight <= 1))
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: carry_weight %g (expected 0 < w <= 1)",
+                         prm.carry_weight);
+  int floating = dtype == SHOAL_FLOAT32 || dtype == SHOAL_FLOAT64 || dtype == SHOAL_BFLOAT16 || dtype == SHOAL_FLOAT16;
+  if (prm.carry_weight < 1 && !floating)
+    return shoal__seterr(SHOAL_ERR_INVALID, "shoal_partial_create: carry_weight %g needs a floating dtype, not %s",
+                         prm.carry_weight, shoal_dtype_name(dtype));
   shoal__coll_ctx_t x;
   shoal__coll_ctx(c, &x);
   shoal__relay_shape_t shape;
@@ -424,7 +432,7 @@ static int pause_for(shoal_partial_t *pa, const shoal__op_t *op, int local_event
 static int req_state(const shoal__req_t *r) { return r->state; }
 
 /* After the decision: this rank's own late data, and the carry it uses. */
-static void settle_own(shoal_partial_t *pa, long k, int sent_final, const void **fresh, const void **carried) {
+static void settle_own(shoal_partial_t *pa, long k, int sent_final, const void **fresh, void **carried) {
   unsigned char mine = pa->dec[pa->rank];
   pthread_mutex_lock(&pa->mu);
   pa->decided_step = k;
@@ -816,13 +824,15 @@ static int coord_step(shoal_partial_t *pa, const shoal__op_t *op, long k, int *c
  *   for an average. A rank that is out costs the step nothing more than a rank that is in;
  * - min, max, prod with a rank out: the relay trees, which route around it (these ops never carry).
  * Fresh + carried is added here only, into dst, which the algorithm then reduces in place. */
-static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *fresh, const void *carried,
-                      void *dst, int n) {
+static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *fresh, void *carried, void *dst,
+                      double n) {
   shoal_comm_t *c = pa->c;
   if (n == 0 || pa->count == 0) {
     if (pa->bytes) memset(dst, 0, pa->bytes);
     return 0;
   }
+  if (carried && pa->prm.carry_weight != 1) /* this rank's own buffer of carried data, used once */
+    shoal__reduce_scale(carried, pa->count, pa->dtype, pa->prm.carry_weight);
   const void *src = fresh ? fresh : carried;
   if (fresh && carried) {
     shoal__reduce3(dst, fresh, carried, pa->count, pa->dtype, pa->redop);
@@ -845,12 +855,12 @@ static int data_plane(shoal_partial_t *pa, const shoal__op_t *dop, const void *f
     int divide = pa->redop == SHOAL_AVG && n != pa->p;
     if (divide) aop.redop = (uint8_t)SHOAL_SUM;
     int rc = shoal__algo(ch.algo)->run(c, &aop, src, dst, pa->count, &ch.plan);
-    if (!rc && divide) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
+    if (!rc && divide) shoal__reduce_avg_finish_w(dst, pa->count, pa->dtype, n);
     return rc;
   }
   if (pa->p == 1) { /* this rank's data is the result */
     if (src != dst) memcpy(dst, src, pa->bytes);
-    if (pa->redop == SHOAL_AVG) shoal__reduce_avg_finish(dst, pa->count, pa->dtype, n);
+    if (pa->redop == SHOAL_AVG) shoal__reduce_avg_finish_w(dst, pa->count, pa->dtype, n);
     return 0;
   }
   if (src == dst) { /* the relay trees write dst while they read the input (SHOAL_ALGO=relay forced) */
@@ -892,7 +902,8 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
     rc = shoal__op_end(c, &op, 0);
     return rc ? rc : 1;
   }
-  const void *fresh = NULL, *carried = NULL;
+  const void *fresh = NULL;
+  void *carried = NULL;
   int n = 0, nfresh = 0, ncarried = 0;
   if (!rc) {
     if (pa->rank != 0) window_s = getd(pa->dbuf + 16);
@@ -906,7 +917,7 @@ int shoal_partial_allreduce(shoal_partial_t *pa, long step, void *recvbuf, shoal
     shoal__op_t dop = op;
     dop.tag = TAG_DATA;
     if (pa->rank != 0) dop.deadline_ns += member_grace_ns(pa);
-    rc = data_plane(pa, &dop, fresh, carried, recvbuf, n);
+    rc = data_plane(pa, &dop, fresh, carried, recvbuf, nfresh + pa->prm.carry_weight * ncarried);
   }
   rc = shoal__op_end(c, &op, rc);
   if (rc) return rc;

@@ -222,3 +222,45 @@ void shoal__reduce_avg_finish(void *buf, size_t n, shoal_dtype_t dtype, int nran
   default: break;
   }
 }
+
+/* Element-wise p OP= x for the floating types (16-bit ones widened and rounded back). */
+#define DEF_FMAP(name, T, EXPR)                                      \
+  static void name(void *buf, size_t n, double x) {                \
+    T *d = buf;                                                      \
+    for (size_t i = 0; i < n; i++) {                                 \
+      T p = d[i];                                                    \
+      d[i] = (EXPR);                                                 \
+    }                                                                \
+  }
+DEF_FMAP(f32_divx, float, p / (float)x)
+DEF_FMAP(f64_divx, double, p / x)
+DEF_FMAP(bf16_divx, uint16_t, f2bf(bf2f(p) / (float)x))
+DEF_FMAP(f16_divx, uint16_t, f2h(h2f(p) / (float)x))
+DEF_FMAP(f32_mul, float, p * (float)x)
+DEF_FMAP(f64_mul, double, p * x)
+DEF_FMAP(bf16_mul, uint16_t, f2bf(bf2f(p) * (float)x))
+DEF_FMAP(f16_mul, uint16_t, f2h(h2f(p) * (float)x))
+
+void shoal__reduce_avg_finish_w(void *buf, size_t n, shoal_dtype_t dtype, double divisor) {
+  if (divisor == (double)(int)divisor) {
+    shoal__reduce_avg_finish(buf, n, dtype, (int)divisor);
+    return;
+  }
+  switch (dtype) {
+  case SHOAL_FLOAT32: f32_divx(buf, n, divisor); break;
+  case SHOAL_FLOAT64: f64_divx(buf, n, divisor); break;
+  case SHOAL_BFLOAT16: bf16_divx(buf, n, divisor); break;
+  case SHOAL_FLOAT16: f16_divx(buf, n, divisor); break;
+  default: shoal__reduce_avg_finish(buf, n, dtype, divisor < 1 ? 1 : (int)divisor); break;
+  }
+}
+
+void shoal__reduce_scale(void *buf, size_t n, shoal_dtype_t dtype, double f) {
+  switch (dtype) {
+  case SHOAL_FLOAT32: f32_mul(buf, n, f); break;
+  case SHOAL_FLOAT64: f64_mul(buf, n, f); break;
+  case SHOAL_BFLOAT16: bf16_mul(buf, n, f); break;
+  case SHOAL_FLOAT16: f16_mul(buf, n, f); break;
+  default: break;
+  }
+}

@@ -26,6 +26,12 @@ void shoal__reduce3(void *dst, const void *a, const void *b, size_t n, shoal_dty
 void shoal__reduce_sum_identity(void *buf, size_t n, shoal_dtype_t dtype);
 /* AVG's last step: divide n elements by nranks. */
 void shoal__reduce_avg_finish(void *buf, size_t n, shoal_dtype_t dtype, int nranks);
+/* The same by a divisor that need not be whole (weighted data sets): a whole one is
+ * shoal__reduce_avg_finish exactly; another one is for the floating types only (an integer type is
+ * divided by its whole part). */
+void shoal__reduce_avg_finish_w(void *buf, size_t n, shoal_dtype_t dtype, double divisor);
+/* Multiply n elements of a floating type by f (other types: unchanged). */
+void shoal__reduce_scale(void *buf, size_t n, shoal_dtype_t dtype, double f);
 
 /* IEEE binary16 and bfloat16 <-> float32: round to nearest even, subnormals,
  * infinities; NaN stays NaN (quieted). */

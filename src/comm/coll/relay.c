@@ -303,7 +303,7 @@ static int up_chunk(run_t *x, size_t q) {
     for (int i = 2; i < nin; i++) shoal__reduce3(out, out, in[i], K->len, dt, red);
   }
   if (R->parent >= 0) return ring_send(x->c, x->op, &x->sr, R->parent, sendp, nb);
-  if (red == SHOAL_AVG && x->job->divisor > 0) shoal__reduce_avg_finish(out, K->len, dt, x->job->divisor);
+  if (red == SHOAL_AVG && x->job->divisor > 0) shoal__reduce_avg_finish_w(out, K->len, dt, x->job->divisor);
   return 0;
 }
 

@@ -85,7 +85,7 @@ typedef struct shoal__relay_job {
   shoal_dtype_t dtype;
   shoal_redop_t redop;            /* AVG: reduced as SUM, divided by divisor at the roots */
   const unsigned char *has_local; /* [p]: nonzero where the rank contributes */
-  int divisor;
+  double divisor;
   shoal__relay_shape_t shape;
   size_t chunk_bytes;
 } shoal__relay_job_t;
