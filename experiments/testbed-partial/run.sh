@@ -100,7 +100,7 @@ for p in $patterns; do
 done
 echo
 echo "## time to $target test accuracy (end of the first epoch at or above it), final accuracy, per-iteration figures"
-printf "%-8s %-8s %10s %8s %8s %10s %9s %9s %8s %8s %8s\n" pattern sync time-to-t final train_s iter_ms compute comm in-avg fresh skipped
+printf "%-8s %-10s %10s %8s %8s %10s %9s %9s %8s %8s %8s\n" pattern sync time-to-t final train_s iter_ms compute comm in-avg fresh skipped
 for p in $patterns; do
   for st in $strategies; do
    for f in "$out/$p-$st".csv "$out/$p-$st"-r*.csv; do
@@ -118,7 +118,7 @@ for p in $patterns; do
       pa=$(cat "$out/$run.pa.csv"* | awk -F, -v W="$hosts" '$1 ~ /^[0-9]/ { f += $5; k += $2; n++ }
         END { printf "%8.3f %8.3f", f / n / W, k / n }')
     fi
-    printf "%-8s %-8s %s %s %s\n" "$p" "${run#$p-}" "$acc" "$it" "$pa"
+    printf "%-8s %-10s %s %s %s\n" "$p" "${run#$p-}" "$acc" "$it" "$pa"
    done
   done
 done
