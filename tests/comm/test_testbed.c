@@ -240,6 +240,7 @@ TEST_T(testbed_link_slowdown_noticed_and_choice_changes, 110) {
   snprintf(cmd, sizeof cmd,
            "set -e; S=%s; N=%s; O=$TMPDIR/tbw$$.out; trap '$S testbed down --name $N >/dev/null; rm -f $O' EXIT\n"
            "$S testbed up --name $N --hosts 4 --rate 1gbit >/dev/null\n"
+           ": >$O  # before the background job opens it: the step count below reads it at once\n"
            "SHOAL_TUNE=force SHOAL_PROFILE_FLOWS=2 SHOAL_REPROFILE_CALLS=4 SHOAL_TIMEOUT=40 timeout 95 $S launch "
            "--testbed $N -n 4 --timeout 90 -- $S bench allreduce --steps 60 --step-ms 40 -b 1M >$O 2>&1 &\n"
            "pid=$!; steps() { grep -c '^\\[0\\] *[0-9]' $O || true; }\n"

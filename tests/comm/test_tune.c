@@ -21,6 +21,7 @@ typedef struct tune_arg {
   const char *home; /* set: SHOAL_TUNE_FILE and XDG_CACHE_HOME unset, HOME here (the default file) */
   const char *want_source; /* text expected in rank 0's explanation */
   const char *want_extra;  /* and this too, if set */
+  double first;            /* the start-up check's test: the first window's time over the prediction */
 } tune_arg_t;
 
 static shoal_comm_t *join(int rank, const tune_arg_t *a) {
@@ -637,6 +638,41 @@ TEST_T(tune_watch_ends_a_probation_or_try_whose_size_stops, 90) {
   a.port = shoal_test_free_port();
   int st[4];
   CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_away, &a, 80, st), 4);
+}
+
+/* The start-up profile checked: a first window at 1.6x the prediction measures the links again once
+ * (then the reference is set and windows at the same pace change nothing); a first window at 1.2x sets the
+ * reference at once. */
+static int rank_watch_suspect(int rank, void *arg) {
+  tune_arg_t *a = arg;
+  shoal_comm_t *c = watch_join(rank, a);
+  if (!c) return 2;
+  shoal__watch_stats_t s;
+  int bad = 0;
+  double first = a->first;
+  watch_window(c, 64, first);
+  shoal__tune_watch_stats(c->w, &s);
+  unsigned want = first > 1.25 ? 1 : 0;
+  if (s.checks != 1 || s.reprofiles != want)
+    bad = fprintf(stderr, "rank %d: first window %.1f: checks %u reprofiles %u (expected %u)\n", rank, first, s.checks,
+                  s.reprofiles, want);
+  for (int k = 0; k < 6 && !bad; k++) watch_window(c, 64, first);
+  shoal__tune_watch_stats(c->w, &s);
+  if (!bad && s.reprofiles != want)
+    bad = fprintf(stderr, "rank %d: after 7 windows at %.1f: %u re-profiles (expected %u)\n", rank, first,
+                  s.reprofiles, want);
+  shoal_comm_destroy(c);
+  return bad ? 1 : 0;
+}
+
+TEST_T(tune_watch_checks_a_start_up_profile_far_off_once, 90) {
+  tune_arg_t a = {.n = 4, .hosts = {"wA", "wB", "wC", "wD"}, .mode = NULL, .file = "", .first = 1.6};
+  a.port = shoal_test_free_port();
+  int st[4];
+  CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_suspect, &a, 80, st), 4);
+  a.first = 1.2;
+  a.port = shoal_test_free_port();
+  CHECK_EQ(shoal_test_fork_ranks(4, rank_watch_suspect, &a, 80, st), 4);
 }
 
 /* Which hosts moved after a drift, from round 1's figures (no timing here: synthetic figures). 8 hosts with

@@ -40,6 +40,8 @@
  *   a size making at least one in NWIN + 1 of the watched calls, evenly spread, is still judged on a full
  *   window; a size that stopped (the last step's size, a sweep) holds the other sizes' checks for NWIN
  *   windows' worth of their calls and one more, at most.
+ * - the first window checked after the start-up profile sets the reference unless it ran SUSPECT times the
+ *   prediction or slower: then that profile is measured again first (once), as after a drift;
  * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls when
  * the watch is not held off: the window that holds it, then a window all
  * after it. Only the world communicator is watched: its calls are in the
@@ -64,6 +66,7 @@
 #define TRY_MARGIN 0.05  /* the other plan is tried when the running one is this much slower than its calm time */
 #define TRY_HOLDOFF_MAX 8 /* checks between two tries at most, after tries that lost */
 #define AWAY_WINDOWS NWIN /* windows' worth of calls of other sizes after which a probation or a try ends (above) */
+#define SUSPECT 1.25    /* a first window this much slower than predicted: the start-up profile is measured again */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -95,6 +98,7 @@ typedef struct shoal__watch {
   double try_spb;      /* the window of the plan the try interrupted */
   int try_skip, try_holdoff;
   long away;           /* watched calls of other sizes since the probation or the try began */
+  int started;         /* a first reference was set, or the start-up profile was checked (SUSPECT) */
   unsigned long views; /* transient views made (their ids) */
   unsigned checks, reprofiles, reverts, tries, tries_kept;
   unsigned ended_away; /* probations and tries ended by calls of other sizes */
@@ -424,7 +428,16 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
     } else if (x->base > 0 && (r >= wt->factor * x->base || r * wt->factor <= x->base)) {
       double side = r >= x->base ? agree[3] : agree[4]; /* the slowest rank's, as the median */
       rc = reprofile(v, wt, bytes, x->base, r, side > 0 ? side : agree[2], x->calm_spb);
+    } else if (!wt->started && wt->reprofiles == 0 && r >= SUSPECT) {
+      /* the first window ran far slower than the start-up profile predicts (a flow of the quick profile that
+       * waited for a CPU makes a fast link look slow, and the plan routes around it): that profile is checked
+       * once, as after a drift; a new plan is on probation like any other */
+      wt->started = 1;
+      SHOAL_INFO("TUNING", "link watch: the first window ran x%.2f the prediction (over %.2f): the start-up profile "
+                 "is measured again", r, SUSPECT);
+      rc = reprofile(v, wt, bytes, 1.0, r, agree[2], 0);
     } else {
+      wt->started = 1;
       if (x->base <= 0) {
         x->base = r;
         SHOAL_DEBUG("TUNING", "link watch: baseline time/prediction %.2f (slowest rank's median of %d calls)", r,
