@@ -359,9 +359,16 @@ static int replicas_running(world_t *w) {
   return n;
 }
 
-static void loan_world(world_t *w, load_t *load) {
-  world_init(w, 1, 1, "fifo");
-  for (int i = 0; i < 3; i++) {
+/* A controller running fifo on `train` training hosts h0.. beside `infer` idle inference hosts i0.. (partition
+ * infer) it lends from, on a manager that resizes in place (slurm_resize 0) or as Slurm does (1); the load is
+ * the script's. */
+static void loan_world_of(world_t *w, load_t *load, int train, int infer, int slurm_resize) {
+  world_init(w, train, 1, "fifo");
+  if (slurm_resize) {
+    shoal__live_mem_set_slurm_resize(w->m, 1);
+    w->mgr = shoal__live_mem_manager(w->m);
+  }
+  for (int i = 0; i < infer; i++) {
     char name[8];
     snprintf(name, sizeof name, "i%d", i);
     CHECK_OK(shoal__live_mem_add_node(w->m, name, 1, 4, 0, "infer"));
@@ -372,6 +379,8 @@ static void loan_world(world_t *w, load_t *load) {
   o->load = scripted_load, o->load_arg = load;
   load->arrived = -1; /* (the router's rate only, unless a test gives the count) */
 }
+
+static void loan_world(world_t *w, load_t *load) { loan_world_of(w, load, 1, 3, 0); }
 
 /* The controller's round lends the idle inference hosts to its running elastic job and reclaims them when
  * requests wait; a restarted controller keeps the loans it finds in the manager. */
@@ -476,17 +485,7 @@ TEST(live_loan_leaves_foreign_tagged_jobs_alone) {
 TEST(live_loan_several_borrowers_through_a_restart) {
   world_t w;
   load_t load = {0};
-  world_init(&w, 2, 1, "fifo");
-  for (int i = 0; i < 4; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "i%d", i);
-    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
-  }
-  shoal_live_loan_opts_t *o = &w.cfg.loan;
-  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
-  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
-  o->load = scripted_load, o->load_arg = &load;
-  load.arrived = -1;
+  loan_world_of(&w, &load, 2, 4, 0);
   CHECK_OK(world_start(&w));
   long a = world_submit(&w, 1, 1, 3, 1e7, 1), b = world_submit(&w, 1, 1, 3, 1e7, 1); /* room 2 each */
   world_run(&w, 10, 0);
@@ -576,19 +575,7 @@ TEST(live_loan_restarts_through_the_controller_without_failures_or_lost_work) {
 TEST(live_loan_reclaims_from_one_of_two_borrowers_without_lost_work) {
   world_t w;
   load_t load = {0};
-  world_init(&w, 2, 1, "fifo");
-  shoal__live_mem_set_slurm_resize(w.m, 1);
-  w.mgr = shoal__live_mem_manager(w.m);
-  for (int i = 0; i < 3; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "i%d", i);
-    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
-  }
-  shoal_live_loan_opts_t *o = &w.cfg.loan;
-  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
-  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
-  o->load = scripted_load, o->load_arg = &load;
-  load.arrived = -1;
+  loan_world_of(&w, &load, 2, 3, 1);
   CHECK_OK(world_start(&w));
   long id[2] = {world_submit(&w, 1, 1, 2, 1e7, 1), world_submit(&w, 1, 1, 2, 1e7, 1)}; /* room 1 each */
   world_run(&w, 12, 0);
@@ -642,19 +629,7 @@ TEST(live_loan_reclaims_from_one_of_two_borrowers_without_lost_work) {
 TEST(live_loan_reclaims_in_place_from_a_borrower_that_leaves_on_request) {
   world_t w;
   load_t load = {0};
-  world_init(&w, 1, 1, "fifo");
-  shoal__live_mem_set_slurm_resize(w.m, 1);
-  w.mgr = shoal__live_mem_manager(w.m);
-  for (int i = 0; i < 3; i++) {
-    char name[8];
-    snprintf(name, sizeof name, "i%d", i);
-    CHECK_OK(shoal__live_mem_add_node(w.m, name, 1, 4, 0, "infer"));
-  }
-  shoal_live_loan_opts_t *o = &w.cfg.loan;
-  o->partition = "infer", o->replica_argv = serve_argv, o->replica_argc = 4, o->forecast = "off", o->alpha = 0.5;
-  o->service_s = 1, o->slo_s = 4, o->slo_q = 0.99, o->hold_s = 2, o->every = 1;
-  o->load = scripted_load, o->load_arg = &load;
-  load.arrived = -1;
+  loan_world_of(&w, &load, 1, 3, 1);
   CHECK_OK(world_start(&w));
   long a = world_submit_comment(&w, "shoal:gpus=1:min=1:max=4:leave=1", 1e7, 1);
   world_run(&w, 12, 0);
