@@ -26,6 +26,11 @@ void slurm_test_begin(const char *script, const char *tag, char *name, size_t nn
   "runs() { grep -c ^run $D/$1.log 2>/dev/null || echo 0; }\n"                                             \
   "state() { i=0; while [ $i -lt 150 ]; do [ \"$(X squeue -h -t all -j $1 -o %%T)\" = $2 ] && return 0; "   \
   "sleep 0.2; i=$((i+1)); done; echo \"job $1 never $2\"; return 1; }\n"
+/* After TESTBED_SH: Fashion-MNIST unpacked into $D/data, T the live workload's task script (real shoal train). */
+#define TRAINJOB_SH                                                                                            \
+  "mkdir -p $D/data; for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do "                               \
+  "gunzip -c $f > $D/data/$(basename $f .gz) || exit 1; done\n"                                              \
+  "T=$PWD/experiments/live-slurm/trainjob.sh\n"
 #define TESTBED_SH_END "$S testbed down --name $N > /dev/null 2>&1; rm -rf $D\n"
 
 #endif

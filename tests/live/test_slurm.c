@@ -420,10 +420,7 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
               "ended() { i=0; while [ $i -lt 300 ]; do case $(X squeue -h -t all -j $1 -o %%T) in COMPLETED|FAILED|" \
               "CANCELLED|TIMEOUT|NODE_FAIL) return 0;; esac; sleep 0.2; i=$((i+1)); done; return 1; }\n"
   snprintf(cmd, sizeof cmd,
-           TESTBED_SH
-           "mkdir -p $D/data; for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do "
-           "gunzip -c $f > $D/data/$(basename $f .gz) || exit 1; done\n"
-           "T=$PWD/experiments/live-slurm/trainjob.sh\n"
+           TESTBED_SH TRAINJOB_SH
            "A=$(sub --gpus 2 --servers 1 --model mlp --name A -- $T $S $D/data $D mlp 1 1024); echo job $A\n"
            "B=$(sub --gpus 2 --servers 1 --model mlp --name B -- $T $S $D/data $D mlp 40 4096); echo job $B\n"
            "C=$(sub --gpus 2 --servers 1 --model mlp --name C -- $T $S $D/data $D mlp 1 1024); echo job $C\n"
@@ -504,10 +501,7 @@ TEST_T(live_slurm_leavable_job_shrinks_in_place_at_an_iteration_boundary, 120) {
   char cmd[4096], name[32], dir[96];
   slurm_test_begin("experiments/live-slurm/trainjob.sh", "sk", name, sizeof name, dir, sizeof dir);
   snprintf(cmd, sizeof cmd,
-           TESTBED_SH
-           "mkdir -p $D/data; for f in /usr/share/datasets/fashion-mnist/*-ubyte.gz; do "
-           "gunzip -c $f > $D/data/$(basename $f .gz) || exit 1; done\n"
-           "T=$PWD/experiments/live-slurm/trainjob.sh\n"
+           TESTBED_SH TRAINJOB_SH
            "A=$(sub --gpus 2 --min 1 --max 2 --leavable --model mlp --name A -- $T $S $D/data $D mlp 200 4096 "
            "--on-failure shrink --grow-every 0 --leavable); echo job $A\n"
            "B=$(sub --gpus 2 --min 1 --max 2 --model mlp --name B -- $T $S $D/data $D mlp 200 4096); echo job $B\n"
