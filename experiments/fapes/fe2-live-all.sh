@@ -4,7 +4,8 @@
 # the best baseline: training avg JCT (goal: at least 20% lower), SLO attainment per trace minute (goal: no
 # lower, and at least 99%; per live minute beside it), goodput against static (goal: at least 1.5x), and the
 # controller's retries (a loan's restart is not one), each beside the simulator's figure for the same
-# workload (experiments/fapes/fe2-sim.sh, run again here for every policy: its job lengths are the static run's).
+# workload (experiments/fapes/fe2-sim.sh, run again here for every policy: its speeds and start-up fitted on the
+# static run's jobs, the run's sibling static/).
 # About 4 x (DURATION + 1 min).
 #   fe2-live-all.sh [--table] [OUT]   (default build/experiments/fapes-fe2-live)
 #   env POLICIES (static pollux reactive fapes): the runs to make now, each into OUT/POLICY, so that each can be
