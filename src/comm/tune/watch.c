@@ -41,8 +41,8 @@
  *   window; a size that stopped (the last step's size, a sweep) holds the other sizes' checks for NWIN
  *   windows' worth of their calls and one more, at most.
  * - the first window checked after the start-up profile sets the reference unless it ran SUSPECT times the
- *   prediction or slower (or, with a profile read from the cache, 1/SUSPECT or faster: a stale entry): then
- *   the links are measured again first (once), as after a drift;
+ *   prediction or slower, or 1/SUSPECT_FAST of it or faster (a broken or stale profile): then the links are
+ *   measured again first (once), as after a drift;
  * A change is noticed within 2 x SHOAL_REPROFILE_CALLS monitored calls when
  * the watch is not held off: the window that holds it, then a window all
  * after it. Only the world communicator is watched: its calls are in the
@@ -67,7 +67,9 @@
 #define TRY_MARGIN 0.05  /* the other plan is tried when the running one is this much slower than its calm time */
 #define TRY_HOLDOFF_MAX 8 /* checks between two tries at most, after tries that lost */
 #define AWAY_WINDOWS NWIN /* windows' worth of calls of other sizes after which a probation or a try ends (above) */
-#define SUSPECT 1.25    /* a first window this far off the prediction: the start-up profile is measured again */
+#define SUSPECT 1.25    /* a first window this much slower than predicted: the start-up profile is measured again */
+#define SUSPECT_FAST 4.0 /* and this much faster (a correct profile's first windows ran 0.54-0.9x the prediction on
+                          * the testbed at 10 Gbit/s, 1 MiB ring and rhd, 4 hosts, the machine busy) */
 
 typedef struct shoal__watch {
   int mode;            /* 0 off, 1 auto (a measured or cached profile), 2 on */
@@ -429,16 +431,17 @@ static int observe(shoal_comm_t *c, size_t bytes, double predicted_s, double ela
     } else if (x->base > 0 && (r >= wt->factor * x->base || r * wt->factor <= x->base)) {
       double side = r >= x->base ? agree[3] : agree[4]; /* the slowest rank's, as the median */
       rc = reprofile(v, wt, bytes, x->base, r, side > 0 ? side : agree[2], x->calm_spb);
-    } else if (!wt->started && wt->reprofiles == 0 && (r >= SUSPECT || (w->tune->source == 2 && r * SUSPECT <= 1))) {
+    } else if (!wt->started && wt->reprofiles == 0 && (r >= SUSPECT || r * SUSPECT_FAST <= 1)) {
       /* the first window ran far slower than the start-up profile predicts (a flow of the quick profile that
-       * waited for a CPU makes a fast link look slow, and the plan routes around it), or, with a profile from
-       * the cache, far faster (the cache knows hosts by name: links that changed under the same names, a
-       * testbed brought up again at another rate, leave a stale entry): that profile is checked once, as after
-       * a drift; a new plan is on probation like any other */
+       * waited for a CPU makes a fast link look slow, and the plan routes around it), or far faster (the same
+       * on a busy machine, worse: pairs of a 10 Gbit/s testbed measured at 1-5 MB/s under load, the first
+       * window at x0.003; or a cached entry gone stale: the cache knows hosts by name, and links that changed
+       * under the same names, a testbed brought up again at another rate, keep the old entry): that profile is
+       * checked once, as after a drift; a new plan is on probation like any other */
       wt->started = 1;
       SHOAL_INFO("TUNING", "link watch: the first window ran x%.2f the %s profile's prediction (beyond x%.2f): the "
-                 "links are measured again", r, w->tune->source == 2 ? "cached" : "start-up", r >= SUSPECT ? SUSPECT
-                 : 1 / SUSPECT);
+                 "links are measured again", r, w->tune->source == 2 ? "cached" : "start-up",
+                 r >= SUSPECT ? SUSPECT : 1 / SUSPECT_FAST);
       rc = reprofile(v, wt, bytes, 1.0, r, agree[2], 0);
     } else {
       wt->started = 1;
