@@ -187,6 +187,9 @@ static int explain(const bopts_t *o, int p, shoal_comm_t *c) {
   printf("# allreduce cost model on %d ranks, one per host over TCP: alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s "
          "(SHOAL_ALPHA_US, SHOAL_BETA_GBPS, SHOAL_GAMMA_GBPS)\n",
          p, x.net.alpha_s * 1e6, 1e-9 / x.net.beta_s, 1e-9 / x.net.gamma_s);
+  if (c && given == SHOAL_ALGO_AUTO) /* a launched world prices by its own profile: two tables whose picks differ must say which one runs */
+    printf("# (the built-in model, as with -p; this world's run chooses by its tuning profile: the table after it, "
+           "'model pick')\n");
   int n = shoal__algo_count();
   printf("# %12s", "size(B)");
   for (int i = 1; i < n; i++) {
