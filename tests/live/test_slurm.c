@@ -406,6 +406,16 @@ TEST_T(live_slurm_grow_without_a_common_partition_leaves_the_job_running, 120) {
   CHECK_CONTAINS(after, "Restarts=0");
 }
 
+/* From a test script's output: the testbed's two nodes ("nodes N0 N1") and the first k job ids ("job ID", in
+ * order); 1 when all were read. */
+static int read_nodes_and_jobs(const char *text, char n[2][SHOAL_LIVE_NAME], int k, long *id) {
+  const char *nl = strstr(text, "nodes "), *jl = text;
+  if (!nl || sscanf(nl, "nodes %63s %63s", n[0], n[1]) != 2) return 0;
+  for (int i = 0; i < k; i++, jl += 4)
+    if (!(jl = strstr(jl, "job ")) || sscanf(jl, "job %ld", &id[i]) != 1) return 0;
+  return 1;
+}
+
 /* A parameter-server job (`shoal submit --servers`) started by the Slurm manager on a plan's placement runs one
  * task per worker and per server where the plan put them: `shoal train --sync ps` (experiments/live-slurm/trainjob.sh)
  * with 2 workers, one on each node, and its server on the second node (not the first, where one task per node
@@ -429,12 +439,10 @@ TEST_T(live_slurm_ps_job_runs_its_servers_where_placed, 120) {
            shoal_test_cli(), name, dir, 1);
   shoal_test_run_cmd(cmd, out, sizeof out, 80);
   char n[2][SHOAL_LIVE_NAME] = {"", ""}, msg[1024] = "", a_msg[1024] = "";
-  long a = 0, b = 0, c = 0;
-  const char *nl = strstr(out, "nodes "), *ja = strstr(out, "job "), *jb = ja ? strstr(ja + 4, "job ") : NULL;
-  const char *jc = jb ? strstr(jb + 4, "job ") : NULL;
-  int ready = nl && ja && jb && jc && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
-              sscanf(jb, "job %ld", &b) == 1 && sscanf(jc, "job %ld", &c) == 1;
+  long ids[3];
+  int ready = read_nodes_and_jobs(out, n, 3, ids);
   CHECK_MSG(ready, "no testbed, nodes or jobs: %s", out);
+  long a = ids[0], b = ids[1], c = ids[2];
   CHECK_CONTAINS(out, ":ps=1");
   int gpus[2] = {1, 1}, servers[2] = {0, 1}, rca = -1, rcb = -1;
   shoal_live_place_t p = {.n = 2, .node = n, .gpus = gpus, .servers = servers};
@@ -510,11 +518,10 @@ TEST_T(live_slurm_leavable_job_shrinks_in_place_at_an_iteration_boundary, 120) {
            shoal_test_cli(), name, dir, 2);
   shoal_test_run_cmd(cmd, out, sizeof out, 80);
   char n[2][SHOAL_LIVE_NAME] = {"", ""}, msg[1024] = "", bmsg[1024] = "";
-  long a = 0, b = 0;
-  const char *nl = strstr(out, "nodes "), *ja = strstr(out, "job "), *jb = ja ? strstr(ja + 4, "job ") : NULL;
-  int ready = nl && ja && jb && sscanf(nl, "nodes %63s %63s", n[0], n[1]) == 2 && sscanf(ja, "job %ld", &a) == 1 &&
-              sscanf(jb, "job %ld", &b) == 1;
+  long ids[2];
+  int ready = read_nodes_and_jobs(out, n, 2, ids);
   CHECK_MSG(ready, "no testbed, nodes or jobs: %s", out);
+  long a = ids[0], b = ids[1];
   CHECK_CONTAINS(out, ":leave=1");
   int gpus[2] = {1, 1}, rca = -1, rcb = -1, rsa = -1, rsb = -1;
   shoal_live_place_t both = {.n = 2, .node = n, .gpus = gpus}, first = {.n = 1, .node = n, .gpus = gpus};
