@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "live/params.h"
 
 #define MEM_MAX_NODES 256
 #define MEM_EXIT(code) ((code) << 8)
@@ -534,7 +535,7 @@ static int slurm_resize(shoal_live_mem_t *m, mjob_t *j, const shoal_live_place_t
     for (int k = 0; k < j->v.nuse; k++) found |= !strcmp(j->use[k].node, p->node[i]);
     subset = found;
   }
-  if (subset && strstr(j->v.comment, ":leave=1")) return 1;
+  if (subset && shoal__live_params_leaves(j->v.comment)) return 1;
   if (subset)
     return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "resize: job %ld: its tasks do not leave on request: no shrink in "
                          "place", j->v.id);

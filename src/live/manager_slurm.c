@@ -9,6 +9,7 @@
 
 #include "core/command.h"
 #include "core/error.h"
+#include "live/params.h"
 #include "live/slurm_read.h"
 
 #define LEASE_NAME "shoal-lease"
@@ -309,7 +310,7 @@ static int shrink(long id, const shoal_live_job_t *j, const shoal_live_place_t *
     if (k == 0) first_kept = kept;
     if (!kept) snprintf(drop + strlen(drop), sizeof drop - strlen(drop), "%s%s", ndrop++ ? "," : "", j->use[k].node);
   }
-  if (!strstr(j->comment, ":leave=1"))
+  if (!shoal__live_params_leaves(j->comment))
     return shoal__seterr(SHOAL_ERR_UNSUPPORTED, "slurm: job %ld: its tasks do not leave on request (shoal submit "
                          "--leavable): no shrink in place", id);
   if (!first_kept)

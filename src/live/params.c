@@ -101,6 +101,12 @@ int shoal__live_params_parse(const char *comment, shoal_live_params_t *out, char
   return 0;
 }
 
+int shoal__live_params_leaves(const char *comment) {
+  shoal_live_params_t p;
+  char why[256];
+  return shoal__live_params_parse(comment, &p, why, sizeof why) == 0 && p.leave;
+}
+
 int shoal__live_params_check(const shoal_live_params_t *p, char *why, size_t cap) {
   if (p->gpus < 1 || p->min < 1 || p->max < 1 || p->max > SHOAL_LIVE_WORKERS_MAX) {
     snprintf(why, cap, "worker counts must be 1..%d", SHOAL_LIVE_WORKERS_MAX);

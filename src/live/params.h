@@ -30,6 +30,8 @@ typedef struct shoal_live_params {
 int shoal__live_params_tagged(const char *comment);
 /* Parse a tagged comment: 0, or SHOAL_ERR_PARSE with why (the field and what is wrong). */
 int shoal__live_params_parse(const char *comment, shoal_live_params_t *out, char *why, size_t cap);
+/* 1 if the comment parses and its tasks leave on request (leave=1): a manager's shrink in place; else 0. */
+int shoal__live_params_leaves(const char *comment);
 /* Check values (ranges, min <= gpus <= max, model characters): 0 or SHOAL_ERR_INVALID with why. */
 int shoal__live_params_check(const shoal_live_params_t *p, char *why, size_t cap);
 /* The comment for p; 0, or SHOAL_ERR_INVALID if it does not fit. */
